@@ -56,6 +56,9 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
+  // An empty Result is an error ("no value"); it exists because Asio's co_spawn
+  // default-constructs the result it hands to a completion handler.
+  Result() : status_(StatusCode::kInternal, "no value was produced") {}
   Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.isOk() && "a Result built from a Status must carry an error");

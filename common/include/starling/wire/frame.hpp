@@ -1,0 +1,87 @@
+#pragma once
+// Framing of Starling messages on a byte stream.
+//
+//   offset 0  u32 little-endian  length of the body in bytes
+//   offset 4  u16 little-endian  protocol version (kProtocolVersion)
+//   offset 6  u16 little-endian  flags, must be 0 in version 1
+//   offset 8  body: one Flatbuffers Envelope with file identifier "STRL"
+//
+// A receiver reads the 8-byte header, rejects it (decodeFrameHeader) before
+// allocating anything when the length is over its limit or the version is not its
+// own, then reads the body and verifies it (Message::parse) before any field is read.
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "starling/util/status.hpp"
+#include "starling_generated.h"
+
+namespace starling::wire {
+
+namespace fb = ::starling::wire::fb;
+
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr std::size_t kFrameHeaderBytes = 8;
+// Enough for a dense fp32 model of 4M parameters; configurable per connection.
+inline constexpr uint32_t kDefaultMaxFrameBytes = 16u << 20;
+
+struct FrameHeader {
+  uint32_t length = 0;
+  uint16_t version = 0;
+  uint16_t flags = 0;
+};
+
+std::array<uint8_t, kFrameHeaderBytes> encodeFrameHeader(uint32_t length,
+                                                         uint16_t version = kProtocolVersion);
+
+// Checks a received header: non-empty body, length <= maxFrameBytes, our version,
+// no unknown flags. The error says which and by how much.
+Result<FrameHeader> decodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes> bytes,
+                                      uint32_t maxFrameBytes);
+
+// One verified message. Owns its bytes; the envelope points into them.
+class Message {
+ public:
+  // Runs the Flatbuffers Verifier over body (identifier, offsets, nested tables,
+  // union type); an error names what failed. Takes ownership of body.
+  static Result<Message> parse(std::vector<uint8_t> body);
+
+  fb::Body type() const { return envelope_->body_type(); }
+  const char* typeName() const { return fb::EnumNameBody(type()); }
+  const fb::Envelope& envelope() const { return *envelope_; }
+  std::size_t sizeBytes() const { return body_.size(); }
+
+  // The body as T, or nullptr when the message is of another type.
+  template <typename T>
+  const T* as() const {
+    return envelope_->body_as<T>();
+  }
+
+ private:
+  Message(std::vector<uint8_t> body, const fb::Envelope* env) : body_(std::move(body)), envelope_(env) {}
+  std::vector<uint8_t> body_;
+  const fb::Envelope* envelope_ = nullptr;
+};
+
+// Finishes `builder` as an Envelope around `body` and returns header + body, ready
+// to write. The builder is left finished (Clear() it to reuse).
+template <typename T>
+std::vector<uint8_t> finishFrame(flatbuffers::FlatBufferBuilder& builder, flatbuffers::Offset<T> body) {
+  auto env = fb::CreateEnvelope(builder, fb::BodyTraits<T>::enum_value, body.Union());
+  fb::FinishEnvelopeBuffer(builder, env);
+  std::span<const uint8_t> bytes(builder.GetBufferPointer(), builder.GetSize());
+  auto header = encodeFrameHeader(static_cast<uint32_t>(bytes.size()));
+  std::vector<uint8_t> frame;
+  frame.reserve(header.size() + bytes.size());
+  frame.insert(frame.end(), header.begin(), header.end());
+  frame.insert(frame.end(), bytes.begin(), bytes.end());
+  return frame;
+}
+
+// Convenience: a complete Error frame.
+std::vector<uint8_t> makeErrorFrame(fb::ErrorCode code, const std::string& message);
+
+}  // namespace starling::wire

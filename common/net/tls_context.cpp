@@ -1,0 +1,162 @@
+#include "starling/net/tls_context.hpp"
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace starling::net {
+namespace {
+
+Result<std::string> readFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(StatusCode::kNotFound, std::string("cannot open ") + what + " '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) return Status(StatusCode::kIo, std::string("cannot read ") + what + " '" + path + "'");
+  return text.str();
+}
+
+// TLS 1.2 suites with forward secrecy and AEAD only; ECDSA because Starling's
+// certificates carry P-256 keys.
+const int kCipherSuites[] = {
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    0,
+};
+
+}  // namespace
+
+std::string mbedtlsErrorString(int code) {
+  char buf[256];
+  mbedtls_strerror(code, buf, sizeof buf);
+  return buf;
+}
+
+std::string describeVerifyFlags(unsigned flags) {
+  struct Reason {
+    unsigned flag;
+    const char* text;
+  };
+  static constexpr Reason kReasons[] = {
+      {MBEDTLS_X509_BADCERT_EXPIRED, "the certificate has expired"},
+      {MBEDTLS_X509_BADCERT_FUTURE, "the certificate is not valid yet"},
+      {MBEDTLS_X509_BADCERT_REVOKED, "the certificate has been revoked"},
+      {MBEDTLS_X509_BADCERT_CN_MISMATCH, "the certificate is for another host name"},
+      {MBEDTLS_X509_BADCERT_NOT_TRUSTED, "the certificate is not signed by the trusted CA"},
+      {MBEDTLS_X509_BADCERT_MISSING, "no certificate was presented"},
+      {MBEDTLS_X509_BADCERT_KEY_USAGE, "the certificate's key usage does not allow this use"},
+      {MBEDTLS_X509_BADCERT_EXT_KEY_USAGE, "the certificate's extended key usage does not allow this use"},
+      {MBEDTLS_X509_BADCERT_BAD_MD, "the certificate is signed with a disallowed hash"},
+      {MBEDTLS_X509_BADCERT_BAD_KEY, "the certificate's key is too weak or of a disallowed type"},
+      {MBEDTLS_X509_BADCRL_EXPIRED, "the revocation list has expired"},
+  };
+  std::string out;
+  for (const auto& r : kReasons) {
+    if (flags & r.flag) {
+      if (!out.empty()) out += "; ";
+      out += r.text;
+    }
+  }
+  if (out.empty() && flags != 0) out = "certificate verification failed (flags 0x" + std::to_string(flags) + ")";
+  return out;
+}
+
+struct TlsContext::Impl {
+  mbedtls_entropy_context entropy;
+  mbedtls_ctr_drbg_context drbg;
+  mbedtls_x509_crt ca;
+  mbedtls_x509_crt cert;
+  mbedtls_pk_context key;
+  mbedtls_ssl_config conf;
+
+  Impl() {
+    mbedtls_entropy_init(&entropy);
+    mbedtls_ctr_drbg_init(&drbg);
+    mbedtls_x509_crt_init(&ca);
+    mbedtls_x509_crt_init(&cert);
+    mbedtls_pk_init(&key);
+    mbedtls_ssl_config_init(&conf);
+  }
+  ~Impl() {
+    mbedtls_ssl_config_free(&conf);
+    mbedtls_pk_free(&key);
+    mbedtls_x509_crt_free(&cert);
+    mbedtls_x509_crt_free(&ca);
+    mbedtls_ctr_drbg_free(&drbg);
+    mbedtls_entropy_free(&entropy);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+};
+
+Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& certPath,
+                                 const std::string& keyPath) {
+  TlsIdentity id;
+  auto ca = readFile(caPath, "CA certificate");
+  if (!ca) return ca.status();
+  auto cert = readFile(certPath, "certificate");
+  if (!cert) return cert.status();
+  auto key = readFile(keyPath, "private key");
+  if (!key) return key.status();
+  id.caPem = std::move(*ca);
+  id.certPem = std::move(*cert);
+  id.keyPem = std::move(*key);
+  return id;
+}
+
+TlsContext::TlsContext(TlsRole role, std::string serverName)
+    : role_(role), serverName_(std::move(serverName)), impl_(std::make_unique<Impl>()) {}
+
+TlsContext::~TlsContext() = default;
+
+const mbedtls_ssl_config* TlsContext::config() const { return &impl_->conf; }
+
+Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const TlsIdentity& identity,
+                                                             std::string serverName) {
+  if (role == TlsRole::kClient && serverName.empty())
+    return Status(StatusCode::kInvalidArgument, "a client needs the coordinator's host name to verify");
+  std::shared_ptr<TlsContext> ctx(new TlsContext(role, std::move(serverName)));
+  Impl& s = *ctx->impl_;
+  auto pem = [](const std::string& text) { return reinterpret_cast<const unsigned char*>(text.c_str()); };
+
+  static const char kPersonalization[] = "starling-tls";
+  int rc = mbedtls_ctr_drbg_seed(&s.drbg, mbedtls_entropy_func, &s.entropy,
+                                 reinterpret_cast<const unsigned char*>(kPersonalization), sizeof kPersonalization);
+  if (rc != 0) return Status(StatusCode::kInternal, "seeding the TLS random generator: " + mbedtlsErrorString(rc));
+
+  if ((rc = mbedtls_x509_crt_parse(&s.ca, pem(identity.caPem), identity.caPem.size() + 1)) != 0)
+    return Status(StatusCode::kInvalidArgument, "parsing the CA certificate: " + mbedtlsErrorString(rc));
+  const bool haveCert = !identity.certPem.empty();
+  if (haveCert) {
+    if ((rc = mbedtls_x509_crt_parse(&s.cert, pem(identity.certPem), identity.certPem.size() + 1)) != 0)
+      return Status(StatusCode::kInvalidArgument, "parsing the certificate: " + mbedtlsErrorString(rc));
+    if ((rc = mbedtls_pk_parse_key(&s.key, pem(identity.keyPem), identity.keyPem.size() + 1, nullptr, 0)) != 0)
+      return Status(StatusCode::kInvalidArgument, "parsing the private key: " + mbedtlsErrorString(rc));
+    if ((rc = mbedtls_pk_check_pair(&s.cert.pk, &s.key)) != 0)
+      return Status(StatusCode::kInvalidArgument, "the private key does not belong to the certificate");
+  } else if (role == TlsRole::kServer) {
+    return Status(StatusCode::kInvalidArgument, "a coordinator needs a certificate and key");
+  }
+
+  rc = mbedtls_ssl_config_defaults(&s.conf, role == TlsRole::kServer ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
+                                   MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
+  if (rc != 0) return Status(StatusCode::kInternal, "TLS defaults: " + mbedtlsErrorString(rc));
+  mbedtls_ssl_conf_rng(&s.conf, mbedtls_ctr_drbg_random, &s.drbg);
+  mbedtls_ssl_conf_authmode(&s.conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+  mbedtls_ssl_conf_ca_chain(&s.conf, &s.ca, nullptr);
+  mbedtls_ssl_conf_min_version(&s.conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_ciphersuites(&s.conf, kCipherSuites);
+  mbedtls_ssl_conf_renegotiation(&s.conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+  if (haveCert && (rc = mbedtls_ssl_conf_own_cert(&s.conf, &s.cert, &s.key)) != 0)
+    return Status(StatusCode::kInternal, "TLS own certificate: " + mbedtlsErrorString(rc));
+  return std::shared_ptr<const TlsContext>(std::move(ctx));
+}
+
+}  // namespace starling::net

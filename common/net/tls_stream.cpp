@@ -1,0 +1,280 @@
+#include "starling/net/tls_stream.hpp"
+
+#include <fmt/format.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/oid.h>
+#include <mbedtls/sha256.h>
+#include <mbedtls/ssl.h>
+
+#include <algorithm>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+#include <cstring>
+
+namespace starling::net {
+namespace {
+
+constexpr auto kAsTuple = asio::experimental::as_tuple(asio::use_awaitable);
+constexpr std::size_t kReadChunk = 64 * 1024;
+// Ciphertext is handed to the socket once this much is queued, and at the end of
+// every writeAll.
+constexpr std::size_t kFlushThreshold = 256 * 1024;
+
+const char* alertName(unsigned char alert) {
+  switch (alert) {
+    case MBEDTLS_SSL_ALERT_MSG_BAD_CERT: return "bad certificate";
+    case MBEDTLS_SSL_ALERT_MSG_UNSUPPORTED_CERT: return "unsupported certificate";
+    case MBEDTLS_SSL_ALERT_MSG_CERT_REVOKED: return "certificate revoked";
+    case MBEDTLS_SSL_ALERT_MSG_CERT_EXPIRED: return "certificate expired";
+    case MBEDTLS_SSL_ALERT_MSG_CERT_UNKNOWN: return "certificate unknown";
+    case MBEDTLS_SSL_ALERT_MSG_UNKNOWN_CA: return "unknown CA";
+    case MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE: return "handshake failure";
+    case MBEDTLS_SSL_ALERT_MSG_NO_CERT: return "no certificate";
+    case MBEDTLS_SSL_ALERT_MSG_ACCESS_DENIED: return "access denied";
+    case MBEDTLS_SSL_ALERT_MSG_PROTOCOL_VERSION: return "protocol version";
+    case MBEDTLS_SSL_ALERT_MSG_INSUFFICIENT_SECURITY: return "insufficient security";
+    case MBEDTLS_SSL_ALERT_MSG_DECRYPT_ERROR: return "decrypt error";
+    default: return "alert";
+  }
+}
+
+std::string hex(const unsigned char* p, std::size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s(2 * n, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    s[2 * i] = kDigits[p[i] >> 4];
+    s[2 * i + 1] = kDigits[p[i] & 15];
+  }
+  return s;
+}
+
+}  // namespace
+
+struct TlsStream::Session {
+  mbedtls_ssl_context ssl;
+  Session() { mbedtls_ssl_init(&ssl); }
+  ~Session() { mbedtls_ssl_free(&ssl); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+};
+
+TlsStream::TlsStream(asio::ip::tcp::socket socket, std::shared_ptr<const TlsContext> context)
+    : socket_(std::move(socket)),
+      context_(std::move(context)),
+      session_(std::make_unique<Session>()),
+      in_(kReadChunk),
+      watchdog_(socket_.get_executor()) {
+  // A setup failure here is an allocation failure inside mbedTLS: a start-up fault.
+  if (int rc = mbedtls_ssl_setup(&session_->ssl, context_->config()); rc != 0)
+    throw std::runtime_error("mbedtls_ssl_setup: " + mbedtlsErrorString(rc));
+  if (context_->role() == TlsRole::kClient) mbedtls_ssl_set_hostname(&session_->ssl, context_->serverName().c_str());
+  mbedtls_ssl_set_bio(&session_->ssl, this, &TlsStream::bioSend, &TlsStream::bioRecv, nullptr);
+  std::error_code ec;
+  auto remote = socket_.remote_endpoint(ec);
+  if (!ec) peer_.address = fmt::format("{}:{}", remote.address().to_string(), remote.port());
+}
+
+TlsStream::~TlsStream() = default;
+
+int TlsStream::bioSend(void* self, const unsigned char* buf, std::size_t len) {
+  auto* s = static_cast<TlsStream*>(self);
+  if (s->closed_) return MBEDTLS_ERR_NET_CONN_RESET;
+  s->out_.insert(s->out_.end(), buf, buf + len);
+  return static_cast<int>(len);
+}
+
+int TlsStream::bioRecv(void* self, unsigned char* buf, std::size_t len) {
+  auto* s = static_cast<TlsStream*>(self);
+  std::size_t avail = s->inEnd_ - s->inPos_;
+  if (avail == 0) return MBEDTLS_ERR_SSL_WANT_READ;
+  std::size_t n = std::min(avail, len);
+  std::memcpy(buf, s->in_.data() + s->inPos_, n);
+  s->inPos_ += n;
+  return static_cast<int>(n);
+}
+
+Status TlsStream::socketError(const std::error_code& ec, const char* during) const {
+  if (timedOut_) return Status(StatusCode::kTimeout, fmt::format("timed out {}", during));
+  if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe)
+    return Status(StatusCode::kClosed, fmt::format("peer closed the connection {}", during));
+  if (closed_ || ec == asio::error::operation_aborted)
+    return Status(StatusCode::kClosed, fmt::format("connection closed {}", during));
+  return Status(StatusCode::kIo, fmt::format("socket error {}: {}", during, ec.message()));
+}
+
+asio::awaitable<Status> TlsStream::fill() {
+  if (inPos_ == inEnd_) inPos_ = inEnd_ = 0;
+  if (inEnd_ == in_.size()) {  // compact, then grow if a record still does not fit
+    std::memmove(in_.data(), in_.data() + inPos_, inEnd_ - inPos_);
+    inEnd_ -= inPos_;
+    inPos_ = 0;
+    if (inEnd_ == in_.size()) in_.resize(in_.size() * 2);
+  }
+  auto [ec, n] = co_await socket_.async_read_some(asio::buffer(in_.data() + inEnd_, in_.size() - inEnd_), kAsTuple);
+  if (ec) co_return socketError(ec, handshakeDone_ ? "while reading" : "during the TLS handshake");
+  inEnd_ += n;
+  co_return Status::ok();
+}
+
+asio::awaitable<Status> TlsStream::flush() {
+  while (!out_.empty()) {
+    sending_.clear();
+    std::swap(sending_, out_);
+    auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(sending_), kAsTuple);
+    (void)n;
+    if (ec) co_return socketError(ec, handshakeDone_ ? "while writing" : "during the TLS handshake");
+  }
+  co_return Status::ok();
+}
+
+Status TlsStream::handshakeFailure(int rc) const {
+  const bool server = context_->role() == TlsRole::kServer;
+  const char* whose = server ? "client" : "coordinator";
+  if (rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) {
+    uint32_t flags = mbedtls_ssl_get_verify_result(&session_->ssl);
+    return Status(StatusCode::kUnauthenticated,
+                  fmt::format("{} certificate refused: {}", whose, describeVerifyFlags(flags)));
+  }
+  if (rc == MBEDTLS_ERR_SSL_NO_CLIENT_CERTIFICATE)
+    return Status(StatusCode::kUnauthenticated, "client certificate refused: no certificate was presented");
+  if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) {
+    unsigned char alert = session_->ssl.in_msg != nullptr ? session_->ssl.in_msg[1] : 0;
+    return Status(StatusCode::kUnauthenticated,
+                  fmt::format("the {} refused the TLS handshake: {} (alert {})", whose, alertName(alert), alert));
+  }
+  return Status(StatusCode::kUnauthenticated, fmt::format("TLS handshake failed: {}", mbedtlsErrorString(rc)));
+}
+
+asio::awaitable<Status> TlsStream::handshake() {
+  for (;;) {
+    int rc = mbedtls_ssl_handshake(&session_->ssl);
+    Status sent = co_await flush();  // also delivers our alert when we refuse the peer
+    if (rc == 0) {
+      if (!sent) co_return sent;
+      break;
+    }
+    if (rc == MBEDTLS_ERR_SSL_WANT_WRITE) {
+      if (!sent) co_return sent;
+      continue;
+    }
+    if (rc == MBEDTLS_ERR_SSL_WANT_READ) {
+      if (!sent) co_return sent;
+      Status got = co_await fill();
+      if (!got) co_return got;
+      continue;
+    }
+    co_return handshakeFailure(rc);
+  }
+  handshakeDone_ = true;
+  readPeerIdentity();
+  co_return Status::ok();
+}
+
+void TlsStream::readPeerIdentity() {
+  const mbedtls_x509_crt* crt = mbedtls_ssl_get_peer_cert(&session_->ssl);
+  if (crt == nullptr) return;
+  for (const mbedtls_x509_name* n = &crt->subject; n != nullptr; n = n->next) {
+    if (n->oid.p != nullptr && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) {
+      peer_.commonName.assign(reinterpret_cast<const char*>(n->val.p), n->val.len);
+      break;
+    }
+  }
+  unsigned char digest[32];
+  if (mbedtls_sha256_ret(crt->raw.p, crt->raw.len, digest, 0) == 0) peer_.fingerprint = hex(digest, sizeof digest);
+}
+
+asio::awaitable<Result<std::size_t>> TlsStream::readSome(std::span<uint8_t> buffer) {
+  for (;;) {
+    int rc = mbedtls_ssl_read(&session_->ssl, buffer.data(), buffer.size());
+    if (rc > 0) co_return static_cast<std::size_t>(rc);
+    if (rc == 0 || rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
+      co_return Status(StatusCode::kClosed, "peer closed the connection");
+    if (rc == MBEDTLS_ERR_SSL_WANT_READ) {
+      Status got = co_await fill();
+      if (!got) co_return got;
+      continue;
+    }
+    if (rc == MBEDTLS_ERR_SSL_WANT_WRITE) continue;
+    co_return Status(StatusCode::kMalformed, "TLS record error: " + mbedtlsErrorString(rc));
+  }
+}
+
+asio::awaitable<Status> TlsStream::readExactly(std::span<uint8_t> buffer) {
+  while (!buffer.empty()) {
+    auto n = co_await readSome(buffer);
+    if (!n) co_return n.status();
+    buffer = buffer.subspan(*n);
+  }
+  co_return Status::ok();
+}
+
+asio::awaitable<Status> TlsStream::writeAll(std::span<const uint8_t> data) {
+  while (!data.empty()) {
+    int rc = mbedtls_ssl_write(&session_->ssl, data.data(), data.size());
+    if (rc > 0) {
+      data = data.subspan(static_cast<std::size_t>(rc));
+      if (out_.size() >= kFlushThreshold) {
+        Status st = co_await flush();
+        if (!st) co_return st;
+      }
+      continue;
+    }
+    if (rc == MBEDTLS_ERR_SSL_WANT_WRITE || rc == MBEDTLS_ERR_SSL_WANT_READ) {
+      Status st = co_await flush();
+      if (!st) co_return st;
+      continue;
+    }
+    if (closed_) co_return socketError(asio::error::operation_aborted, "while writing");
+    co_return Status(StatusCode::kIo, "TLS write failed: " + mbedtlsErrorString(rc));
+  }
+  co_return co_await flush();
+}
+
+asio::awaitable<void> TlsStream::shutdown() {
+  if (!closed_ && handshakeDone_) {
+    mbedtls_ssl_close_notify(&session_->ssl);
+    (void)co_await flush();
+  }
+  close();
+}
+
+void TlsStream::close() {
+  if (closed_) return;
+  closed_ = true;
+  std::error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  watchdog_.cancel();
+}
+
+void TlsStream::setDeadline(Clock::time_point deadline) {
+  if (closed_) return;
+  const bool earlier = deadline < deadline_;
+  deadline_ = deadline;
+  if (!watching_) {
+    if (deadline == Clock::time_point::max()) return;
+    watching_ = true;
+    asio::co_spawn(socket_.get_executor(), watch(shared_from_this()), asio::detached);
+  } else if (earlier) {
+    watchdog_.cancel();  // wake the watchdog so it re-arms for the earlier time
+  }
+}
+
+asio::awaitable<void> TlsStream::watch(std::shared_ptr<TlsStream> self) {
+  while (!closed_) {
+    if (deadline_ <= Clock::now()) {
+      timedOut_ = true;
+      close();
+      break;
+    }
+    watchdog_.expires_at(deadline_);
+    co_await watchdog_.async_wait(kAsTuple);
+  }
+  watching_ = false;
+  (void)self;
+}
+
+}  // namespace starling::net

@@ -1,0 +1,133 @@
+#include "starling/compression/compressed.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace starling::compression {
+
+std::uint32_t Compressed::selected() const {
+  if (encoding == Encoding::kTopK || encoding == Encoding::kRandK) {
+    return static_cast<std::uint32_t>(indices.size());
+  }
+  return count;
+}
+
+void Compressed::clear() {
+  encoding = Encoding::kDense32;
+  count = 0;
+  valueFormat = ValueFormat::kFp32;
+  indices.clear();
+  values.clear();
+  signs.clear();
+  block = 0;
+  scales.clear();
+  levels.clear();
+  qsgdLevels = 0;
+  seed = 0;
+}
+
+namespace {
+
+inline bool bitAt(const std::vector<std::uint64_t>& words, std::size_t i) {
+  return (words[i >> 6] >> (i & 63)) & 1u;
+}
+
+// Checks the invariants expand() and addScaled() rely on to stay in bounds.
+Status checkShape(const Compressed& c, std::size_t outSize) {
+  if (outSize != c.count) {
+    return {StatusCode::kInvalidArgument, "output of " + std::to_string(outSize) +
+                                              " elements for a tensor of " +
+                                              std::to_string(c.count)};
+  }
+  const std::size_t words = (static_cast<std::size_t>(c.count) + 63) / 64;
+  switch (c.encoding) {
+    case Encoding::kDense32:
+    case Encoding::kDense16:
+      if (c.values.size() != c.count) break;
+      return Status::ok();
+    case Encoding::kTopK:
+    case Encoding::kRandK:
+      if (c.values.size() != c.indices.size()) break;
+      for (std::uint32_t i : c.indices) {
+        if (i >= c.count) return {StatusCode::kInvalidArgument, "index out of range"};
+      }
+      return Status::ok();
+    case Encoding::kScaledSign:
+      if (c.block == 0 || c.signs.size() != words ||
+          c.scales.size() != (static_cast<std::size_t>(c.count) + c.block - 1) / c.block) {
+        break;
+      }
+      return Status::ok();
+    case Encoding::kQsgd:
+      if (c.qsgdLevels == 0 || c.signs.size() != words || c.levels.size() != c.count ||
+          c.scales.size() != 1) {
+        break;
+      }
+      return Status::ok();
+  }
+  return {StatusCode::kInvalidArgument,
+          "inconsistent compressed tensor (" + encodingName(c.encoding) + ")"};
+}
+
+}  // namespace
+
+Status expand(const Compressed& c, std::span<float> out) {
+  STARLING_RETURN_IF_ERROR(checkShape(c, out.size()));
+  switch (c.encoding) {
+    case Encoding::kDense32:
+    case Encoding::kDense16:
+      std::copy(c.values.begin(), c.values.end(), out.begin());
+      break;
+    case Encoding::kTopK:
+    case Encoding::kRandK:
+      std::fill(out.begin(), out.end(), 0.0f);
+      for (std::size_t j = 0; j < c.indices.size(); ++j) out[c.indices[j]] = c.values[j];
+      break;
+    case Encoding::kScaledSign:
+      for (std::size_t b = 0; b < c.scales.size(); ++b) {
+        const std::size_t begin = b * c.block;
+        const std::size_t end = std::min<std::size_t>(begin + c.block, c.count);
+        const float scale = c.scales[b];
+        for (std::size_t i = begin; i < end; ++i) out[i] = bitAt(c.signs, i) ? -scale : scale;
+      }
+      break;
+    case Encoding::kQsgd: {
+      const float step = c.scales[0] / static_cast<float>(c.qsgdLevels);
+      for (std::size_t i = 0; i < c.count; ++i) out[i] = qsgdValue(step, c.levels[i], bitAt(c.signs, i));
+      break;
+    }
+  }
+  return Status::ok();
+}
+
+Status addScaled(const Compressed& c, float alpha, std::span<float> acc) {
+  STARLING_RETURN_IF_ERROR(checkShape(c, acc.size()));
+  switch (c.encoding) {
+    case Encoding::kDense32:
+    case Encoding::kDense16:
+      for (std::size_t i = 0; i < c.count; ++i) acc[i] += alpha * c.values[i];
+      break;
+    case Encoding::kTopK:
+    case Encoding::kRandK:
+      for (std::size_t j = 0; j < c.indices.size(); ++j) acc[c.indices[j]] += alpha * c.values[j];
+      break;
+    case Encoding::kScaledSign:
+      for (std::size_t b = 0; b < c.scales.size(); ++b) {
+        const std::size_t begin = b * c.block;
+        const std::size_t end = std::min<std::size_t>(begin + c.block, c.count);
+        const float scale = c.scales[b];
+        for (std::size_t i = begin; i < end; ++i) acc[i] += alpha * (bitAt(c.signs, i) ? -scale : scale);
+      }
+      break;
+    case Encoding::kQsgd: {
+      const float step = c.scales[0] / static_cast<float>(c.qsgdLevels);
+      for (std::size_t i = 0; i < c.count; ++i) {
+        acc[i] += alpha * qsgdValue(step, c.levels[i], bitAt(c.signs, i));
+      }
+      break;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace starling::compression

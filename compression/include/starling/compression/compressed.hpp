@@ -1,0 +1,70 @@
+#pragma once
+// Compressed: the in-memory form of C(v), what a compressor produces and what the
+// payload codec writes to and reads from the wire.
+//
+// decode(encode(c)) == c field for field, and expand() of both is bit-identical.
+// A Compressed is a value type: it owns its buffers, and reusing one object across
+// rounds reuses their capacity. Not synchronized: one thread at a time.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "starling/compression/encoding.hpp"
+#include "starling/util/status.hpp"
+
+namespace starling::compression {
+
+struct Compressed {
+  Encoding encoding = Encoding::kDense32;
+  std::uint32_t count = 0;  // elements of the full tensor
+
+  // kDense32, kDense16, kTopK, kRandK: kFp32 or kFp16; kScaledSign: kSignBits;
+  // kQsgd: kLevels. With kFp16 every entry of `values` is exactly representable in
+  // binary16 (the compressor rounded it).
+  ValueFormat valueFormat = ValueFormat::kFp32;
+
+  // kTopK, kRandK: the strictly increasing positions of `values`. For kRandK they are
+  // derived from `seed` and never sent.
+  std::vector<std::uint32_t> indices;
+  // kDense32, kDense16: `count` values; kTopK, kRandK: one per index.
+  std::vector<float> values;
+
+  // kScaledSign, kQsgd: bit i of word i / 64 set = element i is negative. Bits at and
+  // beyond `count` are zero; for kQsgd an element of level 0 has a clear bit.
+  std::vector<std::uint64_t> signs;
+  // kScaledSign: elements per block, and one scale (mean |v| of the block) per block.
+  // kQsgd: scales = {scale}; element i is sign_i * scale * level_i / qsgdLevels.
+  std::uint32_t block = 0;
+  std::vector<float> scales;
+  // kQsgd: the level of each element, in [0, qsgdLevels].
+  std::vector<std::uint8_t> levels;
+  std::uint32_t qsgdLevels = 0;  // s
+
+  // kRandK: the seed of the index set; kQsgd: the seed of the stochastic rounding.
+  std::uint64_t seed = 0;
+
+  // Elements sent: indices.size() for kTopK and kRandK, `count` otherwise.
+  std::uint32_t selected() const;
+
+  // Empties every buffer (keeping capacity) and resets the scalar fields.
+  void clear();
+
+  friend bool operator==(const Compressed&, const Compressed&) = default;
+};
+
+// The value of element i of a QSGD tensor. expand() and addScaled() both use it, so
+// the decoded tensor is bit-identical wherever it is computed.
+inline float qsgdValue(float step, std::uint8_t level, bool negative) {
+  const float magnitude = step * static_cast<float>(level);
+  return negative ? -magnitude : magnitude;
+}
+
+// Writes the dense tensor C(v) into out (out.size() must equal c.count).
+Status expand(const Compressed& c, std::span<float> out);
+
+// acc[i] += alpha * C(v)[i] for every element (sparse encodings touch only their
+// selected elements). acc.size() must equal c.count.
+Status addScaled(const Compressed& c, float alpha, std::span<float> acc);
+
+}  // namespace starling::compression

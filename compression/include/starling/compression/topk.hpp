@@ -1,0 +1,61 @@
+#pragma once
+// Top-k: keeps the k elements of largest magnitude, sends their indices and values.
+// A contraction with delta = k / d. Ties at the k-th magnitude go to the lowest
+// indices, so exactly k elements are kept and the result is deterministic.
+//
+// Exact mode selects over all d magnitudes (std::nth_element on a copy).
+// Sampled mode is DGC's threshold (Lin et al., ICLR 2018): estimate the magnitude
+// threshold from a sample of runs of consecutive elements at random positions, keep
+// the candidates at or above it in one pass over v, and select exactly k among the
+// candidates. The first threshold aims at 1.1k candidates; if fewer than k pass, the
+// threshold is lowered (to the sample's statistic at twice the rank, then by 0.8) and
+// the pass repeats, at most 10 times before falling back to exact selection. The
+// result is always the exact top-k; only the time differs. Small tensors (d < 32768),
+// and densities so low that a sample of a quarter of d would hold fewer than 128
+// elements above the threshold, use exact mode.
+
+#include <cstdint>
+#include <vector>
+
+#include "starling/compression/compressor.hpp"
+
+namespace starling::compression {
+
+struct TopKOptions {
+  ValueFormat values = ValueFormat::kFp32;  // kFp32 or kFp16
+  bool sampled = false;
+};
+
+// What the last compress() call did; for tests and benchmarks.
+struct TopKStats {
+  std::uint32_t k = 0;
+  bool exact = true;               // exact selection over all d elements
+  std::uint32_t sampleSize = 0;    // elements in the threshold sample
+  std::uint32_t passes = 0;        // candidate passes over v
+  std::uint64_t firstCandidates = 0;  // candidates of the first pass, before truncation
+  std::uint64_t candidates = 0;       // candidates of the last pass, before truncation
+  float threshold = 0.0f;             // the last pass's threshold
+};
+
+class TopKCompressor final : public Compressor {
+ public:
+  explicit TopKCompressor(TopKOptions options = {});
+
+  std::string_view name() const override { return options_.sampled ? "topk-sampled" : "topk"; }
+  Status compress(std::span<const float> v, const CompressParams& params,
+                  Compressed& out) override;
+
+  const TopKStats& lastStats() const { return stats_; }
+
+ private:
+  Status compressExact(std::span<const float> v, std::uint32_t k, Compressed& out);
+  Status compressSampled(std::span<const float> v, std::uint32_t k, std::uint64_t seed,
+                         Compressed& out);
+
+  TopKOptions options_;
+  TopKStats stats_;
+  std::vector<std::uint32_t> magnitudes_;  // scratch: bits of |v|, or of the sample
+  std::vector<std::uint32_t> candidates_;  // scratch: candidate indices
+};
+
+}  // namespace starling::compression

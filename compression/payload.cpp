@@ -1,0 +1,419 @@
+#include "starling/compression/payload.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "starling/compression/fp16.hpp"
+#include "starling/compression/qsgd.hpp"
+#include "starling/compression/randk.hpp"
+
+namespace starling::compression {
+
+static_assert(std::endian::native == std::endian::little,
+              "the payload codec copies little-endian floats as they are in memory");
+
+std::size_t Payload::byteSize() const {
+  constexpr std::size_t kScalars = 1 + 4 + 4 + 1 + 1 + 1 + 4 + 4 + 8;
+  return kScalars + indices.size() + values.size() + 4 * scales.size();
+}
+
+namespace {
+
+Status malformed(const std::string& what) { return {StatusCode::kMalformed, what}; }
+Status invalid(const std::string& what) { return {StatusCode::kInvalidArgument, what}; }
+std::string str(std::uint64_t x) { return std::to_string(x); }
+
+// LSB-first bit stream of fields up to 25 bits wide.
+class BitWriter {
+ public:
+  explicit BitWriter(std::vector<std::uint8_t>& out) : out_(out) {}
+  void put(std::uint32_t field, unsigned width) {
+    acc_ |= static_cast<std::uint64_t>(field) << bits_;
+    bits_ += width;
+    while (bits_ >= 8) {
+      out_.push_back(static_cast<std::uint8_t>(acc_));
+      acc_ >>= 8;
+      bits_ -= 8;
+    }
+  }
+  void finish() {
+    if (bits_ > 0) out_.push_back(static_cast<std::uint8_t>(acc_));
+    acc_ = 0;
+    bits_ = 0;
+  }
+
+ private:
+  std::vector<std::uint8_t>& out_;
+  std::uint64_t acc_ = 0;
+  unsigned bits_ = 0;
+};
+
+// Reads fields from a byte span whose length the caller has checked covers them.
+class BitReader {
+ public:
+  BitReader(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
+  std::uint32_t get(unsigned width) {
+    while (bits_ < width) {
+      const std::uint64_t byte = pos_ < size_ ? data_[pos_] : 0;  // never past the end
+      ++pos_;
+      acc_ |= byte << bits_;
+      bits_ += 8;
+    }
+    const auto field = static_cast<std::uint32_t>(acc_ & ((std::uint64_t{1} << width) - 1));
+    acc_ >>= width;
+    bits_ -= width;
+    return field;
+  }
+  // The bits left in the current byte (the padding after the last field).
+  std::uint64_t rest() const { return acc_; }
+
+ private:
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::size_t pos_ = 0;
+  std::uint64_t acc_ = 0;
+  unsigned bits_ = 0;
+};
+
+void putFloats(const std::vector<float>& values, ValueFormat format, std::vector<std::uint8_t>& out) {
+  if (format == ValueFormat::kFp32) {
+    out.resize(values.size() * 4);
+    if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
+    return;
+  }
+  out.resize(values.size() * 2);
+  std::uint16_t chunk[256];
+  for (std::size_t i = 0; i < values.size(); i += 256) {
+    const std::size_t n = std::min<std::size_t>(256, values.size() - i);
+    floatsToHalvesSaturating(std::span<const float>(values.data() + i, n), chunk);
+    std::memcpy(out.data() + 2 * i, chunk, 2 * n);
+  }
+}
+
+Status getFloats(const Payload& p, std::size_t n, std::vector<float>& out) {
+  const std::size_t width = p.valueFormat == ValueFormat::kFp32 ? 4 : 2;
+  if (p.values.size() != n * width) {
+    return malformed(str(p.values.size()) + " bytes of " + valueFormatName(p.valueFormat) +
+                     " values for " + str(n) + " elements (expected " + str(n * width) + ")");
+  }
+  out.resize(n);
+  if (width == 4) {
+    if (n > 0) std::memcpy(out.data(), p.values.data(), n * 4);
+  } else {
+    std::uint16_t chunk[256];
+    for (std::size_t i = 0; i < n; i += 256) {
+      const std::size_t m = std::min<std::size_t>(256, n - i);
+      std::memcpy(chunk, p.values.data() + 2 * i, 2 * m);
+      halvesToFloats(std::span<const std::uint16_t>(chunk, m), std::span<float>(out.data() + i, m));
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(out[i])) return malformed("value " + str(i) + " is not finite");
+  }
+  return Status::ok();
+}
+
+Status requireFormats(const Payload& p, IndexFormat index, bool fp) {
+  if (p.indexFormat != index) {
+    return malformed(encodingName(p.encoding) + " payload with index format " +
+                     indexFormatName(p.indexFormat));
+  }
+  const bool ok = fp ? (p.valueFormat == ValueFormat::kFp32 || p.valueFormat == ValueFormat::kFp16)
+                     : true;
+  if (!ok) {
+    return malformed(encodingName(p.encoding) + " payload with value format " +
+                     valueFormatName(p.valueFormat));
+  }
+  return Status::ok();
+}
+
+void putSignBytes(const std::vector<std::uint64_t>& words, std::uint32_t count,
+                  std::vector<std::uint8_t>& out) {
+  out.resize((static_cast<std::size_t>(count) + 7) / 8);
+  for (std::size_t b = 0; b < out.size(); ++b) {
+    out[b] = static_cast<std::uint8_t>(words[b / 8] >> (8 * (b % 8)));
+  }
+}
+
+Status encodeIndices(const Compressed& c, Payload& out) {
+  std::size_t varintBytes = 0;
+  std::uint32_t previous = 0;
+  for (std::size_t j = 0; j < c.indices.size(); ++j) {
+    const std::uint32_t i = c.indices[j];
+    if (i >= c.count || (j > 0 && i <= previous)) {
+      return invalid("top-k indices must increase and lie below the tensor size");
+    }
+    varintBytes += varintSize(j == 0 ? i : i - previous);
+    previous = i;
+  }
+  const std::size_t bitmapBytes = (static_cast<std::size_t>(c.count) + 7) / 8;
+  if (bitmapBytes < varintBytes) {
+    out.indexFormat = IndexFormat::kBitmap;
+    out.indices.assign(bitmapBytes, 0);
+    for (std::uint32_t i : c.indices) out.indices[i >> 3] |= static_cast<std::uint8_t>(1u << (i & 7));
+    return Status::ok();
+  }
+  out.indexFormat = IndexFormat::kDeltaVarint;
+  out.indices.resize(varintBytes);
+  std::uint8_t* dst = out.indices.data();
+  previous = 0;
+  for (std::size_t j = 0; j < c.indices.size(); ++j) {
+    std::uint32_t x = j == 0 ? c.indices[j] : c.indices[j] - previous;
+    previous = c.indices[j];
+    while (x >= 0x80) {
+      *dst++ = static_cast<std::uint8_t>(x | 0x80);
+      x >>= 7;
+    }
+    *dst++ = static_cast<std::uint8_t>(x);
+  }
+  return Status::ok();
+}
+
+Status decodeIndices(const Payload& p, std::vector<std::uint32_t>& out) {
+  const std::uint32_t n = p.selected;
+  out.resize(n);
+  if (p.indexFormat == IndexFormat::kBitmap) {
+    const std::size_t bytes = (static_cast<std::size_t>(p.count) + 7) / 8;
+    if (p.indices.size() != bytes) {
+      return malformed("index bitmap of " + str(p.indices.size()) + " bytes for " + str(p.count) +
+                       " elements (expected " + str(bytes) + ")");
+    }
+    if (p.count % 8 != 0 && (p.indices.back() >> (p.count % 8)) != 0) {
+      return malformed("index bitmap has bits set beyond element " + str(p.count));
+    }
+    std::size_t m = 0;
+    for (std::size_t b = 0; b < bytes; ++b) {
+      unsigned bits = p.indices[b];
+      while (bits != 0) {
+        if (m == n) return malformed("index bitmap holds more than the " + str(n) + " selected elements");
+        out[m++] = static_cast<std::uint32_t>(b * 8 + static_cast<std::size_t>(std::countr_zero(bits)));
+        bits &= bits - 1;
+      }
+    }
+    if (m != n) return malformed("index bitmap holds " + str(m) + " elements, selected says " + str(n));
+    return Status::ok();
+  }
+  if (p.indexFormat != IndexFormat::kDeltaVarint) {
+    return malformed("top-k payload with index format " + indexFormatName(p.indexFormat));
+  }
+  const std::uint8_t* data = p.indices.data();
+  const std::size_t size = p.indices.size();
+  std::size_t pos = 0;
+  std::uint64_t previous = 0;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    std::uint64_t x = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      if (pos >= size) {
+        return malformed("index varint " + str(j) + " of " + str(n) + " is truncated at byte " + str(pos));
+      }
+      const std::uint8_t byte = data[pos++];
+      if (shift == 28 && byte > 0x0f) return malformed("index varint " + str(j) + " exceeds 32 bits");
+      x |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) break;
+    }
+    if (j > 0 && x == 0) return malformed("indices not increasing at position " + str(j));
+    const std::uint64_t index = j == 0 ? x : previous + x;
+    if (index >= p.count) {
+      return malformed("index " + str(index) + " at position " + str(j) + " out of range for " +
+                       str(p.count) + " elements");
+    }
+    out[j] = static_cast<std::uint32_t>(index);
+    previous = index;
+  }
+  if (pos != size) return malformed(str(size - pos) + " trailing bytes after " + str(n) + " indices");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status encode(const Compressed& c, Payload& out) {
+  out.encoding = c.encoding;
+  out.count = c.count;
+  out.selected = c.selected();
+  out.indexFormat = IndexFormat::kNone;
+  out.indices.clear();
+  out.valueFormat = c.valueFormat;
+  out.values.clear();
+  out.levelBits = 0;
+  out.levels = 0;
+  out.block = 0;
+  out.scales.clear();
+  out.seed = 0;
+  const std::size_t words = (static_cast<std::size_t>(c.count) + 63) / 64;
+  const bool fp = c.valueFormat == ValueFormat::kFp32 || c.valueFormat == ValueFormat::kFp16;
+  switch (c.encoding) {
+    case Encoding::kDense32:
+    case Encoding::kDense16:
+      if (c.values.size() != c.count || !fp) return invalid("inconsistent dense tensor");
+      putFloats(c.values, c.valueFormat, out.values);
+      return Status::ok();
+    case Encoding::kTopK:
+      if (c.values.size() != c.indices.size() || !fp) return invalid("inconsistent top-k tensor");
+      STARLING_RETURN_IF_ERROR(encodeIndices(c, out));
+      putFloats(c.values, c.valueFormat, out.values);
+      return Status::ok();
+    case Encoding::kRandK:
+      if (c.values.size() != c.indices.size() || !fp) return invalid("inconsistent rand-k tensor");
+      out.seed = c.seed;
+      putFloats(c.values, c.valueFormat, out.values);
+      return Status::ok();
+    case Encoding::kScaledSign:
+      if (c.block == 0 || c.signs.size() != words ||
+          c.scales.size() != (static_cast<std::size_t>(c.count) + c.block - 1) / c.block) {
+        return invalid("inconsistent scaled-sign tensor");
+      }
+      out.block = c.block;
+      out.scales = c.scales;
+      putSignBytes(c.signs, c.count, out.values);
+      return Status::ok();
+    case Encoding::kQsgd: {
+      if (c.qsgdLevels < 1 || c.qsgdLevels > 255 || c.levels.size() != c.count ||
+          c.signs.size() != words || c.scales.size() != 1) {
+        return invalid("inconsistent qsgd tensor");
+      }
+      out.levels = c.qsgdLevels;
+      out.levelBits = qsgdLevelBits(c.qsgdLevels);
+      out.scales = c.scales;
+      out.seed = c.seed;
+      out.values.reserve((static_cast<std::size_t>(c.count) * (out.levelBits + 1u) + 7) / 8);
+      BitWriter writer(out.values);
+      for (std::size_t i = 0; i < c.count; ++i) {
+        const std::uint32_t sign = (c.signs[i >> 6] >> (i & 63)) & 1u;
+        writer.put(c.levels[i] | (sign << out.levelBits), out.levelBits + 1u);
+      }
+      writer.finish();
+      return Status::ok();
+    }
+  }
+  return invalid("cannot encode " + encodingName(c.encoding));
+}
+
+Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out) {
+  if (p.count != expectedCount) {
+    return {StatusCode::kOutOfRange, "compressed tensor of " + str(p.count) +
+                                         " elements where " + str(expectedCount) + " are expected"};
+  }
+  if (p.count == 0) return malformed("compressed tensor of 0 elements");
+  out.clear();
+  out.encoding = p.encoding;
+  out.count = p.count;
+  out.valueFormat = p.valueFormat;
+  const std::size_t words = (static_cast<std::size_t>(p.count) + 63) / 64;
+  const std::string name = encodingName(p.encoding);
+  switch (p.encoding) {
+    case Encoding::kDense32:
+    case Encoding::kDense16: {
+      const ValueFormat want = p.encoding == Encoding::kDense32 ? ValueFormat::kFp32 : ValueFormat::kFp16;
+      STARLING_RETURN_IF_ERROR(requireFormats(p, IndexFormat::kNone, true));
+      if (p.valueFormat != want) {
+        return malformed(name + " payload with value format " + valueFormatName(p.valueFormat));
+      }
+      if (p.selected != p.count) {
+        return malformed(name + " payload selects " + str(p.selected) + " of " + str(p.count) + " elements");
+      }
+      return getFloats(p, p.count, out.values);
+    }
+    case Encoding::kTopK:
+    case Encoding::kRandK: {
+      if (p.selected < 1 || p.selected > p.count) {
+        return malformed(name + " payload selects " + str(p.selected) + " of " + str(p.count) + " elements");
+      }
+      if (p.encoding == Encoding::kRandK) {
+        STARLING_RETURN_IF_ERROR(requireFormats(p, IndexFormat::kNone, true));
+        STARLING_RETURN_IF_ERROR(getFloats(p, p.selected, out.values));
+        out.seed = p.seed;
+        std::vector<std::uint64_t> bitmap;
+        randKIndices(p.seed, p.count, p.selected, bitmap, out.indices);
+        return Status::ok();
+      }
+      if (p.indexFormat != IndexFormat::kDeltaVarint && p.indexFormat != IndexFormat::kBitmap) {
+        return malformed("top-k payload with index format " + indexFormatName(p.indexFormat));
+      }
+      STARLING_RETURN_IF_ERROR(requireFormats(p, p.indexFormat, true));
+      STARLING_RETURN_IF_ERROR(getFloats(p, p.selected, out.values));
+      return decodeIndices(p, out.indices);
+    }
+    case Encoding::kScaledSign: {
+      STARLING_RETURN_IF_ERROR(requireFormats(p, IndexFormat::kNone, false));
+      if (p.valueFormat != ValueFormat::kSignBits) {
+        return malformed(name + " payload with value format " + valueFormatName(p.valueFormat));
+      }
+      if (p.selected != p.count) {
+        return malformed(name + " payload selects " + str(p.selected) + " of " + str(p.count) + " elements");
+      }
+      if (p.block == 0) return malformed("scaled-sign payload with a block of 0 elements");
+      const std::size_t blocks = (static_cast<std::size_t>(p.count) + p.block - 1) / p.block;
+      if (p.scales.size() != blocks) {
+        return malformed(str(p.scales.size()) + " scales for " + str(blocks) + " blocks");
+      }
+      for (std::size_t b = 0; b < blocks; ++b) {
+        if (!(std::isfinite(p.scales[b]) && p.scales[b] >= 0.0f)) {
+          return malformed("scale of block " + str(b) + " is negative or not finite");
+        }
+      }
+      const std::size_t bytes = (static_cast<std::size_t>(p.count) + 7) / 8;
+      if (p.values.size() != bytes) {
+        return malformed(str(p.values.size()) + " bytes of sign bits for " + str(p.count) +
+                         " elements (expected " + str(bytes) + ")");
+      }
+      if (p.count % 8 != 0 && (p.values.back() >> (p.count % 8)) != 0) {
+        return malformed("sign bits set beyond element " + str(p.count));
+      }
+      out.block = p.block;
+      out.scales = p.scales;
+      out.signs.assign(words, 0);
+      for (std::size_t b = 0; b < bytes; ++b) {
+        out.signs[b / 8] |= static_cast<std::uint64_t>(p.values[b]) << (8 * (b % 8));
+      }
+      return Status::ok();
+    }
+    case Encoding::kQsgd: {
+      STARLING_RETURN_IF_ERROR(requireFormats(p, IndexFormat::kNone, false));
+      if (p.valueFormat != ValueFormat::kLevels) {
+        return malformed(name + " payload with value format " + valueFormatName(p.valueFormat));
+      }
+      if (p.selected != p.count) {
+        return malformed(name + " payload selects " + str(p.selected) + " of " + str(p.count) + " elements");
+      }
+      if (p.levels < 1 || p.levels > 255) {
+        return {StatusCode::kUnsupported, "qsgd with " + str(p.levels) + " levels (supported: 1 to 255)"};
+      }
+      if (p.levelBits != qsgdLevelBits(p.levels)) {
+        return malformed("qsgd level width of " + str(p.levelBits) + " bits for " + str(p.levels) +
+                         " levels (expected " + str(qsgdLevelBits(p.levels)) + ")");
+      }
+      if (p.scales.size() != 1 || !(std::isfinite(p.scales[0]) && p.scales[0] >= 0.0f)) {
+        return malformed("qsgd payload needs one finite, non-negative scale");
+      }
+      const unsigned width = p.levelBits + 1u;
+      const std::size_t bytes = (static_cast<std::size_t>(p.count) * width + 7) / 8;
+      if (p.values.size() != bytes) {
+        return malformed(str(p.values.size()) + " bytes of levels for " + str(p.count) +
+                         " elements (expected " + str(bytes) + ")");
+      }
+      out.qsgdLevels = p.levels;
+      out.scales = p.scales;
+      out.seed = p.seed;
+      out.levels.resize(p.count);
+      out.signs.assign(words, 0);
+      BitReader reader(p.values.data(), p.values.size());
+      const std::uint32_t levelMask = (1u << p.levelBits) - 1;
+      for (std::size_t i = 0; i < p.count; ++i) {
+        const std::uint32_t field = reader.get(width);
+        const std::uint32_t level = field & levelMask;
+        if (level > p.levels) {
+          return malformed("level " + str(level) + " of element " + str(i) + " exceeds " + str(p.levels));
+        }
+        out.levels[i] = static_cast<std::uint8_t>(level);
+        if (level != 0 && (field >> p.levelBits) != 0) out.signs[i >> 6] |= std::uint64_t{1} << (i & 63);
+      }
+      if (reader.rest() != 0) return malformed("qsgd padding bits are not zero");
+      return Status::ok();
+    }
+  }
+  return {StatusCode::kUnsupported, "unknown encoding " + str(static_cast<unsigned>(p.encoding))};
+}
+
+}  // namespace starling::compression

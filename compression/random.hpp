@@ -1,0 +1,52 @@
+#pragma once
+// Private: the deterministic pseudo-random numbers of the seeded compressors.
+// Both ends of the wire regenerate rand-k's index set from a seed, so these
+// functions are part of the protocol: changing them changes what a seed means.
+
+#include <cstdint>
+
+namespace starling::compression::detail {
+
+// SplitMix64's finalizer (Steele, Lea & Flood, OOPSLA 2014): a bijective 64-bit mix.
+inline std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+inline constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+
+// Separate streams per use of a seed, so that rand-k and QSGD never share numbers.
+inline constexpr std::uint64_t kStreamRandK = 0x72616e646b000001ull;
+inline constexpr std::uint64_t kStreamQsgd = 0x7173676400000002ull;
+inline constexpr std::uint64_t kStreamTopKSample = 0x746f706b00000003ull;
+
+// The i-th number of a counter-based stream: independent of evaluation order, so
+// loops over it vectorize.
+inline std::uint64_t hashAt(std::uint64_t key, std::uint64_t i) { return mix64(key + (i + 1) * kGolden); }
+
+// A uniform float in [0, 1) with 24 random bits.
+inline float unitFloat(std::uint64_t bits) { return static_cast<float>(bits >> 40) * 0x1p-24f; }
+
+// A sequential SplitMix64 generator.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+
+  std::uint64_t next() {
+    state_ += kGolden;
+    return mix64(state_);
+  }
+
+  // Uniform in [0, n) for 1 <= n <= 2^32, by Lemire's multiply-shift on 64 random
+  // bits; the bias is below n / 2^64 (< 2^-32), negligible here.
+  std::uint32_t below(std::uint64_t n) {
+    __extension__ using U128 = unsigned __int128;
+    return static_cast<std::uint32_t>((static_cast<U128>(next()) * n) >> 64);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+}  // namespace starling::compression::detail

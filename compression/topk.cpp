@@ -1,0 +1,228 @@
+#include "starling/compression/topk.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "random.hpp"
+#include "starling/compression/fp16.hpp"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace starling::compression {
+
+// Magnitudes are handled as the bit patterns of |v_i| read as unsigned integers: for
+// non-negative floats their order is the float order, infinity sorts above every
+// finite value and NaN above infinity. So the comparisons below are a total order
+// (no undefined behaviour in std::nth_element) and one integer compare against
+// kInfinityBits finds every non-finite element.
+
+namespace {
+
+constexpr std::uint32_t kAbsMask = 0x7fffffffu;
+constexpr std::uint32_t kInfinityBits = 0x7f800000u;
+
+// Sampled mode: runs of this many consecutive elements (one cache line) form the
+// sample; the sample is sized so that about kSampleHits of its elements lie above the
+// threshold, which keeps the relative error of the estimated count near
+// 1 / sqrt(kSampleHits) (6%).
+constexpr std::uint32_t kRun = 16;
+constexpr double kSampleHits = 256.0;
+constexpr double kMinSampleHits = 128.0;
+constexpr double kTargetFactor = 1.1;  // aim at 1.1k candidates
+constexpr std::uint32_t kMaxRetries = 10;
+constexpr std::size_t kMinSampledSize = std::size_t{1} << 15;
+
+inline std::uint32_t magnitudeBits(float x) { return std::bit_cast<std::uint32_t>(x) & kAbsMask; }
+
+Status nonFinite(std::span<const float> v) {
+  Status status = checkInput(v);
+  if (status.isOk()) return {StatusCode::kInternal, "top-k: a non-finite magnitude vanished"};
+  return status;
+}
+
+// Writes the k positions of largest magnitude (ties to the lowest positions) in
+// increasing order, with their values, into out. positions == nullptr means all
+// positions [0, n). mags[j] holds the magnitude bits of position j (or positions[j])
+// and is permuted.
+void selectExactly(std::span<const float> v, const std::uint32_t* positions, std::size_t n,
+                   std::uint32_t k, std::uint32_t* mags, Compressed& out) {
+  std::nth_element(mags, mags + (k - 1), mags + n, std::greater<std::uint32_t>());
+  const std::uint32_t threshold = mags[k - 1];
+  std::uint32_t greater = 0;
+  for (std::uint32_t j = 0; j + 1 < k; ++j) greater += mags[j] > threshold ? 1u : 0u;
+  std::uint32_t ties = k - greater;  // >= 1: mags[k - 1] itself
+
+  out.indices.resize(k);
+  out.values.resize(k);
+  std::uint32_t m = 0;
+  for (std::size_t j = 0; j < n && m < k; ++j) {
+    const std::uint32_t i = positions ? positions[j] : static_cast<std::uint32_t>(j);
+    const std::uint32_t a = magnitudeBits(v[i]);
+    if (a > threshold || (a == threshold && ties > 0)) {
+      if (a == threshold) --ties;
+      out.indices[m] = i;
+      out.values[m] = v[i];
+      ++m;
+    }
+  }
+}
+
+// Appends to `out` (from `count`) every i with |v_i| >= threshold; returns the new count.
+// Grows out as needed.
+std::size_t scanCandidates(std::span<const float> v, std::uint32_t threshold,
+                           std::vector<std::uint32_t>& out) {
+  const std::size_t d = v.size();
+  std::size_t n = 0;
+  if (out.size() < 1024) out.resize(1024);
+  const float* data = v.data();
+  std::size_t i = 0;
+#if defined(__AVX2__)
+  const __m256i absMask = _mm256_set1_epi32(static_cast<int>(kAbsMask));
+  // a >= threshold  <=>  a > threshold - 1 (as signed: magnitudes are below 2^31).
+  const __m256i below = _mm256_set1_epi32(static_cast<int>(threshold) - 1);
+  for (; i + 16 <= d; i += 16) {
+    const __m256i a0 =
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i)), absMask);
+    const __m256i a1 = _mm256_and_si256(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 8)), absMask);
+    const auto m0 = static_cast<std::uint32_t>(
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a0, below))));
+    const auto m1 = static_cast<std::uint32_t>(
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a1, below))));
+    std::uint32_t mask = m0 | (m1 << 8);
+    if (mask == 0) continue;
+    if (n + 16 > out.size()) out.resize(std::max(out.size() * 2, n + 16));
+    std::uint32_t* dst = out.data();
+    while (mask != 0) {
+      dst[n++] = static_cast<std::uint32_t>(i) + static_cast<std::uint32_t>(std::countr_zero(mask));
+      mask &= mask - 1;
+    }
+  }
+#endif
+  for (; i < d; ++i) {
+    if (magnitudeBits(data[i]) >= threshold) {
+      if (n + 1 > out.size()) out.resize(std::max(out.size() * 2, n + 16));
+      out[n++] = static_cast<std::uint32_t>(i);
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+TopKCompressor::TopKCompressor(TopKOptions options) : options_(options) {}
+
+Status TopKCompressor::compress(std::span<const float> v, const CompressParams& params,
+                                Compressed& out) {
+  if (v.empty()) return checkInput(v);
+  Result<std::uint32_t> k = selectedCount(v.size(), params.density);
+  if (!k) return k.status();
+  out.clear();
+  out.encoding = Encoding::kTopK;
+  out.count = static_cast<std::uint32_t>(v.size());
+  out.valueFormat = options_.values;
+  stats_ = TopKStats{};
+  stats_.k = *k;
+  Status status = options_.sampled ? compressSampled(v, *k, params.seed, out)
+                                   : compressExact(v, *k, out);
+  if (!status) return status;
+  if (options_.values == ValueFormat::kFp16) roundToHalfSaturating(out.values, out.values);
+  return Status::ok();
+}
+
+Status TopKCompressor::compressExact(std::span<const float> v, std::uint32_t k, Compressed& out) {
+  if (v.size() > std::numeric_limits<std::uint32_t>::max()) return checkInput(v);
+  stats_.exact = true;
+  magnitudes_.resize(v.size());
+  std::uint32_t maxBits = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    magnitudes_[i] = magnitudeBits(v[i]);
+    maxBits = std::max(maxBits, magnitudes_[i]);
+  }
+  if (maxBits >= kInfinityBits) return nonFinite(v);
+  selectExactly(v, nullptr, v.size(), k, magnitudes_.data(), out);
+  return Status::ok();
+}
+
+Status TopKCompressor::compressSampled(std::span<const float> v, std::uint32_t k,
+                                       std::uint64_t seed, Compressed& out) {
+  const std::size_t d = v.size();
+  const double fraction = static_cast<double>(k) / static_cast<double>(d);
+  // At most a quarter of d is sampled; below kMinSampleHits expected hits the
+  // threshold estimate is too rough to pay, and exact selection is used.
+  const std::size_t sampleSize =
+      std::min(static_cast<std::size_t>(std::ceil(kSampleHits / fraction / kRun)), d / 4 / kRun) * kRun;
+  if (d < kMinSampledSize || static_cast<double>(sampleSize) * fraction < kMinSampleHits ||
+      d > std::numeric_limits<std::uint32_t>::max()) {
+    return compressExact(v, k, out);
+  }
+  stats_.exact = false;
+  stats_.sampleSize = static_cast<std::uint32_t>(sampleSize);
+
+  // The sample: one run at a random offset in each of `runs` equal strata.
+  const std::size_t runs = sampleSize / kRun;
+  const std::size_t stratum = d / runs;  // >= 4 kRun since sampleSize <= d / 4
+  detail::SplitMix64 rng(detail::mix64(seed ^ detail::kStreamTopKSample));
+  magnitudes_.resize(sampleSize);
+  for (std::size_t r = 0; r < runs; ++r) {
+    const std::size_t start = r * stratum + rng.below(stratum - kRun + 1);
+    for (std::uint32_t j = 0; j < kRun; ++j) magnitudes_[r * kRun + j] = magnitudeBits(v[start + j]);
+  }
+
+  // The threshold keeps a fraction kTargetFactor * k / d of the sample.
+  auto sampleBegin = magnitudes_.begin();
+  auto sampleEnd = magnitudes_.begin() + static_cast<std::ptrdiff_t>(sampleSize);
+  std::size_t rank = std::min(
+      sampleSize, static_cast<std::size_t>(std::ceil(kTargetFactor * fraction * sampleSize)));
+  std::nth_element(sampleBegin, sampleBegin + static_cast<std::ptrdiff_t>(rank - 1), sampleEnd,
+                   std::greater<std::uint32_t>());
+  std::uint32_t threshold = magnitudes_[rank - 1];
+
+  for (std::uint32_t pass = 0;; ++pass) {
+    // Every non-finite element is at or above a finite threshold, so it becomes a
+    // candidate and the check below sees it.
+    if (threshold >= kInfinityBits) return nonFinite(v);
+    const std::size_t n = scanCandidates(v, threshold, candidates_);
+    stats_.passes = pass + 1;
+    stats_.threshold = std::bit_cast<float>(threshold);
+    stats_.candidates = n;
+    if (pass == 0) stats_.firstCandidates = n;
+    if (n >= k) {
+      magnitudes_.resize(std::max(magnitudes_.size(), n));
+      std::uint32_t maxBits = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        magnitudes_[j] = magnitudeBits(v[candidates_[j]]);
+        maxBits = std::max(maxBits, magnitudes_[j]);
+      }
+      if (maxBits >= kInfinityBits) return nonFinite(v);
+      selectExactly(v, candidates_.data(), n, k, magnitudes_.data(), out);
+      return Status::ok();
+    }
+    if (pass + 1 > kMaxRetries) break;
+    // Too few: lower the threshold, first to the sample's statistic at twice the
+    // rank, and by DGC's factor 0.8 when the sample has nothing lower to offer.
+    std::uint32_t lower = 0;
+    const std::size_t nextRank = rank * 2;
+    if (nextRank <= sampleSize) {
+      std::nth_element(sampleBegin + static_cast<std::ptrdiff_t>(rank),
+                       sampleBegin + static_cast<std::ptrdiff_t>(nextRank - 1), sampleEnd,
+                       std::greater<std::uint32_t>());
+      lower = magnitudes_[nextRank - 1];
+      rank = nextRank;
+    }
+    if (lower >= threshold || nextRank > sampleSize) {
+      lower = std::bit_cast<std::uint32_t>(std::bit_cast<float>(threshold) * 0.8f);
+      rank = sampleSize + 1;  // the sample is exhausted
+    }
+    threshold = lower;
+  }
+  return compressExact(v, k, out);
+}
+
+}  // namespace starling::compression

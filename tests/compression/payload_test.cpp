@@ -1,0 +1,329 @@
+// The payload codec: decode(encode(C(x))) == C(x) bit for bit, the smaller index
+// format wins, and malformed payloads are errors that name the problem.
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "starling/compression/payload.hpp"
+#include "starling/compression/wire_codec.hpp"
+#include "vectors.hpp"
+
+using namespace starling;
+using namespace starling::compression;
+using namespace starling::compression::test;
+
+namespace {
+
+std::vector<std::pair<std::string, CompressorOptions>> variants() {
+  std::vector<std::pair<std::string, CompressorOptions>> out;
+  for (const auto& name : allNames()) out.emplace_back(name, CompressorOptions{});
+  CompressorOptions half;
+  half.values = ValueFormat::kFp16;
+  out.emplace_back("topk", half);
+  out.emplace_back("randk", half);
+  CompressorOptions o;
+  o.signBlock = 7;
+  out.emplace_back("sign", o);
+  for (std::uint32_t s : {1u, 2u, 7u, 255u}) {
+    CompressorOptions q;
+    q.qsgdLevels = s;
+    q.qsgdContractive = s == 7;
+    out.emplace_back("qsgd", q);
+  }
+  return out;
+}
+
+bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+Payload encoded(const std::string& name, CompressorOptions o, std::size_t d, double density,
+                std::uint64_t seed = 1) {
+  auto c = make(name, o);
+  Compressed q;
+  REQUIRE(c->compress(skewed(d, seed), {density, seed}, q).isOk());
+  Payload p;
+  REQUIRE(encode(q, p).isOk());
+  return p;
+}
+
+Status decodeStatus(const Payload& p) {
+  Compressed out;
+  return decode(p, p.count, out);
+}
+
+}  // namespace
+
+TEST_CASE("decode(encode(C(x))) reproduces C(x) bit for bit, also through the wire table", "[payload]") {
+  for (const auto& [name, options] : variants()) {
+    for (std::size_t d : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{1000}, std::size_t{100003}}) {
+      for (double density : {0.001, 0.01, 0.4, 1.0}) {
+        DYNAMIC_SECTION(name << " values=" << valueFormatName(options.values) << " block="
+                             << options.signBlock << " s=" << options.qsgdLevels << " d=" << d
+                             << " density=" << density) {
+          auto c = make(name, options);
+          Compressed q;
+          REQUIRE(c->compress(skewed(d, d + 1), {density, 99}, q).isOk());
+          Payload p;
+          REQUIRE(encode(q, p).isOk());
+          Compressed back;
+          const Status s = decode(p, static_cast<std::uint32_t>(d), back);
+          INFO(s.toString());
+          REQUIRE(s.isOk());
+          REQUIRE(back == q);
+          REQUIRE(sameBits(dense(back), dense(q)));
+
+          flatbuffers::FlatBufferBuilder builder;
+          builder.Finish(toWire(builder, p));
+          flatbuffers::Verifier verifier(builder.GetBufferPointer(), builder.GetSize());
+          REQUIRE(verifier.VerifyBuffer<wire::fb::CompressedTensor>(nullptr));
+          auto fromTable = fromWire(flatbuffers::GetRoot<wire::fb::CompressedTensor>(builder.GetBufferPointer()));
+          REQUIRE(fromTable.isOk());
+          REQUIRE(*fromTable == p);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("top-k indices use delta varints or a bitmap, whichever is smaller", "[payload]") {
+  SECTION("sparse: delta varints") {
+    const Payload p = encoded("topk", {}, 100000, 0.01);
+    CHECK(p.indexFormat == IndexFormat::kDeltaVarint);
+    CHECK(p.indices.size() < 100000 / 8);
+  }
+  SECTION("dense selection: bitmap") {
+    const Payload p = encoded("topk", {}, 100000, 0.3);
+    CHECK(p.indexFormat == IndexFormat::kBitmap);
+    CHECK(p.indices.size() == 12500);
+  }
+  SECTION("rand-k sends no indices, only the seed") {
+    const Payload p = encoded("randk", {}, 100000, 0.01, 1234);
+    CHECK(p.indexFormat == IndexFormat::kNone);
+    CHECK(p.indices.empty());
+    CHECK(p.seed == 1234);
+  }
+}
+
+TEST_CASE("the encodings cost the bits per element the design promises", "[payload]") {
+  const std::size_t d = 1000000;
+  CompressorOptions half;
+  half.values = ValueFormat::kFp16;
+  const auto bits = [&](const Payload& p) { return 8.0 * static_cast<double>(p.byteSize()) / d; };
+  CHECK(bits(encoded("identity", {}, d, 1)) == Approx(32).epsilon(0.001));
+  CHECK(bits(encoded("fp16", {}, d, 1)) == Approx(16).epsilon(0.001));
+  CHECK(bits(encoded("topk", half, d, 0.01)) <= 0.3);
+  CHECK(bits(encoded("sign", {}, d, 1)) <= 1.05);
+  CHECK(bits(encoded("qsgd", {}, d, 1)) == Approx(5).epsilon(0.001));  // s = 15: 4 + 1
+  CHECK(bits(encoded("randk", half, d, 0.01)) == Approx(0.16).epsilon(0.01));
+}
+
+TEST_CASE("decode names what is wrong with a malformed payload", "[payload][malformed]") {
+  const auto expectError = [](const Payload& p, StatusCode code, const std::string& text) {
+    const Status s = decodeStatus(p);
+    INFO(s.toString());
+    REQUIRE_FALSE(s.isOk());
+    CHECK(s.code() == code);
+    CHECK_THAT(s.message(), Catch::Contains(text));
+  };
+  // A small top-k payload with delta varints: indices {3, 10, 200}.
+  Payload p;
+  p.encoding = Encoding::kTopK;
+  p.count = 1000;
+  p.selected = 3;
+  p.indexFormat = IndexFormat::kDeltaVarint;
+  p.indices = {3, 7, 190, 1};  // 3, +7, +190 (varint 0xbe 0x01)
+  p.valueFormat = ValueFormat::kFp32;
+  p.values.resize(12, 0);
+  REQUIRE(decodeStatus(p).isOk());
+
+  SECTION("a count other than the expected one") {
+    Compressed out;
+    CHECK(decode(p, 999, out).code() == StatusCode::kOutOfRange);
+  }
+  SECTION("index out of range") {
+    Payload bad = p;
+    bad.indices = {3, 7, 0xff, 0x7f};
+    expectError(bad, StatusCode::kMalformed, "out of range");
+  }
+  SECTION("indices not increasing") {
+    Payload bad = p;
+    bad.indices = {3, 0, 190, 1};
+    expectError(bad, StatusCode::kMalformed, "not increasing");
+  }
+  SECTION("truncated varint") {
+    Payload bad = p;
+    bad.indices = {3, 7, 190};
+    expectError(bad, StatusCode::kMalformed, "truncated");
+  }
+  SECTION("varint beyond 32 bits") {
+    Payload bad = p;
+    bad.indices = {0xff, 0xff, 0xff, 0xff, 0x7f, 7, 1};
+    expectError(bad, StatusCode::kMalformed, "exceeds 32 bits");
+  }
+  SECTION("trailing index bytes") {
+    Payload bad = p;
+    bad.indices.push_back(5);
+    expectError(bad, StatusCode::kMalformed, "trailing");
+  }
+  SECTION("selected disagrees with the values") {
+    Payload bad = p;
+    bad.values.resize(8);
+    expectError(bad, StatusCode::kMalformed, "bytes of fp32 values");
+  }
+  SECTION("selected beyond count") {
+    Payload bad = p;
+    bad.selected = 1001;
+    expectError(bad, StatusCode::kMalformed, "selects 1001 of 1000");
+  }
+  SECTION("bitmap whose population disagrees with selected") {
+    Payload bad = p;
+    bad.indexFormat = IndexFormat::kBitmap;
+    bad.indices.assign(125, 0);
+    bad.indices[0] = 0x0f;  // 4 bits set, 3 selected
+    expectError(bad, StatusCode::kMalformed, "more than the 3 selected");
+    bad.indices[0] = 0x03;
+    expectError(bad, StatusCode::kMalformed, "holds 2 elements");
+    bad.indices.resize(124);
+    expectError(bad, StatusCode::kMalformed, "bitmap of 124 bytes");
+  }
+  SECTION("non-finite values") {
+    Payload bad = p;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(bad.values.data() + 4, &nan, 4);
+    expectError(bad, StatusCode::kMalformed, "value 1 is not finite");
+  }
+  SECTION("unknown encoding, index format, value format") {
+    Payload bad = p;
+    bad.encoding = static_cast<Encoding>(9);
+    expectError(bad, StatusCode::kUnsupported, "unknown encoding 9");
+    bad = p;
+    bad.indexFormat = static_cast<IndexFormat>(5);
+    expectError(bad, StatusCode::kMalformed, "index format unknown(5)");
+    bad = p;
+    bad.valueFormat = static_cast<ValueFormat>(200);
+    expectError(bad, StatusCode::kMalformed, "value format unknown(200)");
+  }
+  SECTION("qsgd: level above s, wrong level width, bad scale, padding") {
+    CompressorOptions four;
+    four.qsgdLevels = 4;  // 3-bit levels: 5, 6 and 7 are out of range
+    Payload q = encoded("qsgd", four, 100, 1);
+    REQUIRE(decodeStatus(q).isOk());
+    Payload bad = q;
+    bad.values[0] = static_cast<std::uint8_t>(bad.values[0] | 0x07);  // element 0: level 7
+    expectError(bad, StatusCode::kMalformed, "level 7 of element 0 exceeds 4");
+    bad = q;
+    bad.levelBits = 5;
+    expectError(bad, StatusCode::kMalformed, "level width");
+    bad = q;
+    bad.scales = {std::numeric_limits<float>::infinity()};
+    expectError(bad, StatusCode::kMalformed, "scale");
+    bad = q;
+    bad.levels = 0;
+    expectError(bad, StatusCode::kUnsupported, "levels");
+    Payload odd = encoded("qsgd", four, 101, 1);  // 101 * 4 bits: 4 bits of padding
+    REQUIRE(decodeStatus(odd).isOk());
+    odd.values.back() |= 0x80;
+    expectError(odd, StatusCode::kMalformed, "padding");
+  }
+  SECTION("scaled sign: scales that disagree with the blocks, stray sign bits") {
+    Payload s = encoded("sign", {}, 3000, 1);
+    REQUIRE(decodeStatus(s).isOk());
+    Payload bad = s;
+    bad.scales.pop_back();
+    expectError(bad, StatusCode::kMalformed, "scales for 3 blocks");
+    bad = s;
+    bad.block = 0;
+    expectError(bad, StatusCode::kMalformed, "block of 0");
+    bad = s;
+    bad.scales[1] = -1.0f;
+    expectError(bad, StatusCode::kMalformed, "block 1");
+    bad = s;
+    bad.values.pop_back();
+    expectError(bad, StatusCode::kMalformed, "bytes of sign bits");
+    Payload odd = encoded("sign", {}, 3001, 1);
+    odd.values.back() |= 0x80;
+    expectError(odd, StatusCode::kMalformed, "beyond element 3001");
+  }
+  SECTION("a dense payload that is not dense") {
+    Payload d = encoded("identity", {}, 10, 1);
+    d.selected = 9;
+    expectError(d, StatusCode::kMalformed, "selects 9 of 10");
+    d = encoded("fp16", {}, 10, 1);
+    d.valueFormat = ValueFormat::kFp32;
+    expectError(d, StatusCode::kMalformed, "value format fp32");
+  }
+  SECTION("a null wire table") {
+    CHECK(fromWire(nullptr).status().code() == StatusCode::kMalformed);
+  }
+}
+
+TEST_CASE("randomly corrupted payloads decode to an error or a valid tensor, never a crash",
+          "[payload][malformed][fuzz]") {
+  std::mt19937_64 rng(2024);
+  int errors = 0, accepted = 0;
+  for (const auto& [name, options] : variants()) {
+    for (std::size_t d : {std::size_t{1}, std::size_t{100}, std::size_t{5000}}) {
+      const Payload good = encoded(name, options, d, 0.05, d);
+      for (int trial = 0; trial < 300; ++trial) {
+        Payload p = good;
+        std::uint32_t expected = p.count;
+        const int mutations = 1 + static_cast<int>(rng() % 3);
+        for (int m = 0; m < mutations; ++m) {
+          auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+          switch (rng() % 12) {
+            case 0: if (!p.indices.empty()) p.indices[pick(p.indices.size())] ^= static_cast<std::uint8_t>(1u << pick(8)); break;
+            case 1: if (!p.values.empty()) p.values[pick(p.values.size())] = static_cast<std::uint8_t>(rng()); break;
+            case 2: p.indices.resize(pick(p.indices.size() + 3)); break;
+            case 3: p.values.resize(pick(p.values.size() + 5)); break;
+            case 4: p.selected = static_cast<std::uint32_t>(rng() % 2 ? pick(d + 3) : rng()); break;
+            case 5: p.count = static_cast<std::uint32_t>(pick(2 * d + 2)); expected = p.count; break;
+            case 6: p.encoding = static_cast<Encoding>(pick(8)); break;
+            case 7: p.indexFormat = static_cast<IndexFormat>(pick(4)); break;
+            case 8: p.valueFormat = static_cast<ValueFormat>(pick(5)); break;
+            case 9: p.levelBits = static_cast<std::uint8_t>(rng()); p.levels = static_cast<std::uint32_t>(pick(300)); break;
+            case 10: p.block = static_cast<std::uint32_t>(rng() % 2 ? pick(d + 2) : rng()); break;
+            case 11: p.scales.resize(pick(p.scales.size() + 3), static_cast<float>(rng() % 7) - 3.0f); break;
+          }
+        }
+        Compressed out;
+        const Status s = decode(p, expected, out);
+        if (!s.isOk()) {
+          ++errors;
+          continue;
+        }
+        ++accepted;
+        // Whatever decode accepts is a tensor expand() can use, with finite values.
+        std::vector<float> dense(out.count);
+        REQUIRE(expand(out, dense).isOk());
+        for (float x : dense) REQUIRE(std::isfinite(x));
+        Payload again;
+        REQUIRE(encode(out, again).isOk());
+      }
+    }
+  }
+  CHECK(errors > 1000);
+  CHECK(accepted > 0);
+}
+
+TEST_CASE("corrupted Flatbuffers never reach decode unverified", "[payload][malformed][fuzz]") {
+  std::mt19937_64 rng(77);
+  const Payload good = encoded("topk", {}, 2000, 0.05);
+  flatbuffers::FlatBufferBuilder builder;
+  builder.Finish(toWire(builder, good));
+  const std::vector<std::uint8_t> bytes(builder.GetBufferPointer(), builder.GetBufferPointer() + builder.GetSize());
+  for (int trial = 0; trial < 3000; ++trial) {
+    auto buf = bytes;
+    for (int m = 0; m < 4; ++m) buf[rng() % buf.size()] = static_cast<std::uint8_t>(rng());
+    if (trial % 5 == 0) buf.resize(rng() % buf.size());
+    flatbuffers::Verifier verifier(buf.data(), buf.size());
+    if (!verifier.VerifyBuffer<wire::fb::CompressedTensor>(nullptr)) continue;
+    auto p = fromWire(flatbuffers::GetRoot<wire::fb::CompressedTensor>(buf.data()));
+    REQUIRE(p.isOk());
+    Compressed out;
+    (void)decode(*p, 2000, out);
+  }
+}

@@ -170,6 +170,15 @@ TEST_CASE("top-k keeps exactly the k largest magnitudes, ties to the lowest indi
         REQUIRE(c.compress(v, {0.0001, 1}, q).isOk());  // k = 10
         REQUIRE(q.indices == std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5, 6, 7, 500, 90000});
       }
+      SECTION("many ties on a large tensor") {
+        std::vector<float> v(1 << 20);
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          v[i] = static_cast<float>((i * 7919) % 3 + 1) * (i % 2 ? -1.0f : 1.0f);
+        }
+        Compressed q;
+        REQUIRE(c.compress(v, {0.01, 4}, q).isOk());
+        REQUIRE(q.indices == referenceTopK(v, *selectedCount(v.size(), 0.01)));
+      }
     }
   }
 }

@@ -7,7 +7,7 @@
 // Sampled mode is DGC's threshold (Lin et al., ICLR 2018): estimate the magnitude
 // threshold from a sample of runs of consecutive elements at random positions, keep
 // the candidates at or above it in one pass over v, and select exactly k among the
-// candidates. The first threshold aims at 1.1k candidates; if fewer than k pass, the
+// candidates. The first threshold aims at 1.15k candidates; if fewer than k pass, the
 // threshold is lowered (to the sample's statistic at twice the rank, then by 0.8) and
 // the pass repeats, at most 10 times before falling back to exact selection. The
 // result is always the exact top-k; only the time differs. Small tensors (d < 32768),
@@ -31,7 +31,7 @@ struct TopKStats {
   std::uint32_t k = 0;
   bool exact = true;               // exact selection over all d elements
   std::uint32_t sampleSize = 0;    // elements in the threshold sample
-  std::uint32_t passes = 0;        // candidate passes over v
+  std::uint32_t passes = 0;        // passes over v that compare against a threshold
   std::uint64_t firstCandidates = 0;  // candidates of the first pass, before truncation
   std::uint64_t candidates = 0;       // candidates of the last pass, before truncation
   float threshold = 0.0f;             // the last pass's threshold
@@ -55,7 +55,10 @@ class TopKCompressor final : public Compressor {
   TopKOptions options_;
   TopKStats stats_;
   std::vector<std::uint32_t> magnitudes_;  // scratch: bits of |v|, or of the sample
+  std::vector<std::uint32_t> subsample_;   // scratch: every 8th sample element
   std::vector<std::uint32_t> candidates_;  // scratch: candidate indices
+  std::vector<std::uint32_t> candidateValues_;  // scratch: bits of the candidates' values
+  std::vector<std::uint32_t> histogram_;        // scratch: candidate magnitudes by bucket
 };
 
 }  // namespace starling::compression

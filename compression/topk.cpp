@@ -47,12 +47,11 @@ Status nonFinite(std::span<const float> v) {
   return status;
 }
 
-// Writes the k positions of largest magnitude (ties to the lowest positions) in
-// increasing order, with their values, into out. positions == nullptr means all
-// positions [0, n). mags[j] holds the magnitude bits of position j (or positions[j])
-// and is permuted.
-void selectExactly(std::span<const float> v, const std::uint32_t* positions, std::size_t n,
-                   std::uint32_t k, std::uint32_t* mags, Compressed& out) {
+// Writes the k elements of largest magnitude (ties to the lowest indices) in
+// increasing index order, with their values, into out. mags[i] holds the magnitude
+// bits of v[i] and is permuted.
+void selectExactly(std::span<const float> v, std::uint32_t k, std::uint32_t* mags, Compressed& out) {
+  const std::size_t n = v.size();
   std::nth_element(mags, mags + (k - 1), mags + n, std::greater<std::uint32_t>());
   const std::uint32_t threshold = mags[k - 1];
   std::uint32_t greater = 0;
@@ -62,12 +61,11 @@ void selectExactly(std::span<const float> v, const std::uint32_t* positions, std
   out.indices.resize(k);
   out.values.resize(k);
   std::uint32_t m = 0;
-  for (std::size_t j = 0; j < n && m < k; ++j) {
-    const std::uint32_t i = positions ? positions[j] : static_cast<std::uint32_t>(j);
+  for (std::size_t i = 0; i < n && m < k; ++i) {
     const std::uint32_t a = magnitudeBits(v[i]);
     if (a > threshold || (a == threshold && ties > 0)) {
       if (a == threshold) --ties;
-      out.indices[m] = i;
+      out.indices[m] = static_cast<std::uint32_t>(i);
       out.values[m] = v[i];
       ++m;
     }
@@ -213,7 +211,7 @@ Status TopKCompressor::compressExact(std::span<const float> v, std::uint32_t k, 
     maxBits = std::max(maxBits, magnitudes_[i]);
   }
   if (maxBits >= kInfinityBits) return nonFinite(v);
-  selectExactly(v, nullptr, v.size(), k, magnitudes_.data(), out);
+  selectExactly(v, k, magnitudes_.data(), out);
   return Status::ok();
 }
 

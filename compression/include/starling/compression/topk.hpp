@@ -5,14 +5,15 @@
 //
 // Exact mode selects over all d magnitudes (std::nth_element on a copy).
 // Sampled mode is DGC's threshold (Lin et al., ICLR 2018): estimate the magnitude
-// threshold from a sample of runs of consecutive elements at random positions, keep
-// the candidates at or above it in one pass over v, and select exactly k among the
-// candidates. The first threshold aims at 1.15k candidates; if fewer than k pass, the
+// threshold from a sample of runs of consecutive elements at random positions (sized
+// for about 1024 sample elements above the threshold, at most half of d), keep the
+// candidates at or above it in one pass over v, and select exactly k among the
+// candidates. The first threshold aims at 1.12k candidates; if fewer than k pass, the
 // threshold is lowered (to the sample's statistic at twice the rank, then by 0.8) and
 // the pass repeats, at most 10 times before falling back to exact selection. The
 // result is always the exact top-k; only the time differs. Small tensors (d < 32768),
-// and densities so low that a sample of a quarter of d would hold fewer than 128
-// elements above the threshold, use exact mode.
+// and densities so low that a sample of half of d would hold fewer than 128 elements
+// above the threshold, use exact mode.
 
 #include <cstdint>
 #include <vector>

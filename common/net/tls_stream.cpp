@@ -31,7 +31,7 @@ const char* alertName(unsigned char alert) {
     case MBEDTLS_SSL_ALERT_MSG_CERT_EXPIRED: return "certificate expired";
     case MBEDTLS_SSL_ALERT_MSG_CERT_UNKNOWN: return "certificate unknown";
     case MBEDTLS_SSL_ALERT_MSG_UNKNOWN_CA: return "unknown CA";
-    case MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE: return "handshake failure";
+    case MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE: return "handshake failure (no or unacceptable certificate)";
     case MBEDTLS_SSL_ALERT_MSG_NO_CERT: return "no certificate";
     case MBEDTLS_SSL_ALERT_MSG_ACCESS_DENIED: return "access denied";
     case MBEDTLS_SSL_ALERT_MSG_PROTOCOL_VERSION: return "protocol version";
@@ -133,11 +133,12 @@ asio::awaitable<Status> TlsStream::flush() {
 Status TlsStream::handshakeFailure(int rc) const {
   const bool server = context_->role() == TlsRole::kServer;
   const char* whose = server ? "client" : "coordinator";
-  if (rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) {
-    uint32_t flags = mbedtls_ssl_get_verify_result(&session_->ssl);
+  // Certificate problems (verification, key usage) leave their reasons in the
+  // verification flags whatever the error code says.
+  uint32_t flags = mbedtls_ssl_get_verify_result(&session_->ssl);
+  if (flags != 0 && flags != static_cast<uint32_t>(-1))
     return Status(StatusCode::kUnauthenticated,
                   fmt::format("{} certificate refused: {}", whose, describeVerifyFlags(flags)));
-  }
   if (rc == MBEDTLS_ERR_SSL_NO_CLIENT_CERTIFICATE)
     return Status(StatusCode::kUnauthenticated, "client certificate refused: no certificate was presented");
   if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) {
@@ -165,6 +166,12 @@ asio::awaitable<Status> TlsStream::handshake() {
       Status got = co_await fill();
       if (!got) co_return got;
       continue;
+    }
+    if (rc == MBEDTLS_ERR_SSL_NO_CLIENT_CERTIFICATE) {
+      // mbedTLS 2.28 does not tell the client why; an alert does.
+      mbedtls_ssl_send_alert_message(&session_->ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
+                                     MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE);
+      (void)co_await flush();
     }
     co_return handshakeFailure(rc);
   }

@@ -1,0 +1,142 @@
+// Each malformed frame closes that connection only; the coordinator keeps serving.
+
+#include <catch2/catch.hpp>
+
+#include "starling/client/protocol_client.hpp"
+#include "support/federation_fixture.hpp"
+
+using namespace starling;
+using namespace starling::testing;
+using namespace std::chrono_literals;
+namespace fb = starling::wire::fb;
+
+namespace {
+
+struct Outcome {
+  std::optional<fb::ErrorCode> errorCode;  // the Error frame the coordinator sent back, if any
+  std::string errorMessage;
+  bool closed = false;  // the coordinator then closed the connection
+};
+
+// Connects as client-0, writes `bytes` raw into the TLS stream (optionally closing
+// right after), and reports what the coordinator answered.
+Outcome sendRaw(const RunningServer& server, const Pki& pki, std::vector<uint8_t> bytes, bool closeAfter = false) {
+  auto tls = pki.clientContext(pki.client("client-0"));
+  return runCoroutine([&](asio::any_io_executor ex) -> asio::awaitable<Outcome> {
+    Outcome out;
+    net::ConnectionLimits limits;
+    limits.idleTimeout = 3s;
+    auto conn = co_await net::connect(ex, server.endpoint(), tls, limits);
+    REQUIRE(conn.isOk());
+    // (No co_await inside Catch2 macros: GCC evaluates it twice there.)
+    Status written = co_await conn->stream().writeAll(bytes);
+    REQUIRE(written.isOk());
+    if (closeAfter) {
+      co_await conn->close();
+      out.closed = true;
+      co_return out;
+    }
+    auto reply = co_await conn->receive();
+    if (reply && reply->type() == fb::Body::Error) {
+      out.errorCode = reply->as<fb::Error>()->code();
+      out.errorMessage = reply->as<fb::Error>()->message()->str();
+      reply = co_await conn->receive();
+    }
+    out.closed = !reply && reply.status().code() == StatusCode::kClosed;
+    co_return out;
+  });
+}
+
+std::vector<uint8_t> helloFrame() {
+  flatbuffers::FlatBufferBuilder b;
+  return wire::finishFrame(b, fb::CreateHelloDirect(b, "client-0", nullptr, 10));
+}
+
+void requireStillServing(const RunningServer& server, const Pki& pki) {
+  client::ClientOptions options;
+  options.coordinator = server.endpoint();
+  options.id = "client-5";
+  auto tls = pki.clientContext(pki.client("client-5"));
+  auto task = runCoroutine([&](asio::any_io_executor ex) { return client::joinAndLeave(ex, tls, options, quietLogger()); });
+  REQUIRE(task.isOk());
+}
+
+}  // namespace
+
+TEST_CASE("a malformed frame closes that connection only", "[net][frames]") {
+  Pki pki;
+  coordinator::ServerOptions options;
+  options.limits.maxFrameBytes = 64 * 1024;
+  options.limits.frameTimeout = 500ms;
+  RunningServer server(pki, options);
+
+  // A second client stays connected through all of it and is served afterwards.
+  auto bystanderTls = pki.clientContext(pki.client("client-9"));
+  asio::io_context bystanderIo;
+  auto bystander = runOn(bystanderIo, [&](asio::any_io_executor ex) {
+    return net::connect(ex, server.endpoint(), bystanderTls, {});
+  });
+  REQUIRE(bystander.isOk());
+
+  SECTION("over the size limit") {
+    auto header = wire::encodeFrameHeader(64 * 1024 + 1);
+    auto out = sendRaw(server, pki, {header.begin(), header.end()});
+    REQUIRE(out.errorCode == fb::ErrorCode::TooLarge);
+    CHECK_THAT(out.errorMessage, Catch::Contains("exceeds the limit of 65536 bytes"));
+    CHECK(out.closed);
+    CHECK(server.waitFor([&] { return server.log().contains("exceeds the limit"); }));
+  }
+  SECTION("failing verification") {
+    std::vector<uint8_t> garbage(200);
+    for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<uint8_t>(i * 37 + 11);
+    garbage[4] = 'S', garbage[5] = 'T', garbage[6] = 'R', garbage[7] = 'L';  // right identifier, bad offsets
+    auto header = wire::encodeFrameHeader(static_cast<uint32_t>(garbage.size()));
+    std::vector<uint8_t> frame(header.begin(), header.end());
+    frame.insert(frame.end(), garbage.begin(), garbage.end());
+    auto out = sendRaw(server, pki, frame);
+    REQUIRE(out.errorCode == fb::ErrorCode::Malformed);
+    CHECK_THAT(out.errorMessage, Catch::Contains("verification"));
+    CHECK(out.closed);
+  }
+  SECTION("truncated: the connection ends inside a frame") {
+    auto frame = helloFrame();
+    frame.resize(frame.size() / 2);
+    auto out = sendRaw(server, pki, frame, /*closeAfter=*/true);
+    CHECK(out.closed);
+    CHECK(server.waitFor([&] { return server.log().contains("truncated frame"); }));
+  }
+  SECTION("truncated: the peer stalls inside a frame") {
+    auto frame = helloFrame();
+    frame.resize(frame.size() - 3);
+    auto out = sendRaw(server, pki, frame);
+    CHECK(out.closed);
+    CHECK(server.waitFor([&] { return server.log().contains("not received within 500 ms"); }));
+  }
+  SECTION("another protocol version") {
+    auto frame = helloFrame();
+    auto header = wire::encodeFrameHeader(static_cast<uint32_t>(frame.size() - wire::kFrameHeaderBytes), 2);
+    std::copy(header.begin(), header.end(), frame.begin());
+    auto out = sendRaw(server, pki, frame);
+    REQUIRE(out.errorCode == fb::ErrorCode::UnsupportedVersion);
+    CHECK_THAT(out.errorMessage, Catch::Contains("protocol version 2"));
+    CHECK(out.closed);
+  }
+  SECTION("a message a client may not send") {
+    flatbuffers::FlatBufferBuilder b;
+    auto out = sendRaw(server, pki, wire::finishFrame(b, fb::CreateRoundResultDirect(b, 3, true, "")));
+    REQUIRE(out.errorCode == fb::ErrorCode::Unexpected);
+    CHECK(out.closed);
+  }
+
+  CHECK(server.waitFor([&] { return server.counters().dropped == 1; }));
+  requireStillServing(server, pki);
+  // The bystander's connection survived: it still gets answers.
+  bool answered = runOn(bystanderIo, [&](asio::any_io_executor) -> asio::awaitable<bool> {
+    flatbuffers::FlatBufferBuilder b;
+    Status sent = co_await bystander->send(wire::finishFrame(b, fb::CreateHeartbeat(b, 42)));
+    if (!sent) co_return false;
+    auto reply = co_await bystander->receive();
+    co_return reply && reply->type() == fb::Body::Heartbeat && reply->as<fb::Heartbeat>()->sent_ms() == 42;
+  });
+  CHECK(answered);
+}

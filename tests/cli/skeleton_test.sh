@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The walking skeleton through the real binaries: certificates from `init`, a
+# coordinator process, client processes that join or are refused with a reason.
+# Usage: skeleton_test.sh COORDINATOR_BIN CLIENT_BIN
+set -u
+coord_bin=$1
+client_bin=$2
+work=$(mktemp -d)
+coord_pid=""
+cleanup() {
+  [ -n "$coord_pid" ] && kill "$coord_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+failures=0
+check() {  # check NAME COMMAND...: passes when COMMAND succeeds
+  local name=$1
+  shift
+  if "$@"; then
+    echo "ok   - $name"
+  else
+    echo "FAIL - $name"
+    failures=$((failures + 1))
+  fi
+}
+
+"$coord_bin" init --out "$work/certs" --clients 3 >/dev/null || { echo "FAIL - init"; exit 1; }
+"$coord_bin" init --out "$work/other" --clients 1 >/dev/null || { echo "FAIL - init other"; exit 1; }
+check "init writes a CA, the coordinator's and 3 clients' certificates" \
+  test -f "$work/certs/ca.crt" -a -f "$work/certs/ca.key" -a -f "$work/certs/coordinator.crt" \
+  -a -f "$work/certs/coordinator.key" -a -f "$work/certs/client-2.crt" -a -f "$work/certs/client-2.key"
+check "private keys are readable by their owner only" \
+  test "$(stat -c %a "$work/certs/client-0.key")" = 600
+
+"$coord_bin" run --certs "$work/certs" --listen 127.0.0.1:0 --handshake-timeout-ms 2000 >"$work/coord.log" 2>&1 &
+coord_pid=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/coord.log")
+  [ -n "$port" ] && break
+  sleep 0.05
+done
+[ -n "$port" ] || { echo "FAIL - coordinator did not start"; cat "$work/coord.log"; exit 1; }
+
+for i in 0 1 2; do
+  check "client-$i joins and exits 0" \
+    "$client_bin" --coordinator "127.0.0.1:$port" --certs "$work/certs" --id "client-$i" --log-level warn
+done
+check "the coordinator logs each join with the certificate's identity" \
+  bash -c "grep -q 'client-0 joined' '$work/coord.log' && grep -q 'client-1 joined' '$work/coord.log' && grep -q 'client-2 joined' '$work/coord.log'"
+
+refused() {  # refused EXPECTED_TEXT CLIENT_ARGS...: client exits non-zero naming the reason
+  local expect=$1
+  shift
+  local out
+  out=$("$client_bin" --coordinator "127.0.0.1:$port" --log-level off "$@" 2>&1)
+  local rc=$?
+  [ $rc -ne 0 ] && grep -q "$expect" <<<"$out" || { echo "  exit $rc, said: $out"; return 1; }
+}
+check "a client certificate from another CA is refused" \
+  refused "refused the TLS handshake" --ca "$work/certs/ca.crt" --cert "$work/other/client-0.crt" --key "$work/other/client-0.key"
+check "the coordinator logs why it refused that client" \
+  grep -q "refused .*not signed by the trusted CA" "$work/coord.log"
+check "a client refuses a coordinator signed by a CA it does not trust" \
+  refused "coordinator certificate refused: the certificate is not signed by the trusted CA" \
+  --certs "$work/other" --id client-0
+check "a client refuses a coordinator certificate for another host name" \
+  refused "another host name" --certs "$work/certs" --id client-0 --server-name coordinator.example
+check "a missing certificate file is named" \
+  refused "cannot open certificate '$work/certs/client-9.crt'" --certs "$work/certs" --id client-9
+bad_address() {
+  local out
+  out=$("$client_bin" --coordinator nowhere --certs "$work/certs" --id client-0 2>&1)
+  [ $? -ne 0 ] && grep -q "bad address 'nowhere': no port (expected HOST:PORT)" <<<"$out"
+}
+check "a bad address is explained" bad_address
+
+kill -TERM "$coord_pid"
+wait "$coord_pid"
+rc=$?
+coord_pid=""
+check "the coordinator stops cleanly on SIGTERM" test $rc -eq 0
+check "and reports what it saw" grep -q "stopped: .* 3 joined" "$work/coord.log"
+
+if [ $failures -ne 0 ]; then
+  echo "--- coordinator log ---"
+  cat "$work/coord.log"
+fi
+exit $((failures > 0))

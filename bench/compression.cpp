@@ -46,7 +46,8 @@ double medianSeconds(Fn&& fn, double budget = 0.15) {
   };
   std::vector<double> times{once()};
   const int reps = std::clamp(static_cast<int>(budget / std::max(times[0], 1e-9)), 3, 31);
-  for (int i = 0; i < reps; ++i) times.push_back(once());
+  for (int i = 0; i < reps; ++i)
+    times.push_back(once());
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   return times[times.size() / 2];
 }
@@ -85,12 +86,11 @@ struct Row {
 
 int main() {
   const double copyBw = copyBandwidth();
-  std::printf("# bench-compression: one core; STREAM copy bandwidth %.2f GB/s (read + write)\n",
-              copyBw / 1e9);
+  std::printf("# bench-compression: one core; STREAM copy bandwidth %.2f GB/s (read + write)\n", copyBw / 1e9);
   std::printf("# rates in million elements per second of the full tensor; top-k and rand-k send fp16\n");
   std::printf("# passes: mean threshold passes over the input per top-k call (1 = no retry)\n");
-  std::printf("%-9s %-8s %-13s %11s %11s %11s %10s %12s %7s\n", "d", "density", "compressor",
-              "compress", "encode", "decode", "bits/elem", "input GB/s", "passes");
+  std::printf("%-9s %-8s %-13s %11s %11s %11s %10s %12s %7s\n", "d", "density", "compressor", "compress", "encode",
+              "decode", "bits/elem", "input GB/s", "passes");
 
   std::vector<Row> rows;
   double worstSpeedup = 1e30, worstFraction = 1e30, topkBits = 0, signBits = 0;
@@ -101,7 +101,8 @@ int main() {
     std::mt19937_64 rng(d);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> v(d);
-    for (float& x : v) x = normal(rng);
+    for (float& x : v)
+      x = normal(rng);
 
     struct Case {
       const char* name;
@@ -109,7 +110,8 @@ int main() {
     };
     std::vector<Case> cases = {{"identity", 0}, {"fp16", 0}, {"sign", 0}, {"qsgd", 0}};
     for (double density : {0.01, 0.001}) {
-      for (const char* name : {"topk", "topk-sampled", "randk"}) cases.push_back({name, density});
+      for (const char* name : {"topk", "topk-sampled", "randk"})
+        cases.push_back({name, density});
     }
     double exactTime[2] = {0, 0};
     for (const Case& c : cases) {
@@ -149,8 +151,8 @@ int main() {
       char passesText[16] = "";
       if (topk) std::snprintf(input, sizeof input, "%.2f", 4.0 * d / row.compress / 1e9);
       if (topk && calls > 0) std::snprintf(passesText, sizeof passesText, "%.2f", static_cast<double>(passes) / calls);
-      std::printf("%-9zu %-8s %-13s %11.1f %11.1f %11.1f %10.4f %12s %7s\n", d, density, c.name,
-                  mega / row.compress, mega / row.encode, mega / row.decode, row.bits, input, passesText);
+      std::printf("%-9zu %-8s %-13s %11.1f %11.1f %11.1f %10.4f %12s %7s\n", d, density, c.name, mega / row.compress,
+                  mega / row.encode, mega / row.decode, row.bits, input, passesText);
       std::fflush(stdout);
 
       const int densityIndex = c.density == 0.01 ? 0 : 1;
@@ -164,8 +166,9 @@ int main() {
       rows.push_back(row);
     }
   }
-  std::printf("summary: topk_sampled_speedup_10m=%.1f topk_sampled_copy_fraction=%.2f "
-              "topk1pct_bits_per_elem=%.3f sign_bits_per_elem=%.4f\n",
-              worstSpeedup, worstFraction, topkBits, signBits);
+  std::printf(
+      "summary: topk_sampled_speedup_10m=%.1f topk_sampled_copy_fraction=%.2f "
+      "topk1pct_bits_per_elem=%.3f sign_bits_per_elem=%.4f\n",
+      worstSpeedup, worstFraction, topkBits, signBits);
   return 0;
 }

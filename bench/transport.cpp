@@ -56,7 +56,8 @@ struct Pki {
     auto now = std::chrono::system_clock::now();
     auto h = std::chrono::hours(1);
     ca = net::makeCertificateAuthority({net::CertificateKind::kCa, "Bench CA", {}, now - h, now + 24 * h}).value();
-    server = net::issueCertificate(ca, {net::CertificateKind::kServer, "localhost", {"localhost"}, now - h, now + h}).value();
+    server = net::issueCertificate(ca, {net::CertificateKind::kServer, "localhost", {"localhost"}, now - h, now + h})
+                 .value();
     client = net::issueCertificate(ca, {net::CertificateKind::kClient, "client-0", {}, now - h, now + h}).value();
   }
 };
@@ -107,9 +108,11 @@ struct Endpoints {
 // MB/s (1e6 bytes) for `count` messages of `size` bytes, TLS or plain.
 double throughput(bool tls, const Pki& pki, std::size_t size, std::size_t count) {
   Endpoints ep;
-  auto serverTls = net::TlsContext::create(net::TlsRole::kServer, {pki.ca.certPem, pki.server.certPem, pki.server.keyPem}).value();
-  auto clientTls = net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, pki.client.certPem, pki.client.keyPem},
-                                           "localhost").value();
+  auto serverTls =
+      net::TlsContext::create(net::TlsRole::kServer, {pki.ca.certPem, pki.server.certPem, pki.server.keyPem}).value();
+  auto clientTls = net::TlsContext::create(net::TlsRole::kClient,
+                                           {pki.ca.certPem, pki.client.certPem, pki.client.keyPem}, "localhost")
+                       .value();
   const std::size_t total = size * count;
   std::thread receiver([&] {
     runToEnd(ep.serverIo, [&]() -> asio::awaitable<void> {
@@ -154,9 +157,11 @@ double throughput(bool tls, const Pki& pki, std::size_t size, std::size_t count)
 // Sequential full handshakes (new TCP connection each, mutual authentication).
 double handshakesPerSecond(const Pki& pki, double budgetSeconds) {
   Endpoints ep;
-  auto serverTls = net::TlsContext::create(net::TlsRole::kServer, {pki.ca.certPem, pki.server.certPem, pki.server.keyPem}).value();
-  auto clientTls = net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, pki.client.certPem, pki.client.keyPem},
-                                           "localhost").value();
+  auto serverTls =
+      net::TlsContext::create(net::TlsRole::kServer, {pki.ca.certPem, pki.server.certPem, pki.server.keyPem}).value();
+  auto clientTls = net::TlsContext::create(net::TlsRole::kClient,
+                                           {pki.ca.certPem, pki.client.certPem, pki.client.keyPem}, "localhost")
+                       .value();
   std::promise<int> countPromise;
   auto counted = countPromise.get_future();
   std::atomic<bool> done{false};
@@ -204,7 +209,9 @@ int main() {
   const Row rows[] = {{"1 KiB", 1024, 100'000}, {"1 MiB", 1024 * 1024, 400}};
   std::printf("Transport over loopback (127.0.0.1), one connection, one sender thread and one receiver thread\n");
   std::printf("TLS 1.2 ECDHE-ECDSA-CHACHA20-POLY1305 (mbedTLS 2.28) beside plain TCP, same code path\n\n");
-  std::printf("| message | count  | TLS MB/s | TCP MB/s | TLS / TCP |\n|---------|--------|----------|----------|-----------|\n");
+  std::printf(
+      "| message | count  | TLS MB/s | TCP MB/s | TLS / TCP "
+      "|\n|---------|--------|----------|----------|-----------|\n");
   double tls1m = 0, tcp1m = 0;
   for (const auto& r : rows) {
     double t = throughput(true, pki, r.size, r.count);
@@ -213,7 +220,10 @@ int main() {
     if (r.size == 1024 * 1024) tls1m = t, tcp1m = p;
   }
   double hps = handshakesPerSecond(pki, 3.0);
-  std::printf("\nTLS handshakes per second (new TCP connection, mutual authentication, X25519 + P-256 ECDSA, sequential): %.0f\n", hps);
+  std::printf(
+      "\nTLS handshakes per second (new TCP connection, mutual authentication, X25519 + P-256 ECDSA, sequential): "
+      "%.0f\n",
+      hps);
   std::printf("summary: tls_1mib_MBps=%.1f tcp_1mib_MBps=%.1f handshakes_per_s=%.0f\n", tls1m, tcp1m, hps);
   return 0;
 }

@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
   if (ca.empty() && certs.empty()) return fail("give --certs DIR or --ca FILE");
   auto identity = net::loadIdentity(in(ca, "ca.crt"), in(cert, id + ".crt"), in(key, id + ".key"));
   if (!identity) return fail(identity.status().message());
-  auto tls = net::TlsContext::create(net::TlsRole::kClient, *identity,
-                                     serverName.empty() ? endpoint->host : serverName);
+  auto tls =
+      net::TlsContext::create(net::TlsRole::kClient, *identity, serverName.empty() ? endpoint->host : serverName);
   if (!tls) return fail(tls.status().message());
 
   client::ClientOptions options;

@@ -8,7 +8,9 @@ namespace fb = wire::fb;
 
 namespace {
 
-std::string str(const flatbuffers::String* s) { return s != nullptr ? s->str() : std::string(); }
+std::string str(const flatbuffers::String* s) {
+  return s != nullptr ? s->str() : std::string();
+}
 
 // An Error frame from the coordinator, as a Status.
 Status coordinatorError(const wire::Message& msg) {

@@ -35,9 +35,8 @@ inline bool bitAt(const std::vector<std::uint64_t>& words, std::size_t i) {
 // Checks the invariants expand() and addScaled() rely on to stay in bounds.
 Status checkShape(const Compressed& c, std::size_t outSize) {
   if (outSize != c.count) {
-    return {StatusCode::kInvalidArgument, "output of " + std::to_string(outSize) +
-                                              " elements for a tensor of " +
-                                              std::to_string(c.count)};
+    return {StatusCode::kInvalidArgument,
+            "output of " + std::to_string(outSize) + " elements for a tensor of " + std::to_string(c.count)};
   }
   const std::size_t words = (static_cast<std::size_t>(c.count) + 63) / 64;
   switch (c.encoding) {
@@ -59,14 +58,12 @@ Status checkShape(const Compressed& c, std::size_t outSize) {
       }
       return Status::ok();
     case Encoding::kQsgd:
-      if (c.qsgdLevels == 0 || c.signs.size() != words || c.levels.size() != c.count ||
-          c.scales.size() != 1) {
+      if (c.qsgdLevels == 0 || c.signs.size() != words || c.levels.size() != c.count || c.scales.size() != 1) {
         break;
       }
       return Status::ok();
   }
-  return {StatusCode::kInvalidArgument,
-          "inconsistent compressed tensor (" + encodingName(c.encoding) + ")"};
+  return {StatusCode::kInvalidArgument, "inconsistent compressed tensor (" + encodingName(c.encoding) + ")"};
 }
 
 }  // namespace
@@ -81,19 +78,22 @@ Status expand(const Compressed& c, std::span<float> out) {
     case Encoding::kTopK:
     case Encoding::kRandK:
       std::fill(out.begin(), out.end(), 0.0f);
-      for (std::size_t j = 0; j < c.indices.size(); ++j) out[c.indices[j]] = c.values[j];
+      for (std::size_t j = 0; j < c.indices.size(); ++j)
+        out[c.indices[j]] = c.values[j];
       break;
     case Encoding::kScaledSign:
       for (std::size_t b = 0; b < c.scales.size(); ++b) {
         const std::size_t begin = b * c.block;
         const std::size_t end = std::min<std::size_t>(begin + c.block, c.count);
         const float scale = c.scales[b];
-        for (std::size_t i = begin; i < end; ++i) out[i] = bitAt(c.signs, i) ? -scale : scale;
+        for (std::size_t i = begin; i < end; ++i)
+          out[i] = bitAt(c.signs, i) ? -scale : scale;
       }
       break;
     case Encoding::kQsgd: {
       const float step = c.scales[0] / static_cast<float>(c.qsgdLevels);
-      for (std::size_t i = 0; i < c.count; ++i) out[i] = qsgdValue(step, c.levels[i], bitAt(c.signs, i));
+      for (std::size_t i = 0; i < c.count; ++i)
+        out[i] = qsgdValue(step, c.levels[i], bitAt(c.signs, i));
       break;
     }
   }
@@ -105,18 +105,21 @@ Status addScaled(const Compressed& c, float alpha, std::span<float> acc) {
   switch (c.encoding) {
     case Encoding::kDense32:
     case Encoding::kDense16:
-      for (std::size_t i = 0; i < c.count; ++i) acc[i] += alpha * c.values[i];
+      for (std::size_t i = 0; i < c.count; ++i)
+        acc[i] += alpha * c.values[i];
       break;
     case Encoding::kTopK:
     case Encoding::kRandK:
-      for (std::size_t j = 0; j < c.indices.size(); ++j) acc[c.indices[j]] += alpha * c.values[j];
+      for (std::size_t j = 0; j < c.indices.size(); ++j)
+        acc[c.indices[j]] += alpha * c.values[j];
       break;
     case Encoding::kScaledSign:
       for (std::size_t b = 0; b < c.scales.size(); ++b) {
         const std::size_t begin = b * c.block;
         const std::size_t end = std::min<std::size_t>(begin + c.block, c.count);
         const float scale = c.scales[b];
-        for (std::size_t i = begin; i < end; ++i) acc[i] += alpha * (bitAt(c.signs, i) ? -scale : scale);
+        for (std::size_t i = begin; i < end; ++i)
+          acc[i] += alpha * (bitAt(c.signs, i) ? -scale : scale);
       }
       break;
     case Encoding::kQsgd: {

@@ -26,11 +26,12 @@ Result<std::uint32_t> selectedCount(std::size_t d, double density) {
 Status checkInput(std::span<const float> v) {
   if (v.empty()) return {StatusCode::kInvalidArgument, "cannot compress an empty tensor"};
   if (v.size() > std::numeric_limits<std::uint32_t>::max()) {
-    return {StatusCode::kOutOfRange, "tensor of " + std::to_string(v.size()) +
-                                         " elements exceeds the limit of 2^32 - 1"};
+    return {StatusCode::kOutOfRange,
+            "tensor of " + std::to_string(v.size()) + " elements exceeds the limit of 2^32 - 1"};
   }
   std::uint32_t maxBits = 0;
-  for (float x : v) maxBits = std::max(maxBits, std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
+  for (float x : v)
+    maxBits = std::max(maxBits, std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
   if (maxBits < 0x7f800000u) return Status::ok();
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) {
@@ -42,24 +43,19 @@ Status checkInput(std::span<const float> v) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Compressor>> makeCompressor(std::string_view name,
-                                                   const CompressorOptions& options) {
-  const bool valuesOk =
-      options.values == ValueFormat::kFp32 || options.values == ValueFormat::kFp16;
+Result<std::unique_ptr<Compressor>> makeCompressor(std::string_view name, const CompressorOptions& options) {
+  const bool valuesOk = options.values == ValueFormat::kFp32 || options.values == ValueFormat::kFp16;
   if (name == "identity") return std::unique_ptr<Compressor>(new IdentityCompressor());
   if (name == "fp16") return std::unique_ptr<Compressor>(new Fp16Compressor());
   if (name == "topk" || name == "topk-sampled" || name == "randk") {
     if (!valuesOk) {
       return Status{StatusCode::kInvalidArgument,
-                    std::string(name) + " sends fp32 or fp16 values, not " +
-                        valueFormatName(options.values)};
+                    std::string(name) + " sends fp32 or fp16 values, not " + valueFormatName(options.values)};
     }
     if (name == "randk") {
-      return std::unique_ptr<Compressor>(
-          new RandKCompressor(RandKOptions{options.values, options.randkRescale}));
+      return std::unique_ptr<Compressor>(new RandKCompressor(RandKOptions{options.values, options.randkRescale}));
     }
-    return std::unique_ptr<Compressor>(
-        new TopKCompressor(TopKOptions{options.values, name == "topk-sampled"}));
+    return std::unique_ptr<Compressor>(new TopKCompressor(TopKOptions{options.values, name == "topk-sampled"}));
   }
   if (name == "sign") {
     if (options.signBlock == 0) {
@@ -72,12 +68,10 @@ Result<std::unique_ptr<Compressor>> makeCompressor(std::string_view name,
       return Status{StatusCode::kInvalidArgument,
                     "qsgd levels must be in [1, 255], got " + std::to_string(options.qsgdLevels)};
     }
-    return std::unique_ptr<Compressor>(
-        new QsgdCompressor(QsgdOptions{options.qsgdLevels, options.qsgdContractive}));
+    return std::unique_ptr<Compressor>(new QsgdCompressor(QsgdOptions{options.qsgdLevels, options.qsgdContractive}));
   }
-  return Status{StatusCode::kInvalidArgument,
-                "unknown compressor '" + std::string(name) +
-                    "' (known: identity, fp16, topk, topk-sampled, randk, sign, qsgd)"};
+  return Status{StatusCode::kInvalidArgument, "unknown compressor '" + std::string(name) +
+                                                  "' (known: identity, fp16, topk, topk-sampled, randk, sign, qsgd)"};
 }
 
 }  // namespace starling::compression

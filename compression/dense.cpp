@@ -4,8 +4,7 @@
 
 namespace starling::compression {
 
-Status IdentityCompressor::compress(std::span<const float> v, const CompressParams&,
-                                    Compressed& out) {
+Status IdentityCompressor::compress(std::span<const float> v, const CompressParams&, Compressed& out) {
   STARLING_RETURN_IF_ERROR(checkInput(v));
   out.clear();
   out.encoding = Encoding::kDense32;
@@ -15,8 +14,7 @@ Status IdentityCompressor::compress(std::span<const float> v, const CompressPara
   return Status::ok();
 }
 
-Status Fp16Compressor::compress(std::span<const float> v, const CompressParams&,
-                                Compressed& out) {
+Status Fp16Compressor::compress(std::span<const float> v, const CompressParams&, Compressed& out) {
   STARLING_RETURN_IF_ERROR(checkInput(v));
   out.clear();
   out.encoding = Encoding::kDense16;

@@ -12,13 +12,11 @@ Result<ErrorFeedback> ErrorFeedback::create(std::size_t d, ErrorFeedbackOptions 
   if (d == 0) return Status{StatusCode::kInvalidArgument, "error feedback needs at least one element"};
   if (!(options.decayPerMissedRound >= 0.0f && options.decayPerMissedRound <= 1.0f)) {
     return Status{StatusCode::kInvalidArgument,
-                  "decay per missed round must be in [0, 1], got " +
-                      std::to_string(options.decayPerMissedRound)};
+                  "decay per missed round must be in [0, 1], got " + std::to_string(options.decayPerMissedRound)};
   }
   if (!(options.maxErrorRatio >= 0.0) || !std::isfinite(options.maxErrorRatio)) {
-    return Status{StatusCode::kInvalidArgument,
-                  "error cap must be a finite ratio >= 0 (0 disables it), got " +
-                      std::to_string(options.maxErrorRatio)};
+    return Status{StatusCode::kInvalidArgument, "error cap must be a finite ratio >= 0 (0 disables it), got " +
+                                                    std::to_string(options.maxErrorRatio)};
   }
   return ErrorFeedback(d, options);
 }
@@ -26,17 +24,17 @@ Result<ErrorFeedback> ErrorFeedback::create(std::size_t d, ErrorFeedbackOptions 
 ErrorFeedback::ErrorFeedback(std::size_t d, ErrorFeedbackOptions options)
     : options_(options), memory_(d, 0.0f), corrected_(d, 0.0f) {}
 
-Status ErrorFeedback::compress(std::span<const float> v, Compressor& compressor,
-                               const CompressParams& params, Compressed& out) {
+Status ErrorFeedback::compress(std::span<const float> v, Compressor& compressor, const CompressParams& params,
+                               Compressed& out) {
   if (pending_) {
-    return {StatusCode::kInvalidArgument,
-            "error feedback: the previous update was neither committed nor rolled back"};
+    return {StatusCode::kInvalidArgument, "error feedback: the previous update was neither committed nor rolled back"};
   }
   if (v.size() != memory_.size()) {
     return {StatusCode::kInvalidArgument, "error feedback holds " + std::to_string(memory_.size()) +
                                               " elements, update has " + std::to_string(v.size())};
   }
-  for (std::size_t i = 0; i < v.size(); ++i) corrected_[i] = v[i] + memory_[i];
+  for (std::size_t i = 0; i < v.size(); ++i)
+    corrected_[i] = v[i] + memory_[i];
   STARLING_RETURN_IF_ERROR(compressor.compress(corrected_, params, out));
   pendingQ_ = out;
   pendingNorm_ = std::sqrt(detail::sumSquares(corrected_.data(), corrected_.size()));
@@ -55,7 +53,8 @@ Status ErrorFeedback::commit() {
   lastRatio_ = pendingNorm_ > 0.0 ? norm / pendingNorm_ : 0.0;
   if (options_.maxErrorRatio > 0.0 && norm > options_.maxErrorRatio * pendingNorm_) {
     const auto scale = static_cast<float>(options_.maxErrorRatio * pendingNorm_ / norm);
-    for (float& e : memory_) e *= scale;
+    for (float& e : memory_)
+      e *= scale;
   }
   return Status::ok();
 }
@@ -69,8 +68,7 @@ Status ErrorFeedback::rollback() {
 
 Status ErrorFeedback::missedRounds(std::uint32_t n) {
   if (pending_) {
-    return {StatusCode::kInvalidArgument,
-            "error feedback: resolve the pending update before recording missed rounds"};
+    return {StatusCode::kInvalidArgument, "error feedback: resolve the pending update before recording missed rounds"};
   }
   if (n == 0) return Status::ok();
   missed_ += n;
@@ -79,9 +77,10 @@ Status ErrorFeedback::missedRounds(std::uint32_t n) {
     return Status::ok();
   }
   if (options_.decayPerMissedRound < 1.0f) {
-    const auto factor = static_cast<float>(
-        std::pow(static_cast<double>(options_.decayPerMissedRound), static_cast<double>(n)));
-    for (float& e : memory_) e *= factor;
+    const auto factor =
+        static_cast<float>(std::pow(static_cast<double>(options_.decayPerMissedRound), static_cast<double>(n)));
+    for (float& e : memory_)
+      e *= factor;
   }
   return Status::ok();
 }

@@ -65,7 +65,9 @@ float halfToFloat(std::uint16_t half) {
 }
 
 namespace {
-inline float saturate(float x) { return std::clamp(x, -kHalfMax, kHalfMax); }
+inline float saturate(float x) {
+  return std::clamp(x, -kHalfMax, kHalfMax);
+}
 }  // namespace
 
 void floatsToHalvesSaturating(std::span<const float> in, std::span<std::uint16_t> out) {
@@ -80,7 +82,8 @@ void floatsToHalvesSaturating(std::span<const float> in, std::span<std::uint16_t
                      _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
 #endif
-  for (; i < in.size(); ++i) out[i] = floatToHalf(saturate(in[i]));
+  for (; i < in.size(); ++i)
+    out[i] = floatToHalf(saturate(in[i]));
 }
 
 void halvesToFloats(std::span<const std::uint16_t> in, std::span<float> out) {
@@ -92,7 +95,8 @@ void halvesToFloats(std::span<const std::uint16_t> in, std::span<float> out) {
     _mm256_storeu_ps(out.data() + i, _mm256_cvtph_ps(h));
   }
 #endif
-  for (; i < in.size(); ++i) out[i] = halfToFloat(in[i]);
+  for (; i < in.size(); ++i)
+    out[i] = halfToFloat(in[i]);
 }
 
 void roundToHalfSaturating(std::span<const float> in, std::span<float> out) {
@@ -107,7 +111,8 @@ void roundToHalfSaturating(std::span<const float> in, std::span<float> out) {
     _mm256_storeu_ps(out.data() + i, _mm256_cvtph_ps(h));
   }
 #endif
-  for (; i < in.size(); ++i) out[i] = halfToFloat(floatToHalf(saturate(in[i])));
+  for (; i < in.size(); ++i)
+    out[i] = halfToFloat(floatToHalf(saturate(in[i])));
 }
 
 }  // namespace starling::compression

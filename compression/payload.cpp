@@ -21,9 +21,15 @@ std::size_t Payload::byteSize() const {
 
 namespace {
 
-Status malformed(const std::string& what) { return {StatusCode::kMalformed, what}; }
-Status invalid(const std::string& what) { return {StatusCode::kInvalidArgument, what}; }
-std::string str(std::uint64_t x) { return std::to_string(x); }
+Status malformed(const std::string& what) {
+  return {StatusCode::kMalformed, what};
+}
+Status invalid(const std::string& what) {
+  return {StatusCode::kInvalidArgument, what};
+}
+std::string str(std::uint64_t x) {
+  return std::to_string(x);
+}
 
 // LSB-first bit stream of fields up to 25 bits wide.
 class BitWriter {
@@ -95,8 +101,8 @@ void putFloats(const std::vector<float>& values, ValueFormat format, std::vector
 Status getFloats(const Payload& p, std::size_t n, std::vector<float>& out) {
   const std::size_t width = p.valueFormat == ValueFormat::kFp32 ? 4 : 2;
   if (p.values.size() != n * width) {
-    return malformed(str(p.values.size()) + " bytes of " + valueFormatName(p.valueFormat) +
-                     " values for " + str(n) + " elements (expected " + str(n * width) + ")");
+    return malformed(str(p.values.size()) + " bytes of " + valueFormatName(p.valueFormat) + " values for " + str(n) +
+                     " elements (expected " + str(n * width) + ")");
   }
   out.resize(n);
   if (width == 4) {
@@ -117,20 +123,16 @@ Status getFloats(const Payload& p, std::size_t n, std::vector<float>& out) {
 
 Status requireFormats(const Payload& p, IndexFormat index, bool fp) {
   if (p.indexFormat != index) {
-    return malformed(encodingName(p.encoding) + " payload with index format " +
-                     indexFormatName(p.indexFormat));
+    return malformed(encodingName(p.encoding) + " payload with index format " + indexFormatName(p.indexFormat));
   }
-  const bool ok = fp ? (p.valueFormat == ValueFormat::kFp32 || p.valueFormat == ValueFormat::kFp16)
-                     : true;
+  const bool ok = fp ? (p.valueFormat == ValueFormat::kFp32 || p.valueFormat == ValueFormat::kFp16) : true;
   if (!ok) {
-    return malformed(encodingName(p.encoding) + " payload with value format " +
-                     valueFormatName(p.valueFormat));
+    return malformed(encodingName(p.encoding) + " payload with value format " + valueFormatName(p.valueFormat));
   }
   return Status::ok();
 }
 
-void putSignBytes(const std::vector<std::uint64_t>& words, std::uint32_t count,
-                  std::vector<std::uint8_t>& out) {
+void putSignBytes(const std::vector<std::uint64_t>& words, std::uint32_t count, std::vector<std::uint8_t>& out) {
   out.resize((static_cast<std::size_t>(count) + 7) / 8);
   for (std::size_t b = 0; b < out.size(); ++b) {
     out[b] = static_cast<std::uint8_t>(words[b / 8] >> (8 * (b % 8)));
@@ -152,7 +154,8 @@ Status encodeIndices(const Compressed& c, Payload& out) {
   if (bitmapBytes < varintBytes) {
     out.indexFormat = IndexFormat::kBitmap;
     out.indices.assign(bitmapBytes, 0);
-    for (std::uint32_t i : c.indices) out.indices[i >> 3] |= static_cast<std::uint8_t>(1u << (i & 7));
+    for (std::uint32_t i : c.indices)
+      out.indices[i >> 3] |= static_cast<std::uint8_t>(1u << (i & 7));
     return Status::ok();
   }
   out.indexFormat = IndexFormat::kDeltaVarint;
@@ -216,8 +219,8 @@ Status decodeIndices(const Payload& p, std::vector<std::uint32_t>& out) {
     if (j > 0 && x == 0) return malformed("indices not increasing at position " + str(j));
     const std::uint64_t index = j == 0 ? x : previous + x;
     if (index >= p.count) {
-      return malformed("index " + str(index) + " at position " + str(j) + " out of range for " +
-                       str(p.count) + " elements");
+      return malformed("index " + str(index) + " at position " + str(j) + " out of range for " + str(p.count) +
+                       " elements");
     }
     out[j] = static_cast<std::uint32_t>(index);
     previous = index;
@@ -269,8 +272,8 @@ Status encode(const Compressed& c, Payload& out) {
       putSignBytes(c.signs, c.count, out.values);
       return Status::ok();
     case Encoding::kQsgd: {
-      if (c.qsgdLevels < 1 || c.qsgdLevels > 255 || c.levels.size() != c.count ||
-          c.signs.size() != words || c.scales.size() != 1) {
+      if (c.qsgdLevels < 1 || c.qsgdLevels > 255 || c.levels.size() != c.count || c.signs.size() != words ||
+          c.scales.size() != 1) {
         return invalid("inconsistent qsgd tensor");
       }
       out.levels = c.qsgdLevels;
@@ -292,8 +295,8 @@ Status encode(const Compressed& c, Payload& out) {
 
 Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out) {
   if (p.count != expectedCount) {
-    return {StatusCode::kOutOfRange, "compressed tensor of " + str(p.count) +
-                                         " elements where " + str(expectedCount) + " are expected"};
+    return {StatusCode::kOutOfRange,
+            "compressed tensor of " + str(p.count) + " elements where " + str(expectedCount) + " are expected"};
   }
   if (p.count == 0) return malformed("compressed tensor of 0 elements");
   out.clear();
@@ -355,8 +358,8 @@ Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out) {
       }
       const std::size_t bytes = (static_cast<std::size_t>(p.count) + 7) / 8;
       if (p.values.size() != bytes) {
-        return malformed(str(p.values.size()) + " bytes of sign bits for " + str(p.count) +
-                         " elements (expected " + str(bytes) + ")");
+        return malformed(str(p.values.size()) + " bytes of sign bits for " + str(p.count) + " elements (expected " +
+                         str(bytes) + ")");
       }
       if (p.count % 8 != 0 && (p.values.back() >> (p.count % 8)) != 0) {
         return malformed("sign bits set beyond element " + str(p.count));
@@ -390,8 +393,8 @@ Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out) {
       const unsigned width = p.levelBits + 1u;
       const std::size_t bytes = (static_cast<std::size_t>(p.count) * width + 7) / 8;
       if (p.values.size() != bytes) {
-        return malformed(str(p.values.size()) + " bytes of levels for " + str(p.count) +
-                         " elements (expected " + str(bytes) + ")");
+        return malformed(str(p.values.size()) + " bytes of levels for " + str(p.count) + " elements (expected " +
+                         str(bytes) + ")");
       }
       out.qsgdLevels = p.levels;
       out.scales = p.scales;

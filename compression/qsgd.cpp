@@ -20,8 +20,7 @@ std::uint8_t qsgdLevelBits(std::uint32_t levels) {
   return static_cast<std::uint8_t>(std::bit_width(levels));
 }
 
-Status QsgdCompressor::compress(std::span<const float> v, const CompressParams& params,
-                                Compressed& out) {
+Status QsgdCompressor::compress(std::span<const float> v, const CompressParams& params, Compressed& out) {
   if (v.empty() || v.size() > std::numeric_limits<std::uint32_t>::max()) return checkInput(v);
   const std::size_t d = v.size();
   const double norm = std::sqrt(detail::sumSquares(v.data(), d));

@@ -3,13 +3,14 @@
 #include <bit>
 #include <cassert>
 
-#include "random.hpp"
 #include "starling/compression/fp16.hpp"
+
+#include "random.hpp"
 
 namespace starling::compression {
 
-void randKIndices(std::uint64_t seed, std::uint32_t d, std::uint32_t k,
-                  std::vector<std::uint64_t>& bitmap, std::vector<std::uint32_t>& out) {
+void randKIndices(std::uint64_t seed, std::uint32_t d, std::uint32_t k, std::vector<std::uint64_t>& bitmap,
+                  std::vector<std::uint32_t>& out) {
   assert(k >= 1 && k <= d);
   const std::size_t words = (static_cast<std::size_t>(d) + 63) / 64;
   bitmap.assign(words, 0);
@@ -38,8 +39,7 @@ void randKIndices(std::uint64_t seed, std::uint32_t d, std::uint32_t k,
   assert(m == k);
 }
 
-Status RandKCompressor::compress(std::span<const float> v, const CompressParams& params,
-                                 Compressed& out) {
+Status RandKCompressor::compress(std::span<const float> v, const CompressParams& params, Compressed& out) {
   STARLING_RETURN_IF_ERROR(checkInput(v));
   Result<std::uint32_t> k = selectedCount(v.size(), params.density);
   if (!k) return k.status();
@@ -51,9 +51,9 @@ Status RandKCompressor::compress(std::span<const float> v, const CompressParams&
   out.seed = params.seed;
   randKIndices(params.seed, d, *k, bitmap_, out.indices);
   out.values.resize(*k);
-  const float scale =
-      options_.rescale ? static_cast<float>(static_cast<double>(d) / static_cast<double>(*k)) : 1.0f;
-  for (std::size_t j = 0; j < out.indices.size(); ++j) out.values[j] = v[out.indices[j]] * scale;
+  const float scale = options_.rescale ? static_cast<float>(static_cast<double>(d) / static_cast<double>(*k)) : 1.0f;
+  for (std::size_t j = 0; j < out.indices.size(); ++j)
+    out.values[j] = v[out.indices[j]] * scale;
   if (options_.values == ValueFormat::kFp16) roundToHalfSaturating(out.values, out.values);
   return Status::ok();
 }

@@ -23,10 +23,14 @@ inline constexpr std::uint64_t kStreamTopKSample = 0x746f706b00000003ull;
 
 // The i-th number of a counter-based stream: independent of evaluation order, so
 // loops over it vectorize.
-inline std::uint64_t hashAt(std::uint64_t key, std::uint64_t i) { return mix64(key + (i + 1) * kGolden); }
+inline std::uint64_t hashAt(std::uint64_t key, std::uint64_t i) {
+  return mix64(key + (i + 1) * kGolden);
+}
 
 // A uniform float in [0, 1) with 24 random bits.
-inline float unitFloat(std::uint64_t bits) { return static_cast<float>(bits >> 40) * 0x1p-24f; }
+inline float unitFloat(std::uint64_t bits) {
+  return static_cast<float>(bits >> 40) * 0x1p-24f;
+}
 
 // A sequential SplitMix64 generator.
 class SplitMix64 {

@@ -15,11 +15,14 @@ inline double sumAbs(const float* x, std::size_t n) {
   double acc[kLanes] = {};
   std::size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (std::size_t j = 0; j < kLanes; ++j) acc[j] += std::fabs(static_cast<double>(x[i + j]));
+    for (std::size_t j = 0; j < kLanes; ++j)
+      acc[j] += std::fabs(static_cast<double>(x[i + j]));
   }
-  for (std::size_t j = 0; i < n; ++i, ++j) acc[j] += std::fabs(static_cast<double>(x[i]));
+  for (std::size_t j = 0; i < n; ++i, ++j)
+    acc[j] += std::fabs(static_cast<double>(x[i]));
   double total = 0.0;
-  for (double a : acc) total += a;
+  for (double a : acc)
+    total += a;
   return total;
 }
 
@@ -38,7 +41,8 @@ inline double sumSquares(const float* x, std::size_t n) {
     acc[j] += v * v;
   }
   double total = 0.0;
-  for (double a : acc) total += a;
+  for (double a : acc)
+    total += a;
   return total;
 }
 

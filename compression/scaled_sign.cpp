@@ -35,8 +35,7 @@ inline std::uint64_t signWord(const float* x) {
 
 }  // namespace
 
-Status ScaledSignCompressor::compress(std::span<const float> v, const CompressParams&,
-                                      Compressed& out) {
+Status ScaledSignCompressor::compress(std::span<const float> v, const CompressParams&, Compressed& out) {
   if (v.empty() || v.size() > std::numeric_limits<std::uint32_t>::max()) return checkInput(v);
   const std::size_t d = v.size();
   out.clear();
@@ -56,7 +55,8 @@ Status ScaledSignCompressor::compress(std::span<const float> v, const CompressPa
   const std::size_t words = (d + 63) / 64;
   out.signs.resize(words);
   const std::size_t fullWords = d / 64;
-  for (std::size_t w = 0; w < fullWords; ++w) out.signs[w] = signWord(v.data() + 64 * w);
+  for (std::size_t w = 0; w < fullWords; ++w)
+    out.signs[w] = signWord(v.data() + 64 * w);
   if (fullWords < words) {
     std::uint64_t word = 0;
     for (std::size_t i = fullWords * 64, j = 0; i < d; ++i, ++j) {

@@ -7,8 +7,7 @@ namespace starling::compression {
 
 Status checkDensity(double density, const char* what) {
   if (density > 0.0 && density <= 1.0) return Status::ok();
-  return {StatusCode::kInvalidArgument,
-          std::string(what) + " must be in (0, 1], got " + std::to_string(density)};
+  return {StatusCode::kInvalidArgument, std::string(what) + " must be in (0, 1], got " + std::to_string(density)};
 }
 
 Result<std::unique_ptr<ConstantDensity>> ConstantDensity::create(double density) {
@@ -16,8 +15,7 @@ Result<std::unique_ptr<ConstantDensity>> ConstantDensity::create(double density)
   return std::unique_ptr<ConstantDensity>(new ConstantDensity(density));
 }
 
-Result<std::unique_ptr<WarmupDensity>> WarmupDensity::create(double rho,
-                                                             std::uint32_t warmupRounds) {
+Result<std::unique_ptr<WarmupDensity>> WarmupDensity::create(double rho, std::uint32_t warmupRounds) {
   STARLING_RETURN_IF_ERROR(checkDensity(rho, "target density"));
   return std::unique_ptr<WarmupDensity>(new WarmupDensity(rho, warmupRounds));
 }

@@ -7,8 +7,9 @@
 #include <limits>
 #include <string>
 
-#include "random.hpp"
 #include "starling/compression/fp16.hpp"
+
+#include "random.hpp"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -39,7 +40,9 @@ constexpr double kTargetFactor = 1.12;  // aim at 1.12k candidates
 constexpr std::uint32_t kMaxRetries = 10;
 constexpr std::size_t kMinSampledSize = std::size_t{1} << 15;
 
-inline std::uint32_t magnitudeBits(float x) { return std::bit_cast<std::uint32_t>(x) & kAbsMask; }
+inline std::uint32_t magnitudeBits(float x) {
+  return std::bit_cast<std::uint32_t>(x) & kAbsMask;
+}
 
 Status nonFinite(std::span<const float> v) {
   Status status = checkInput(v);
@@ -55,7 +58,8 @@ void selectExactly(std::span<const float> v, std::uint32_t k, std::uint32_t* mag
   std::nth_element(mags, mags + (k - 1), mags + n, std::greater<std::uint32_t>());
   const std::uint32_t threshold = mags[k - 1];
   std::uint32_t greater = 0;
-  for (std::uint32_t j = 0; j + 1 < k; ++j) greater += mags[j] > threshold ? 1u : 0u;
+  for (std::uint32_t j = 0; j + 1 < k; ++j)
+    greater += mags[j] > threshold ? 1u : 0u;
   std::uint32_t ties = k - greater;  // >= 1: mags[k - 1] itself
 
   out.indices.resize(k);
@@ -74,8 +78,8 @@ void selectExactly(std::span<const float> v, std::uint32_t k, std::uint32_t* mag
 
 // Writes every i with |v_i| >= threshold to indices, and the bits of v_i to values;
 // returns how many. Grows both buffers as needed (to at most d + 16 entries).
-std::size_t scanCandidates(std::span<const float> v, std::uint32_t threshold,
-                           std::vector<std::uint32_t>& indices, std::vector<std::uint32_t>& values) {
+std::size_t scanCandidates(std::span<const float> v, std::uint32_t threshold, std::vector<std::uint32_t>& indices,
+                           std::vector<std::uint32_t>& values) {
   const std::size_t d = v.size();
   std::size_t n = 0;
   auto reserve = [&](std::size_t need) {
@@ -109,10 +113,10 @@ std::size_t scanCandidates(std::span<const float> v, std::uint32_t threshold,
   for (; i + 16 <= d; i += 16) {
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 8));
-    const auto m0 = static_cast<std::uint32_t>(_mm256_movemask_ps(
-        _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(x0, absMask), below))));
-    const auto m1 = static_cast<std::uint32_t>(_mm256_movemask_ps(
-        _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(x1, absMask), below))));
+    const auto m0 = static_cast<std::uint32_t>(
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(x0, absMask), below))));
+    const auto m1 = static_cast<std::uint32_t>(
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_and_si256(x1, absMask), below))));
     std::uint32_t mask = m0 | (m1 << 8);
     if (mask == 0) continue;
     reserve(n + 16);
@@ -144,14 +148,15 @@ std::size_t scanCandidates(std::span<const float> v, std::uint32_t threshold,
 constexpr unsigned kBucketShift = 16;
 constexpr std::size_t kBuckets = std::size_t{1} << (31 - kBucketShift);
 
-void selectFromCandidates(const std::uint32_t* indices, const std::uint32_t* values,
-                          std::size_t n, std::uint32_t k, std::uint32_t* mags,
-                          std::uint32_t* histogram, Compressed& out) {
+void selectFromCandidates(const std::uint32_t* indices, const std::uint32_t* values, std::size_t n, std::uint32_t k,
+                          std::uint32_t* mags, std::uint32_t* histogram, Compressed& out) {
   std::fill(histogram, histogram + kBuckets, 0u);
-  for (std::size_t j = 0; j < n; ++j) ++histogram[(values[j] & kAbsMask) >> kBucketShift];
+  for (std::size_t j = 0; j < n; ++j)
+    ++histogram[(values[j] & kAbsMask) >> kBucketShift];
   std::size_t above = 0;  // candidates in buckets above `bucket`
   std::size_t bucket = kBuckets - 1;
-  while (above + histogram[bucket] < k) above += histogram[bucket--];
+  while (above + histogram[bucket] < k)
+    above += histogram[bucket--];
   std::size_t m = 0;
   for (std::size_t j = 0; j < n; ++j) {
     const std::uint32_t a = values[j] & kAbsMask;
@@ -161,7 +166,8 @@ void selectFromCandidates(const std::uint32_t* indices, const std::uint32_t* val
   std::nth_element(mags, mags + (need - 1), mags + m, std::greater<std::uint32_t>());
   const std::uint32_t threshold = mags[need - 1];
   auto greater = static_cast<std::uint32_t>(above);
-  for (std::size_t j = 0; j + 1 < need; ++j) greater += mags[j] > threshold ? 1u : 0u;
+  for (std::size_t j = 0; j + 1 < need; ++j)
+    greater += mags[j] > threshold ? 1u : 0u;
   std::uint32_t ties = k - greater;
 
   out.indices.resize(k);
@@ -182,8 +188,7 @@ void selectFromCandidates(const std::uint32_t* indices, const std::uint32_t* val
 
 TopKCompressor::TopKCompressor(TopKOptions options) : options_(options) {}
 
-Status TopKCompressor::compress(std::span<const float> v, const CompressParams& params,
-                                Compressed& out) {
+Status TopKCompressor::compress(std::span<const float> v, const CompressParams& params, Compressed& out) {
   if (v.empty()) return checkInput(v);
   Result<std::uint32_t> k = selectedCount(v.size(), params.density);
   if (!k) return k.status();
@@ -193,8 +198,7 @@ Status TopKCompressor::compress(std::span<const float> v, const CompressParams& 
   out.valueFormat = options_.values;
   stats_ = TopKStats{};
   stats_.k = *k;
-  Status status = options_.sampled ? compressSampled(v, *k, params.seed, out)
-                                   : compressExact(v, *k, out);
+  Status status = options_.sampled ? compressSampled(v, *k, params.seed, out) : compressExact(v, *k, out);
   if (!status) return status;
   if (options_.values == ValueFormat::kFp16) roundToHalfSaturating(out.values, out.values);
   return Status::ok();
@@ -215,8 +219,7 @@ Status TopKCompressor::compressExact(std::span<const float> v, std::uint32_t k, 
   return Status::ok();
 }
 
-Status TopKCompressor::compressSampled(std::span<const float> v, std::uint32_t k,
-                                       std::uint64_t seed, Compressed& out) {
+Status TopKCompressor::compressSampled(std::span<const float> v, std::uint32_t k, std::uint64_t seed, Compressed& out) {
   const std::size_t d = v.size();
   const double fraction = static_cast<double>(k) / static_cast<double>(d);
   // At most half of d is sampled; below kMinSampleHits expected hits the
@@ -237,7 +240,8 @@ Status TopKCompressor::compressSampled(std::span<const float> v, std::uint32_t k
   magnitudes_.resize(sampleSize);
   for (std::size_t r = 0; r < runs; ++r) {
     const std::size_t start = r * stratum + rng.below(stratum - kRun + 1);
-    for (std::uint32_t j = 0; j < kRun; ++j) magnitudes_[r * kRun + j] = magnitudeBits(v[start + j]);
+    for (std::uint32_t j = 0; j < kRun; ++j)
+      magnitudes_[r * kRun + j] = magnitudeBits(v[start + j]);
   }
 
   // The threshold keeps a fraction kTargetFactor * k / d of the sample: the sample's
@@ -247,14 +251,14 @@ Status TopKCompressor::compressSampled(std::span<const float> v, std::uint32_t k
   // elements above the bound move to the front, and the selection runs among them.
   auto sampleBegin = magnitudes_.begin();
   auto sampleEnd = magnitudes_.begin() + static_cast<std::ptrdiff_t>(sampleSize);
-  std::size_t rank = std::min(
-      sampleSize, static_cast<std::size_t>(std::ceil(kTargetFactor * fraction * sampleSize)));
+  std::size_t rank = std::min(sampleSize, static_cast<std::size_t>(std::ceil(kTargetFactor * fraction * sampleSize)));
   auto selectEnd = sampleEnd;
   const std::size_t subRank = (3 * rank + 7) / 8;
   const std::size_t subSize = sampleSize / 8;
   if (subRank >= 32 && 4 * subRank <= subSize) {  // worth it only for a small rank
     subsample_.resize(subSize);
-    for (std::size_t j = 0; j < subsample_.size(); ++j) subsample_[j] = magnitudes_[8 * j];
+    for (std::size_t j = 0; j < subsample_.size(); ++j)
+      subsample_[j] = magnitudes_[8 * j];
     std::nth_element(subsample_.begin(), subsample_.begin() + static_cast<std::ptrdiff_t>(subRank - 1),
                      subsample_.end(), std::greater<std::uint32_t>());
     const std::uint32_t bound = subsample_[subRank - 1];
@@ -276,12 +280,13 @@ Status TopKCompressor::compressSampled(std::span<const float> v, std::uint32_t k
     if (pass == 0) stats_.firstCandidates = n;
     if (n >= k) {
       std::uint32_t maxBits = 0;
-      for (std::size_t j = 0; j < n; ++j) maxBits = std::max(maxBits, candidateValues_[j] & kAbsMask);
+      for (std::size_t j = 0; j < n; ++j)
+        maxBits = std::max(maxBits, candidateValues_[j] & kAbsMask);
       if (maxBits >= kInfinityBits) return nonFinite(v);
       magnitudes_.resize(std::max(magnitudes_.size(), n));
       histogram_.resize(kBuckets);
-      selectFromCandidates(candidates_.data(), candidateValues_.data(), n, k, magnitudes_.data(),
-                           histogram_.data(), out);
+      selectFromCandidates(candidates_.data(), candidateValues_.data(), n, k, magnitudes_.data(), histogram_.data(),
+                           out);
       return Status::ok();
     }
     if (pass + 1 > kMaxRetries) break;

@@ -24,16 +24,14 @@ static_assert(std::is_same_v<std::underlying_type_t<fb::Encoding>, std::uint8_t>
 static_assert(std::is_same_v<std::underlying_type_t<fb::IndexFormat>, std::uint8_t>);
 static_assert(std::is_same_v<std::underlying_type_t<fb::ValueFormat>, std::uint8_t>);
 
-flatbuffers::Offset<fb::CompressedTensor> toWire(flatbuffers::FlatBufferBuilder& builder,
-                                                 const Payload& payload) {
+flatbuffers::Offset<fb::CompressedTensor> toWire(flatbuffers::FlatBufferBuilder& builder, const Payload& payload) {
   const auto indices = payload.indices.empty() ? 0 : builder.CreateVector(payload.indices);
   const auto values = payload.values.empty() ? 0 : builder.CreateVector(payload.values);
   const auto scales = payload.scales.empty() ? 0 : builder.CreateVector(payload.scales);
-  return fb::CreateCompressedTensor(
-      builder, static_cast<fb::Encoding>(payload.encoding), payload.count, payload.selected,
-      static_cast<fb::IndexFormat>(payload.indexFormat), indices,
-      static_cast<fb::ValueFormat>(payload.valueFormat), values, payload.levelBits, payload.levels,
-      payload.block, scales, payload.seed);
+  return fb::CreateCompressedTensor(builder, static_cast<fb::Encoding>(payload.encoding), payload.count,
+                                    payload.selected, static_cast<fb::IndexFormat>(payload.indexFormat), indices,
+                                    static_cast<fb::ValueFormat>(payload.valueFormat), values, payload.levelBits,
+                                    payload.levels, payload.block, scales, payload.seed);
 }
 
 Result<Payload> fromWire(const fb::CompressedTensor* tensor) {

@@ -52,7 +52,8 @@ int runDaemon(const RunFlags& flags, const std::string& logLevel) {
   };
   if (flags.certs.empty() && (flags.ca.empty() || flags.cert.empty() || flags.key.empty()))
     return fail("give --certs DIR, or all of --ca, --cert and --key");
-  auto identity = net::loadIdentity(in(flags.ca, "ca.crt"), in(flags.cert, "coordinator.crt"), in(flags.key, "coordinator.key"));
+  auto identity =
+      net::loadIdentity(in(flags.ca, "ca.crt"), in(flags.cert, "coordinator.crt"), in(flags.key, "coordinator.key"));
   if (!identity) return fail(identity.status().message());
   auto tls = net::TlsContext::create(net::TlsRole::kServer, *identity);
   if (!tls) return fail(tls.status().message());
@@ -78,9 +79,11 @@ int runDaemon(const RunFlags& flags, const std::string& logLevel) {
     server.stop();
   });
   std::vector<std::thread> workers;
-  for (unsigned i = 1; i < flags.threads; ++i) workers.emplace_back([&io] { io.run(); });
+  for (unsigned i = 1; i < flags.threads; ++i)
+    workers.emplace_back([&io] { io.run(); });
   io.run();
-  for (auto& t : workers) t.join();
+  for (auto& t : workers)
+    t.join();
   const auto& c = server.counters();
   (*log)->info("stopped: {} connections, {} joined, {} refused, {} dropped", c.accepted.load(), c.joined.load(),
                c.refused.load(), c.dropped.load());

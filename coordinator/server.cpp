@@ -20,10 +20,14 @@ constexpr auto kAsTuple = asio::experimental::as_tuple(asio::use_awaitable);
 // The wire error code that tells a peer why its connection is being closed.
 fb::ErrorCode wireCode(StatusCode code) {
   switch (code) {
-    case StatusCode::kMalformed: return fb::ErrorCode::Malformed;
-    case StatusCode::kOutOfRange: return fb::ErrorCode::TooLarge;
-    case StatusCode::kUnsupported: return fb::ErrorCode::UnsupportedVersion;
-    default: return fb::ErrorCode::Internal;
+    case StatusCode::kMalformed:
+      return fb::ErrorCode::Malformed;
+    case StatusCode::kOutOfRange:
+      return fb::ErrorCode::TooLarge;
+    case StatusCode::kUnsupported:
+      return fb::ErrorCode::UnsupportedVersion;
+    default:
+      return fb::ErrorCode::Internal;
   }
 }
 
@@ -33,7 +37,9 @@ Server::Server(asio::io_context& io, std::shared_ptr<const net::TlsContext> tls,
                std::shared_ptr<spdlog::logger> log)
     : io_(io), tls_(std::move(tls)), options_(std::move(options)), log_(std::move(log)), acceptor_(io) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 Result<uint16_t> Server::start() {
   std::error_code ec;
@@ -42,7 +48,8 @@ Result<uint16_t> Server::start() {
     asio::ip::tcp::resolver resolver(io_);
     auto results = resolver.resolve(options_.listen.host, std::to_string(options_.listen.port), ec);
     if (ec || results.empty())
-      return Status(StatusCode::kInvalidArgument, fmt::format("cannot resolve listen address '{}'", options_.listen.host));
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("cannot resolve listen address '{}'", options_.listen.host));
     address = results.begin()->endpoint().address();
   }
   asio::ip::tcp::endpoint endpoint(address, options_.listen.port);

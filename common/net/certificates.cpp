@@ -38,8 +38,8 @@ struct Rng {
   Rng& operator=(const Rng&) = delete;
   Status seed() {
     static const char kPers[] = "starling-certificates";
-    int rc = mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy,
-                                   reinterpret_cast<const unsigned char*>(kPers), sizeof kPers);
+    int rc = mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, reinterpret_cast<const unsigned char*>(kPers),
+                                   sizeof kPers);
     if (rc != 0) return Status(StatusCode::kInternal, "seeding the random generator: " + mbedtlsErrorString(rc));
     return Status::ok();
   }
@@ -77,9 +77,13 @@ struct Mpi {
   Mpi& operator=(const Mpi&) = delete;
 };
 
-Status fail(const char* what, int rc) { return Status(StatusCode::kInternal, fmt::format("{}: {}", what, mbedtlsErrorString(rc))); }
+Status fail(const char* what, int rc) {
+  return Status(StatusCode::kInternal, fmt::format("{}: {}", what, mbedtlsErrorString(rc)));
+}
 
-const unsigned char* bytes(const std::string& s) { return reinterpret_cast<const unsigned char*>(s.c_str()); }
+const unsigned char* bytes(const std::string& s) {
+  return reinterpret_cast<const unsigned char*>(s.c_str());
+}
 
 // X.509 time "YYYYMMDDhhmmss" in UTC.
 std::string x509Time(std::chrono::system_clock::time_point t) {
@@ -165,10 +169,12 @@ Result<std::string> signCertificate(const CertificateRequest& req, Pk& subjectKe
   if ((rc = mbedtls_x509write_crt_set_issuer_name(&w.ctx, issuerName.c_str())) != 0) return fail("issuer name", rc);
 
   Mpi serial;
-  if ((rc = mbedtls_mpi_fill_random(&serial.ctx, 16, mbedtls_ctr_drbg_random, &rng.drbg)) != 0) return fail("serial", rc);
+  if ((rc = mbedtls_mpi_fill_random(&serial.ctx, 16, mbedtls_ctr_drbg_random, &rng.drbg)) != 0)
+    return fail("serial", rc);
   mbedtls_mpi_set_bit(&serial.ctx, 127, 0);  // a positive 127-bit serial
   if ((rc = mbedtls_x509write_crt_set_serial(&w.ctx, &serial.ctx)) != 0) return fail("serial", rc);
-  if ((rc = mbedtls_x509write_crt_set_validity(&w.ctx, x509Time(req.notBefore).c_str(), x509Time(req.notAfter).c_str())) != 0)
+  if ((rc = mbedtls_x509write_crt_set_validity(&w.ctx, x509Time(req.notBefore).c_str(),
+                                               x509Time(req.notAfter).c_str())) != 0)
     return fail("validity", rc);
 
   const bool ca = req.kind == CertificateKind::kCa;
@@ -177,12 +183,14 @@ Result<std::string> signCertificate(const CertificateRequest& req, Pk& subjectKe
   if ((rc = mbedtls_x509write_crt_set_subject_key_identifier(&w.ctx)) != 0) return fail("subject key id", rc);
   if ((rc = mbedtls_x509write_crt_set_authority_key_identifier(&w.ctx)) != 0) return fail("authority key id", rc);
   unsigned usage = ca ? (MBEDTLS_X509_KU_KEY_CERT_SIGN | MBEDTLS_X509_KU_CRL_SIGN) : MBEDTLS_X509_KU_DIGITAL_SIGNATURE;
-  if ((rc = mbedtls_x509write_crt_set_key_usage(&w.ctx, static_cast<unsigned char>(usage))) != 0) return fail("key usage", rc);
+  if ((rc = mbedtls_x509write_crt_set_key_usage(&w.ctx, static_cast<unsigned char>(usage))) != 0)
+    return fail("key usage", rc);
   if (!ca) {
-    const std::string eku = extendedKeyUsage(req.kind == CertificateKind::kServer ? MBEDTLS_OID_SERVER_AUTH
-                                                                                    : MBEDTLS_OID_CLIENT_AUTH);
+    const std::string eku =
+        extendedKeyUsage(req.kind == CertificateKind::kServer ? MBEDTLS_OID_SERVER_AUTH : MBEDTLS_OID_CLIENT_AUTH);
     rc = mbedtls_x509write_crt_set_extension(&w.ctx, MBEDTLS_OID_EXTENDED_KEY_USAGE,
-                                             MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0, bytes(eku), eku.size());
+                                             MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0, bytes(eku),
+                                             eku.size());
     if (rc != 0) return fail("extended key usage", rc);
   }
   if (!req.dnsNames.empty()) {
@@ -192,8 +200,8 @@ Result<std::string> signCertificate(const CertificateRequest& req, Pk& subjectKe
     if (rc != 0) return fail("subject alternative name", rc);
   }
   std::string pem(8192, '\0');
-  rc = mbedtls_x509write_crt_pem(&w.ctx, reinterpret_cast<unsigned char*>(pem.data()), pem.size(), mbedtls_ctr_drbg_random,
-                                 &rng.drbg);
+  rc = mbedtls_x509write_crt_pem(&w.ctx, reinterpret_cast<unsigned char*>(pem.data()), pem.size(),
+                                 mbedtls_ctr_drbg_random, &rng.drbg);
   if (rc != 0) return fail("writing the certificate", rc);
   pem.resize(std::strlen(pem.c_str()));
   return pem;
@@ -216,7 +224,8 @@ Result<KeyPair> makeCertificateAuthority(const CertificateRequest& request) {
 }
 
 Result<KeyPair> issueCertificate(const KeyPair& ca, const CertificateRequest& request) {
-  if (request.kind == CertificateKind::kCa) return Status(StatusCode::kInvalidArgument, "use makeCertificateAuthority for a CA");
+  if (request.kind == CertificateKind::kCa)
+    return Status(StatusCode::kInvalidArgument, "use makeCertificateAuthority for a CA");
   Rng rng;
   STARLING_RETURN_IF_ERROR(rng.seed());
   Pk caKey;
@@ -254,14 +263,16 @@ Status writeTextFile(const std::string& path, const std::string& text, unsigned 
     left -= static_cast<std::size_t>(n);
   }
   ::fchmod(fd, mode);
-  if (::close(fd) != 0) return Status(StatusCode::kIo, fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  if (::close(fd) != 0)
+    return Status(StatusCode::kIo, fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
   return Status::ok();
 }
 
 Status writeCertificateDirectory(const InitOptions& options) {
   if (options.clients < 0) return Status(StatusCode::kInvalidArgument, "--clients must be 0 or more");
   if (options.days < 1) return Status(StatusCode::kInvalidArgument, "--days must be at least 1");
-  if (options.hostnames.empty()) return Status(StatusCode::kInvalidArgument, "the coordinator needs at least one host name");
+  if (options.hostnames.empty())
+    return Status(StatusCode::kInvalidArgument, "the coordinator needs at least one host name");
   std::error_code ec;
   std::filesystem::create_directories(options.outDir, ec);
   if (ec) return Status(StatusCode::kIo, fmt::format("cannot create '{}': {}", options.outDir, ec.message()));
@@ -281,7 +292,8 @@ Status writeCertificateDirectory(const InitOptions& options) {
     return writeTextFile(path(base + ".key"), kp.keyPem, 0600);
   };
   STARLING_RETURN_IF_ERROR(save("ca", *ca));
-  auto coord = issueCertificate(*ca, {CertificateKind::kServer, options.hostnames.front(), options.hostnames, start, end});
+  auto coord =
+      issueCertificate(*ca, {CertificateKind::kServer, options.hostnames.front(), options.hostnames, start, end});
   if (!coord) return coord.status();
   STARLING_RETURN_IF_ERROR(save("coordinator", *coord));
   for (int i = 0; i < options.clients; ++i) {

@@ -57,12 +57,15 @@ asio::awaitable<Status> Connection::send(std::span<const uint8_t> frame) {
   stream_->expiresAfter(limits_.writeTimeout);
   Status st = co_await stream_->writeAll(frame);
   if (!st && stream_->timedOut())
-    st = Status(StatusCode::kTimeout, fmt::format("peer did not take a frame within {} ms", limits_.writeTimeout.count()));
+    st = Status(StatusCode::kTimeout,
+                fmt::format("peer did not take a frame within {} ms", limits_.writeTimeout.count()));
   stream_->expiresAfter(limits_.idleTimeout);
   co_return st;
 }
 
-asio::awaitable<void> Connection::close() { co_await stream_->shutdown(); }
+asio::awaitable<void> Connection::close() {
+  co_await stream_->shutdown();
+}
 
 std::string Endpoint::toString() const {
   return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
@@ -88,7 +91,8 @@ Result<Endpoint> parseEndpoint(const std::string& text) {
   if (host.empty()) return bad("no host");
   unsigned value = 0;
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (ec != std::errc() || end != port.data() + port.size() || value > 65535) return bad("port is not a number 0-65535");
+  if (ec != std::errc() || end != port.data() + port.size() || value > 65535)
+    return bad("port is not a number 0-65535");
   return Endpoint{host, static_cast<uint16_t>(value)};
 }
 

@@ -102,8 +102,7 @@ struct TlsContext::Impl {
   Impl& operator=(const Impl&) = delete;
 };
 
-Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& certPath,
-                                 const std::string& keyPath) {
+Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& certPath, const std::string& keyPath) {
   TlsIdentity id;
   auto ca = readFile(caPath, "CA certificate");
   if (!ca) return ca.status();
@@ -122,7 +121,9 @@ TlsContext::TlsContext(TlsRole role, std::string serverName)
 
 TlsContext::~TlsContext() = default;
 
-const mbedtls_ssl_config* TlsContext::config() const { return &impl_->conf; }
+const mbedtls_ssl_config* TlsContext::config() const {
+  return &impl_->conf;
+}
 
 Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const TlsIdentity& identity,
                                                              std::string serverName) {

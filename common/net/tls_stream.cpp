@@ -25,19 +25,32 @@ constexpr std::size_t kFlushThreshold = 256 * 1024;
 
 const char* alertName(unsigned char alert) {
   switch (alert) {
-    case MBEDTLS_SSL_ALERT_MSG_BAD_CERT: return "bad certificate";
-    case MBEDTLS_SSL_ALERT_MSG_UNSUPPORTED_CERT: return "unsupported certificate";
-    case MBEDTLS_SSL_ALERT_MSG_CERT_REVOKED: return "certificate revoked";
-    case MBEDTLS_SSL_ALERT_MSG_CERT_EXPIRED: return "certificate expired";
-    case MBEDTLS_SSL_ALERT_MSG_CERT_UNKNOWN: return "certificate unknown";
-    case MBEDTLS_SSL_ALERT_MSG_UNKNOWN_CA: return "unknown CA";
-    case MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE: return "handshake failure (no or unacceptable certificate)";
-    case MBEDTLS_SSL_ALERT_MSG_NO_CERT: return "no certificate";
-    case MBEDTLS_SSL_ALERT_MSG_ACCESS_DENIED: return "access denied";
-    case MBEDTLS_SSL_ALERT_MSG_PROTOCOL_VERSION: return "protocol version";
-    case MBEDTLS_SSL_ALERT_MSG_INSUFFICIENT_SECURITY: return "insufficient security";
-    case MBEDTLS_SSL_ALERT_MSG_DECRYPT_ERROR: return "decrypt error";
-    default: return "alert";
+    case MBEDTLS_SSL_ALERT_MSG_BAD_CERT:
+      return "bad certificate";
+    case MBEDTLS_SSL_ALERT_MSG_UNSUPPORTED_CERT:
+      return "unsupported certificate";
+    case MBEDTLS_SSL_ALERT_MSG_CERT_REVOKED:
+      return "certificate revoked";
+    case MBEDTLS_SSL_ALERT_MSG_CERT_EXPIRED:
+      return "certificate expired";
+    case MBEDTLS_SSL_ALERT_MSG_CERT_UNKNOWN:
+      return "certificate unknown";
+    case MBEDTLS_SSL_ALERT_MSG_UNKNOWN_CA:
+      return "unknown CA";
+    case MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE:
+      return "handshake failure (no or unacceptable certificate)";
+    case MBEDTLS_SSL_ALERT_MSG_NO_CERT:
+      return "no certificate";
+    case MBEDTLS_SSL_ALERT_MSG_ACCESS_DENIED:
+      return "access denied";
+    case MBEDTLS_SSL_ALERT_MSG_PROTOCOL_VERSION:
+      return "protocol version";
+    case MBEDTLS_SSL_ALERT_MSG_INSUFFICIENT_SECURITY:
+      return "insufficient security";
+    case MBEDTLS_SSL_ALERT_MSG_DECRYPT_ERROR:
+      return "decrypt error";
+    default:
+      return "alert";
   }
 }
 

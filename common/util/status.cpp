@@ -4,17 +4,28 @@ namespace starling {
 
 const char* statusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kMalformed: return "malformed";
-    case StatusCode::kOutOfRange: return "out of range";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kUnauthenticated: return "unauthenticated";
-    case StatusCode::kTimeout: return "timeout";
-    case StatusCode::kClosed: return "closed";
-    case StatusCode::kIo: return "i/o error";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kInternal: return "internal";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kMalformed:
+      return "malformed";
+    case StatusCode::kOutOfRange:
+      return "out of range";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    case StatusCode::kTimeout:
+      return "timeout";
+    case StatusCode::kClosed:
+      return "closed";
+    case StatusCode::kIo:
+      return "i/o error";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }

@@ -1,18 +1,18 @@
 // The contract every compressor keeps, and each compressor's own behaviour.
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <set>
-
-#include <catch2/catch.hpp>
 
 #include "starling/compression/compressor.hpp"
 #include "starling/compression/fp16.hpp"
 #include "starling/compression/qsgd.hpp"
 #include "starling/compression/randk.hpp"
 #include "starling/compression/topk.hpp"
+
 #include "vectors.hpp"
 
 using namespace starling;
@@ -158,7 +158,8 @@ TEST_CASE("top-k keeps exactly the k largest magnitudes, ties to the lowest indi
             REQUIRE(c.compress(v, {density, 9}, q).isOk());
             const auto k = *selectedCount(d, density);
             REQUIRE(q.indices == referenceTopK(v, k));
-            for (std::size_t j = 0; j < k; ++j) REQUIRE(q.values[j] == v[q.indices[j]]);
+            for (std::size_t j = 0; j < k; ++j)
+              REQUIRE(q.values[j] == v[q.indices[j]]);
           }
         }
       }
@@ -226,7 +227,8 @@ TEST_CASE("sampled top-k recovers when the sample overestimates the threshold", 
   // threshold keeps too few, and the retries must still give exactly the top k.
   TopKCompressor c({ValueFormat::kFp32, true});
   std::vector<float> v(1 << 20, 0.0f);
-  for (std::size_t i = 0; i < v.size(); i += 64) v[i] = 1.0f + static_cast<float>(i % 1000) * 1e-3f;
+  for (std::size_t i = 0; i < v.size(); i += 64)
+    v[i] = 1.0f + static_cast<float>(i % 1000) * 1e-3f;
   Compressed q;
   REQUIRE(c.compress(v, {0.01, 3}, q).isOk());
   REQUIRE(q.indices.size() == c.lastStats().k);
@@ -256,10 +258,12 @@ TEST_CASE("rand-k picks k distinct increasing indices from the seed alone", "[ra
     std::vector<int> hits(100, 0);
     for (std::uint64_t seed = 0; seed < 20000; ++seed) {
       randKIndices(seed, 100, 10, scratch, a);
-      for (auto i : a) ++hits[i];
+      for (auto i : a)
+        ++hits[i];
     }
     // Expected 2000 per index, standard deviation about 42.
-    for (int h : hits) REQUIRE(std::abs(h - 2000) < 250);
+    for (int h : hits)
+      REQUIRE(std::abs(h - 2000) < 250);
   }
 }
 

@@ -1,12 +1,12 @@
 // Contraction E||C(v) - v||^2 <= (1 - delta)||v||^2 for the compressors used under error
 // feedback, and unbiasedness E[C(v)] = v for QSGD and rescaled rand-k.
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
 #include "starling/compression/qsgd.hpp"
+
 #include "vectors.hpp"
 
 using namespace starling::compression;
@@ -113,8 +113,7 @@ namespace {
 // the compressor's variance under unbiasedness, variance(i), and the total squared
 // bias against its expectation.
 template <typename Variance>
-bool looksUnbiased(Compressor& c, const std::vector<float>& v, double density, int trials,
-                   Variance variance) {
+bool looksUnbiased(Compressor& c, const std::vector<float>& v, double density, int trials, Variance variance) {
   const std::size_t d = v.size();
   std::vector<double> sum(d, 0.0);
   Compressed q;
@@ -122,7 +121,8 @@ bool looksUnbiased(Compressor& c, const std::vector<float>& v, double density, i
   for (int t = 0; t < trials; ++t) {
     REQUIRE(c.compress(v, {density, static_cast<std::uint64_t>(77 + t)}, q).isOk());
     REQUIRE(expand(q, out).isOk());
-    for (std::size_t i = 0; i < d; ++i) sum[i] += out[i];
+    for (std::size_t i = 0; i < d; ++i)
+      sum[i] += out[i];
   }
   double bias2 = 0, expected = 0;
   bool ok = true;

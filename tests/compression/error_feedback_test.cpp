@@ -1,13 +1,13 @@
 // Error feedback: nothing is lost. sum(committed q) + e == sum(inputs), for every
 // compressor, with and without rollbacks; and the staleness policy.
 
+#include "starling/compression/error_feedback.hpp"
+
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "starling/compression/error_feedback.hpp"
 #include "vectors.hpp"
 
 using namespace starling;
@@ -40,7 +40,8 @@ double telescopingError(Compressor& c, std::size_t d, int rounds, double density
   Compressed out;
   for (int r = 0; r < rounds; ++r) {
     const auto v = gaussian(d, 100 + r);
-    for (std::size_t i = 0; i < d; ++i) inputs[i] += v[i];
+    for (std::size_t i = 0; i < d; ++i)
+      inputs[i] += v[i];
     REQUIRE(ef.compress(v, c, {density, static_cast<std::uint64_t>(r)}, out).isOk());
     REQUIRE(ef.hasPending());
     if (reject(r)) {
@@ -49,7 +50,8 @@ double telescopingError(Compressor& c, std::size_t d, int rounds, double density
     }
     REQUIRE(ef.commit().isOk());
     REQUIRE(expand(out, q).isOk());
-    for (std::size_t i = 0; i < d; ++i) sent[i] += q[i];
+    for (std::size_t i = 0; i < d; ++i)
+      sent[i] += q[i];
   }
   double worst = 0, scale = 1e-3;
   const auto e = ef.memory();
@@ -88,14 +90,12 @@ TEST_CASE("error feedback: the memory is e = p - q after a commit", "[error-feed
   // Nothing changes before the other side answers.
   CHECK(ef.memory()[0] == 0.0f);
   REQUIRE(ef.commit().isOk());
-  CHECK(std::vector<float>(ef.memory().begin(), ef.memory().end()) ==
-        std::vector<float>{1, 0, 2, 0, 0, 3});
+  CHECK(std::vector<float>(ef.memory().begin(), ef.memory().end()) == std::vector<float>{1, 0, 2, 0, 0, 3});
   const std::vector<float> v2 = {1, 0, 0, 0, 0, 0};
   REQUIRE(ef.compress(v2, *c, {2.0 / 6, 0}, q).isOk());  // p = {2, 0, 2, 0, 0, 3}
   CHECK(q.indices == std::vector<std::uint32_t>{0, 5});
   REQUIRE(ef.rollback().isOk());
-  CHECK(std::vector<float>(ef.memory().begin(), ef.memory().end()) ==
-        std::vector<float>{2, 0, 2, 0, 0, 3});
+  CHECK(std::vector<float>(ef.memory().begin(), ef.memory().end()) == std::vector<float>{2, 0, 2, 0, 0, 3});
 }
 
 TEST_CASE("error feedback refuses out-of-order calls and leaves its state intact", "[error-feedback]") {
@@ -133,7 +133,8 @@ TEST_CASE("error feedback decays a stale memory and resets it after R missed rou
   const std::vector<float> e0(ef.memory().begin(), ef.memory().end());
   REQUIRE(ef.missedRounds(2).isOk());
   CHECK(ef.consecutiveMissedRounds() == 2);
-  for (std::size_t i = 0; i < e0.size(); ++i) REQUIRE(ef.memory()[i] == e0[i] * 0.25f);
+  for (std::size_t i = 0; i < e0.size(); ++i)
+    REQUIRE(ef.memory()[i] == e0[i] * 0.25f);
   REQUIRE(ef.missedRounds(1).isOk());
   CHECK(ef.memory()[0] == e0[0] * 0.125f);
   SECTION("a commit resets the count of missed rounds") {
@@ -143,7 +144,8 @@ TEST_CASE("error feedback decays a stale memory and resets it after R missed rou
   }
   SECTION("the R-th consecutive missed round clears the memory") {
     REQUIRE(ef.missedRounds(1).isOk());
-    for (float e : ef.memory()) REQUIRE(e == 0.0f);
+    for (float e : ef.memory())
+      REQUIRE(e == 0.0f);
   }
 }
 
@@ -172,7 +174,8 @@ TEST_CASE("the coordinator's downlink uses the same type over aggregated updates
   auto up = make("topk", {});
   auto down = make("topk-sampled", {});
   std::vector<ErrorFeedback> clients;
-  for (int k = 0; k < 3; ++k) clients.push_back(makeEf(d));
+  for (int k = 0; k < 3; ++k)
+    clients.push_back(makeEf(d));
   auto server = makeEf(d);
   std::vector<double> inputs(d, 0.0), broadcast(d, 0.0);
   std::vector<float> delta(d), dense(d);
@@ -181,7 +184,8 @@ TEST_CASE("the coordinator's downlink uses the same type over aggregated updates
     std::fill(delta.begin(), delta.end(), 0.0f);
     for (int k = 0; k < 3; ++k) {
       const auto v = gaussian(d, 1000 * r + k);
-      for (std::size_t i = 0; i < d; ++i) inputs[i] += v[i] / 3.0;
+      for (std::size_t i = 0; i < d; ++i)
+        inputs[i] += v[i] / 3.0;
       REQUIRE(clients[k].compress(v, *up, {0.02, 0}, q).isOk());
       if (k == 2 && r % 4 == 0) {  // this client's update misses the round
         REQUIRE(clients[k].rollback().isOk());
@@ -193,12 +197,14 @@ TEST_CASE("the coordinator's downlink uses the same type over aggregated updates
     REQUIRE(server.compress(delta, *down, {0.02, static_cast<std::uint64_t>(r)}, q).isOk());
     REQUIRE(server.commit().isOk());
     REQUIRE(expand(q, dense).isOk());
-    for (std::size_t i = 0; i < d; ++i) broadcast[i] += dense[i];
+    for (std::size_t i = 0; i < d; ++i)
+      broadcast[i] += dense[i];
   }
   double worst = 0;
   for (std::size_t i = 0; i < d; ++i) {
     double held = server.memory()[i];
-    for (auto& c : clients) held += c.memory()[i] / 3.0;
+    for (auto& c : clients)
+      held += c.memory()[i] / 3.0;
     worst = std::max(worst, std::fabs(broadcast[i] + held - inputs[i]));
   }
   CHECK(worst < 1e-3);

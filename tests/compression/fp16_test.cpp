@@ -1,12 +1,11 @@
+#include "starling/compression/fp16.hpp"
+
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include <catch2/catch.hpp>
-
-#include "starling/compression/fp16.hpp"
 
 using namespace starling::compression;
 

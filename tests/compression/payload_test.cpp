@@ -1,14 +1,15 @@
 // The payload codec: decode(encode(C(x))) == C(x) bit for bit, the smaller index
 // format wins, and malformed payloads are errors that name the problem.
 
+#include "starling/compression/payload.hpp"
+
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "starling/compression/payload.hpp"
 #include "starling/compression/wire_codec.hpp"
+
 #include "vectors.hpp"
 
 using namespace starling;
@@ -19,7 +20,8 @@ namespace {
 
 std::vector<std::pair<std::string, CompressorOptions>> variants() {
   std::vector<std::pair<std::string, CompressorOptions>> out;
-  for (const auto& name : allNames()) out.emplace_back(name, CompressorOptions{});
+  for (const auto& name : allNames())
+    out.emplace_back(name, CompressorOptions{});
   CompressorOptions half;
   half.values = ValueFormat::kFp16;
   out.emplace_back("topk", half);
@@ -40,8 +42,7 @@ bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-Payload encoded(const std::string& name, CompressorOptions o, std::size_t d, double density,
-                std::uint64_t seed = 1) {
+Payload encoded(const std::string& name, CompressorOptions o, std::size_t d, double density, std::uint64_t seed = 1) {
   auto c = make(name, o);
   Compressed q;
   REQUIRE(c->compress(skewed(d, seed), {density, seed}, q).isOk());
@@ -61,9 +62,8 @@ TEST_CASE("decode(encode(C(x))) reproduces C(x) bit for bit, also through the wi
   for (const auto& [name, options] : variants()) {
     for (std::size_t d : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{1000}, std::size_t{100003}}) {
       for (double density : {0.001, 0.01, 0.4, 1.0}) {
-        DYNAMIC_SECTION(name << " values=" << valueFormatName(options.values) << " block="
-                             << options.signBlock << " s=" << options.qsgdLevels << " d=" << d
-                             << " density=" << density) {
+        DYNAMIC_SECTION(name << " values=" << valueFormatName(options.values) << " block=" << options.signBlock
+                             << " s=" << options.qsgdLevels << " d=" << d << " density=" << density) {
           auto c = make(name, options);
           Compressed q;
           REQUIRE(c->compress(skewed(d, d + 1), {density, 99}, q).isOk());
@@ -275,18 +275,44 @@ TEST_CASE("randomly corrupted payloads decode to an error or a valid tensor, nev
         for (int m = 0; m < mutations; ++m) {
           auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
           switch (rng() % 12) {
-            case 0: if (!p.indices.empty()) p.indices[pick(p.indices.size())] ^= static_cast<std::uint8_t>(1u << pick(8)); break;
-            case 1: if (!p.values.empty()) p.values[pick(p.values.size())] = static_cast<std::uint8_t>(rng()); break;
-            case 2: p.indices.resize(pick(p.indices.size() + 3)); break;
-            case 3: p.values.resize(pick(p.values.size() + 5)); break;
-            case 4: p.selected = static_cast<std::uint32_t>(rng() % 2 ? pick(d + 3) : rng()); break;
-            case 5: p.count = static_cast<std::uint32_t>(pick(2 * d + 2)); expected = p.count; break;
-            case 6: p.encoding = static_cast<Encoding>(pick(8)); break;
-            case 7: p.indexFormat = static_cast<IndexFormat>(pick(4)); break;
-            case 8: p.valueFormat = static_cast<ValueFormat>(pick(5)); break;
-            case 9: p.levelBits = static_cast<std::uint8_t>(rng()); p.levels = static_cast<std::uint32_t>(pick(300)); break;
-            case 10: p.block = static_cast<std::uint32_t>(rng() % 2 ? pick(d + 2) : rng()); break;
-            case 11: p.scales.resize(pick(p.scales.size() + 3), static_cast<float>(rng() % 7) - 3.0f); break;
+            case 0:
+              if (!p.indices.empty()) p.indices[pick(p.indices.size())] ^= static_cast<std::uint8_t>(1u << pick(8));
+              break;
+            case 1:
+              if (!p.values.empty()) p.values[pick(p.values.size())] = static_cast<std::uint8_t>(rng());
+              break;
+            case 2:
+              p.indices.resize(pick(p.indices.size() + 3));
+              break;
+            case 3:
+              p.values.resize(pick(p.values.size() + 5));
+              break;
+            case 4:
+              p.selected = static_cast<std::uint32_t>(rng() % 2 ? pick(d + 3) : rng());
+              break;
+            case 5:
+              p.count = static_cast<std::uint32_t>(pick(2 * d + 2));
+              expected = p.count;
+              break;
+            case 6:
+              p.encoding = static_cast<Encoding>(pick(8));
+              break;
+            case 7:
+              p.indexFormat = static_cast<IndexFormat>(pick(4));
+              break;
+            case 8:
+              p.valueFormat = static_cast<ValueFormat>(pick(5));
+              break;
+            case 9:
+              p.levelBits = static_cast<std::uint8_t>(rng());
+              p.levels = static_cast<std::uint32_t>(pick(300));
+              break;
+            case 10:
+              p.block = static_cast<std::uint32_t>(rng() % 2 ? pick(d + 2) : rng());
+              break;
+            case 11:
+              p.scales.resize(pick(p.scales.size() + 3), static_cast<float>(rng() % 7) - 3.0f);
+              break;
           }
         }
         Compressed out;
@@ -299,7 +325,8 @@ TEST_CASE("randomly corrupted payloads decode to an error or a valid tensor, nev
         // Whatever decode accepts is a tensor expand() can use, with finite values.
         std::vector<float> dense(out.count);
         REQUIRE(expand(out, dense).isOk());
-        for (float x : dense) REQUIRE(std::isfinite(x));
+        for (float x : dense)
+          REQUIRE(std::isfinite(x));
         Payload again;
         REQUIRE(encode(out, again).isOk());
       }
@@ -317,7 +344,8 @@ TEST_CASE("corrupted Flatbuffers never reach decode unverified", "[payload][malf
   const std::vector<std::uint8_t> bytes(builder.GetBufferPointer(), builder.GetBufferPointer() + builder.GetSize());
   for (int trial = 0; trial < 3000; ++trial) {
     auto buf = bytes;
-    for (int m = 0; m < 4; ++m) buf[rng() % buf.size()] = static_cast<std::uint8_t>(rng());
+    for (int m = 0; m < 4; ++m)
+      buf[rng() % buf.size()] = static_cast<std::uint8_t>(rng());
     if (trial % 5 == 0) buf.resize(rng() % buf.size());
     flatbuffers::Verifier verifier(buf.data(), buf.size());
     if (!verifier.VerifyBuffer<wire::fb::CompressedTensor>(nullptr)) continue;

@@ -1,10 +1,9 @@
+#include "starling/compression/schedule.hpp"
+
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <thread>
-
-#include <catch2/catch.hpp>
-
-#include "starling/compression/schedule.hpp"
 
 using namespace starling;
 using namespace starling::compression;
@@ -46,7 +45,8 @@ TEST_CASE("controlled density returns what the controller set last", "[schedule]
   CHECK(c.density(5) == 0.004);
   SECTION("set and density may run on different threads") {
     std::thread writer([&] {
-      for (int i = 1; i <= 1000; ++i) REQUIRE(c.set(i / 1000.0).isOk());
+      for (int i = 1; i <= 1000; ++i)
+        REQUIRE(c.set(i / 1000.0).isOk());
     });
     for (int i = 0; i < 1000; ++i) {
       const double d = c.density(0);

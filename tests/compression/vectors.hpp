@@ -18,7 +18,8 @@ inline std::vector<float> gaussian(std::size_t d, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> v(d);
-  for (float& x : v) x = dist(rng);
+  for (float& x : v)
+    x = dist(rng);
   return v;
 }
 
@@ -27,7 +28,8 @@ inline std::vector<float> flat(std::size_t d, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> v(d);
-  for (float& x : v) x = dist(rng);
+  for (float& x : v)
+    x = dist(rng);
   return v;
 }
 
@@ -37,14 +39,17 @@ inline std::vector<float> skewed(std::size_t d, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::student_t_distribution<float> dist(2.0f);
   std::vector<float> v(d);
-  for (float& x : v) x = dist(rng);
-  for (std::size_t i = 0; i < d; i += 997) v[i] *= 1000.0f;
+  for (float& x : v)
+    x = dist(rng);
+  for (std::size_t i = 0; i < d; i += 997)
+    v[i] *= 1000.0f;
   return v;
 }
 
 inline double sqNorm(std::span<const float> v) {
   double s = 0;
-  for (float x : v) s += static_cast<double>(x) * x;
+  for (float x : v)
+    s += static_cast<double>(x) * x;
   return s;
 }
 
@@ -62,8 +67,7 @@ inline std::unique_ptr<Compressor> make(const std::string& name, CompressorOptio
 
 // Every compressor with the options used under error feedback.
 inline const std::vector<std::string>& allNames() {
-  static const std::vector<std::string> names = {"identity", "fp16", "topk", "topk-sampled",
-                                                 "randk", "sign", "qsgd"};
+  static const std::vector<std::string> names = {"identity", "fp16", "topk", "topk-sampled", "randk", "sign", "qsgd"};
   return names;
 }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "starling/client/protocol_client.hpp"
+
 #include "support/federation_fixture.hpp"
 
 using namespace starling;
@@ -57,7 +58,8 @@ void requireStillServing(const RunningServer& server, const Pki& pki) {
   options.coordinator = server.endpoint();
   options.id = "client-5";
   auto tls = pki.clientContext(pki.client("client-5"));
-  auto task = runCoroutine([&](asio::any_io_executor ex) { return client::joinAndLeave(ex, tls, options, quietLogger()); });
+  auto task =
+      runCoroutine([&](asio::any_io_executor ex) { return client::joinAndLeave(ex, tls, options, quietLogger()); });
   REQUIRE(task.isOk());
 }
 
@@ -73,9 +75,8 @@ TEST_CASE("a malformed frame closes that connection only", "[net][frames]") {
   // A second client stays connected through all of it and is served afterwards.
   auto bystanderTls = pki.clientContext(pki.client("client-9"));
   asio::io_context bystanderIo;
-  auto bystander = runOn(bystanderIo, [&](asio::any_io_executor ex) {
-    return net::connect(ex, server.endpoint(), bystanderTls, {});
-  });
+  auto bystander = runOn(
+      bystanderIo, [&](asio::any_io_executor ex) { return net::connect(ex, server.endpoint(), bystanderTls, {}); });
   REQUIRE(bystander.isOk());
 
   SECTION("over the size limit") {
@@ -88,7 +89,8 @@ TEST_CASE("a malformed frame closes that connection only", "[net][frames]") {
   }
   SECTION("failing verification") {
     std::vector<uint8_t> garbage(200);
-    for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<uint8_t>(i * 37 + 11);
+    for (std::size_t i = 0; i < garbage.size(); ++i)
+      garbage[i] = static_cast<uint8_t>(i * 37 + 11);
     garbage[4] = 'S', garbage[5] = 'T', garbage[6] = 'R', garbage[7] = 'L';  // right identifier, bad offsets
     auto header = wire::encodeFrameHeader(static_cast<uint32_t>(garbage.size()));
     std::vector<uint8_t> frame(header.begin(), header.end());

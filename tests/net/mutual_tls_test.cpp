@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "starling/client/protocol_client.hpp"
+
 #include "support/federation_fixture.hpp"
 
 using namespace starling;
@@ -48,7 +49,8 @@ TEST_CASE("many clients join at once", "[net][tls]") {
   RunningServer server(pki);
   constexpr int kClients = 24;
   std::vector<std::shared_ptr<const net::TlsContext>> contexts;
-  for (int i = 0; i < kClients; ++i) contexts.push_back(pki.clientContext(pki.client("client-" + std::to_string(i))));
+  for (int i = 0; i < kClients; ++i)
+    contexts.push_back(pki.clientContext(pki.client("client-" + std::to_string(i))));
   asio::io_context io;
   int ok = 0;
   for (int i = 0; i < kClients; ++i) {
@@ -79,9 +81,9 @@ TEST_CASE("the coordinator refuses clients it cannot authenticate, saying why", 
   SECTION("a certificate from another CA") {
     Pki other;
     auto stranger = other.client("client-0");
-    auto tls = net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, stranger.certPem, stranger.keyPem},
-                                       "localhost")
-                   .value();
+    auto tls =
+        net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, stranger.certPem, stranger.keyPem}, "localhost")
+            .value();
     auto r = join(server, tls);
     REQUIRE_FALSE(r.isOk());
     CHECK_THAT(r.status().message(), Catch::Contains("refused the TLS handshake"));
@@ -109,8 +111,8 @@ TEST_CASE("a client refuses a coordinator whose certificate is for another host 
   auto r = join(server, pki.clientContext(pki.client("client-0"), "localhost"));
   REQUIRE_FALSE(r.isOk());
   CHECK(r.status().code() == StatusCode::kUnauthenticated);
-  CHECK_THAT(r.status().message(), Catch::Contains("coordinator certificate refused") &&
-                                       Catch::Contains("another host name"));
+  CHECK_THAT(r.status().message(),
+             Catch::Contains("coordinator certificate refused") && Catch::Contains("another host name"));
 }
 
 TEST_CASE("a client refuses a coordinator signed by another CA", "[net][tls][refusal]") {

@@ -3,6 +3,9 @@
 // thread, certificates made in memory, a log that tests can search, and a way to
 // run a client coroutine to completion on the test's thread.
 
+#include <spdlog/logger.h>
+#include <spdlog/sinks/base_sink.h>
+
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <chrono>
@@ -10,8 +13,6 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/base_sink.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,12 +35,15 @@ class CaptureSink : public spdlog::sinks::base_sink<std::mutex> {
   std::string all() {
     std::lock_guard lock(mutex_);
     std::string out;
-    for (const auto& l : lines_) out += l + "\n";
+    for (const auto& l : lines_)
+      out += l + "\n";
     return out;
   }
 
  protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override { lines_.emplace_back(msg.payload.data(), msg.payload.size()); }
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    lines_.emplace_back(msg.payload.data(), msg.payload.size());
+  }
   void flush_() override {}
 
  private:
@@ -55,18 +59,21 @@ struct Pki {
 
   explicit Pki(std::vector<std::string> hostnames = {"localhost"}) {
     using std::chrono::hours;
-    ca = net::makeCertificateAuthority({net::CertificateKind::kCa, "Test CA", {}, now() - hours(1), now() + hours(48)}).value();
+    ca = net::makeCertificateAuthority({net::CertificateKind::kCa, "Test CA", {}, now() - hours(1), now() + hours(48)})
+             .value();
     coordinator = net::issueCertificate(ca, {net::CertificateKind::kServer, hostnames.front(), hostnames,
                                              now() - hours(1), now() + hours(24)})
                       .value();
   }
   net::KeyPair client(const std::string& name, std::chrono::hours validFrom = std::chrono::hours(-1),
                       std::chrono::hours validTo = std::chrono::hours(24)) const {
-    return net::issueCertificate(ca, {net::CertificateKind::kClient, name, {}, now() + validFrom, now() + validTo}).value();
+    return net::issueCertificate(ca, {net::CertificateKind::kClient, name, {}, now() + validFrom, now() + validTo})
+        .value();
   }
   net::TlsIdentity serverIdentity() const { return {ca.certPem, coordinator.certPem, coordinator.keyPem}; }
   net::TlsIdentity clientIdentity(const net::KeyPair& kp) const { return {ca.certPem, kp.certPem, kp.keyPem}; }
-  std::shared_ptr<const net::TlsContext> clientContext(const net::KeyPair& kp, std::string serverName = "localhost") const {
+  std::shared_ptr<const net::TlsContext> clientContext(const net::KeyPair& kp,
+                                                       std::string serverName = "localhost") const {
     return net::TlsContext::create(net::TlsRole::kClient, clientIdentity(kp), std::move(serverName)).value();
   }
 };
@@ -88,7 +95,8 @@ class RunningServer {
   ~RunningServer() {
     server_->stop();
     thread_.join();
-    if (std::getenv("STARLING_TEST_LOG") != nullptr) std::fprintf(stderr, "--- coordinator log ---\n%s", sink_->all().c_str());
+    if (std::getenv("STARLING_TEST_LOG") != nullptr)
+      std::fprintf(stderr, "--- coordinator log ---\n%s", sink_->all().c_str());
   }
   RunningServer(const RunningServer&) = delete;
   RunningServer& operator=(const RunningServer&) = delete;

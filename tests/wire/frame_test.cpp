@@ -1,8 +1,8 @@
 // Frame headers and message verification, without sockets.
 
-#include <catch2/catch.hpp>
-
 #include "starling/wire/frame.hpp"
+
+#include <catch2/catch.hpp>
 
 using namespace starling;
 namespace fb = starling::wire::fb;
@@ -64,7 +64,9 @@ TEST_CASE("messages that fail verification are rejected with a reason", "[wire]"
     body[4] = 'X';
     CHECK_THAT(wire::Message::parse(body).status().message(), Catch::Contains("identifier"));
   }
-  SECTION("too short") { CHECK(wire::Message::parse({1, 2, 3}).status().code() == StatusCode::kMalformed); }
+  SECTION("too short") {
+    CHECK(wire::Message::parse({1, 2, 3}).status().code() == StatusCode::kMalformed);
+  }
   SECTION("truncated") {
     body.resize(body.size() - 8);
     CHECK(wire::Message::parse(body).status().code() == StatusCode::kMalformed);
@@ -92,7 +94,8 @@ TEST_CASE("random corruption of a message never gets past verification unsafely"
   for (int trial = 0; trial < 20000; ++trial) {
     auto copy = body;
     int flips = 1 + static_cast<int>(next() % 4);
-    for (int f = 0; f < flips; ++f) copy[next() % copy.size()] = static_cast<uint8_t>(next() >> 24);
+    for (int f = 0; f < flips; ++f)
+      copy[next() % copy.size()] = static_cast<uint8_t>(next() >> 24);
     if (next() % 8 == 0) copy.resize(next() % copy.size());
     auto msg = wire::Message::parse(copy);
     if (msg) {

@@ -23,12 +23,11 @@ class Dataset {
   // Bytes: features[i * featureDim + j] is feature j of example i; gather() yields
   // float(byte) * scale. shape describes one example, e.g. {1, 28, 28}; its product
   // must equal featureDim ({featureDim} when empty).
-  static Result<Dataset> fromBytes(std::vector<uint8_t> features, std::vector<int32_t> labels,
-                                   std::size_t featureDim, int numClasses, float scale = 1.0f / 255.0f,
-                                   std::vector<int> shape = {});
+  static Result<Dataset> fromBytes(std::vector<uint8_t> features, std::vector<int32_t> labels, std::size_t featureDim,
+                                   int numClasses, float scale = 1.0f / 255.0f, std::vector<int> shape = {});
   // Floats, same layout.
-  static Result<Dataset> fromFloats(std::vector<float> features, std::vector<int32_t> labels,
-                                    std::size_t featureDim, int numClasses, std::vector<int> shape = {});
+  static Result<Dataset> fromFloats(std::vector<float> features, std::vector<int32_t> labels, std::size_t featureDim,
+                                    int numClasses, std::vector<int> shape = {});
 
   std::size_t size() const { return labels_.size(); }
   std::size_t featureDim() const { return featureDim_; }
@@ -48,8 +47,8 @@ class Dataset {
   std::size_t memoryBytes() const;
 
  private:
-  std::vector<uint8_t> bytes_;   // when stored as bytes
-  std::vector<float> floats_;    // when stored as floats
+  std::vector<uint8_t> bytes_;  // when stored as bytes
+  std::vector<float> floats_;   // when stored as floats
   std::vector<int32_t> labels_;
   std::size_t featureDim_ = 0;
   int numClasses_ = 0;

@@ -29,15 +29,13 @@ struct TlsIdentity {
 };
 
 // Reads the three PEM files; the error names the file that is missing or unreadable.
-Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& certPath,
-                                 const std::string& keyPath);
+Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& certPath, const std::string& keyPath);
 
 class TlsContext {
  public:
   // Parses the identity and builds the configuration. `serverName` is the host name
   // a client expects in the coordinator's certificate (ignored for servers).
-  static Result<std::shared_ptr<const TlsContext>> create(TlsRole role,
-                                                          const TlsIdentity& identity,
+  static Result<std::shared_ptr<const TlsContext>> create(TlsRole role, const TlsIdentity& identity,
                                                           std::string serverName = {});
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;

@@ -83,11 +83,11 @@ class TlsStream : public std::enable_shared_from_this<TlsStream> {
   std::shared_ptr<const TlsContext> context_;
   std::unique_ptr<Session> session_;
 
-  std::vector<uint8_t> in_;      // ciphertext received, not yet consumed by mbedTLS
+  std::vector<uint8_t> in_;  // ciphertext received, not yet consumed by mbedTLS
   std::size_t inPos_ = 0;
   std::size_t inEnd_ = 0;
-  std::vector<uint8_t> out_;     // ciphertext produced, not yet handed to the socket
-  std::vector<uint8_t> sending_; // ciphertext being written right now
+  std::vector<uint8_t> out_;      // ciphertext produced, not yet handed to the socket
+  std::vector<uint8_t> sending_;  // ciphertext being written right now
 
   asio::steady_timer watchdog_;
   Clock::time_point deadline_ = Clock::time_point::max();

@@ -1,8 +1,9 @@
 #pragma once
 // Loggers are made once by a binary's main() and passed to the parts that log.
 
-#include <memory>
 #include <spdlog/logger.h>
+
+#include <memory>
 #include <string>
 
 #include "starling/util/status.hpp"

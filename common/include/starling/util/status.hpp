@@ -59,7 +59,7 @@ class [[nodiscard]] Result {
   // An empty Result is an error ("no value"); it exists because Asio's co_spawn
   // default-constructs the result it hands to a completion handler.
   Result() : status_(StatusCode::kInternal, "no value was produced") {}
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.isOk() && "a Result built from a Status must carry an error");
   }
@@ -93,8 +93,8 @@ class [[nodiscard]] Result {
 }  // namespace starling
 
 // Returns early from a function returning Status (or Result) when expr fails.
-#define STARLING_RETURN_IF_ERROR(expr)            \
-  do {                                            \
-    ::starling::Status starling_status_ = (expr); \
+#define STARLING_RETURN_IF_ERROR(expr)                     \
+  do {                                                     \
+    ::starling::Status starling_status_ = (expr);          \
     if (!starling_status_.isOk()) return starling_status_; \
   } while (false)

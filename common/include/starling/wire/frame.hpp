@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "starling/util/status.hpp"
+
 #include "starling_generated.h"
 
 namespace starling::wire {
@@ -34,13 +35,11 @@ struct FrameHeader {
   uint16_t flags = 0;
 };
 
-std::array<uint8_t, kFrameHeaderBytes> encodeFrameHeader(uint32_t length,
-                                                         uint16_t version = kProtocolVersion);
+std::array<uint8_t, kFrameHeaderBytes> encodeFrameHeader(uint32_t length, uint16_t version = kProtocolVersion);
 
 // Checks a received header: non-empty body, length <= maxFrameBytes, our version,
 // no unknown flags. The error says which and by how much.
-Result<FrameHeader> decodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes> bytes,
-                                      uint32_t maxFrameBytes);
+Result<FrameHeader> decodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes> bytes, uint32_t maxFrameBytes);
 
 // One verified message. Owns its bytes; the envelope points into them.
 class Message {

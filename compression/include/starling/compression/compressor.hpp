@@ -41,8 +41,7 @@ class Compressor {
   virtual std::string_view name() const = 0;
 
   // Compresses v into out, reusing out's buffers. On error out is unspecified.
-  virtual Status compress(std::span<const float> v, const CompressParams& params,
-                          Compressed& out) = 0;
+  virtual Status compress(std::span<const float> v, const CompressParams& params, Compressed& out) = 0;
 };
 
 // Options of every compressor, with the defaults makeCompressor() uses.
@@ -62,8 +61,7 @@ struct CompressorOptions {
 };
 
 // Names: "identity", "fp16", "topk", "topk-sampled", "randk", "sign", "qsgd".
-Result<std::unique_ptr<Compressor>> makeCompressor(std::string_view name,
-                                                   const CompressorOptions& options = {});
+Result<std::unique_ptr<Compressor>> makeCompressor(std::string_view name, const CompressorOptions& options = {});
 
 // k for a tensor of d elements at a density: clamp(round(density * d), 1, d).
 // Fails on d == 0 and on a density outside (0, 1] (including NaN).

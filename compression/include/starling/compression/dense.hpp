@@ -9,15 +9,13 @@ namespace starling::compression {
 class IdentityCompressor final : public Compressor {
  public:
   std::string_view name() const override { return "identity"; }
-  Status compress(std::span<const float> v, const CompressParams& params,
-                  Compressed& out) override;
+  Status compress(std::span<const float> v, const CompressParams& params, Compressed& out) override;
 };
 
 class Fp16Compressor final : public Compressor {
  public:
   std::string_view name() const override { return "fp16"; }
-  Status compress(std::span<const float> v, const CompressParams& params,
-                  Compressed& out) override;
+  Status compress(std::span<const float> v, const CompressParams& params, Compressed& out) override;
 };
 
 }  // namespace starling::compression

@@ -48,8 +48,7 @@ class ErrorFeedback {
 
   // p = v + e, q = C(p) into out; p and q stay pending. Fails, changing nothing, when
   // v.size() != size(), when an update is already pending, or when C fails.
-  Status compress(std::span<const float> v, Compressor& compressor,
-                  const CompressParams& params, Compressed& out);
+  Status compress(std::span<const float> v, Compressor& compressor, const CompressParams& params, Compressed& out);
 
   bool hasPending() const { return pending_; }
 
@@ -73,10 +72,10 @@ class ErrorFeedback {
   ErrorFeedback(std::size_t d, ErrorFeedbackOptions options);
 
   ErrorFeedbackOptions options_;
-  std::vector<float> memory_;    // e
-  std::vector<float> corrected_; // p of the pending update
+  std::vector<float> memory_;     // e
+  std::vector<float> corrected_;  // p of the pending update
   Compressed pendingQ_;
-  double pendingNorm_ = 0.0;     // ||p||
+  double pendingNorm_ = 0.0;  // ||p||
   bool pending_ = false;
   std::uint32_t missed_ = 0;
   double lastRatio_ = 0.0;

@@ -30,8 +30,7 @@ class QsgdCompressor final : public Compressor {
   explicit QsgdCompressor(QsgdOptions options = {}) : options_(options) {}
 
   std::string_view name() const override { return "qsgd"; }
-  Status compress(std::span<const float> v, const CompressParams& params,
-                  Compressed& out) override;
+  Status compress(std::span<const float> v, const CompressParams& params, Compressed& out) override;
 
  private:
   QsgdOptions options_;

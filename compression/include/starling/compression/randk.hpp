@@ -19,16 +19,15 @@ struct RandKOptions {
 // in increasing order (Floyd's algorithm over a bitmap of d bits, O(k + d / 64)).
 // Requires 1 <= k <= d. bitmap is scratch, resized as needed. Both ends call this,
 // so it must never change for a given (seed, d, k): the wire depends on it.
-void randKIndices(std::uint64_t seed, std::uint32_t d, std::uint32_t k,
-                  std::vector<std::uint64_t>& bitmap, std::vector<std::uint32_t>& out);
+void randKIndices(std::uint64_t seed, std::uint32_t d, std::uint32_t k, std::vector<std::uint64_t>& bitmap,
+                  std::vector<std::uint32_t>& out);
 
 class RandKCompressor final : public Compressor {
  public:
   explicit RandKCompressor(RandKOptions options = {}) : options_(options) {}
 
   std::string_view name() const override { return "randk"; }
-  Status compress(std::span<const float> v, const CompressParams& params,
-                  Compressed& out) override;
+  Status compress(std::span<const float> v, const CompressParams& params, Compressed& out) override;
 
  private:
   RandKOptions options_;

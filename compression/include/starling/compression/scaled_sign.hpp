@@ -17,8 +17,7 @@ class ScaledSignCompressor final : public Compressor {
   explicit ScaledSignCompressor(std::uint32_t block = 1024) : block_(block) {}
 
   std::string_view name() const override { return "sign"; }
-  Status compress(std::span<const float> v, const CompressParams& params,
-                  Compressed& out) override;
+  Status compress(std::span<const float> v, const CompressParams& params, Compressed& out) override;
 
  private:
   std::uint32_t block_;

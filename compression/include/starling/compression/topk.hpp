@@ -30,9 +30,9 @@ struct TopKOptions {
 // What the last compress() call did; for tests and benchmarks.
 struct TopKStats {
   std::uint32_t k = 0;
-  bool exact = true;               // exact selection over all d elements
-  std::uint32_t sampleSize = 0;    // elements in the threshold sample
-  std::uint32_t passes = 0;        // passes over v that compare against a threshold
+  bool exact = true;                  // exact selection over all d elements
+  std::uint32_t sampleSize = 0;       // elements in the threshold sample
+  std::uint32_t passes = 0;           // passes over v that compare against a threshold
   std::uint64_t firstCandidates = 0;  // candidates of the first pass, before truncation
   std::uint64_t candidates = 0;       // candidates of the last pass, before truncation
   float threshold = 0.0f;             // the last pass's threshold
@@ -43,21 +43,19 @@ class TopKCompressor final : public Compressor {
   explicit TopKCompressor(TopKOptions options = {});
 
   std::string_view name() const override { return options_.sampled ? "topk-sampled" : "topk"; }
-  Status compress(std::span<const float> v, const CompressParams& params,
-                  Compressed& out) override;
+  Status compress(std::span<const float> v, const CompressParams& params, Compressed& out) override;
 
   const TopKStats& lastStats() const { return stats_; }
 
  private:
   Status compressExact(std::span<const float> v, std::uint32_t k, Compressed& out);
-  Status compressSampled(std::span<const float> v, std::uint32_t k, std::uint64_t seed,
-                         Compressed& out);
+  Status compressSampled(std::span<const float> v, std::uint32_t k, std::uint64_t seed, Compressed& out);
 
   TopKOptions options_;
   TopKStats stats_;
-  std::vector<std::uint32_t> magnitudes_;  // scratch: bits of |v|, or of the sample
-  std::vector<std::uint32_t> subsample_;   // scratch: every 8th sample element
-  std::vector<std::uint32_t> candidates_;  // scratch: candidate indices
+  std::vector<std::uint32_t> magnitudes_;       // scratch: bits of |v|, or of the sample
+  std::vector<std::uint32_t> subsample_;        // scratch: every 8th sample element
+  std::vector<std::uint32_t> candidates_;       // scratch: candidate indices
   std::vector<std::uint32_t> candidateValues_;  // scratch: bits of the candidates' values
   std::vector<std::uint32_t> histogram_;        // scratch: candidate magnitudes by bucket
 };

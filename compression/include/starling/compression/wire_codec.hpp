@@ -7,14 +7,14 @@
 
 #include "starling/compression/payload.hpp"
 #include "starling/util/status.hpp"
+
 #include "starling_generated.h"
 
 namespace starling::compression {
 
 // Writes the payload as a CompressedTensor into builder; the caller finishes the
 // enclosing message.
-flatbuffers::Offset<wire::fb::CompressedTensor> toWire(flatbuffers::FlatBufferBuilder& builder,
-                                                       const Payload& payload);
+flatbuffers::Offset<wire::fb::CompressedTensor> toWire(flatbuffers::FlatBufferBuilder& builder, const Payload& payload);
 
 // Copies a verified table into a Payload. Absent vectors become empty; enum values
 // are copied as they are (decode() rejects unknown ones). A null table is kMalformed.

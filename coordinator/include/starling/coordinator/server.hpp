@@ -7,13 +7,14 @@
 // Threading: start()/stop() from any thread; the io_context may be run by several
 // threads. Counters are atomics.
 
+#include <spdlog/logger.h>
+
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <spdlog/logger.h>
 #include <string>
 
 #include "starling/net/connection.hpp"
@@ -31,9 +32,9 @@ struct ServerOptions {
 
 struct ServerCounters {
   std::atomic<uint64_t> accepted{0};
-  std::atomic<uint64_t> joined{0};     // Hello answered with Welcome
-  std::atomic<uint64_t> refused{0};    // TLS handshake failed
-  std::atomic<uint64_t> dropped{0};    // closed for a bad frame, timeout or protocol error
+  std::atomic<uint64_t> joined{0};   // Hello answered with Welcome
+  std::atomic<uint64_t> refused{0};  // TLS handshake failed
+  std::atomic<uint64_t> dropped{0};  // closed for a bad frame, timeout or protocol error
   std::atomic<uint64_t> active{0};
 };
 

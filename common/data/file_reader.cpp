@@ -1,0 +1,104 @@
+#include "file_reader.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <sys/stat.h>
+
+namespace starling::data::detail {
+namespace {
+
+constexpr unsigned kChunk = 1u << 20;         // largest single gzread
+constexpr unsigned kGzBuffer = 128u * 1024u;  // zlib's input and output buffers
+
+}  // namespace
+
+Result<FileReader> FileReader::open(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    const StatusCode code = err == ENOENT || err == ENOTDIR ? StatusCode::kNotFound : StatusCode::kIo;
+    return Status(code, path + ": cannot open: " + std::strerror(err));
+  }
+  if (S_ISDIR(st.st_mode)) return Status(StatusCode::kIo, path + ": cannot open: is a directory");
+  errno = 0;
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    const int err = errno;
+    return Status(StatusCode::kIo, path + ": cannot open: " + (err != 0 ? std::strerror(err) : "out of memory"));
+  }
+  gzbuffer(file, kGzBuffer);
+  return FileReader(file, path);
+}
+
+FileReader::FileReader(FileReader&& other) noexcept
+    : file_(std::exchange(other.file_, nullptr)), path_(std::move(other.path_)), offset_(other.offset_) {}
+
+FileReader& FileReader::operator=(FileReader&& other) noexcept {
+  if (this != &other) {
+    if (file_ != nullptr) gzclose(file_);
+    file_ = std::exchange(other.file_, nullptr);
+    path_ = std::move(other.path_);
+    offset_ = other.offset_;
+  }
+  return *this;
+}
+
+FileReader::~FileReader() {
+  if (file_ != nullptr) gzclose(file_);
+}
+
+Status FileReader::read(void* out, std::size_t n, std::size_t* got) {
+  auto* dst = static_cast<unsigned char*>(out);
+  *got = 0;
+  while (*got < n) {
+    const unsigned want = static_cast<unsigned>(std::min<std::size_t>(n - *got, kChunk));
+    const int r = gzread(file_, dst + *got, want);
+    int err = Z_OK;
+    const char* message = gzerror(file_, &err);
+    if (r > 0) {
+      *got += static_cast<std::size_t>(r);
+      offset_ += static_cast<std::size_t>(r);
+    }
+    if (r < 0 || err != Z_OK) {
+      const std::string where = path_ + ": offset " + std::to_string(offset_) + ": ";
+      if (err == Z_ERRNO) return {StatusCode::kIo, where + "read failed: " + std::strerror(errno)};
+      if (err == Z_BUF_ERROR) return {StatusCode::kMalformed, where + "gzip stream ends early (file truncated?)"};
+      return {StatusCode::kMalformed, where + "gzip stream is corrupt: " + (message != nullptr ? message : "")};
+    }
+    if (static_cast<unsigned>(r) < want) break;  // gzread returns short only at the end
+  }
+  return Status::ok();
+}
+
+Status FileReader::append(std::vector<uint8_t>& out, std::size_t n, std::size_t* got) {
+  *got = 0;
+  while (*got < n) {
+    const std::size_t want = std::min<std::size_t>(n - *got, kChunk);
+    const std::size_t before = out.size();
+    out.resize(before + want);
+    std::size_t chunkGot = 0;
+    Status status = read(out.data() + before, want, &chunkGot);
+    out.resize(before + chunkGot);
+    *got += chunkGot;
+    STARLING_RETURN_IF_ERROR(status);
+    if (chunkGot < want) break;
+  }
+  return Status::ok();
+}
+
+Status FileReader::readAll(std::string& out) {
+  for (;;) {
+    const std::size_t before = out.size();
+    out.resize(before + kChunk);
+    std::size_t got = 0;
+    Status status = read(out.data() + before, kChunk, &got);
+    out.resize(before + got);
+    STARLING_RETURN_IF_ERROR(status);
+    if (got < kChunk) return Status::ok();
+  }
+}
+
+}  // namespace starling::data::detail

@@ -1,0 +1,54 @@
+#pragma once
+// FileReader: sequential reads of a plain or gzip-compressed file (private to data/).
+//
+// zlib's gz* functions recognise the gzip magic bytes and read other files as they
+// are, so callers see the decompressed bytes either way and count offsets in them.
+// Owns the open file; move-only; one thread at a time.
+
+#include <zlib.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "starling/util/status.hpp"
+
+namespace starling::data::detail {
+
+class FileReader {
+ public:
+  // kNotFound when the file does not exist, kIo when it cannot be opened.
+  static Result<FileReader> open(const std::string& path);
+
+  FileReader(FileReader&& other) noexcept;
+  FileReader& operator=(FileReader&& other) noexcept;
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+  ~FileReader();
+
+  // Reads up to n bytes into out, fewer only at the end of the file; *got says how many.
+  // A read or decompression failure (including a gzip stream cut short) is an error
+  // naming the path and the offset reached.
+  Status read(void* out, std::size_t n, std::size_t* got);
+
+  // Appends up to n bytes to out, growing it only as data arrives, so a header that
+  // lies about a huge size costs no more memory than the file holds.
+  Status append(std::vector<uint8_t>& out, std::size_t n, std::size_t* got);
+
+  // Reads the rest of the file.
+  Status readAll(std::string& out);
+
+  // Bytes of decompressed contents consumed so far.
+  std::size_t offset() const { return offset_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  FileReader(gzFile file, std::string path) : file_(file), path_(std::move(path)) {}
+
+  gzFile file_ = nullptr;
+  std::string path_;
+  std::size_t offset_ = 0;
+};
+
+}  // namespace starling::data::detail

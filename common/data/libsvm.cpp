@@ -1,0 +1,187 @@
+// loadLibsvm: sparse "label index:value ..." lines, densified.
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "file_reader.hpp"
+#include "starling/data/loaders.hpp"
+#include "text_parse.hpp"
+
+namespace starling::data {
+namespace {
+
+Status lineError(const std::string& path, std::size_t line, const std::string& what) {
+  return {StatusCode::kMalformed, path + ":" + std::to_string(line) + ": " + what};
+}
+
+// The next whitespace-separated token of rest, or empty at the end.
+std::string_view nextToken(std::string_view& rest) {
+  std::size_t start = 0;
+  while (start < rest.size() && detail::isBlank(rest[start])) ++start;
+  std::size_t end = start;
+  while (end < rest.size() && !detail::isBlank(rest[end])) ++end;
+  const std::string_view token = rest.substr(start, end - start);
+  rest.remove_prefix(end);
+  return token;
+}
+
+// Where the labels of the file sit, for choosing and checking the label mapping.
+struct LabelStats {
+  int64_t min = std::numeric_limits<int64_t>::max();
+  int64_t max = std::numeric_limits<int64_t>::min();
+  std::size_t minLine = 0;
+  std::size_t maxLine = 0;
+  std::size_t firstUnsignedLine = 0;  // first label other than -1 and +1; 0 if none
+  bool sawMinusOne = false;
+  bool sawZero = false;
+
+  void add(int64_t label, std::size_t line) {
+    if (label < min) min = label, minLine = line;
+    if (label > max) max = label, maxLine = line;
+    if (label != -1 && label != 1 && firstUnsignedLine == 0) firstUnsignedLine = line;
+    sawMinusOne = sawMinusOne || label == -1;
+    sawZero = sawZero || label == 0;
+  }
+};
+
+}  // namespace
+
+Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options) {
+  if (options.numClasses < 0) return Status(StatusCode::kInvalidArgument, path + ": numClasses must be >= 0");
+  std::string text;
+  {
+    auto reader = detail::FileReader::open(path);
+    if (!reader) return reader.status();
+    STARLING_RETURN_IF_ERROR(reader->readAll(text));
+  }
+
+  // Sparse rows first: the dimension may only be known at the end.
+  std::vector<std::size_t> rowStart;
+  std::vector<std::size_t> indices;  // 0-based
+  std::vector<float> values;
+  std::vector<int64_t> rawLabels;
+  LabelStats stats;
+  std::size_t maxIndex = 0;  // 1-based, as in the file
+  std::size_t maxIndexLine = 0;
+
+  detail::LineCursor cursor(text);
+  std::string_view line;
+  while (cursor.next(line)) {
+    const std::size_t hash = line.find('#');
+    if (hash != std::string_view::npos) line = line.substr(0, hash);
+    std::string_view rest = line;
+    const std::string_view labelToken = nextToken(rest);
+    if (labelToken.empty()) continue;
+    const auto label = detail::parseIntegral(labelToken);
+    if (!label) return lineError(path, cursor.number(), "label " + detail::quoted(labelToken) + " is not an integer");
+    stats.add(*label, cursor.number());
+    rawLabels.push_back(*label);
+    rowStart.push_back(indices.size());
+
+    std::size_t previous = 0;
+    for (std::string_view token = nextToken(rest); !token.empty(); token = nextToken(rest)) {
+      const std::size_t colon = token.find(':');
+      if (colon == std::string_view::npos) {
+        return lineError(path, cursor.number(), "expected index:value, found " + detail::quoted(token));
+      }
+      const auto index = detail::parseIndex(token.substr(0, colon));
+      if (!index || *index == 0) {
+        return lineError(path, cursor.number(),
+                         "index " + detail::quoted(token.substr(0, colon)) + " is not an integer >= 1");
+      }
+      if (*index <= previous) {
+        return lineError(path, cursor.number(),
+                         "index " + std::to_string(*index) + " does not increase (follows " +
+                             std::to_string(previous) + ")");
+      }
+      if (options.featureDim > 0 && *index > options.featureDim) {
+        return lineError(path, cursor.number(),
+                         "index " + std::to_string(*index) + " exceeds featureDim " +
+                             std::to_string(options.featureDim));
+      }
+      const auto value = detail::parseFloat(token.substr(colon + 1));
+      if (!value) {
+        return lineError(path, cursor.number(),
+                         "value " + detail::quoted(token.substr(colon + 1)) + " of index " +
+                             std::to_string(*index) + " is not a finite number");
+      }
+      previous = *index;
+      if (*index > maxIndex) maxIndex = *index, maxIndexLine = cursor.number();
+      indices.push_back(*index - 1);
+      values.push_back(*value);
+    }
+  }
+  if (rawLabels.empty()) return Status(StatusCode::kMalformed, path + ": no examples");
+  rowStart.push_back(indices.size());
+
+  // Label mapping: see LibsvmLabels.
+  LibsvmLabels mode = options.labels;
+  if (mode == LibsvmLabels::kAuto) {
+    if (stats.firstUnsignedLine == 0 && stats.sawMinusOne) {
+      mode = LibsvmLabels::kSigned;
+    } else {
+      mode = stats.sawZero ? LibsvmLabels::kZeroBased : LibsvmLabels::kOneBased;
+    }
+  }
+  int64_t offset = 0;
+  switch (mode) {
+    case LibsvmLabels::kSigned:
+      if (stats.firstUnsignedLine != 0) {
+        return lineError(path, stats.firstUnsignedLine, "label is not -1 or +1 (labels read as signed)");
+      }
+      break;
+    case LibsvmLabels::kZeroBased:
+      if (stats.min < 0) {
+        return lineError(path, stats.minLine,
+                         "label " + std::to_string(stats.min) + " is negative (labels read as 0-based)");
+      }
+      break;
+    case LibsvmLabels::kOneBased:
+      if (stats.min < 1) {
+        return lineError(path, stats.minLine,
+                         "label " + std::to_string(stats.min) + " is below 1 (labels read as 1-based)");
+      }
+      offset = -1;
+      break;
+    case LibsvmLabels::kAuto:
+      break;
+  }
+  std::vector<int32_t> labels(rawLabels.size());
+  int64_t maxClass = 0;
+  for (std::size_t i = 0; i < rawLabels.size(); ++i) {
+    const int64_t cls = mode == LibsvmLabels::kSigned ? (rawLabels[i] > 0 ? 1 : 0) : rawLabels[i] + offset;
+    labels[i] = static_cast<int32_t>(cls);
+    maxClass = std::max(maxClass, cls);
+  }
+  int numClasses = options.numClasses;
+  if (numClasses == 0) {
+    numClasses = mode == LibsvmLabels::kSigned ? 2 : static_cast<int>(maxClass + 1);
+  } else if (maxClass >= numClasses) {
+    return lineError(path, stats.maxLine,
+                     "label " + std::to_string(stats.max) + " is class " + std::to_string(maxClass) +
+                         ", not below numClasses " + std::to_string(numClasses));
+  }
+
+  const std::size_t dim = options.featureDim > 0 ? options.featureDim : maxIndex;
+  if (dim == 0) return Status(StatusCode::kMalformed, path + ": no features on any line; set featureDim");
+  const std::size_t n = rawLabels.size();
+  if (dim > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
+      dim > std::numeric_limits<std::size_t>::max() / sizeof(float) / n) {
+    return lineError(path, maxIndexLine,
+                     "index " + std::to_string(maxIndex) + " makes " + std::to_string(n) +
+                         " dense examples too large for memory");
+  }
+  std::vector<float> dense(n * dim, 0.0f);
+  for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t k = rowStart[r]; k < rowStart[r + 1]; ++k) dense[r * dim + indices[k]] = values[k];
+  }
+  auto dataset = Dataset::fromFloats(std::move(dense), std::move(labels), dim, numClasses);
+  if (!dataset) return dataset.status().withContext(path);
+  return dataset;
+}
+
+}  // namespace starling::data

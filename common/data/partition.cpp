@@ -1,0 +1,177 @@
+#include "starling/data/partition.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "random.hpp"
+
+namespace starling::data {
+namespace {
+
+void checkCommon(std::size_t numExamples, std::size_t numClients) {
+  if (numClients == 0) throw std::invalid_argument("partition: numClients must be >= 1");
+  if (numExamples > std::numeric_limits<uint32_t>::max()) {
+    throw std::invalid_argument("partition: more than 2^32 - 1 examples");
+  }
+}
+
+// The examples of each class that occurs, classes ascending, examples ascending.
+std::vector<std::vector<uint32_t>> groupByClass(std::span<const int32_t> labels) {
+  std::vector<uint32_t> order(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < 0) throw std::invalid_argument("partition: label " + std::to_string(labels[i]) + " is negative");
+    order[i] = static_cast<uint32_t>(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return labels[a] < labels[b]; });
+  std::vector<std::vector<uint32_t>> groups;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || labels[order[i]] != labels[order[i - 1]]) groups.emplace_back();
+    groups.back().push_back(order[i]);
+  }
+  return groups;
+}
+
+// Cuts items into `parts` contiguous pieces whose sizes differ by at most one, the
+// larger first, and hands piece s to owners[s].
+void deal(const std::vector<uint32_t>& items, const std::vector<std::size_t>& owners, Partition& out) {
+  const std::size_t parts = owners.size();
+  const std::size_t base = items.size() / parts;
+  const std::size_t extra = items.size() % parts;
+  std::size_t next = 0;
+  for (std::size_t s = 0; s < parts; ++s) {
+    const std::size_t size = base + (s < extra ? 1 : 0);
+    auto& dst = out[owners[s]];
+    dst.insert(dst.end(), items.begin() + static_cast<std::ptrdiff_t>(next),
+               items.begin() + static_cast<std::ptrdiff_t>(next + size));
+    next += size;
+  }
+}
+
+void sortEach(Partition& p) {
+  for (auto& client : p) std::sort(client.begin(), client.end());
+}
+
+// Counts summing to total, proportional to weights (largest remainder; ties to the
+// lower index).
+std::vector<std::size_t> apportion(const std::vector<double>& weights, std::size_t total) {
+  double sum = 0.0;
+  for (double w : weights) sum += w;
+  std::vector<std::size_t> counts(weights.size());
+  std::vector<std::pair<double, std::size_t>> remainders(weights.size());
+  std::size_t assigned = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const double quota = weights[i] / sum * static_cast<double>(total);
+    const double whole = std::floor(quota);
+    counts[i] = std::min(static_cast<std::size_t>(whole), total - assigned);
+    assigned += counts[i];
+    remainders[i] = {quota - whole, i};
+  }
+  std::sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  for (std::size_t r = 0; assigned < total; r = (r + 1) % remainders.size()) {
+    ++counts[remainders[r].second];
+    ++assigned;
+  }
+  return counts;
+}
+
+}  // namespace
+
+Partition partitionIid(std::size_t numExamples, std::size_t numClients, uint64_t seed) {
+  checkCommon(numExamples, numClients);
+  std::vector<uint32_t> order(numExamples);
+  for (std::size_t i = 0; i < numExamples; ++i) order[i] = static_cast<uint32_t>(i);
+  detail::Rng rng(seed);
+  rng.shuffle(order);
+  std::vector<std::size_t> owners(numClients);
+  for (std::size_t c = 0; c < numClients; ++c) owners[c] = c;
+  Partition p(numClients);
+  deal(order, owners, p);
+  sortEach(p);
+  return p;
+}
+
+Partition partitionIid(std::span<const int32_t> labels, std::size_t numClients, uint64_t seed) {
+  return partitionIid(labels.size(), numClients, seed);
+}
+
+Partition partitionDirichlet(std::span<const int32_t> labels, std::size_t numClients, double alpha,
+                             uint64_t seed) {
+  checkCommon(labels.size(), numClients);
+  if (!(alpha > 0.0) || !std::isfinite(alpha)) {
+    throw std::invalid_argument("partitionDirichlet: alpha must be a finite number > 0");
+  }
+  auto groups = groupByClass(labels);
+  detail::Rng rng(seed);
+  Partition p(numClients);
+  std::vector<double> weights(numClients);
+  for (auto& group : groups) {
+    rng.shuffle(group);
+    // Dir(alpha) = normalised Gamma(alpha) draws; in logs, because small alphas underflow.
+    double maxLog = -std::numeric_limits<double>::infinity();
+    for (double& w : weights) {
+      w = rng.logGamma(alpha);
+      maxLog = std::max(maxLog, w);
+    }
+    for (double& w : weights) w = std::exp(w - maxLog);
+    const auto counts = apportion(weights, group.size());
+    std::size_t next = 0;
+    for (std::size_t c = 0; c < numClients; ++c) {
+      p[c].insert(p[c].end(), group.begin() + static_cast<std::ptrdiff_t>(next),
+                  group.begin() + static_cast<std::ptrdiff_t>(next + counts[c]));
+      next += counts[c];
+    }
+  }
+  // Nobody empty when avoidable: the largest client (lowest index on a tie) gives one.
+  if (labels.size() >= numClients) {
+    for (std::size_t c = 0; c < numClients; ++c) {
+      if (!p[c].empty()) continue;
+      std::size_t donor = 0;
+      for (std::size_t d = 1; d < numClients; ++d) {
+        if (p[d].size() > p[donor].size()) donor = d;
+      }
+      p[c].push_back(p[donor].back());
+      p[donor].pop_back();
+    }
+  }
+  sortEach(p);
+  return p;
+}
+
+Partition partitionKClasses(std::span<const int32_t> labels, std::size_t numClients, int k, uint64_t seed) {
+  checkCommon(labels.size(), numClients);
+  if (k < 1) throw std::invalid_argument("partitionKClasses: k must be >= 1");
+  auto groups = groupByClass(labels);
+  Partition p(numClients);
+  const std::size_t numClasses = groups.size();
+  if (numClasses == 0) return p;
+  const std::size_t kk = std::min(static_cast<std::size_t>(k), numClasses);
+
+  detail::Rng rng(seed);
+  std::vector<std::size_t> classOrder(numClasses);
+  for (std::size_t i = 0; i < numClasses; ++i) classOrder[i] = i;
+  rng.shuffle(classOrder);
+
+  // holders[pos]: the clients sharing the class at position pos of the cyclic order.
+  std::vector<std::vector<std::size_t>> holders(numClasses);
+  for (std::size_t c = 0; c < numClients; ++c) {
+    for (std::size_t j = 0; j < kk; ++j) holders[(c * kk + j) % numClasses].push_back(c);
+  }
+  for (std::size_t pos = numClients * kk; pos < numClasses; ++pos) {
+    holders[pos].push_back((pos - numClients * kk) % numClients);
+  }
+  for (std::size_t pos = 0; pos < numClasses; ++pos) {
+    auto& group = groups[classOrder[pos]];
+    rng.shuffle(group);
+    deal(group, holders[pos], p);
+  }
+  sortEach(p);
+  return p;
+}
+
+}  // namespace starling::data

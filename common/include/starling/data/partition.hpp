@@ -1,0 +1,53 @@
+#pragma once
+// Partitioners: split a dataset's examples among simulated clients.
+//
+// Every partitioner returns one list of example indices per client. Each index in
+// [0, n) appears in exactly one list, and each list is sorted ascending. The result
+// depends only on the arguments: the randomness comes from a SplitMix64-seeded
+// xoshiro256** generator and samplers written here (not std:: distributions, whose
+// output differs between standard libraries), so a seed gives the same partition on
+// every platform. (Dirichlet proportions go through log/exp/sqrt; a libm that rounds
+// those differently in the last bit could, rarely, move an example.)
+//
+// Arguments a caller must get right (numClients >= 1, alpha > 0, k >= 1, labels >= 0)
+// are preconditions: violating one throws std::invalid_argument. Configuration code
+// validates user input before calling.
+//
+// Pure functions; any thread may call them.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace starling::data {
+
+// partition[c] lists the examples of client c.
+using Partition = std::vector<std::vector<uint32_t>>;
+
+// IID: a seeded shuffle cut into numClients contiguous pieces; sizes differ by at most one
+// (the first n % numClients clients get one more).
+Partition partitionIid(std::size_t numExamples, std::size_t numClients, uint64_t seed);
+Partition partitionIid(std::span<const int32_t> labels, std::size_t numClients, uint64_t seed);
+
+// Label skew, Dirichlet(alpha): for each class, proportions p ~ Dir(alpha, ..., alpha)
+// over the clients, and that class's (shuffled) examples are dealt out in those
+// proportions (largest remainder, so the counts add up exactly). Small alpha (0.1)
+// gives each client few classes; large alpha (100) approaches IID.
+// No client is left empty when n >= numClients: each empty client, in index order, takes
+// one example from the client holding the most (lowest index on a tie).
+Partition partitionDirichlet(std::span<const int32_t> labels, std::size_t numClients, double alpha,
+                             uint64_t seed);
+
+// Pathological non-IID, k classes per client (McMahan et al.'s shards): the classes that
+// occur are put in a seeded random cyclic order and client c takes the k consecutive
+// classes starting at position c * k (mod the number of classes), so classes are shared
+// as evenly as possible. Each class's shuffled examples are cut into equal shards, one
+// per client holding it. k larger than the number of classes gives every client every
+// class. When numClients * k is smaller than the number of classes, the classes no client
+// took are dealt round-robin from client 0, so those clients hold more than k classes and
+// every example still has a client. A client can end up empty only when its classes have
+// fewer examples than clients sharing them.
+Partition partitionKClasses(std::span<const int32_t> labels, std::size_t numClients, int k, uint64_t seed);
+
+}  // namespace starling::data

@@ -1,0 +1,110 @@
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "starling/data/loaders.hpp"
+#include "temp_files.hpp"
+
+using namespace starling;
+using namespace starling::data;
+using starling::data::test::TempDir;
+
+namespace {
+
+std::vector<float> row(const Dataset& d, uint32_t i) {
+  std::vector<float> out(d.featureDim());
+  d.gather(std::vector<uint32_t>{i}, out);
+  return out;
+}
+
+std::vector<int32_t> labelsOf(const Dataset& d) { return {d.labels().begin(), d.labels().end()}; }
+
+}  // namespace
+
+TEST_CASE("LIBSVM lines load densified, with 1-based indices", "[libsvm]") {
+  TempDir dir;
+  auto d = loadLibsvm(dir.write("a.svm", "1 1:0.5 3:2\n# a comment line\n0 2:-1  # trailing comment\n2\n"));
+  REQUIRE(d.isOk());
+  CHECK(d->size() == 3);
+  CHECK(d->featureDim() == 3);
+  CHECK(row(*d, 0) == std::vector<float>{0.5f, 0.0f, 2.0f});
+  CHECK(row(*d, 1) == std::vector<float>{0.0f, -1.0f, 0.0f});
+  CHECK(row(*d, 2) == std::vector<float>{0.0f, 0.0f, 0.0f});
+
+  SECTION("an explicit featureDim pads the rows") {
+    LibsvmOptions options;
+    options.featureDim = 5;
+    auto wide = loadLibsvm(dir.file("a.svm"), options);
+    REQUIRE(wide.isOk());
+    CHECK(wide->featureDim() == 5);
+    CHECK(row(*wide, 0) == std::vector<float>{0.5f, 0.0f, 2.0f, 0.0f, 0.0f});
+  }
+}
+
+TEST_CASE("LIBSVM labels map to classes by a documented rule", "[libsvm]") {
+  TempDir dir;
+  auto load = [&](const std::string& text, LibsvmLabels mode = LibsvmLabels::kAuto, int numClasses = 0) {
+    LibsvmOptions options;
+    options.labels = mode;
+    options.numClasses = numClasses;
+    return loadLibsvm(dir.write("l.svm", text), options);
+  };
+  SECTION("-1/+1 become 0/1") {
+    auto d = load("+1 1:1\n-1 1:2\n1 1:3\n");
+    REQUIRE(d.isOk());
+    CHECK(labelsOf(*d) == std::vector<int32_t>{1, 0, 1});
+    CHECK(d->numClasses() == 2);
+  }
+  SECTION("a 0 makes labels 0-based") {
+    auto d = load("0 1:1\n2 1:2\n1 1:3\n");
+    REQUIRE(d.isOk());
+    CHECK(labelsOf(*d) == std::vector<int32_t>{0, 2, 1});
+    CHECK(d->numClasses() == 3);
+  }
+  SECTION("otherwise labels are 1-based") {
+    auto d = load("1 1:1\n3 1:2\n");
+    REQUIRE(d.isOk());
+    CHECK(labelsOf(*d) == std::vector<int32_t>{0, 2});
+    CHECK(d->numClasses() == 3);
+  }
+  SECTION("an explicit mode overrides the guess") {
+    auto d = load("1 1:1\n3 1:2\n", LibsvmLabels::kZeroBased);
+    REQUIRE(d.isOk());
+    CHECK(labelsOf(*d) == std::vector<int32_t>{1, 3});
+  }
+  SECTION("labels that do not fit the chosen mode are refused at their line") {
+    auto signedOnly = load("1 1:1\n-1 1:1\n2 1:1\n", LibsvmLabels::kSigned);
+    REQUIRE_FALSE(signedOnly.isOk());
+    CHECK_THAT(signedOnly.status().message(), Catch::Contains("l.svm:3: "));
+    auto oneBased = load("1 1:1\n0 1:1\n", LibsvmLabels::kOneBased);
+    REQUIRE_FALSE(oneBased.isOk());
+    CHECK_THAT(oneBased.status().message(), Catch::Contains("l.svm:2: label 0"));
+    auto tooMany = load("0 1:1\n7 1:1\n2 1:1\n", LibsvmLabels::kAuto, 5);
+    REQUIRE_FALSE(tooMany.isOk());
+    CHECK_THAT(tooMany.status().message(), Catch::Contains("l.svm:2: label 7"));
+  }
+}
+
+TEST_CASE("malformed LIBSVM files are refused with the file and the line", "[libsvm]") {
+  TempDir dir;
+  auto refused = [&](const std::string& contents, const std::string& where, const std::string& what,
+                     std::size_t featureDim = 0) {
+    const std::string path = dir.write("train.svm", contents);
+    LibsvmOptions options;
+    options.featureDim = featureDim;
+    auto d = loadLibsvm(path, options);
+    REQUIRE_FALSE(d.isOk());
+    CHECK(d.status().code() == StatusCode::kMalformed);
+    CHECK_THAT(d.status().message(), Catch::StartsWith(path + where));
+    CHECK_THAT(d.status().message(), Catch::Contains(what));
+  };
+  SECTION("a token without a colon") { refused("1 1:2\n1 3\n", ":2: ", "expected index:value, found '3'"); }
+  SECTION("index 0") { refused("1 0:2\n", ":1: ", "index '0'"); }
+  SECTION("a negative index") { refused("1 -2:2\n", ":1: ", "index '-2'"); }
+  SECTION("indices that do not increase") { refused("1 1:1\n\n0 3:1 2:1\n", ":3: ", "index 2 does not increase"); }
+  SECTION("a repeated index") { refused("1 2:1 2:1\n", ":1: ", "index 2 does not increase"); }
+  SECTION("an index beyond featureDim") { refused("1 1:1\n1 9:1\n", ":2: ", "exceeds featureDim 4", 4); }
+  SECTION("a value that is not a number") { refused("1 1:x\n", ":1: ", "value 'x'"); }
+  SECTION("a label that is not an integer") { refused("1 1:1\n0.5 1:1\n", ":2: ", "label '0.5'"); }
+  SECTION("no examples") { refused("# only a comment\n", ": ", "no examples"); }
+  SECTION("no features anywhere") { refused("1\n0\n", ": ", "no features"); }
+}

@@ -121,6 +121,18 @@ TEST_CASE("malformed IDX files are refused with the file and the byte offset", "
     CHECK(d.status().code() == StatusCode::kMalformed);
     CHECK_THAT(d.status().message(), Catch::StartsWith(path + ": offset "));
   }
+  SECTION("a gzip stream missing its checksum trailer") {
+    const std::string whole = dir.writeGzip("whole.gz", idxBytes({3, 2, 3}, ramp(18)));
+    std::string bytes;
+    {
+      std::ifstream in(whole, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const std::string path = dir.write("cut.gz", bytes.substr(0, bytes.size() - 4));
+    auto d = loadIdx(path, goodLabels);
+    REQUIRE_FALSE(d.isOk());
+    CHECK_THAT(d.status().message(), Catch::StartsWith(path + ": offset "));
+  }
   SECTION("a corrupt gzip stream") {
     const std::string path = dir.write("corrupt.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbage!", 18));
     auto d = loadIdx(path, goodLabels);

@@ -1,0 +1,69 @@
+#pragma once
+// `starling-coordinator report`: rounds, traffic, accuracy, tau and the stragglers,
+// read from a Store and printed as a table, CSV or JSON (docs/state.md shows each).
+//
+// The formatting functions are pure (records in, text out); loadReport() and the
+// Store overloads read the database. Same threading rule as the Store: one thread
+// at a time per Store.
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "starling/coordinator/store.hpp"
+#include "starling/util/status.hpp"
+
+namespace starling::coordinator {
+
+enum class ReportFormat { kTable, kCsv, kJson };
+
+// "table", "csv" or "json"; anything else is kInvalidArgument naming the choices.
+Result<ReportFormat> parseReportFormat(std::string_view name);
+
+// What a report shows.
+struct ReportData {
+  std::vector<RoundRecord> rounds;              // every round, in order
+  std::vector<ParticipantRecord> participants;  // every participant that was not simply accepted
+};
+
+struct ReportTotals {
+  int64_t roundsCommitted = 0;
+  int64_t roundsAbandoned = 0;
+  int64_t stragglers = 0;  // participant rows by outcome
+  int64_t dropped = 0;
+  int64_t rejected = 0;
+  int64_t lateApplied = 0;
+  int64_t lateDiscarded = 0;
+  int64_t bytesUpRaw = 0;
+  int64_t bytesUpWire = 0;
+  int64_t bytesDownRaw = 0;
+  int64_t bytesDownWire = 0;
+  // raw / wire, nullopt when nothing went over the wire.
+  std::optional<double> compressionUp;
+  std::optional<double> compressionDown;
+  std::optional<double> compressionTotal;
+  // Of the last committed round that was evaluated.
+  std::optional<uint64_t> lastEvaluatedRound;
+  std::optional<double> lastTestAccuracy;
+  std::optional<double> lastTestLoss;
+};
+
+// Reads the rounds and the non-accepted participants.
+Result<ReportData> loadReport(Store& store);
+
+ReportTotals computeTotals(const ReportData& data);
+
+// The report text. table: rounds, then totals, then stragglers, drops and
+// rejections with their reasons. csv: the rounds (with a header row), a blank line,
+// then the non-accepted participants (with a header row). json: one object
+// {"rounds": [...], "participants": [...], "totals": {...}}; absent values are null.
+std::string formatReport(const ReportData& data, ReportFormat format);
+
+// loadReport + formatReport.
+Result<std::string> buildReport(Store& store, ReportFormat format);
+Status writeReport(Store& store, ReportFormat format, std::ostream& out);
+
+}  // namespace starling::coordinator

@@ -1,0 +1,230 @@
+#pragma once
+// The coordinator's durable state: one SQLite database (docs/state.md has the schema).
+//
+// What it holds: clients, rounds (committed or abandoned, with the reason), the
+// participants of each round (accepted, straggler, dropped, rejected, late-applied,
+// late-discarded, with the reason), checkpoints (global model, server error-feedback
+// memory, the round engine's opaque state) and a small key/value meta table.
+//
+// Guarantees:
+//   - A committed round is one SQLite transaction holding the round, its
+//     participants, its checkpoint and the client rows it changed: after a crash
+//     (process or power) the round is either wholly there or wholly absent.
+//     commitRound() returns ok only after the transaction is durable (WAL with
+//     synchronous=FULL: the WAL is fsynced at every commit).
+//   - A failure (disk full, read-only file, I/O error, a constraint a record breaks)
+//     leaves the database as it was before the call and returns a Status naming the
+//     file and the round: "committing round 12 to 'x.db': disk full (database or disk
+//     is full); the round was not recorded".
+//   - Checkpoint blobs carry checksums checked on load: a corrupt checkpoint is
+//     reported as kMalformed, never handed to the engine.
+//
+// Resume: on restart the daemon reads latestCheckpoint() (the last committed round)
+// and lastRecordedRound() (the next round number is one past it, so an abandoned
+// round's number is never reused).
+//
+// Threading: a Store is not thread-safe. It is used from one thread at a time (the
+// daemon's store thread); moving it between threads between calls is fine.
+//
+// Ownership: the Store owns its connection; records are plain values copied in and
+// out.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "starling/util/status.hpp"
+
+namespace starling::coordinator {
+
+// A client as the coordinator knows it. Keyed by id (the identity from its
+// certificate).
+struct ClientRecord {
+  std::string id;
+  std::string certFingerprint;   // hex SHA-256 of the client certificate
+  int64_t firstSeenMs = 0;       // wall clock, ms since the Unix epoch
+  int64_t lastSeenMs = 0;
+  int64_t examples = 0;          // as announced in Hello
+  double speedExamplesPerS = 0;  // measured local training speed
+  double reliability = 1.0;      // EWMA of returned/assigned, in [0, 1]
+  int64_t roundsAssigned = 0;
+  int64_t roundsReturned = 0;
+
+  bool operator==(const ClientRecord&) const = default;
+};
+
+enum class RoundStatus { kCommitted, kAbandoned };
+
+// "committed" / "abandoned".
+const char* roundStatusName(RoundStatus status);
+
+struct RoundRecord {
+  uint64_t round = 0;
+  RoundStatus status = RoundStatus::kCommitted;
+  std::string reason;        // why it closed (e.g. "target reached", "deadline") or was abandoned
+  int64_t tau = 0;           // local steps
+  double lr = 0;
+  double density = 1.0;      // uplink density (fraction of coordinates sent)
+  double densityDown = 1.0;  // downlink density
+  int64_t selected = 0;
+  int64_t returned = 0;
+  int64_t accepted = 0;
+  int64_t stragglers = 0;
+  int64_t bytesUpRaw = 0;  // dense fp32 size of what was sent up, summed over clients
+  int64_t bytesUpWire = 0;
+  int64_t bytesDownRaw = 0;
+  int64_t bytesDownWire = 0;
+  double trainLossStart = 0;          // example-weighted mean of the clients' loss at start
+  std::optional<double> testLoss;     // nullopt when the round was not evaluated
+  std::optional<double> testAccuracy;
+  int64_t startedMs = 0;
+  int64_t endedMs = 0;
+  uint64_t modelChecksum = 0;  // of the global model after this round (0 when abandoned)
+
+  bool operator==(const RoundRecord&) const = default;
+};
+
+enum class ParticipantOutcome { kAccepted, kStraggler, kDropped, kRejected, kLateApplied, kLateDiscarded };
+
+// "accepted", "straggler", "dropped", "rejected", "late-applied", "late-discarded".
+const char* participantOutcomeName(ParticipantOutcome outcome);
+std::optional<ParticipantOutcome> parseParticipantOutcome(std::string_view name);
+
+// One client's part in one round. Keyed by (round, clientId, outcome).
+//
+// `round` is the round the client was assigned (its update's base round). A client
+// that straggled in round r and whose update is applied late in round r + s has two
+// rows for round r: "straggler" (written when r was recorded) and "late-applied" with
+// staleness s (written in the transaction of round r + s).
+struct ParticipantRecord {
+  uint64_t round = 0;
+  std::string clientId;
+  ParticipantOutcome outcome = ParticipantOutcome::kAccepted;
+  std::string reason;  // empty when accepted; otherwise why ("deadline passed", "checksum mismatch", ...)
+  int64_t assignedMs = 0;
+  std::optional<int64_t> returnedMs;  // nullopt when no update arrived
+  int64_t durationMs = 0;             // as reported by the client
+  int64_t steps = 0;
+  int64_t examples = 0;
+  double lossStart = 0;
+  double lossEnd = 0;
+  int64_t bytesUpRaw = 0;
+  int64_t bytesUpWire = 0;
+  int64_t bytesDownWire = 0;
+  int64_t staleness = 0;  // rounds between the base round and the round that used or discarded it
+
+  bool operator==(const ParticipantRecord&) const = default;
+};
+
+// Everything needed to resume after `round`.
+struct Checkpoint {
+  uint64_t round = 0;
+  std::vector<float> model;         // global model after the round
+  std::vector<float> serverMemory;  // server-side error-feedback memory (may be empty)
+  std::string engineState;          // opaque bytes from the round engine (controller, schedule, rng)
+  // 64-bit FNV-1a over the model's little-endian fp32 bytes (the same function as
+  // starling::model::checksum). commitRound fills it in when 0 and refuses a
+  // checkpoint whose non-zero checksum does not match its model.
+  uint64_t modelChecksum = 0;
+
+  bool operator==(const Checkpoint&) const = default;
+};
+
+struct StoreOptions {
+  // Open for reading only (the report): no schema is created, nothing is written.
+  bool readOnly = false;
+  // Checkpoints kept: the last N committed rounds; older ones are pruned in the
+  // transaction that adds a new one. At least 1.
+  int keepCheckpoints = 3;
+  // How long a statement waits for a lock held by another connection (a report
+  // running alongside the daemon) before failing with kTimeout.
+  int busyTimeoutMs = 5000;
+  // Caps the database size (0 = no cap); a write beyond it fails like a full disk.
+  // For devices with a quota, and for the tests of the disk-full path.
+  int64_t maxSizeBytes = 0;
+};
+
+// 64-bit FNV-1a over the bytes of the floats in little-endian order.
+uint64_t checksumFloats(std::span<const float> values);
+
+class Store {
+ public:
+  // The schema version this build writes and reads (kept in PRAGMA user_version).
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens or creates the database at path (":memory:" for a private in-memory one).
+  // A new file gets the schema; an existing one must be a Starling database of
+  // kSchemaVersion. Failures: the file cannot be opened or created (kIo), is read-only
+  // when opened for writing (kIo, "database 'x.db' is read-only"), is not a Starling
+  // database (kMalformed), or has another schema version (kUnsupported).
+  static Result<std::unique_ptr<Store>> open(const std::string& path, const StoreOptions& options = {});
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Records a committed round in one transaction: the round row, its participants,
+  // the checkpoint (pruning checkpoints beyond keepCheckpoints) and `clients` (the
+  // engine's current view of the clients this round touched, upserted).
+  // Requirements (kInvalidArgument otherwise, nothing written): record.status is
+  // kCommitted; record.round is greater than every recorded round; checkpoint.round ==
+  // record.round; every participant's round is record.round, or an earlier recorded
+  // round for late-applied / late-discarded / rejected rows; every participant's
+  // client is known (upserted before, or in `clients`).
+  Status commitRound(const RoundRecord& record, std::span<const ParticipantRecord> participants,
+                     const Checkpoint& checkpoint, std::span<const ClientRecord> clients = {});
+
+  // Records an abandoned round (status kAbandoned, reason says why) with its
+  // participants and client rows, in one transaction, without a checkpoint. The same
+  // requirements as commitRound.
+  Status recordAbandonedRound(const RoundRecord& record, std::span<const ParticipantRecord> participants,
+                              std::span<const ClientRecord> clients = {});
+
+  // Records, in its own transaction, an update refused after its round was recorded:
+  // outcome kRejected or kLateDiscarded, for a recorded round. A second refusal of the
+  // same (round, client, outcome) replaces the first. A refusal during an open round
+  // belongs in that round's participants instead; an update naming a round that was
+  // never recorded is not stored (the caller logs it).
+  Status recordRejection(const ParticipantRecord& participant);
+
+  // Inserts or replaces one client row.
+  Status upsertClient(const ClientRecord& client);
+
+  // The checkpoint of the last committed round, or nullopt on a fresh database.
+  // kMalformed when its blobs do not match their checksums.
+  Result<std::optional<Checkpoint>> latestCheckpoint();
+
+  // The highest recorded round (committed or abandoned), or nullopt when none.
+  Result<std::optional<uint64_t>> lastRecordedRound();
+
+  // All rounds, in round order.
+  Result<std::vector<RoundRecord>> rounds();
+  // Participants of one round, or of all rounds, ordered by round, client, outcome.
+  Result<std::vector<ParticipantRecord>> participants(std::optional<uint64_t> round = std::nullopt);
+  // All clients, ordered by id.
+  Result<std::vector<ClientRecord>> clients();
+
+  // Small key/value settings, e.g. the daemon's task specification, so that resuming
+  // with a different task is refused.
+  Status setMeta(std::string_view key, std::string_view value);
+  Result<std::optional<std::string>> meta(std::string_view key);
+
+  // `PRAGMA integrity_check`: ok, or kMalformed with SQLite's findings.
+  Status checkIntegrity();
+
+  const std::string& path() const;
+
+ private:
+  struct Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  Status recordRound(const RoundRecord& record, std::span<const ParticipantRecord> participants,
+                     const Checkpoint* checkpoint, std::span<const ClientRecord> clients);
+
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace starling::coordinator

@@ -1,0 +1,420 @@
+#include "starling/coordinator/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace starling::coordinator {
+
+namespace {
+
+// ---- shared ---------------------------------------------------------------------------
+
+int64_t durationMs(const RoundRecord& r) { return r.endedMs - r.startedMs; }
+
+std::optional<double> ratio(int64_t raw, int64_t wire) {
+  if (wire <= 0) return std::nullopt;
+  return static_cast<double>(raw) / static_cast<double>(wire);
+}
+
+// ---- table ----------------------------------------------------------------------------
+
+std::string humanBytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (b < 1024.0 * 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  if (b < 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
+  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0));
+}
+
+std::string optionalFixed(std::optional<double> v, int digits, std::string_view suffix = "") {
+  if (!v) return "-";
+  return fmt::format("{:.{}f}{}", *v, digits, suffix);
+}
+
+// Columns padded to their widest cell; the first `leftAligned` columns flush left,
+// the rest flush right, except the last, which is free text (reasons).
+std::string renderTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                        std::size_t leftAligned) {
+  std::vector<std::size_t> width(header.size(), 0);
+  for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      if (c > 0) text += "  ";
+      const bool last = c + 1 == cells.size();
+      if (last) {
+        text += cells[c];
+      } else if (c < leftAligned) {
+        text += fmt::format("{:<{}}", cells[c], width[c]);
+      } else {
+        text += fmt::format("{:>{}}", cells[c], width[c]);
+      }
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out += text;
+    out += '\n';
+  };
+  line(header);
+  std::size_t total = 0;
+  for (std::size_t w : width) total += w + 2;
+  out += std::string(total > 2 ? total - 2 : 0, '-');
+  out += '\n';
+  for (const auto& row : rows) line(row);
+  return out;
+}
+
+std::string formatTable(const ReportData& data, const ReportTotals& totals) {
+  std::string out;
+  out += "Rounds\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const RoundRecord& r : data.rounds) {
+    rows.push_back({
+        fmt::format("{}", r.round),
+        roundStatusName(r.status),
+        fmt::format("{}", r.tau),
+        fmt::format("{:.4g}", r.lr),
+        fmt::format("{:.3g}", r.density),
+        fmt::format("{:.3g}", r.densityDown),
+        fmt::format("{}/{}", r.returned, r.selected),
+        fmt::format("{}", r.stragglers),
+        humanBytes(r.bytesUpWire),
+        humanBytes(r.bytesDownWire),
+        fmt::format("{:.4f}", r.trainLossStart),
+        optionalFixed(r.testAccuracy ? std::optional<double>(*r.testAccuracy * 100.0) : std::nullopt, 2, "%"),
+        fmt::format("{:.1f}s", static_cast<double>(durationMs(r)) / 1000.0),
+        r.reason,
+    });
+  }
+  out += renderTable({"round", "status", "tau", "lr", "dens up", "dens down", "returned", "stragglers", "up wire",
+                      "down wire", "train loss", "test acc", "duration", "reason"},
+                     rows, 2);
+
+  out += "\nTotals\n";
+  out += fmt::format("  rounds        {} committed, {} abandoned\n", totals.roundsCommitted, totals.roundsAbandoned);
+  out += fmt::format("  up            {} raw, {} on the wire (x{})\n", humanBytes(totals.bytesUpRaw),
+                     humanBytes(totals.bytesUpWire), optionalFixed(totals.compressionUp, 1));
+  out += fmt::format("  down          {} raw, {} on the wire (x{})\n", humanBytes(totals.bytesDownRaw),
+                     humanBytes(totals.bytesDownWire), optionalFixed(totals.compressionDown, 1));
+  out += fmt::format("  compression   x{} overall (raw / wire)\n", optionalFixed(totals.compressionTotal, 1));
+  out += fmt::format("  participants  {} stragglers, {} dropped, {} rejected, {} late-applied, {} late-discarded\n",
+                     totals.stragglers, totals.dropped, totals.rejected, totals.lateApplied, totals.lateDiscarded);
+  if (totals.lastEvaluatedRound) {
+    out += fmt::format("  accuracy      {} after round {} (test loss {})\n",
+                       optionalFixed(*totals.lastTestAccuracy * 100.0, 2, "%"), *totals.lastEvaluatedRound,
+                       optionalFixed(totals.lastTestLoss, 4));
+  } else {
+    out += "  accuracy      - (no round was evaluated)\n";
+  }
+
+  out += "\nStragglers, drops and rejections\n";
+  if (data.participants.empty()) {
+    out += "  none\n";
+    return out;
+  }
+  rows.clear();
+  for (const ParticipantRecord& p : data.participants) {
+    rows.push_back({
+        fmt::format("{}", p.round),
+        p.clientId,
+        participantOutcomeName(p.outcome),
+        fmt::format("{}", p.staleness),
+        p.reason.empty() ? "-" : p.reason,
+    });
+  }
+  out += renderTable({"round", "client", "outcome", "staleness", "reason"}, rows, 3);
+  return out;
+}
+
+// ---- csv ------------------------------------------------------------------------------
+
+// RFC 4180: a field with a comma, a quote or a line break is quoted, quotes doubled.
+std::string csvField(std::string_view s) {
+  if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+// Shortest text that reads back as the same double; empty for absent or non-finite.
+std::string csvNumber(std::optional<double> v) {
+  if (!v || !std::isfinite(*v)) return "";
+  return fmt::format("{}", *v);
+}
+
+std::string formatCsv(const ReportData& data) {
+  std::string out =
+      "round,status,reason,tau,lr,density_up,density_down,selected,returned,accepted,stragglers,bytes_up_raw,"
+      "bytes_up_wire,bytes_down_raw,bytes_down_wire,train_loss_start,test_loss,test_accuracy,started_ms,ended_ms,"
+      "duration_ms\n";
+  for (const RoundRecord& r : data.rounds) {
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.round,
+                       roundStatusName(r.status), csvField(r.reason), r.tau, csvNumber(r.lr), csvNumber(r.density),
+                       csvNumber(r.densityDown), r.selected, r.returned, r.accepted, r.stragglers, r.bytesUpRaw,
+                       r.bytesUpWire, r.bytesDownRaw, r.bytesDownWire, csvNumber(r.trainLossStart),
+                       csvNumber(r.testLoss), csvNumber(r.testAccuracy), r.startedMs, r.endedMs, durationMs(r));
+  }
+  out += "\n";
+  out +=
+      "round,client_id,outcome,reason,staleness,assigned_ms,returned_ms,duration_ms,steps,examples,bytes_up_raw,"
+      "bytes_up_wire,bytes_down_wire\n";
+  for (const ParticipantRecord& p : data.participants) {
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.round, csvField(p.clientId),
+                       participantOutcomeName(p.outcome), csvField(p.reason), p.staleness, p.assignedMs,
+                       p.returnedMs ? fmt::format("{}", *p.returnedMs) : std::string(), p.durationMs, p.steps,
+                       p.examples, p.bytesUpRaw, p.bytesUpWire, p.bytesDownWire);
+  }
+  return out;
+}
+
+// ---- json -----------------------------------------------------------------------------
+
+// A JSON string literal. Control characters are escaped; other bytes pass through,
+// so UTF-8 text stays UTF-8.
+std::string jsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += fmt::format("\\u{:04x}", c);
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+// JSON has no NaN or infinity: they become null, as do absent values.
+std::string jsonNumber(std::optional<double> v) {
+  if (!v || !std::isfinite(*v)) return "null";
+  return fmt::format("{}", *v);
+}
+
+// Writes "key": value pairs into one object.
+class JsonObject {
+ public:
+  JsonObject& add(std::string_view key, std::string_view rawValue) {
+    if (!first_) text_ += ", ";
+    first_ = false;
+    text_ += jsonString(key);
+    text_ += ": ";
+    text_ += rawValue;
+    return *this;
+  }
+  JsonObject& str(std::string_view key, std::string_view value) { return add(key, jsonString(value)); }
+  JsonObject& num(std::string_view key, int64_t value) { return add(key, fmt::format("{}", value)); }
+  JsonObject& unum(std::string_view key, uint64_t value) { return add(key, fmt::format("{}", value)); }
+  JsonObject& real(std::string_view key, std::optional<double> value) { return add(key, jsonNumber(value)); }
+  std::string done() const { return "{" + text_ + "}"; }
+
+ private:
+  std::string text_;
+  bool first_ = true;
+};
+
+std::string formatJson(const ReportData& data, const ReportTotals& totals) {
+  std::string out = "{\n  \"rounds\": [";
+  bool first = true;
+  for (const RoundRecord& r : data.rounds) {
+    out += first ? "\n    " : ",\n    ";
+    first = false;
+    out += JsonObject()
+               .unum("round", r.round)
+               .str("status", roundStatusName(r.status))
+               .str("reason", r.reason)
+               .num("tau", r.tau)
+               .real("lr", r.lr)
+               .real("density_up", r.density)
+               .real("density_down", r.densityDown)
+               .num("selected", r.selected)
+               .num("returned", r.returned)
+               .num("accepted", r.accepted)
+               .num("stragglers", r.stragglers)
+               .num("bytes_up_raw", r.bytesUpRaw)
+               .num("bytes_up_wire", r.bytesUpWire)
+               .num("bytes_down_raw", r.bytesDownRaw)
+               .num("bytes_down_wire", r.bytesDownWire)
+               .real("train_loss_start", r.trainLossStart)
+               .real("test_loss", r.testLoss)
+               .real("test_accuracy", r.testAccuracy)
+               .num("started_ms", r.startedMs)
+               .num("ended_ms", r.endedMs)
+               .num("duration_ms", durationMs(r))
+               .unum("model_checksum", r.modelChecksum)
+               .done();
+  }
+  out += first ? "],\n" : "\n  ],\n";
+  out += "  \"participants\": [";
+  first = true;
+  for (const ParticipantRecord& p : data.participants) {
+    out += first ? "\n    " : ",\n    ";
+    first = false;
+    out += JsonObject()
+               .unum("round", p.round)
+               .str("client_id", p.clientId)
+               .str("outcome", participantOutcomeName(p.outcome))
+               .str("reason", p.reason)
+               .num("staleness", p.staleness)
+               .num("assigned_ms", p.assignedMs)
+               .add("returned_ms", p.returnedMs ? fmt::format("{}", *p.returnedMs) : "null")
+               .num("duration_ms", p.durationMs)
+               .num("steps", p.steps)
+               .num("examples", p.examples)
+               .num("bytes_up_raw", p.bytesUpRaw)
+               .num("bytes_up_wire", p.bytesUpWire)
+               .num("bytes_down_wire", p.bytesDownWire)
+               .done();
+  }
+  out += first ? "],\n" : "\n  ],\n";
+  out += "  \"totals\": ";
+  out += JsonObject()
+             .num("rounds_committed", totals.roundsCommitted)
+             .num("rounds_abandoned", totals.roundsAbandoned)
+             .num("stragglers", totals.stragglers)
+             .num("dropped", totals.dropped)
+             .num("rejected", totals.rejected)
+             .num("late_applied", totals.lateApplied)
+             .num("late_discarded", totals.lateDiscarded)
+             .num("bytes_up_raw", totals.bytesUpRaw)
+             .num("bytes_up_wire", totals.bytesUpWire)
+             .num("bytes_down_raw", totals.bytesDownRaw)
+             .num("bytes_down_wire", totals.bytesDownWire)
+             .real("compression_up", totals.compressionUp)
+             .real("compression_down", totals.compressionDown)
+             .real("compression_total", totals.compressionTotal)
+             .add("last_evaluated_round",
+                  totals.lastEvaluatedRound ? fmt::format("{}", *totals.lastEvaluatedRound) : "null")
+             .real("last_test_accuracy", totals.lastTestAccuracy)
+             .real("last_test_loss", totals.lastTestLoss)
+             .done();
+  out += "\n}\n";
+  return out;
+}
+
+}  // namespace
+
+Result<ReportFormat> parseReportFormat(std::string_view name) {
+  if (name == "table") return ReportFormat::kTable;
+  if (name == "csv") return ReportFormat::kCsv;
+  if (name == "json") return ReportFormat::kJson;
+  return Status(StatusCode::kInvalidArgument,
+                fmt::format("unknown report format '{}': choose table, csv or json", name));
+}
+
+Result<ReportData> loadReport(Store& store) {
+  ReportData data;
+  Result<std::vector<RoundRecord>> rounds = store.rounds();
+  if (!rounds) return rounds.status();
+  data.rounds = std::move(*rounds);
+  Result<std::vector<ParticipantRecord>> participants = store.participants();
+  if (!participants) return participants.status();
+  for (ParticipantRecord& p : *participants) {
+    if (p.outcome != ParticipantOutcome::kAccepted) data.participants.push_back(std::move(p));
+  }
+  return data;
+}
+
+ReportTotals computeTotals(const ReportData& data) {
+  ReportTotals t;
+  for (const RoundRecord& r : data.rounds) {
+    (r.status == RoundStatus::kCommitted ? t.roundsCommitted : t.roundsAbandoned) += 1;
+    t.bytesUpRaw += r.bytesUpRaw;
+    t.bytesUpWire += r.bytesUpWire;
+    t.bytesDownRaw += r.bytesDownRaw;
+    t.bytesDownWire += r.bytesDownWire;
+    if (r.status == RoundStatus::kCommitted && r.testAccuracy) {
+      t.lastEvaluatedRound = r.round;
+      t.lastTestAccuracy = r.testAccuracy;
+      t.lastTestLoss = r.testLoss;
+    }
+  }
+  for (const ParticipantRecord& p : data.participants) {
+    switch (p.outcome) {
+      case ParticipantOutcome::kAccepted:
+        break;
+      case ParticipantOutcome::kStraggler:
+        ++t.stragglers;
+        break;
+      case ParticipantOutcome::kDropped:
+        ++t.dropped;
+        break;
+      case ParticipantOutcome::kRejected:
+        ++t.rejected;
+        break;
+      case ParticipantOutcome::kLateApplied:
+        ++t.lateApplied;
+        break;
+      case ParticipantOutcome::kLateDiscarded:
+        ++t.lateDiscarded;
+        break;
+    }
+  }
+  t.compressionUp = ratio(t.bytesUpRaw, t.bytesUpWire);
+  t.compressionDown = ratio(t.bytesDownRaw, t.bytesDownWire);
+  t.compressionTotal = ratio(t.bytesUpRaw + t.bytesDownRaw, t.bytesUpWire + t.bytesDownWire);
+  return t;
+}
+
+std::string formatReport(const ReportData& data, ReportFormat format) {
+  switch (format) {
+    case ReportFormat::kTable:
+      return formatTable(data, computeTotals(data));
+    case ReportFormat::kCsv:
+      return formatCsv(data);
+    case ReportFormat::kJson:
+      return formatJson(data, computeTotals(data));
+  }
+  return {};
+}
+
+Result<std::string> buildReport(Store& store, ReportFormat format) {
+  Result<ReportData> data = loadReport(store);
+  if (!data) return data.status();
+  return formatReport(*data, format);
+}
+
+Status writeReport(Store& store, ReportFormat format, std::ostream& out) {
+  Result<std::string> text = buildReport(store, format);
+  if (!text) return text.status();
+  out << *text;
+  out.flush();
+  if (!out) return {StatusCode::kIo, "writing the report failed"};
+  return Status::ok();
+}
+
+}  // namespace starling::coordinator

@@ -1,0 +1,383 @@
+// The Store's contract: what goes in comes back, a round is all or nothing, resume
+// reads the last committed round, and refusals are values with clear messages.
+
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "starling/coordinator/store.hpp"
+#include "store_fixtures.hpp"
+
+using namespace starling;
+using namespace starling::coordinator;
+using namespace starling::coordinator::testing;
+
+namespace {
+
+std::unique_ptr<Store> openOrFail(const std::string& path, const StoreOptions& options = {}) {
+  Result<std::unique_ptr<Store>> store = Store::open(path, options);
+  INFO(store.status().toString());
+  REQUIRE(store.isOk());
+  return std::move(*store);
+}
+
+void requireOk(const Status& status) {
+  INFO(status.toString());
+  REQUIRE(status.isOk());
+}
+
+// Commits round r with two accepted clients and one straggler.
+void commitSimpleRound(Store& store, uint64_t r, std::size_t modelSize = 1000) {
+  const std::vector<ParticipantRecord> participants = {
+      makeParticipant(r, 1, ParticipantOutcome::kAccepted),
+      makeParticipant(r, 2, ParticipantOutcome::kAccepted),
+      makeParticipant(r, 3, ParticipantOutcome::kStraggler, "deadline passed after 30 s"),
+  };
+  const std::vector<ClientRecord> clients = {makeClient(1), makeClient(2), makeClient(3)};
+  requireOk(store.commitRound(makeRound(r), participants, makeCheckpoint(r, modelSize), clients));
+}
+
+}  // namespace
+
+TEST_CASE("a new store is empty and at the current schema version", "[store]") {
+  TempDir dir;
+  auto store = openOrFail(dir.file("fresh.db"));
+  CHECK(store->rounds()->empty());
+  CHECK(store->participants()->empty());
+  CHECK(store->clients()->empty());
+  CHECK_FALSE(store->latestCheckpoint()->has_value());
+  CHECK_FALSE(store->lastRecordedRound()->has_value());
+  CHECK_FALSE(store->meta("task")->has_value());
+  requireOk(store->checkIntegrity());
+}
+
+TEST_CASE("every record comes back as it was stored", "[store]") {
+  TempDir dir;
+  auto store = openOrFail(dir.file("trip.db"));
+
+  const ClientRecord c1 = makeClient(1);
+  const ClientRecord c2 = makeClient(2);
+  const ClientRecord c3 = makeClient(3);
+  requireOk(store->upsertClient(c1));
+
+  RoundRecord round = makeRound(4);
+  round.testLoss = 0.4321;
+  round.testAccuracy = 0.8765;
+  round.reason = "deadline, 11 of 13 returned";
+  const std::vector<ParticipantRecord> participants = {
+      makeParticipant(4, 1, ParticipantOutcome::kAccepted),
+      makeParticipant(4, 2, ParticipantOutcome::kRejected, "base checksum mismatch"),
+      makeParticipant(4, 3, ParticipantOutcome::kDropped, "connection closed: peer reset"),
+  };
+  Checkpoint cp = makeCheckpoint(4);
+  requireOk(store->commitRound(round, participants, cp, std::vector<ClientRecord>{c2, c3}));
+
+  SECTION("rounds, with the model checksum filled in") {
+    auto rounds = store->rounds();
+    REQUIRE(rounds.isOk());
+    REQUIRE(rounds->size() == 1);
+    RoundRecord expected = round;
+    expected.modelChecksum = checksumFloats(cp.model);
+    CHECK((*rounds)[0] == expected);
+  }
+  SECTION("participants, of one round or of all") {
+    auto all = store->participants();
+    REQUIRE(all.isOk());
+    CHECK(*all == participants);  // ordered by client id, as given
+    CHECK(*store->participants(4) == participants);
+    CHECK(store->participants(5)->empty());
+  }
+  SECTION("clients, in id order") {
+    auto clients = store->clients();
+    REQUIRE(clients.isOk());
+    CHECK(*clients == std::vector<ClientRecord>{c1, c2, c3});
+  }
+  SECTION("the checkpoint, bit for bit") {
+    auto latest = store->latestCheckpoint();
+    REQUIRE(latest.isOk());
+    REQUIRE(latest->has_value());
+    const Checkpoint& got = **latest;
+    CHECK(got.round == 4);
+    REQUIRE(got.model.size() == cp.model.size());
+    CHECK(std::memcmp(got.model.data(), cp.model.data(), cp.model.size() * sizeof(float)) == 0);
+    CHECK(std::signbit(got.model[0]));
+    CHECK(got.serverMemory == cp.serverMemory);
+    CHECK(got.engineState == cp.engineState);  // with its embedded NUL
+    CHECK(got.modelChecksum == checksumFloats(cp.model));
+  }
+  SECTION("abandoned rounds, with their reason and no checkpoint") {
+    RoundRecord abandoned = makeRound(5);
+    abandoned.status = RoundStatus::kAbandoned;
+    abandoned.reason = "only 2 of 13 returned by the deadline; the minimum is 5";
+    abandoned.testLoss.reset();
+    abandoned.testAccuracy.reset();
+    const std::vector<ParticipantRecord> late = {
+        makeParticipant(5, 1, ParticipantOutcome::kStraggler, "deadline passed"),
+    };
+    requireOk(store->recordAbandonedRound(abandoned, late));
+    auto rounds = store->rounds();
+    REQUIRE(rounds->size() == 2);
+    CHECK((*rounds)[1] == abandoned);
+    CHECK(*store->participants(5) == late);
+    CHECK((*store->latestCheckpoint())->round == 4);
+    CHECK(**store->lastRecordedRound() == 5);
+  }
+  SECTION("meta values, replaced by a second set") {
+    requireOk(store->setMeta("task", "{\"model\": \"mlp\"}"));
+    CHECK(**store->meta("task") == "{\"model\": \"mlp\"}");
+    requireOk(store->setMeta("task", "other"));
+    CHECK(**store->meta("task") == "other");
+  }
+  SECTION("an upserted client replaces the old row") {
+    ClientRecord changed = c1;
+    changed.reliability = 0.5;
+    changed.lastSeenMs += 1000;
+    requireOk(store->upsertClient(changed));
+    CHECK((*store->clients())[0] == changed);
+  }
+}
+
+TEST_CASE("a late update is recorded against the round it was assigned in", "[store]") {
+  TempDir dir;
+  auto store = openOrFail(dir.file("late.db"));
+  commitSimpleRound(*store, 1);  // client-3 straggles in round 1
+
+  ParticipantRecord late = makeParticipant(1, 3, ParticipantOutcome::kLateApplied);
+  late.staleness = 1;
+  const std::vector<ParticipantRecord> participants = {makeParticipant(2, 1, ParticipantOutcome::kAccepted), late};
+  requireOk(store->commitRound(makeRound(2), participants, makeCheckpoint(2)));
+
+  auto ofRound1 = store->participants(1);
+  REQUIRE(ofRound1->size() == 4);
+  CHECK((*ofRound1)[2].outcome == ParticipantOutcome::kLateApplied);
+  CHECK((*ofRound1)[2].staleness == 1);
+  CHECK((*ofRound1)[3].outcome == ParticipantOutcome::kStraggler);
+}
+
+TEST_CASE("an update refused after its round closed is recorded with its reason", "[store]") {
+  TempDir dir;
+  auto store = openOrFail(dir.file("reject.db"));
+  commitSimpleRound(*store, 1);
+
+  ParticipantRecord rejected = makeParticipant(1, 3, ParticipantOutcome::kLateDiscarded, "staleness 4 exceeds 2");
+  rejected.staleness = 4;
+  requireOk(store->recordRejection(rejected));
+  rejected.reason = "staleness 5 exceeds 2";
+  requireOk(store->recordRejection(rejected));  // a resend replaces the first
+  auto rows = store->participants(1);
+  REQUIRE(rows->size() == 4);
+  CHECK((*rows)[2] == rejected);
+
+  SECTION("but not for a round that was never recorded") {
+    ParticipantRecord bogus = makeParticipant(99, 3, ParticipantOutcome::kRejected, "no such round");
+    Status s = store->recordRejection(bogus);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("never recorded"));
+  }
+  SECTION("and only refusals go this way") {
+    Status s = store->recordRejection(makeParticipant(1, 3, ParticipantOutcome::kAccepted));
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+  }
+}
+
+TEST_CASE("a round is recorded whole or not at all", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("atomic.db");
+  auto store = openOrFail(path);
+  commitSimpleRound(*store, 1);
+
+  std::vector<ParticipantRecord> participants = {makeParticipant(2, 1, ParticipantOutcome::kAccepted)};
+  std::vector<ClientRecord> clients = {makeClient(7)};  // would be inserted before the failure
+  SECTION("a participant that is not a known client") {
+    participants.push_back(makeParticipant(2, 42, ParticipantOutcome::kAccepted));
+    Status s = store->commitRound(makeRound(2), participants, makeCheckpoint(2), clients);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("committing round 2 to '" + path + "'"));
+    CHECK_THAT(s.message(), Catch::Contains("'client-42' is not a known client"));
+    CHECK_THAT(s.message(), Catch::Contains("the round was not recorded"));
+  }
+  SECTION("a participant listed twice violates the key") {
+    participants.push_back(participants.front());
+    Status s = store->commitRound(makeRound(2), participants, makeCheckpoint(2), clients);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("UNIQUE constraint failed"));
+  }
+  SECTION("a reliability outside [0, 1] violates a check") {
+    clients.push_back(makeClient(8));
+    clients.back().reliability = 1.5;
+    Status s = store->commitRound(makeRound(2), participants, makeCheckpoint(2), clients);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("client 'client-8'"));
+  }
+  SECTION("a round number that does not increase") {
+    Status s = store->commitRound(makeRound(1), {}, makeCheckpoint(1));
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("round 1 is already recorded"));
+    clients.clear();
+  }
+  SECTION("a checkpoint whose checksum does not match its model") {
+    Checkpoint cp = makeCheckpoint(2);
+    cp.modelChecksum = checksumFloats(cp.model) ^ 1;
+    Status s = store->commitRound(makeRound(2), participants, cp, clients);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("does not match its model"));
+  }
+  SECTION("a checkpoint of another round") {
+    Status s = store->commitRound(makeRound(2), participants, makeCheckpoint(3), clients);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+  }
+
+  // Nothing of round 2 is there, and the store still works.
+  CHECK(store->rounds()->size() == 1);
+  CHECK(store->participants(2)->empty());
+  CHECK((*store->latestCheckpoint())->round == 1);
+  const auto clientsAfter = store->clients();
+  for (const ClientRecord& c : *clientsAfter) CHECK(c.id != "client-7");
+  requireOk(store->checkIntegrity());
+  commitSimpleRound(*store, 2);
+  CHECK(store->rounds()->size() == 2);
+}
+
+TEST_CASE("reopening a database resumes from the last committed round", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("resume.db");
+  {
+    auto store = openOrFail(path);
+    requireOk(store->setMeta("task", "fashion-mnist mlp"));
+    for (uint64_t r = 1; r <= 5; ++r) commitSimpleRound(*store, r, 20'000);
+    RoundRecord abandoned = makeRound(6);
+    abandoned.status = RoundStatus::kAbandoned;
+    abandoned.reason = "deadline: 1 of 13 returned";
+    requireOk(store->recordAbandonedRound(abandoned, {}));
+  }
+  auto store = openOrFail(path);
+  auto latest = store->latestCheckpoint();
+  REQUIRE(latest.isOk());
+  REQUIRE(latest->has_value());
+  const Checkpoint expected = makeCheckpoint(5, 20'000);
+  CHECK((*latest)->round == 5);
+  CHECK(std::memcmp((*latest)->model.data(), expected.model.data(), expected.model.size() * sizeof(float)) == 0);
+  CHECK((*latest)->serverMemory == expected.serverMemory);
+  CHECK((*latest)->engineState == expected.engineState);
+  CHECK(**store->lastRecordedRound() == 6);
+  CHECK(**store->meta("task") == "fashion-mnist mlp");
+  CHECK(store->rounds()->size() == 6);
+  requireOk(store->checkIntegrity());
+}
+
+TEST_CASE("only the last checkpoints are kept", "[store]") {
+  TempDir dir;
+  StoreOptions options;
+  options.keepCheckpoints = 2;
+  auto store = openOrFail(dir.file("prune.db"), options);
+  for (uint64_t r = 1; r <= 6; ++r) commitSimpleRound(*store, r);
+  CHECK(store->rounds()->size() == 6);
+  CHECK((*store->latestCheckpoint())->round == 6);
+
+  // Count them through a second, read-only connection.
+  StoreOptions ro;
+  ro.readOnly = true;
+  auto reader = openOrFail(dir.file("prune.db"), ro);
+  CHECK((*reader->latestCheckpoint())->round == 6);
+
+  SECTION("keepCheckpoints must be at least one") {
+    StoreOptions none;
+    none.keepCheckpoints = 0;
+    CHECK(Store::open(dir.file("other.db"), none).status().code() == StatusCode::kInvalidArgument);
+  }
+}
+
+TEST_CASE("a corrupt checkpoint is reported, not loaded", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("corrupt.db");
+  {
+    auto store = openOrFail(path);
+    commitSimpleRound(*store, 1);
+    commitSimpleRound(*store, 2);
+  }
+  // Flip one byte of the model blob of round 2 behind the store's back.
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    const char* sql = GENERATE(
+        "UPDATE checkpoints SET model = CAST(zeroblob(4000) AS BLOB) WHERE round = 2",
+        "UPDATE checkpoints SET engine_state = CAST('tampered' AS BLOB) WHERE round = 2",
+        "UPDATE checkpoints SET server_memory = substr(server_memory, 1, 3998) WHERE round = 2");
+    REQUIRE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = openOrFail(path);
+  auto latest = store->latestCheckpoint();
+  REQUIRE_FALSE(latest.isOk());
+  CHECK(latest.status().code() == StatusCode::kMalformed);
+  CHECK_THAT(latest.status().message(), Catch::Contains("checkpoint of round 2 is corrupt"));
+  // The rest of the store still reads.
+  CHECK(store->rounds()->size() == 2);
+}
+
+TEST_CASE("a file that is not a Starling database is refused", "[store]") {
+  TempDir dir;
+  SECTION("not SQLite at all") {
+    const std::string path = dir.file("junk.db");
+    FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    const std::string junk(8192, 'x');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+    auto store = Store::open(path);
+    REQUIRE_FALSE(store.isOk());
+    CHECK(store.status().code() == StatusCode::kMalformed);
+    CHECK_THAT(store.status().message(), Catch::Contains("cannot open database '" + path + "'"));
+    CHECK_THAT(store.status().message(), Catch::Contains("not a database"));
+  }
+  SECTION("another program's SQLite database") {
+    const std::string path = dir.file("other.db");
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "CREATE TABLE t (x)", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    auto store = Store::open(path);
+    CHECK(store.status().code() == StatusCode::kMalformed);
+    CHECK_THAT(store.status().message(), Catch::Contains("not a Starling coordinator database"));
+  }
+  SECTION("a newer schema version") {
+    const std::string path = dir.file("newer.db");
+    { auto store = openOrFail(path); }
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 7", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    auto store = Store::open(path);
+    CHECK(store.status().code() == StatusCode::kUnsupported);
+    CHECK_THAT(store.status().message(), Catch::Contains("schema version 7"));
+  }
+  SECTION("a directory that does not exist") {
+    const std::string path = dir.file("no/such/dir/x.db");
+    auto store = Store::open(path);
+    CHECK(store.status().code() == StatusCode::kIo);
+    CHECK_THAT(store.status().message(), Catch::Contains("cannot open database '" + path + "'"));
+  }
+  SECTION("reading a database that does not exist") {
+    StoreOptions ro;
+    ro.readOnly = true;
+    auto store = Store::open(dir.file("missing.db"), ro);
+    CHECK_FALSE(store.isOk());
+    CHECK_FALSE(std::filesystem::exists(dir.file("missing.db")));
+  }
+}
+
+TEST_CASE("an in-memory store behaves like a file", "[store]") {
+  auto store = openOrFail(":memory:");
+  commitSimpleRound(*store, 1);
+  commitSimpleRound(*store, 2);
+  CHECK((*store->latestCheckpoint())->round == 2);
+  CHECK(store->participants()->size() == 6);
+}

@@ -1,0 +1,159 @@
+// Model: building from a spec, initialization, the training and inference passes.
+#include "starling/model/model.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <random>
+
+#include "network.hpp"
+
+namespace starling::model {
+
+using detail::Layer;
+using detail::LayerKind;
+using detail::Network;
+
+Model::Model() : net_(std::make_unique<Network>()) {}
+Model::Model(const Model& other) : net_(std::make_unique<Network>(*other.net_)), params_(other.params_) {}
+Model& Model::operator=(const Model& other) {
+  if (this != &other) {
+    net_ = std::make_unique<Network>(*other.net_);
+    params_ = other.params_;
+  }
+  return *this;
+}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Result<Model> Model::fromSpec(std::string_view spec) {
+  Result<Network> net = detail::parseSpec(spec);
+  if (!net) return net.status();
+  Model m;
+  *m.net_ = std::move(net).value();
+  m.params_.assign(m.net_->layout.size(), 0.0f);
+  return m;
+}
+
+const std::string& Model::spec() const { return net_->spec; }
+const Layout& Model::layout() const { return net_->layout; }
+std::size_t Model::inputDim() const { return net_->input.size(); }
+int Model::numClasses() const { return net_->classes; }
+
+Status Model::setParams(std::span<const float> values) {
+  if (values.size() != params_.size())
+    return {StatusCode::kInvalidArgument, "model '" + net_->spec + "' has " +
+                                              std::to_string(params_.size()) + " parameters, not " +
+                                              std::to_string(values.size())};
+  std::copy(values.begin(), values.end(), params_.begin());
+  return Status::ok();
+}
+
+void Model::initialize(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  // Uniform in [-1, 1) from the top 24 bits: the same on every standard library.
+  auto uniform = [&rng]() {
+    return static_cast<float>(rng() >> 40) * (2.0f / 16777216.0f) - 1.0f;
+  };
+  std::fill(params_.begin(), params_.end(), 0.0f);
+  for (const Layer& l : net_->layers) {
+    if (l.kind != LayerKind::kDense && l.kind != LayerKind::kConv) continue;
+    const std::size_t fanIn = l.kind == LayerKind::kDense
+                                  ? l.in.size()
+                                  : static_cast<std::size_t>(l.in.c) * l.kernel * l.kernel;
+    const std::size_t fanOut = l.kind == LayerKind::kDense
+                                   ? l.out.size()
+                                   : static_cast<std::size_t>(l.out.c) * l.kernel * l.kernel;
+    const std::size_t count = l.biasOffset - l.weightOffset;  // the bias follows the weight
+    const float bound = l.reluFollows ? std::sqrt(6.0f / static_cast<float>(fanIn))
+                                      : std::sqrt(6.0f / static_cast<float>(fanIn + fanOut));
+    for (std::size_t i = 0; i < count; ++i)
+      params_[l.weightOffset + i] = bound * uniform();
+  }
+}
+
+namespace {
+
+// Softmax of each row of logits (batch x classes) into probs; returns the weighted
+// mean cross-entropy, and when dlogits is not null writes its gradient there.
+float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* weights, int batch,
+                          int classes, float* probs, float* dlogits) {
+  double total = 0.0;
+  const float inv = 1.0f / static_cast<float>(batch);
+  for (int i = 0; i < batch; ++i) {
+    const float* z = logits + static_cast<std::size_t>(i) * classes;
+    float* p = probs + static_cast<std::size_t>(i) * classes;
+    const float zmax = *std::max_element(z, z + classes);
+    float sum = 0.0f;
+    for (int c = 0; c < classes; ++c) {
+      p[c] = std::exp(z[c] - zmax);
+      sum += p[c];
+    }
+    const float invSum = 1.0f / sum;
+    for (int c = 0; c < classes; ++c)
+      p[c] *= invSum;
+    if (y == nullptr) continue;
+    const int32_t label = y[i];
+    assert(label >= 0 && label < classes && "label out of range");
+    const float w = weights == nullptr ? 1.0f : weights[i];
+    total += static_cast<double>(w) * (std::log(sum) + zmax - z[label]);
+    if (dlogits != nullptr) {
+      float* d = dlogits + static_cast<std::size_t>(i) * classes;
+      const float scale = w * inv;
+      for (int c = 0; c < classes; ++c)
+        d[c] = scale * p[c];
+      d[label] -= scale;
+    }
+  }
+  return static_cast<float>(total / batch);
+}
+
+}  // namespace
+
+float Model::forwardBackward(const float* x, const int32_t* y, const float* weights, int batch,
+                             std::span<float> grad) {
+  assert(batch > 0 && grad.size() == params_.size());
+  Network& net = *net_;
+  net.reserve(batch);
+  const float* in = x;
+  for (std::size_t l = 0; l < net.layers.size(); ++l) {
+    detail::forwardLayer(net.layers[l], params_.data(), in, net.acts[l].data(), batch, net);
+    in = net.acts[l].data();
+  }
+  float* dy = net.gradA.data();
+  float* dx = net.gradB.data();
+  const float loss = softmaxCrossEntropy(in, y, weights, batch, net.classes, net.probs.data(), dy);
+  net.lastBatch = batch;
+  for (std::size_t l = net.layers.size(); l-- > 0;) {
+    const float* lin = l == 0 ? x : net.acts[l - 1].data();
+    // The first layer needs no input gradient; neither does anything before the first
+    // layer with parameters (a leading pool or ReLU has nothing to pass it to).
+    float* target = l == 0 ? nullptr : dx;
+    detail::backwardLayer(net.layers[l], params_.data(), lin, net.acts[l].data(), dy, target,
+                          grad.data(), batch, net);
+    std::swap(dy, dx);
+  }
+  return loss;
+}
+
+std::span<const float> Model::forward(const float* x, int batch) {
+  assert(batch > 0);
+  Network& net = *net_;
+  net.reserve(batch);
+  const float* in = x;
+  for (std::size_t l = 0; l < net.layers.size(); ++l) {
+    detail::forwardLayer(net.layers[l], params_.data(), in, net.acts[l].data(), batch, net);
+    in = net.acts[l].data();
+  }
+  softmaxCrossEntropy(in, nullptr, nullptr, batch, net.classes, net.probs.data(), nullptr);
+  net.lastBatch = batch;
+  return probabilities();
+}
+
+std::span<const float> Model::probabilities() const {
+  return {net_->probs.data(), static_cast<std::size_t>(net_->lastBatch) * net_->classes};
+}
+
+}  // namespace starling::model

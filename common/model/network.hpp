@@ -1,0 +1,68 @@
+#pragma once
+// Private to common/model: the layers of a network, their shapes, and the workspaces a
+// Model's forward and backward passes run in.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "starling/model/model.hpp"
+
+namespace starling::model::detail {
+
+// The shape of one example's activations: channels x height x width (a vector is
+// {n, 1, 1}).
+struct Shape {
+  int c = 0;
+  int h = 1;
+  int w = 1;
+  std::size_t size() const { return static_cast<std::size_t>(c) * h * w; }
+};
+
+enum class LayerKind { kDense, kRelu, kConv, kMaxPool };
+
+struct Layer {
+  LayerKind kind = LayerKind::kDense;
+  Shape in;
+  Shape out;
+  int kernel = 0;                 // conv kernel size, or max-pool window (= stride)
+  std::size_t weightOffset = 0;   // dense and conv only
+  std::size_t biasOffset = 0;
+  bool reluFollows = false;       // chooses He (true) or Glorot (false) initialization
+};
+
+// Layers plus their workspaces. Copying copies the workspaces too (they hold no
+// pointers), so a copied Model is independent.
+struct Network {
+  std::string spec;
+  Layout layout;
+  Shape input;
+  int classes = 0;
+  std::vector<Layer> layers;
+
+  // Workspaces, grown by reserve() and never shrunk.
+  int capacity = 0;                      // largest batch the buffers fit
+  std::vector<std::vector<float>> acts;  // acts[l]: output of layer l, batch x out
+  std::vector<float> gradA;              // ping-pong buffers for activation gradients
+  std::vector<float> gradB;
+  std::vector<float> probs;              // softmax outputs, batch x classes
+  std::vector<float> col;                // conv im2col scratch, one example
+  std::vector<float> dcol;
+  int lastBatch = 0;                     // rows of probs that are valid
+
+  void reserve(int batch);
+};
+
+// Builds the layers and layout of a spec; kInvalidArgument with a message on failure.
+Result<Network> parseSpec(std::string_view spec);
+
+// Layer kernels. x and y hold batch examples of in.size() / out.size() floats.
+// Backward writes (overwrites) the layer's parameter gradients at the layer's offsets
+// in grad, and the input gradient into dx unless dx is null.
+void forwardLayer(const Layer& layer, const float* params, const float* x, float* y, int batch,
+                  Network& net);
+void backwardLayer(const Layer& layer, const float* params, const float* x, const float* y,
+                   const float* dy, float* dx, float* grad, int batch, Network& net);
+
+}  // namespace starling::model::detail

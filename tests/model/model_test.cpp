@@ -1,0 +1,155 @@
+// Specs, layout, initialization, the forward pass and the checksum.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "starling/model/model.hpp"
+
+using starling::StatusCode;
+using starling::model::checksum;
+using starling::model::Model;
+
+TEST_CASE("an MLP spec builds dense layers with a flat layout", "[model][spec]") {
+  auto m = Model::fromSpec("mlp:784-200-200-10");
+  REQUIRE(m.isOk());
+  CHECK(m->spec() == "mlp:784-200-200-10");
+  CHECK(m->inputDim() == 784);
+  CHECK(m->numClasses() == 10);
+  CHECK(m->numParams() == 784 * 200 + 200 + 200 * 200 + 200 + 200 * 10 + 10);
+  const auto& t = m->layout().tensors();
+  REQUIRE(t.size() == 6);
+  CHECK(t[0].name == "dense0.weight");
+  CHECK(t[0].shape == std::vector<int>{200, 784});
+  CHECK(t[1].name == "dense0.bias");
+  CHECK(t[1].offset == 784 * 200);
+  CHECK(t[5].name == "dense2.bias");
+  CHECK(t[5].offset + t[5].size == m->numParams());
+  REQUIRE(m->layout().find("dense1.weight") != nullptr);
+  CHECK(m->layout().find("dense1.weight")->shape == std::vector<int>{200, 200});
+  CHECK(m->layout().find("nope") == nullptr);
+}
+
+TEST_CASE("a CNN spec builds convolutions, pools and dense layers", "[model][spec]") {
+  auto m = Model::fromSpec(" cnn:1x28x28-c16k5-p2-c32k5-p2-f128-10 ");
+  REQUIRE(m.isOk());
+  CHECK(m->spec() == "cnn:1x28x28-c16k5-p2-c32k5-p2-f128-10");
+  CHECK(m->inputDim() == 784);
+  // 28 -c5-> 24 -p2-> 12 -c5-> 8 -p2-> 4: 32 * 4 * 4 = 512 inputs to f128.
+  REQUIRE(m->layout().find("conv1.weight") != nullptr);
+  CHECK(m->layout().find("conv1.weight")->shape == std::vector<int>{32, 16, 5, 5});
+  CHECK(m->layout().find("dense0.weight")->shape == std::vector<int>{128, 512});
+  CHECK(m->numParams() == 16 * 25 + 16 + 32 * 16 * 25 + 32 + 128 * 512 + 128 + 10 * 128 + 10);
+}
+
+TEST_CASE("bad specs are refused with a message naming the problem", "[model][spec]") {
+  struct Case {
+    const char* spec;
+    const char* mentions;
+  };
+  const Case cases[] = {
+      {"", "expected"},
+      {"mlp", "expected"},
+      {"rnn:10-2", "unknown kind"},
+      {"mlp:784", "number of classes"},
+      {"mlp:784-0-10", "'0'"},
+      {"mlp:784-x-10", "'x'"},
+      {"mlp:-5-10", "input"},
+      {"cnn:1x28-c4k3-10", "input"},
+      {"cnn:1x4x4-c2k5-3", "larger"},
+      {"cnn:1x8x8-c2-3", "c<filters>k<kernel>"},
+      {"cnn:1x8x8-q2-3", "unknown layer"},
+      {"cnn:1x8x8-f4-c2k2-3", "after a dense"},
+      {"cnn:1x8x8-p9-3", "larger"},
+      {"mlp:65536-65536-65536-10", "limit"},
+      {"mlp:10-1", "2 classes"},
+      {"cnn:1x8x8-c2k2-f4-p2", "number of classes"},
+  };
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION("spec '" << c.spec << "'") {
+      auto m = Model::fromSpec(c.spec);
+      REQUIRE_FALSE(m.isOk());
+      CHECK(m.status().code() == StatusCode::kInvalidArgument);
+      CHECK_THAT(m.status().message(), Catch::Contains(c.mentions));
+    }
+  }
+}
+
+TEST_CASE("initialization is seeded and scaled by fan-in", "[model][init]") {
+  auto a = Model::fromSpec("mlp:100-50-10");
+  auto b = Model::fromSpec("mlp:100-50-10");
+  REQUIRE((a.isOk() && b.isOk()));
+  a->initialize(42);
+  b->initialize(42);
+  CHECK(checksum(a->params()) == checksum(b->params()));
+  b->initialize(43);
+  CHECK(checksum(a->params()) != checksum(b->params()));
+
+  const auto* w = a->layout().find("dense0.weight");
+  const auto* bias = a->layout().find("dense0.bias");
+  const float bound = std::sqrt(6.0f / 100.0f);
+  double sumSq = 0.0;
+  for (std::size_t i = 0; i < w->size; ++i) {
+    const float v = a->params()[w->offset + i];
+    REQUIRE(std::abs(v) <= bound);
+    sumSq += v * v;
+  }
+  // Uniform on [-bound, bound] has variance bound^2 / 3.
+  CHECK(sumSq / w->size == Approx(bound * bound / 3).epsilon(0.05));
+  for (std::size_t i = 0; i < bias->size; ++i)
+    CHECK(a->params()[bias->offset + i] == 0.0f);
+}
+
+TEST_CASE("forward gives probabilities that sum to one", "[model]") {
+  auto m = Model::fromSpec("cnn:1x8x8-c3k3-p2-f6-4");
+  REQUIRE(m.isOk());
+  m->initialize(3);
+  std::vector<float> x(3 * 64);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(static_cast<float>(i));
+  auto p = m->forward(x.data(), 3);
+  REQUIRE(p.size() == 12);
+  for (int i = 0; i < 3; ++i) {
+    float s = 0.0f;
+    for (int c = 0; c < 4; ++c) {
+      CHECK(p[i * 4 + c] > 0.0f);
+      s += p[i * 4 + c];
+    }
+    CHECK(s == Approx(1.0f).epsilon(1e-5));
+  }
+  // The forward pass inside forwardBackward gives the same probabilities.
+  std::vector<float> before(p.begin(), p.end());
+  std::vector<float> grad(m->numParams());
+  const int32_t y[3] = {0, 1, 2};
+  m->forwardBackward(x.data(), y, nullptr, 3, grad);
+  auto q = m->probabilities();
+  for (std::size_t i = 0; i < before.size(); ++i)
+    CHECK(q[i] == Approx(before[i]));
+}
+
+TEST_CASE("a copied model is independent of the original", "[model]") {
+  auto m = Model::fromSpec("mlp:4-3-2");
+  REQUIRE(m.isOk());
+  m->initialize(1);
+  Model copy = *m;
+  copy.params()[0] += 1.0f;
+  CHECK(copy.params()[0] != m->params()[0]);
+  CHECK(copy.params().data() != m->params().data());
+  CHECK(m->setParams(copy.params()).isOk());
+  CHECK(checksum(m->params()) == checksum(copy.params()));
+  std::vector<float> wrong(3);
+  CHECK(m->setParams(wrong).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("the checksum is FNV-1a over the bytes", "[model][checksum]") {
+  CHECK(checksum({}) == 0xcbf29ce484222325ULL);
+  // One float 0.0f: four zero bytes.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int i = 0; i < 4; ++i)
+    h = (h ^ 0u) * 0x100000001b3ULL;
+  const float zero[1] = {0.0f};
+  CHECK(checksum(zero) == h);
+  const float a[2] = {1.0f, 2.0f};
+  const float b[2] = {2.0f, 1.0f};
+  CHECK(checksum(a) != checksum(b));
+}

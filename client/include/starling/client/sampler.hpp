@@ -1,0 +1,119 @@
+#pragma once
+// Sampler: chooses the minibatches of local SGD, uniformly or by priority
+// (docs/model.md, ALGORITHMS.md section 4; Katharopoulos & Fleuret, ICML 2018).
+//
+// Priority sampling: draw B = candidateFactor * b candidates uniformly, score each with
+// a forward pass, score_j = ||softmax(z_j) - onehot(y_j)||, set
+// p_j = (1 - lambda) score_j / sum(score) + lambda / B, draw b of them with replacement
+// by p and weight each w_j = 1 / (B p_j). The weighted minibatch gradient
+// (1/b) sum_j w_j grad l_j is then an unbiased estimate of the full-data gradient, and
+// every weight is at most 1 / lambda.
+//
+// The adaptive mode samples by priority only while it pays: it keeps a smoothed
+// estimate of the variance reduction tau_vr = (1 - ||g - u||^2 / ||g||^2)^(-1/2), with g
+// the normalized scores of the latest scored examples and u uniform, and prioritizes
+// while tau_vr exceeds the cost threshold (B + 3b) / 3b. Otherwise it returns uniform
+// minibatches and refreshes tau_vr from the softmax outputs of the training step itself
+// (observe()), so the estimate costs no extra forward pass while the sampler is off.
+//
+// Ownership and threads: the Sampler borrows the Dataset (it must outlive the Sampler)
+// and is used by one thread at a time. Given the same seed and the same sequence of
+// calls it returns the same minibatches.
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "starling/data/dataset.hpp"
+#include "starling/model/model.hpp"
+
+namespace starling::client {
+
+enum class SamplingMode {
+  kUniform,   // plain uniform minibatches (sampling with replacement across steps)
+  kAdaptive,  // priority while the variance-reduction estimate says it pays
+  kPriority,  // always priority (for tests and experiments)
+};
+
+struct SamplerOptions {
+  SamplingMode mode = SamplingMode::kAdaptive;
+  float lambda = 0.1f;       // uniform mix in (0, 1]; bounds the weights by 1 / lambda
+  int candidateFactor = 3;   // B = candidateFactor * b candidates scored per step
+  float tauSmoothing = 0.9f; // a_tau: tau <- a tau + (1 - a) tau_now
+  float threshold = 0.0f;    // tau_vr needed to prioritize; 0 means (B + 3b) / 3b
+  float ageing = 0.999f;     // per-step factor on table scores that were not refreshed
+};
+
+// One minibatch: b rows of features, labels, importance weights and dataset indices.
+struct Minibatch {
+  std::span<const uint32_t> indices;
+  std::span<const float> features;  // b x featureDim, row-major
+  std::span<const int32_t> labels;
+  std::span<const float> weights;   // all 1 for a uniform minibatch
+  bool prioritized = false;
+};
+
+class Sampler {
+ public:
+  Sampler(const data::Dataset& dataset, SamplerOptions options, uint64_t seed);
+
+  // Restarts the random stream (the score table and tau_vr are kept).
+  void reseed(uint64_t seed);
+
+  // The next minibatch of b examples. When prioritizing it runs model.forward() on
+  // the B candidates (so model's probabilities() change). The returned views stay
+  // valid until the next call.
+  Minibatch next(model::Model& model, int b);
+
+  // Feeds the softmax outputs (b x classes) of the training step on the last uniform
+  // minibatch, refreshing the score table and tau_vr. A no-op after a prioritized one
+  // (its candidates were scored already).
+  void observe(std::span<const float> probabilities, int classes);
+
+  // Whether the next minibatch will be prioritized.
+  bool prioritizing() const;
+  double tauVr() const { return tau_; }
+  double threshold(int b) const;
+
+  // The score of example i in the table, aged by ageing^(steps since it was scored);
+  // 0 for an example never scored.
+  float score(uint32_t i) const;
+
+  // Counters since construction.
+  uint64_t prioritizedSteps() const { return prioritizedSteps_; }
+  uint64_t uniformSteps() const { return uniformSteps_; }
+  uint64_t scoredExamples() const { return scoredExamples_; }  // extra forward-pass examples
+
+ private:
+  Minibatch uniform(int b);
+  Minibatch priority(model::Model& model, int b);
+  void updateTau(std::span<const float> scores);
+  void ensure(int b);
+
+  const data::Dataset* dataset_;
+  SamplerOptions options_;
+  std::mt19937_64 rng_;
+  double tau_ = 0.0;
+  uint64_t step_ = 0;
+  bool lastUniform_ = false;
+  uint64_t prioritizedSteps_ = 0;
+  uint64_t uniformSteps_ = 0;
+  uint64_t scoredExamples_ = 0;
+
+  std::vector<float> table_;        // latest score per example
+  std::vector<uint64_t> scoredAt_;  // step of that score, for ageing
+
+  // Workspaces, grown to the largest b seen.
+  std::vector<uint32_t> candidates_;
+  std::vector<int32_t> candidateLabels_;
+  std::vector<float> candidateX_;
+  std::vector<float> scores_;
+  std::vector<double> cumulative_;
+  std::vector<uint32_t> idx_;
+  std::vector<float> x_;
+  std::vector<int32_t> y_;
+  std::vector<float> w_;
+};
+
+}  // namespace starling::client

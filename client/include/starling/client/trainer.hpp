@@ -1,0 +1,87 @@
+#pragma once
+// Trainer: the client's local SGD engine (ALGORITHMS.md section 2, docs/model.md).
+//
+// Given the shared model xhat, it runs tau steps of minibatch SGD with momentum,
+// weight decay and gradient clipping on the client's data set, minibatches chosen by
+// the Sampler, and returns the difference xhat - x plus statistics. Compression and
+// error feedback are the caller's business (compression/ works on the returned span).
+//
+// A pure engine: no sockets, no threads, no clock beyond measuring its own duration.
+// The same seeds and calls give bit-identical results on one machine.
+//
+// Ownership and threads: the Trainer owns its Model copy, momentum buffer and Sampler;
+// it borrows the Dataset, which must outlive it. One thread at a time.
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "starling/client/sampler.hpp"
+#include "starling/data/dataset.hpp"
+#include "starling/model/model.hpp"
+#include "starling/util/status.hpp"
+
+namespace starling::client {
+
+struct TrainerOptions {
+  int batchSize = 32;          // b
+  float momentum = 0.9f;       // mu; 0 disables momentum
+  float weightDecay = 0.0f;    // wd, applied as x <- x - eta (m + wd x)
+  float clipNorm = 0.0f;       // clip each minibatch gradient to this global L2 norm; 0 = off
+  bool resetMomentum = true;   // start every run() with m = 0 (else keep it across runs)
+  int lossProbe = 256;         // examples (fixed per run) to measure loss at start and end;
+                               // 0 = use the first and the last minibatch losses instead
+  SamplerOptions sampler;
+};
+
+struct TrainRequest {
+  int steps = 1;       // tau
+  float lr = 0.05f;    // eta
+  uint64_t seed = 0;   // seeds the sampler (and the loss probe) for this run
+};
+
+struct TrainStats {
+  int steps = 0;
+  uint64_t examples = 0;         // examples in minibatches (steps * b)
+  double lossStart = 0.0;        // loss at xhat (on the probe, or the first minibatch)
+  double lossEnd = 0.0;          // loss at the final x, measured the same way
+  double seconds = 0.0;          // wall-clock duration of run()
+  int prioritizedSteps = 0;      // steps whose minibatch was drawn by priority
+  uint64_t scoredExamples = 0;   // extra forward-pass examples the sampler spent
+};
+
+class Trainer {
+ public:
+  // kInvalidArgument when the model's input size or classes do not fit the data set,
+  // or the options are unusable (batch < 1, lambda outside (0, 1], ...).
+  static Result<Trainer> create(model::Model model, const data::Dataset& dataset,
+                                TrainerOptions options = {});
+
+  // Runs request.steps steps of local SGD starting from base (the shared model,
+  // numParams() floats) and writes base - x into delta (numParams() floats).
+  // kInvalidArgument when the sizes differ, steps < 0 or lr is not finite.
+  Result<TrainStats> run(std::span<const float> base, const TrainRequest& request,
+                         std::span<float> delta);
+
+  // The model as left by the last run (x), e.g. to evaluate it.
+  model::Model& model() { return model_; }
+  const Sampler& sampler() const { return sampler_; }
+  const TrainerOptions& options() const { return options_; }
+
+ private:
+  Trainer(model::Model model, const data::Dataset& dataset, TrainerOptions options);
+  double probeLoss(std::span<const uint32_t> probe);
+
+  model::Model model_;
+  const data::Dataset* dataset_;
+  TrainerOptions options_;
+  Sampler sampler_;
+  std::vector<float> grad_;
+  std::vector<float> momentum_;
+  std::vector<uint32_t> probe_;
+  std::vector<float> probeX_;
+  std::vector<int32_t> probeY_;
+};
+
+}  // namespace starling::client

@@ -1,0 +1,189 @@
+// Sampler: uniform and priority minibatches, the score table and the tau_vr switch.
+#include "starling/client/sampler.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace starling::client {
+namespace {
+
+// ||p - onehot(label)|| of one row of softmax outputs.
+float scoreRow(const float* p, int classes, int32_t label) {
+  float s = 0.0f;
+  for (int c = 0; c < classes; ++c) {
+    const float d = p[c] - (c == label ? 1.0f : 0.0f);
+    s += d * d;
+  }
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+Sampler::Sampler(const data::Dataset& dataset, SamplerOptions options, uint64_t seed)
+    : dataset_(&dataset),
+      options_(options),
+      rng_(seed),
+      table_(dataset.size(), 0.0f),
+      scoredAt_(dataset.size(), 0) {
+  options_.candidateFactor = std::max(1, options_.candidateFactor);
+  options_.lambda = std::clamp(options_.lambda, 1e-6f, 1.0f);
+}
+
+void Sampler::reseed(uint64_t seed) { rng_.seed(seed); }
+
+double Sampler::threshold(int /*b*/) const {
+  if (options_.threshold > 0.0f) return options_.threshold;
+  // (B + 3b) / 3b with B = candidateFactor * b: the cost of a step with the scoring
+  // pass relative to one without (a forward pass is about a third of a training step).
+  return (options_.candidateFactor + 3.0) / 3.0;
+}
+
+bool Sampler::prioritizing() const {
+  switch (options_.mode) {
+    case SamplingMode::kUniform:
+      return false;
+    case SamplingMode::kPriority:
+      return true;
+    case SamplingMode::kAdaptive:
+      return tau_ > threshold(1);
+  }
+  return false;
+}
+
+float Sampler::score(uint32_t i) const {
+  if (i >= table_.size()) return 0.0f;
+  const uint64_t age = step_ - scoredAt_[i];
+  return table_[i] * static_cast<float>(std::pow(static_cast<double>(options_.ageing),
+                                                 static_cast<double>(age)));
+}
+
+void Sampler::ensure(int b) {
+  const std::size_t d = dataset_->featureDim();
+  const std::size_t bb = static_cast<std::size_t>(b);
+  const std::size_t big = bb * static_cast<std::size_t>(options_.candidateFactor);
+  if (idx_.size() < bb) {
+    idx_.resize(bb);
+    x_.resize(bb * d);
+    y_.resize(bb);
+    w_.resize(bb);
+  }
+  if (candidates_.size() < big) {
+    candidates_.resize(big);
+    candidateLabels_.resize(big);
+    candidateX_.resize(big * d);
+    scores_.resize(big);
+    cumulative_.resize(big);
+  }
+}
+
+Minibatch Sampler::next(model::Model& model, int b) {
+  assert(b > 0 && dataset_->size() > 0);
+  ensure(b);
+  Minibatch mb = prioritizing() ? priority(model, b) : uniform(b);
+  ++step_;
+  return mb;
+}
+
+Minibatch Sampler::uniform(int b) {
+  const std::size_t d = dataset_->featureDim();
+  std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(dataset_->size() - 1));
+  for (int i = 0; i < b; ++i) {
+    idx_[i] = pick(rng_);
+    y_[i] = dataset_->label(idx_[i]);
+    w_[i] = 1.0f;
+  }
+  dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
+  lastUniform_ = true;
+  ++uniformSteps_;
+  return {{idx_.data(), static_cast<std::size_t>(b)},
+          {x_.data(), static_cast<std::size_t>(b) * d},
+          {y_.data(), static_cast<std::size_t>(b)},
+          {w_.data(), static_cast<std::size_t>(b)},
+          false};
+}
+
+Minibatch Sampler::priority(model::Model& model, int b) {
+  const std::size_t d = dataset_->featureDim();
+  const int big = b * options_.candidateFactor;
+  const std::size_t bigN = static_cast<std::size_t>(big);
+  std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(dataset_->size() - 1));
+  for (int j = 0; j < big; ++j) {
+    candidates_[j] = pick(rng_);
+    candidateLabels_[j] = dataset_->label(candidates_[j]);
+  }
+  dataset_->gather({candidates_.data(), bigN}, {candidateX_.data(), bigN * d});
+  std::span<const float> probs = model.forward(candidateX_.data(), big);
+  const int classes = model.numClasses();
+  double total = 0.0;
+  for (int j = 0; j < big; ++j) {
+    scores_[j] = scoreRow(probs.data() + static_cast<std::size_t>(j) * classes, classes,
+                          candidateLabels_[j]);
+    table_[candidates_[j]] = scores_[j];
+    scoredAt_[candidates_[j]] = step_;
+    total += scores_[j];
+  }
+  scoredExamples_ += bigN;
+  updateTau({scores_.data(), bigN});
+
+  // p_j = (1 - lambda) s_j / sum(s) + lambda / B; all uniform when every score is 0.
+  const double lambda = total > 0.0 ? options_.lambda : 1.0;
+  double acc = 0.0;
+  for (int j = 0; j < big; ++j) {
+    const double p = (total > 0.0 ? (1.0 - lambda) * scores_[j] / total : 0.0) + lambda / big;
+    acc += p;
+    cumulative_[j] = acc;
+  }
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int i = 0; i < b; ++i) {
+    const double r = u(rng_) * acc;
+    auto it = std::upper_bound(cumulative_.begin(), cumulative_.begin() + big, r);
+    const int j = std::min(static_cast<int>(it - cumulative_.begin()), big - 1);
+    const double p = cumulative_[j] - (j > 0 ? cumulative_[j - 1] : 0.0);
+    idx_[i] = candidates_[j];
+    y_[i] = candidateLabels_[j];
+    w_[i] = static_cast<float>(acc / (big * p));  // acc is 1 up to rounding
+    std::copy_n(candidateX_.data() + static_cast<std::size_t>(j) * d, d,
+                x_.data() + static_cast<std::size_t>(i) * d);
+  }
+  lastUniform_ = false;
+  ++prioritizedSteps_;
+  return {{idx_.data(), static_cast<std::size_t>(b)},
+          {x_.data(), static_cast<std::size_t>(b) * d},
+          {y_.data(), static_cast<std::size_t>(b)},
+          {w_.data(), static_cast<std::size_t>(b)},
+          true};
+}
+
+void Sampler::observe(std::span<const float> probabilities, int classes) {
+  if (!lastUniform_ || options_.mode == SamplingMode::kUniform) return;
+  const std::size_t b = probabilities.size() / static_cast<std::size_t>(classes);
+  assert(b <= idx_.size());
+  for (std::size_t i = 0; i < b; ++i) {
+    scores_[i] = scoreRow(probabilities.data() + i * classes, classes, y_[i]);
+    table_[idx_[i]] = scores_[i];
+    scoredAt_[idx_[i]] = step_ - 1;  // scored at the step that just ran
+  }
+  updateTau({scores_.data(), b});
+  lastUniform_ = false;
+}
+
+void Sampler::updateTau(std::span<const float> scores) {
+  // With g = s / sum(s) and u = 1/n: ||g - u||^2 / ||g||^2 = 1 - mean(s)^2 / mean(s^2),
+  // so tau_vr = sqrt(mean(s^2)) / mean(s).
+  double sum = 0.0;
+  double sumSq = 0.0;
+  for (float s : scores) {
+    sum += s;
+    sumSq += static_cast<double>(s) * s;
+  }
+  double now = 1.0;
+  if (sum > 0.0) {
+    const double n = static_cast<double>(scores.size());
+    now = std::sqrt(sumSq / n) / (sum / n);
+  }
+  const double a = options_.tauSmoothing;
+  tau_ = a * tau_ + (1.0 - a) * now;
+}
+
+}  // namespace starling::client

@@ -1,0 +1,133 @@
+// Trainer: local SGD with momentum, weight decay and clipping over sampled minibatches.
+#include "starling/client/trainer.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+namespace starling::client {
+
+Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset,
+                                TrainerOptions options) {
+  auto bad = [](const std::string& why) { return Status{StatusCode::kInvalidArgument, why}; };
+  if (dataset.featureDim() != model.inputDim())
+    return bad("model '" + model.spec() + "' takes " + std::to_string(model.inputDim()) +
+               " inputs but the data set has " + std::to_string(dataset.featureDim()) +
+               " features per example");
+  if (dataset.numClasses() > model.numClasses())
+    return bad("model '" + model.spec() + "' has " + std::to_string(model.numClasses()) +
+               " classes but the data set has " + std::to_string(dataset.numClasses()));
+  if (dataset.size() == 0) return bad("the data set is empty");
+  if (options.batchSize < 1) return bad("batch size must be at least 1");
+  if (!(options.momentum >= 0.0f && options.momentum < 1.0f))
+    return bad("momentum must be in [0, 1)");
+  if (!(options.weightDecay >= 0.0f)) return bad("weight decay must be >= 0");
+  if (!(options.clipNorm >= 0.0f)) return bad("clip norm must be >= 0 (0 turns clipping off)");
+  if (!(options.sampler.lambda > 0.0f && options.sampler.lambda <= 1.0f))
+    return bad("sampler lambda must be in (0, 1]");
+  if (options.sampler.candidateFactor < 1) return bad("sampler candidate factor must be >= 1");
+  if (options.lossProbe < 0) return bad("loss probe must be >= 0");
+  return Trainer(std::move(model), dataset, options);
+}
+
+Trainer::Trainer(model::Model model, const data::Dataset& dataset, TrainerOptions options)
+    : model_(std::move(model)),
+      dataset_(&dataset),
+      options_(options),
+      sampler_(dataset, options.sampler, 0),
+      grad_(model_.numParams(), 0.0f),
+      momentum_(model_.numParams(), 0.0f) {}
+
+double Trainer::probeLoss(std::span<const uint32_t> probe) {
+  const int n = static_cast<int>(probe.size());
+  std::span<const float> p = model_.forward(probeX_.data(), n);
+  const int classes = model_.numClasses();
+  double loss = 0.0;
+  for (int i = 0; i < n; ++i)
+    loss -= std::log(std::max(p[static_cast<std::size_t>(i) * classes + probeY_[i]], 1e-30f));
+  return loss / n;
+}
+
+Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest& request,
+                                std::span<float> delta) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::size_t d = model_.numParams();
+  if (base.size() != d || delta.size() != d)
+    return Status{StatusCode::kInvalidArgument,
+                  "trainer for '" + model_.spec() + "' needs " + std::to_string(d) +
+                      " parameters; got a base of " + std::to_string(base.size()) +
+                      " and a delta of " + std::to_string(delta.size())};
+  if (request.steps < 0) return Status{StatusCode::kInvalidArgument, "steps must be >= 0"};
+  if (!std::isfinite(request.lr) || request.lr < 0.0f)
+    return Status{StatusCode::kInvalidArgument, "learning rate must be finite and >= 0"};
+
+  STARLING_RETURN_IF_ERROR(model_.setParams(base));
+  if (options_.resetMomentum) std::fill(momentum_.begin(), momentum_.end(), 0.0f);
+  sampler_.reseed(request.seed);
+
+  // The loss probe: the same examples at the start and at the end of the run, drawn
+  // from a stream of its own so that it does not change the minibatches.
+  const int probeSize = static_cast<int>(std::min<std::size_t>(options_.lossProbe, dataset_->size()));
+  if (probeSize > 0) {
+    std::mt19937_64 probeRng(request.seed ^ 0x9e3779b97f4a7c15ULL);
+    std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(dataset_->size() - 1));
+    probe_.resize(probeSize);
+    probeY_.resize(probeSize);
+    probeX_.resize(static_cast<std::size_t>(probeSize) * dataset_->featureDim());
+    for (int i = 0; i < probeSize; ++i) {
+      probe_[i] = pick(probeRng);
+      probeY_[i] = dataset_->label(probe_[i]);
+    }
+    dataset_->gather(probe_, probeX_);
+  }
+
+  TrainStats stats;
+  const uint64_t scoredBefore = sampler_.scoredExamples();
+  if (probeSize > 0) stats.lossStart = probeLoss(probe_);
+
+  const int b = options_.batchSize;
+  const float mu = options_.momentum;
+  const float wd = options_.weightDecay;
+  const float eta = request.lr;
+  Eigen::Map<Eigen::ArrayXf> x(model_.params().data(), static_cast<Eigen::Index>(d));
+  Eigen::Map<Eigen::ArrayXf> g(grad_.data(), static_cast<Eigen::Index>(d));
+  Eigen::Map<Eigen::ArrayXf> m(momentum_.data(), static_cast<Eigen::Index>(d));
+  double lastLoss = 0.0;
+  for (int step = 0; step < request.steps; ++step) {
+    Minibatch mb = sampler_.next(model_, b);
+    const float loss = model_.forwardBackward(mb.features.data(), mb.labels.data(),
+                                              mb.prioritized ? mb.weights.data() : nullptr, b, grad_);
+    if (!mb.prioritized) sampler_.observe(model_.probabilities(), model_.numClasses());
+    if (step == 0 && probeSize == 0) stats.lossStart = loss;
+    lastLoss = loss;
+    stats.prioritizedSteps += mb.prioritized ? 1 : 0;
+
+    float scale = 1.0f;
+    if (options_.clipNorm > 0.0f) {
+      const float norm = g.matrix().norm();
+      if (norm > options_.clipNorm) scale = options_.clipNorm / norm;
+    }
+    // m <- mu m + g;  x <- x - eta (m + wd x)
+    if (wd > 0.0f) {
+      m = mu * m + scale * g;
+      x = x - eta * (m + wd * x);
+    } else {
+      m = mu * m + scale * g;
+      x -= eta * m;
+    }
+  }
+  stats.steps = request.steps;
+  stats.examples = static_cast<uint64_t>(request.steps) * static_cast<uint64_t>(b);
+  stats.lossEnd = probeSize > 0 ? probeLoss(probe_) : lastLoss;
+  if (request.steps == 0 && probeSize == 0) stats.lossEnd = stats.lossStart = 0.0;
+
+  for (std::size_t i = 0; i < d; ++i)
+    delta[i] = base[i] - model_.params()[i];
+  stats.scoredExamples = sampler_.scoredExamples() - scoredBefore;
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return stats;
+}
+
+}  // namespace starling::client

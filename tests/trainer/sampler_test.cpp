@@ -1,0 +1,200 @@
+// Sampler: priority minibatches give an unbiased gradient with bounded weights; the
+// variance-reduction switch turns priority sampling on and off; the score table ages.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "starling/client/sampler.hpp"
+#include "toy_data.hpp"
+
+using starling::client::Sampler;
+using starling::client::SamplerOptions;
+using starling::client::SamplingMode;
+using starling::model::Model;
+
+namespace {
+
+Model toyModel(const char* spec, uint64_t seed) {
+  auto m = Model::fromSpec(spec);
+  REQUIRE(m.isOk());
+  m->initialize(seed);
+  return std::move(m).value();
+}
+
+double distance(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    s += (a[i] - b[i]) * (a[i] - b[i]);
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][statistical]") {
+  // A fixed model whose scores differ a lot between examples (blobs that overlap).
+  auto data = starling::client::test::blobs(40, 6, 3, 11, 2.5f);
+  Model model = toyModel("mlp:6-5-3", 4);
+  const std::size_t d = model.numParams();
+
+  // The full-data gradient.
+  std::vector<uint32_t> all(data.size());
+  for (uint32_t i = 0; i < all.size(); ++i)
+    all[i] = i;
+  std::vector<float> xs(data.size() * data.featureDim());
+  data.gather(all, xs);
+  std::vector<float> g(d);
+  model.forwardBackward(xs.data(), data.labels().data(), nullptr, static_cast<int>(data.size()), g);
+  std::vector<double> full(g.begin(), g.end());
+
+  SamplerOptions options;
+  options.mode = SamplingMode::kPriority;
+  options.lambda = 0.1f;
+  Sampler sampler(data, options, 5);
+  const int b = 4;
+  const int draws = 20000;
+  std::vector<double> weighted(d, 0.0);
+  std::vector<double> unweighted(d, 0.0);
+  float maxWeight = 0.0f;
+  float minWeight = 1e9f;
+  Model scorer = model;  // the sampler's forward passes must not disturb the gradients
+  for (int t = 0; t < draws; ++t) {
+    auto mb = sampler.next(scorer, b);
+    REQUIRE(mb.prioritized);
+    for (float w : mb.weights) {
+      maxWeight = std::max(maxWeight, w);
+      minWeight = std::min(minWeight, w);
+    }
+    model.forwardBackward(mb.features.data(), mb.labels.data(), mb.weights.data(), b, g);
+    for (std::size_t i = 0; i < d; ++i)
+      weighted[i] += g[i] / draws;
+    model.forwardBackward(mb.features.data(), mb.labels.data(), nullptr, b, g);
+    for (std::size_t i = 0; i < d; ++i)
+      unweighted[i] += g[i] / draws;
+  }
+  std::vector<double> zero(d, 0.0);
+  const double scale = distance(full, zero);
+  const double weightedError = distance(weighted, full) / scale;
+  const double unweightedError = distance(unweighted, full) / scale;
+  INFO("relative error weighted " << weightedError << ", unweighted " << unweightedError);
+  CHECK(weightedError < 0.03);
+  // Without the importance weights the estimate is visibly biased: the test can tell.
+  CHECK(unweightedError > 3 * weightedError);
+  CHECK(maxWeight <= 1.0f / options.lambda + 1e-4f);
+  CHECK(maxWeight > 1.5f);    // the weights do vary
+  CHECK(minWeight < 0.8f);
+  CHECK(sampler.prioritizedSteps() == static_cast<uint64_t>(draws));
+  CHECK(sampler.scoredExamples() == static_cast<uint64_t>(draws) * 3 * b);
+}
+
+TEST_CASE("weights are bounded by 1/lambda for any lambda", "[sampler]") {
+  auto data = starling::client::test::blobs(60, 4, 3, 3, 2.0f);
+  Model model = toyModel("mlp:4-3", 8);
+  for (float lambda : {0.05f, 0.1f, 0.5f, 1.0f}) {
+    DYNAMIC_SECTION("lambda " << lambda) {
+      SamplerOptions options;
+      options.mode = SamplingMode::kPriority;
+      options.lambda = lambda;
+      Sampler sampler(data, options, 1);
+      float maxWeight = 0.0f;
+      for (int t = 0; t < 500; ++t)
+        for (float w : sampler.next(model, 8).weights)
+          maxWeight = std::max(maxWeight, w);
+      CHECK(maxWeight <= 1.0f / lambda + 1e-4f);
+      if (lambda == 1.0f) CHECK(maxWeight == Approx(1.0f));
+    }
+  }
+}
+
+TEST_CASE("uniform minibatches carry unit weights and cost no extra forward pass", "[sampler]") {
+  auto data = starling::client::test::blobs(50, 4, 2, 3);
+  Model model = toyModel("mlp:4-2", 1);
+  SamplerOptions options;
+  options.mode = SamplingMode::kUniform;
+  Sampler sampler(data, options, 2);
+  std::vector<int> seen(data.size(), 0);
+  for (int t = 0; t < 200; ++t) {
+    auto mb = sampler.next(model, 5);
+    CHECK_FALSE(mb.prioritized);
+    for (float w : mb.weights)
+      REQUIRE(w == 1.0f);
+    for (std::size_t i = 0; i < mb.indices.size(); ++i) {
+      ++seen[mb.indices[i]];
+      REQUIRE(mb.labels[i] == data.label(mb.indices[i]));
+    }
+  }
+  CHECK(sampler.scoredExamples() == 0);
+  CHECK(sampler.uniformSteps() == 200);
+  for (int s : seen)
+    CHECK(s > 0);  // 1000 draws over 50 examples reach every one
+}
+
+TEST_CASE("the variance-reduction switch prioritizes only while it pays", "[sampler]") {
+  auto data = starling::client::test::blobs(100, 4, 3, 9, 2.0f);
+  std::vector<float> g;
+
+  // Feeds the sampler the probabilities of the training step, as the Trainer does.
+  auto step = [&](Sampler& sampler, Model& model) {
+    auto mb = sampler.next(model, 8);
+    g.resize(model.numParams());
+    model.forwardBackward(mb.features.data(), mb.labels.data(), nullptr, 8, g);
+    if (!mb.prioritized) sampler.observe(model.probabilities(), model.numClasses());
+    return mb.prioritized;
+  };
+
+  SECTION("equal scores never switch it on") {
+    Model flat = toyModel("mlp:4-3", 1);
+    std::fill(flat.params().begin(), flat.params().end(), 0.0f);  // uniform softmax
+    Sampler sampler(data, SamplerOptions{}, 1);
+    int prioritized = 0;
+    for (int t = 0; t < 100; ++t)
+      prioritized += step(sampler, flat) ? 1 : 0;
+    CHECK(prioritized == 0);
+    CHECK(sampler.tauVr() == Approx(1.0).epsilon(1e-3));
+    CHECK(sampler.threshold(8) == Approx(2.0));
+  }
+  SECTION("skewed scores switch it on once tau_vr passes the threshold") {
+    Model model = toyModel("mlp:4-3", 2);
+    SamplerOptions options;
+    options.threshold = 1.02f;  // below the estimate these scores give
+    Sampler sampler(data, options, 1);
+    CHECK_FALSE(sampler.prioritizing());  // tau starts at 0
+    int prioritized = 0;
+    for (int t = 0; t < 100; ++t)
+      prioritized += step(sampler, model) ? 1 : 0;
+    CHECK(sampler.tauVr() > 1.02);
+    CHECK(prioritized > 50);
+
+    SECTION("and a higher threshold keeps it off") {
+      SamplerOptions strict;
+      strict.threshold = 50.0f;
+      Sampler off(data, strict, 1);
+      int on = 0;
+      for (int t = 0; t < 100; ++t)
+        on += step(off, model) ? 1 : 0;
+      CHECK(on == 0);
+      CHECK(off.tauVr() > 1.0);
+      CHECK(off.scoredExamples() == 0);
+    }
+  }
+}
+
+TEST_CASE("the score table keeps the latest score and ages it", "[sampler]") {
+  auto data = starling::client::test::blobs(10, 4, 2, 1, 2.0f);
+  Model model = toyModel("mlp:4-2", 3);
+  SamplerOptions options;
+  options.threshold = 50.0f;  // stays uniform: the table is refreshed by observe() only
+  options.ageing = 0.5f;
+  Sampler sampler(data, options, 1);
+  auto mb = sampler.next(model, 2);
+  const uint32_t i = mb.indices[0];
+  CHECK(sampler.score(i) == 0.0f);  // never scored yet
+  std::vector<float> x(mb.features.begin(), mb.features.end());
+  sampler.observe(model.forward(x.data(), 2), model.numClasses());
+  const float fresh = sampler.score(i);
+  CHECK(fresh > 0.0f);
+  CHECK(fresh <= std::sqrt(2.0f));  // ||p - onehot|| <= sqrt(2)
+  for (int t = 0; t < 3; ++t)
+    (void)sampler.next(model, 2);  // steps that do not refresh the table
+  CHECK(sampler.score(i) == Approx(fresh * 0.125f));
+  CHECK(sampler.score(1000) == 0.0f);
+}

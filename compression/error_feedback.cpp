@@ -92,4 +92,14 @@ void ErrorFeedback::reset() {
   lastRatio_ = 0.0;
 }
 
+Status ErrorFeedback::restore(std::span<const float> saved) {
+  if (saved.size() != memory_.size())
+    return Status(StatusCode::kInvalidArgument, "saved memory has " + std::to_string(saved.size()) +
+                                                    " elements, this memory has " + std::to_string(memory_.size()));
+  std::copy(saved.begin(), saved.end(), memory_.begin());
+  pending_ = false;
+  missed_ = 0;
+  return Status::ok();
+}
+
 }  // namespace starling::compression

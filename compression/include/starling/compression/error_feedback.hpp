@@ -62,6 +62,9 @@ class ErrorFeedback {
 
   // Clears the memory and any pending update.
   void reset();
+  // Replaces the memory with a saved one (a checkpoint's), clearing any pending
+  // update. Fails when saved.size() != size().
+  Status restore(std::span<const float> saved);
 
   std::span<const float> memory() const { return memory_; }
   std::uint32_t consecutiveMissedRounds() const { return missed_; }

@@ -1,0 +1,261 @@
+#pragma once
+// RoundEngine: the coordinator's decisions, with no sockets and no clock.
+//
+// The shell (the daemon, or the simulated federation) feeds it events stamped with
+// the current time in milliseconds and carries out the actions it returns: send
+// this to that client, commit this round, wake me at that time. Everything that
+// decides lives here: selection with over-selection, deadlines and the minimum
+// goal, validation of updates, staleness-weighted aggregation normalized by steps,
+// server-side error feedback on the broadcast, the broadcast log for catch-up, the
+// ADACOMM tau controller, density warm-up, per-client step budgets and the
+// learning-rate schedule (ALGORITHMS.md §2, §3, §5).
+//
+// Deterministic: the same configuration, initial model and event sequence give
+// the same actions, bit for bit.
+//
+// Threading: one thread at a time (the daemon's engine strand). Not copyable.
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "starling/compression/compressor.hpp"
+#include "starling/compression/error_feedback.hpp"
+#include "starling/compression/payload.hpp"
+#include "starling/compression/schedule.hpp"
+#include "starling/util/status.hpp"
+
+namespace starling::coordinator {
+
+struct EngineConfig {
+  uint64_t rounds = 20;             // training ends after this many committed rounds
+  uint32_t clientsPerRound = 10;    // K: the round closes when K updates are in
+  double overSelection = 1.3;       // assign to ceil(K * overSelection) clients
+  uint32_t minClients = 0;          // a round starts once this many are idle (0 = K)
+  uint32_t minGoal = 0;             // fewer updates at the deadline abandon the round (0 = ceil(K/2))
+  int64_t deadlineMs = 60'000;      // from assignment to the round's deadline
+  uint32_t maxStaleness = 2;        // S: a late update from round r - s is used while s <= S
+  double maxNormRatio = 20.0;       // reject updates with ||q|| > ratio * median (0 = off)
+
+  // Learning rate: lr_r = lr * lrDecay^(r - 1).
+  double lr = 0.05;
+  double lrDecay = 1.0;
+
+  // Local steps: ADACOMM (Wang & Joshi 2019) when adaptiveTau, else tau every round.
+  uint32_t tau = 50;
+  bool adaptiveTau = false;
+  uint32_t tauMin = 1;
+  uint32_t tauMax = 1000;
+  double lossSmoothing = 0.5;       // F <- s F + (1 - s) F_round
+  // Per-client step budgets: a client whose measured speed cannot do tau steps in
+  // budgetFraction of the deadline gets fewer (at least tauMin).
+  bool stepBudgets = true;
+  double budgetFraction = 0.8;
+
+  // Compression (names as compression::makeCompressor takes them).
+  std::string uplink = "identity";
+  std::string downlink = "identity";
+  double uplinkDensity = 1.0;       // target density (top-k, rand-k)
+  double downlinkDensity = 1.0;
+  uint32_t warmupRounds = 0;        // DGC warm-up of both densities
+  bool fp16Values = false;          // top-k / rand-k values as fp16
+  bool errorFeedback = true;        // server-side memory on the broadcast
+
+  uint32_t catchUpRounds = 20;      // broadcasts kept for catch-up; older clients get the dense model
+  uint64_t seed = 1;
+};
+
+// What a client is told to do for one round.
+struct Assignment {
+  uint64_t round = 0;
+  uint64_t baseRound = 0;         // the model the client must hold: after round baseRound
+  uint32_t tau = 0;
+  float lr = 0;
+  float uplinkDensity = 1;
+  int64_t deadlineMs = 0;         // absolute, engine time
+  // Bring the client to baseRound: either a dense model to replace its own, or the
+  // broadcasts of rounds (its round, baseRound] to subtract in order, or neither.
+  std::shared_ptr<const std::vector<float>> denseModel;
+  std::vector<std::shared_ptr<const compression::Payload>> broadcasts;
+  uint64_t baseChecksum = 0;      // checksum64 of the model after applying them
+};
+
+struct UpdateVerdict {
+  uint64_t round = 0;
+  bool accepted = false;
+  std::string reason;             // why not, when rejected
+};
+
+// How a participant's round ended, for the store.
+struct ParticipantOutcome {
+  std::string clientId;
+  std::string outcome;            // accepted, straggler, dropped, rejected, late-applied, late-discarded
+  std::string reason;
+  int64_t assignedMs = 0;
+  std::optional<int64_t> returnedMs;
+  uint32_t steps = 0;
+  uint64_t examples = 0;
+  float lossStart = 0;
+  float lossEnd = 0;
+  uint64_t bytesUpRaw = 0;
+  uint64_t bytesUpWire = 0;
+  uint64_t bytesDownWire = 0;
+  uint32_t staleness = 0;
+  uint32_t durationMs = 0;
+};
+
+struct RoundSummary {
+  uint64_t round = 0;
+  bool committed = false;
+  std::string reason;             // why abandoned
+  uint32_t tau = 0;
+  double lr = 0;
+  double uplinkDensity = 1;
+  double downlinkDensity = 1;
+  uint32_t selected = 0;
+  uint32_t returned = 0;
+  uint32_t accepted = 0;
+  uint32_t stragglers = 0;
+  uint64_t bytesUpRaw = 0, bytesUpWire = 0, bytesDownRaw = 0, bytesDownWire = 0;
+  double trainLossStart = 0;      // example-weighted loss at the shared model
+  int64_t startedMs = 0, endedMs = 0;
+  uint64_t modelChecksum = 0;
+  std::vector<ParticipantOutcome> participants;
+};
+
+// One thing for the shell to do.
+struct Action {
+  enum class Kind {
+    kAssign,      // send `assignment` to `clientId`
+    kVerdict,     // send `verdict` (RoundResult) to `clientId`
+    kRoundEnded,  // persist `summary` (and, when committed, a checkpoint) before anything else
+    kWakeAt,      // call tick() at `atMs`
+    kFinished,    // training is complete: tell every client and stop
+  };
+  Kind kind;
+  std::string clientId;
+  Assignment assignment;
+  UpdateVerdict verdict;
+  RoundSummary summary;
+  int64_t atMs = 0;
+};
+
+// An update as it arrived, decoded and validated by the wire layer.
+struct IncomingUpdate {
+  uint64_t round = 0;
+  uint64_t baseRound = 0;
+  uint64_t examples = 0;
+  uint32_t steps = 0;
+  float lossStart = 0;
+  float lossEnd = 0;
+  uint32_t durationMs = 0;
+  compression::Compressed delta;
+  uint64_t bytesWire = 0;
+};
+
+// The engine state a checkpoint carries besides the model and the memory.
+struct EngineSnapshot {
+  uint64_t round = 0;           // last committed round
+  std::vector<float> model;
+  std::vector<float> serverMemory;
+  std::string state;            // controller and schedule, as text (see serializeState)
+};
+
+class RoundEngine {
+ public:
+  // initialModel: the round-0 global model (its size fixes every tensor's size).
+  static Result<std::unique_ptr<RoundEngine>> create(EngineConfig config, std::vector<float> initialModel);
+  // Resumes after the last committed round of a checkpoint.
+  static Result<std::unique_ptr<RoundEngine>> resume(EngineConfig config, const EngineSnapshot& snapshot);
+
+  // A client connected. heldRound/heldChecksum: the model it says it holds (0 = none).
+  // lastAcceptedRound is returned so the client can settle its uplink memory.
+  std::vector<Action> clientJoined(const std::string& id, uint64_t examples, uint64_t heldRound,
+                                   uint64_t heldChecksum, int64_t nowMs);
+  std::vector<Action> clientLeft(const std::string& id, const std::string& reason, int64_t nowMs);
+  std::vector<Action> updateArrived(const std::string& id, IncomingUpdate update, int64_t nowMs);
+  // An update that could not be decoded: recorded as rejected, the client rolls back.
+  std::vector<Action> updateRejected(const std::string& id, uint64_t round, const std::string& reason, int64_t nowMs);
+  // The client reported that its model did not match the assignment's checksum:
+  // it will get the dense model next time.
+  void clientOutOfSync(const std::string& id);
+  std::vector<Action> tick(int64_t nowMs);
+  // Round numbers up to `round` are taken (by rounds recorded after the snapshot,
+  // e.g. abandoned ones): the next round gets a higher number.
+  void reserveRoundsThrough(uint64_t round) { nextRound_ = std::max(nextRound_, round + 1); }
+  // Starts the first round if enough clients are idle (call after resuming, too).
+  std::vector<Action> start(int64_t nowMs);
+
+  // The round whose aggregate produced the current model (0 = the initial model).
+  // Round numbers only grow; an abandoned round's number is not reused.
+  uint64_t committedRound() const { return committedRound_; }
+  uint64_t commits() const { return commits_; }
+  uint64_t lastAcceptedRound(const std::string& id) const;
+  bool finished() const { return commits_ >= config_.rounds; }
+  std::span<const float> model() const { return model_; }
+  uint64_t modelChecksum() const { return modelChecksum_; }
+  EngineSnapshot snapshot() const;
+  const EngineConfig& config() const { return config_; }
+  uint32_t currentTau() const { return tau_; }
+
+  ~RoundEngine();
+  RoundEngine(const RoundEngine&) = delete;
+  RoundEngine& operator=(const RoundEngine&) = delete;
+
+ private:
+  struct Client;
+  struct Pending;
+  struct OpenRound;
+  // One broadcast: q of `round`, which took the model from previousRound to round.
+  struct LogEntry {
+    uint64_t round = 0;
+    uint64_t previousRound = 0;
+    uint64_t checksumBefore = 0;
+    uint64_t checksumAfter = 0;
+    std::shared_ptr<const compression::Payload> payload;
+  };
+  RoundEngine(EngineConfig config, std::vector<float> model);
+  Status init();
+  void maybeStartRound(int64_t nowMs, std::vector<Action>& out);
+  void closeRound(int64_t nowMs, std::vector<Action>& out);
+  void abandonRound(const std::string& reason, int64_t nowMs, std::vector<Action>& out);
+  Assignment makeAssignment(Client& c, uint64_t round, int64_t nowMs);
+  uint32_t tauFor(const Client& c) const;
+  double lrFor(uint64_t round) const;
+  void updateTau(double roundLoss);
+  uint32_t minGoal() const;
+  uint64_t commitsSince(uint64_t baseRound) const;
+  std::string serializeState() const;
+  Status restoreState(const std::string& state);
+
+  EngineConfig config_;
+  std::vector<float> model_;
+  uint64_t modelChecksum_ = 0;
+  uint64_t committedRound_ = 0;  // the model's round
+  uint64_t nextRound_ = 1;
+  uint64_t commits_ = 0;
+  std::map<std::string, std::unique_ptr<Client>> clients_;  // ordered: deterministic iteration
+  std::unique_ptr<OpenRound> open_;
+  std::vector<std::unique_ptr<Pending>> late_;              // late updates waiting for the next aggregation
+  std::vector<ParticipantOutcome> orphans_;                  // records to attach to the next round
+  std::deque<LogEntry> log_;                                // recent broadcasts, oldest first
+  std::vector<float> aggregate_;                            // scratch: the round's Delta
+  std::shared_ptr<const std::vector<float>> denseCache_;    // model_ as of committed_, shared by assignments
+  std::unique_ptr<compression::Compressor> down_;
+  std::unique_ptr<compression::DensitySchedule> upSchedule_, downSchedule_;
+  std::optional<compression::ErrorFeedback> memory_;
+  // ADACOMM
+  uint32_t tau_ = 0;
+  double lossF0_ = 0;           // smoothed loss at the first adaptation
+  double lossF_ = 0;            // smoothed loss
+  bool haveLoss_ = false;
+  uint64_t rng_ = 0;
+};
+
+}  // namespace starling::coordinator

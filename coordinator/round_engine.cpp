@@ -1,0 +1,649 @@
+#include "starling/coordinator/round_engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "starling/util/checksum.hpp"
+
+namespace starling::coordinator {
+namespace {
+
+uint64_t splitmix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+double l2(std::span<const float> v) {
+  double s = 0;
+  for (float x : v) s += double(x) * double(x);
+  return std::sqrt(s);
+}
+
+bool usesDensity(const std::string& name) { return name == "topk" || name == "topk-sampled" || name == "randk"; }
+
+}  // namespace
+
+struct RoundEngine::Client {
+  std::string id;
+  uint64_t examples = 0;
+  bool connected = false;
+  bool busy = false;                   // training for us: assigned, update not yet in
+  std::optional<uint64_t> heldRound;   // the model it holds; nullopt = unknown, send dense
+  uint64_t lastAccepted = 0;           // last round whose update of its was applied
+  double stepsPerMs = 0;               // measured speed (EWMA), 0 = unknown
+};
+
+// An update that will be aggregated.
+struct RoundEngine::Pending {
+  ParticipantOutcome record;
+  uint64_t round = 0;
+  uint32_t staleness = 0;
+  compression::Compressed delta;
+  double norm = 0;
+};
+
+struct RoundEngine::OpenRound {
+  uint64_t round = 0;
+  int64_t startedMs = 0;
+  int64_t deadlineMs = 0;
+  uint32_t tau = 0;
+  double lr = 0;
+  double upDensity = 1;
+  double downDensity = 1;
+  uint32_t selected = 0;
+  uint64_t bytesDownRaw = 0;
+  uint64_t bytesDownWire = 0;
+  std::map<std::string, ParticipantOutcome> outstanding;  // assigned, no update yet
+  std::vector<std::unique_ptr<Pending>> received;
+  std::vector<ParticipantOutcome> closed;                 // dropped, rejected
+};
+
+RoundEngine::RoundEngine(EngineConfig config, std::vector<float> model)
+    : config_(std::move(config)), model_(std::move(model)) {}
+
+RoundEngine::~RoundEngine() = default;
+
+Result<std::unique_ptr<RoundEngine>> RoundEngine::create(EngineConfig config, std::vector<float> initialModel) {
+  std::unique_ptr<RoundEngine> e(new RoundEngine(std::move(config), std::move(initialModel)));
+  STARLING_RETURN_IF_ERROR(e->init());
+  e->tau_ = e->config_.tau;
+  e->rng_ = e->config_.seed;
+  return e;
+}
+
+Result<std::unique_ptr<RoundEngine>> RoundEngine::resume(EngineConfig config, const EngineSnapshot& snap) {
+  std::unique_ptr<RoundEngine> e(new RoundEngine(std::move(config), snap.model));
+  STARLING_RETURN_IF_ERROR(e->init());
+  if (snap.serverMemory.size() != e->model_.size() && !snap.serverMemory.empty())
+    return Status(StatusCode::kMalformed, "checkpoint's server memory and model differ in size");
+  e->tau_ = e->config_.tau;
+  e->rng_ = e->config_.seed;
+  STARLING_RETURN_IF_ERROR(e->restoreState(snap.state));
+  if (e->memory_ && !snap.serverMemory.empty()) STARLING_RETURN_IF_ERROR(e->memory_->restore(snap.serverMemory));
+  e->modelChecksum_ = checksum64(e->model_);
+  return e;
+}
+
+Status RoundEngine::init() {
+  const EngineConfig& c = config_;
+  if (model_.empty()) return Status(StatusCode::kInvalidArgument, "the initial model is empty");
+  if (c.clientsPerRound == 0) return Status(StatusCode::kInvalidArgument, "clients per round must be at least 1");
+  if (c.overSelection < 1.0) return Status(StatusCode::kInvalidArgument, "over-selection must be at least 1.0");
+  if (c.deadlineMs <= 0) return Status(StatusCode::kInvalidArgument, "the deadline must be positive");
+  if (!(c.lr > 0)) return Status(StatusCode::kInvalidArgument, "the learning rate must be positive");
+  if (c.tau == 0 || c.tauMin == 0 || c.tauMin > c.tauMax)
+    return Status(StatusCode::kInvalidArgument, "need 1 <= tauMin <= tauMax and tau >= 1");
+  auto down = compression::makeCompressor(c.downlink, {c.fp16Values ? compression::ValueFormat::kFp16
+                                                                     : compression::ValueFormat::kFp32});
+  if (!down) return down.status().withContext("downlink compressor");
+  down_ = std::move(*down);
+  auto up = compression::makeCompressor(c.uplink);
+  if (!up) return up.status().withContext("uplink compressor");
+  auto upSchedule = compression::WarmupDensity::create(c.uplinkDensity, c.warmupRounds);
+  if (!upSchedule) return upSchedule.status().withContext("uplink density");
+  auto downSchedule = compression::WarmupDensity::create(c.downlinkDensity, c.warmupRounds);
+  if (!downSchedule) return downSchedule.status().withContext("downlink density");
+  upSchedule_ = std::move(*upSchedule);
+  downSchedule_ = std::move(*downSchedule);
+  if (c.errorFeedback) {
+    auto mem = compression::ErrorFeedback::create(model_.size());
+    if (!mem) return mem.status();
+    memory_.emplace(std::move(*mem));
+  }
+  modelChecksum_ = checksum64(model_);
+  return Status::ok();
+}
+
+uint64_t RoundEngine::lastAcceptedRound(const std::string& id) const {
+  auto it = clients_.find(id);
+  return it == clients_.end() ? 0 : it->second->lastAccepted;
+}
+
+double RoundEngine::lrFor(uint64_t commits) const {
+  return config_.lr * std::pow(config_.lrDecay, static_cast<double>(commits));
+}
+
+uint32_t RoundEngine::tauFor(const Client& c) const {
+  if (!config_.stepBudgets || c.stepsPerMs <= 0) return tau_;
+  const double affordable = c.stepsPerMs * config_.budgetFraction * static_cast<double>(config_.deadlineMs);
+  const auto budget = static_cast<uint32_t>(std::clamp(std::floor(affordable), 0.0, 4e9));
+  return std::clamp(std::min(tau_, budget), config_.tauMin, std::max(config_.tauMin, tau_));
+}
+
+std::vector<Action> RoundEngine::start(int64_t nowMs) {
+  std::vector<Action> out;
+  if (finished()) {
+    out.push_back({Action::Kind::kFinished, {}, {}, {}, {}, 0});
+    return out;
+  }
+  maybeStartRound(nowMs, out);
+  return out;
+}
+
+std::vector<Action> RoundEngine::clientJoined(const std::string& id, uint64_t examples, uint64_t heldRound,
+                                              uint64_t heldChecksum, int64_t nowMs) {
+  auto& slot = clients_[id];
+  if (!slot) {
+    slot = std::make_unique<Client>();
+    slot->id = id;
+  }
+  Client& c = *slot;
+  c.connected = true;
+  c.examples = examples;
+  c.busy = false;  // whatever it was doing for us was lost with its connection
+  // Trust the model it holds only if we can name that model: the current one, or
+  // one the broadcast log can bring forward.
+  c.heldRound.reset();
+  if (heldRound == committedRound_ && heldChecksum == modelChecksum_) {
+    c.heldRound = heldRound;
+  } else {
+    for (const auto& entry : log_) {
+      if ((entry.round == heldRound && entry.checksumAfter == heldChecksum) ||
+          (entry.previousRound == heldRound && entry.checksumBefore == heldChecksum))
+        c.heldRound = heldRound;
+    }
+  }
+  std::vector<Action> out;
+  if (finished()) return out;
+  maybeStartRound(nowMs, out);
+  return out;
+}
+
+std::vector<Action> RoundEngine::clientLeft(const std::string& id, const std::string& reason, int64_t nowMs) {
+  std::vector<Action> out;
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return out;
+  Client& c = *it->second;
+  c.connected = false;
+  c.busy = false;
+  if (open_) {
+    auto a = open_->outstanding.find(id);
+    if (a != open_->outstanding.end()) {
+      ParticipantOutcome rec = a->second;
+      rec.outcome = "dropped";
+      rec.reason = reason;
+      open_->closed.push_back(rec);
+      open_->outstanding.erase(a);
+      if (open_->outstanding.empty()) {
+        // Nobody else can still deliver: decide now rather than at the deadline.
+        if (open_->received.size() >= minGoal())
+          closeRound(nowMs, out);
+        else
+          abandonRound(fmt::format("only {} of at least {} updates: every other participant left",
+                                   open_->received.size(), minGoal()),
+                       nowMs, out);
+      }
+    }
+  }
+  return out;
+}
+
+uint32_t RoundEngine::minGoal() const {
+  return config_.minGoal > 0 ? config_.minGoal : (config_.clientsPerRound + 1) / 2;
+}
+
+void RoundEngine::clientOutOfSync(const std::string& id) {
+  auto it = clients_.find(id);
+  if (it != clients_.end()) it->second->heldRound.reset();
+}
+
+std::vector<Action> RoundEngine::tick(int64_t nowMs) {
+  std::vector<Action> out;
+  if (open_ && nowMs >= open_->deadlineMs) {
+    if (open_->received.size() >= minGoal())
+      closeRound(nowMs, out);
+    else
+      abandonRound(fmt::format("only {} of at least {} updates by the deadline", open_->received.size(), minGoal()),
+                   nowMs, out);
+  } else if (!open_ && !finished()) {
+    maybeStartRound(nowMs, out);
+  }
+  return out;
+}
+
+Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs) {
+  Assignment a;
+  a.round = round;
+  a.baseRound = committedRound_;
+  a.tau = tauFor(c);
+  a.lr = static_cast<float>(open_->lr);
+  a.uplinkDensity = static_cast<float>(open_->upDensity);
+  a.deadlineMs = nowMs + config_.deadlineMs;
+  a.baseChecksum = modelChecksum_;
+  if (!c.heldRound || *c.heldRound != committedRound_) {
+    bool viaLog = false;
+    if (c.heldRound) {
+      // The log covers the rounds after heldRound when its first entry starts there.
+      // The log is a chain (each entry starts where the previous one ended): it can
+      // bring the client forward if some entry starts at the model it holds.
+      auto first = std::find_if(log_.begin(), log_.end(),
+                                [&](const LogEntry& e) { return e.previousRound == *c.heldRound; });
+      viaLog = first != log_.end();
+      if (viaLog)
+        for (auto e = first; e != log_.end(); ++e) a.broadcasts.push_back(e->payload);
+    }
+    if (!viaLog) {
+      if (!denseCache_) denseCache_ = std::make_shared<const std::vector<float>>(model_);
+      a.denseModel = denseCache_;
+    }
+  }
+  c.heldRound = committedRound_;
+  return a;
+}
+
+void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
+  if (open_ || finished()) return;
+  std::vector<Client*> idle;
+  for (auto& [id, c] : clients_)
+    if (c->connected && !c->busy) idle.push_back(c.get());
+  const uint32_t need = config_.minClients > 0 ? config_.minClients : config_.clientsPerRound;
+  if (idle.size() < need || idle.empty()) return;
+  // Deterministic shuffle (clients_ is ordered by id), then take the first n.
+  for (std::size_t i = idle.size(); i > 1; --i) std::swap(idle[i - 1], idle[splitmix(rng_) % i]);
+  const auto want = static_cast<std::size_t>(std::ceil(config_.clientsPerRound * config_.overSelection - 1e-9));
+  idle.resize(std::min(idle.size(), want));
+
+  open_ = std::make_unique<OpenRound>();
+  open_->round = nextRound_++;
+  open_->startedMs = nowMs;
+  open_->deadlineMs = nowMs + config_.deadlineMs;
+  open_->tau = tau_;
+  open_->lr = lrFor(commits_);
+  open_->upDensity = usesDensity(config_.uplink) ? upSchedule_->density(commits_) : 1.0;
+  open_->downDensity = usesDensity(config_.downlink) ? downSchedule_->density(commits_) : 1.0;
+  open_->selected = static_cast<uint32_t>(idle.size());
+  for (Client* c : idle) {
+    Action act{Action::Kind::kAssign, c->id, makeAssignment(*c, open_->round, nowMs), {}, {}, 0};
+    uint64_t wire = 0;
+    for (const auto& b : act.assignment.broadcasts) wire += b->byteSize();
+    if (act.assignment.denseModel) wire += act.assignment.denseModel->size() * sizeof(float);
+    open_->bytesDownWire += wire;
+    open_->bytesDownRaw += model_.size() * sizeof(float) * std::max<std::size_t>(1, act.assignment.broadcasts.size());
+    ParticipantOutcome rec;
+    rec.clientId = c->id;
+    rec.assignedMs = nowMs;
+    rec.bytesDownWire = wire;
+    open_->outstanding.emplace(c->id, rec);
+    c->busy = true;
+    out.push_back(std::move(act));
+  }
+  out.push_back({Action::Kind::kWakeAt, {}, {}, {}, {}, open_->deadlineMs});
+}
+
+std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t round, const std::string& reason,
+                                                int64_t nowMs) {
+  std::vector<Action> out;
+  auto it = clients_.find(id);
+  if (it != clients_.end()) it->second->busy = false;
+  ParticipantOutcome rec;
+  rec.clientId = id;
+  rec.outcome = "rejected";
+  rec.reason = reason;
+  rec.returnedMs = nowMs;
+  if (open_) {
+    auto a = open_->outstanding.find(id);
+    if (a != open_->outstanding.end()) {
+      rec.assignedMs = a->second.assignedMs;
+      rec.bytesDownWire = a->second.bytesDownWire;
+      open_->outstanding.erase(a);
+    }
+    open_->closed.push_back(rec);
+  } else {
+    orphans_.push_back(rec);
+  }
+  out.push_back({Action::Kind::kVerdict, id, {}, {round, false, reason}, {}, 0});
+  if (open_ && open_->outstanding.empty()) {
+    if (open_->received.size() >= minGoal())
+      closeRound(nowMs, out);
+    else
+      abandonRound(fmt::format("only {} of at least {} updates", open_->received.size(), minGoal()), nowMs, out);
+  }
+  return out;
+}
+
+std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUpdate u, int64_t nowMs) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return updateRejected(id, u.round, "update from a client that has not joined", nowMs);
+  Client& c = *it->second;
+  if (u.delta.count != model_.size())
+    return updateRejected(id, u.round,
+                          fmt::format("update has {} elements, the model has {}", u.delta.count, model_.size()),
+                          nowMs);
+  if (u.examples == 0 || u.steps == 0) return updateRejected(id, u.round, "update reports no examples or no steps", nowMs);
+  if (!std::isfinite(u.lossStart) || !std::isfinite(u.lossEnd))
+    return updateRejected(id, u.round, "update reports a non-finite loss", nowMs);
+  if (u.baseRound > committedRound_)
+    return updateRejected(id, u.round, fmt::format("update is based on round {}, which does not exist", u.baseRound),
+                          nowMs);
+
+  auto p = std::make_unique<Pending>();
+  p->round = u.round;
+  p->staleness = static_cast<uint32_t>(commitsSince(u.baseRound));
+  std::vector<float> dense(model_.size());
+  if (Status st = compression::expand(u.delta, dense); !st) return updateRejected(id, u.round, st.message(), nowMs);
+  p->norm = l2(dense);
+  if (!std::isfinite(p->norm)) return updateRejected(id, u.round, "update contains NaN or Inf", nowMs);
+  p->delta = std::move(u.delta);
+  ParticipantOutcome& rec = p->record;
+  rec.clientId = id;
+  rec.returnedMs = nowMs;
+  rec.steps = u.steps;
+  rec.examples = u.examples;
+  rec.lossStart = u.lossStart;
+  rec.lossEnd = u.lossEnd;
+  rec.bytesUpRaw = model_.size() * sizeof(float);
+  rec.bytesUpWire = u.bytesWire;
+  rec.durationMs = u.durationMs;
+  rec.staleness = p->staleness;
+  if (u.durationMs > 0) {
+    const double speed = double(u.steps) / double(u.durationMs);
+    c.stepsPerMs = c.stepsPerMs > 0 ? 0.5 * c.stepsPerMs + 0.5 * speed : speed;
+  }
+  c.busy = false;
+
+  std::vector<Action> out;
+  const bool onTime = open_ && u.round == open_->round && open_->outstanding.count(id) > 0;
+  if (onTime) {
+    auto a = open_->outstanding.find(id);
+    rec.assignedMs = a->second.assignedMs;
+    rec.bytesDownWire = a->second.bytesDownWire;
+    open_->outstanding.erase(a);
+    rec.outcome = "accepted";
+    open_->received.push_back(std::move(p));
+    if (open_->received.size() >= config_.clientsPerRound) {
+      closeRound(nowMs, out);
+    } else if (open_->outstanding.empty()) {
+      if (open_->received.size() >= minGoal())
+        closeRound(nowMs, out);
+      else
+        abandonRound(fmt::format("only {} of at least {} updates", open_->received.size(), minGoal()), nowMs, out);
+    }
+    return out;
+  }
+  if (open_ && u.round >= open_->round)
+    return updateRejected(id, u.round, fmt::format("update for round {}, which was not assigned to it", u.round),
+                          nowMs);
+  // A late update: usable while it is at most S model versions behind.
+  if (p->staleness > config_.maxStaleness) {
+    rec.outcome = "late-discarded";
+    rec.reason = fmt::format("{} rounds stale, more than the bound of {}", p->staleness, config_.maxStaleness);
+    (open_ ? open_->closed : orphans_).push_back(rec);
+    out.push_back({Action::Kind::kVerdict, id, {}, {u.round, false, rec.reason}, {}, 0});
+    return out;
+  }
+  // Accepted now, applied with the next aggregation: the client settles its memory
+  // at once and is free for the next round.
+  rec.outcome = "late-applied";
+  c.lastAccepted = std::max(c.lastAccepted, u.round);
+  out.push_back({Action::Kind::kVerdict, id, {}, {u.round, true, ""}, {}, 0});
+  late_.push_back(std::move(p));
+  if (!open_) maybeStartRound(nowMs, out);
+  return out;
+}
+
+uint64_t RoundEngine::commitsSince(uint64_t baseRound) const {
+  if (baseRound == committedRound_) return 0;
+  auto first = std::find_if(log_.begin(), log_.end(), [&](const LogEntry& e) { return e.previousRound == baseRound; });
+  if (first == log_.end()) return uint64_t(config_.maxStaleness) + 1;  // older than the log: too stale
+  return static_cast<uint64_t>(std::distance(first, log_.end()));
+}
+
+void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
+  OpenRound& r = *open_;
+  RoundSummary s;
+  s.round = r.round;
+  s.tau = r.tau;
+  s.lr = r.lr;
+  s.uplinkDensity = r.upDensity;
+  s.downlinkDensity = r.downDensity;
+  s.selected = r.selected;
+  s.startedMs = r.startedMs;
+  s.endedMs = nowMs;
+  s.bytesDownRaw = r.bytesDownRaw;
+  s.bytesDownWire = r.bytesDownWire;
+
+  // Reject updates whose norm is far above the round's median.
+  std::vector<std::unique_ptr<Pending>> use;
+  for (auto& p : r.received) use.push_back(std::move(p));
+  for (auto& p : late_) use.push_back(std::move(p));
+  late_.clear();
+  std::vector<ParticipantOutcome> records = std::move(r.closed);
+  if (config_.maxNormRatio > 0 && use.size() >= 3) {
+    std::vector<double> norms;
+    for (const auto& p : use) norms.push_back(p->norm);
+    std::nth_element(norms.begin(), norms.begin() + norms.size() / 2, norms.end());
+    const double limit = config_.maxNormRatio * norms[norms.size() / 2];
+    for (auto& p : use) {
+      if (p->norm > limit) {
+        p->record.outcome = "rejected";
+        p->record.reason = fmt::format("update norm {:.3g} is over {} x the round's median", p->norm,
+                                       config_.maxNormRatio);
+      }
+    }
+  }
+
+  // Weights: examples x 1/sqrt(1 + staleness); FedNova-style normalization by steps.
+  double wsum = 0, stepSum = 0, lossSum = 0, lossW = 0;
+  for (const auto& p : use) {
+    if (p->record.outcome == "rejected") continue;
+    const double w = double(p->record.examples) / std::sqrt(1.0 + p->staleness);
+    wsum += w;
+    stepSum += w * p->record.steps;
+    if (p->staleness == 0) {
+      lossSum += double(p->record.examples) * p->record.lossStart;
+      lossW += double(p->record.examples);
+    }
+  }
+  aggregate_.assign(model_.size(), 0.0f);
+  const double tauEff = wsum > 0 ? stepSum / wsum : 0;
+  for (const auto& p : use) {
+    if (p->record.outcome == "rejected") continue;
+    const double w = double(p->record.examples) / std::sqrt(1.0 + p->staleness) / wsum;
+    const double normalize = tauEff / double(p->record.steps);
+    (void)compression::addScaled(p->delta, static_cast<float>(w * normalize), aggregate_);
+  }
+
+  // Server-side compression of the broadcast, with its own error feedback.
+  compression::Compressed q;
+  const compression::CompressParams params{r.downDensity, config_.seed * 0x100000001b3ull + r.round};
+  Status st = memory_ ? memory_->compress(aggregate_, *down_, params, q) : down_->compress(aggregate_, params, q);
+  if (st && memory_) st = memory_->commit();
+  if (!st) {
+    // Only an empty or non-finite aggregate fails here; keep the model as it was.
+    for (auto& p : use) {
+      p->record.outcome = "rejected";
+      p->record.reason = "aggregate could not be compressed: " + st.message();
+    }
+  } else {
+    auto payload = std::make_shared<compression::Payload>();
+    (void)compression::encode(q, *payload);
+    (void)compression::addScaled(q, -1.0f, model_);
+    const uint64_t before = modelChecksum_;
+    modelChecksum_ = checksum64(model_);
+    log_.push_back({r.round, committedRound_, before, modelChecksum_, payload});
+    while (log_.size() > config_.catchUpRounds) log_.pop_front();
+    committedRound_ = r.round;
+    denseCache_.reset();
+    ++commits_;
+  }
+
+  for (auto& p : use) {
+    ParticipantOutcome& rec = p->record;
+    const bool ok = rec.outcome != "rejected";
+    if (p->staleness > 0) {
+      // Its verdict went out on arrival. (A late update failing the norm check here
+      // was already accepted by then; it is recorded as rejected and not applied.)
+    } else {
+      auto c = clients_.find(rec.clientId);
+      if (c != clients_.end() && ok) c->second->lastAccepted = std::max(c->second->lastAccepted, p->round);
+      out.push_back({Action::Kind::kVerdict, rec.clientId, {}, {p->round, ok, ok ? "" : rec.reason}, {}, 0});
+    }
+    s.returned += p->staleness == 0 ? 1 : 0;
+    s.accepted += ok ? 1 : 0;
+    s.bytesUpRaw += rec.bytesUpRaw;
+    s.bytesUpWire += rec.bytesUpWire;
+    records.push_back(rec);
+  }
+  for (auto& [id, rec] : r.outstanding) {
+    ParticipantOutcome straggler = rec;
+    straggler.outcome = "straggler";
+    straggler.reason = fmt::format("no update within {} ms", config_.deadlineMs);
+    records.push_back(straggler);
+    ++s.stragglers;
+  }
+  for (auto& rec : orphans_) records.push_back(rec);
+  orphans_.clear();
+  s.participants = std::move(records);
+  s.committed = st.isOk();
+  if (!st) s.reason = st.message();
+  s.trainLossStart = lossW > 0 ? lossSum / lossW : 0;
+  s.modelChecksum = modelChecksum_;
+  open_.reset();
+  if (s.committed && config_.adaptiveTau && lossW > 0) updateTau(s.trainLossStart);
+  out.push_back({Action::Kind::kRoundEnded, {}, {}, {}, std::move(s), 0});
+  if (finished())
+    out.push_back({Action::Kind::kFinished, {}, {}, {}, {}, 0});
+  else
+    maybeStartRound(nowMs, out);
+}
+
+void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::vector<Action>& out) {
+  OpenRound& r = *open_;
+  RoundSummary s;
+  s.round = r.round;
+  s.committed = false;
+  s.reason = reason;
+  s.tau = r.tau;
+  s.lr = r.lr;
+  s.uplinkDensity = r.upDensity;
+  s.downlinkDensity = r.downDensity;
+  s.selected = r.selected;
+  s.startedMs = r.startedMs;
+  s.endedMs = nowMs;
+  s.bytesDownRaw = r.bytesDownRaw;
+  s.bytesDownWire = r.bytesDownWire;
+  s.modelChecksum = modelChecksum_;
+  std::vector<ParticipantOutcome> records = std::move(r.closed);
+  for (auto& p : r.received) {
+    p->record.outcome = "rejected";
+    p->record.reason = "round abandoned: " + reason;
+    out.push_back({Action::Kind::kVerdict, p->record.clientId, {}, {r.round, false, p->record.reason}, {}, 0});
+    ++s.returned;
+    s.bytesUpRaw += p->record.bytesUpRaw;
+    s.bytesUpWire += p->record.bytesUpWire;
+    records.push_back(p->record);
+  }
+  for (auto& [id, rec] : r.outstanding) {
+    ParticipantOutcome straggler = rec;
+    straggler.outcome = "straggler";
+    straggler.reason = "round abandoned: " + reason;
+    records.push_back(straggler);
+    ++s.stragglers;
+  }
+  for (auto& rec : orphans_) records.push_back(rec);
+  orphans_.clear();
+  s.participants = std::move(records);
+  open_.reset();
+  out.push_back({Action::Kind::kRoundEnded, {}, {}, {}, std::move(s), 0});
+  maybeStartRound(nowMs, out);
+}
+
+void RoundEngine::updateTau(double roundLoss) {
+  if (!haveLoss_) {
+    lossF0_ = lossF_ = roundLoss;
+    haveLoss_ = true;
+    return;
+  }
+  lossF_ = config_.lossSmoothing * lossF_ + (1.0 - config_.lossSmoothing) * roundLoss;
+  if (lossF0_ <= 0) return;
+  const double ratio = (config_.lr / lrFor(commits_)) * (lossF_ / lossF0_);
+  const double t = std::ceil(std::sqrt(std::max(ratio, 0.0)) * config_.tau);
+  tau_ = static_cast<uint32_t>(std::clamp(t, double(config_.tauMin), double(config_.tauMax)));
+}
+
+EngineSnapshot RoundEngine::snapshot() const {
+  EngineSnapshot s;
+  s.round = committedRound_;
+  s.model = model_;
+  if (memory_) s.serverMemory.assign(memory_->memory().begin(), memory_->memory().end());
+  s.state = serializeState();
+  return s;
+}
+
+std::string RoundEngine::serializeState() const {
+  std::ostringstream o;
+  o.precision(17);
+  o << "committed " << committedRound_ << "\nnext " << nextRound_ << "\ncommits " << commits_ << "\ntau " << tau_
+    << "\nloss0 " << lossF0_ << "\nloss " << lossF_ << "\nhaveLoss " << (haveLoss_ ? 1 : 0) << "\nrng " << rng_
+    << "\n";
+  for (const auto& [id, c] : clients_)
+    if (c->lastAccepted > 0) o << "accepted " << id << " " << c->lastAccepted << "\n";
+  return o.str();
+}
+
+Status RoundEngine::restoreState(const std::string& state) {
+  std::istringstream in(state);
+  std::string key;
+  int line = 0;
+  while (in >> key) {
+    ++line;
+    bool ok = true;
+    if (key == "committed") ok = static_cast<bool>(in >> committedRound_);
+    else if (key == "next") ok = static_cast<bool>(in >> nextRound_);
+    else if (key == "commits") ok = static_cast<bool>(in >> commits_);
+    else if (key == "tau") ok = static_cast<bool>(in >> tau_);
+    else if (key == "loss0") ok = static_cast<bool>(in >> lossF0_);
+    else if (key == "loss") ok = static_cast<bool>(in >> lossF_);
+    else if (key == "haveLoss") {
+      int v = 0;
+      ok = static_cast<bool>(in >> v);
+      haveLoss_ = v != 0;
+    } else if (key == "rng") ok = static_cast<bool>(in >> rng_);
+    else if (key == "accepted") {
+      std::string id;
+      uint64_t round = 0;
+      ok = static_cast<bool>(in >> id >> round);
+      if (ok) {
+        auto& c = clients_[id];
+        if (!c) {
+          c = std::make_unique<Client>();
+          c->id = id;
+        }
+        c->lastAccepted = round;
+      }
+    } else {
+      return Status(StatusCode::kMalformed, fmt::format("engine state, entry {}: unknown key '{}'", line, key));
+    }
+    if (!ok) return Status(StatusCode::kMalformed, fmt::format("engine state, entry {}: bad value for '{}'", line, key));
+  }
+  if (nextRound_ <= committedRound_) nextRound_ = committedRound_ + 1;
+  return Status::ok();
+}
+
+}  // namespace starling::coordinator

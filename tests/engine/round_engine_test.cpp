@@ -1,0 +1,411 @@
+// The coordinator's RoundEngine, driven by synthetic clients and a virtual clock.
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "starling/compression/compressor.hpp"
+#include "starling/coordinator/round_engine.hpp"
+#include "starling/util/checksum.hpp"
+
+using namespace starling;
+using namespace starling::coordinator;
+using Kind = Action::Kind;
+
+namespace {
+
+constexpr std::size_t kDim = 64;
+
+std::vector<float> initialModel() {
+  std::vector<float> m(kDim);
+  for (std::size_t i = 0; i < kDim; ++i) m[i] = 0.01f * static_cast<float>(i) - 0.3f;
+  return m;
+}
+
+EngineConfig smallConfig(uint32_t k) {
+  EngineConfig c;
+  c.rounds = 5;
+  c.clientsPerRound = k;
+  c.overSelection = 1.0;
+  c.deadlineMs = 1000;
+  c.tau = 10;
+  c.stepBudgets = false;
+  return c;
+}
+
+compression::Compressed dense(const std::vector<float>& v) {
+  compression::Compressed c;
+  c.encoding = compression::Encoding::kDense32;
+  c.count = static_cast<uint32_t>(v.size());
+  c.values = v;
+  return c;
+}
+
+IncomingUpdate update(uint64_t round, uint64_t baseRound, std::vector<float> delta, uint64_t examples = 100,
+                      uint32_t steps = 10, float loss = 1.0f) {
+  IncomingUpdate u;
+  u.round = round;
+  u.baseRound = baseRound;
+  u.examples = examples;
+  u.steps = steps;
+  u.lossStart = loss;
+  u.lossEnd = loss * 0.9f;
+  u.durationMs = 100;
+  u.delta = dense(delta);
+  u.bytesWire = delta.size() * 4;
+  return u;
+}
+
+std::vector<Action> only(const std::vector<Action>& actions, Kind kind) {
+  std::vector<Action> out;
+  for (const auto& a : actions)
+    if (a.kind == kind) out.push_back(a);
+  return out;
+}
+
+// A client's copy of the global model, kept up to date the way starling-client does.
+struct ClientModel {
+  std::vector<float> model;
+  uint64_t round = 0;
+  // Applies an assignment's catch-up and reports whether the checksum matches.
+  bool apply(const Assignment& a) {
+    if (a.denseModel) model = *a.denseModel;
+    for (const auto& b : a.broadcasts) {
+      compression::Compressed q;
+      REQUIRE(compression::decode(*b, static_cast<uint32_t>(model.size()), q).isOk());
+      REQUIRE(compression::addScaled(q, -1.0f, model).isOk());
+    }
+    round = a.baseRound;
+    return checksum64(model) == a.baseChecksum;
+  }
+};
+
+std::vector<float> filled(float v) { return std::vector<float>(kDim, v); }
+
+}  // namespace
+
+TEST_CASE("a round aggregates updates weighted by examples and commits", "[engine]") {
+  auto engine = RoundEngine::create(smallConfig(3), initialModel()).value();
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c"}) acts = engine->clientJoined(id, 100, 0, 0, 0);
+  auto assigns = only(acts, Kind::kAssign);
+  REQUIRE(assigns.size() == 3);
+  CHECK(assigns[0].assignment.round == 1);
+  CHECK(assigns[0].assignment.tau == 10);
+  REQUIRE(only(acts, Kind::kWakeAt).size() == 1);
+
+  engine->updateArrived("a", update(1, 0, filled(1.0f), 100), 10);
+  engine->updateArrived("b", update(1, 0, filled(2.0f), 100), 20);
+  acts = engine->updateArrived("c", update(1, 0, filled(4.0f), 200), 30);
+
+  auto verdicts = only(acts, Kind::kVerdict);
+  REQUIRE(verdicts.size() == 3);
+  for (const auto& v : verdicts) CHECK(v.verdict.accepted);
+  auto ended = only(acts, Kind::kRoundEnded);
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].summary.committed);
+  CHECK(ended[0].summary.accepted == 3);
+  // Delta = (100*1 + 100*2 + 200*4) / 400 = 2.75; identity downlink: x <- x - Delta.
+  auto expected = initialModel();
+  for (auto& x : expected) x -= 2.75f;
+  for (std::size_t i = 0; i < kDim; ++i) CHECK(engine->model()[i] == Approx(expected[i]).margin(1e-6));
+  CHECK(engine->committedRound() == 1);
+  CHECK(engine->lastAcceptedRound("b") == 1);
+  // The next round starts at once with the same clients.
+  CHECK(only(acts, Kind::kAssign).size() == 3);
+}
+
+TEST_CASE("over-selected stragglers are recorded and their late updates applied with a staleness weight",
+          "[engine][stragglers]") {
+  auto config = smallConfig(2);
+  config.overSelection = 1.5;  // 3 of 2
+  config.minClients = 3;
+  config.maxStaleness = 1;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c"}) acts = engine->clientJoined(id, 100, 0, 0, 0);
+  REQUIRE(only(acts, Kind::kAssign).size() == 3);
+  engine->updateArrived("a", update(1, 0, filled(1.0f)), 10);
+  acts = engine->updateArrived("b", update(1, 0, filled(1.0f)), 20);
+  auto ended = only(acts, Kind::kRoundEnded);
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].summary.stragglers == 1);
+  bool recorded = false;
+  for (const auto& p : ended[0].summary.participants)
+    if (p.clientId == "c" && p.outcome == "straggler") recorded = true;
+  CHECK(recorded);
+  // Round 2 waits for 3 idle clients: c is still busy with round 1.
+  CHECK(only(acts, Kind::kAssign).empty());
+
+  // c's round-1 update arrives: one version stale, accepted at once, kept for round 2,
+  // which now starts with all three.
+  acts = engine->updateArrived("c", update(1, 0, filled(3.0f)), 30);
+  REQUIRE(only(acts, Kind::kVerdict).size() == 1);
+  CHECK(only(acts, Kind::kVerdict)[0].verdict.accepted);
+  CHECK(only(acts, Kind::kAssign).size() == 3);
+  auto before = std::vector<float>(engine->model().begin(), engine->model().end());
+  engine->updateArrived("a", update(2, 1, filled(1.0f)), 40);
+  acts = engine->updateArrived("b", update(2, 1, filled(1.0f)), 50);
+  auto verdicts = only(acts, Kind::kVerdict);
+  REQUIRE(verdicts.size() == 2);
+  for (const auto& v : verdicts) CHECK(v.verdict.accepted);
+  ended = only(acts, Kind::kRoundEnded);
+  REQUIRE(ended.size() == 1);
+  bool late = false;
+  for (const auto& p : ended[0].summary.participants)
+    if (p.clientId == "c" && p.outcome == "late-applied" && p.staleness == 1) late = true;
+  CHECK(late);
+  // Weights 100, 100, 100/sqrt(2): Delta = (1 + 1 + 3/sqrt2) / (2 + 1/sqrt2).
+  const double w = 1.0 / std::sqrt(2.0);
+  const double delta = (2.0 + 3.0 * w) / (2.0 + w);
+  CHECK(engine->model()[5] == Approx(before[5] - delta).epsilon(1e-5));
+}
+
+TEST_CASE("a round below its minimum goal at the deadline is abandoned and its updates rolled back",
+          "[engine][deadline]") {
+  auto config = smallConfig(4);
+  config.minGoal = 3;
+  config.minClients = 4;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c", "d"}) acts = engine->clientJoined(id, 100, 0, 0, 0);
+  const int64_t deadline = only(acts, Kind::kWakeAt).at(0).atMs;
+  engine->updateArrived("a", update(1, 0, filled(1.0f)), 10);
+  engine->updateArrived("b", update(1, 0, filled(1.0f)), 20);
+  CHECK(only(engine->tick(deadline - 1), Kind::kRoundEnded).empty());
+  acts = engine->tick(deadline);
+  auto ended = only(acts, Kind::kRoundEnded);
+  REQUIRE(ended.size() == 1);
+  CHECK_FALSE(ended[0].summary.committed);
+  CHECK_THAT(ended[0].summary.reason, Catch::Contains("only 2 of at least 3 updates by the deadline"));
+  auto verdicts = only(acts, Kind::kVerdict);
+  REQUIRE(verdicts.size() == 2);
+  for (const auto& v : verdicts) CHECK_FALSE(v.verdict.accepted);
+  CHECK(engine->committedRound() == 0);
+  CHECK(std::vector<float>(engine->model().begin(), engine->model().end()) == initialModel());
+}
+
+TEST_CASE("bad updates are rejected with a reason and the round goes on", "[engine][rejection]") {
+  auto config = smallConfig(3);
+  config.overSelection = 2.0;  // 6 assigned, 3 needed
+  config.minClients = 6;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c", "d", "e", "f"}) acts = engine->clientJoined(id, 100, 0, 0, 0);
+  REQUIRE(only(acts, Kind::kAssign).size() == 6);
+
+  SECTION("NaN, wrong size, a round that is not open") {
+    auto nan = filled(1.0f);
+    nan[3] = std::nanf("");
+    acts = engine->updateArrived("a", update(1, 0, nan), 5);
+    REQUIRE(only(acts, Kind::kVerdict).size() == 1);
+    CHECK_FALSE(only(acts, Kind::kVerdict)[0].verdict.accepted);
+    CHECK_THAT(only(acts, Kind::kVerdict)[0].verdict.reason, Catch::Contains("NaN"));
+
+    acts = engine->updateArrived("b", update(1, 0, std::vector<float>(kDim + 1, 1.0f)), 6);
+    CHECK_THAT(only(acts, Kind::kVerdict).at(0).verdict.reason, Catch::Contains("has 65 elements, the model has 64"));
+
+    acts = engine->updateArrived("c", update(7, 0, filled(1.0f)), 7);
+    CHECK_THAT(only(acts, Kind::kVerdict).at(0).verdict.reason, Catch::Contains("not assigned"));
+
+    engine->updateArrived("d", update(1, 0, filled(1.0f)), 8);
+    engine->updateArrived("e", update(1, 0, filled(1.0f)), 9);
+    acts = engine->updateArrived("f", update(1, 0, filled(1.0f)), 10);
+    auto ended = only(acts, Kind::kRoundEnded);
+    REQUIRE(ended.size() == 1);
+    CHECK(ended[0].summary.committed);
+    int rejected = 0;
+    for (const auto& p : ended[0].summary.participants) rejected += p.outcome == "rejected";
+    CHECK(rejected == 3);
+  }
+  SECTION("a norm far above the round's median") {
+    engine->updateArrived("a", update(1, 0, filled(1.0f)), 8);
+    engine->updateArrived("b", update(1, 0, filled(1.1f)), 9);
+    acts = engine->updateArrived("c", update(1, 0, filled(1000.0f)), 10);
+    auto verdicts = only(acts, Kind::kVerdict);
+    REQUIRE(verdicts.size() == 3);
+    for (const auto& v : verdicts) {
+      if (v.clientId == "c") {
+        CHECK_FALSE(v.verdict.accepted);
+        CHECK_THAT(v.verdict.reason, Catch::Contains("median"));
+      } else {
+        CHECK(v.verdict.accepted);
+      }
+    }
+    CHECK(engine->model()[0] == Approx(initialModel()[0] - 1.05f));
+  }
+}
+
+TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by checksum", "[engine][catchup]") {
+  auto config = smallConfig(2);
+  config.rounds = 10;
+  config.overSelection = 1.5;
+  config.minGoal = 1;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.25;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  std::map<std::string, ClientModel> models;
+  int64_t now = 0;
+  // Each assigned client applies its catch-up (checking the checksum) and answers.
+  auto play = [&](std::vector<Action> acts, const std::set<std::string>& silent = {}) {
+    std::vector<Action> all;
+    for (const auto& a : only(acts, Kind::kAssign)) {
+      if (silent.count(a.clientId)) continue;
+      REQUIRE(models[a.clientId].apply(a.assignment));
+      std::vector<float> delta(kDim);
+      for (std::size_t i = 0; i < kDim; ++i) delta[i] = std::sin(float(i * a.assignment.round)) + 0.1f;
+      for (auto& x : engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), ++now))
+        all.push_back(x);
+    }
+    return all;
+  };
+  for (const char* id : {"a", "b"}) models[id].model = initialModel();
+  engine->clientJoined("a", 100, 0, checksum64(initialModel()), 0);
+  auto acts = engine->clientJoined("b", 100, 0, checksum64(initialModel()), 0);
+  for (int r = 0; r < 2; ++r) {
+    for (const auto& a : only(acts, Kind::kAssign)) CHECK(a.assignment.denseModel == nullptr);
+    acts = play(acts);
+  }
+  // Round 3: "a" vanishes before applying its assignment, still holding round 2's model.
+  const ClientModel aHeld = models["a"];
+  engine->clientLeft("a", "connection lost", ++now);
+  acts = play(acts, {"a"});
+  REQUIRE(engine->committedRound() == 3);
+  // "c" arrives knowing nothing and gets the dense model with "b" in round 4.
+  acts = engine->clientJoined("c", 100, 0, 0, ++now);
+  bool sawDense = false;
+  for (const auto& a : only(acts, Kind::kAssign)) sawDense |= a.clientId == "c" && a.assignment.denseModel != nullptr;
+  CHECK(sawDense);
+  acts = play(acts);
+  // "a" comes back holding round 2: the log brings it forward through rounds 3 and 4.
+  models["a"] = aHeld;
+  engine->clientJoined("a", 100, aHeld.round, checksum64(aHeld.model), ++now);
+  acts = play(acts);
+  bool sawA = false;
+  for (const auto& a : only(acts, Kind::kAssign)) {
+    if (a.clientId != "a") continue;
+    sawA = true;
+    CHECK(a.assignment.denseModel == nullptr);
+    CHECK(a.assignment.broadcasts.size() >= 2);
+  }
+  // (play() already required every client's checksum to match.)
+  if (!sawA) {
+    acts = play(acts);
+    for (const auto& a : only(acts, Kind::kAssign)) sawA |= a.clientId == "a";
+  }
+  CHECK(sawA);
+  CHECK(checksum64(models["c"].model) != 0);
+}
+
+TEST_CASE("server-side error feedback loses nothing: model + memory follows the exact aggregates",
+          "[engine][error-feedback]") {
+  auto config = smallConfig(1);
+  config.rounds = 6;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.1;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  auto exact = initialModel();
+  auto acts = engine->clientJoined("a", 100, 0, 0, 0);
+  for (int r = 1; r <= 6; ++r) {
+    auto a = only(acts, Kind::kAssign).at(0).assignment;
+    std::vector<float> delta(kDim);
+    for (std::size_t i = 0; i < kDim; ++i) delta[i] = std::cos(float(i + 3 * r)) * 0.5f;
+    for (std::size_t i = 0; i < kDim; ++i) exact[i] -= delta[i];
+    acts = engine->updateArrived("a", update(a.round, a.baseRound, delta), r);
+  }
+  auto snap = engine->snapshot();
+  for (std::size_t i = 0; i < kDim; ++i) CHECK(snap.model[i] - snap.serverMemory[i] == Approx(exact[i]).margin(1e-4));
+}
+
+TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budgets", "[engine][adacomm]") {
+  auto config = smallConfig(1);
+  config.rounds = 8;
+  config.tau = 16;
+  config.adaptiveTau = true;
+  config.lossSmoothing = 0.0;
+  config.tauMin = 2;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  auto acts = engine->clientJoined("a", 100, 0, 0, 0);
+  const float losses[] = {2.0f, 2.0f, 1.0f, 0.5f};
+  for (float loss : losses) {
+    auto a = only(acts, Kind::kAssign).at(0).assignment;
+    acts = engine->updateArrived("a", update(a.round, a.baseRound, filled(0.01f), 100, a.tau, loss), 10);
+  }
+  // F/F0 = 0.5/2: tau = ceil(sqrt(0.25) * 16) = 8.
+  CHECK(engine->currentTau() == 8);
+
+  SECTION("a client that cannot do tau steps within the deadline gets fewer") {
+    auto budget = smallConfig(1);
+    budget.stepBudgets = true;
+    budget.tau = 100;
+    budget.deadlineMs = 1000;
+    budget.budgetFraction = 0.5;
+    auto e2 = RoundEngine::create(budget, initialModel()).value();
+    auto first = only(e2->clientJoined("slow", 100, 0, 0, 0), Kind::kAssign).at(0).assignment;
+    CHECK(first.tau == 100);
+    auto u = update(1, 0, filled(0.01f), 100, 100);
+    u.durationMs = 5000;  // 0.02 steps per ms: 10 steps fit in half the deadline
+    auto next = only(e2->updateArrived("slow", u, 5000), Kind::kAssign).at(0).assignment;
+    CHECK(next.tau == 10);
+  }
+}
+
+TEST_CASE("a resumed engine continues exactly where the snapshot was taken", "[engine][resume]") {
+  auto config = smallConfig(2);
+  config.downlink = "topk";
+  config.downlinkDensity = 0.2;
+  config.adaptiveTau = true;
+  auto run = [&](RoundEngine& e, std::vector<Action> acts, int rounds) {
+    for (int r = 0; r < rounds; ++r) {
+      auto assigns = only(acts, Kind::kAssign);
+      for (const auto& a : assigns) {
+        std::vector<float> delta(kDim);
+        for (std::size_t i = 0; i < kDim; ++i) delta[i] = std::sin(float(i) + float(a.assignment.round));
+        acts = e.updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta, 100, 10,
+                                                  3.0f / float(a.assignment.round)),
+                               100 * int64_t(a.assignment.round));
+      }
+    }
+    return acts;
+  };
+  auto original = RoundEngine::create(config, initialModel()).value();
+  original->clientJoined("a", 100, 0, 0, 0);
+  auto acts = original->clientJoined("b", 100, 0, 0, 0);
+  run(*original, acts, 2);
+  auto snap = original->snapshot();
+
+  auto resumed = RoundEngine::resume(config, snap).value();
+  CHECK(resumed->committedRound() == original->committedRound());
+  CHECK(resumed->modelChecksum() == original->modelChecksum());
+  CHECK(resumed->currentTau() == original->currentTau());
+  CHECK(resumed->lastAcceptedRound("a") == original->lastAcceptedRound("a"));
+  // Both continue with the same events: same models after two more rounds.
+  auto reference = RoundEngine::resume(config, snap).value();
+  for (auto* e : {resumed.get(), reference.get()}) {
+    e->clientJoined("a", 100, snap.round, checksum64(snap.model), 1000);
+    run(*e, e->clientJoined("b", 100, snap.round, checksum64(snap.model), 1000), 2);
+  }
+  CHECK(resumed->commits() == 4);
+  CHECK(resumed->committedRound() > snap.round);
+  CHECK(resumed->modelChecksum() == reference->modelChecksum());
+
+  SECTION("a corrupt state is refused with the entry named") {
+    snap.state += "bogus 1\n";
+    CHECK_THAT(RoundEngine::resume(config, snap).status().message(), Catch::Contains("unknown key 'bogus'"));
+  }
+}
+
+TEST_CASE("training finishes after the configured number of committed rounds", "[engine]") {
+  auto config = smallConfig(1);
+  config.rounds = 2;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  auto acts = engine->clientJoined("a", 100, 0, 0, 0);
+  for (int r = 0; r < 2; ++r) {
+    auto a = only(acts, Kind::kAssign).at(0).assignment;
+    acts = engine->updateArrived("a", update(a.round, a.baseRound, filled(0.1f)), r);
+  }
+  CHECK(engine->finished());
+  CHECK(only(acts, Kind::kFinished).size() == 1);
+  CHECK(only(acts, Kind::kAssign).empty());
+}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <set>
 #include <utility>
@@ -159,6 +160,19 @@ std::vector<float> decodeFloats(std::span<const unsigned char> bytes) {
     }
   }
   return out;
+}
+
+// "file:<path>?immutable=1", with the characters a URI path may not hold escaped.
+std::string immutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x21 || c >= 0x7f) {
+      uri += fmt::format("%{:02X}", c);
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  return uri + "?immutable=1";
 }
 
 Status invalid(std::string message) { return {StatusCode::kInvalidArgument, std::move(message)}; }
@@ -419,7 +433,22 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreO
   Result<std::unique_ptr<sqlite::Database>> db = sqlite::Database::open(path, flags);
   if (!db) return db.status();
   impl->db = std::move(*db);
-  STARLING_RETURN_IF_ERROR(impl->initialize());
+  Status initialized = impl->initialize();
+  std::error_code ec;
+  if (!initialized && options.readOnly && initialized.code() == StatusCode::kIo &&
+      !std::filesystem::exists(path + "-wal", ec) && !ec) {
+    // Reading a WAL database needs its '-shm' file, which cannot be created in a
+    // read-only directory. Without a '-wal' file every committed round is in the main
+    // file and no writer is active (a writer would have created it), so the file can
+    // be read as immutable.
+    impl->db.reset();
+    Result<std::unique_ptr<sqlite::Database>> immutable =
+        sqlite::Database::open(immutableUri(path), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    if (!immutable) return initialized;
+    impl->db = std::move(*immutable);
+    initialized = impl->initialize();
+  }
+  STARLING_RETURN_IF_ERROR(initialized);
   Status prepared = impl->prepareAll();
   if (!prepared) return prepared.withContext(fmt::format("database '{}'", path));
   return std::unique_ptr<Store>(new Store(std::move(impl)));
@@ -519,6 +548,9 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
     }
   }
 
+  auto stage = [&](std::string_view name) {
+    if (d.options.faultHook) d.options.faultHook(name);
+  };
   sqlite::Transaction tx(*d.db);
   if (Status s = tx.begin(); !s) return fail(s);
 
@@ -538,6 +570,8 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
     bindClient(*d.upsertClient, c);
     if (Status s = d.upsertClient->run(); !s) return fail(s.withContext(fmt::format("client '{}'", c.id)));
   }
+
+  stage("clients");
 
   RoundRecord stored = record;
   if (checkpoint != nullptr && stored.modelChecksum == 0) stored.modelChecksum = modelChecksum;
@@ -564,6 +598,7 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
       .bind(20, stored.endedMs)
       .bind(21, toSql(stored.modelChecksum));
   if (Status s = r.run(); !s) return fail(s);
+  stage("round");
 
   for (const ParticipantRecord& p : participants) {
     // A clear message for the mistake a foreign key would only call "failed".
@@ -589,6 +624,8 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
     }
   }
 
+  stage("participants");
+
   if (checkpoint != nullptr) {
     sqlite::Statement& c = *d.insertCheckpoint;
     c.bind(1, toSql(checkpoint->round))
@@ -601,7 +638,9 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
     if (Status s = c.run(); !s) return fail(s.withContext("checkpoint"));
     d.pruneCheckpoints->bind(1, static_cast<int64_t>(d.options.keepCheckpoints));
     if (Status s = d.pruneCheckpoints->run(); !s) return fail(s.withContext("pruning old checkpoints"));
+    stage("checkpoint");
   }
+  stage("before-commit");
 
   if (Status s = tx.commit(); !s) return fail(s);
   return Status::ok();

@@ -106,9 +106,11 @@ inline Checkpoint makeCheckpoint(uint64_t round, std::size_t size = 1000) {
   cp.round = round;
   cp.model.resize(size);
   cp.serverMemory.resize(size);
+  // One correctly rounded operation per value: no multiply-add the compiler might
+  // fuse in one translation unit and not in another.
   for (std::size_t i = 0; i < size; ++i) {
-    cp.model[i] = static_cast<float>(round) + static_cast<float>(i) * 1e-3f;
-    cp.serverMemory[i] = -static_cast<float>(i) * 1e-6f;
+    cp.model[i] = static_cast<float>(round * 1'000'003 + i) / 1000.0f;
+    cp.serverMemory[i] = -static_cast<float>(i) / 4096.0f;
   }
   cp.model[0] = -0.0f;  // bit-exact, not just equal
   cp.engineState = std::string("controller\0tau=5;rng=", 21) + std::to_string(round);

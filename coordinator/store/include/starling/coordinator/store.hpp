@@ -30,6 +30,7 @@
 // out.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -146,6 +147,10 @@ struct StoreOptions {
   // Caps the database size (0 = no cap); a write beyond it fails like a full disk.
   // For devices with a quota, and for the tests of the disk-full path.
   int64_t maxSizeBytes = 0;
+  // Test hook, empty in production: called inside the transaction of a recorded
+  // round at each stage ("clients", "round", "participants", "checkpoint",
+  // "before-commit"), on the calling thread. The crash tests end the process there.
+  std::function<void(std::string_view stage)> faultHook;
 };
 
 // 64-bit FNV-1a over the bytes of the floats in little-endian order.

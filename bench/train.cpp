@@ -1,0 +1,286 @@
+// bench/train: local SGD examples/s beside PyTorch, centralized MLP/CNN accuracy, priority vs uniform sampling
+//
+// One run on Fashion-MNIST, one thread:
+//   1. throughput: examples per second of Trainer::run (uniform minibatches, momentum
+//      0.9) for the MLP 784-200-200-10 at batch 32 and 64, beside PyTorch running the
+//      same steps (bench/train_torch.py, run with /usr/bin/python3 as a subprocess;
+//      "not installed" when torch cannot be imported);
+//   2. centralized test accuracy of the MLP after 5 epochs and of the small CNN
+//      cnn:1x28x28-c16k5-p2-c32k5-p2-f128-10 after --cnn-epochs epochs;
+//   3. priority vs uniform sampling: gradient steps and training seconds (scoring
+//      passes included, evaluations excluded) until the MLP first reaches 85% test
+//      accuracy, evaluated every --eval-every steps.
+// Last line:
+//   summary: ex_per_s_b32=X torch_ex_per_s_b32=Y mlp_acc_5ep=A cnn_acc=B
+//            priority_step_ratio=C priority_wall_ratio=D client_bin_mb=n/a client_rss_mib=n/a
+//
+// Usage: bench-train [--data DIR] [--torch-script PATH] [--cnn-epochs N] [--quick]
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "starling/client/trainer.hpp"
+#include "starling/data/loaders.hpp"
+#include "starling/model/model.hpp"
+
+namespace {
+
+using starling::client::SamplingMode;
+using starling::client::Trainer;
+using starling::client::TrainerOptions;
+using starling::client::TrainRequest;
+using starling::data::Dataset;
+using starling::model::Model;
+
+constexpr const char* kMlp = "mlp:784-200-200-10";
+constexpr const char* kCnn = "cnn:1x28x28-c16k5-p2-c32k5-p2-f128-10";
+
+struct Args {
+  std::string data = starling::data::defaultFashionMnistDir();
+  std::string torchScript;
+  int cnnEpochs = 2;
+  int evalEvery = 250;
+  bool quick = false;  // smaller runs, for a smoke test
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "bench-train: %s\n", what.c_str());
+  std::exit(1);
+}
+
+Model build(const char* spec, uint64_t seed) {
+  auto m = Model::fromSpec(spec);
+  if (!m) die(m.status().toString());
+  m->initialize(seed);
+  return std::move(m).value();
+}
+
+// A trainer that keeps its momentum across run() calls, so that consecutive runs are
+// one continuous SGD trajectory.
+Trainer makeTrainer(const char* spec, const Dataset& train, int batch, SamplingMode mode) {
+  TrainerOptions options;
+  options.batchSize = batch;
+  options.momentum = 0.9f;
+  options.resetMomentum = false;
+  options.lossProbe = 0;
+  options.sampler.mode = mode;
+  auto t = Trainer::create(build(spec, 1), train, options);
+  if (!t) die(t.status().toString());
+  return std::move(t).value();
+}
+
+// Runs steps more steps from the trainer's current model; returns seconds spent.
+double advance(Trainer& t, int steps, float lr, uint64_t seed) {
+  std::vector<float> base(t.model().params().begin(), t.model().params().end());
+  std::vector<float> delta(base.size());
+  auto stats = t.run(base, TrainRequest{steps, lr, seed}, delta);
+  if (!stats) die(stats.status().toString());
+  return stats->seconds;
+}
+
+double accuracy(Trainer& t, const Dataset& test) {
+  auto ev = t.model().evaluate(test);
+  if (!ev) die(ev.status().toString());
+  return ev->accuracy;
+}
+
+std::string findTorchScript(const Args& args) {
+  if (!args.torchScript.empty()) return args.torchScript;
+  std::vector<std::filesystem::path> roots = {std::filesystem::current_path()};
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (auto p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+      roots.push_back(p);
+  for (const auto& r : roots)
+    if (std::filesystem::exists(r / "bench" / "train_torch.py")) return (r / "bench" / "train_torch.py").string();
+  return {};
+}
+
+// Runs the PyTorch helper; returns examples/s per batch size (empty: not installed).
+std::vector<std::pair<int, double>> runTorch(const Args& args, std::string& note) {
+  std::vector<std::pair<int, double>> out;
+  const std::string script = findTorchScript(args);
+  if (script.empty() || access("/usr/bin/python3", X_OK) != 0) {
+    note = "not installed";
+    return out;
+  }
+  const std::string cmd = "/usr/bin/python3 '" + script + "' --data '" + args.data +
+                          "' --batches 32,64 --examples " + (args.quick ? "6400" : "64000") + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    note = "not installed";
+    return out;
+  }
+  char line[512];
+  while (std::fgets(line, sizeof line, p) != nullptr) {
+    int b = 0;
+    int steps = 0;
+    double seconds = 0.0;
+    double rate = 0.0;
+    if (std::sscanf(line, "torch b=%d steps=%d seconds=%lf ex_per_s=%lf", &b, &steps, &seconds, &rate) == 4)
+      out.emplace_back(b, rate);
+    else if (std::string(line).find("not installed") != std::string::npos)
+      note = "not installed";
+  }
+  const int rc = pclose(p);
+  if (out.empty() && note.empty()) note = "failed (exit " + std::to_string(rc) + ")";
+  return out;
+}
+
+struct ToTarget {
+  int steps = -1;      // -1: not reached
+  double seconds = 0;  // training seconds until then
+  int prioritized = 0;
+  double finalAccuracy = 0;
+};
+
+ToTarget stepsTo(double target, SamplingMode mode, const Dataset& train, const Dataset& test,
+                 const Args& args, int maxSteps) {
+  Trainer t = makeTrainer(kMlp, train, 32, mode);
+  ToTarget r;
+  uint64_t seed = 1000;
+  for (int done = 0; done < maxSteps;) {
+    std::vector<float> base(t.model().params().begin(), t.model().params().end());
+    std::vector<float> delta(base.size());
+    auto stats = t.run(base, TrainRequest{args.evalEvery, 0.01f, seed++}, delta);
+    if (!stats) die(stats.status().toString());
+    r.seconds += stats->seconds;
+    r.prioritized += stats->prioritizedSteps;
+    done += args.evalEvery;
+    r.finalAccuracy = accuracy(t, test);
+    if (r.finalAccuracy >= target) {
+      r.steps = done;
+      return r;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) die("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--data") args.data = value();
+    else if (a == "--torch-script") args.torchScript = value();
+    else if (a == "--cnn-epochs") args.cnnEpochs = std::atoi(value().c_str());
+    else if (a == "--eval-every") args.evalEvery = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--quick") args.quick = true;
+    else die("unknown argument " + a + " (see the comment at the top of bench/train.cpp)");
+  }
+  auto fm = starling::data::loadFashionMnist(args.data);
+  if (!fm) die(fm.status().toString());
+  const Dataset& train = fm->train;
+  const Dataset& test = fm->test;
+  std::printf("bench-train: Fashion-MNIST %zu train / %zu test, one thread\n\n", train.size(), test.size());
+
+  // 1. Throughput.
+  std::string torchNote;
+  auto torch = runTorch(args, torchNote);
+  std::printf("%-34s %6s %16s %16s %8s\n", "local SGD, mlp:784-200-200-10", "batch", "starling ex/s",
+              "pytorch ex/s", "ratio");
+  double exPerS32 = 0.0;
+  double torch32 = 0.0;
+  for (int b : {32, 64}) {
+    Trainer t = makeTrainer(kMlp, train, b, SamplingMode::kUniform);
+    advance(t, 50, 0.01f, 1);  // warm-up: grows the workspaces
+    const int steps = (args.quick ? 6400 : 64000) / b;
+    double best = 0.0;
+    for (int rep = 0; rep < 3; ++rep) best = std::max(best, steps * b / advance(t, steps, 0.01f, 2 + rep));
+    double theirs = 0.0;
+    for (auto [tb, rate] : torch)
+      if (tb == b) theirs = rate;
+    char torchCol[32];
+    char ratioCol[32];
+    if (theirs > 0) {
+      std::snprintf(torchCol, sizeof torchCol, "%.0f", theirs);
+      std::snprintf(ratioCol, sizeof ratioCol, "%.2fx", best / theirs);
+    } else {
+      std::snprintf(torchCol, sizeof torchCol, "%s", torchNote.c_str());
+      std::snprintf(ratioCol, sizeof ratioCol, "-");
+    }
+    std::printf("%-34s %6d %16.0f %16s %8s\n", "", b, best, torchCol, ratioCol);
+    if (b == 32) {
+      exPerS32 = best;
+      torch32 = theirs;
+    }
+  }
+
+  // 2. Centralized accuracy.
+  std::printf("\n%-44s %6s %10s %10s\n", "centralized, batch 32, lr 0.01, momentum 0.9", "epoch", "test acc",
+              "train s");
+  double mlpAcc = 0.0;
+  {
+    Trainer t = makeTrainer(kMlp, train, 32, SamplingMode::kUniform);
+    const int epochs = args.quick ? 1 : 5;
+    const int stepsPerEpoch = static_cast<int>(train.size() / 32);
+    double seconds = 0.0;
+    for (int e = 1; e <= epochs; ++e) {
+      seconds += advance(t, stepsPerEpoch, 0.01f, 100 + e);
+      mlpAcc = accuracy(t, test);
+      std::printf("%-44s %6d %9.2f%% %10.1f\n", e == 1 ? kMlp : "", e, 100 * mlpAcc, seconds);
+    }
+  }
+  double cnnAcc = 0.0;
+  {
+    Trainer t = makeTrainer(kCnn, train, 32, SamplingMode::kUniform);
+    const int stepsPerEpoch = static_cast<int>(train.size() / 32);
+    const int epochs = args.quick ? 1 : args.cnnEpochs;
+    const int steps = args.quick ? stepsPerEpoch / 10 : stepsPerEpoch;
+    double seconds = 0.0;
+    for (int e = 1; e <= epochs; ++e) {
+      seconds += advance(t, steps, 0.01f, 200 + e);
+      cnnAcc = accuracy(t, test);
+      std::printf("%-44s %6d %9.2f%% %10.1f\n", e == 1 ? kCnn : "", e, 100 * cnnAcc, seconds);
+    }
+  }
+
+  // 3. Priority vs uniform sampling to 85%.
+  const double target = args.quick ? 0.70 : 0.85;
+  const int maxSteps = args.quick ? 2000 : 30000;
+  std::printf("\n%-44s %8s %10s %12s %10s\n", "MLP to 85% test accuracy, batch 32", "steps", "train s",
+              "prioritized", "last acc");
+  struct Row {
+    const char* name;
+    SamplingMode mode;
+    ToTarget r;
+  };
+  Row rows[] = {{"uniform", SamplingMode::kUniform, {}},
+                {"priority (always, B = 3b, lambda 0.1)", SamplingMode::kPriority, {}},
+                {"adaptive (tau_vr switch)", SamplingMode::kAdaptive, {}}};
+  for (Row& row : rows) {
+    row.r = stepsTo(target, row.mode, train, test, args, maxSteps);
+    char steps[32];
+    if (row.r.steps < 0) std::snprintf(steps, sizeof steps, ">%d", maxSteps);
+    else std::snprintf(steps, sizeof steps, "%d", row.r.steps);
+    std::printf("%-44s %8s %10.1f %12d %9.2f%%\n", row.name, steps, row.r.seconds, row.r.prioritized,
+                100 * row.r.finalAccuracy);
+  }
+  const ToTarget& u = rows[0].r;
+  const ToTarget& p = rows[1].r;
+  char stepRatio[32] = "n/a";
+  char wallRatio[32] = "n/a";
+  if (u.steps > 0 && p.steps > 0) {
+    std::snprintf(stepRatio, sizeof stepRatio, "%.2f", static_cast<double>(u.steps) / p.steps);
+    std::snprintf(wallRatio, sizeof wallRatio, "%.2f", u.seconds / p.seconds);
+  }
+  char torchCol[32] = "not_installed";
+  if (torch32 > 0) std::snprintf(torchCol, sizeof torchCol, "%.0f", torch32);
+  std::printf("\nsummary: ex_per_s_b32=%.0f torch_ex_per_s_b32=%s mlp_acc_5ep=%.4f cnn_acc=%.4f "
+              "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=n/a client_rss_mib=n/a\n",
+              exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio);
+  return 0;
+}

@@ -6,8 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "file_reader.hpp"
 #include "starling/data/loaders.hpp"
+
+#include "file_reader.hpp"
 #include "text_parse.hpp"
 
 namespace starling::data {
@@ -69,9 +70,9 @@ Result<Dataset> loadCsv(const std::string& path, const CsvOptions& options) {
       const auto n = static_cast<std::ptrdiff_t>(fields.size());
       const std::ptrdiff_t column = options.labelColumn < 0 ? n + options.labelColumn : options.labelColumn;
       if (column < 0 || column >= n) {
-        return Status(StatusCode::kInvalidArgument, path + ":" + std::to_string(cursor.number()) +
-                                                        ": label column " + std::to_string(options.labelColumn) +
-                                                        " is outside a row of " + std::to_string(n) + " fields");
+        return Status(StatusCode::kInvalidArgument, path + ":" + std::to_string(cursor.number()) + ": label column " +
+                                                        std::to_string(options.labelColumn) + " is outside a row of " +
+                                                        std::to_string(n) + " fields");
       }
       expectedFields = fields.size();
       labelIndex = static_cast<std::size_t>(column);
@@ -80,8 +81,9 @@ Result<Dataset> loadCsv(const std::string& path, const CsvOptions& options) {
       features.reserve(maxRows * (expectedFields - 1));
       labels.reserve(maxRows);
     } else if (fields.size() != expectedFields) {
-      return lineError(path, cursor.number(),
-                       "expected " + std::to_string(expectedFields) + " fields, found " + std::to_string(fields.size()));
+      return lineError(
+          path, cursor.number(),
+          "expected " + std::to_string(expectedFields) + " fields, found " + std::to_string(fields.size()));
     }
 
     const auto label = detail::parseIntegral(fields[labelIndex]);
@@ -91,9 +93,9 @@ Result<Dataset> loadCsv(const std::string& path, const CsvOptions& options) {
                            ") is not an integer >= 0");
     }
     if (options.numClasses > 0 && *label >= options.numClasses) {
-      return lineError(path, cursor.number(),
-                       "label " + std::to_string(*label) + " is not below numClasses " +
-                           std::to_string(options.numClasses));
+      return lineError(
+          path, cursor.number(),
+          "label " + std::to_string(*label) + " is not below numClasses " + std::to_string(options.numClasses));
     }
     if (*label > maxLabel) {
       maxLabel = static_cast<int32_t>(*label);
@@ -105,9 +107,9 @@ Result<Dataset> loadCsv(const std::string& path, const CsvOptions& options) {
       if (f == labelIndex) continue;
       const auto value = detail::parseFloat(fields[f]);
       if (!value) {
-        return lineError(path, cursor.number(),
-                         "field " + std::to_string(f + 1) + ": " + detail::quoted(fields[f]) +
-                             " is not a finite number");
+        return lineError(
+            path, cursor.number(),
+            "field " + std::to_string(f + 1) + ": " + detail::quoted(fields[f]) + " is not a finite number");
       }
       features.push_back(*value);
     }

@@ -9,8 +9,8 @@ namespace starling::data {
 namespace {
 
 // Checks what fromBytes and fromFloats have in common; fills shape when it is empty.
-Status validate(std::size_t numFeatureValues, std::span<const int32_t> labels, std::size_t featureDim,
-                int numClasses, std::vector<int>& shape) {
+Status validate(std::size_t numFeatureValues, std::span<const int32_t> labels, std::size_t featureDim, int numClasses,
+                std::vector<int>& shape) {
   if (featureDim == 0) return {StatusCode::kInvalidArgument, "a dataset needs featureDim >= 1"};
   if (numClasses < 1) return {StatusCode::kInvalidArgument, "a dataset needs numClasses >= 1"};
   if (numFeatureValues / featureDim != labels.size() || numFeatureValues % featureDim != 0) {
@@ -20,9 +20,8 @@ Status validate(std::size_t numFeatureValues, std::span<const int32_t> labels, s
   }
   for (std::size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] < 0 || labels[i] >= numClasses) {
-      return {StatusCode::kInvalidArgument, "label " + std::to_string(labels[i]) + " of example " +
-                                                std::to_string(i) + " is outside [0, " +
-                                                std::to_string(numClasses) + ")"};
+      return {StatusCode::kInvalidArgument, "label " + std::to_string(labels[i]) + " of example " + std::to_string(i) +
+                                                " is outside [0, " + std::to_string(numClasses) + ")"};
     }
   }
   if (shape.empty()) {
@@ -46,8 +45,8 @@ Status validate(std::size_t numFeatureValues, std::span<const int32_t> labels, s
 
 }  // namespace
 
-Result<Dataset> Dataset::fromBytes(std::vector<uint8_t> features, std::vector<int32_t> labels,
-                                   std::size_t featureDim, int numClasses, float scale, std::vector<int> shape) {
+Result<Dataset> Dataset::fromBytes(std::vector<uint8_t> features, std::vector<int32_t> labels, std::size_t featureDim,
+                                   int numClasses, float scale, std::vector<int> shape) {
   STARLING_RETURN_IF_ERROR(validate(features.size(), labels, featureDim, numClasses, shape));
   Dataset d;
   d.bytes_ = std::move(features);
@@ -59,8 +58,8 @@ Result<Dataset> Dataset::fromBytes(std::vector<uint8_t> features, std::vector<in
   return d;
 }
 
-Result<Dataset> Dataset::fromFloats(std::vector<float> features, std::vector<int32_t> labels,
-                                    std::size_t featureDim, int numClasses, std::vector<int> shape) {
+Result<Dataset> Dataset::fromFloats(std::vector<float> features, std::vector<int32_t> labels, std::size_t featureDim,
+                                    int numClasses, std::vector<int> shape) {
   STARLING_RETURN_IF_ERROR(validate(features.size(), labels, featureDim, numClasses, shape));
   Dataset d;
   d.floats_ = std::move(features);
@@ -84,7 +83,8 @@ void Dataset::gather(std::span<const uint32_t> idx, std::span<float> out) const 
       const uint8_t* __restrict src = srcBase + static_cast<std::size_t>(idx[r]) * dim;
       float* __restrict dst = dstBase + r * dim;
       // A plain loop over restrict pointers: the compiler widens bytes to floats 8 or 16 at a time.
-      for (std::size_t j = 0; j < dim; ++j) dst[j] = static_cast<float>(src[j]) * scale;
+      for (std::size_t j = 0; j < dim; ++j)
+        dst[j] = static_cast<float>(src[j]) * scale;
     }
   } else {
     const float* srcBase = floats_.data();
@@ -117,7 +117,8 @@ Dataset Dataset::subset(std::span<const uint32_t> idx) const {
                   dim * sizeof(float));
     }
   }
-  for (uint32_t i : idx) d.labels_.push_back(labels_[i]);
+  for (uint32_t i : idx)
+    d.labels_.push_back(labels_[i]);
   return d;
 }
 

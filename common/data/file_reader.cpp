@@ -1,11 +1,11 @@
 #include "file_reader.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
-
-#include <sys/stat.h>
 
 namespace starling::data::detail {
 namespace {

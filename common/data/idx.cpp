@@ -1,14 +1,15 @@
 // loadIdx and the Fashion-MNIST helpers: IDX files (plain or gzipped) -> byte Dataset.
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include <sys/stat.h>
+#include "starling/data/loaders.hpp"
 
 #include "file_reader.hpp"
-#include "starling/data/loaders.hpp"
 
 namespace starling::data {
 namespace {
@@ -32,19 +33,27 @@ struct IdxHeader {
 
 const char* typeName(uint8_t type) {
   switch (type) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "short";
-    case 0x0C: return "int";
-    case 0x0D: return "float";
-    case 0x0E: return "double";
-    default: return nullptr;
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "short";
+    case 0x0C:
+      return "int";
+    case 0x0D:
+      return "float";
+    case 0x0E:
+      return "double";
+    default:
+      return nullptr;
   }
 }
 
 std::string describeDims(const std::vector<uint32_t>& dims) {
   std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? " x " : "") + std::to_string(dims[i]);
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    s += (i ? " x " : "") + std::to_string(dims[i]);
   return s;
 }
 
@@ -57,7 +66,8 @@ Result<IdxHeader> readHeader(detail::FileReader& in) {
     return offsetError(StatusCode::kMalformed, path, got, "file ends inside the 4-byte IDX magic number");
   }
   if (magic[0] != 0 || magic[1] != 0) {
-    return offsetError(StatusCode::kMalformed, path, 0, "not an IDX file (the magic number must start with two zero bytes)");
+    return offsetError(StatusCode::kMalformed, path, 0,
+                       "not an IDX file (the magic number must start with two zero bytes)");
   }
   const char* name = typeName(magic[2]);
   if (name == nullptr) {
@@ -80,9 +90,9 @@ Result<IdxHeader> readHeader(detail::FileReader& in) {
     const std::size_t at = in.offset();
     STARLING_RETURN_IF_ERROR(in.read(b, sizeof b, &got));
     if (got < sizeof b) {
-      return offsetError(StatusCode::kMalformed, path, at + got,
-                         "file ends inside the header (dimension " + std::to_string(i + 1) + " of " +
-                             std::to_string(ndims) + ")");
+      return offsetError(
+          StatusCode::kMalformed, path, at + got,
+          "file ends inside the header (dimension " + std::to_string(i + 1) + " of " + std::to_string(ndims) + ")");
     }
     header.dims[i] = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
     if (i > 0 && header.dims[i] == 0) {
@@ -98,7 +108,8 @@ Result<IdxHeader> readHeader(detail::FileReader& in) {
     header.itemBytes *= header.dims[i];
   }
   if (header.dims[0] != 0 && header.itemBytes > kMax / header.dims[0]) {
-    return offsetError(StatusCode::kOutOfRange, path, 4, "dimensions " + describeDims(header.dims) + " overflow a size");
+    return offsetError(StatusCode::kOutOfRange, path, 4,
+                       "dimensions " + describeDims(header.dims) + " overflow a size");
   }
   header.payloadBytes = header.itemBytes * header.dims[0];
   return header;
@@ -158,9 +169,9 @@ Result<Dataset> loadIdx(const std::string& imagesPath, const std::string& labels
                        "a labels file has 1 dimension, this one has " + std::to_string(labelHeader->dims.size()));
   }
   if (labelHeader->dims[0] != count) {
-    return offsetError(StatusCode::kMalformed, labelsPath, 4,
-                       std::to_string(labelHeader->dims[0]) + " labels for the " + std::to_string(count) +
-                           " images of " + imagesPath);
+    return offsetError(
+        StatusCode::kMalformed, labelsPath, 4,
+        std::to_string(labelHeader->dims[0]) + " labels for the " + std::to_string(count) + " images of " + imagesPath);
   }
 
   std::vector<uint8_t> pixels;
@@ -174,9 +185,9 @@ Result<Dataset> loadIdx(const std::string& imagesPath, const std::string& labels
   for (std::size_t i = 0; i < count; ++i) {
     labels[i] = rawLabels[i];
     if (numClasses > 0 && labels[i] >= numClasses) {
-      return offsetError(StatusCode::kMalformed, labelsPath, labelStart + i,
-                         "label " + std::to_string(labels[i]) + " is not below numClasses " +
-                             std::to_string(numClasses));
+      return offsetError(
+          StatusCode::kMalformed, labelsPath, labelStart + i,
+          "label " + std::to_string(labels[i]) + " is not below numClasses " + std::to_string(numClasses));
     }
     maxLabel = std::max(maxLabel, labels[i]);
   }
@@ -197,7 +208,9 @@ Result<Dataset> loadIdx(const std::string& imagesPath, const std::string& labels
   return dataset;
 }
 
-std::string defaultFashionMnistDir() { return "/usr/share/datasets/fashion-mnist"; }
+std::string defaultFashionMnistDir() {
+  return "/usr/share/datasets/fashion-mnist";
+}
 
 Result<Dataset> loadFashionMnistSplit(const std::string& dir, FashionMnistSplit split) {
   const std::string prefix = split == FashionMnistSplit::kTrain ? "train" : "t10k";

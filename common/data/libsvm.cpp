@@ -7,8 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include "file_reader.hpp"
 #include "starling/data/loaders.hpp"
+
+#include "file_reader.hpp"
 #include "text_parse.hpp"
 
 namespace starling::data {
@@ -21,9 +22,11 @@ Status lineError(const std::string& path, std::size_t line, const std::string& w
 // The next whitespace-separated token of rest, or empty at the end.
 std::string_view nextToken(std::string_view& rest) {
   std::size_t start = 0;
-  while (start < rest.size() && detail::isBlank(rest[start])) ++start;
+  while (start < rest.size() && detail::isBlank(rest[start]))
+    ++start;
   std::size_t end = start;
-  while (end < rest.size() && !detail::isBlank(rest[end])) ++end;
+  while (end < rest.size() && !detail::isBlank(rest[end]))
+    ++end;
   const std::string_view token = rest.substr(start, end - start);
   rest.remove_prefix(end);
   return token;
@@ -40,8 +43,14 @@ struct LabelStats {
   bool sawZero = false;
 
   void add(int64_t label, std::size_t line) {
-    if (label < min) min = label, minLine = line;
-    if (label > max) max = label, maxLine = line;
+    if (label < min) {
+      min = label;
+      minLine = line;
+    }
+    if (label > max) {
+      max = label;
+      maxLine = line;
+    }
     if (label != -1 && label != 1 && firstUnsignedLine == 0) firstUnsignedLine = line;
     sawMinusOne = sawMinusOne || label == -1;
     sawZero = sawZero || label == 0;
@@ -94,23 +103,26 @@ Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options
                          "index " + detail::quoted(token.substr(0, colon)) + " is not an integer >= 1");
       }
       if (*index <= previous) {
-        return lineError(path, cursor.number(),
-                         "index " + std::to_string(*index) + " does not increase (follows " +
-                             std::to_string(previous) + ")");
+        return lineError(
+            path, cursor.number(),
+            "index " + std::to_string(*index) + " does not increase (follows " + std::to_string(previous) + ")");
       }
       if (options.featureDim > 0 && *index > options.featureDim) {
-        return lineError(path, cursor.number(),
-                         "index " + std::to_string(*index) + " exceeds featureDim " +
-                             std::to_string(options.featureDim));
+        return lineError(
+            path, cursor.number(),
+            "index " + std::to_string(*index) + " exceeds featureDim " + std::to_string(options.featureDim));
       }
       const auto value = detail::parseFloat(token.substr(colon + 1));
       if (!value) {
         return lineError(path, cursor.number(),
-                         "value " + detail::quoted(token.substr(colon + 1)) + " of index " +
-                             std::to_string(*index) + " is not a finite number");
+                         "value " + detail::quoted(token.substr(colon + 1)) + " of index " + std::to_string(*index) +
+                             " is not a finite number");
       }
       previous = *index;
-      if (*index > maxIndex) maxIndex = *index, maxIndexLine = cursor.number();
+      if (*index > maxIndex) {
+        maxIndex = *index;
+        maxIndexLine = cursor.number();
+      }
       indices.push_back(*index - 1);
       values.push_back(*value);
     }
@@ -171,13 +183,14 @@ Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options
   const std::size_t n = rawLabels.size();
   if (dim > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
       dim > std::numeric_limits<std::size_t>::max() / sizeof(float) / n) {
-    return lineError(path, maxIndexLine,
-                     "index " + std::to_string(maxIndex) + " makes " + std::to_string(n) +
-                         " dense examples too large for memory");
+    return lineError(
+        path, maxIndexLine,
+        "index " + std::to_string(maxIndex) + " makes " + std::to_string(n) + " dense examples too large for memory");
   }
   std::vector<float> dense(n * dim, 0.0f);
   for (std::size_t r = 0; r < n; ++r) {
-    for (std::size_t k = rowStart[r]; k < rowStart[r + 1]; ++k) dense[r * dim + indices[k]] = values[k];
+    for (std::size_t k = rowStart[r]; k < rowStart[r + 1]; ++k)
+      dense[r * dim + indices[k]] = values[k];
   }
   auto dataset = Dataset::fromFloats(std::move(dense), std::move(labels), dim, numClasses);
   if (!dataset) return dataset.status().withContext(path);

@@ -52,14 +52,16 @@ void deal(const std::vector<uint32_t>& items, const std::vector<std::size_t>& ow
 }
 
 void sortEach(Partition& p) {
-  for (auto& client : p) std::sort(client.begin(), client.end());
+  for (auto& client : p)
+    std::sort(client.begin(), client.end());
 }
 
 // Counts summing to total, proportional to weights (largest remainder; ties to the
 // lower index).
 std::vector<std::size_t> apportion(const std::vector<double>& weights, std::size_t total) {
   double sum = 0.0;
-  for (double w : weights) sum += w;
+  for (double w : weights)
+    sum += w;
   std::vector<std::size_t> counts(weights.size());
   std::vector<std::pair<double, std::size_t>> remainders(weights.size());
   std::size_t assigned = 0;
@@ -70,9 +72,8 @@ std::vector<std::size_t> apportion(const std::vector<double>& weights, std::size
     assigned += counts[i];
     remainders[i] = {quota - whole, i};
   }
-  std::sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
+  std::sort(remainders.begin(), remainders.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   for (std::size_t r = 0; assigned < total; r = (r + 1) % remainders.size()) {
     ++counts[remainders[r].second];
     ++assigned;
@@ -85,11 +86,13 @@ std::vector<std::size_t> apportion(const std::vector<double>& weights, std::size
 Partition partitionIid(std::size_t numExamples, std::size_t numClients, uint64_t seed) {
   checkCommon(numExamples, numClients);
   std::vector<uint32_t> order(numExamples);
-  for (std::size_t i = 0; i < numExamples; ++i) order[i] = static_cast<uint32_t>(i);
+  for (std::size_t i = 0; i < numExamples; ++i)
+    order[i] = static_cast<uint32_t>(i);
   detail::Rng rng(seed);
   rng.shuffle(order);
   std::vector<std::size_t> owners(numClients);
-  for (std::size_t c = 0; c < numClients; ++c) owners[c] = c;
+  for (std::size_t c = 0; c < numClients; ++c)
+    owners[c] = c;
   Partition p(numClients);
   deal(order, owners, p);
   sortEach(p);
@@ -100,8 +103,7 @@ Partition partitionIid(std::span<const int32_t> labels, std::size_t numClients, 
   return partitionIid(labels.size(), numClients, seed);
 }
 
-Partition partitionDirichlet(std::span<const int32_t> labels, std::size_t numClients, double alpha,
-                             uint64_t seed) {
+Partition partitionDirichlet(std::span<const int32_t> labels, std::size_t numClients, double alpha, uint64_t seed) {
   checkCommon(labels.size(), numClients);
   if (!(alpha > 0.0) || !std::isfinite(alpha)) {
     throw std::invalid_argument("partitionDirichlet: alpha must be a finite number > 0");
@@ -118,7 +120,8 @@ Partition partitionDirichlet(std::span<const int32_t> labels, std::size_t numCli
       w = rng.logGamma(alpha);
       maxLog = std::max(maxLog, w);
     }
-    for (double& w : weights) w = std::exp(w - maxLog);
+    for (double& w : weights)
+      w = std::exp(w - maxLog);
     const auto counts = apportion(weights, group.size());
     std::size_t next = 0;
     for (std::size_t c = 0; c < numClients; ++c) {
@@ -154,13 +157,15 @@ Partition partitionKClasses(std::span<const int32_t> labels, std::size_t numClie
 
   detail::Rng rng(seed);
   std::vector<std::size_t> classOrder(numClasses);
-  for (std::size_t i = 0; i < numClasses; ++i) classOrder[i] = i;
+  for (std::size_t i = 0; i < numClasses; ++i)
+    classOrder[i] = i;
   rng.shuffle(classOrder);
 
   // holders[pos]: the clients sharing the class at position pos of the cyclic order.
   std::vector<std::vector<std::size_t>> holders(numClasses);
   for (std::size_t c = 0; c < numClients; ++c) {
-    for (std::size_t j = 0; j < kk; ++j) holders[(c * kk + j) % numClasses].push_back(c);
+    for (std::size_t j = 0; j < kk; ++j)
+      holders[(c * kk + j) % numClasses].push_back(c);
   }
   for (std::size_t pos = numClients * kk; pos < numClasses; ++pos) {
     holders[pos].push_back((pos - numClients * kk) % numClients);

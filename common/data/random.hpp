@@ -22,7 +22,8 @@ class Rng {
  public:
   explicit Rng(uint64_t seed) {
     uint64_t s = seed;
-    for (uint64_t& word : s_) word = splitMix64(s);
+    for (uint64_t& word : s_)
+      word = splitMix64(s);
   }
 
   uint64_t next() {

@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "starling/data/loaders.hpp"
+
 #include "temp_files.hpp"
 
 using namespace starling;
@@ -78,24 +79,40 @@ TEST_CASE("malformed CSV files are refused with the file and the line", "[csv]")
     options.hasHeader = true;
     refused("label,a\n1,2\n\n3,4,5\n", ":4: ", "expected 2 fields, found 3", options);
   }
-  SECTION("a feature that is not a number") { refused("1,2\n0,abc\n", ":2: ", "field 2: 'abc'"); }
-  SECTION("an empty feature") { refused("1,2,\n", ":1: ", "field 3"); }
-  SECTION("a non-finite feature") { refused("1,nan\n", ":1: ", "not a finite number"); }
-  SECTION("a feature out of float range") { refused("1,1e999\n", ":1: ", "field 2"); }
-  SECTION("a negative label") { refused("1,2\n-1,3\n", ":2: ", "label '-1'"); }
-  SECTION("a fractional label") { refused("1.5,2\n", ":1: ", "label '1.5'"); }
+  SECTION("a feature that is not a number") {
+    refused("1,2\n0,abc\n", ":2: ", "field 2: 'abc'");
+  }
+  SECTION("an empty feature") {
+    refused("1,2,\n", ":1: ", "field 3");
+  }
+  SECTION("a non-finite feature") {
+    refused("1,nan\n", ":1: ", "not a finite number");
+  }
+  SECTION("a feature out of float range") {
+    refused("1,1e999\n", ":1: ", "field 2");
+  }
+  SECTION("a negative label") {
+    refused("1,2\n-1,3\n", ":2: ", "label '-1'");
+  }
+  SECTION("a fractional label") {
+    refused("1.5,2\n", ":1: ", "label '1.5'");
+  }
   SECTION("a label beyond the class count") {
     CsvOptions options;
     options.numClasses = 3;
     refused("1,2\n3,4\n", ":2: ", "label 3 is not below numClasses 3", options);
   }
-  SECTION("a row with a label only") { refused("\n1\n", ":2: ", "found 1 field"); }
+  SECTION("a row with a label only") {
+    refused("\n1\n", ":2: ", "found 1 field");
+  }
   SECTION("a label column outside the row") {
     CsvOptions options;
     options.labelColumn = 5;
     refused("1,2\n", ":1: ", "label column 5", options);
   }
-  SECTION("no data rows") { refused("\n\n", ": ", "no data rows"); }
+  SECTION("no data rows") {
+    refused("\n\n", ": ", "no data rows");
+  }
   SECTION("a missing file") {
     auto d = loadCsv(dir.file("absent.csv"));
     CHECK(d.status().code() == StatusCode::kNotFound);

@@ -50,8 +50,8 @@ TEST_CASE("a byte dataset keeps one byte per feature and converts per batch", "[
     std::vector<uint32_t> all = {0, 1, 2};
     std::vector<float> out(12);
     s.gather(all, out);
-    CHECK(out[0] == 5.0f);   // example 1, feature 0: 10 * 0.5
-    CHECK(out[8] == 0.0f);   // example 0, feature 0
+    CHECK(out[0] == 5.0f);  // example 1, feature 0: 10 * 0.5
+    CHECK(out[8] == 0.0f);  // example 0, feature 0
     CHECK(s.shape() == d->shape());
   }
 }

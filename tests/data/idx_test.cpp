@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "starling/data/loaders.hpp"
+
 #include "temp_files.hpp"
 
 using namespace starling;
@@ -31,7 +32,9 @@ TEST_CASE("IDX files load as bytes, plain or gzipped", "[idx]") {
     CHECK(out[0] == Approx(12.0f / 255.0f));
     CHECK(out[5] == Approx(17.0f / 255.0f));
   };
-  SECTION("plain") { check(loadIdx(dir.write("img", images), dir.write("lbl", labels))); }
+  SECTION("plain") {
+    check(loadIdx(dir.write("img", images), dir.write("lbl", labels)));
+  }
   SECTION("gzipped, whatever the name") {
     check(loadIdx(dir.writeGzip("img.gz", images), dir.writeGzip("lbl", labels)));
   }
@@ -61,8 +64,12 @@ TEST_CASE("malformed IDX files are refused with the file and the byte offset", "
     return d.status().message();
   };
 
-  SECTION("an empty file") { refusedImages({}, StatusCode::kMalformed, "0"); }
-  SECTION("a file cut inside the magic number") { refusedImages({0, 0}, StatusCode::kMalformed, "2"); }
+  SECTION("an empty file") {
+    refusedImages({}, StatusCode::kMalformed, "0");
+  }
+  SECTION("a file cut inside the magic number") {
+    refusedImages({0, 0}, StatusCode::kMalformed, "2");
+  }
   SECTION("a magic number that is not IDX") {
     refusedImages({0x1f, 0x00, 0x08, 0x03}, StatusCode::kMalformed, "0");
   }
@@ -70,13 +77,17 @@ TEST_CASE("malformed IDX files are refused with the file and the byte offset", "
     auto message = refusedImages(idxBytes({3, 2, 3}, ramp(18), 0x0D), StatusCode::kUnsupported, "2");
     CHECK_THAT(message, Catch::Contains("float"));
   }
-  SECTION("an unknown element type") { refusedImages(idxBytes({3}, ramp(3), 0x42), StatusCode::kMalformed, "2"); }
+  SECTION("an unknown element type") {
+    refusedImages(idxBytes({3}, ramp(3), 0x42), StatusCode::kMalformed, "2");
+  }
   SECTION("a header cut inside a dimension") {
     auto bytes = idxBytes({3, 2, 3}, {});
     bytes.resize(10);
     refusedImages(bytes, StatusCode::kMalformed, "10");
   }
-  SECTION("a zero image dimension") { refusedImages(idxBytes({3, 0, 3}, {}), StatusCode::kMalformed, "8"); }
+  SECTION("a zero image dimension") {
+    refusedImages(idxBytes({3, 0, 3}, {}), StatusCode::kMalformed, "8");
+  }
   SECTION("data shorter than the header announces") {
     auto message = refusedImages(idxBytes({3, 2, 3}, ramp(17)), StatusCode::kMalformed, "33");
     CHECK_THAT(message, Catch::Contains("17 of the 18"));
@@ -134,7 +145,8 @@ TEST_CASE("malformed IDX files are refused with the file and the byte offset", "
     CHECK_THAT(d.status().message(), Catch::StartsWith(path + ": offset "));
   }
   SECTION("a corrupt gzip stream") {
-    const std::string path = dir.write("corrupt.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbage!", 18));
+    const std::string path =
+        dir.write("corrupt.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbage!", 18));
     auto d = loadIdx(path, goodLabels);
     REQUIRE_FALSE(d.isOk());
     CHECK(d.status().code() == StatusCode::kMalformed);
@@ -189,12 +201,14 @@ TEST_CASE("the installed Fashion-MNIST test set has 10,000 examples of 784 bytes
   CHECK(d->numClasses() == 10);
   CHECK(d->memoryBytes() == 10000 * 784 + 10000 * 4);
   std::vector<int> perClass(10);
-  for (int32_t label : d->labels()) ++perClass.at(static_cast<std::size_t>(label));
+  for (int32_t label : d->labels())
+    ++perClass.at(static_cast<std::size_t>(label));
   CHECK(perClass == std::vector<int>(10, 1000));  // the test set is balanced
   std::vector<float> image(784);
   d->gather(std::vector<uint32_t>{0}, image);
   float maxPixel = 0.0f;
-  for (float v : image) maxPixel = std::max(maxPixel, v);
+  for (float v : image)
+    maxPixel = std::max(maxPixel, v);
   CHECK(maxPixel > 0.5f);
   CHECK(maxPixel <= 1.0f);
 }

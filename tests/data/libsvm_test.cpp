@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "starling/data/loaders.hpp"
+
 #include "temp_files.hpp"
 
 using namespace starling;
@@ -16,7 +17,9 @@ std::vector<float> row(const Dataset& d, uint32_t i) {
   return out;
 }
 
-std::vector<int32_t> labelsOf(const Dataset& d) { return {d.labels().begin(), d.labels().end()}; }
+std::vector<int32_t> labelsOf(const Dataset& d) {
+  return {d.labels().begin(), d.labels().end()};
+}
 
 }  // namespace
 
@@ -97,14 +100,34 @@ TEST_CASE("malformed LIBSVM files are refused with the file and the line", "[lib
     CHECK_THAT(d.status().message(), Catch::StartsWith(path + where));
     CHECK_THAT(d.status().message(), Catch::Contains(what));
   };
-  SECTION("a token without a colon") { refused("1 1:2\n1 3\n", ":2: ", "expected index:value, found '3'"); }
-  SECTION("index 0") { refused("1 0:2\n", ":1: ", "index '0'"); }
-  SECTION("a negative index") { refused("1 -2:2\n", ":1: ", "index '-2'"); }
-  SECTION("indices that do not increase") { refused("1 1:1\n\n0 3:1 2:1\n", ":3: ", "index 2 does not increase"); }
-  SECTION("a repeated index") { refused("1 2:1 2:1\n", ":1: ", "index 2 does not increase"); }
-  SECTION("an index beyond featureDim") { refused("1 1:1\n1 9:1\n", ":2: ", "exceeds featureDim 4", 4); }
-  SECTION("a value that is not a number") { refused("1 1:x\n", ":1: ", "value 'x'"); }
-  SECTION("a label that is not an integer") { refused("1 1:1\n0.5 1:1\n", ":2: ", "label '0.5'"); }
-  SECTION("no examples") { refused("# only a comment\n", ": ", "no examples"); }
-  SECTION("no features anywhere") { refused("1\n0\n", ": ", "no features"); }
+  SECTION("a token without a colon") {
+    refused("1 1:2\n1 3\n", ":2: ", "expected index:value, found '3'");
+  }
+  SECTION("index 0") {
+    refused("1 0:2\n", ":1: ", "index '0'");
+  }
+  SECTION("a negative index") {
+    refused("1 -2:2\n", ":1: ", "index '-2'");
+  }
+  SECTION("indices that do not increase") {
+    refused("1 1:1\n\n0 3:1 2:1\n", ":3: ", "index 2 does not increase");
+  }
+  SECTION("a repeated index") {
+    refused("1 2:1 2:1\n", ":1: ", "index 2 does not increase");
+  }
+  SECTION("an index beyond featureDim") {
+    refused("1 1:1\n1 9:1\n", ":2: ", "exceeds featureDim 4", 4);
+  }
+  SECTION("a value that is not a number") {
+    refused("1 1:x\n", ":1: ", "value 'x'");
+  }
+  SECTION("a label that is not an integer") {
+    refused("1 1:1\n0.5 1:1\n", ":2: ", "label '0.5'");
+  }
+  SECTION("no examples") {
+    refused("# only a comment\n", ": ", "no examples");
+  }
+  SECTION("no features anywhere") {
+    refused("1\n0\n", ": ", "no features");
+  }
 }

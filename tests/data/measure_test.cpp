@@ -30,8 +30,8 @@ TEST_CASE("measure: loading Fashion-MNIST and gathering minibatches", "[.measure
   auto train = loadFashionMnistSplit(dir, FashionMnistSplit::kTrain);
   const double loadSeconds = secondsSince(start);
   REQUIRE(train.isOk());
-  std::printf("load train: %zu examples in %.3f s, %.1f MB held (%zu bytes per example)\n", train->size(),
-              loadSeconds, static_cast<double>(train->memoryBytes()) / 1e6, train->memoryBytes() / train->size());
+  std::printf("load train: %zu examples in %.3f s, %.1f MB held (%zu bytes per example)\n", train->size(), loadSeconds,
+              static_cast<double>(train->memoryBytes()) / 1e6, train->memoryBytes() / train->size());
 
   const std::size_t batch = 64;
   const auto order = partitionIid(train->size(), 1, 1)[0];

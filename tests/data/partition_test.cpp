@@ -13,8 +13,10 @@ namespace {
 std::vector<int32_t> unevenLabels(std::size_t n, int numClasses) {
   std::vector<int32_t> labels(n);
   std::vector<int32_t> wheel;
-  for (int c = 0; c < numClasses; ++c) wheel.insert(wheel.end(), static_cast<std::size_t>(c + 1), c);
-  for (std::size_t i = 0; i < n; ++i) labels[i] = wheel[(i * 7) % wheel.size()];
+  for (int c = 0; c < numClasses; ++c)
+    wheel.insert(wheel.end(), static_cast<std::size_t>(c + 1), c);
+  for (std::size_t i = 0; i < n; ++i)
+    labels[i] = wheel[(i * 7) % wheel.size()];
   return labels;
 }
 
@@ -36,7 +38,8 @@ void requireExactCover(const Partition& p, std::size_t n) {
 
 std::set<int32_t> classesOf(const std::vector<uint32_t>& client, const std::vector<int32_t>& labels) {
   std::set<int32_t> classes;
-  for (uint32_t i : client) classes.insert(labels[i]);
+  for (uint32_t i : client)
+    classes.insert(labels[i]);
   return classes;
 }
 
@@ -101,7 +104,8 @@ TEST_CASE("Dirichlet partitions give every example to one client and skew labels
     for (double alpha : {0.001, 0.05}) {
       const Partition p = partitionDirichlet(unevenLabels(200, 2), 200, alpha, 11);
       requireExactCover(p, 200);
-      for (const auto& client : p) CHECK(client.size() == 1);
+      for (const auto& client : p)
+        CHECK(client.size() == 1);
     }
     const Partition tiny = partitionDirichlet(std::vector<int32_t>{0, 1, 0}, 5, 0.1, 1);
     requireExactCover(tiny, 3);
@@ -110,7 +114,8 @@ TEST_CASE("Dirichlet partitions give every example to one client and skew labels
     auto meanClasses = [&](double alpha) {
       const Partition p = partitionDirichlet(labels, 20, alpha, 5);
       double total = 0;
-      for (const auto& client : p) total += static_cast<double>(classesOf(client, labels).size());
+      for (const auto& client : p)
+        total += static_cast<double>(classesOf(client, labels).size());
       return total / 20.0;
     };
     CHECK(meanClasses(0.05) < 3.5);
@@ -118,7 +123,8 @@ TEST_CASE("Dirichlet partitions give every example to one client and skew labels
   }
   SECTION("large alpha approaches each class's share of the data") {
     const Partition p = partitionDirichlet(labels, 4, 1e4, 5);
-    for (const auto& client : p) CHECK(static_cast<double>(client.size()) == Approx(1500.0).epsilon(0.02));
+    for (const auto& client : p)
+      CHECK(static_cast<double>(client.size()) == Approx(1500.0).epsilon(0.02));
   }
 }
 
@@ -132,15 +138,18 @@ TEST_CASE("k-class partitions give each client k classes and every example to on
       for (const auto& client : p) {
         const auto classes = classesOf(client, labels);
         CHECK(classes.size() == static_cast<std::size_t>(k));
-        for (int32_t c : classes) ++holders[static_cast<std::size_t>(c)];
+        for (int32_t c : classes)
+          ++holders[static_cast<std::size_t>(c)];
       }
-      for (int h : holders) CHECK(h == 20 * k / 10);
+      for (int h : holders)
+        CHECK(h == 20 * k / 10);
     }
   }
   SECTION("k beyond the number of classes gives every client every class") {
     const Partition p = partitionKClasses(labels, 4, 50, 2);
     requireExactCover(p, labels.size());
-    for (const auto& client : p) CHECK(classesOf(client, labels).size() == 10);
+    for (const auto& client : p)
+      CHECK(classesOf(client, labels).size() == 10);
   }
   SECTION("too few clients for k classes each: the rest are dealt out, nothing is dropped") {
     const Partition p = partitionKClasses(labels, 3, 2, 2);
@@ -156,7 +165,8 @@ TEST_CASE("k-class partitions give each client k classes and every example to on
     const std::vector<int32_t> sparse = {5, 900, 5, 900, 33, 33};
     const Partition p = partitionKClasses(sparse, 3, 1, 4);
     requireExactCover(p, sparse.size());
-    for (const auto& client : p) CHECK(classesOf(client, sparse).size() == 1);
+    for (const auto& client : p)
+      CHECK(classesOf(client, sparse).size() == 1);
   }
 }
 

@@ -23,7 +23,8 @@ TEST_CASE("bounded draws are uniform and in range", "[random]") {
     REQUIRE(x < 7);
     ++counts[x];
   }
-  for (int c : counts) CHECK(c == Approx(10000).epsilon(0.05));
+  for (int c : counts)
+    CHECK(c == Approx(10000).epsilon(0.05));
   CHECK(rng.below(1) == 0);
 }
 

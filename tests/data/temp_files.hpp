@@ -65,7 +65,8 @@ inline std::vector<uint8_t> idxBytes(const std::vector<uint32_t>& dims, const st
 // Bytes 0, 1, 2, ... of the given length.
 inline std::vector<uint8_t> ramp(std::size_t n) {
   std::vector<uint8_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<uint8_t>(i);
   return v;
 }
 

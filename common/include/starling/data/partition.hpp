@@ -36,8 +36,7 @@ Partition partitionIid(std::span<const int32_t> labels, std::size_t numClients, 
 // gives each client few classes; large alpha (100) approaches IID.
 // No client is left empty when n >= numClients: each empty client, in index order, takes
 // one example from the client holding the most (lowest index on a tie).
-Partition partitionDirichlet(std::span<const int32_t> labels, std::size_t numClients, double alpha,
-                             uint64_t seed);
+Partition partitionDirichlet(std::span<const int32_t> labels, std::size_t numClients, double alpha, uint64_t seed);
 
 // Pathological non-IID, k classes per client (McMahan et al.'s shards): the classes that
 // occur are put in a seeded random cyclic order and client c takes the k consecutive

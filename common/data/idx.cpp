@@ -220,9 +220,9 @@ Result<Dataset> loadFashionMnistSplit(const std::string& dir, FashionMnistSplit 
   if (!labels) return labels.status();
   auto dataset = loadIdx(*images, *labels, 10);
   if (!dataset) return dataset;
-  if (dataset->featureDim() != 28 * 28 || dataset->shape().size() != 3) {
-    return Status(StatusCode::kMalformed, *images + ": Fashion-MNIST images are 28 x 28, found shape of " +
-                                              std::to_string(dataset->featureDim()) + " bytes");
+  if (dataset->featureDim() != std::size_t{28} * 28 || dataset->shape().size() != 3) {
+    return Status(StatusCode::kMalformed, *images + ": Fashion-MNIST images are 28 x 28 bytes, found " +
+                                              std::to_string(dataset->featureDim()) + " bytes per image");
   }
   return dataset;
 }

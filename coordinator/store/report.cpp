@@ -12,7 +12,9 @@ namespace {
 
 // ---- shared ---------------------------------------------------------------------------
 
-int64_t durationMs(const RoundRecord& r) { return r.endedMs - r.startedMs; }
+int64_t durationMs(const RoundRecord& r) {
+  return r.endedMs - r.startedMs;
+}
 
 std::optional<double> ratio(int64_t raw, int64_t wire) {
   if (wire <= 0) return std::nullopt;
@@ -29,6 +31,20 @@ std::string humanBytes(int64_t bytes) {
   return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0));
 }
 
+// A table cell stays on one line: line breaks and tabs become spaces, other control
+// characters '?'.
+std::string cell(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c == '\n' || c == '\r' || c == '\t') {
+      c = ' ';
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      c = '?';
+    }
+  }
+  return out;
+}
+
 std::string optionalFixed(std::optional<double> v, int digits, std::string_view suffix = "") {
   if (!v) return "-";
   return fmt::format("{:.{}f}{}", *v, digits, suffix);
@@ -39,9 +55,11 @@ std::string optionalFixed(std::optional<double> v, int digits, std::string_view 
 std::string renderTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
                         std::size_t leftAligned) {
   std::vector<std::size_t> width(header.size(), 0);
-  for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (std::size_t c = 0; c < header.size(); ++c)
+    width[c] = header[c].size();
   for (const auto& row : rows) {
-    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
   }
   std::string out;
   auto line = [&](const std::vector<std::string>& cells) {
@@ -57,16 +75,19 @@ std::string renderTable(const std::vector<std::string>& header, const std::vecto
         text += fmt::format("{:>{}}", cells[c], width[c]);
       }
     }
-    while (!text.empty() && text.back() == ' ') text.pop_back();
+    while (!text.empty() && text.back() == ' ')
+      text.pop_back();
     out += text;
     out += '\n';
   };
   line(header);
   std::size_t total = 0;
-  for (std::size_t w : width) total += w + 2;
+  for (std::size_t w : width)
+    total += w + 2;
   out += std::string(total > 2 ? total - 2 : 0, '-');
   out += '\n';
-  for (const auto& row : rows) line(row);
+  for (const auto& row : rows)
+    line(row);
   return out;
 }
 
@@ -89,7 +110,7 @@ std::string formatTable(const ReportData& data, const ReportTotals& totals) {
         fmt::format("{:.4f}", r.trainLossStart),
         optionalFixed(r.testAccuracy ? std::optional<double>(*r.testAccuracy * 100.0) : std::nullopt, 2, "%"),
         fmt::format("{:.1f}s", static_cast<double>(durationMs(r)) / 1000.0),
-        r.reason,
+        cell(r.reason),
     });
   }
   out += renderTable({"round", "status", "tau", "lr", "dens up", "dens down", "returned", "stragglers", "up wire",
@@ -122,10 +143,10 @@ std::string formatTable(const ReportData& data, const ReportTotals& totals) {
   for (const ParticipantRecord& p : data.participants) {
     rows.push_back({
         fmt::format("{}", p.round),
-        p.clientId,
+        cell(p.clientId),
         participantOutcomeName(p.outcome),
         fmt::format("{}", p.staleness),
-        p.reason.empty() ? "-" : p.reason,
+        p.reason.empty() ? "-" : cell(p.reason),
     });
   }
   out += renderTable({"round", "client", "outcome", "staleness", "reason"}, rows, 3);
@@ -275,7 +296,7 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
                .num("started_ms", r.startedMs)
                .num("ended_ms", r.endedMs)
                .num("duration_ms", durationMs(r))
-               .unum("model_checksum", r.modelChecksum)
+               .str("model_checksum", fmt::format("{:#018x}", r.modelChecksum))
                .done();
   }
   out += first ? "],\n" : "\n  ],\n";

@@ -61,7 +61,9 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path, int fl
   return std::unique_ptr<Database>(new Database(db, path));
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+Database::~Database() {
+  sqlite3_close_v2(db_);
+}
 
 Status Database::exec(std::string_view sql) {
   const std::string text(sql);
@@ -75,8 +77,8 @@ Result<std::unique_ptr<Statement>> Database::prepare(std::string_view sql) {
   if (sql.size() > static_cast<std::size_t>(INT_MAX)) {
     return Status(StatusCode::kInvalidArgument, "SQL statement too long");
   }
-  const int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
-                                    &stmt, nullptr);
+  const int rc =
+      sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) {
     return sqliteStatus(rc, db_, fmt::format("database '{}': preparing \"{}\"", path_, sql));
   }
@@ -85,7 +87,9 @@ Result<std::unique_ptr<Statement>> Database::prepare(std::string_view sql) {
 
 // ---- Statement -----------------------------------------------------------------
 
-Statement::~Statement() { sqlite3_finalize(stmt_); }
+Statement::~Statement() {
+  sqlite3_finalize(stmt_);
+}
 
 Statement& Statement::noteBind(int rc, int index) {
   if (rc != SQLITE_OK && bindError_ == SQLITE_OK) {
@@ -114,7 +118,9 @@ Statement& Statement::bindBlob(int index, std::span<const unsigned char> bytes) 
   return noteBind(sqlite3_bind_blob64(stmt_, index, data, bytes.size(), SQLITE_TRANSIENT), index);
 }
 
-Statement& Statement::bindNull(int index) { return noteBind(sqlite3_bind_null(stmt_, index), index); }
+Statement& Statement::bindNull(int index) {
+  return noteBind(sqlite3_bind_null(stmt_, index), index);
+}
 
 void Statement::reset() {
   sqlite3_reset(stmt_);
@@ -125,9 +131,8 @@ void Statement::reset() {
 
 Result<bool> Statement::step() {
   if (bindError_ != SQLITE_OK) {
-    Status status =
-        sqliteStatus(bindError_, nullptr, fmt::format("binding parameter {} of \"{}\"", bindErrorIndex_,
-                                                      sqlite3_sql(stmt_)));
+    Status status = sqliteStatus(bindError_, nullptr,
+                                 fmt::format("binding parameter {} of \"{}\"", bindErrorIndex_, sqlite3_sql(stmt_)));
     reset();
     return status;
   }
@@ -150,11 +155,17 @@ Status Statement::run() {
   }
 }
 
-bool Statement::isNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+bool Statement::isNull(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
 
-int64_t Statement::int64(int column) const { return sqlite3_column_int64(stmt_, column); }
+int64_t Statement::int64(int column) const {
+  return sqlite3_column_int64(stmt_, column);
+}
 
-double Statement::real(int column) const { return sqlite3_column_double(stmt_, column); }
+double Statement::real(int column) const {
+  return sqlite3_column_double(stmt_, column);
+}
 
 std::optional<double> Statement::optionalReal(int column) const {
   if (isNull(column)) return std::nullopt;

@@ -81,15 +81,11 @@ class Statement {
   // next step()/run(), so that binds can be chained without checking each one.
   Statement& bind(int index, int64_t value);
   Statement& bind(int index, double value);
-  Statement& bind(int index, std::string_view text);  // copied by SQLite
+  Statement& bind(int index, std::string_view text);                     // copied by SQLite
   Statement& bindBlob(int index, std::span<const unsigned char> bytes);  // copied
   Statement& bindNull(int index);
-  Statement& bind(int index, std::optional<double> value) {
-    return value ? bind(index, *value) : bindNull(index);
-  }
-  Statement& bind(int index, std::optional<int64_t> value) {
-    return value ? bind(index, *value) : bindNull(index);
-  }
+  Statement& bind(int index, std::optional<double> value) { return value ? bind(index, *value) : bindNull(index); }
+  Statement& bind(int index, std::optional<int64_t> value) { return value ? bind(index, *value) : bindNull(index); }
 
   // Advances: true when a row is available, false when done. After done or an error
   // the statement is reset and its bindings cleared, ready for the next use.

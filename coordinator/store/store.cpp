@@ -116,8 +116,12 @@ constexpr const char* kParticipantUpdate =
     "loss_end = excluded.loss_end, bytes_up_raw = excluded.bytes_up_raw, bytes_up_wire = excluded.bytes_up_wire, "
     "bytes_down_wire = excluded.bytes_down_wire, staleness = excluded.staleness";
 
-int64_t toSql(uint64_t value) { return std::bit_cast<int64_t>(value); }
-uint64_t fromSql(int64_t value) { return std::bit_cast<uint64_t>(value); }
+int64_t toSql(uint64_t value) {
+  return std::bit_cast<int64_t>(value);
+}
+uint64_t fromSql(int64_t value) {
+  return std::bit_cast<uint64_t>(value);
+}
 
 uint64_t fnv1a(std::span<const unsigned char> bytes) {
   constexpr uint64_t kOffsetBasis = 0xcbf29ce484222325ULL;
@@ -142,7 +146,8 @@ std::vector<unsigned char> encodeFloats(std::span<const float> values) {
   } else {
     for (std::size_t i = 0; i < values.size(); ++i) {
       const auto bits = std::bit_cast<uint32_t>(values[i]);
-      for (int b = 0; b < 4; ++b) out[i * 4 + b] = static_cast<unsigned char>(bits >> (8 * b));
+      for (int b = 0; b < 4; ++b)
+        out[i * 4 + b] = static_cast<unsigned char>(bits >> (8 * b));
     }
   }
   return out;
@@ -155,7 +160,8 @@ std::vector<float> decodeFloats(std::span<const unsigned char> bytes) {
   } else {
     for (std::size_t i = 0; i < out.size(); ++i) {
       uint32_t bits = 0;
-      for (int b = 0; b < 4; ++b) bits |= static_cast<uint32_t>(bytes[i * 4 + b]) << (8 * b);
+      for (int b = 0; b < 4; ++b)
+        bits |= static_cast<uint32_t>(bytes[i * 4 + b]) << (8 * b);
       out[i] = std::bit_cast<float>(bits);
     }
   }
@@ -175,7 +181,9 @@ std::string immutableUri(const std::string& path) {
   return uri + "?immutable=1";
 }
 
-Status invalid(std::string message) { return {StatusCode::kInvalidArgument, std::move(message)}; }
+Status invalid(std::string message) {
+  return {StatusCode::kInvalidArgument, std::move(message)};
+}
 
 // Runs a single-row query and returns its first column as an integer.
 Result<int64_t> queryInt(sqlite::Database& db, std::string_view sql) {
@@ -231,9 +239,9 @@ const char* participantOutcomeName(ParticipantOutcome outcome) {
 }
 
 std::optional<ParticipantOutcome> parseParticipantOutcome(std::string_view name) {
-  for (ParticipantOutcome o : {ParticipantOutcome::kAccepted, ParticipantOutcome::kStraggler,
-                               ParticipantOutcome::kDropped, ParticipantOutcome::kRejected,
-                               ParticipantOutcome::kLateApplied, ParticipantOutcome::kLateDiscarded}) {
+  for (ParticipantOutcome o :
+       {ParticipantOutcome::kAccepted, ParticipantOutcome::kStraggler, ParticipantOutcome::kDropped,
+        ParticipantOutcome::kRejected, ParticipantOutcome::kLateApplied, ParticipantOutcome::kLateDiscarded}) {
     if (name == participantOutcomeName(o)) return o;
   }
   return std::nullopt;
@@ -282,18 +290,18 @@ Status Store::Impl::prepareAll() {
     std::unique_ptr<sqlite::Statement>* target;
     std::string sql;
   };
-  const std::string participantInsert =
-      fmt::format("INSERT INTO participants ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                  "?14, ?15)",
-                  kParticipantColumns);
+  const std::string participantInsert = fmt::format(
+      "INSERT INTO participants ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+      "?14, ?15)",
+      kParticipantColumns);
   const std::vector<Entry> entries = {
       {&insertRound, fmt::format("INSERT INTO rounds ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
                                  "?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
                                  kRoundColumns)},
       {&insertParticipant, participantInsert},
       {&upsertParticipant, participantInsert + kParticipantUpdate},
-      {&upsertClient, fmt::format("INSERT OR REPLACE INTO clients ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                                  kClientColumns)},
+      {&upsertClient,
+       fmt::format("INSERT OR REPLACE INTO clients ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", kClientColumns)},
       {&clientExists, "SELECT 1 FROM clients WHERE id = ?1"},
       {&roundStatus, "SELECT status FROM rounds WHERE round = ?1"},
       {&lastRound, "SELECT max(round) FROM rounds"},
@@ -359,8 +367,7 @@ Status Store::Impl::initialize() {
   const bool fresh = *version == 0 && *appId == 0 && *tables == 0;
   if (!fresh && *appId != kApplicationId) {
     return {StatusCode::kMalformed,
-            fmt::format("database '{}' is not a Starling coordinator database (application id {:#x})", path,
-                        *appId)};
+            fmt::format("database '{}' is not a Starling coordinator database (application id {:#x})", path, *appId)};
   }
   if (!fresh && *version != kSchemaVersion) {
     return {StatusCode::kUnsupported,
@@ -420,7 +427,9 @@ Status Store::Impl::initialize() {
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;
 
-const std::string& Store::path() const { return impl_->path; }
+const std::string& Store::path() const {
+  return impl_->path;
+}
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreOptions& options) {
   if (options.keepCheckpoints < 1) {
@@ -461,8 +470,8 @@ Status Store::commitRound(const RoundRecord& record, std::span<const Participant
                                roundStatusName(record.status)));
   }
   if (checkpoint.round != record.round) {
-    return invalid(fmt::format("commitRound: the checkpoint is of round {} but the round is {}", checkpoint.round,
-                               record.round));
+    return invalid(
+        fmt::format("commitRound: the checkpoint is of round {} but the round is {}", checkpoint.round, record.round));
   }
   return recordRound(record, participants, &checkpoint, clients);
 }
@@ -470,8 +479,8 @@ Status Store::commitRound(const RoundRecord& record, std::span<const Participant
 Status Store::recordAbandonedRound(const RoundRecord& record, std::span<const ParticipantRecord> participants,
                                    std::span<const ClientRecord> clients) {
   if (record.status != RoundStatus::kAbandoned) {
-    return invalid(fmt::format("recordAbandonedRound: round {} is marked {}", record.round,
-                               roundStatusName(record.status)));
+    return invalid(
+        fmt::format("recordAbandonedRound: round {} is marked {}", record.round, roundStatusName(record.status)));
   }
   return recordRound(record, participants, nullptr, clients);
 }
@@ -530,9 +539,10 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
   }
   for (const ParticipantRecord& p : participants) {
     if (p.round > record.round || (p.round < record.round && !isLateOutcome(p.outcome))) {
-      return fail(invalid(fmt::format("participant '{}' is {} in round {}: only late-applied, late-discarded "
-                                      "and rejected rows may name an earlier round",
-                                      p.clientId, participantOutcomeName(p.outcome), p.round)));
+      return fail(
+          invalid(fmt::format("participant '{}' is {} in round {}: only late-applied, late-discarded "
+                              "and rejected rows may name an earlier round",
+                              p.clientId, participantOutcomeName(p.outcome), p.round)));
     }
   }
   std::vector<unsigned char> modelBytes;
@@ -613,8 +623,8 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
       if (!recorded) return fail(recorded.status());
       d.roundStatus->reset();
       if (!*recorded) {
-        return fail(invalid(fmt::format("participant '{}' names round {}, which was never recorded", p.clientId,
-                                        p.round)));
+        return fail(
+            invalid(fmt::format("participant '{}' names round {}, which was never recorded", p.clientId, p.round)));
       }
     }
     sqlite::Statement& s = p.round == record.round ? *d.insertParticipant : *d.upsertParticipant;
@@ -710,8 +720,8 @@ Result<std::optional<Checkpoint>> Store::latestCheckpoint() {
   Status bad;
   if (model.size() % sizeof(float) != 0 || memory.size() % sizeof(float) != 0) {
     bad = Status(StatusCode::kMalformed,
-                 fmt::format("{}: checkpoint of round {} is corrupt: a float blob of {} or {} bytes", context,
-                             cp.round, model.size(), memory.size()));
+                 fmt::format("{}: checkpoint of round {} is corrupt: a float blob of {} or {} bytes", context, cp.round,
+                             model.size(), memory.size()));
   } else if (fnv1a(model) != modelSum) {
     bad = corrupt("model", modelSum, fnv1a(model));
   } else if (fnv1a(memory) != memorySum) {

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "starling/coordinator/store.hpp"
+
 #include "store_fixtures.hpp"
 
 using namespace starling;
@@ -114,7 +114,8 @@ void requireIntactThrough(const std::string& path, uint64_t last, std::size_t mo
   auto rounds = (*store)->rounds();
   REQUIRE(rounds.isOk());
   REQUIRE(rounds->size() == last);
-  for (uint64_t i = 0; i < last; ++i) CHECK((*rounds)[i].round == i + 1);
+  for (uint64_t i = 0; i < last; ++i)
+    CHECK((*rounds)[i].round == i + 1);
   CHECK((*store)->participants()->size() == 2 * last);
   auto latest = (*store)->latestCheckpoint();
   REQUIRE(latest.isOk());

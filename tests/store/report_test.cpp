@@ -1,1 +1,395 @@
-// placeholder
+// The report: the same rounds and stragglers as a table for people, CSV for
+// spreadsheets and JSON for scripts; each format parses back.
+
+#include "starling/coordinator/report.hpp"
+
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <cctype>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "starling/coordinator/store.hpp"
+
+#include "store_fixtures.hpp"
+
+using namespace starling;
+using namespace starling::coordinator;
+using namespace starling::coordinator::testing;
+
+namespace {
+
+void requireOk(const Status& status) {
+  INFO(status.toString());
+  REQUIRE(status.isOk());
+}
+
+// Three rounds: 1 committed (evaluated), 2 abandoned, 3 committed with a late update
+// from round 1, a rejection and awkward characters in the reasons.
+std::unique_ptr<Store> sampleStore(const std::string& path) {
+  Result<std::unique_ptr<Store>> opened = Store::open(path);
+  INFO(opened.status().toString());
+  REQUIRE(opened.isOk());
+  std::unique_ptr<Store> store = std::move(*opened);
+  const std::vector<ClientRecord> clients = {makeClient(1), makeClient(2), makeClient(3), makeClient(4)};
+
+  RoundRecord r1 = makeRound(1);
+  r1.testAccuracy = 0.625;
+  r1.testLoss = 1.25;
+  requireOk(store->commitRound(r1,
+                               std::vector<ParticipantRecord>{
+                                   makeParticipant(1, 1, ParticipantOutcome::kAccepted),
+                                   makeParticipant(1, 2, ParticipantOutcome::kAccepted),
+                                   makeParticipant(1, 3, ParticipantOutcome::kStraggler, "deadline passed after 30 s"),
+                               },
+                               makeCheckpoint(1), clients));
+
+  RoundRecord r2 = makeRound(2);
+  r2.status = RoundStatus::kAbandoned;
+  r2.reason = "1 of 13 returned, minimum 5";
+  r2.testAccuracy.reset();
+  r2.testLoss.reset();
+  requireOk(store->recordAbandonedRound(
+      r2, std::vector<ParticipantRecord>{
+              makeParticipant(2, 4, ParticipantOutcome::kDropped, "connection reset by peer, \"ECONNRESET\""),
+          }));
+
+  RoundRecord r3 = makeRound(3);
+  r3.testAccuracy = 0.75;
+  r3.testLoss = 0.875;
+  ParticipantRecord late = makeParticipant(1, 3, ParticipantOutcome::kLateApplied);
+  late.staleness = 2;
+  requireOk(store->commitRound(
+      r3,
+      std::vector<ParticipantRecord>{
+          makeParticipant(3, 1, ParticipantOutcome::kAccepted),
+          makeParticipant(3, 2, ParticipantOutcome::kRejected, "non-finite value\nat index 7\t(\\x7f)"),
+          late,
+      },
+      makeCheckpoint(3)));
+  return store;
+}
+
+// RFC 4180 records: quoted fields may hold commas, doubled quotes and line breaks.
+std::vector<std::vector<std::string>> parseCsv(const std::string& text) {
+  std::vector<std::vector<std::string>> records;
+  std::vector<std::string> record;
+  std::string field;
+  bool quoted = false;
+  bool fieldStarted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+      fieldStarted = true;
+    } else if (c == ',') {
+      record.push_back(field);
+      field.clear();
+      fieldStarted = true;
+    } else if (c == '\n') {
+      if (fieldStarted || !field.empty()) record.push_back(field);
+      records.push_back(record);  // an empty record is the blank separator line
+      record.clear();
+      field.clear();
+      fieldStarted = false;
+    } else {
+      field += c;
+      fieldStarted = true;
+    }
+  }
+  REQUIRE_FALSE(quoted);
+  return records;
+}
+
+// A strict JSON syntax check (RFC 8259), enough to say the text is valid JSON.
+class JsonChecker {
+ public:
+  explicit JsonChecker(const std::string& text) : s_(text) {}
+  bool valid() {
+    ws();
+    if (!value()) return false;
+    ws();
+    return i_ == s_.size();
+  }
+
+ private:
+  bool value() {
+    if (i_ >= s_.size()) return false;
+    switch (s_[i_]) {
+      case '{':
+        return object();
+      case '[':
+        return array();
+      case '"':
+        return string();
+      case 't':
+        return literal("true");
+      case 'f':
+        return literal("false");
+      case 'n':
+        return literal("null");
+      default:
+        return number();
+    }
+  }
+  bool object() {
+    ++i_;
+    ws();
+    if (peek('}')) return ++i_, true;
+    while (true) {
+      ws();
+      if (!string()) return false;
+      ws();
+      if (!peek(':')) return false;
+      ++i_;
+      ws();
+      if (!value()) return false;
+      ws();
+      if (peek(',')) {
+        ++i_;
+        continue;
+      }
+      if (peek('}')) return ++i_, true;
+      return false;
+    }
+  }
+  bool array() {
+    ++i_;
+    ws();
+    if (peek(']')) return ++i_, true;
+    while (true) {
+      ws();
+      if (!value()) return false;
+      ws();
+      if (peek(',')) {
+        ++i_;
+        continue;
+      }
+      if (peek(']')) return ++i_, true;
+      return false;
+    }
+  }
+  bool string() {
+    if (!peek('"')) return false;
+    ++i_;
+    while (i_ < s_.size()) {
+      const auto c = static_cast<unsigned char>(s_[i_]);
+      if (c == '"') return ++i_, true;
+      if (c < 0x20) return false;
+      if (c == '\\') {
+        ++i_;
+        if (i_ >= s_.size()) return false;
+        const char e = s_[i_];
+        if (e == 'u') {
+          for (int k = 0; k < 4; ++k) {
+            ++i_;
+            if (i_ >= s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[i_]))) return false;
+          }
+        } else if (std::string("\"\\/bfnrt").find(e) == std::string::npos) {
+          return false;
+        }
+      }
+      ++i_;
+    }
+    return false;
+  }
+  bool number() {
+    const std::size_t start = i_;
+    if (peek('-')) ++i_;
+    if (peek('0')) {
+      ++i_;
+    } else if (!digits()) {
+      return false;
+    }
+    if (peek('.')) {
+      ++i_;
+      if (!digits()) return false;
+    }
+    if (peek('e') || peek('E')) {
+      ++i_;
+      if (peek('+') || peek('-')) ++i_;
+      if (!digits()) return false;
+    }
+    return i_ > start;
+  }
+  bool digits() {
+    const std::size_t start = i_;
+    while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])))
+      ++i_;
+    return i_ > start;
+  }
+  bool literal(const char* word) {
+    const std::string w(word);
+    if (s_.compare(i_, w.size(), w) != 0) return false;
+    i_ += w.size();
+    return true;
+  }
+  bool peek(char c) const { return i_ < s_.size() && s_[i_] == c; }
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t'))
+      ++i_;
+  }
+
+  const std::string& s_;
+  std::size_t i_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("report formats are chosen by name", "[report]") {
+  CHECK(*parseReportFormat("table") == ReportFormat::kTable);
+  CHECK(*parseReportFormat("csv") == ReportFormat::kCsv);
+  CHECK(*parseReportFormat("json") == ReportFormat::kJson);
+  auto bad = parseReportFormat("xml");
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(bad.status().message(), Catch::Contains("choose table, csv or json"));
+}
+
+TEST_CASE("totals add up the traffic and count the outcomes", "[report]") {
+  TempDir dir;
+  auto store = sampleStore(dir.file("totals.db"));
+  auto data = loadReport(*store);
+  REQUIRE(data.isOk());
+  CHECK(data->rounds.size() == 3);
+  CHECK(data->participants.size() == 4);  // the accepted ones are left out
+  const ReportTotals t = computeTotals(*data);
+  CHECK(t.roundsCommitted == 2);
+  CHECK(t.roundsAbandoned == 1);
+  CHECK(t.stragglers == 1);
+  CHECK(t.dropped == 1);
+  CHECK(t.rejected == 1);
+  CHECK(t.lateApplied == 1);
+  CHECK(t.lateDiscarded == 0);
+  CHECK(t.bytesUpRaw == 3 * 4'000'000);
+  CHECK(t.bytesUpWire == 3 * 80'000);
+  CHECK(t.bytesDownWire == 3 * 520'000);
+  CHECK(*t.compressionUp == Approx(50.0));
+  CHECK(*t.compressionDown == Approx(10.0));
+  CHECK(*t.lastEvaluatedRound == 3);
+  CHECK(*t.lastTestAccuracy == 0.75);
+}
+
+TEST_CASE("the table shows rounds, totals and the stragglers with their reasons", "[report]") {
+  TempDir dir;
+  auto store = sampleStore(dir.file("table.db"));
+  auto text = buildReport(*store, ReportFormat::kTable);
+  REQUIRE(text.isOk());
+  INFO(*text);
+  CHECK_THAT(*text, Catch::Contains("round") && Catch::Contains("tau") && Catch::Contains("test acc"));
+  CHECK_THAT(*text, Catch::Contains("abandoned") && Catch::Contains("1 of 13 returned, minimum 5"));
+  CHECK_THAT(*text, Catch::Contains("62.50%") && Catch::Contains("75.00%"));
+  CHECK_THAT(*text, Catch::Contains("2 committed, 1 abandoned"));
+  CHECK_THAT(*text, Catch::Contains("x50.0"));
+  CHECK_THAT(*text, Catch::Contains("Stragglers, drops and rejections"));
+  CHECK_THAT(*text, Catch::Contains("client-3") && Catch::Contains("straggler") &&
+                        Catch::Contains("deadline passed after 30 s"));
+  CHECK_THAT(*text, Catch::Contains("dropped") && Catch::Contains("ECONNRESET"));
+  CHECK_THAT(*text, Catch::Contains("late-applied"));
+  CHECK_THAT(*text, Catch::Contains("rejected") && Catch::Contains("non-finite value at index 7 (\\x7f)"));
+
+  SECTION("and says so when nothing went wrong") {
+    auto empty = Store::open(":memory:");
+    REQUIRE(empty.isOk());
+    auto none = buildReport(**empty, ReportFormat::kTable);
+    REQUIRE(none.isOk());
+    CHECK_THAT(*none, Catch::Contains("0 committed, 0 abandoned"));
+    CHECK_THAT(*none, Catch::Contains("  none"));
+  }
+}
+
+TEST_CASE("the CSV is two tables with a fixed number of columns", "[report]") {
+  TempDir dir;
+  auto store = sampleStore(dir.file("csv.db"));
+  auto text = buildReport(*store, ReportFormat::kCsv);
+  REQUIRE(text.isOk());
+  INFO(*text);
+  const auto records = parseCsv(*text);
+
+  // rounds header + 3 rounds, a blank line, participants header + 4 rows
+  REQUIRE(records.size() == 1 + 3 + 1 + 1 + 4);
+  CHECK(records[4].empty());
+  const std::size_t roundColumns = records[0].size();
+  const std::size_t participantColumns = records[5].size();
+  CHECK(roundColumns == 21);
+  CHECK(participantColumns == 13);
+  for (std::size_t i = 1; i <= 3; ++i)
+    CHECK(records[i].size() == roundColumns);
+  for (std::size_t i = 6; i < records.size(); ++i)
+    CHECK(records[i].size() == participantColumns);
+
+  CHECK(records[0][0] == "round");
+  CHECK(records[2][1] == "abandoned");
+  CHECK(records[2][2] == "1 of 13 returned, minimum 5");  // quoted because of the comma
+  CHECK(records[1][12] == "80000");                       // bytes_up_wire
+  CHECK(records[1][17] == "0.625");                       // test_accuracy
+  CHECK(records[2][17].empty());                          // not evaluated
+  CHECK(records[1][20] == "7250");                        // duration_ms
+  CHECK(records[5][1] == "client_id");
+  bool sawRejection = false;
+  for (std::size_t i = 6; i < records.size(); ++i) {
+    if (records[i][2] == "rejected") {
+      sawRejection = true;
+      CHECK(records[i][3] == "non-finite value\nat index 7\t(\\x7f)");
+    }
+    if (records[i][2] == "dropped") CHECK(records[i][3] == "connection reset by peer, \"ECONNRESET\"");
+  }
+  CHECK(sawRejection);
+}
+
+TEST_CASE("the JSON is valid and holds the numbers", "[report]") {
+  TempDir dir;
+  auto store = sampleStore(dir.file("json.db"));
+  std::ostringstream out;
+  requireOk(writeReport(*store, ReportFormat::kJson, out));
+  const std::string text = out.str();
+  INFO(text);
+  CHECK(JsonChecker(text).valid());
+  CHECK_THAT(text, Catch::StartsWith("{\n  \"rounds\": ["));
+  CHECK_THAT(text, Catch::Contains("\"participants\": [") && Catch::Contains("\"totals\": {"));
+  CHECK_THAT(text, Catch::Contains("\"round\": 2, \"status\": \"abandoned\""));
+  CHECK_THAT(text, Catch::Contains("\"bytes_up_wire\": 80000"));
+  CHECK_THAT(text, Catch::Contains("\"test_accuracy\": 0.625"));
+  CHECK_THAT(text, Catch::Contains("\"test_accuracy\": null"));
+  CHECK_THAT(text, Catch::Contains("\"tau\": 8"));
+  CHECK_THAT(text, Catch::Contains("\"rounds_abandoned\": 1"));
+  CHECK_THAT(text, Catch::Contains("\"compression_up\": 50"));
+  CHECK_THAT(text, Catch::Contains("\"returned_ms\": null"));
+  // 64-bit checksums as hex strings: JSON numbers lose precision beyond 2^53.
+  CHECK_THAT(text,
+             Catch::Contains(fmt::format("\"model_checksum\": \"{:#018x}\"", checksumFloats(makeCheckpoint(1).model))));
+  // Escapes: quotes, backslash, newline, tab.
+  CHECK_THAT(text, Catch::Contains(R"("connection reset by peer, \"ECONNRESET\"")"));
+  CHECK_THAT(text, Catch::Contains(R"x("non-finite value\nat index 7\t(\\x7f)")x"));
+
+  SECTION("non-finite numbers become null") {
+    ReportData data;
+    RoundRecord r = makeRound(1);
+    r.trainLossStart = std::numeric_limits<double>::quiet_NaN();
+    r.testLoss = std::numeric_limits<double>::infinity();
+    data.rounds.push_back(r);
+    const std::string odd = formatReport(data, ReportFormat::kJson);
+    INFO(odd);
+    CHECK(JsonChecker(odd).valid());
+    CHECK_THAT(odd, Catch::Contains("\"train_loss_start\": null"));
+    CHECK_THAT(odd, Catch::Contains("\"test_loss\": null"));
+  }
+  SECTION("an empty database is still a valid document") {
+    auto empty = Store::open(":memory:");
+    REQUIRE(empty.isOk());
+    auto none = buildReport(**empty, ReportFormat::kJson);
+    REQUIRE(none.isOk());
+    CHECK(JsonChecker(*none).valid());
+  }
+}

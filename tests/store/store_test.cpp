@@ -1,19 +1,18 @@
 // The Store's contract: what goes in comes back, a round is all or nothing, resume
 // reads the last committed round, and refusals are values with clear messages.
 
+#include "starling/coordinator/store.hpp"
+
 #include <sqlite3.h>
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
-#include "starling/coordinator/store.hpp"
 #include "store_fixtures.hpp"
 
 using namespace starling;
@@ -240,7 +239,8 @@ TEST_CASE("a round is recorded whole or not at all", "[store]") {
   CHECK(store->participants(2)->empty());
   CHECK((*store->latestCheckpoint())->round == 1);
   const auto clientsAfter = store->clients();
-  for (const ClientRecord& c : *clientsAfter) CHECK(c.id != "client-7");
+  for (const ClientRecord& c : *clientsAfter)
+    CHECK(c.id != "client-7");
   requireOk(store->checkIntegrity());
   commitSimpleRound(*store, 2);
   CHECK(store->rounds()->size() == 2);
@@ -252,7 +252,8 @@ TEST_CASE("reopening a database resumes from the last committed round", "[store]
   {
     auto store = openOrFail(path);
     requireOk(store->setMeta("task", "fashion-mnist mlp"));
-    for (uint64_t r = 1; r <= 5; ++r) commitSimpleRound(*store, r, 20'000);
+    for (uint64_t r = 1; r <= 5; ++r)
+      commitSimpleRound(*store, r, 20'000);
     RoundRecord abandoned = makeRound(6);
     abandoned.status = RoundStatus::kAbandoned;
     abandoned.reason = "deadline: 1 of 13 returned";
@@ -278,7 +279,8 @@ TEST_CASE("only the last checkpoints are kept", "[store]") {
   StoreOptions options;
   options.keepCheckpoints = 2;
   auto store = openOrFail(dir.file("prune.db"), options);
-  for (uint64_t r = 1; r <= 6; ++r) commitSimpleRound(*store, r);
+  for (uint64_t r = 1; r <= 6; ++r)
+    commitSimpleRound(*store, r);
   CHECK(store->rounds()->size() == 6);
   CHECK((*store->latestCheckpoint())->round == 6);
 
@@ -307,10 +309,9 @@ TEST_CASE("a corrupt checkpoint is reported, not loaded", "[store]") {
   {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    const char* sql = GENERATE(
-        "UPDATE checkpoints SET model = CAST(zeroblob(4000) AS BLOB) WHERE round = 2",
-        "UPDATE checkpoints SET engine_state = CAST('tampered' AS BLOB) WHERE round = 2",
-        "UPDATE checkpoints SET server_memory = substr(server_memory, 1, 3998) WHERE round = 2");
+    const char* sql = GENERATE("UPDATE checkpoints SET model = CAST(zeroblob(4000) AS BLOB) WHERE round = 2",
+                               "UPDATE checkpoints SET engine_state = CAST('tampered' AS BLOB) WHERE round = 2",
+                               "UPDATE checkpoints SET server_memory = substr(server_memory, 1, 3998) WHERE round = 2");
     REQUIRE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }

@@ -46,8 +46,8 @@ namespace starling::coordinator {
 // certificate).
 struct ClientRecord {
   std::string id;
-  std::string certFingerprint;   // hex SHA-256 of the client certificate
-  int64_t firstSeenMs = 0;       // wall clock, ms since the Unix epoch
+  std::string certFingerprint;  // hex SHA-256 of the client certificate
+  int64_t firstSeenMs = 0;      // wall clock, ms since the Unix epoch
   int64_t lastSeenMs = 0;
   int64_t examples = 0;          // as announced in Hello
   double speedExamplesPerS = 0;  // measured local training speed
@@ -66,8 +66,8 @@ const char* roundStatusName(RoundStatus status);
 struct RoundRecord {
   uint64_t round = 0;
   RoundStatus status = RoundStatus::kCommitted;
-  std::string reason;        // why it closed (e.g. "target reached", "deadline") or was abandoned
-  int64_t tau = 0;           // local steps
+  std::string reason;  // why it closed (e.g. "target reached", "deadline") or was abandoned
+  int64_t tau = 0;     // local steps
   double lr = 0;
   double density = 1.0;      // uplink density (fraction of coordinates sent)
   double densityDown = 1.0;  // downlink density
@@ -79,8 +79,8 @@ struct RoundRecord {
   int64_t bytesUpWire = 0;
   int64_t bytesDownRaw = 0;
   int64_t bytesDownWire = 0;
-  double trainLossStart = 0;          // example-weighted mean of the clients' loss at start
-  std::optional<double> testLoss;     // nullopt when the round was not evaluated
+  double trainLossStart = 0;       // example-weighted mean of the clients' loss at start
+  std::optional<double> testLoss;  // nullopt when the round was not evaluated
   std::optional<double> testAccuracy;
   int64_t startedMs = 0;
   int64_t endedMs = 0;

@@ -91,9 +91,7 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
   const float mu = options_.momentum;
   const float wd = options_.weightDecay;
   const float eta = request.lr;
-  Eigen::Map<Eigen::ArrayXf> x(model_.params().data(), static_cast<Eigen::Index>(d));
-  Eigen::Map<Eigen::ArrayXf> g(grad_.data(), static_cast<Eigen::Index>(d));
-  Eigen::Map<Eigen::ArrayXf> m(momentum_.data(), static_cast<Eigen::Index>(d));
+  Eigen::Map<const Eigen::VectorXf> g(grad_.data(), static_cast<Eigen::Index>(d));
   double lastLoss = 0.0;
   for (int step = 0; step < request.steps; ++step) {
     Minibatch mb = sampler_.next(model_, b);
@@ -106,16 +104,18 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
 
     float scale = 1.0f;
     if (options_.clipNorm > 0.0f) {
-      const float norm = g.matrix().norm();
+      const float norm = g.norm();
       if (norm > options_.clipNorm) scale = options_.clipNorm / norm;
     }
-    // m <- mu m + g;  x <- x - eta (m + wd x)
-    if (wd > 0.0f) {
-      m = mu * m + scale * g;
-      x = x - eta * (m + wd * x);
-    } else {
-      m = mu * m + scale * g;
-      x -= eta * m;
+    // m <- mu m + g;  x <- x - eta (m + wd x), in one pass over the three vectors (the
+    // update is memory-bound: two passes cost a third of a step for the MLP).
+    float* xs = model_.params().data();
+    float* ms = momentum_.data();
+    const float* gs = grad_.data();
+    for (std::size_t i = 0; i < d; ++i) {
+      const float mi = mu * ms[i] + scale * gs[i];
+      ms[i] = mi;
+      xs[i] -= eta * (mi + wd * xs[i]);
     }
   }
   stats.steps = request.steps;

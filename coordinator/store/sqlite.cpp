@@ -51,7 +51,10 @@ Status sqliteStatus(int rc, sqlite3* db, std::string_view context) {
 
 Result<std::unique_ptr<Database>> Database::open(const std::string& path, int flags) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_EXRESCODE, nullptr);
+#ifdef SQLITE_OPEN_EXRESCODE  // SQLite >= 3.37: extended codes from the open itself
+  flags |= SQLITE_OPEN_EXRESCODE;
+#endif
+  const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     Status status = sqliteStatus(rc, db, fmt::format("cannot open database '{}'", path));
     sqlite3_close_v2(db);  // a handle is returned even on failure; nullptr is fine too

@@ -33,9 +33,60 @@ fb::ErrorCode wireCode(StatusCode code) {
 
 }  // namespace
 
+Session::Session(std::shared_ptr<net::TlsStream> stream, net::ConnectionLimits limits, uint64_t id)
+    : conn_(std::move(stream), limits), id_(id), wake_(conn_.stream().executor()) {
+  wake_.expires_at(asio::steady_timer::time_point::max());
+}
+
+void Session::send(Frame frame) {
+  queuedBytes_ += frame->size();
+  asio::post(wake_.get_executor(), [self = shared_from_this(), frame = std::move(frame)]() mutable {
+    if (self->closing_ || self->writerDone_) {
+      self->queuedBytes_ -= frame->size();
+      return;
+    }
+    self->queue_.push_back(std::move(frame));
+    self->wake_.cancel();
+  });
+}
+
+void Session::close() {
+  asio::post(wake_.get_executor(), [self = shared_from_this()] {
+    self->closing_ = true;
+    self->wake_.cancel();
+  });
+}
+
+asio::awaitable<void> Session::writer(std::shared_ptr<Session> self) {
+  (void)self;
+  for (;;) {
+    while (!queue_.empty()) {
+      Frame frame = std::move(queue_.front());
+      queue_.pop_front();
+      Status st = co_await conn_.send(*frame);
+      queuedBytes_ -= frame->size();
+      if (!st) {
+        closing_ = true;
+        break;
+      }
+    }
+    if (closing_) break;
+    co_await wake_.async_wait(kAsTuple);
+  }
+  writerDone_ = true;
+  for (const auto& f : queue_) queuedBytes_ -= f->size();
+  queue_.clear();
+  co_await conn_.close();
+}
+
 Server::Server(asio::io_context& io, std::shared_ptr<const net::TlsContext> tls, ServerOptions options,
-               std::shared_ptr<spdlog::logger> log)
-    : io_(io), tls_(std::move(tls)), options_(std::move(options)), log_(std::move(log)), acceptor_(io) {}
+               std::shared_ptr<spdlog::logger> log, std::shared_ptr<SessionHandler> handler)
+    : io_(io),
+      tls_(std::move(tls)),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      handler_(std::move(handler)),
+      acceptor_(io) {}
 
 Server::~Server() {
   stop();
@@ -74,7 +125,7 @@ void Server::stop() {
   });
   std::lock_guard lock(mu_);
   for (auto& [id, weak] : live_) {
-    if (auto stream = weak.lock()) asio::post(stream->executor(), [stream] { stream->close(); });
+    if (auto session = weak.lock()) session->close();
   }
 }
 
@@ -94,58 +145,83 @@ asio::awaitable<void> Server::acceptLoop() {
     std::error_code ignored;
     socket.set_option(asio::ip::tcp::no_delay(true), ignored);
     auto stream = std::make_shared<net::TlsStream>(std::move(socket), tls_);
-    uint64_t id;
+    std::shared_ptr<Session> session;
     {
       std::lock_guard lock(mu_);
-      id = nextId_++;
-      live_.emplace(id, stream);
+      session = std::make_shared<Session>(stream, options_.limits, nextId_++);
+      live_.emplace(session->id(), session);
     }
     ++counters_.active;
-    asio::co_spawn(stream->executor(), serve(stream, id), asio::detached);
+    asio::co_spawn(stream->executor(), serve(session), asio::detached);
   }
 }
 
-asio::awaitable<void> Server::serve(std::shared_ptr<net::TlsStream> stream, uint64_t id) {
-  net::Connection conn(stream, options_.limits);
-  const std::string address = stream->peer().address;
+asio::awaitable<void> Server::serve(std::shared_ptr<Session> session) {
+  net::Connection& conn = session->conn_;
+  const std::string address = conn.stream().peer().address;
   Status st = co_await conn.handshake();
+  Status why(StatusCode::kClosed, "closed");
+  bool handshaken = st.isOk();
   if (!st) {
     ++counters_.refused;
     log_->warn("refused {}: {}", address, st.message());
   } else {
+    asio::co_spawn(conn.stream().executor(), session->writer(session), asio::detached);
     const std::string who = conn.peer().commonName;
     bool done = false;
+    bool first = true;
     while (!done && !stopping_) {
       auto msg = co_await conn.receive();
       if (!msg) {
-        const Status& why = msg.status();
+        why = msg.status();
         if (why.code() == StatusCode::kClosed) {
           log_->info("{} disconnected", who);
         } else {
           ++counters_.dropped;
           log_->warn("closing the connection to {} ({}): {}", who, address, why.message());
-          if (why.code() != StatusCode::kTimeout && why.code() != StatusCode::kIo) {
-            auto frame = wire::makeErrorFrame(wireCode(why.code()), why.message());
-            (void)co_await conn.send(frame);
-          }
+          if (why.code() != StatusCode::kTimeout && why.code() != StatusCode::kIo)
+            session->send(std::make_shared<const std::vector<uint8_t>>(
+                wire::makeErrorFrame(wireCode(why.code()), why.message())));
         }
         break;
       }
-      st = co_await answer(conn, *msg, done);
+      if (first) {
+        first = false;
+        ++counters_.joined;
+      }
+      if (handler_) {
+        if (msg->type() == fb::Body::Bye) {
+          const auto* bye = msg->as<fb::Bye>();
+          why = Status(StatusCode::kClosed,
+                       fmt::format("left: {}", bye->reason() != nullptr ? bye->reason()->str() : "no reason given"));
+          log_->info("{} {}", who, why.message());
+          break;
+        }
+        handler_->onMessage(session, std::move(*msg));
+        continue;
+      }
+      st = co_await answerSkeleton(*session, *msg, done);
       if (!st) {
         ++counters_.dropped;
+        why = st;
         log_->warn("closing the connection to {} ({}): {}", who, address, st.message());
         break;
       }
     }
   }
-  co_await conn.close();
+  if (handshaken) {
+    if (handler_) handler_->onClosed(session, why);
+    session->close();
+  } else {
+    co_await conn.close();
+  }
   --counters_.active;
   std::lock_guard lock(mu_);
-  live_.erase(id);
+  live_.erase(session->id());
 }
 
-asio::awaitable<Status> Server::answer(net::Connection& conn, const wire::Message& msg, bool& done) {
+asio::awaitable<Status> Server::answerSkeleton(Session& session, const wire::Message& msg, bool& done) {
+  net::Connection& conn = session.conn_;
   const std::string& who = conn.peer().commonName;
   flatbuffers::FlatBufferBuilder b(1024);
   switch (msg.type()) {
@@ -154,12 +230,11 @@ asio::awaitable<Status> Server::answer(net::Connection& conn, const wire::Messag
       const char* claimed = hello->client_id() != nullptr ? hello->client_id()->c_str() : "";
       if (*claimed != '\0' && who != claimed)
         log_->warn("{} says it is '{}'; the certificate decides: {}", who, claimed, who);
-      auto hyper = fb::CreateHyperParameters(b, 0.05f, 0.0f, 0.0f, 32, 1, 0.0f);
+      auto hyper = fb::CreateHyperParameters(b, 0.05f, 0.0f, 0.0f, 32, 1, 0.0f, false, 0);
       auto welcome = fb::CreateWelcomeDirect(b, who.c_str(), options_.task.c_str(), options_.modelSpec.c_str(), hyper,
                                              0, 0, 0, 0, options_.heartbeatMs);
       Status st = co_await conn.send(wire::finishFrame(b, welcome));
       if (st) {
-        ++counters_.joined;
         log_->info("{} joined from {} ({} examples, certificate sha256 {})", who, conn.peer().address,
                    hello->num_examples(), conn.peer().fingerprint.substr(0, 16));
       }

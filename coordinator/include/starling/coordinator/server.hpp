@@ -1,20 +1,24 @@
 #pragma once
 // Server: the coordinator's TLS front door. Accepts connections, one coroutine per
 // connection on its own strand, authenticates each client by its certificate and
-// answers its messages. Policy (what a round is) lives elsewhere; the server owns
-// sockets, limits and the per-connection protocol state.
+// hands every verified message to a SessionHandler. Policy (what a round is) lives
+// in the handler; the server owns sockets, limits and write queues.
+//
+// Without a handler the server runs the walking skeleton: it answers Hello with a
+// Welcome naming the task and model, Heartbeat with Heartbeat, and logs Bye.
 //
 // Threading: start()/stop() from any thread; the io_context may be run by several
-// threads. Counters are atomics.
-
-#include <spdlog/logger.h>
+// threads. Handler callbacks come on the session's strand. Counters are atomics.
 
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <spdlog/logger.h>
 #include <string>
 
 #include "starling/net/connection.hpp"
@@ -32,16 +36,59 @@ struct ServerOptions {
 
 struct ServerCounters {
   std::atomic<uint64_t> accepted{0};
-  std::atomic<uint64_t> joined{0};   // Hello answered with Welcome
+  std::atomic<uint64_t> joined{0};   // sessions that sent a valid first message
   std::atomic<uint64_t> refused{0};  // TLS handshake failed
   std::atomic<uint64_t> dropped{0};  // closed for a bad frame, timeout or protocol error
   std::atomic<uint64_t> active{0};
 };
 
+using Frame = std::shared_ptr<const std::vector<uint8_t>>;
+
+// One authenticated connection. send() and close() may be called from any thread.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::shared_ptr<net::TlsStream> stream, net::ConnectionLimits limits, uint64_t id);
+
+  uint64_t id() const { return id_; }
+  // The identity proven by the client's certificate ("client-3").
+  const std::string& clientId() const { return conn_.peer().commonName; }
+  const net::PeerIdentity& peer() const { return conn_.peer(); }
+
+  // Queues a complete frame; frames are written in the order queued.
+  void send(Frame frame);
+  // Flushes what is queued, then closes.
+  void close();
+  // Frames queued and not yet written, and their bytes.
+  std::size_t queuedBytes() const { return queuedBytes_.load(); }
+
+ private:
+  friend class Server;
+  // Holds self so the session outlives its queue.
+  asio::awaitable<void> writer(std::shared_ptr<Session> self);
+
+  net::Connection conn_;
+  uint64_t id_;
+  asio::steady_timer wake_;
+  std::deque<Frame> queue_;  // on the strand only
+  bool closing_ = false;
+  bool writerDone_ = false;
+  std::atomic<std::size_t> queuedBytes_{0};
+};
+
+// What the server calls for each session. Called on the session's strand.
+class SessionHandler {
+ public:
+  virtual ~SessionHandler() = default;
+  // A verified message from the client.
+  virtual void onMessage(const std::shared_ptr<Session>& session, wire::Message message) = 0;
+  // The session ended: why says how (kClosed for a clean goodbye or disconnect).
+  virtual void onClosed(const std::shared_ptr<Session>& session, const Status& why) = 0;
+};
+
 class Server {
  public:
   Server(asio::io_context& io, std::shared_ptr<const net::TlsContext> tls, ServerOptions options,
-         std::shared_ptr<spdlog::logger> log);
+         std::shared_ptr<spdlog::logger> log, std::shared_ptr<SessionHandler> handler = nullptr);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -55,17 +102,18 @@ class Server {
 
  private:
   asio::awaitable<void> acceptLoop();
-  asio::awaitable<void> serve(std::shared_ptr<net::TlsStream> stream, uint64_t id);
-  asio::awaitable<Status> answer(net::Connection& conn, const wire::Message& msg, bool& done);
+  asio::awaitable<void> serve(std::shared_ptr<Session> session);
+  asio::awaitable<Status> answerSkeleton(Session& session, const wire::Message& msg, bool& done);
 
   asio::io_context& io_;
   std::shared_ptr<const net::TlsContext> tls_;
   ServerOptions options_;
   std::shared_ptr<spdlog::logger> log_;
+  std::shared_ptr<SessionHandler> handler_;
   asio::ip::tcp::acceptor acceptor_;
   ServerCounters counters_;
   std::mutex mu_;  // guards live_
-  std::map<uint64_t, std::weak_ptr<net::TlsStream>> live_;
+  std::map<uint64_t, std::weak_ptr<Session>> live_;
   uint64_t nextId_ = 0;
   std::atomic<bool> stopping_{false};
 };

@@ -19,8 +19,6 @@ Status sqliteStatus(int rc, sqlite3* db, std::string_view context) {
       what = "disk full (" + what + ")";
       break;
     case SQLITE_READONLY:
-      code = StatusCode::kIo;
-      break;
     case SQLITE_IOERR:
     case SQLITE_CANTOPEN:
     case SQLITE_PERM:

@@ -353,8 +353,10 @@ Status Store::Impl::initialize() {
     return Status(s.code(), std::move(message));
   };
 
-  STARLING_RETURN_IF_ERROR(db->exec(fmt::format("PRAGMA busy_timeout = {}", std::max(0, options.busyTimeoutMs))));
-  STARLING_RETURN_IF_ERROR(db->exec("PRAGMA foreign_keys = ON"));
+  if (Status s = db->exec(fmt::format("PRAGMA busy_timeout = {}", std::max(0, options.busyTimeoutMs))); !s) {
+    return fail(s);
+  }
+  if (Status s = db->exec("PRAGMA foreign_keys = ON"); !s) return fail(s);
 
   // The first read of the file: a file that is not a database fails here.
   Result<int64_t> version = queryInt(*db, "PRAGMA user_version");
@@ -396,7 +398,7 @@ Status Store::Impl::initialize() {
   if (*mode != "wal" && *mode != "memory") {
     return {StatusCode::kIo, fmt::format("{}: cannot switch to WAL journaling (journal mode is '{}')", where, *mode)};
   }
-  STARLING_RETURN_IF_ERROR(db->exec("PRAGMA synchronous = FULL"));
+  if (Status s = db->exec("PRAGMA synchronous = FULL"); !s) return fail(s);
 
   if (fresh) {
     Status created = createSchema();

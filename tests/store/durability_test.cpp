@@ -247,7 +247,7 @@ TEST_CASE("a full disk fails the round with a clear error and keeps the rest", "
   const std::string path = dir.file("full.db");
   constexpr std::size_t kModel = 20'000;  // two 80 KB blobs per checkpoint
   StoreOptions options;
-  options.maxSizeBytes = 400 * 1024;
+  options.maxSizeBytes = int64_t{400} * 1024;
   {
     auto store = Store::open(path, options);
     REQUIRE(store.isOk());

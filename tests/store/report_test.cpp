@@ -272,9 +272,9 @@ TEST_CASE("totals add up the traffic and count the outcomes", "[report]") {
   CHECK(t.rejected == 1);
   CHECK(t.lateApplied == 1);
   CHECK(t.lateDiscarded == 0);
-  CHECK(t.bytesUpRaw == 3 * 4'000'000);
-  CHECK(t.bytesUpWire == 3 * 80'000);
-  CHECK(t.bytesDownWire == 3 * 520'000);
+  CHECK(t.bytesUpRaw == int64_t{3} * 4'000'000);
+  CHECK(t.bytesUpWire == int64_t{3} * 80'000);
+  CHECK(t.bytesDownWire == int64_t{3} * 520'000);
   CHECK(*t.compressionUp == Approx(50.0));
   CHECK(*t.compressionDown == Approx(10.0));
   CHECK(*t.lastEvaluatedRound == 3);

@@ -519,6 +519,12 @@ void bindClient(sqlite::Statement& s, const ClientRecord& c) {
       .bind(9, c.roundsReturned);
 }
 
+// Every straggler, drop and refusal is recorded with its reason.
+bool needsReason(ParticipantOutcome o) {
+  return o == ParticipantOutcome::kStraggler || o == ParticipantOutcome::kDropped ||
+         o == ParticipantOutcome::kRejected || o == ParticipantOutcome::kLateDiscarded;
+}
+
 bool isLateOutcome(ParticipantOutcome o) {
   return o == ParticipantOutcome::kLateApplied || o == ParticipantOutcome::kLateDiscarded ||
          o == ParticipantOutcome::kRejected;
@@ -539,7 +545,14 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
   if (record.round > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return fail(invalid("the round number does not fit in 63 bits"));
   }
+  if (record.status == RoundStatus::kAbandoned && record.reason.empty()) {
+    return fail(invalid("an abandoned round needs a reason"));
+  }
   for (const ParticipantRecord& p : participants) {
+    if (needsReason(p.outcome) && p.reason.empty()) {
+      return fail(invalid(
+          fmt::format("participant '{}' is {} without a reason", p.clientId, participantOutcomeName(p.outcome))));
+    }
     if (p.round > record.round || (p.round < record.round && !isLateOutcome(p.outcome))) {
       return fail(
           invalid(fmt::format("participant '{}' is {} in round {}: only late-applied, late-discarded "
@@ -668,6 +681,7 @@ Status Store::recordRejection(const ParticipantRecord& participant) {
       participant.outcome != ParticipantOutcome::kLateDiscarded) {
     return fail(invalid("only rejected and late-discarded updates are recorded outside a round"));
   }
+  if (participant.reason.empty()) return fail(invalid("a refusal needs a reason"));
   if (participant.round > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return fail(invalid("the round number does not fit in 63 bits"));
   }

@@ -181,6 +181,11 @@ TEST_CASE("an update refused after its round closed is recorded with its reason"
     CHECK(s.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(s.message(), Catch::Contains("never recorded"));
   }
+  SECTION("but not without a reason") {
+    Status s = store->recordRejection(makeParticipant(1, 3, ParticipantOutcome::kRejected, ""));
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("needs a reason"));
+  }
   SECTION("and only refusals go this way") {
     Status s = store->recordRejection(makeParticipant(1, 3, ParticipantOutcome::kAccepted));
     CHECK(s.code() == StatusCode::kInvalidArgument);
@@ -228,6 +233,20 @@ TEST_CASE("a round is recorded whole or not at all", "[store]") {
     Status s = store->commitRound(makeRound(2), participants, cp, clients);
     CHECK(s.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(s.message(), Catch::Contains("does not match its model"));
+  }
+  SECTION("a straggler without a reason") {
+    participants.push_back(makeParticipant(2, 2, ParticipantOutcome::kStraggler, ""));
+    Status s = store->commitRound(makeRound(2), participants, makeCheckpoint(2), clients);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("'client-2' is straggler without a reason"));
+  }
+  SECTION("an abandoned round without a reason") {
+    RoundRecord abandoned = makeRound(2);
+    abandoned.status = RoundStatus::kAbandoned;
+    abandoned.reason.clear();
+    Status s = store->recordAbandonedRound(abandoned, participants, clients);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("an abandoned round needs a reason"));
   }
   SECTION("a checkpoint of another round") {
     Status s = store->commitRound(makeRound(2), participants, makeCheckpoint(3), clients);

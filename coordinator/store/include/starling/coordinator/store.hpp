@@ -105,7 +105,9 @@ struct ParticipantRecord {
   uint64_t round = 0;
   std::string clientId;
   ParticipantOutcome outcome = ParticipantOutcome::kAccepted;
-  std::string reason;  // empty when accepted; otherwise why ("deadline passed", "checksum mismatch", ...)
+  // Why: required for straggler, dropped, rejected and late-discarded ("deadline
+  // passed", "base checksum mismatch", ...); may be empty otherwise.
+  std::string reason;
   int64_t assignedMs = 0;
   std::optional<int64_t> returnedMs;  // nullopt when no update arrived
   int64_t durationMs = 0;             // as reported by the client
@@ -179,7 +181,8 @@ class Store {
   // kCommitted; record.round is greater than every recorded round; checkpoint.round ==
   // record.round; every participant's round is record.round, or an earlier recorded
   // round for late-applied / late-discarded / rejected rows; every participant's
-  // client is known (upserted before, or in `clients`).
+  // client is known (upserted before, or in `clients`); stragglers, drops, rejected
+  // and late-discarded rows have a reason; an abandoned round has a reason.
   Status commitRound(const RoundRecord& record, std::span<const ParticipantRecord> participants,
                      const Checkpoint& checkpoint, std::span<const ClientRecord> clients = {});
 

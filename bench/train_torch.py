@@ -12,9 +12,15 @@ Run it with Debian's interpreter (/usr/bin/python3) and python3-torch.
 """
 import argparse
 import gzip
+import os
 import struct
 import sys
 import time
+
+# One thread, also inside OpenBLAS and OpenMP (set before torch is imported): with
+# idle threads spinning on a loaded 2-core machine the baseline loses up to half.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def read_idx(path):

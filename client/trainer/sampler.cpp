@@ -72,6 +72,8 @@ void Sampler::ensure(int b) {
     candidates_.resize(big);
     candidateLabels_.resize(big);
     candidateX_.resize(big * d);
+    toScore_.resize(big);
+    scoreRows_.reserve(big);
     scores_.resize(big);
     cumulative_.resize(big);
   }
@@ -108,22 +110,35 @@ Minibatch Sampler::priority(model::Model& model, int b) {
   const int big = b * options_.candidateFactor;
   const std::size_t bigN = static_cast<std::size_t>(big);
   std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(dataset_->size() - 1));
+  std::size_t fresh = 0;  // candidates that need a forward pass
   for (int j = 0; j < big; ++j) {
-    candidates_[j] = pick(rng_);
-    candidateLabels_[j] = dataset_->label(candidates_[j]);
+    const uint32_t c = pick(rng_);
+    candidates_[j] = c;
+    candidateLabels_[j] = dataset_->label(c);
+    const bool known = options_.maxScoreAge > 0 && table_[c] > 0.0f &&
+                       step_ - scoredAt_[c] <= static_cast<uint64_t>(options_.maxScoreAge);
+    if (known) scores_[j] = score(c);
+    else toScore_[fresh++] = static_cast<uint32_t>(j);
   }
-  dataset_->gather({candidates_.data(), bigN}, {candidateX_.data(), bigN * d});
-  std::span<const float> probs = model.forward(candidateX_.data(), big);
-  const int classes = model.numClasses();
+  if (fresh > 0) {
+    // Gather the candidates to score, in order, and run one forward pass over them.
+    scoreRows_.resize(fresh);  // within the capacity reserved by ensure(): no allocation
+    for (std::size_t k = 0; k < fresh; ++k)
+      scoreRows_[k] = candidates_[toScore_[k]];
+    dataset_->gather(scoreRows_, {candidateX_.data(), fresh * d});
+    std::span<const float> probs = model.forward(candidateX_.data(), static_cast<int>(fresh));
+    const int classes = model.numClasses();
+    for (std::size_t k = 0; k < fresh; ++k) {
+      const int j = static_cast<int>(toScore_[k]);
+      scores_[j] = scoreRow(probs.data() + k * classes, classes, candidateLabels_[j]);
+      table_[candidates_[j]] = scores_[j];
+      scoredAt_[candidates_[j]] = step_;
+    }
+    scoredExamples_ += fresh;
+  }
   double total = 0.0;
-  for (int j = 0; j < big; ++j) {
-    scores_[j] = scoreRow(probs.data() + static_cast<std::size_t>(j) * classes, classes,
-                          candidateLabels_[j]);
-    table_[candidates_[j]] = scores_[j];
-    scoredAt_[candidates_[j]] = step_;
+  for (int j = 0; j < big; ++j)
     total += scores_[j];
-  }
-  scoredExamples_ += bigN;
   updateTau({scores_.data(), bigN});
 
   // p_j = (1 - lambda) s_j / sum(s) + lambda / B; all uniform when every score is 0.
@@ -143,9 +158,8 @@ Minibatch Sampler::priority(model::Model& model, int b) {
     idx_[i] = candidates_[j];
     y_[i] = candidateLabels_[j];
     w_[i] = static_cast<float>(acc / (big * p));  // acc is 1 up to rounding
-    std::copy_n(candidateX_.data() + static_cast<std::size_t>(j) * d, d,
-                x_.data() + static_cast<std::size_t>(i) * d);
   }
+  dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
   lastUniform_ = false;
   ++prioritizedSteps_;
   return {{idx_.data(), static_cast<std::size_t>(b)},

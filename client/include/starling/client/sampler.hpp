@@ -16,6 +16,11 @@
 // minibatches and refreshes tau_vr from the softmax outputs of the training step itself
 // (observe()), so the estimate costs no extra forward pass while the sampler is off.
 //
+// With maxScoreAge > 0 the score table stands in for the forward pass: candidates
+// scored recently enough (by a scoring pass or a training step) take their aged table
+// score, and only the others are scored. Any p gives an unbiased estimate with
+// w = 1 / (B p); staler scores only reduce the variance less.
+//
 // Ownership and threads: the Sampler borrows the Dataset (it must outlive the Sampler)
 // and is used by one thread at a time. Given the same seed and the same sequence of
 // calls it returns the same minibatches.
@@ -43,6 +48,9 @@ struct SamplerOptions {
   float tauSmoothing = 0.9f; // a_tau: tau <- a tau + (1 - a) tau_now
   float threshold = 0.0f;    // tau_vr needed to prioritize; 0 means (B + 3b) / 3b
   float ageing = 0.999f;     // per-step factor on table scores that were not refreshed
+  int maxScoreAge = 0;       // > 0: a candidate scored at most this many steps ago takes its
+                             // aged table score instead of a forward pass (cheaper steps,
+                             // staler scores; still unbiased, the weights use the same p)
 };
 
 // One minibatch: b rows of features, labels, importance weights and dataset indices.
@@ -107,7 +115,9 @@ class Sampler {
   // Workspaces, grown to the largest b seen.
   std::vector<uint32_t> candidates_;
   std::vector<int32_t> candidateLabels_;
-  std::vector<float> candidateX_;
+  std::vector<float> candidateX_;     // features of the candidates that need a forward pass
+  std::vector<uint32_t> toScore_;     // their positions among the candidates
+  std::vector<uint32_t> scoreRows_;   // their dataset indices
   std::vector<float> scores_;
   std::vector<double> cumulative_;
   std::vector<uint32_t> idx_;

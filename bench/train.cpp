@@ -69,13 +69,14 @@ Model build(const char* spec, uint64_t seed) {
 // A trainer that keeps its momentum across run() calls, so that consecutive runs are
 // one continuous SGD trajectory.
 Trainer makeTrainer(const char* spec, const Dataset& train, int batch, SamplingMode mode,
-                    uint64_t initSeed = 1) {
+                    uint64_t initSeed = 1, int maxScoreAge = 0) {
   TrainerOptions options;
   options.batchSize = batch;
   options.momentum = 0.9f;
   options.resetMomentum = false;
   options.lossProbe = 0;
   options.sampler.mode = mode;
+  options.sampler.maxScoreAge = maxScoreAge;
   auto t = Trainer::create(build(spec, initSeed), train, options);
   if (!t) die(t.status().toString());
   return std::move(t).value();
@@ -147,9 +148,9 @@ struct ToTarget {
   double finalAccuracy = 0;
 };
 
-ToTarget stepsTo(double target, SamplingMode mode, const Dataset& train, const Dataset& test,
-                 const Args& args, int maxSteps, uint64_t initSeed) {
-  Trainer t = makeTrainer(kMlp, train, 32, mode, initSeed);
+ToTarget stepsTo(double target, SamplingMode mode, int maxScoreAge, const Dataset& train,
+                 const Dataset& test, const Args& args, int maxSteps, uint64_t initSeed) {
+  Trainer t = makeTrainer(kMlp, train, 32, mode, initSeed, maxScoreAge);
   ToTarget r;
   uint64_t seed = 1000 * initSeed;
   for (int done = 0; done < maxSteps;) {
@@ -264,17 +265,20 @@ int main(int argc, char** argv) {
   struct Row {
     const char* name;
     SamplingMode mode;
+    int maxScoreAge;
     ToTarget r;
   };
-  Row rows[] = {{"uniform", SamplingMode::kUniform, {}},
-                {"priority (always, B = 3b, lambda 0.1)", SamplingMode::kPriority, {}},
-                {"adaptive (tau_vr switch)", SamplingMode::kAdaptive, {}}};
+  Row rows[] = {{"uniform", SamplingMode::kUniform, 0, {}},
+                {"priority (always, B = 3b, lambda 0.1)", SamplingMode::kPriority, 0, {}},
+                {"adaptive (tau_vr switch)", SamplingMode::kAdaptive, 0, {}},
+                {"priority, table scores <= 500 steps old", SamplingMode::kPriority, 500, {}}};
   for (Row& row : rows) {
     // Mean over seeds: steps to a target are noisy (test accuracy wobbles about 1%
     // from one evaluation to the next at that stage).
     int reached = 0;
     for (int s = 1; s <= args.seeds; ++s) {
-      ToTarget one = stepsTo(target, row.mode, train, test, args, maxSteps, static_cast<uint64_t>(s));
+      ToTarget one = stepsTo(target, row.mode, row.maxScoreAge, train, test, args, maxSteps,
+                             static_cast<uint64_t>(s));
       if (one.steps < 0) continue;
       ++reached;
       row.r.steps = (row.r.steps < 0 ? 0 : row.r.steps) + one.steps;

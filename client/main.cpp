@@ -1,6 +1,8 @@
 // starling-client: the Starling client for a device.
 //
-//   starling-client --coordinator HOST:PORT --certs DIR --id client-<i>
+//   starling-client --coordinator HOST:PORT --certs DIR --id client-<i> --data DIR [--shard I/N]
+//       joins the federation and trains on its data until the coordinator says done;
+//   without --data it only checks that it can join (Hello, Welcome, Bye).
 
 #include <CLI/CLI.hpp>
 #include <asio/co_spawn.hpp>
@@ -8,8 +10,12 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
+#include "starling/client/participant.hpp"
 #include "starling/client/protocol_client.hpp"
+#include "starling/data/loaders.hpp"
+#include "starling/data/partition.hpp"
 #include "starling/util/log.hpp"
 
 namespace {
@@ -19,6 +25,33 @@ using namespace starling;
 int fail(const std::string& message) {
   std::cerr << "starling-client: " << message << "\n";
   return 1;
+}
+
+// This client's examples: all of the training set, or shard I of N.
+Result<data::Dataset> loadShard(const std::string& dir, const std::string& shardSpec, const std::string& partition,
+                                uint64_t seed) {
+  auto train = data::loadFashionMnistSplit(dir, data::FashionMnistSplit::kTrain);
+  if (!train || shardSpec.empty()) return train;
+  unsigned index = 0, count = 0;
+  char slash = 0;
+  std::istringstream in(shardSpec);
+  if (!(in >> index >> slash >> count) || slash != '/' || count == 0 || index >= count || !in.eof())
+    return Status(StatusCode::kInvalidArgument, "--shard must be I/N with 0 <= I < N, not '" + shardSpec + "'");
+  data::Partition parts;
+  if (partition == "iid") {
+    parts = data::partitionIid(train->labels(), count, seed);
+  } else if (partition.rfind("dirichlet:", 0) == 0) {
+    double alpha = std::atof(partition.c_str() + 10);
+    if (!(alpha > 0)) return Status(StatusCode::kInvalidArgument, "dirichlet:ALPHA needs ALPHA > 0");
+    parts = data::partitionDirichlet(train->labels(), count, alpha, seed);
+  } else if (partition.rfind("classes:", 0) == 0) {
+    int k = std::atoi(partition.c_str() + 8);
+    if (k < 1) return Status(StatusCode::kInvalidArgument, "classes:K needs K >= 1");
+    parts = data::partitionKClasses(train->labels(), count, k, seed);
+  } else {
+    return Status(StatusCode::kInvalidArgument, "--partition must be iid, dirichlet:ALPHA or classes:K");
+  }
+  return train->subset(parts[index]);
 }
 
 }  // namespace
@@ -45,6 +78,16 @@ int main(int argc, char** argv) {
   app.add_option("--handshake-timeout-ms", handshakeTimeoutMs, "time allowed for connecting and the TLS handshake");
   app.add_option("--examples", numExamples, "number of local examples reported to the coordinator");
   app.add_option("--log-level", logLevel, "trace, debug, info, warn, error or off");
+  std::string dataDir;
+  std::string shardSpec;
+  std::string partition = "iid";
+  uint64_t partitionSeed = 1;
+  uint64_t seed = 0;
+  app.add_option("--data", dataDir, "Fashion-MNIST directory (IDX files) to train on; without it, only join and leave");
+  app.add_option("--shard", shardSpec, "train on shard I of N of the training set, as I/N (default: all of it)");
+  app.add_option("--partition", partition, "how shards are cut: iid, dirichlet:ALPHA or classes:K");
+  app.add_option("--partition-seed", partitionSeed, "seed of the partition (the same on every client)");
+  app.add_option("--seed", seed, "seed of local randomness (sampling, reconnect jitter)");
   CLI11_PARSE(app, argc, argv);
 
   auto log = makeLogger(id.empty() ? "client" : id, logLevel);
@@ -64,20 +107,41 @@ int main(int argc, char** argv) {
       net::TlsContext::create(net::TlsRole::kClient, *identity, serverName.empty() ? endpoint->host : serverName);
   if (!tls) return fail(tls.status().message());
 
-  client::ClientOptions options;
+  if (dataDir.empty()) {
+    client::ClientOptions options;
+    options.coordinator = *endpoint;
+    options.id = id;
+    options.numExamples = numExamples;
+    options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
+    asio::io_context io(1);
+    std::optional<Result<client::Task>> outcome;
+    asio::co_spawn(io, client::joinAndLeave(io.get_executor(), *tls, options, *log),
+                   [&](std::exception_ptr e, Result<client::Task> r) {
+                     if (e) std::rethrow_exception(e);
+                     outcome.emplace(std::move(r));
+                   });
+    io.run();
+    if (!outcome || !*outcome) return fail(outcome ? outcome->status().message() : "stopped before finishing");
+    return 0;
+  }
+
+  auto shard = loadShard(dataDir, shardSpec, partition, partitionSeed);
+  if (!shard) return fail(shard.status().message());
+  (*log)->info("training data: {} examples from {}{}", shard->size(), dataDir,
+               shardSpec.empty() ? "" : " (shard " + shardSpec + ", " + partition + ")");
+  client::ParticipantOptions options;
   options.coordinator = *endpoint;
   options.id = id;
-  options.numExamples = numExamples;
+  options.seed = seed;
   options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
-
+  client::Participant participant(*shard, options, *log);
   asio::io_context io(1);
-  std::optional<Result<client::Task>> outcome;
-  asio::co_spawn(io, client::joinAndLeave(io.get_executor(), *tls, options, *log),
-                 [&](std::exception_ptr e, Result<client::Task> r) {
-                   if (e) std::rethrow_exception(e);
-                   outcome.emplace(std::move(r));
-                 });
+  std::optional<Status> outcome;
+  asio::co_spawn(io, participant.run(io.get_executor(), *tls), [&](std::exception_ptr e, Status st) {
+    if (e) std::rethrow_exception(e);
+    outcome.emplace(std::move(st));
+  });
   io.run();
-  if (!outcome || !*outcome) return fail(outcome ? outcome->status().message() : "stopped before finishing");
+  if (!outcome || !*outcome) return fail(outcome ? outcome->message() : "stopped before finishing");
   return 0;
 }

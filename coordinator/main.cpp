@@ -1,7 +1,8 @@
 // starling-coordinator: the daemon that orchestrates a Starling federation.
 //
 //   starling-coordinator init --out DIR --clients N [--hostname H]... [--days D]
-//   starling-coordinator run --certs DIR --listen HOST:PORT
+//   starling-coordinator run [--config FILE] [--certs DIR] [--listen HOST:PORT] [...]
+//   starling-coordinator report --db FILE [--format table|csv|json]
 
 #include <CLI/CLI.hpp>
 #include <asio/io_context.hpp>
@@ -11,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "starling/coordinator/config.hpp"
+#include "starling/coordinator/federation.hpp"
+#include "starling/coordinator/report.hpp"
 #include "starling/coordinator/server.hpp"
 #include "starling/net/certificates.hpp"
 #include "starling/util/log.hpp"
@@ -24,17 +28,6 @@ int fail(const std::string& message) {
   return 1;
 }
 
-struct RunFlags {
-  std::string certs;
-  std::string ca, cert, key;  // override the files in --certs
-  std::string listen = "127.0.0.1:7443";
-  uint32_t maxFrameBytes = wire::kDefaultMaxFrameBytes;
-  int64_t handshakeTimeoutMs = 10'000;
-  int64_t idleTimeoutMs = 120'000;
-  std::size_t maxConnections = 10'000;
-  unsigned threads = 1;
-};
-
 int runInit(const net::InitOptions& options) {
   Status st = net::writeCertificateDirectory(options);
   if (!st) return fail(st.message());
@@ -44,50 +37,77 @@ int runInit(const net::InitOptions& options) {
   return 0;
 }
 
-int runDaemon(const RunFlags& flags, const std::string& logLevel) {
+int runReport(const std::string& db, const std::string& format) {
+  auto fmt = coordinator::parseReportFormat(format);
+  if (!fmt) return fail(fmt.status().message());
+  if (!std::filesystem::exists(db)) return fail("no database '" + db + "'");
+  coordinator::StoreOptions options;
+  options.readOnly = true;
+  auto store = coordinator::Store::open(db, options);
+  if (!store) return fail(store.status().message());
+  Status st = coordinator::writeReport(**store, *fmt, std::cout);
+  if (!st) return fail(st.message());
+  return 0;
+}
+
+int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLevel) {
   auto log = makeLogger("coordinator", logLevel);
   if (!log) return fail(log.status().message());
+  Status valid = coordinator::ConfigBinder::validate(config);
+  if (!valid) return fail(valid.message());
   auto in = [&](const std::string& override, const char* name) {
-    return !override.empty() ? override : (std::filesystem::path(flags.certs) / name).string();
+    return !override.empty() ? override : (std::filesystem::path(config.certs) / name).string();
   };
-  if (flags.certs.empty() && (flags.ca.empty() || flags.cert.empty() || flags.key.empty()))
+  if (config.certs.empty() && (config.ca.empty() || config.cert.empty() || config.key.empty()))
     return fail("give --certs DIR, or all of --ca, --cert and --key");
   auto identity =
-      net::loadIdentity(in(flags.ca, "ca.crt"), in(flags.cert, "coordinator.crt"), in(flags.key, "coordinator.key"));
+      net::loadIdentity(in(config.ca, "ca.crt"), in(config.cert, "coordinator.crt"), in(config.key, "coordinator.key"));
   if (!identity) return fail(identity.status().message());
   auto tls = net::TlsContext::create(net::TlsRole::kServer, *identity);
   if (!tls) return fail(tls.status().message());
-  auto listen = net::parseEndpoint(flags.listen);
+  auto listen = net::parseEndpoint(config.listen);
   if (!listen) return fail(listen.status().message());
+  auto store = coordinator::Store::open(config.db);
+  if (!store) return fail(store.status().message());
+
+  asio::io_context io(1);
+  auto federation = coordinator::Federation::create(io, config.engine, config.task, std::move(*store), *log);
+  if (!federation) return fail(federation.status().message());
 
   coordinator::ServerOptions options;
   options.listen = *listen;
-  options.limits.maxFrameBytes = flags.maxFrameBytes;
-  options.limits.handshakeTimeout = std::chrono::milliseconds(flags.handshakeTimeoutMs);
-  options.limits.idleTimeout = std::chrono::milliseconds(flags.idleTimeoutMs);
-  options.maxConnections = flags.maxConnections;
-
-  asio::io_context io(static_cast<int>(flags.threads));
-  coordinator::Server server(io, *tls, options, *log);
+  options.limits.maxFrameBytes = config.maxFrameBytes;
+  options.limits.handshakeTimeout = std::chrono::milliseconds(config.handshakeTimeoutMs);
+  options.limits.idleTimeout = std::chrono::milliseconds(config.idleTimeoutMs);
+  options.maxConnections = config.maxConnections;
+  options.task = config.task.name;
+  options.modelSpec = config.task.model;
+  coordinator::Server server(io, *tls, options, *log, *federation);
   auto port = server.start();
   if (!port) return fail(port.status().message());
 
+  int exitCode = 0;
+  (*federation)->onFinished([&](const Status& st) {
+    if (!st && st.code() != StatusCode::kClosed) {
+      (*log)->error("stopping: {}", st.message());
+      exitCode = 1;
+    }
+    server.stop();
+  });
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const std::error_code& ec, int signo) {
     if (ec) return;
-    (*log)->info("signal {} received, shutting down", signo);
-    server.stop();
+    (*federation)->shutdown(fmt::format("signal {}", signo));
   });
-  std::vector<std::thread> workers;
-  for (unsigned i = 1; i < flags.threads; ++i)
-    workers.emplace_back([&io] { io.run(); });
+  if ((*federation)->engine().finished()) {
+    (*log)->info("training already complete ({} rounds committed in {})", (*federation)->engine().commits(), config.db);
+    server.stop();
+  }
   io.run();
-  for (auto& t : workers)
-    t.join();
   const auto& c = server.counters();
   (*log)->info("stopped: {} connections, {} joined, {} refused, {} dropped", c.accepted.load(), c.joined.load(),
                c.refused.load(), c.dropped.load());
-  return 0;
+  return exitCode;
 }
 
 }  // namespace
@@ -108,23 +128,28 @@ int main(int argc, char** argv) {
                       "host name the coordinator answers to (repeatable; default: localhost and 127.0.0.1)");
   initCmd->add_option("--days", init.days, "validity of the coordinator and client certificates in days");
 
-  RunFlags run;
-  auto* runCmd = app.add_subcommand("run", "run the coordinator daemon");
-  runCmd->add_option("--certs", run.certs, "directory with ca.crt, coordinator.crt and coordinator.key");
-  runCmd->add_option("--ca", run.ca, "CA certificate (overrides --certs)");
-  runCmd->add_option("--cert", run.cert, "coordinator certificate (overrides --certs)");
-  runCmd->add_option("--key", run.key, "coordinator private key (overrides --certs)");
-  runCmd->add_option("--listen", run.listen, "address to listen on, HOST:PORT");
-  runCmd->add_option("--max-frame-bytes", run.maxFrameBytes, "largest frame accepted from a client");
-  runCmd->add_option("--handshake-timeout-ms", run.handshakeTimeoutMs, "time a client has to finish the TLS handshake");
-  runCmd->add_option("--idle-timeout-ms", run.idleTimeoutMs, "a client silent this long is disconnected");
-  runCmd->add_option("--max-connections", run.maxConnections, "connections beyond this are closed at once");
-  runCmd->add_option("--threads", run.threads, "threads running the network")->check(CLI::Range(1u, 256u));
+  coordinator::DaemonConfig config;
+  std::string configFile;
+  auto* runCmd = app.add_subcommand("run", "run the coordinator daemon (a file sets options, flags override it)");
+  runCmd->option_defaults()->always_capture_default();
+  runCmd->add_option("--config", configFile, "TOML file with [task] [train] [compression] [eval] [output] [server]");
+  coordinator::ConfigBinder binder(*runCmd, config);
+
+  std::string db = "starling.db";
+  std::string format = "table";
+  auto* reportCmd = app.add_subcommand("report", "print rounds, traffic, accuracy, tau and stragglers from a database");
+  reportCmd->add_option("--db", db, "the coordinator's SQLite database")->required();
+  reportCmd->add_option("--format", format, "table, csv or json");
 
   CLI11_PARSE(app, argc, argv);
   if (initCmd->parsed()) {
     if (!hostnames.empty()) init.hostnames = hostnames;
     return runInit(init);
   }
-  return runDaemon(run, logLevel);
+  if (reportCmd->parsed()) return runReport(db, format);
+  if (!configFile.empty()) {
+    Status st = binder.applyFile(configFile);
+    if (!st) return fail(st.message());
+  }
+  return runDaemon(config, logLevel);
 }

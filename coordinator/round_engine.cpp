@@ -35,13 +35,14 @@ struct RoundEngine::Client {
   bool connected = false;
   bool busy = false;                   // training for us: assigned, update not yet in
   std::optional<uint64_t> heldRound;   // the model it holds; nullopt = unknown, send dense
+  uint64_t lastAssigned = 0;           // the last round assigned to it
   uint64_t lastAccepted = 0;           // last round whose update of its was applied
   double stepsPerMs = 0;               // measured speed (EWMA), 0 = unknown
 };
 
 // An update that will be aggregated.
 struct RoundEngine::Pending {
-  ParticipantOutcome record;
+  ParticipantResult record;
   uint64_t round = 0;
   uint32_t staleness = 0;
   compression::Compressed delta;
@@ -59,9 +60,9 @@ struct RoundEngine::OpenRound {
   uint32_t selected = 0;
   uint64_t bytesDownRaw = 0;
   uint64_t bytesDownWire = 0;
-  std::map<std::string, ParticipantOutcome> outstanding;  // assigned, no update yet
+  std::map<std::string, ParticipantResult> outstanding;  // assigned, no update yet
   std::vector<std::unique_ptr<Pending>> received;
-  std::vector<ParticipantOutcome> closed;                 // dropped, rejected
+  std::vector<ParticipantResult> closed;                 // dropped, rejected
 };
 
 RoundEngine::RoundEngine(EngineConfig config, std::vector<float> model)
@@ -185,7 +186,7 @@ std::vector<Action> RoundEngine::clientLeft(const std::string& id, const std::st
   if (open_) {
     auto a = open_->outstanding.find(id);
     if (a != open_->outstanding.end()) {
-      ParticipantOutcome rec = a->second;
+      ParticipantResult rec = a->second;
       rec.outcome = "dropped";
       rec.reason = reason;
       open_->closed.push_back(rec);
@@ -285,9 +286,11 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     if (act.assignment.denseModel) wire += act.assignment.denseModel->size() * sizeof(float);
     open_->bytesDownWire += wire;
     open_->bytesDownRaw += model_.size() * sizeof(float) * std::max<std::size_t>(1, act.assignment.broadcasts.size());
-    ParticipantOutcome rec;
+    ParticipantResult rec;
+    rec.round = open_->round;
     rec.clientId = c->id;
     rec.assignedMs = nowMs;
+    c->lastAssigned = open_->round;
     rec.bytesDownWire = wire;
     open_->outstanding.emplace(c->id, rec);
     c->busy = true;
@@ -301,12 +304,15 @@ std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t 
   std::vector<Action> out;
   auto it = clients_.find(id);
   if (it != clients_.end()) it->second->busy = false;
-  ParticipantOutcome rec;
+  ParticipantResult rec;
   rec.clientId = id;
   rec.outcome = "rejected";
   rec.reason = reason;
   rec.returnedMs = nowMs;
+  // Recorded under the open round (or the next one to end): the round an update
+  // names may not exist.
   if (open_) {
+    rec.round = open_->round;
     auto a = open_->outstanding.find(id);
     if (a != open_->outstanding.end()) {
       rec.assignedMs = a->second.assignedMs;
@@ -344,13 +350,14 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
 
   auto p = std::make_unique<Pending>();
   p->round = u.round;
+  p->record.round = u.round;
   p->staleness = static_cast<uint32_t>(commitsSince(u.baseRound));
   std::vector<float> dense(model_.size());
   if (Status st = compression::expand(u.delta, dense); !st) return updateRejected(id, u.round, st.message(), nowMs);
   p->norm = l2(dense);
   if (!std::isfinite(p->norm)) return updateRejected(id, u.round, "update contains NaN or Inf", nowMs);
   p->delta = std::move(u.delta);
-  ParticipantOutcome& rec = p->record;
+  ParticipantResult& rec = p->record;
   rec.clientId = id;
   rec.returnedMs = nowMs;
   rec.steps = u.steps;
@@ -386,7 +393,7 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
     }
     return out;
   }
-  if (open_ && u.round >= open_->round)
+  if ((open_ && u.round >= open_->round) || u.round != c.lastAssigned || u.round == 0)
     return updateRejected(id, u.round, fmt::format("update for round {}, which was not assigned to it", u.round),
                           nowMs);
   // A late update: usable while it is at most S model versions behind.
@@ -433,7 +440,7 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   for (auto& p : r.received) use.push_back(std::move(p));
   for (auto& p : late_) use.push_back(std::move(p));
   late_.clear();
-  std::vector<ParticipantOutcome> records = std::move(r.closed);
+  std::vector<ParticipantResult> records = std::move(r.closed);
   if (config_.maxNormRatio > 0 && use.size() >= 3) {
     std::vector<double> norms;
     for (const auto& p : use) norms.push_back(p->norm);
@@ -494,7 +501,7 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   }
 
   for (auto& p : use) {
-    ParticipantOutcome& rec = p->record;
+    ParticipantResult& rec = p->record;
     const bool ok = rec.outcome != "rejected";
     if (p->staleness > 0) {
       // Its verdict went out on arrival. (A late update failing the norm check here
@@ -511,13 +518,16 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     records.push_back(rec);
   }
   for (auto& [id, rec] : r.outstanding) {
-    ParticipantOutcome straggler = rec;
+    ParticipantResult straggler = rec;
     straggler.outcome = "straggler";
     straggler.reason = fmt::format("no update within {} ms", config_.deadlineMs);
     records.push_back(straggler);
     ++s.stragglers;
   }
-  for (auto& rec : orphans_) records.push_back(rec);
+  for (auto& rec : orphans_) {
+    rec.round = r.round;
+    records.push_back(rec);
+  }
   orphans_.clear();
   s.participants = std::move(records);
   s.committed = st.isOk();
@@ -549,7 +559,7 @@ void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::ve
   s.bytesDownRaw = r.bytesDownRaw;
   s.bytesDownWire = r.bytesDownWire;
   s.modelChecksum = modelChecksum_;
-  std::vector<ParticipantOutcome> records = std::move(r.closed);
+  std::vector<ParticipantResult> records = std::move(r.closed);
   for (auto& p : r.received) {
     p->record.outcome = "rejected";
     p->record.reason = "round abandoned: " + reason;
@@ -560,13 +570,16 @@ void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::ve
     records.push_back(p->record);
   }
   for (auto& [id, rec] : r.outstanding) {
-    ParticipantOutcome straggler = rec;
+    ParticipantResult straggler = rec;
     straggler.outcome = "straggler";
     straggler.reason = "round abandoned: " + reason;
     records.push_back(straggler);
     ++s.stragglers;
   }
-  for (auto& rec : orphans_) records.push_back(rec);
+  for (auto& rec : orphans_) {
+    rec.round = r.round;
+    records.push_back(rec);
+  }
   orphans_.clear();
   s.participants = std::move(records);
   open_.reset();

@@ -21,19 +21,5 @@ std::size_t Layout::add(std::string name, std::vector<int> shape) {
   return tensors_.back().offset;
 }
 
-uint64_t checksum(std::span<const float> values) {
-  // FNV-1a, 64 bit, over the bytes in memory order (little-endian on every target
-  // Starling builds for).
-  constexpr uint64_t kOffsetBasis = 0xcbf29ce484222325ULL;
-  constexpr uint64_t kPrime = 0x100000001b3ULL;
-  uint64_t h = kOffsetBasis;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
-  const std::size_t n = values.size() * sizeof(float);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= bytes[i];
-    h *= kPrime;
-  }
-  return h;
-}
 
 }  // namespace starling::model

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "starling/model/model.hpp"
+#include "starling/util/checksum.hpp"
 
 namespace starling::model {
 namespace {
@@ -46,7 +47,7 @@ Status Model::save(const std::string& path) const {
   out.append(spec());
   put<uint64_t>(out, params_.size());
   out.append(reinterpret_cast<const char*>(params_.data()), params_.size() * sizeof(float));
-  put<uint64_t>(out, checksum(params_));
+  put<uint64_t>(out, checksum64(params_));
 
   const std::string tmp = path + ".tmp";
   {
@@ -99,7 +100,7 @@ Result<Model> Model::load(const std::string& path) {
   uint64_t sum = 0;
   (void)get(in, pos, sum);
   if (pos != in.size()) return malformed(std::to_string(in.size() - pos) + " unexpected trailing bytes");
-  if (sum != checksum(model->params_)) return malformed("checksum mismatch: the parameters are corrupt");
+  if (sum != checksum64(model->params_)) return malformed("checksum mismatch: the parameters are corrupt");
   return model;
 }
 

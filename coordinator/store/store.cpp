@@ -1,5 +1,7 @@
 #include "starling/coordinator/store.hpp"
 
+#include "starling/util/checksum.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -245,15 +247,6 @@ std::optional<ParticipantOutcome> parseParticipantOutcome(std::string_view name)
     if (name == participantOutcomeName(o)) return o;
   }
   return std::nullopt;
-}
-
-uint64_t checksumFloats(std::span<const float> values) {
-  if constexpr (std::endian::native == std::endian::little) {
-    return fnv1a({reinterpret_cast<const unsigned char*>(values.data()), values.size() * sizeof(float)});
-  } else {
-    const std::vector<unsigned char> bytes = encodeFloats(values);
-    return fnv1a(bytes);
-  }
 }
 
 // ---- Impl: the connection and its statements, prepared once ---------------------
@@ -566,7 +559,7 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
   if (checkpoint != nullptr) {
     modelBytes = encodeFloats(checkpoint->model);
     memoryBytes = encodeFloats(checkpoint->serverMemory);
-    modelChecksum = fnv1a(modelBytes);
+    modelChecksum = checksum64(checkpoint->model);
     if (checkpoint->modelChecksum != 0 && checkpoint->modelChecksum != modelChecksum) {
       return fail(invalid(fmt::format("the checkpoint's checksum {:#018x} does not match its model ({:#018x})",
                                       checkpoint->modelChecksum, modelChecksum)));
@@ -738,8 +731,8 @@ Result<std::optional<Checkpoint>> Store::latestCheckpoint() {
     bad = Status(StatusCode::kMalformed,
                  fmt::format("{}: checkpoint of round {} is corrupt: a float blob of {} or {} bytes", context, cp.round,
                              model.size(), memory.size()));
-  } else if (fnv1a(model) != modelSum) {
-    bad = corrupt("model", modelSum, fnv1a(model));
+  } else if (const uint64_t sum = checksum64(decodeFloats(model)); sum != modelSum) {
+    bad = corrupt("model", modelSum, sum);
   } else if (fnv1a(memory) != memorySum) {
     bad = corrupt("server memory", memorySum, fnv1a(memory));
   } else if (fnv1a(state) != stateSum) {

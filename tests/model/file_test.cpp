@@ -1,5 +1,7 @@
 // Model files: round trips and clear refusals.
 #include <catch2/catch.hpp>
+
+#include "starling/util/checksum.hpp"
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,7 +11,7 @@
 #include "starling/model/model.hpp"
 
 using starling::StatusCode;
-using starling::model::checksum;
+using starling::checksum64;
 using starling::model::Model;
 
 namespace {
@@ -39,7 +41,7 @@ TEST_CASE("a saved model loads back identical", "[model][file]") {
   auto loaded = Model::load(path);
   REQUIRE(loaded.isOk());
   CHECK(loaded->spec() == m->spec());
-  CHECK(checksum(loaded->params()) == checksum(m->params()));
+  CHECK(checksum64(loaded->params()) == checksum64(m->params()));
   std::filesystem::remove(path);
 }
 

@@ -1,5 +1,8 @@
 // Specs, layout, initialization, the forward pass and the checksum.
 #include <catch2/catch.hpp>
+#include <cstring>
+
+#include "starling/util/checksum.hpp"
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -7,7 +10,7 @@
 #include "starling/model/model.hpp"
 
 using starling::StatusCode;
-using starling::model::checksum;
+using starling::checksum64;
 using starling::model::Model;
 
 TEST_CASE("an MLP spec builds dense layers with a flat layout", "[model][spec]") {
@@ -81,9 +84,9 @@ TEST_CASE("initialization is seeded and scaled by fan-in", "[model][init]") {
   REQUIRE((a.isOk() && b.isOk()));
   a->initialize(42);
   b->initialize(42);
-  CHECK(checksum(a->params()) == checksum(b->params()));
+  CHECK(checksum64(a->params()) == checksum64(b->params()));
   b->initialize(43);
-  CHECK(checksum(a->params()) != checksum(b->params()));
+  CHECK(checksum64(a->params()) != checksum64(b->params()));
 
   const auto* w = a->layout().find("dense0.weight");
   const auto* bias = a->layout().find("dense0.bias");
@@ -136,20 +139,24 @@ TEST_CASE("a copied model is independent of the original", "[model]") {
   CHECK(copy.params()[0] != m->params()[0]);
   CHECK(copy.params().data() != m->params().data());
   CHECK(m->setParams(copy.params()).isOk());
-  CHECK(checksum(m->params()) == checksum(copy.params()));
+  CHECK(checksum64(m->params()) == checksum64(copy.params()));
   std::vector<float> wrong(3);
   CHECK(m->setParams(wrong).code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("the checksum is FNV-1a over the bytes", "[model][checksum]") {
-  CHECK(checksum({}) == 0xcbf29ce484222325ULL);
-  // One float 0.0f: four zero bytes.
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (int i = 0; i < 4; ++i)
-    h = (h ^ 0u) * 0x100000001b3ULL;
-  const float zero[1] = {0.0f};
-  CHECK(checksum(zero) == h);
-  const float a[2] = {1.0f, 2.0f};
-  const float b[2] = {2.0f, 1.0f};
-  CHECK(checksum(a) != checksum(b));
+TEST_CASE("the model checksum sees every bit of every parameter", "[model][checksum]") {
+  std::vector<float> a(1000, 0.5f);
+  const uint64_t h = checksum64(a);
+  for (std::size_t i : {std::size_t(0), std::size_t(517), std::size_t(999)}) {
+    auto b = a;
+    uint32_t bits;
+    std::memcpy(&bits, &b[i], 4);
+    bits ^= 1u;  // the lowest mantissa bit
+    std::memcpy(&b[i], &bits, 4);
+    CHECK(checksum64(b) != h);
+  }
+  const float x[2] = {1.0f, 2.0f};
+  const float y[2] = {2.0f, 1.0f};
+  CHECK(checksum64(x) != checksum64(y));
+  CHECK(checksum64(std::span<const float>(a.data(), 999)) != h);
 }

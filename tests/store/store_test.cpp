@@ -6,6 +6,8 @@
 #include <sqlite3.h>
 
 #include <catch2/catch.hpp>
+
+#include "starling/util/checksum.hpp"
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -84,7 +86,7 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
     REQUIRE(rounds.isOk());
     REQUIRE(rounds->size() == 1);
     RoundRecord expected = round;
-    expected.modelChecksum = checksumFloats(cp.model);
+    expected.modelChecksum = starling::checksum64(cp.model);
     CHECK((*rounds)[0] == expected);
   }
   SECTION("participants, of one round or of all") {
@@ -110,7 +112,7 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
     CHECK(std::signbit(got.model[0]));
     CHECK(got.serverMemory == cp.serverMemory);
     CHECK(got.engineState == cp.engineState);  // with its embedded NUL
-    CHECK(got.modelChecksum == checksumFloats(cp.model));
+    CHECK(got.modelChecksum == starling::checksum64(cp.model));
   }
   SECTION("abandoned rounds, with their reason and no checkpoint") {
     RoundRecord abandoned = makeRound(5);
@@ -229,7 +231,7 @@ TEST_CASE("a round is recorded whole or not at all", "[store]") {
   }
   SECTION("a checkpoint whose checksum does not match its model") {
     Checkpoint cp = makeCheckpoint(2);
-    cp.modelChecksum = checksumFloats(cp.model) ^ 1;
+    cp.modelChecksum = starling::checksum64(cp.model) ^ 1;
     Status s = store->commitRound(makeRound(2), participants, cp, clients);
     CHECK(s.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(s.message(), Catch::Contains("does not match its model"));

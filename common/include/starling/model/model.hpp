@@ -62,10 +62,7 @@ class Layout {
   std::size_t size_ = 0;
 };
 
-// 64-bit FNV-1a over the bytes of the floats (little-endian IEEE-754, as in memory on
-// every supported target). Equal vectors give equal checksums on every machine; the
-// coordinator and clients compare it to prove they hold the same model.
-uint64_t checksum(std::span<const float> values);
+
 
 // Loss and accuracy of a model over a data set.
 struct Evaluation {

@@ -93,7 +93,8 @@ struct UpdateVerdict {
 };
 
 // How a participant's round ended, for the store.
-struct ParticipantOutcome {
+struct ParticipantResult {
+  uint64_t round = 0;             // the round the client was assigned (a late update's own round)
   std::string clientId;
   std::string outcome;            // accepted, straggler, dropped, rejected, late-applied, late-discarded
   std::string reason;
@@ -126,7 +127,7 @@ struct RoundSummary {
   double trainLossStart = 0;      // example-weighted loss at the shared model
   int64_t startedMs = 0, endedMs = 0;
   uint64_t modelChecksum = 0;
-  std::vector<ParticipantOutcome> participants;
+  std::vector<ParticipantResult> participants;
 };
 
 // One thing for the shell to do.
@@ -243,7 +244,7 @@ class RoundEngine {
   std::map<std::string, std::unique_ptr<Client>> clients_;  // ordered: deterministic iteration
   std::unique_ptr<OpenRound> open_;
   std::vector<std::unique_ptr<Pending>> late_;              // late updates waiting for the next aggregation
-  std::vector<ParticipantOutcome> orphans_;                  // records to attach to the next round
+  std::vector<ParticipantResult> orphans_;                  // records to attach to the next round
   std::deque<LogEntry> log_;                                // recent broadcasts, oldest first
   std::vector<float> aggregate_;                            // scratch: the round's Delta
   std::shared_ptr<const std::vector<float>> denseCache_;    // model_ as of committed_, shared by assignments

@@ -130,7 +130,7 @@ struct Checkpoint {
   std::vector<float> serverMemory;  // server-side error-feedback memory (may be empty)
   std::string engineState;          // opaque bytes from the round engine (controller, schedule, rng)
   // 64-bit FNV-1a over the model's little-endian fp32 bytes (the same function as
-  // starling::model::checksum). commitRound fills it in when 0 and refuses a
+  // starling::checksum64). commitRound fills it in when 0 and refuses a
   // checkpoint whose non-zero checksum does not match its model.
   uint64_t modelChecksum = 0;
 
@@ -155,8 +155,7 @@ struct StoreOptions {
   std::function<void(std::string_view stage)> faultHook;
 };
 
-// 64-bit FNV-1a over the bytes of the floats in little-endian order.
-uint64_t checksumFloats(std::span<const float> values);
+
 
 class Store {
  public:

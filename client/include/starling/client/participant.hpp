@@ -1,0 +1,97 @@
+#pragma once
+// Participant: a client's whole life in a federation. It connects over mutual TLS,
+// introduces itself, builds the model the coordinator names, and for each round
+// brings its copy of the global model up to date (dense copy or broadcasts,
+// checked by checksum), trains with the Trainer, compresses the difference with
+// its uplink error feedback and sends it; it commits or rolls back that memory on
+// the coordinator's verdict. After any disconnect it reconnects with exponential
+// backoff and jitter, settling its memory from Welcome. It returns when the
+// coordinator says training is complete.
+//
+// Threading: run() is a coroutine on the caller's executor; training blocks it
+// while it runs (a client has one job). Not copyable.
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "starling/client/trainer.hpp"
+#include "starling/compression/compressor.hpp"
+#include "starling/compression/error_feedback.hpp"
+#include "starling/data/dataset.hpp"
+#include "starling/net/connection.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace starling::client {
+
+struct ParticipantOptions {
+  net::Endpoint coordinator;
+  std::string id;                                   // informative; the certificate decides
+  net::ConnectionLimits limits;
+  std::chrono::milliseconds backoffInitial{200};    // first reconnect delay
+  std::chrono::milliseconds backoffMax{5'000};      // delays double up to this, with jitter
+  std::chrono::milliseconds giveUpAfter{300'000};   // stop after failing this long without a Welcome
+  uint64_t seed = 0;                                // local randomness (sampler, jitter)
+};
+
+struct ParticipantStats {
+  uint64_t roundsTrained = 0;
+  uint64_t roundsAccepted = 0;
+  uint64_t roundsRejected = 0;
+  uint64_t connections = 0;
+  uint64_t resyncs = 0;          // dense models received
+  uint64_t bytesUp = 0;          // update payload bytes sent
+  uint64_t bytesDown = 0;        // assignment frame bytes received
+  uint64_t heldRound = 0;
+  uint64_t checksum = 0;
+  double lastLoss = 0;
+};
+
+class Participant {
+ public:
+  // shard: this client's examples; must outlive the Participant.
+  Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log);
+  ~Participant();
+  Participant(const Participant&) = delete;
+  Participant& operator=(const Participant&) = delete;
+
+  // Runs until the coordinator says training is complete (ok), or a failure that
+  // retrying cannot fix: refused authentication, an unusable task, or no Welcome
+  // for giveUpAfter.
+  asio::awaitable<Status> run(asio::any_io_executor executor, std::shared_ptr<const net::TlsContext> tls);
+
+  const ParticipantStats& stats() const { return stats_; }
+  // The global model as this client last knew it.
+  std::span<const float> model() const { return xhat_; }
+
+ private:
+  // One connection: ok when training is complete, kClosed/kIo/kTimeout to retry.
+  asio::awaitable<Status> session(net::Connection& conn, bool& welcomed);
+  Status setUpTask(const wire::fb::Welcome& welcome);
+  Status catchUp(const wire::fb::RoundAssign& assign);
+  Result<std::vector<uint8_t>> train(const wire::fb::RoundAssign& assign);
+  void settle(bool accepted, uint64_t round);
+
+  const data::Dataset& shard_;
+  ParticipantOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  ParticipantStats stats_;
+  std::string modelSpec_;
+  std::optional<Trainer> trainer_;
+  std::unique_ptr<compression::Compressor> uplink_;
+  std::optional<compression::ErrorFeedback> memory_;
+  bool errorFeedback_ = true;
+  std::vector<float> xhat_;      // the shared global model
+  std::vector<float> delta_;     // scratch: xhat - x
+  uint64_t heldRound_ = 0;       // 0 = nothing held
+  uint64_t pendingRound_ = 0;    // round of the update awaiting a verdict (0 = none)
+  uint64_t seed_ = 0;
+};
+
+}  // namespace starling::client

@@ -1,0 +1,250 @@
+#include "starling/client/participant.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <random>
+
+#include "starling/compression/payload.hpp"
+#include "starling/compression/wire_codec.hpp"
+#include "starling/util/checksum.hpp"
+
+namespace starling::client {
+namespace fb = wire::fb;
+
+namespace {
+
+std::string str(const flatbuffers::String* s) { return s != nullptr ? s->str() : std::string(); }
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  return z ^ (z >> 27);
+}
+
+}  // namespace
+
+Participant::Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
+    : shard_(shard), options_(std::move(options)), log_(std::move(log)) {
+  seed_ = options_.seed;
+  for (char ch : options_.id) seed_ = mix(seed_, static_cast<unsigned char>(ch));
+}
+
+Participant::~Participant() = default;
+
+asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::shared_ptr<const net::TlsContext> tls) {
+  std::mt19937_64 jitter(seed_);
+  auto failingSince = std::chrono::steady_clock::now();
+  auto delay = options_.backoffInitial;
+  for (;;) {
+    auto conn = co_await net::connect(executor, options_.coordinator, tls, options_.limits);
+    Status st;
+    bool welcomed = false;
+    if (!conn) {
+      st = conn.status();
+      // A refused certificate will be refused again: give up now.
+      if (st.code() == StatusCode::kUnauthenticated)
+        co_return st.withContext(fmt::format("connecting to {}", options_.coordinator.toString()));
+    } else {
+      ++stats_.connections;
+      st = co_await session(*conn, welcomed);
+      if (st.isOk()) co_return st;
+      if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kUnauthenticated) co_return st;
+    }
+    if (welcomed) {
+      failingSince = std::chrono::steady_clock::now();
+      delay = options_.backoffInitial;
+    }
+    if (std::chrono::steady_clock::now() - failingSince > options_.giveUpAfter)
+      co_return st.withContext(fmt::format("no session with {} for {} s", options_.coordinator.toString(),
+                                           options_.giveUpAfter.count() / 1000));
+    // Full jitter: a random delay in [delay/2, delay], so a fleet does not reconnect in step.
+    std::uniform_int_distribution<int64_t> pick(delay.count() / 2, delay.count());
+    auto wait = std::chrono::milliseconds(pick(jitter));
+    log_->warn("{}; reconnecting in {} ms", st.message(), wait.count());
+    asio::steady_timer timer(executor, wait);
+    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    delay = std::min(delay * 2, options_.backoffMax);
+  }
+}
+
+asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcomed) {
+  flatbuffers::FlatBufferBuilder b(256);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> caps{b.CreateString("topk"), b.CreateString("fp16"),
+                                                             b.CreateString("priority-sampling")};
+  auto hello = fb::CreateHelloDirect(b, options_.id.c_str(), &caps, shard_.size(), "linux", heldRound_,
+                                     heldRound_ > 0 ? checksum64(xhat_) : 0);
+  Status st = co_await conn.send(wire::finishFrame(b, hello));
+  if (!st) co_return st;
+
+  for (;;) {
+    auto msg = co_await conn.receive();
+    if (!msg) co_return msg.status();
+    switch (msg->type()) {
+      case fb::Body::Welcome: {
+        const auto* w = msg->as<fb::Welcome>();
+        if (Status setup = setUpTask(*w); !setup) co_return setup;
+        // Settle the update that was in flight when the last connection ended.
+        if (pendingRound_ > 0) settle(w->last_accepted_round() >= pendingRound_, pendingRound_);
+        welcomed = true;
+        log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w->task()),
+                   str(w->client_id()), w->round(), modelSpec_);
+        break;
+      }
+      case fb::Body::RoundAssign: {
+        const auto* a = msg->as<fb::RoundAssign>();
+        stats_.bytesDown += msg->sizeBytes();
+        if (!trainer_) co_return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
+        if (pendingRound_ > 0) {
+          log_->warn("round {} assigned before the verdict on round {}: rolling that update back", a->round(),
+                     pendingRound_);
+          settle(false, pendingRound_);
+        }
+        if (Status caught = catchUp(*a); !caught) {
+          log_->warn("{}", caught.message());
+          b.Clear();
+          st = co_await conn.send(wire::finishFrame(b, fb::CreateErrorDirect(b, fb::ErrorCode::Unexpected,
+                                                                             caught.message().c_str())));
+          if (!st) co_return st;
+          break;
+        }
+        auto frame = train(*a);
+        if (!frame) co_return frame.status();
+        st = co_await conn.send(*frame);
+        if (!st) co_return st;
+        break;
+      }
+      case fb::Body::RoundResult: {
+        const auto* r = msg->as<fb::RoundResult>();
+        if (r->round() == pendingRound_) {
+          settle(r->accepted(), r->round());
+          if (!r->accepted()) log_->warn("update for round {} rejected: {}", r->round(), str(r->reason()));
+        }
+        break;
+      }
+      case fb::Body::Heartbeat: break;
+      case fb::Body::Bye: {
+        const auto* bye = msg->as<fb::Bye>();
+        if (bye->done()) {
+          log_->info("training complete: {} rounds trained, {} accepted", stats_.roundsTrained, stats_.roundsAccepted);
+          co_await conn.close();
+          co_return Status::ok();
+        }
+        co_return Status(StatusCode::kClosed, "the coordinator said goodbye: " + str(bye->reason()));
+      }
+      case fb::Body::Error: {
+        const auto* e = msg->as<fb::Error>();
+        co_return Status(StatusCode::kClosed, "the coordinator reported an error: " + str(e->message()));
+      }
+      default: co_return Status(StatusCode::kMalformed, fmt::format("unexpected {} from the coordinator", msg->typeName()));
+    }
+  }
+}
+
+Status Participant::setUpTask(const fb::Welcome& w) {
+  const std::string spec = str(w.model_spec());
+  const auto* hyper = w.hyper();
+  const auto* comp = w.compression();
+  if (hyper == nullptr || comp == nullptr) return Status(StatusCode::kMalformed, "Welcome without hyper-parameters");
+  if (trainer_ && spec == modelSpec_) return Status::ok();  // same task after a reconnect
+  auto model = model::Model::fromSpec(spec);
+  if (!model) return Status(StatusCode::kInvalidArgument, "the coordinator's model: " + model.status().message());
+  TrainerOptions to;
+  to.batchSize = static_cast<int>(hyper->batch_size());
+  to.momentum = hyper->momentum();
+  to.weightDecay = hyper->weight_decay();
+  to.clipNorm = hyper->clip_norm();
+  to.sampler.mode = hyper->priority_sampling() ? SamplingMode::kAdaptive : SamplingMode::kUniform;
+  const std::size_t d = model->numParams();
+  auto trainer = Trainer::create(std::move(*model), shard_, to);
+  if (!trainer) return Status(StatusCode::kInvalidArgument, "this client's data cannot train the coordinator's model: " +
+                                                                trainer.status().message());
+  trainer_.emplace(std::move(*trainer));
+  compression::CompressorOptions co;
+  auto up = compression::makeCompressor(str(comp->uplink()), co);
+  if (!up) return Status(StatusCode::kInvalidArgument, "uplink compressor: " + up.status().message());
+  uplink_ = std::move(*up);
+  errorFeedback_ = comp->error_feedback();
+  auto mem = compression::ErrorFeedback::create(d);
+  if (!mem) return mem.status();
+  memory_.emplace(std::move(*mem));
+  modelSpec_ = spec;
+  xhat_.assign(d, 0.0f);
+  delta_.assign(d, 0.0f);
+  heldRound_ = 0;
+  pendingRound_ = 0;
+  seed_ = mix(seed_, hyper->seed());
+  return Status::ok();
+}
+
+Status Participant::catchUp(const fb::RoundAssign& a) {
+  const auto d = static_cast<uint32_t>(xhat_.size());
+  compression::Compressed c;
+  if (a.model() != nullptr) {
+    auto p = compression::fromWire(a.model());
+    Status st = p ? compression::decode(*p, d, c) : p.status();
+    if (st) st = compression::expand(c, xhat_);
+    if (!st) return st.withContext("the coordinator's model");
+    ++stats_.resyncs;
+  }
+  if (a.broadcast() != nullptr) {
+    for (const auto* t : *a.broadcast()) {
+      auto p = compression::fromWire(t);
+      Status st = p ? compression::decode(*p, d, c) : p.status();
+      if (st) st = compression::addScaled(c, -1.0f, xhat_);
+      if (!st) return st.withContext("a broadcast");
+    }
+  }
+  heldRound_ = a.base_round();
+  stats_.heldRound = heldRound_;
+  stats_.checksum = checksum64(xhat_);
+  if (stats_.checksum != a.base_checksum()) {
+    heldRound_ = 0;
+    return Status(StatusCode::kMalformed,
+                  fmt::format("model checksum mismatch after catching up to round {} ({:016x}, expected {:016x})",
+                              a.base_round(), stats_.checksum, a.base_checksum()));
+  }
+  return Status::ok();
+}
+
+Result<std::vector<uint8_t>> Participant::train(const fb::RoundAssign& a) {
+  TrainRequest req;
+  req.steps = static_cast<int>(a.tau());
+  req.lr = a.lr();
+  req.seed = mix(seed_, a.round());
+  auto stats = trainer_->run(xhat_, req, delta_);
+  if (!stats) return stats.status();
+  compression::Compressed q;
+  const compression::CompressParams params{a.density() > 0 ? a.density() : 1.0, mix(seed_, a.round() + 1)};
+  Status st = errorFeedback_ ? memory_->compress(delta_, *uplink_, params, q) : uplink_->compress(delta_, params, q);
+  if (!st) return st.withContext(fmt::format("compressing the update of round {}", a.round()));
+  compression::Payload payload;
+  STARLING_RETURN_IF_ERROR(compression::encode(q, payload));
+  flatbuffers::FlatBufferBuilder b(payload.byteSize() + 256);
+  auto tensor = compression::toWire(b, payload);
+  auto update = fb::CreateUpdate(b, a.round(), a.base_round(), stats->examples, static_cast<uint32_t>(stats->steps),
+                                 static_cast<float>(stats->lossStart), static_cast<float>(stats->lossEnd), tensor,
+                                 static_cast<uint32_t>(stats->seconds * 1000.0));
+  pendingRound_ = errorFeedback_ ? a.round() : 0;
+  ++stats_.roundsTrained;
+  stats_.bytesUp += payload.byteSize();
+  stats_.lastLoss = stats->lossEnd;
+  log_->info("round {}: {} steps, loss {:.4f} -> {:.4f}, sent {} of {} values ({} bytes)", a.round(), stats->steps,
+             stats->lossStart, stats->lossEnd, q.selected(), xhat_.size(), payload.byteSize());
+  return wire::finishFrame(b, update);
+}
+
+void Participant::settle(bool accepted, uint64_t round) {
+  if (round != pendingRound_ || pendingRound_ == 0) return;
+  if (memory_ && memory_->hasPending()) (void)(accepted ? memory_->commit() : memory_->rollback());
+  pendingRound_ = 0;
+  if (accepted)
+    ++stats_.roundsAccepted;
+  else
+    ++stats_.roundsRejected;
+}
+
+}  // namespace starling::client

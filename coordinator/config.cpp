@@ -1,0 +1,135 @@
+#include "starling/coordinator/config.hpp"
+
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+#include <type_traits>
+
+namespace starling::coordinator {
+
+template <typename T>
+void ConfigBinder::bind(const std::string& key, T& field, const std::string& help) {
+  const std::string flag = "--" + key.substr(key.find('.') + 1);
+  CLI::Option* opt = app_.add_option(flag, field, help + " [" + key + "]");
+  auto fromToml = [&field, key](const void* raw) -> Status {
+    const auto* node = static_cast<const toml::node*>(raw);
+    auto wrong = [&](const char* expected) {
+      return Status(StatusCode::kInvalidArgument, fmt::format("'{}' must be {}", key, expected));
+    };
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!node->is_boolean()) return wrong("true or false");
+      field = node->as_boolean()->get();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!node->is_string()) return wrong("a string");
+      field = node->as_string()->get();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (node->is_integer())
+        field = static_cast<T>(node->as_integer()->get());
+      else if (node->is_floating_point())
+        field = static_cast<T>(node->as_floating_point()->get());
+      else
+        return wrong("a number");
+    } else {
+      if (!node->is_integer()) return wrong("an integer");
+      const int64_t v = node->as_integer()->get();
+      if (v < 0 && std::is_unsigned_v<T>) return wrong("0 or more");
+      field = static_cast<T>(v);
+    }
+    return Status::ok();
+  };
+  bindings_.push_back({key, opt, fromToml});
+}
+
+ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
+  EngineConfig& e = c.engine;
+  TaskConfig& t = c.task;
+  bind("task.name", t.name, "task name (a database holds one task)");
+  bind("task.model", t.model, "model every client builds: mlp:784-200-200-10, cnn:...");
+  bind("task.init-seed", t.initSeed, "seed of the initial model");
+  bind("task.rounds", e.rounds, "committed rounds to train");
+  bind("task.clients-per-round", e.clientsPerRound, "updates that close a round (K)");
+  bind("task.over-selection", e.overSelection, "assign to ceil(K x this) clients");
+  bind("task.min-clients", e.minClients, "idle clients needed to start a round (0 = K)");
+  bind("task.min-goal", e.minGoal, "fewer updates at the deadline abandon the round (0 = ceil(K/2))");
+  bind("task.deadline-ms", e.deadlineMs, "time from assignment to a round's deadline");
+  bind("task.max-staleness", e.maxStaleness, "late updates up to this many rounds old are applied");
+  bind("task.max-norm-ratio", e.maxNormRatio, "reject updates with a norm over this x the round's median (0 = off)");
+  bind("task.catch-up-rounds", e.catchUpRounds, "broadcasts kept for clients that missed rounds");
+  bind("task.seed", e.seed, "seed of selection and seeded compressors");
+  bind("train.lr", e.lr, "learning rate");
+  bind("train.lr-decay", e.lrDecay, "lr x this per committed round");
+  bind("train.tau", e.tau, "local steps per round (initial, with ADACOMM)");
+  bind("train.adaptive-tau", e.adaptiveTau, "ADACOMM: adapt tau to the loss");
+  bind("train.tau-min", e.tauMin, "ADACOMM and step budgets: fewest local steps");
+  bind("train.tau-max", e.tauMax, "ADACOMM: most local steps");
+  bind("train.step-budgets", e.stepBudgets, "give slow clients fewer steps so they meet the deadline");
+  bind("train.batch-size", t.batchSize, "minibatch size");
+  bind("train.momentum", t.momentum, "momentum of local SGD");
+  bind("train.weight-decay", t.weightDecay, "weight decay of local SGD");
+  bind("train.clip-norm", t.clipNorm, "clip each minibatch gradient to this L2 norm (0 = off)");
+  bind("train.priority-sampling", t.prioritySampling, "clients sample minibatches by priority");
+  bind("compression.uplink", e.uplink, "client -> coordinator: identity, fp16, topk, topk-sampled, randk, sign, qsgd");
+  bind("compression.uplink-density", e.uplinkDensity, "fraction kept by top-k / rand-k uplink");
+  bind("compression.downlink", e.downlink, "coordinator -> clients compressor");
+  bind("compression.downlink-density", e.downlinkDensity, "fraction kept by top-k / rand-k downlink");
+  bind("compression.warmup-rounds", e.warmupRounds, "DGC warm-up: rounds of falling density");
+  bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
+  bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");
+  bind("eval.test-data", t.testData, "Fashion-MNIST directory to evaluate on (empty = none)");
+  bind("eval.every", t.evalEvery, "evaluate every N committed rounds");
+  bind("output.model-file", t.modelOut, "file the final model is saved to (empty = none)");
+  bind("server.listen", c.listen, "address to listen on, HOST:PORT");
+  bind("server.certs", c.certs, "directory with ca.crt, coordinator.crt, coordinator.key");
+  bind("server.ca", c.ca, "CA certificate (overrides certs)");
+  bind("server.cert", c.cert, "coordinator certificate (overrides certs)");
+  bind("server.key", c.key, "coordinator private key (overrides certs)");
+  bind("server.db", c.db, "SQLite database: rounds, participants, checkpoints; resumed when it exists");
+  bind("server.max-frame-bytes", c.maxFrameBytes, "largest frame accepted from a client");
+  bind("server.handshake-timeout-ms", c.handshakeTimeoutMs, "time a client has to finish the TLS handshake");
+  bind("server.idle-timeout-ms", c.idleTimeoutMs, "a client silent this long is disconnected");
+  bind("server.max-connections", c.maxConnections, "connections beyond this are closed at once");
+}
+
+Status ConfigBinder::applyFile(const std::string& path) {
+  toml::table file;
+  try {
+    file = toml::parse_file(path);
+  } catch (const toml::parse_error& err) {
+    const auto& where = err.source().begin;
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("{}:{}:{}: {}", path, where.line, where.column, err.description()));
+  }
+  // Every key in the file must be a known setting.
+  for (const auto& [section, node] : file) {
+    const auto* table = node.as_table();
+    if (table == nullptr)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("{}: '{}' must be a [section] (task, train, compression, eval, output, server)", path,
+                                std::string(section.str())));
+    for (const auto& [name, value] : *table) {
+      const std::string key = std::string(section.str()) + "." + std::string(name.str());
+      auto b = std::find_if(bindings_.begin(), bindings_.end(), [&](const Binding& x) { return x.key == key; });
+      if (b == bindings_.end())
+        return Status(StatusCode::kInvalidArgument, fmt::format("{}: unknown setting '{}'", path, key));
+      if (b->option->count() > 0) continue;  // the flag overrides the file
+      if (Status st = b->fromToml(&value); !st) return st.withContext(path);
+    }
+  }
+  return Status::ok();
+}
+
+Status ConfigBinder::validate(const DaemonConfig& c) {
+  const EngineConfig& e = c.engine;
+  auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, m); };
+  if (e.rounds == 0) return bad("rounds must be at least 1");
+  if (e.clientsPerRound == 0) return bad("clients-per-round must be at least 1");
+  if (e.overSelection < 1.0) return bad("over-selection must be at least 1.0");
+  if (e.tauMin == 0 || e.tauMin > e.tauMax || e.tau < e.tauMin || e.tau > e.tauMax)
+    return bad(fmt::format("need 1 <= tau-min ({}) <= tau ({}) <= tau-max ({})", e.tauMin, e.tau, e.tauMax));
+  if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");
+  if (!(e.downlinkDensity > 0 && e.downlinkDensity <= 1)) return bad("downlink-density must be in (0, 1]");
+  if (c.task.batchSize < 1) return bad("batch-size must be at least 1");
+  return Status::ok();
+}
+
+}  // namespace starling::coordinator

@@ -1,0 +1,367 @@
+#include "starling/coordinator/federation.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <asio/post.hpp>
+
+#include "starling/compression/wire_codec.hpp"
+#include "starling/data/loaders.hpp"
+#include "starling/util/checksum.hpp"
+
+namespace starling::coordinator {
+namespace fb = wire::fb;
+
+namespace {
+
+Frame share(std::vector<uint8_t> bytes) { return std::make_shared<const std::vector<uint8_t>>(std::move(bytes)); }
+
+std::string str(const flatbuffers::String* s) { return s != nullptr ? s->str() : std::string(); }
+
+std::string megabytes(uint64_t bytes) { return fmt::format("{:.2f} MB", double(bytes) / 1e6); }
+
+ParticipantRecord toRecord(const ParticipantResult& p, int64_t wallEpochMs) {
+  ParticipantRecord r;
+  r.round = p.round;
+  r.clientId = p.clientId;
+  r.outcome = parseParticipantOutcome(p.outcome).value_or(coordinator::ParticipantOutcome::kRejected);
+  r.reason = p.reason;
+  r.assignedMs = wallEpochMs + p.assignedMs;
+  if (p.returnedMs) r.returnedMs = wallEpochMs + *p.returnedMs;
+  r.durationMs = p.durationMs;
+  r.steps = p.steps;
+  r.examples = static_cast<int64_t>(p.examples);
+  r.lossStart = p.lossStart;
+  r.lossEnd = p.lossEnd;
+  r.bytesUpRaw = static_cast<int64_t>(p.bytesUpRaw);
+  r.bytesUpWire = static_cast<int64_t>(p.bytesUpWire);
+  r.bytesDownWire = static_cast<int64_t>(p.bytesDownWire);
+  r.staleness = p.staleness;
+  return r;
+}
+
+}  // namespace
+
+Federation::Federation(asio::io_context& io, TaskConfig task, std::unique_ptr<Store> store,
+                       std::shared_ptr<spdlog::logger> log)
+    : io_(io),
+      strand_(asio::make_strand(io)),
+      task_(std::move(task)),
+      store_(std::move(store)),
+      log_(std::move(log)),
+      timer_(strand_),
+      epoch_(std::chrono::steady_clock::now()),
+      wallEpochMs_(std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count()) {}
+
+Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, EngineConfig engine, TaskConfig task,
+                                                       std::unique_ptr<Store> store,
+                                                       std::shared_ptr<spdlog::logger> log) {
+  std::shared_ptr<Federation> f(new Federation(io, std::move(task), std::move(store), std::move(log)));
+  auto model = model::Model::fromSpec(f->task_.model);
+  if (!model) return model.status().withContext("model spec");
+
+  // A store belongs to one task: refuse to resume another one.
+  for (const auto& [key, value] : {std::pair<std::string, std::string>{"task", f->task_.name}, {"model", f->task_.model}}) {
+    auto saved = f->store_->meta(key);
+    if (!saved) return saved.status();
+    if (*saved && **saved != value)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("database '{}' belongs to {} '{}', not '{}': use another --db", f->store_->path(), key,
+                                **saved, value));
+    if (!*saved) STARLING_RETURN_IF_ERROR(f->store_->setMeta(key, value));
+  }
+
+  auto checkpoint = f->store_->latestCheckpoint();
+  if (!checkpoint) return checkpoint.status();
+  if (*checkpoint) {
+    const Checkpoint& cp = **checkpoint;
+    if (cp.model.size() != model->numParams())
+      return Status(StatusCode::kMalformed, fmt::format("checkpoint of round {} has {} parameters, '{}' has {}",
+                                                        cp.round, cp.model.size(), f->task_.model, model->numParams()));
+    auto engineR = RoundEngine::resume(engine, {cp.round, cp.model, cp.serverMemory, cp.engineState});
+    if (!engineR) return engineR.status().withContext(fmt::format("resuming from round {}", cp.round));
+    f->engine_ = std::move(*engineR);
+    if (f->engine_->modelChecksum() != cp.modelChecksum && cp.modelChecksum != 0)
+      return Status(StatusCode::kMalformed, fmt::format("checkpoint of round {} does not match its checksum", cp.round));
+    auto last = f->store_->lastRecordedRound();
+    if (!last) return last.status();
+    if (*last) f->engine_->reserveRoundsThrough(**last);
+    f->resumedFrom_ = cp.round;
+  } else {
+    model->initialize(f->task_.initSeed);
+    auto engineR = RoundEngine::create(engine, std::vector<float>(model->params().begin(), model->params().end()));
+    if (!engineR) return engineR.status();
+    f->engine_ = std::move(*engineR);
+  }
+
+  if (!f->task_.testData.empty()) {
+    auto test = data::loadFashionMnistSplit(f->task_.testData, data::FashionMnistSplit::kTest);
+    if (!test) return test.status().withContext("evaluation data");
+    f->testSet_.emplace(std::move(*test));
+  }
+  f->evalModel_.emplace(std::move(*model));
+  if (f->resumedFrom_ > 0)
+    f->log_->info("resumed from round {} (model checksum {:016x}, {} rounds committed)", f->resumedFrom_,
+                  f->engine_->modelChecksum(), f->engine_->commits());
+  return f;
+}
+
+int64_t Federation::nowMs() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - epoch_).count();
+}
+
+void Federation::onMessage(const std::shared_ptr<Session>& session, wire::Message message) {
+  asio::post(strand_, [self = shared_from_this(), session, msg = std::move(message)] { self->handle(session, msg); });
+}
+
+void Federation::onClosed(const std::shared_ptr<Session>& session, const Status& why) {
+  asio::post(strand_, [self = shared_from_this(), session, why] {
+    auto it = self->sessions_.find(session->clientId());
+    if (it == self->sessions_.end() || it->second != session) return;  // replaced by a newer connection
+    self->sessions_.erase(it);
+    if (!self->done_) self->perform(self->engine_->clientLeft(session->clientId(), why.message(), self->nowMs()));
+  });
+}
+
+void Federation::handle(const std::shared_ptr<Session>& session, const wire::Message& msg) {
+  if (done_) return;
+  switch (msg.type()) {
+    case fb::Body::Hello: return hello(session, *msg.as<fb::Hello>());
+    case fb::Body::Update: return update(session, *msg.as<fb::Update>());
+    case fb::Body::Heartbeat: {
+      flatbuffers::FlatBufferBuilder b(64);
+      session->send(share(wire::finishFrame(b, fb::CreateHeartbeat(b, msg.as<fb::Heartbeat>()->sent_ms()))));
+      return;
+    }
+    case fb::Body::Error: {
+      const auto* err = msg.as<fb::Error>();
+      log_->warn("{} reports: {}", session->clientId(), str(err->message()));
+      if (err->code() == fb::ErrorCode::Unexpected) engine_->clientOutOfSync(session->clientId());
+      return;
+    }
+    default: {
+      const std::string why = fmt::format("unexpected {} message from a client", msg.typeName());
+      log_->warn("closing {}: {}", session->clientId(), why);
+      session->send(share(wire::makeErrorFrame(fb::ErrorCode::Unexpected, why)));
+      session->close();
+    }
+  }
+}
+
+void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello& h) {
+  const std::string& id = session->clientId();
+  if (auto old = sessions_.find(id); old != sessions_.end() && old->second != session) {
+    log_->info("{} reconnected; closing its previous connection", id);
+    old->second->close();
+    perform(engine_->clientLeft(id, "replaced by a new connection", nowMs()));
+  }
+  sessions_[id] = session;
+  const int64_t wallNow = wallEpochMs_ + nowMs();
+  ClientRecord rec;
+  rec.id = id;
+  rec.certFingerprint = session->peer().fingerprint;
+  rec.firstSeenMs = wallNow;
+  rec.lastSeenMs = wallNow;
+  rec.examples = static_cast<int64_t>(h.num_examples());
+  if (Status st = store_->upsertClient(rec); !st) log_->warn("recording client {}: {}", id, st.message());
+
+  const EngineConfig& ec = engine_->config();
+  flatbuffers::FlatBufferBuilder b(512);
+  auto hyper = fb::CreateHyperParameters(b, static_cast<float>(ec.lr), task_.momentum, task_.weightDecay,
+                                         static_cast<uint32_t>(task_.batchSize), ec.tau, task_.clipNorm,
+                                         task_.prioritySampling, ec.seed);
+  auto compression = fb::CreateCompressionSettingsDirect(b, ec.uplink.c_str(), static_cast<float>(ec.uplinkDensity),
+                                                         ec.downlink.c_str(), static_cast<float>(ec.downlinkDensity),
+                                                         ec.errorFeedback);
+  auto welcome = fb::CreateWelcomeDirect(b, id.c_str(), task_.name.c_str(), task_.model.c_str(), hyper, compression,
+                                         engine_->committedRound(), 0, engine_->modelChecksum(), 30'000,
+                                         engine_->lastAcceptedRound(id), ec.rounds);
+  session->send(share(wire::finishFrame(b, welcome)));
+  log_->info("{} joined from {} ({} examples, holds round {})", id, session->peer().address, h.num_examples(),
+             h.last_round());
+  perform(engine_->clientJoined(id, h.num_examples(), h.last_round(), h.model_checksum(), nowMs()));
+}
+
+void Federation::update(const std::shared_ptr<Session>& session, const fb::Update& u) {
+  const std::string& id = session->clientId();
+  const auto d = static_cast<uint32_t>(engine_->model().size());
+  auto payload = compression::fromWire(u.delta());
+  IncomingUpdate in;
+  Status st = payload ? compression::decode(*payload, d, in.delta) : payload.status();
+  if (!st) {
+    log_->warn("rejected the update of {} for round {}: {}", id, u.round(), st.message());
+    perform(engine_->updateRejected(id, u.round(), st.message(), nowMs()));
+    return;
+  }
+  in.round = u.round();
+  in.baseRound = u.base_round();
+  in.examples = u.examples();
+  in.steps = u.steps();
+  in.lossStart = u.loss_start();
+  in.lossEnd = u.loss_end();
+  in.durationMs = u.duration_ms();
+  in.bytesWire = payload->byteSize();
+  perform(engine_->updateArrived(id, std::move(in), nowMs()));
+}
+
+Frame Federation::assignFrame(const Assignment& a) {
+  flatbuffers::FlatBufferBuilder b(1024);
+  std::vector<flatbuffers::Offset<fb::CompressedTensor>> broadcasts;
+  for (const auto& p : a.broadcasts) broadcasts.push_back(compression::toWire(b, *p));
+  flatbuffers::Offset<fb::CompressedTensor> dense;
+  if (a.denseModel) {
+    compression::Compressed c;
+    c.encoding = compression::Encoding::kDense32;
+    c.count = static_cast<uint32_t>(a.denseModel->size());
+    c.values = *a.denseModel;
+    compression::Payload p;
+    (void)compression::encode(c, p);
+    dense = compression::toWire(b, p);
+  }
+  const auto deadline = static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs()));
+  auto assign = fb::CreateRoundAssignDirect(b, a.round, a.baseRound, a.tau, a.lr, a.uplinkDensity, deadline,
+                                            &broadcasts, a.baseChecksum, dense);
+  return share(wire::finishFrame(b, assign));
+}
+
+void Federation::sendTo(const std::string& clientId, Frame frame) {
+  auto it = sessions_.find(clientId);
+  if (it != sessions_.end()) it->second->send(std::move(frame));
+}
+
+void Federation::perform(std::vector<Action> actions) {
+  for (auto& act : actions) {
+    if (done_) return;
+    switch (act.kind) {
+      case Action::Kind::kAssign: sendTo(act.clientId, assignFrame(act.assignment)); break;
+      case Action::Kind::kVerdict: {
+        flatbuffers::FlatBufferBuilder b(256);
+        auto result = fb::CreateRoundResultDirect(b, act.verdict.round, act.verdict.accepted, act.verdict.reason.c_str());
+        sendTo(act.clientId, share(wire::finishFrame(b, result)));
+        break;
+      }
+      case Action::Kind::kWakeAt: wakeAt(act.atMs); break;
+      case Action::Kind::kRoundEnded: {
+        std::optional<model::Evaluation> evaluation;
+        const RoundSummary& s = act.summary;
+        if (s.committed && testSet_ && task_.evalEvery > 0 && engine_->commits() % task_.evalEvery == 0) {
+          (void)evalModel_->setParams(engine_->model());
+          auto e = evalModel_->evaluate(*testSet_);
+          if (e) evaluation = *e;
+        }
+        if (!persist(s, evaluation)) return;
+        if (s.committed) {
+          log_->info("round {:>3} committed: {}loss {:.4f} | up {} down {} | tau {} | density {:.4g}/{:.4g} | "
+                     "{}/{} returned, {} stragglers",
+                     s.round, evaluation ? fmt::format("accuracy {:.2f}% ", 100 * evaluation->accuracy) : "",
+                     s.trainLossStart, megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity,
+                     s.downlinkDensity, s.returned, s.selected, s.stragglers);
+        } else {
+          log_->warn("round {:>3} abandoned: {}", s.round, s.reason);
+        }
+        if (roundCallback_) roundCallback_({s, evaluation});
+        break;
+      }
+      case Action::Kind::kFinished: finish(Status::ok()); return;
+    }
+  }
+}
+
+bool Federation::persist(const RoundSummary& s, const std::optional<model::Evaluation>& evaluation) {
+  RoundRecord r;
+  r.round = s.round;
+  r.status = s.committed ? RoundStatus::kCommitted : RoundStatus::kAbandoned;
+  r.reason = s.reason;
+  r.tau = s.tau;
+  r.lr = s.lr;
+  r.density = s.uplinkDensity;
+  r.densityDown = s.downlinkDensity;
+  r.selected = s.selected;
+  r.returned = s.returned;
+  r.accepted = s.accepted;
+  r.stragglers = s.stragglers;
+  r.bytesUpRaw = static_cast<int64_t>(s.bytesUpRaw);
+  r.bytesUpWire = static_cast<int64_t>(s.bytesUpWire);
+  r.bytesDownRaw = static_cast<int64_t>(s.bytesDownRaw);
+  r.bytesDownWire = static_cast<int64_t>(s.bytesDownWire);
+  r.trainLossStart = s.trainLossStart;
+  if (evaluation) {
+    r.testLoss = evaluation->loss;
+    r.testAccuracy = evaluation->accuracy;
+  }
+  r.startedMs = wallEpochMs_ + s.startedMs;
+  r.endedMs = wallEpochMs_ + s.endedMs;
+  r.modelChecksum = s.committed ? s.modelChecksum : 0;
+  std::vector<ParticipantRecord> participants;
+  for (const auto& p : s.participants) participants.push_back(toRecord(p, wallEpochMs_));
+  Status st;
+  if (s.committed) {
+    EngineSnapshot snap = engine_->snapshot();
+    Checkpoint cp{snap.round, std::move(snap.model), std::move(snap.serverMemory), std::move(snap.state),
+                  engine_->modelChecksum()};
+    st = store_->commitRound(r, participants, cp);
+  } else {
+    st = store_->recordAbandonedRound(r, participants);
+  }
+  if (!st) {
+    // The engine moved on but the round is not on disk: stop rather than diverge.
+    log_->error("cannot record round {}: {}", s.round, st.message());
+    finish(st.withContext(fmt::format("recording round {}", s.round)));
+    return false;
+  }
+  return true;
+}
+
+void Federation::wakeAt(int64_t atMs) {
+  timer_.expires_at(epoch_ + std::chrono::milliseconds(atMs));
+  timer_.async_wait([self = shared_from_this()](const std::error_code& ec) {
+    if (ec || self->done_) return;
+    self->perform(self->engine_->tick(self->nowMs()));
+  });
+}
+
+void Federation::finish(const Status& status) {
+  if (done_) return;
+  done_ = true;
+  timer_.cancel();
+  if (status.isOk()) {
+    if (!task_.modelOut.empty()) {
+      (void)evalModel_->setParams(engine_->model());
+      if (Status st = evalModel_->save(task_.modelOut); !st)
+        log_->error("saving the final model: {}", st.message());
+      else
+        log_->info("final model (round {}, checksum {:016x}) saved to {}", engine_->committedRound(),
+                   engine_->modelChecksum(), task_.modelOut);
+    }
+    flatbuffers::FlatBufferBuilder b(64);
+    auto bye = share(wire::finishFrame(b, fb::CreateByeDirect(b, "training complete", true)));
+    for (auto& [id, session] : sessions_) {
+      session->send(bye);
+      session->close();
+    }
+    log_->info("training complete: {} rounds committed", engine_->commits());
+  }
+  if (finished_) finished_(status);
+}
+
+void Federation::shutdown(const std::string& reason) {
+  asio::post(strand_, [self = shared_from_this(), reason] {
+    if (self->done_) return;
+    self->log_->info("shutting down: {}", reason);
+    // The engine has no "abandon" event: a round in flight simply ends unrecorded,
+    // as after a crash, and resumes from the last checkpoint.
+    self->done_ = true;
+    self->timer_.cancel();
+    flatbuffers::FlatBufferBuilder b(64);
+    auto bye = share(wire::finishFrame(b, fb::CreateByeDirect(b, ("coordinator stopping: " + reason).c_str(), false)));
+    for (auto& [id, session] : self->sessions_) {
+      session->send(bye);
+      session->close();
+    }
+    if (self->finished_) self->finished_(Status(StatusCode::kClosed, reason));
+  });
+}
+
+}  // namespace starling::coordinator

@@ -1,0 +1,56 @@
+#pragma once
+// The daemon's settings: one plain struct, filled from defaults, then a TOML file
+// (--config), then command-line flags, each overriding the one before.
+//
+// Every setting has one name in both places: the file key "section.key" and the
+// flag "--key" (e.g. `[task] rounds = 20` and `--rounds 20`). --help lists every
+// flag with its default; docs/coordinator.md lists the file keys.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "starling/coordinator/federation.hpp"
+#include "starling/coordinator/round_engine.hpp"
+#include "starling/net/connection.hpp"
+
+namespace starling::coordinator {
+
+struct DaemonConfig {
+  EngineConfig engine;
+  TaskConfig task;
+  // [server]
+  std::string listen = "127.0.0.1:7443";
+  std::string certs;              // directory with ca.crt, coordinator.crt, coordinator.key
+  std::string ca, cert, key;      // override the files in certs
+  std::string db = "starling.db";
+  uint32_t maxFrameBytes = 16u << 20;
+  int64_t handshakeTimeoutMs = 10'000;
+  int64_t idleTimeoutMs = 120'000;
+  std::size_t maxConnections = 10'000;
+};
+
+// Binds every setting of config to a flag of app and remembers its file key.
+class ConfigBinder {
+ public:
+  ConfigBinder(CLI::App& app, DaemonConfig& config);
+  // Reads a TOML file into the settings whose flags were not given. The error names
+  // the file, the key and what is wrong (unknown key, wrong type).
+  Status applyFile(const std::string& path);
+  // Checks values no single flag can: e.g. tauMin <= tau <= tauMax.
+  static Status validate(const DaemonConfig& config);
+
+ private:
+  struct Binding {
+    std::string key;  // "task.rounds"
+    CLI::Option* option;
+    std::function<Status(const void* node)> fromToml;  // node: const toml::node*
+  };
+  template <typename T>
+  void bind(const std::string& key, T& field, const std::string& help);
+  CLI::App& app_;
+  std::vector<Binding> bindings_;
+};
+
+}  // namespace starling::coordinator

@@ -1,0 +1,104 @@
+#pragma once
+// Federation: the daemon's shell around the RoundEngine. It turns client messages
+// into engine events, carries out the engine's actions (send, persist, wake up),
+// evaluates the global model, and keeps the SQLite store in step: one transaction
+// per ended round, the checkpoint with it, so a restarted coordinator resumes from
+// the last committed round.
+//
+// Threading: every engine call, store write and evaluation runs on one strand;
+// SessionHandler callbacks arrive on session strands and are posted onto it.
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <spdlog/logger.h>
+#include <string>
+
+#include "starling/coordinator/round_engine.hpp"
+#include "starling/coordinator/server.hpp"
+#include "starling/coordinator/store.hpp"
+#include "starling/data/dataset.hpp"
+#include "starling/model/model.hpp"
+
+namespace starling::coordinator {
+
+// What clients are told to train with, besides what the engine decides per round.
+struct TaskConfig {
+  std::string name = "fashion-mnist";
+  std::string model = "mlp:784-200-200-10";  // the architecture every client builds
+  uint64_t initSeed = 1;                     // initialization of the round-0 model
+  int batchSize = 32;
+  float momentum = 0.0f;
+  float weightDecay = 0.0f;
+  float clipNorm = 0.0f;
+  bool prioritySampling = false;             // clients sample by priority (adaptive)
+  std::string testData;                      // Fashion-MNIST directory for evaluation ("" = none)
+  uint32_t evalEvery = 1;                    // evaluate every N committed rounds
+  std::string modelOut;                      // where the final model is saved ("" = nowhere)
+};
+
+// One line per ended round, for the console and the demo.
+struct RoundReport {
+  RoundSummary summary;
+  std::optional<model::Evaluation> evaluation;
+};
+
+class Federation : public SessionHandler, public std::enable_shared_from_this<Federation> {
+ public:
+  // Opens the task: resumes from the store's last checkpoint when there is one (and
+  // refuses a store made for another task), otherwise initializes the model.
+  static Result<std::shared_ptr<Federation>> create(asio::io_context& io, EngineConfig engine, TaskConfig task,
+                                                    std::unique_ptr<Store> store, std::shared_ptr<spdlog::logger> log);
+
+  // Called once training is complete (the final model saved, clients told), or
+  // when the federation cannot go on (a store failure); the status says which.
+  void onFinished(std::function<void(const Status&)> callback) { finished_ = std::move(callback); }
+  // Called after every ended round.
+  void onRound(std::function<void(const RoundReport&)> callback) { roundCallback_ = std::move(callback); }
+
+  // Stops: a round in flight is abandoned with `reason` and recorded.
+  void shutdown(const std::string& reason);
+
+  void onMessage(const std::shared_ptr<Session>& session, wire::Message message) override;
+  void onClosed(const std::shared_ptr<Session>& session, const Status& why) override;
+
+  uint64_t resumedFrom() const { return resumedFrom_; }
+  const RoundEngine& engine() const { return *engine_; }
+
+ private:
+  Federation(asio::io_context& io, TaskConfig task, std::unique_ptr<Store> store, std::shared_ptr<spdlog::logger> log);
+  int64_t nowMs() const;
+  void handle(const std::shared_ptr<Session>& session, const wire::Message& message);
+  void hello(const std::shared_ptr<Session>& session, const wire::fb::Hello& hello);
+  void update(const std::shared_ptr<Session>& session, const wire::fb::Update& update);
+  void perform(std::vector<Action> actions);
+  void sendTo(const std::string& clientId, Frame frame);
+  Frame assignFrame(const Assignment& a);
+  bool persist(const RoundSummary& summary, const std::optional<model::Evaluation>& evaluation);
+  void finish(const Status& status);
+  void wakeAt(int64_t atMs);
+
+  asio::io_context& io_;
+  asio::strand<asio::io_context::executor_type> strand_;
+  TaskConfig task_;
+  std::unique_ptr<Store> store_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<RoundEngine> engine_;
+  std::optional<model::Model> evalModel_;
+  std::optional<data::Dataset> testSet_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;  // by certificate identity
+  asio::steady_timer timer_;
+  std::chrono::steady_clock::time_point epoch_;
+  int64_t wallEpochMs_ = 0;
+  uint64_t resumedFrom_ = 0;
+  bool done_ = false;
+  std::function<void(const Status&)> finished_;
+  std::function<void(const RoundReport&)> roundCallback_;
+};
+
+}  // namespace starling::coordinator

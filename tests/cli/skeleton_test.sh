@@ -33,7 +33,7 @@ check "init writes a CA, the coordinator's and 3 clients' certificates" \
 check "private keys are readable by their owner only" \
   test "$(stat -c %a "$work/certs/client-0.key")" = 600
 
-"$coord_bin" run --certs "$work/certs" --listen 127.0.0.1:0 --handshake-timeout-ms 2000 >"$work/coord.log" 2>&1 &
+"$coord_bin" run --certs "$work/certs" --db "$work/starling.db" --listen 127.0.0.1:0 --handshake-timeout-ms 2000 >"$work/coord.log" 2>&1 &
 coord_pid=$!
 port=""
 for _ in $(seq 100); do

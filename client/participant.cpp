@@ -87,6 +87,12 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
       case fb::Body::Welcome: {
         const auto* w = msg->as<fb::Welcome>();
         if (Status setup = setUpTask(*w); !setup) co_return setup;
+        if (heldRound_ == 0) {
+          // Nothing held: build the round-0 model as the coordinator did; the first
+          // assignment's checksum proves it (or brings a dense copy).
+          trainer_->model().initialize(w->init_seed());
+          std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
+        }
         // Settle the update that was in flight when the last connection ended.
         if (pendingRound_ > 0) settle(w->last_accepted_round() >= pendingRound_, pendingRound_);
         welcomed = true;
@@ -164,6 +170,7 @@ Status Participant::setUpTask(const fb::Welcome& w) {
                                                                 trainer.status().message());
   trainer_.emplace(std::move(*trainer));
   compression::CompressorOptions co;
+  co.values = comp->fp16_values() ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32;
   auto up = compression::makeCompressor(str(comp->uplink()), co);
   if (!up) return Status(StatusCode::kInvalidArgument, "uplink compressor: " + up.status().message());
   uplink_ = std::move(*up);

@@ -87,14 +87,16 @@ int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLev
   if (!port) return fail(port.status().message());
 
   int exitCode = 0;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
   (*federation)->onFinished([&](const Status& st) {
     if (!st && st.code() != StatusCode::kClosed) {
       (*log)->error("stopping: {}", st.message());
       exitCode = 1;
     }
     server.stop();
+    std::error_code ignored;
+    signals.cancel(ignored);  // nothing else to wait for: let io.run() return
   });
-  asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const std::error_code& ec, int signo) {
     if (ec) return;
     (*federation)->shutdown(fmt::format("signal {}", signo));
@@ -102,6 +104,8 @@ int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLev
   if ((*federation)->engine().finished()) {
     (*log)->info("training already complete ({} rounds committed in {})", (*federation)->engine().commits(), config.db);
     server.stop();
+    std::error_code ignored;
+    signals.cancel(ignored);
   }
   io.run();
   const auto& c = server.counters();

@@ -237,6 +237,7 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
   a.uplinkDensity = static_cast<float>(open_->upDensity);
   a.deadlineMs = nowMs + config_.deadlineMs;
   a.baseChecksum = modelChecksum_;
+  if (!c.heldRound && committedRound_ == 0 && commits_ == 0 && config_.clientsInitialize) c.heldRound = 0;
   if (!c.heldRound || *c.heldRound != committedRound_) {
     bool viaLog = false;
     if (c.heldRound) {

@@ -68,6 +68,9 @@ struct EngineConfig {
   bool errorFeedback = true;        // server-side memory on the broadcast
 
   uint32_t catchUpRounds = 20;      // broadcasts kept for catch-up; older clients get the dense model
+  // Before the first commit, clients build the round-0 model themselves (from the
+  // spec and the initialization seed in Welcome) instead of receiving it.
+  bool clientsInitialize = true;
   uint64_t seed = 1;
 };
 

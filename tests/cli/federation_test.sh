@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# A federation of real processes: a coordinator and 3 starling-client processes
+# on 127.0.0.1 training on Fashion-MNIST shards. Checks that training completes
+# and is recorded; that a coordinator killed with SIGKILL mid-training resumes
+# from its last committed round (same model checksum) while the clients reconnect
+# by themselves; and that a client killed mid-round is recorded, then rejoins and
+# catches up.
+# Usage: federation_test.sh COORDINATOR_BIN CLIENT_BIN [DATA_DIR]
+set -u
+coord_bin=$1
+client_bin=$2
+data=${3:-/usr/share/datasets/fashion-mnist}
+if [ ! -f "$data/t10k-labels-idx1-ubyte.gz" ] && [ ! -f "$data/t10k-labels-idx1-ubyte" ]; then
+  echo "skip: no Fashion-MNIST in $data (scripts/setup installs dataset-fashion-mnist)"
+  exit 77
+fi
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+failures=0
+check() {
+  local name=$1
+  shift
+  if "$@"; then
+    echo "ok   - $name"
+  else
+    echo "FAIL - $name"
+    failures=$((failures + 1))
+  fi
+}
+
+"$coord_bin" init --out "$work/certs" --clients 3 >/dev/null || exit 1
+
+# start_coordinator NAME ARGS...: starts it, waits for its port, sets coord_pid and port.
+start_coordinator() {
+  local name=$1
+  shift
+  "$coord_bin" run --certs "$work/certs" --listen "127.0.0.1:${port:-0}" --model mlp:784-64-10 \
+    --clients-per-round 3 --lr 0.05 --uplink topk --uplink-density 0.05 --downlink topk \
+    --downlink-density 0.05 --test-data "$data" --deadline-ms 20000 "$@" >>"$work/$name.log" 2>&1 &
+  coord_pid=$!
+  pids+=("$coord_pid")
+  for _ in $(seq 200); do
+    local p
+    p=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$name.log" | tail -n 1)
+    if [ -n "$p" ]; then
+      port=$p
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "coordinator did not start:"
+  cat "$work/$name.log"
+  return 1
+}
+
+start_client() {  # start_client I LOG
+  "$client_bin" --coordinator "127.0.0.1:$port" --certs "$work/certs" --id "client-$1" --data "$data" \
+    --shard "$1/3" --seed "$1" >>"$work/$2" 2>&1 &
+  client_pid[$1]=$!
+  pids+=("${client_pid[$1]}")
+}
+
+wait_for() {  # wait_for FILE PATTERN SECONDS
+  for _ in $(seq $(($3 * 10))); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+declare -a client_pid
+
+# ---- 1. a federation runs to the end -------------------------------------------
+port=""
+start_coordinator plain --rounds 4 --tau 20 --db "$work/plain.db" --model-file "$work/plain.model" || exit 1
+for i in 0 1 2; do start_client "$i" "plain-client-$i.log"; done
+wait "$coord_pid"
+check "the coordinator finishes training and exits 0" test $? -eq 0
+all_ok=0
+for i in 0 1 2; do wait "${client_pid[$i]}" || all_ok=1; done
+check "every client exits 0 when the coordinator says training is complete" test $all_ok -eq 0
+check "the final model is saved" test -s "$work/plain.model"
+report=$("$coord_bin" report --db "$work/plain.db" --format csv)
+check "the report lists 4 committed rounds" test "$(grep -c ',committed,' <<<"$report")" -eq 4
+check "the report is valid JSON" bash -c "'$coord_bin' report --db '$work/plain.db' --format json | python3 -m json.tool >/dev/null"
+check "a restart on a finished database says so and exits 0" \
+  bash -c "'$coord_bin' run --certs '$work/certs' --listen 127.0.0.1:0 --model mlp:784-64-10 --rounds 4 --db '$work/plain.db' 2>&1 | grep -q 'training already complete'"
+check "a database of another task is refused" \
+  bash -c "! '$coord_bin' run --certs '$work/certs' --listen 127.0.0.1:0 --model mlp:784-32-10 --db '$work/plain.db' 2>/dev/null"
+
+# ---- 2. the coordinator is killed with SIGKILL mid-training ---------------------
+port=""
+start_coordinator crash --rounds 30 --tau 100 --db "$work/crash.db" || exit 1
+for i in 0 1 2; do start_client "$i" "crash-client-$i.log"; done
+wait_for "$work/crash.log" "round   3 committed" 60 || echo "  (round 3 never committed)"
+kill -9 "$coord_pid"
+wait "$coord_pid" 2>/dev/null
+last=$("$coord_bin" report --db "$work/crash.db" --format csv | grep ',committed,' | tail -n 1)
+last_round=$(cut -d, -f1 <<<"$last")
+check "rounds committed before the kill are in the database" test "${last_round:-0}" -ge 3 -a "${last_round:-0}" -lt 30
+check "the database passes PRAGMA integrity_check" \
+  bash -c "python3 -c \"import sqlite3,sys; c=sqlite3.connect('$work/crash.db'); sys.exit(0 if c.execute('pragma integrity_check').fetchone()[0]=='ok' else 1)\""
+start_coordinator crash --rounds 30 --tau 100 --db "$work/crash.db" || exit 1  # same port: clients reconnect by themselves
+check "the restarted coordinator resumes from the last committed round" \
+  wait_for "$work/crash.log" "resumed from round $last_round " 10
+wait "$coord_pid"
+check "training completes after the restart" test $? -eq 0
+all_ok=0
+for i in 0 1 2; do wait "${client_pid[$i]}" || all_ok=1; done
+check "the clients reconnected by themselves and finished" test $all_ok -eq 0
+check "30 rounds are committed in all" \
+  test "$("$coord_bin" report --db "$work/crash.db" --format csv | grep -c ',committed,')" -eq 30
+check "no client saw a model checksum mismatch" bash -c "! grep -q 'checksum mismatch' '$work'/crash-client-*.log"
+
+# ---- 3. a client is killed mid-round, restarted, and catches up -----------------
+port=""
+start_coordinator churn --rounds 30 --tau 100 --min-goal 2 --db "$work/churn.db" || exit 1
+for i in 0 1 2; do start_client "$i" "churn-client-$i.log"; done
+wait_for "$work/churn.log" "round   2 committed" 60
+wait_for "$work/churn-client-2.log" "round 3:" 30
+kill -9 "${client_pid[2]}"
+wait "${client_pid[2]}" 2>/dev/null
+sleep 1
+start_client 2 "churn-client-2.log"
+wait "$coord_pid"
+check "training completes with a client killed and restarted" test $? -eq 0
+report=$("$coord_bin" report --db "$work/churn.db" --format csv)
+check "the killed client is recorded with its reason" grep -q "client-2,dropped" <<<"$report"
+check "the restarted client rejoined and trained again" \
+  bash -c "test \$(grep -c 'joined task' '$work/churn-client-2.log') -ge 2"
+check "and caught up with a matching checksum" bash -c "! grep -q 'checksum mismatch' '$work/churn-client-2.log'"
+
+if [ $failures -ne 0 ]; then
+  for f in "$work"/*.log; do
+    echo "--- $f"
+    tail -n 30 "$f"
+  done
+fi
+exit $((failures > 0))

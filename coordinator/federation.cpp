@@ -350,8 +350,8 @@ void Federation::shutdown(const std::string& reason) {
   asio::post(strand_, [self = shared_from_this(), reason] {
     if (self->done_) return;
     self->log_->info("shutting down: {}", reason);
-    // The engine has no "abandon" event: a round in flight simply ends unrecorded,
-    // as after a crash, and resumes from the last checkpoint.
+    // A round in flight is abandoned and recorded; its participants roll back.
+    self->perform(self->engine_->shutdown("coordinator stopping (" + reason + ")", self->nowMs()));
     self->done_ = true;
     self->timer_.cancel();
     flatbuffers::FlatBufferBuilder b(64);

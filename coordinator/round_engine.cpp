@@ -259,8 +259,15 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
   return a;
 }
 
+std::vector<Action> RoundEngine::shutdown(const std::string& reason, int64_t nowMs) {
+  std::vector<Action> out;
+  stopping_ = true;
+  if (open_) abandonRound(reason, nowMs, out);
+  return out;
+}
+
 void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
-  if (open_ || finished()) return;
+  if (open_ || finished() || stopping_) return;
   std::vector<Client*> idle;
   for (auto& [id, c] : clients_)
     if (c->connected && !c->busy) idle.push_back(c.get());

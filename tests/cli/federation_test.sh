@@ -136,6 +136,18 @@ check "the restarted client rejoined and trained again" \
   bash -c "test \$(grep -c 'joined task' '$work/churn-client-2.log') -ge 2"
 check "and caught up with a matching checksum" bash -c "! grep -q 'checksum mismatch' '$work/churn-client-2.log'"
 
+# ---- 4. SIGTERM: the round in flight is abandoned with a reason -----------------
+port=""
+start_coordinator term --rounds 30 --tau 100 --db "$work/term.db" || exit 1
+for i in 0 1 2; do start_client "$i" "term-client-$i.log"; done
+wait_for "$work/term.log" "round   2 committed" 60
+kill -TERM "$coord_pid"
+wait "$coord_pid"
+check "the coordinator stops cleanly on SIGTERM" test $? -eq 0
+check "the round in flight is recorded as abandoned, with the reason" \
+  bash -c "'$coord_bin' report --db '$work/term.db' --format csv | grep ',abandoned,' | grep -q 'coordinator stopping (signal 15)'"
+for i in 0 1 2; do kill "${client_pid[$i]}" 2>/dev/null; done
+
 if [ $failures -ne 0 ]; then
   for f in "$work"/*.log; do
     echo "--- $f"

@@ -409,3 +409,19 @@ TEST_CASE("training finishes after the configured number of committed rounds", "
   CHECK(only(acts, Kind::kFinished).size() == 1);
   CHECK(only(acts, Kind::kAssign).empty());
 }
+
+TEST_CASE("shutting down abandons the round in flight and starts no other", "[engine]") {
+  auto engine = RoundEngine::create(smallConfig(2), initialModel()).value();
+  engine->clientJoined("a", 100, 0, 0, 0);
+  engine->clientJoined("b", 100, 0, 0, 0);
+  engine->updateArrived("a", update(1, 0, filled(1.0f)), 10);
+  auto acts = engine->shutdown("signal 15", 20);
+  auto ended = only(acts, Kind::kRoundEnded);
+  REQUIRE(ended.size() == 1);
+  CHECK_FALSE(ended[0].summary.committed);
+  CHECK_THAT(ended[0].summary.reason, Catch::Contains("signal 15"));
+  REQUIRE(only(acts, Kind::kVerdict).size() == 1);
+  CHECK_FALSE(only(acts, Kind::kVerdict)[0].verdict.accepted);
+  CHECK(only(acts, Kind::kAssign).empty());
+  CHECK(only(engine->clientJoined("c", 100, 0, 0, 30), Kind::kAssign).empty());
+}

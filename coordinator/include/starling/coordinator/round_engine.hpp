@@ -190,6 +190,9 @@ class RoundEngine {
   // it will get the dense model next time.
   void clientOutOfSync(const std::string& id);
   std::vector<Action> tick(int64_t nowMs);
+  // Stops: a round in flight is abandoned with `reason` (its updates rolled back)
+  // and no new round starts.
+  std::vector<Action> shutdown(const std::string& reason, int64_t nowMs);
   // Round numbers up to `round` are taken (by rounds recorded after the snapshot,
   // e.g. abandoned ones): the next round gets a higher number.
   void reserveRoundsThrough(uint64_t round) { nextRound_ = std::max(nextRound_, round + 1); }
@@ -260,6 +263,7 @@ class RoundEngine {
   double lossF_ = 0;            // smoothed loss
   bool haveLoss_ = false;
   uint64_t rng_ = 0;
+  bool stopping_ = false;
 };
 
 }  // namespace starling::coordinator

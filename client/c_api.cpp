@@ -1,0 +1,470 @@
+// The C API of starling_client.h over client::Participant.
+//
+// A starling_client owns its TLS context, logger, data set and (after a run) the
+// Participant of that run. run() makes a fresh io_context and Participant on the
+// caller's thread and runs them to completion. Other threads see the client only
+// through stop(), state() and get_stats(): they touch `shared_` under `mu_`, and
+// the run publishes its statistics there from its own thread (a periodic timer on
+// the run's io_context copies Participant::stats(), which only that thread writes).
+//
+// No exception crosses the C boundary: every entry point catches and reports
+// STARLING_ERR_INTERNAL with the exception's message.
+
+#include "starling_client.h"
+
+#include <spdlog/logger.h>
+#include <spdlog/sinks/base_sink.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "starling/client/participant.hpp"
+#include "starling/data/dataset.hpp"
+#include "starling/data/loaders.hpp"
+#include "starling/net/connection.hpp"
+#include "starling/net/tls_context.hpp"
+#include "starling/util/log.hpp"
+
+namespace {
+
+using namespace starling;
+
+constexpr std::chrono::milliseconds kStatsPeriod{100};
+constexpr const char* kVersion = "0.1.0";
+
+// Forwards log lines to the application's callback. spdlog serializes calls through
+// the sink's mutex, so the callback is never entered twice at once.
+class CallbackSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  CallbackSink(starling_log_fn fn, void* user) : fn_(fn), user_(user) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    std::string line(msg.payload.data(), msg.payload.size());
+    int level = static_cast<int>(msg.level);
+    if (msg.level == spdlog::level::critical) level = STARLING_LOG_ERROR;
+    fn_(user_, level, line.c_str());
+  }
+  void flush_() override {}
+
+ private:
+  starling_log_fn fn_;
+  void* user_;
+};
+
+int codeFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return STARLING_OK;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kUnsupported: return STARLING_ERR_INVALID_ARGUMENT;
+    case StatusCode::kMalformed: return STARLING_ERR_MALFORMED;
+    case StatusCode::kNotFound: return STARLING_ERR_NOT_FOUND;
+    case StatusCode::kUnauthenticated: return STARLING_ERR_UNAUTHENTICATED;
+    case StatusCode::kTimeout:
+    case StatusCode::kClosed:
+    case StatusCode::kIo: return STARLING_ERR_IO;
+    case StatusCode::kInternal: return STARLING_ERR_INTERNAL;
+  }
+  return STARLING_ERR_INTERNAL;
+}
+
+starling_client_stats toC(const client::ParticipantStats& s) {
+  starling_client_stats c{};
+  c.rounds_trained = s.roundsTrained;
+  c.rounds_accepted = s.roundsAccepted;
+  c.rounds_rejected = s.roundsRejected;
+  c.connections = s.connections;
+  c.resyncs = s.resyncs;
+  c.bytes_up = s.bytesUp;
+  c.bytes_down = s.bytesDown;
+  c.held_round = s.heldRound;
+  c.model_checksum = s.checksum;
+  c.last_loss = s.lastLoss;
+  return c;
+}
+
+// The PEM text of one credential: the inline text when given, else the file's contents.
+// The error names the file and the reason, e.g. "cannot read 'c.crt': No such file or directory".
+Result<std::string> pemOf(const char* pem, const char* file, const char* what) {
+  if (pem != nullptr) return std::string(pem);
+  if (file == nullptr)
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("the configuration gives neither ") + what + "_file nor " + what + "_pem");
+  errno = 0;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIo,
+                  std::string("cannot read '") + file + "' (" + what + "): " +
+                      (err != 0 ? std::strerror(err) : "cannot open"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status(StatusCode::kIo, std::string("cannot read '") + file + "' (" + what + ")");
+  return text.str();
+}
+
+}  // namespace
+
+struct starling_client {
+  // Set by create; read-only afterwards.
+  bool usable = false;
+  net::Endpoint endpoint;
+  std::shared_ptr<const net::TlsContext> tls;
+  client::ParticipantOptions options;
+  std::shared_ptr<spdlog::logger> log;
+
+  // Owner thread only.
+  std::string error;
+  std::optional<data::Dataset> dataset;
+  std::unique_ptr<client::Participant> participant;  // of the last run, kept for get_model()
+  bool running = false;
+
+  // Shared with stop(), state() and get_stats(), under mu.
+  mutable std::mutex mu;
+  int state = STARLING_STATE_IDLE;
+  starling_client_stats stats{};
+  asio::io_context* io = nullptr;  // the run's loop while run() is in progress
+  bool stopRequested = false;
+
+  int fail(int code, std::string message) {
+    error = std::move(message);
+    return code;
+  }
+  int fail(const Status& st) { return fail(codeFor(st.code()), st.message()); }
+  void setState(int s) {
+    std::lock_guard lock(mu);
+    state = s;
+  }
+  void publish(const client::ParticipantStats& s) {
+    std::lock_guard lock(mu);
+    stats = toC(s);
+    if (state == STARLING_STATE_CONNECTING && s.connections > 0) state = STARLING_STATE_TRAINING;
+  }
+};
+
+namespace {
+
+// Runs body, turning an escaping exception into STARLING_ERR_INTERNAL.
+template <typename Body>
+int guarded(starling_client* c, Body body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    if (c == nullptr) return STARLING_ERR_INTERNAL;
+    try {
+      return c->fail(STARLING_ERR_INTERNAL, "out of memory");
+    } catch (...) {
+      return STARLING_ERR_INTERNAL;
+    }
+  } catch (const std::exception& e) {
+    if (c == nullptr) return STARLING_ERR_INTERNAL;
+    try {
+      return c->fail(STARLING_ERR_INTERNAL, std::string("internal error: ") + e.what());
+    } catch (...) {
+      return STARLING_ERR_INTERNAL;
+    }
+  } catch (...) {
+    return c != nullptr ? c->fail(STARLING_ERR_INTERNAL, "internal error: unknown exception") : STARLING_ERR_INTERNAL;
+  }
+}
+
+// Checks that the client can take owner-thread calls that change it.
+int checkIdle(starling_client* c) {
+  if (!c->usable) return c->fail(STARLING_ERR_STATE, "this client failed to be created: " + c->error);
+  if (c->running) return c->fail(STARLING_ERR_STATE, "not while starling_client_run() is in progress");
+  return STARLING_OK;
+}
+
+int setData(starling_client* c, Result<data::Dataset> ds, const char* what) {
+  if (!ds) return c->fail(ds.status().withContext(what));
+  c->participant.reset();  // it borrows the old data set
+  c->dataset.emplace(std::move(*ds));
+  c->error.clear();
+  return STARLING_OK;
+}
+
+int checkArrays(starling_client* c, const void* features, const int32_t* labels, size_t count, size_t dim,
+                int numClasses) {
+  if (count > 0 && (features == nullptr || labels == nullptr))
+    return c->fail(STARLING_ERR_INVALID_ARGUMENT, "features and labels must not be NULL");
+  if (count == 0) return c->fail(STARLING_ERR_INVALID_ARGUMENT, "the data set is empty (count is 0)");
+  if (dim == 0) return c->fail(STARLING_ERR_INVALID_ARGUMENT, "feature_dim must be at least 1");
+  if (numClasses < 2) return c->fail(STARLING_ERR_INVALID_ARGUMENT, "num_classes must be at least 2");
+  if (count > SIZE_MAX / dim / sizeof(float))
+    return c->fail(STARLING_ERR_INVALID_ARGUMENT, "count * feature_dim is too large");
+  return STARLING_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+void starling_client_config_init(starling_client_config* config) {
+  if (config == nullptr) return;
+  std::memset(config, 0, sizeof *config);
+  config->handshake_timeout_ms = 10'000;
+  config->backoff_initial_ms = 200;
+  config->backoff_max_ms = 5'000;
+  config->give_up_after_ms = 300'000;
+  config->log_level = STARLING_LOG_INFO;
+}
+
+int starling_client_create(const starling_client_config* config, starling_client** out) {
+  if (out == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  *out = nullptr;
+  starling_client* c = new (std::nothrow) starling_client;
+  if (c == nullptr) return STARLING_ERR_INTERNAL;
+  *out = c;
+  c->state = STARLING_STATE_FAILED;
+  return guarded(c, [&]() -> int {
+    if (config == nullptr) return c->fail(STARLING_ERR_INVALID_ARGUMENT, "the configuration is NULL");
+    if (config->coordinator == nullptr)
+      return c->fail(STARLING_ERR_INVALID_ARGUMENT, "the configuration gives no coordinator (HOST:PORT)");
+    const std::string id = config->client_id != nullptr ? config->client_id : "client";
+
+    if (config->log != nullptr) {
+      c->log = std::make_shared<spdlog::logger>(id, std::make_shared<CallbackSink>(config->log, config->log_user));
+    } else {
+      auto log = makeLogger(id, "info");
+      if (!log) return c->fail(log.status());
+      c->log = std::move(*log);
+    }
+    if (config->log_level < STARLING_LOG_TRACE || config->log_level > STARLING_LOG_OFF)
+      return c->fail(STARLING_ERR_INVALID_ARGUMENT,
+                     "log_level must be a STARLING_LOG_* value, not " + std::to_string(config->log_level));
+    c->log->set_level(static_cast<spdlog::level::level_enum>(config->log_level));
+
+    auto endpoint = net::parseEndpoint(config->coordinator);
+    if (!endpoint) return c->fail(endpoint.status().withContext("coordinator"));
+    auto ca = pemOf(config->ca_pem, config->ca_file, "ca");
+    if (!ca) return c->fail(ca.status());
+    auto cert = pemOf(config->cert_pem, config->cert_file, "cert");
+    if (!cert) return c->fail(cert.status());
+    auto key = pemOf(config->key_pem, config->key_file, "key");
+    if (!key) return c->fail(key.status());
+    const std::string serverName = config->server_name != nullptr ? config->server_name : endpoint->host;
+    auto tls = net::TlsContext::create(net::TlsRole::kClient, {std::move(*ca), std::move(*cert), std::move(*key)},
+                                       serverName);
+    if (!tls) return c->fail(tls.status());
+
+    c->endpoint = *endpoint;
+    c->tls = std::move(*tls);
+    c->options.coordinator = *endpoint;
+    c->options.id = id;
+    c->options.seed = config->seed;
+    c->options.limits.handshakeTimeout = std::chrono::milliseconds(config->handshake_timeout_ms);
+    if (config->backoff_initial_ms > 0) c->options.backoffInitial = std::chrono::milliseconds(config->backoff_initial_ms);
+    if (config->backoff_max_ms > 0) c->options.backoffMax = std::chrono::milliseconds(config->backoff_max_ms);
+    if (config->give_up_after_ms > 0) c->options.giveUpAfter = std::chrono::milliseconds(config->give_up_after_ms);
+    if (c->options.backoffMax < c->options.backoffInitial) c->options.backoffMax = c->options.backoffInitial;
+    c->usable = true;
+    c->state = STARLING_STATE_IDLE;
+    return STARLING_OK;
+  });
+}
+
+void starling_client_destroy(starling_client* client) {
+  // The Participant borrows the data set and the logger: it goes first.
+  if (client != nullptr) client->participant.reset();
+  delete client;
+}
+
+const char* starling_client_last_error(const starling_client* client) {
+  if (client == nullptr) return "no client (NULL handle, or out of memory when creating it)";
+  return client->error.c_str();
+}
+
+const char* starling_client_version(void) { return kVersion; }
+
+int starling_client_set_data_u8(starling_client* client, const uint8_t* features, const int32_t* labels,
+                                size_t count, size_t feature_dim, int num_classes, float scale) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (int rc = checkArrays(client, features, labels, count, feature_dim, num_classes); rc != STARLING_OK) return rc;
+    if (!std::isfinite(scale) || scale == 0.0f)
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT, "scale must be finite and non-zero");
+    std::vector<uint8_t> x(features, features + count * feature_dim);
+    std::vector<int32_t> y(labels, labels + count);
+    return setData(client, data::Dataset::fromBytes(std::move(x), std::move(y), feature_dim, num_classes, scale),
+                   "the data arrays");
+  });
+}
+
+int starling_client_set_data_f32(starling_client* client, const float* features, const int32_t* labels, size_t count,
+                                 size_t feature_dim, int num_classes) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (int rc = checkArrays(client, features, labels, count, feature_dim, num_classes); rc != STARLING_OK) return rc;
+    std::vector<float> x(features, features + count * feature_dim);
+    std::vector<int32_t> y(labels, labels + count);
+    return setData(client, data::Dataset::fromFloats(std::move(x), std::move(y), feature_dim, num_classes),
+                   "the data arrays");
+  });
+}
+
+int starling_client_set_data_callback(starling_client* client, size_t count, size_t feature_dim, int num_classes,
+                                      starling_fill_fn fill, void* user) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (fill == nullptr) return client->fail(STARLING_ERR_INVALID_ARGUMENT, "the fill callback is NULL");
+    // Any non-NULL pointer passes checkArrays' NULL test; the arrays are ours.
+    static const int32_t kSentinel = 0;
+    if (int rc = checkArrays(client, &kSentinel, &kSentinel, count, feature_dim, num_classes); rc != STARLING_OK)
+      return rc;
+    std::vector<float> x(count * feature_dim);
+    std::vector<int32_t> y(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (int rc = fill(user, i, x.data() + i * feature_dim, &y[i]); rc != 0)
+        return client->fail(STARLING_ERR_CALLBACK,
+                            "the fill callback returned " + std::to_string(rc) + " for example " + std::to_string(i));
+    }
+    return setData(client, data::Dataset::fromFloats(std::move(x), std::move(y), feature_dim, num_classes),
+                   "the examples from the fill callback");
+  });
+}
+
+int starling_client_set_data_idx(starling_client* client, const char* images_path, const char* labels_path,
+                                 int num_classes) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (images_path == nullptr || labels_path == nullptr)
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT, "images_path and labels_path must not be NULL");
+    if (num_classes < 0) return client->fail(STARLING_ERR_INVALID_ARGUMENT, "num_classes must be 0 (infer) or more");
+    auto ds = data::loadIdx(images_path, labels_path, num_classes);
+    if (!ds) return client->fail(ds.status());
+    return setData(client, std::move(ds), "IDX files");
+  });
+}
+
+size_t starling_client_data_size(const starling_client* client) {
+  return client != nullptr && client->dataset ? client->dataset->size() : 0;
+}
+
+int starling_client_run(starling_client* client) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (!client->dataset)
+      return client->fail(STARLING_ERR_STATE, "no training data: call a starling_client_set_data_* function first");
+
+    client->participant.reset();
+    client->participant = std::make_unique<client::Participant>(*client->dataset, client->options, client->log);
+    // The loop's pending handlers (and the Participant's suspended coroutine frames)
+    // are destroyed with it, before the Participant they refer to.
+    asio::io_context io(1);
+    {
+      std::lock_guard lock(client->mu);
+      if (client->stopRequested) {
+        client->stopRequested = false;
+        client->state = STARLING_STATE_IDLE;
+        return client->fail(STARLING_ERR_STOPPED, "stopped by starling_client_stop() before it started");
+      }
+      client->io = &io;
+      client->state = STARLING_STATE_CONNECTING;
+      client->stats = starling_client_stats{};
+    }
+    client->running = true;
+    struct Reset {
+      starling_client* c;
+      ~Reset() {
+        std::lock_guard lock(c->mu);
+        c->io = nullptr;
+        c->stopRequested = false;
+        c->running = false;
+      }
+    } reset{client};
+
+    client::Participant& participant = *client->participant;
+    asio::steady_timer ticker(io);
+    std::function<void()> tick = [&] {
+      client->publish(participant.stats());
+      ticker.expires_after(kStatsPeriod);
+      ticker.async_wait([&](const std::error_code& ec) {
+        if (!ec) tick();
+      });
+    };
+    tick();
+
+    std::optional<Status> outcome;
+    std::exception_ptr error;
+    asio::co_spawn(io, participant.run(io.get_executor(), client->tls), [&](std::exception_ptr e, Status st) {
+      error = e;
+      outcome.emplace(std::move(st));
+      ticker.cancel();
+    });
+    io.run();
+    client->publish(participant.stats());
+    if (error) std::rethrow_exception(error);
+
+    if (!outcome) {
+      // io.run() returned without the coroutine finishing: stop() was called.
+      client->setState(STARLING_STATE_IDLE);
+      return client->fail(STARLING_ERR_STOPPED, "stopped by starling_client_stop()");
+    }
+    if (!*outcome) {
+      client->setState(STARLING_STATE_FAILED);
+      // The Participant reports a task it cannot train as kInvalidArgument.
+      int code = outcome->code() == StatusCode::kInvalidArgument ? STARLING_ERR_TASK : codeFor(outcome->code());
+      return client->fail(code, outcome->message());
+    }
+    client->setState(STARLING_STATE_DONE);
+    client->error.clear();
+    return STARLING_OK;
+  });
+}
+
+void starling_client_stop(starling_client* client) {
+  if (client == nullptr) return;
+  std::lock_guard lock(client->mu);
+  client->stopRequested = true;
+  if (client->io != nullptr) client->io->stop();
+}
+
+int starling_client_state(const starling_client* client) {
+  if (client == nullptr) return STARLING_STATE_FAILED;
+  std::lock_guard lock(client->mu);
+  return client->state;
+}
+
+int starling_client_get_stats(const starling_client* client, starling_client_stats* out) {
+  if (client == nullptr || out == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  std::lock_guard lock(client->mu);
+  *out = client->stats;
+  return STARLING_OK;
+}
+
+int starling_client_get_model(starling_client* client, float* out, size_t capacity, size_t* count) {
+  if (client == nullptr || count == nullptr || (out == nullptr && capacity > 0)) return STARLING_ERR_INVALID_ARGUMENT;
+  starling_client* c = client;
+  return guarded(c, [&]() -> int {
+    if (c->running) return c->fail(STARLING_ERR_STATE, "not while starling_client_run() is in progress");
+    if (!c->participant) return c->fail(STARLING_ERR_STATE, "no model yet: run the client first");
+    auto model = c->participant->model();
+    *count = model.size();
+    std::copy_n(model.begin(), std::min(capacity, model.size()), out);
+    return STARLING_OK;
+  });
+}
+
+}  // extern "C"

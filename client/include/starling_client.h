@@ -1,0 +1,292 @@
+/*
+ * starling_client.h: the embeddable Starling client, as a C API (C99).
+ *
+ * An application creates a client from a configuration, hands it its training data
+ * (arrays, a callback, or IDX files), and runs it against a coordinator: the client
+ * connects over mutual TLS, trains on the data in the rounds the coordinator
+ * assigns, sends compressed updates, reconnects by itself after failures, and
+ * returns when the coordinator says training is complete. docs/embedding.md has the
+ * whole story; examples/embed/embed.c is a complete program.
+ *
+ *   starling_client_config config;
+ *   starling_client_config_init(&config);
+ *   config.coordinator = "coordinator.example:7443";
+ *   config.ca_file = "ca.crt"; config.cert_file = "client-3.crt"; config.key_file = "client-3.key";
+ *   starling_client* client = NULL;
+ *   if (starling_client_create(&config, &client) != STARLING_OK) { ...last_error...; }
+ *   starling_client_set_data_u8(client, pixels, labels, n, 784, 10, 1.0f / 255);
+ *   int rc = starling_client_run(client);       (blocks until done, failed or stopped)
+ *   starling_client_destroy(client);
+ *
+ * Status codes. Every function that can fail returns an int: STARLING_OK (0) or one
+ * of the STARLING_ERR_* codes below, and then starling_client_last_error() says why
+ * in a sentence a person can act on ("cannot read 'certs/client-3.crt': ...").
+ * No C++ exception ever crosses this API.
+ *
+ * Threads. A client is driven by one thread at a time, its "owner": create, the
+ * set_data functions, run, get_model and destroy must not overlap on one client.
+ * starling_client_run() runs the whole federation on the calling thread (it brings
+ * its own event loop; it starts no threads). The exceptions, callable from any
+ * thread at any time between create and destroy, even while run() is in progress:
+ * starling_client_stop(), starling_client_state() and starling_client_get_stats().
+ * Separate clients are independent (an application may run several, one per thread).
+ *
+ * Ownership. The library copies everything it is given (configuration strings, data
+ * arrays); the caller may free them as soon as the call returns. Strings the library
+ * returns belong to it; their lifetime is stated per function.
+ */
+#ifndef STARLING_CLIENT_H
+#define STARLING_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define STARLING_CLIENT_API __attribute__((visibility("default")))
+#else
+#define STARLING_CLIENT_API
+#endif
+
+/* ---- status codes ------------------------------------------------------------ */
+
+#define STARLING_OK 0
+#define STARLING_ERR_INVALID_ARGUMENT 1 /* a NULL pointer, a bad address, inconsistent sizes */
+#define STARLING_ERR_NOT_FOUND 2        /* a file is missing */
+#define STARLING_ERR_IO 3               /* a file or socket error; retries gave up */
+#define STARLING_ERR_MALFORMED 4        /* a file, certificate or peer message does not parse */
+#define STARLING_ERR_UNAUTHENTICATED 5  /* TLS: certificate refused, by either side */
+#define STARLING_ERR_STATE 6            /* not now: run() without data, run() twice at once, ... */
+#define STARLING_ERR_STOPPED 7          /* run() returned because of starling_client_stop() */
+#define STARLING_ERR_CALLBACK 8         /* the data callback returned non-zero */
+#define STARLING_ERR_TASK 9             /* the coordinator's task does not fit this client's data */
+#define STARLING_ERR_INTERNAL 10        /* a bug or out of memory; the message says what */
+
+/* ---- configuration ---------------------------------------------------------- */
+
+/* Log levels, for starling_client_config.log_level and the log callback. */
+#define STARLING_LOG_TRACE 0
+#define STARLING_LOG_DEBUG 1
+#define STARLING_LOG_INFO 2
+#define STARLING_LOG_WARN 3
+#define STARLING_LOG_ERROR 4
+#define STARLING_LOG_OFF 6
+
+/*
+ * A log line: level is a STARLING_LOG_* value, line is the message without a newline
+ * (no timestamp: add your own). Called on the thread that runs starling_client_run()
+ * (or create/set_data for their messages); line is valid only during the call. It
+ * must not call back into the same client, except for stop, state and get_stats.
+ */
+typedef void (*starling_log_fn)(void* user, int level, const char* line);
+
+/*
+ * Fill starling_client_config_init()'s defaults in, then set what you need.
+ * Strings are copied by starling_client_create(); NULL means "not given".
+ */
+typedef struct starling_client_config {
+  /* The coordinator, "HOST:PORT" (IPv6 as "[::1]:7443"). Required. */
+  const char* coordinator;
+
+  /* Mutual TLS: the CA that signed the coordinator's certificate, and this client's
+   * certificate and private key, as PEM. For each of the three give either a file
+   * path (*_file) or the PEM text itself (*_pem, NUL-terminated); the text wins when
+   * both are given. */
+  const char* ca_file;
+  const char* cert_file;
+  const char* key_file;
+  const char* ca_pem;
+  const char* cert_pem;
+  const char* key_pem;
+
+  /* The host name the coordinator's certificate must carry; NULL = the HOST of
+   * `coordinator`. */
+  const char* server_name;
+
+  /* This client's name in logs and Hello ("client-3"). Informative only: the
+   * coordinator identifies clients by their certificate. NULL = "client". */
+  const char* client_id;
+
+  /* Seed of local randomness (minibatch sampling, reconnect jitter). Default 0. */
+  uint64_t seed;
+
+  /* Time allowed for connecting plus the TLS handshake. Default 10000 ms. */
+  uint32_t handshake_timeout_ms;
+  /* Reconnects start after backoff_initial_ms and double up to backoff_max_ms, with
+   * jitter. Defaults 200 ms and 5000 ms. */
+  uint32_t backoff_initial_ms;
+  uint32_t backoff_max_ms;
+  /* run() fails after this long without being welcomed by the coordinator.
+   * Default 300000 ms (5 minutes). */
+  uint32_t give_up_after_ms;
+
+  /* Least severe level logged. Default STARLING_LOG_INFO. */
+  int log_level;
+  /* Where log lines go: log(log_user, level, line), or standard error when NULL. */
+  starling_log_fn log;
+  void* log_user;
+} starling_client_config;
+
+/* Sets every field of *config to its default (strings NULL). Any thread. */
+STARLING_CLIENT_API void starling_client_config_init(starling_client_config* config);
+
+/* ---- life cycle ------------------------------------------------------------- */
+
+/* The opaque client. */
+typedef struct starling_client starling_client;
+
+/*
+ * Creates a client: checks the configuration, reads the certificate files and sets
+ * up TLS; it does not connect yet. On success *out is a new client in state
+ * STARLING_STATE_IDLE. On failure *out is still set whenever memory allows (NULL
+ * only when out of memory), to a client that can only explain itself through
+ * starling_client_last_error() (e.g. "cannot read 'client-3.crt': No such file or
+ * directory") and must be destroyed; every other call on it returns
+ * STARLING_ERR_STATE. (sqlite3_open() works the same way.)
+ * Returns STARLING_ERR_INVALID_ARGUMENT when config or out is NULL.
+ */
+STARLING_CLIENT_API int starling_client_create(const starling_client_config* config, starling_client** out);
+
+/*
+ * Frees the client and everything it holds. NULL is a no-op. Must not be called
+ * while starling_client_run() is in progress on the client (stop it and wait for
+ * run() to return first). Owner thread.
+ */
+STARLING_CLIENT_API void starling_client_destroy(starling_client* client);
+
+/*
+ * Why the last failing call on this client failed, or "" when none has. The string
+ * belongs to the client and stays valid until the next call on it from the owner
+ * thread, or until destroy. NULL gives a static message. Owner thread.
+ */
+STARLING_CLIENT_API const char* starling_client_last_error(const starling_client* client);
+
+/* The library's version, e.g. "0.1.0" (static storage). Any thread. */
+STARLING_CLIENT_API const char* starling_client_version(void);
+
+/* ---- training data ------------------------------------------------------------
+ * Each set_data function replaces the client's data set with a private copy (the
+ * library never reads the caller's memory after the call returns), and forgets the
+ * model of a previous run. Labels are class numbers 0 .. num_classes - 1; the
+ * coordinator's model must take feature_dim inputs and have num_classes outputs, or
+ * run() fails with STARLING_ERR_TASK. Not while run() is in progress (STARLING_ERR_STATE).
+ * Owner thread.
+ */
+
+/*
+ * Bytes, e.g. images: features[i * feature_dim + j] is feature j of example i, and
+ * the model sees it as features[...] * scale (1.0f / 255 for pixels). The copy is
+ * stored as bytes (count * feature_dim bytes plus 4 bytes a label): the compact choice.
+ */
+STARLING_CLIENT_API int starling_client_set_data_u8(starling_client* client, const uint8_t* features,
+                                                    const int32_t* labels, size_t count, size_t feature_dim,
+                                                    int num_classes, float scale);
+
+/* Floats, same layout; the copy is stored as floats (4 bytes a feature). */
+STARLING_CLIENT_API int starling_client_set_data_f32(starling_client* client, const float* features,
+                                                     const int32_t* labels, size_t count, size_t feature_dim,
+                                                     int num_classes);
+
+/*
+ * Fills example `index` (0 <= index < count): writes feature_dim floats to
+ * features_out and its class to *label_out; returns 0, or non-zero to abort.
+ */
+typedef int (*starling_fill_fn)(void* user, size_t index, float* features_out, int32_t* label_out);
+
+/*
+ * Data through a callback: fill(user, i, ...) is called once for each i in order
+ * 0 .. count - 1, on the calling thread and before this function returns; the
+ * examples are copied into the client as floats (count * feature_dim * 4 bytes).
+ * The callback is not kept: training never calls back. A non-zero return from
+ * fill aborts with STARLING_ERR_CALLBACK (the previous data set is kept).
+ */
+STARLING_CLIENT_API int starling_client_set_data_callback(starling_client* client, size_t count,
+                                                          size_t feature_dim, int num_classes,
+                                                          starling_fill_fn fill, void* user);
+
+/*
+ * IDX files (the MNIST / Fashion-MNIST format, optionally gzip-compressed): an
+ * images file of unsigned bytes and a labels file. Pixels are scaled by 1/255.
+ * num_classes = 0 infers it as the largest label + 1; give it (10 for
+ * Fashion-MNIST) when a shard may lack the last class. Errors name the file.
+ */
+STARLING_CLIENT_API int starling_client_set_data_idx(starling_client* client, const char* images_path,
+                                                     const char* labels_path, int num_classes);
+
+/* Examples in the current data set (0 before any set_data). Owner thread. */
+STARLING_CLIENT_API size_t starling_client_data_size(const starling_client* client);
+
+/* ---- running ----------------------------------------------------------------- */
+
+/*
+ * Joins the federation and trains until the coordinator says training is complete:
+ * blocks the calling thread, which runs the client's own event loop, the TLS
+ * connection and the training. Reconnects with backoff after disconnects. Returns
+ * STARLING_OK when training is complete; STARLING_ERR_STOPPED after
+ * starling_client_stop(); STARLING_ERR_STATE without data or when a run is already
+ * in progress; STARLING_ERR_UNAUTHENTICATED when the TLS handshake is refused;
+ * STARLING_ERR_TASK when the coordinator's model cannot train on the data; another
+ * code when no session could be had for give_up_after_ms. Each run starts from a
+ * fresh model (the coordinator brings the client up to date). Owner thread.
+ */
+STARLING_CLIENT_API int starling_client_run(starling_client* client);
+
+/*
+ * Asks a run() in progress to return STARLING_ERR_STOPPED soon: at once while it is
+ * waiting on the network, or when the local training in progress (one round's
+ * steps) ends. The connection is dropped; the coordinator treats the client as gone.
+ * When no run() is in progress, the next run() returns STARLING_ERR_STOPPED at once
+ * (so a stop that races with the start of run() is never lost). Returns at once.
+ * Any thread; not async-signal-safe (it takes a lock): a signal handler should
+ * wake a thread that calls it.
+ */
+STARLING_CLIENT_API void starling_client_stop(starling_client* client);
+
+/* ---- status and statistics ---------------------------------------------------- */
+
+#define STARLING_STATE_IDLE 0       /* created, or a run() returned STOPPED */
+#define STARLING_STATE_CONNECTING 1 /* run() in progress, no session with the coordinator yet */
+#define STARLING_STATE_TRAINING 2   /* run() in progress, joined the federation (possibly reconnecting) */
+#define STARLING_STATE_DONE 3       /* the last run() returned STARLING_OK: training complete */
+#define STARLING_STATE_FAILED 4     /* the last run() (or create) failed; last_error says why */
+
+/* The client's state, a STARLING_STATE_* value (FAILED for NULL). Any thread. */
+STARLING_CLIENT_API int starling_client_state(const starling_client* client);
+
+typedef struct starling_client_stats {
+  uint64_t rounds_trained;  /* updates sent */
+  uint64_t rounds_accepted; /* ... that the coordinator accepted */
+  uint64_t rounds_rejected; /* ... that it rejected */
+  uint64_t connections;     /* sessions established (1 + reconnects) */
+  uint64_t resyncs;         /* dense models received */
+  uint64_t bytes_up;        /* update payload bytes sent */
+  uint64_t bytes_down;      /* round assignment bytes received */
+  uint64_t held_round;      /* the global model round this client holds (0 = none yet) */
+  uint64_t model_checksum;  /* checksum of that model, as the coordinator computes it */
+  double last_loss;         /* training loss at the end of the last round */
+} starling_client_stats;
+
+/*
+ * Copies the statistics of the current (or last) run into *out. While run() is in
+ * progress they are a consistent snapshot at most ~100 ms old (and not updated in
+ * the middle of a round's training). Any thread.
+ */
+STARLING_CLIENT_API int starling_client_get_stats(const starling_client* client, starling_client_stats* out);
+
+/*
+ * The global model as this client last held it (after run() returned): copies up
+ * to `capacity` floats into out (out may be NULL when capacity is 0) and sets
+ * *count to the model's number of parameters. STARLING_ERR_STATE while running
+ * or before any run. Owner thread.
+ */
+STARLING_CLIENT_API int starling_client_get_model(starling_client* client, float* out, size_t capacity,
+                                                  size_t* count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STARLING_CLIENT_H */

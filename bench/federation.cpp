@@ -1,0 +1,615 @@
+// bench/federation: a real federation (coordinator + 10 client processes on loopback), FedAvg vs full compression, beside Flower 1.6.
+//
+// The job of the Flower baseline: Fashion-MNIST, MLP 784-200-200-10, 10 starling-client
+// processes on 127.0.0.1 over mutual TLS, one local epoch per round (188 steps of
+// batch 32 on a 6,000-example shard), lr 0.05, 20 rounds, IID shards and 2-class shards.
+// Each configuration runs as real processes in a temporary directory: a coordinator
+// (`starling-coordinator run`), then 10 clients; the clock for "connected" starts at
+// the first client spawn and stops when the coordinator has logged 10 "joined from"
+// lines. Accuracy, bytes and round times come from `starling-coordinator report
+// --format json`; peak RSS from wait4()'s rusage of each child.
+//
+// Starling's FedAvg mode (identity compressors, no error feedback) is the baseline
+// measured in the same run. The Flower 1.6 column is the figure measured earlier on
+// this machine (Flower cannot be installed here), printed for reference only.
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+constexpr const char* kCoordinatorBin = STARLING_COORDINATOR_BIN;
+constexpr const char* kClientBin = STARLING_CLIENT_BIN;
+
+// Reference figures of Flower 1.6 on the same job, measured earlier on this machine.
+constexpr double kFlowerAccIid = 85.2, kFlowerAccShard = 71.4, kFlowerMbPerRound = 15.98, kFlowerSPerRound = 1.46,
+                 kFlowerRssMiB = 471, kFlowerConnectS = 15;
+
+// Goals of issue 5.
+constexpr double kGoalAccPoints = 0.5, kGoalBytesRatio = 100, kGoalSPerRound = 0.6, kGoalClientMiB = 24,
+                 kGoalCoordMiB = 64, kGoalConnectS = 1, kTargetAcc = 0.84;
+
+// Settings of the whole bench; the "full" ones define what "fully on" means.
+struct Options {
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  int clients = 10;
+  int rounds = 20;
+  int tau = 188;  // one local epoch: ceil(6,000 / 32)
+  double lr = 0.05;
+  int batch = 32;
+  // Fully on: double top-k with error feedback on both ends, fp16 values.
+  std::string fullUplink = "topk-sampled";
+  double fullUpDensity = 0.01;
+  std::string fullDownlink = "topk";
+  double fullDownDensity = 0.01;
+  int fullTau = 188;
+  bool fullAdaptiveTau = false;
+  bool fullPriority = false;
+  std::string only;  // run only the configuration of this name
+  int timeoutS = 300;  // per configuration
+  bool keep = false;   // keep the temporary directory
+};
+
+struct Config {
+  std::string name;  // fedavg-iid, full-iid, fedavg-shard, full-shard
+  bool full;
+  std::string partition;  // iid or classes:2
+};
+
+struct Round {
+  int round = 0;
+  bool committed = false;
+  std::optional<double> accuracy;  // 0..1
+  double bytesUp = 0, bytesDown = 0;
+  double startedMs = 0, endedMs = 0, durationMs = 0;
+};
+
+// What one configuration measured; ok is false when it did not run to the end.
+struct Result {
+  bool ok = false;
+  std::string error;
+  double connectS = NAN;
+  double coordRssMiB = NAN, clientRssMiB = NAN;  // client: the largest of the clients
+  double wallS = NAN;
+  std::vector<Round> rounds;  // committed rounds only
+
+  double finalAccuracy() const {
+    return !rounds.empty() && rounds.back().accuracy ? *rounds.back().accuracy * 100 : NAN;
+  }
+  double meanUpMB() const { return meanOf([](const Round& r) { return r.bytesUp; }) / 1e6; }
+  double meanDownMB() const { return meanOf([](const Round& r) { return r.bytesDown; }) / 1e6; }
+  // Seconds per round: from the start of the first round to the end of the last,
+  // evaluation and scheduling gaps included, over the number of rounds.
+  double sPerRound() const {
+    if (rounds.empty()) return NAN;
+    return (rounds.back().endedMs - rounds.front().startedMs) / 1000.0 / static_cast<double>(rounds.size());
+  }
+  // Up + down wire bytes through the first round whose test accuracy reaches target;
+  // NaN when no round does. roundOut receives that round.
+  double bytesToReach(double target, int* roundOut) const {
+    double sum = 0;
+    for (const Round& r : rounds) {
+      sum += r.bytesUp + r.bytesDown;
+      if (r.accuracy && *r.accuracy >= target) {
+        if (roundOut) *roundOut = r.round;
+        return sum;
+      }
+    }
+    return NAN;
+  }
+
+ private:
+  template <class F>
+  double meanOf(F f) const {
+    if (rounds.empty()) return NAN;
+    double s = 0;
+    for (const Round& r : rounds) s += f(r);
+    return s / static_cast<double>(rounds.size());
+  }
+};
+
+// ---- processes -----------------------------------------------------------------
+
+// Starts argv[0] with stdout and stderr appended to logPath; returns its pid or -1.
+pid_t spawnLogged(const std::vector<std::string>& args, const std::string& logPath) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_addclose(&actions, 0);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
+struct Child {
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;
+  long maxRssKiB = 0;
+};
+
+// Reaps every child that has exited, without blocking; records status and peak RSS.
+void reapExited(std::vector<Child*>& children) {
+  for (Child* c : children) {
+    if (c->exited || c->pid <= 0) continue;
+    int status = 0;
+    rusage ru{};
+    pid_t r = wait4(c->pid, &status, WNOHANG, &ru);
+    if (r == c->pid) {
+      c->exited = true;
+      c->status = status;
+      c->maxRssKiB = ru.ru_maxrss;
+    }
+  }
+}
+
+// SIGKILLs the children still running, by pid, and reaps them.
+void killAll(std::vector<Child*>& children) {
+  for (Child* c : children) {
+    if (c->exited || c->pid <= 0) continue;
+    kill(c->pid, SIGKILL);
+    int status = 0;
+    rusage ru{};
+    wait4(c->pid, &status, 0, &ru);
+    c->exited = true;
+    c->status = status;
+  }
+}
+
+bool exitedOk(const Child& c) { return c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0; }
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int countOccurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + needle.size())) ++n;
+  return n;
+}
+
+// Runs a command to completion with stdout to outPath; true when it exits 0.
+bool runToFile(const std::vector<std::string>& args, const std::string& outPath) {
+  pid_t pid = spawnLogged(args, outPath);
+  if (pid <= 0) return false;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// ---- the report ----------------------------------------------------------------
+
+// The numeric value of "key": in one JSON object of `report --format json`
+// (docs/state.md: one object per line); nullopt when absent or null.
+std::optional<double> jsonNumber(const std::string& object, const std::string& key) {
+  std::string needle = "\"" + key + "\": ";
+  auto p = object.find(needle);
+  if (p == std::string::npos) return std::nullopt;
+  p += needle.size();
+  if (object.compare(p, 4, "null") == 0) return std::nullopt;
+  return std::strtod(object.c_str() + p, nullptr);
+}
+
+std::optional<std::string> jsonString(const std::string& object, const std::string& key) {
+  std::string needle = "\"" + key + "\": \"";
+  auto p = object.find(needle);
+  if (p == std::string::npos) return std::nullopt;
+  p += needle.size();
+  auto e = object.find('"', p);
+  if (e == std::string::npos) return std::nullopt;
+  return object.substr(p, e - p);
+}
+
+// The committed rounds of a report, in order.
+std::vector<Round> parseRounds(const std::string& json) {
+  std::vector<Round> out;
+  auto begin = json.find("\"rounds\": [");
+  auto end = json.find("\"participants\": [");
+  if (begin == std::string::npos || end == std::string::npos) return out;
+  std::istringstream lines(json.substr(begin, end - begin));
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.find("{\"round\": ") == std::string::npos) continue;
+    Round r;
+    r.round = static_cast<int>(jsonNumber(line, "round").value_or(0));
+    r.committed = jsonString(line, "status").value_or("") == "committed";
+    r.accuracy = jsonNumber(line, "test_accuracy");
+    r.bytesUp = jsonNumber(line, "bytes_up_wire").value_or(0);
+    r.bytesDown = jsonNumber(line, "bytes_down_wire").value_or(0);
+    r.startedMs = jsonNumber(line, "started_ms").value_or(0);
+    r.endedMs = jsonNumber(line, "ended_ms").value_or(0);
+    r.durationMs = jsonNumber(line, "duration_ms").value_or(0);
+    if (r.committed) out.push_back(r);
+  }
+  return out;
+}
+
+// ---- one configuration ---------------------------------------------------------
+
+std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, const std::string& dir) {
+  std::vector<std::string> a = {kCoordinatorBin,
+                                "run",
+                                "--certs",
+                                dir + "/certs",
+                                "--listen",
+                                "127.0.0.1:0",
+                                "--db",
+                                dir + "/" + c.name + ".db",
+                                "--model",
+                                "mlp:784-200-200-10",
+                                "--rounds",
+                                std::to_string(o.rounds),
+                                "--clients-per-round",
+                                std::to_string(o.clients),
+                                "--over-selection",
+                                "1.0",
+                                "--lr",
+                                fmt::format("{}", o.lr),
+                                "--batch-size",
+                                std::to_string(o.batch),
+                                "--momentum",
+                                "0",
+                                "--step-budgets",
+                                "false",
+                                "--test-data",
+                                o.data,
+                                "--every",
+                                "1"};
+  auto add = [&](std::initializer_list<std::string> more) { a.insert(a.end(), more); };
+  if (c.full) {
+    add({"--tau", std::to_string(o.fullTau), "--uplink", o.fullUplink, "--uplink-density",
+         fmt::format("{}", o.fullUpDensity), "--downlink", o.fullDownlink, "--downlink-density",
+         fmt::format("{}", o.fullDownDensity), "--fp16-values", "true", "--error-feedback", "true",
+         "--adaptive-tau", o.fullAdaptiveTau ? "true" : "false", "--priority-sampling",
+         o.fullPriority ? "true" : "false"});
+  } else {
+    add({"--tau", std::to_string(o.tau), "--uplink", "identity", "--downlink", "identity", "--error-feedback",
+         "false", "--adaptive-tau", "false", "--priority-sampling", "false"});
+  }
+  return a;
+}
+
+Result runConfig(const Options& o, const Config& c, const std::string& dir) {
+  Result res;
+  const std::string coordLog = dir + "/" + c.name + "-coordinator.log";
+  auto t0 = Clock::now();
+  auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+
+  Child coord;
+  coord.pid = spawnLogged(coordinatorArgs(o, c, dir), coordLog);
+  std::vector<Child*> all = {&coord};
+  if (coord.pid <= 0) {
+    res.error = "cannot spawn the coordinator";
+    return res;
+  }
+  // Its port, from "listening on 127.0.0.1:PORT".
+  std::string port;
+  while (port.empty()) {
+    std::string log = readFile(coordLog);
+    auto p = log.find("listening on 127.0.0.1:");
+    if (p != std::string::npos) {
+      p += std::strlen("listening on 127.0.0.1:");
+      auto e = log.find_first_not_of("0123456789", p);
+      if (e != std::string::npos) port = log.substr(p, e - p);
+    }
+    reapExited(all);
+    if (port.empty() && (coord.exited || seconds(t0, Clock::now()) > 60)) {
+      killAll(all);
+      res.error = "the coordinator did not start (see " + coordLog + ")";
+      return res;
+    }
+    if (port.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+  std::vector<Child> clients(static_cast<std::size_t>(o.clients));
+  auto spawnStart = Clock::now();
+  for (int i = 0; i < o.clients; ++i) {
+    std::vector<std::string> args = {kClientBin,
+                                     "--coordinator",
+                                     "127.0.0.1:" + port,
+                                     "--certs",
+                                     dir + "/certs",
+                                     "--id",
+                                     fmt::format("client-{}", i),
+                                     "--data",
+                                     o.data,
+                                     "--shard",
+                                     fmt::format("{}/{}", i, o.clients),
+                                     "--partition",
+                                     c.partition,
+                                     "--partition-seed",
+                                     "1",
+                                     "--seed",
+                                     std::to_string(i)};
+    auto& ch = clients[static_cast<std::size_t>(i)];
+    ch.pid = spawnLogged(args, fmt::format("{}/{}-client-{}.log", dir, c.name, i));
+    all.push_back(&ch);
+  }
+
+  // Until every process has exited: the connect time, then the end of training.
+  while (true) {
+    reapExited(all);
+    if (std::isnan(res.connectS)) {
+      std::string log = readFile(coordLog);
+      if (countOccurrences(log, " joined from ") >= o.clients) res.connectS = seconds(spawnStart, Clock::now());
+    }
+    bool running = false;
+    for (Child* ch : all) running = running || !ch->exited;
+    if (!running) break;
+    if (coord.exited && !exitedOk(coord)) break;
+    if (seconds(t0, Clock::now()) > o.timeoutS) {
+      res.error = fmt::format("timed out after {} s", o.timeoutS);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::isnan(res.connectS) ? 2 : 20));
+  }
+  // Clients get a moment to leave after the coordinator's goodbye, then are killed.
+  auto grace = Clock::now();
+  while (seconds(grace, Clock::now()) < 10) {
+    reapExited(all);
+    bool running = false;
+    for (Child* ch : all) running = running || !ch->exited;
+    if (!running) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  killAll(all);
+  res.wallS = seconds(t0, Clock::now());
+  if (!res.error.empty()) return res;
+  if (!exitedOk(coord)) {
+    res.error = "the coordinator failed (see " + coordLog + ")";
+    return res;
+  }
+  for (int i = 0; i < o.clients; ++i) {
+    if (!exitedOk(clients[static_cast<std::size_t>(i)])) {
+      res.error = fmt::format("client {} failed (see {}/{}-client-{}.log)", i, dir, c.name, i);
+      return res;
+    }
+  }
+  res.coordRssMiB = static_cast<double>(coord.maxRssKiB) / 1024.0;
+  long clientMax = 0;
+  for (const Child& ch : clients) clientMax = std::max(clientMax, ch.maxRssKiB);
+  res.clientRssMiB = static_cast<double>(clientMax) / 1024.0;
+
+  const std::string reportPath = dir + "/" + c.name + "-report.json";
+  if (!runToFile({kCoordinatorBin, "report", "--db", dir + "/" + c.name + ".db", "--format", "json"}, reportPath)) {
+    res.error = "report failed (see " + reportPath + ")";
+    return res;
+  }
+  res.rounds = parseRounds(readFile(reportPath));
+  if (static_cast<int>(res.rounds.size()) != o.rounds) {
+    res.error = fmt::format("{} committed rounds in the report, expected {}", res.rounds.size(), o.rounds);
+    return res;
+  }
+  res.ok = true;
+  return res;
+}
+
+// ---- printing ------------------------------------------------------------------
+
+std::string num(double v, int digits, std::string_view suffix = "") {
+  if (std::isnan(v)) return "-";
+  return fmt::format("{:.{}f}{}", v, digits, suffix);
+}
+
+std::string yesNo(bool measured, bool met) { return !measured ? "not measured" : met ? "yes" : "**NO**"; }
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: bench-federation [--data DIR] [--only NAME] [--rounds N] [--timeout S] [--keep]\n"
+               "       [--full-up-density F] [--full-down-density F] [--full-tau N] [--full-uplink NAME]\n"
+               "       [--full-adaptive-tau] [--full-priority]\n"
+               "NAME is one of fedavg-iid, full-iid, fedavg-shard, full-shard.\n");
+}
+
+bool parseOptions(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    std::optional<std::string> v;
+    if (a == "--keep") {
+      o.keep = true;
+    } else if (a == "--full-adaptive-tau") {
+      o.fullAdaptiveTau = true;
+    } else if (a == "--full-priority") {
+      o.fullPriority = true;
+    } else if (a == "--data" && (v = next())) {
+      o.data = *v;
+    } else if (a == "--only" && (v = next())) {
+      o.only = *v;
+    } else if (a == "--rounds" && (v = next())) {
+      o.rounds = std::atoi(v->c_str());
+    } else if (a == "--timeout" && (v = next())) {
+      o.timeoutS = std::atoi(v->c_str());
+    } else if (a == "--full-up-density" && (v = next())) {
+      o.fullUpDensity = std::atof(v->c_str());
+    } else if (a == "--full-down-density" && (v = next())) {
+      o.fullDownDensity = std::atof(v->c_str());
+    } else if (a == "--full-tau" && (v = next())) {
+      o.fullTau = std::atoi(v->c_str());
+    } else if (a == "--full-uplink" && (v = next())) {
+      o.fullUplink = *v;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parseOptions(argc, argv, o)) {
+    usage();
+    return 2;
+  }
+  if (!fs::exists(o.data + "/t10k-labels-idx1-ubyte.gz") && !fs::exists(o.data + "/t10k-labels-idx1-ubyte")) {
+    std::fprintf(stderr, "bench-federation: no Fashion-MNIST in %s (scripts/setup installs it)\n", o.data.c_str());
+    return 77;
+  }
+  std::string tmpl = (fs::temp_directory_path() / "starling-bench-federation-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  const std::string dir = tmpl;
+  if (!runToFile({kCoordinatorBin, "init", "--out", dir + "/certs", "--clients", std::to_string(o.clients)},
+                 dir + "/init.log")) {
+    std::fprintf(stderr, "bench-federation: certificates failed (see %s/init.log)\n", dir.c_str());
+    return 1;
+  }
+
+  const std::vector<Config> configs = {{"fedavg-iid", false, "iid"},
+                                       {"full-iid", true, "iid"},
+                                       {"fedavg-shard", false, "classes:2"},
+                                       {"full-shard", true, "classes:2"}};
+  std::vector<Result> results(configs.size());
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    if (!o.only.empty() && o.only != configs[i].name) {
+      results[i].error = "not run";
+      continue;
+    }
+    std::fprintf(stderr, "bench-federation: %s ...\n", configs[i].name.c_str());
+    results[i] = runConfig(o, configs[i], dir);
+    const Result& r = results[i];
+    if (r.ok) {
+      std::fprintf(stderr, "  %.1f s, accuracy %.2f%%, connect %.3f s\n", r.wallS, r.finalAccuracy(), r.connectS);
+      for (const Round& rd : r.rounds)
+        std::fprintf(stderr, "    round %2d  acc %6.2f%%  up %10.0f  down %10.0f  %.2f s\n", rd.round,
+                     rd.accuracy ? *rd.accuracy * 100 : NAN, rd.bytesUp, rd.bytesDown, rd.durationMs / 1000);
+    } else {
+      std::fprintf(stderr, "  FAILED: %s\n", r.error.c_str());
+    }
+  }
+  const Result &fi = results[0], &ui = results[1], &fs2 = results[2], &us = results[3];
+
+  std::printf("Federation on 127.0.0.1: Fashion-MNIST, MLP 784-200-200-10, %d starling-client processes + 1 coordinator,\n",
+              o.clients);
+  std::printf("%d rounds of %d clients, lr %g, batch %d, momentum 0; FedAvg: tau %d (one local epoch), fp32 both ways;\n",
+              o.rounds, o.clients, o.lr, o.batch, o.tau);
+  std::printf("full: tau %d, uplink %s %g%%, downlink %s %g%%, fp16 values, error feedback both ends, ADACOMM %s, "
+              "priority sampling %s.\n",
+              o.fullTau, o.fullUplink.c_str(), o.fullUpDensity * 100, o.fullDownlink.c_str(), o.fullDownDensity * 100,
+              o.fullAdaptiveTau ? "on" : "off", o.fullPriority ? "on" : "off");
+  std::printf("Flower 1.6: the same job measured earlier on this machine (not installable here), for reference.\n\n");
+
+  int roundF = 0, roundU = 0;
+  double bytesF = fi.ok ? fi.bytesToReach(kTargetAcc, &roundF) : NAN;
+  double bytesU = ui.ok ? ui.bytesToReach(kTargetAcc, &roundU) : NAN;
+  double ratio = bytesF / bytesU;
+
+  auto col = [](const Result& r, auto f) -> std::string {
+    if (!r.ok) return r.error == "not run" ? "not run" : "FAILED";
+    return f(r);
+  };
+  struct Line {
+    std::string metric, flower;
+    std::function<std::string(const Result&)> f;
+  };
+  const std::vector<Line> lines = {
+      {"test accuracy after the last round", fmt::format("{:.1f}% / {:.1f}%", kFlowerAccIid, kFlowerAccShard),
+       [](const Result& r) { return num(r.finalAccuracy(), 2, "%"); }},
+      {"MB up per round (all clients, wire)", "-", [](const Result& r) { return num(r.meanUpMB(), 3); }},
+      {"MB down per round (all clients, wire)", "-", [](const Result& r) { return num(r.meanDownMB(), 3); }},
+      {"MB up + down per round", fmt::format("{:.2f}", kFlowerMbPerRound),
+       [](const Result& r) { return num(r.meanUpMB() + r.meanDownMB(), 3); }},
+      {"MB up + down to first reach 84%", "-",
+       [](const Result& r) {
+         int round = 0;
+         double b = r.bytesToReach(kTargetAcc, &round);
+         return std::isnan(b) ? std::string("not reached") : fmt::format("{:.3f} (round {})", b / 1e6, round);
+       }},
+      {"seconds per round", fmt::format("{:.2f}", kFlowerSPerRound),
+       [](const Result& r) { return num(r.sPerRound(), 3); }},
+      {"coordinator peak RSS, MiB", fmt::format("{:.0f}", kFlowerRssMiB),
+       [](const Result& r) { return num(r.coordRssMiB, 1); }},
+      {"client peak RSS (largest of 10), MiB", fmt::format("{:.0f}", kFlowerRssMiB),
+       [](const Result& r) { return num(r.clientRssMiB, 1); }},
+      {"seconds until 10 clients joined", fmt::format("{:.0f}", kFlowerConnectS),
+       [](const Result& r) { return num(r.connectS, 3); }},
+      {"wall seconds, whole configuration", "-", [](const Result& r) { return num(r.wallS, 1); }},
+  };
+  std::printf("| metric | Flower 1.6 (earlier; IID / shards) | FedAvg IID | full IID | FedAvg 2-class | full 2-class |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (const Line& l : lines) {
+    std::printf("| %s | %s | %s | %s | %s | %s |\n", l.metric.c_str(), l.flower.c_str(), col(fi, l.f).c_str(),
+                col(ui, l.f).c_str(), col(fs2, l.f).c_str(), col(us, l.f).c_str());
+  }
+
+  // Goals: the worst of the configurations that ran for RSS and connect time.
+  double clientRss = NAN, coordRss = NAN, connectS = NAN;
+  for (const Result& r : results) {
+    if (!r.ok) continue;
+    clientRss = std::isnan(clientRss) ? r.clientRssMiB : std::max(clientRss, r.clientRssMiB);
+    coordRss = std::isnan(coordRss) ? r.coordRssMiB : std::max(coordRss, r.coordRssMiB);
+    connectS = std::isnan(connectS) ? r.connectS : std::max(connectS, r.connectS);
+  }
+  double accF = fi.ok ? fi.finalAccuracy() : NAN, accU = ui.ok ? ui.finalAccuracy() : NAN;
+  double accFs = fs2.ok ? fs2.finalAccuracy() : NAN, accUs = us.ok ? us.finalAccuracy() : NAN;
+  double sRound = fi.ok ? fi.sPerRound() : NAN;
+  std::printf("\n| goal (issue 5) | measured | met |\n|---|---|---|\n");
+  std::printf("| full accuracy >= FedAvg - %.1f points, IID | %s - %s = %s points | %s |\n", kGoalAccPoints,
+              num(accU, 2).c_str(), num(accF, 2).c_str(), num(accU - accF, 2).c_str(),
+              yesNo(!std::isnan(accU - accF), accU - accF >= -kGoalAccPoints).c_str());
+  std::printf("| full accuracy >= FedAvg - %.1f points, 2-class | %s - %s = %s points | %s |\n", kGoalAccPoints,
+              num(accUs, 2).c_str(), num(accFs, 2).c_str(), num(accUs - accFs, 2).c_str(),
+              yesNo(!std::isnan(accUs - accFs), accUs - accFs >= -kGoalAccPoints).c_str());
+  std::printf("| bytes to 84%% (IID), FedAvg / full >= %.0fx | %s / %s MB = %sx | %s |\n", kGoalBytesRatio,
+              num(bytesF / 1e6, 2).c_str(), num(bytesU / 1e6, 3).c_str(), num(ratio, 1).c_str(),
+              yesNo(!std::isnan(ratio), ratio >= kGoalBytesRatio).c_str());
+  std::printf("| FedAvg seconds per round <= %.1f (IID) | %s | %s |\n", kGoalSPerRound, num(sRound, 3).c_str(),
+              yesNo(!std::isnan(sRound), sRound <= kGoalSPerRound).c_str());
+  std::printf("| client peak RSS <= %.0f MiB (largest, all runs) | %s | %s |\n", kGoalClientMiB,
+              num(clientRss, 1).c_str(), yesNo(!std::isnan(clientRss), clientRss <= kGoalClientMiB).c_str());
+  std::printf("| coordinator peak RSS <= %.0f MiB (all runs) | %s | %s |\n", kGoalCoordMiB, num(coordRss, 1).c_str(),
+              yesNo(!std::isnan(coordRss), coordRss <= kGoalCoordMiB).c_str());
+  std::printf("| 10 clients joined in <= %.0f s (slowest run) | %s | %s |\n", kGoalConnectS, num(connectS, 3).c_str(),
+              yesNo(!std::isnan(connectS), connectS <= kGoalConnectS).c_str());
+
+  std::printf("\nlogs and databases: %s%s\n", dir.c_str(), o.keep ? "" : " (removed; --keep keeps them)");
+  if (!o.keep) fs::remove_all(dir);
+  std::printf(
+      "summary: fedavg_acc_iid=%s full_acc_iid=%s fedavg_acc_shard=%s full_acc_shard=%s bytes_to_84_ratio=%s "
+      "s_per_round_fedavg=%s client_rss_mib=%s coord_rss_mib=%s connect_s=%s\n",
+      num(accF, 2).c_str(), num(accU, 2).c_str(), num(accFs, 2).c_str(), num(accUs, 2).c_str(), num(ratio, 1).c_str(),
+      num(sRound, 3).c_str(), num(clientRss, 1).c_str(), num(coordRss, 1).c_str(), num(connectS, 3).c_str());
+  bool allOk = true;
+  for (const Result& r : results) allOk = allOk && (r.ok || r.error == "not run");
+  return allOk ? 0 : 1;
+}

@@ -1,0 +1,340 @@
+// The C API (starling_client.h) against a real coordinator — Server plus Federation
+// on 127.0.0.1 with an in-memory store — running on its own thread in this process.
+
+#include <catch2/catch.hpp>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "starling/coordinator/federation.hpp"
+#include "starling/coordinator/server.hpp"
+#include "starling/coordinator/store.hpp"
+#include "starling_client.h"
+#include "support/federation_fixture.hpp"
+
+extern "C" int starling_capi_c_check(void);
+
+using namespace starling;
+using namespace starling::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::size_t kDim = 4;
+constexpr int kClasses = 3;
+
+// Three well-separated Gaussian clusters in 4 dimensions: example i has class i % 3.
+struct Clusters {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  explicit Clusters(std::size_t n, uint64_t seed) : x(n * kDim), y(n) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> noise(0.0f, 0.3f);
+    for (std::size_t i = 0; i < n; ++i) {
+      y[i] = static_cast<int32_t>(i % kClasses);
+      for (std::size_t j = 0; j < kDim; ++j) x[i * kDim + j] = (j == static_cast<std::size_t>(y[i]) ? 2.0f : 0.0f) + noise(rng);
+    }
+  }
+};
+
+int fillFromClusters(void* user, size_t index, float* features, int32_t* label) {
+  const auto* c = static_cast<const Clusters*>(user);
+  std::memcpy(features, c->x.data() + index * kDim, kDim * sizeof(float));
+  *label = c->y[index];
+  return 0;
+}
+
+// A coordinator running a Federation of the task below on its own thread.
+class Coordinator {
+ public:
+  Coordinator(const Pki& pki, coordinator::EngineConfig engine) : sink_(std::make_shared<CaptureSink>()) {
+    log_ = std::make_shared<spdlog::logger>("coordinator", sink_);
+    log_->set_level(spdlog::level::debug);
+    coordinator::TaskConfig task;
+    task.name = "capi-test";
+    task.model = "mlp:4-8-3";
+    task.batchSize = 8;
+    federation_ = coordinator::Federation::create(io_, engine, task, coordinator::Store::open(":memory:").value(), log_)
+                      .value();
+    coordinator::ServerOptions options;
+    options.listen = {"127.0.0.1", 0};
+    options.task = task.name;
+    options.modelSpec = task.model;
+    auto tls = net::TlsContext::create(net::TlsRole::kServer, pki.serverIdentity()).value();
+    server_ = std::make_unique<coordinator::Server>(io_, tls, options, log_, federation_);
+    federation_->onFinished([this](const Status&) { server_->stop(); });
+    port_ = server_->start().value();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~Coordinator() {
+    // Abandons a round in flight (and its deadline timer), then stops the server.
+    federation_->shutdown("the test is over");
+    asio::post(io_, [this] { server_->stop(); });
+    thread_.join();
+    if (std::getenv("STARLING_TEST_LOG") != nullptr)
+      std::fprintf(stderr, "--- coordinator log ---\n%s", sink_->all().c_str());
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  asio::io_context io_;
+  std::shared_ptr<CaptureSink> sink_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::shared_ptr<coordinator::Federation> federation_;
+  std::unique_ptr<coordinator::Server> server_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+coordinator::EngineConfig smallFederation(uint64_t rounds, uint32_t clients) {
+  coordinator::EngineConfig e;
+  e.rounds = rounds;
+  e.clientsPerRound = clients;
+  e.overSelection = 1.0;
+  e.minClients = clients;
+  e.deadlineMs = 20'000;
+  e.tau = 20;
+  e.lr = 0.1;
+  return e;
+}
+
+// Log lines a client sent to its callback.
+struct Lines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  bool contains(const std::string& text) {
+    std::lock_guard lock(mu);
+    for (const auto& l : lines)
+      if (l.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+void collect(void* user, int /*level*/, const char* line) {
+  auto* l = static_cast<Lines*>(user);
+  std::lock_guard lock(l->mu);
+  l->lines.emplace_back(line);
+}
+
+// Owns a starling_client; configured with PEM text issued by the test CA.
+struct Client {
+  starling_client* c = nullptr;
+  net::KeyPair kp;
+  Lines lines;
+  Client(const Pki& pki, const std::string& id, const std::string& coordinatorAddress) : kp(pki.client(id)) {
+    starling_client_config config;
+    starling_client_config_init(&config);
+    config.coordinator = coordinatorAddress.c_str();
+    config.server_name = "localhost";
+    config.ca_pem = pki.ca.certPem.c_str();
+    config.cert_pem = kp.certPem.c_str();
+    config.key_pem = kp.keyPem.c_str();
+    config.client_id = id.c_str();
+    config.seed = 7;
+    config.handshake_timeout_ms = 3000;
+    config.backoff_initial_ms = 50;
+    config.backoff_max_ms = 200;
+    config.log = collect;
+    config.log_user = &lines;
+    int rc = starling_client_create(&config, &c);
+    INFO(starling_client_last_error(c));
+    REQUIRE(rc == STARLING_OK);
+  }
+  ~Client() { starling_client_destroy(c); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+};
+
+// A free port on 127.0.0.1 with nothing listening (bound, then released).
+std::string deadAddress() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  auto port = a.local_endpoint().port();
+  a.close();
+  return "127.0.0.1:" + std::to_string(port);
+}
+
+}  // namespace
+
+TEST_CASE("the C header compiles as C99 and behaves from C", "[capi]") { CHECK(starling_capi_c_check() == 0); }
+
+TEST_CASE("two embedded clients train a federation to completion through the C API", "[capi][federation]") {
+  Pki pki;
+  Coordinator coord(pki, smallFederation(3, 2));
+  Clusters dataA(300, 1), dataB(240, 2);
+  Client a(pki, "client-0", coord.address());
+  Client b(pki, "client-1", coord.address());
+  // One client gives its data through the callback, the other through arrays.
+  REQUIRE(starling_client_set_data_callback(a.c, dataA.y.size(), kDim, kClasses, fillFromClusters, &dataA) ==
+          STARLING_OK);
+  REQUIRE(starling_client_set_data_f32(b.c, dataB.x.data(), dataB.y.data(), dataB.y.size(), kDim, kClasses) ==
+          STARLING_OK);
+  CHECK(starling_client_data_size(a.c) == 300);
+  CHECK(starling_client_data_size(b.c) == 240);
+  CHECK(starling_client_state(a.c) == STARLING_STATE_IDLE);
+
+  int rcA = -1, rcB = -1;
+  std::thread ta([&] { rcA = starling_client_run(a.c); });
+  std::thread tb([&] { rcB = starling_client_run(b.c); });
+  ta.join();
+  tb.join();
+  INFO("client-0: " << starling_client_last_error(a.c) << "; client-1: " << starling_client_last_error(b.c));
+  REQUIRE(rcA == STARLING_OK);
+  REQUIRE(rcB == STARLING_OK);
+  for (Client* cl : {&a, &b}) {
+    CHECK(starling_client_state(cl->c) == STARLING_STATE_DONE);
+    starling_client_stats s;
+    REQUIRE(starling_client_get_stats(cl->c, &s) == STARLING_OK);
+    CHECK(s.rounds_trained == 3);
+    CHECK(s.rounds_accepted == 3);
+    CHECK(s.rounds_rejected == 0);
+    CHECK(s.connections >= 1);
+    CHECK(s.bytes_up > 0);
+    CHECK(s.bytes_down > 0);
+    CHECK(s.held_round == 2);  // the last assignment was based on round 2
+    CHECK(std::isfinite(s.last_loss));
+    CHECK(s.last_loss < std::log(3.0));  // below chance: it learned something
+    size_t n = 0;
+    REQUIRE(starling_client_get_model(cl->c, nullptr, 0, &n) == STARLING_OK);
+    CHECK(n == 4 * 8 + 8 + 8 * 3 + 3);
+    std::vector<float> model(n);
+    REQUIRE(starling_client_get_model(cl->c, model.data(), model.size(), &n) == STARLING_OK);
+    CHECK(cl->lines.contains("joined task 'capi-test'"));
+    CHECK(cl->lines.contains("training complete"));
+  }
+}
+
+TEST_CASE("stop() from another thread makes run() return while it waits on the coordinator", "[capi][stop]") {
+  Pki pki;
+  // Rounds need two clients; only one comes, so it joins and waits.
+  Coordinator coord(pki, smallFederation(3, 2));
+  Clusters data(60, 3);
+  Client a(pki, "client-0", coord.address());
+  REQUIRE(starling_client_set_data_callback(a.c, data.y.size(), kDim, kClasses, fillFromClusters, &data) ==
+          STARLING_OK);
+  std::atomic<int> rc{-1};
+  std::thread t([&] { rc = starling_client_run(a.c); });
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (starling_client_state(a.c) != STARLING_STATE_TRAINING && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  CHECK(starling_client_state(a.c) == STARLING_STATE_TRAINING);
+  auto stoppedAt = std::chrono::steady_clock::now();
+  starling_client_stop(a.c);
+  t.join();
+  CHECK(std::chrono::steady_clock::now() - stoppedAt < 1s);
+  CHECK(rc == STARLING_ERR_STOPPED);
+  CHECK(starling_client_state(a.c) == STARLING_STATE_IDLE);
+  CHECK(std::string(starling_client_last_error(a.c)).find("stopped") != std::string::npos);
+  starling_client_stats s;
+  REQUIRE(starling_client_get_stats(a.c, &s) == STARLING_OK);
+  CHECK(s.connections == 1);
+  CHECK(s.rounds_trained == 0);
+}
+
+TEST_CASE("stop() also ends a run that keeps failing to connect, and a stop before run() is not lost",
+          "[capi][stop]") {
+  Pki pki;
+  Clusters data(30, 4);
+  Client a(pki, "client-0", deadAddress());
+  REQUIRE(starling_client_set_data_f32(a.c, data.x.data(), data.y.data(), data.y.size(), kDim, kClasses) ==
+          STARLING_OK);
+  SECTION("while reconnecting") {
+    std::atomic<int> rc{-1};
+    std::thread t([&] { rc = starling_client_run(a.c); });
+    std::this_thread::sleep_for(300ms);
+    CHECK(starling_client_state(a.c) == STARLING_STATE_CONNECTING);
+    starling_client_stop(a.c);
+    t.join();
+    CHECK(rc == STARLING_ERR_STOPPED);
+  }
+  SECTION("before run()") {
+    starling_client_stop(a.c);
+    CHECK(starling_client_run(a.c) == STARLING_ERR_STOPPED);
+  }
+}
+
+TEST_CASE("the C API refuses what it cannot use, saying why", "[capi][errors]") {
+  Pki pki;
+  auto kp = pki.client("client-0");
+  starling_client_config config;
+  starling_client_config_init(&config);
+  config.coordinator = "127.0.0.1:1";
+  config.ca_pem = pki.ca.certPem.c_str();
+  config.cert_pem = kp.certPem.c_str();
+  config.key_pem = kp.keyPem.c_str();
+  config.log_level = STARLING_LOG_OFF;
+  starling_client* c = nullptr;
+
+  SECTION("a missing certificate file: the message names it") {
+    config.cert_pem = nullptr;
+    config.cert_file = "/nonexistent/dir/client-9.crt";
+    CHECK(starling_client_create(&config, &c) == STARLING_ERR_NOT_FOUND);
+    REQUIRE(c != nullptr);
+    CHECK_THAT(starling_client_last_error(c), Catch::Contains("/nonexistent/dir/client-9.crt"));
+    CHECK(starling_client_state(c) == STARLING_STATE_FAILED);
+    CHECK(starling_client_run(c) == STARLING_ERR_STATE);
+  }
+  SECTION("a key that does not parse") {
+    config.key_pem = "not a key";
+    CHECK(starling_client_create(&config, &c) != STARLING_OK);
+    CHECK(std::strlen(starling_client_last_error(c)) > 0);
+  }
+  SECTION("a malformed coordinator address") {
+    config.coordinator = "no-port-here";
+    CHECK(starling_client_create(&config, &c) == STARLING_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(starling_client_last_error(c), Catch::Contains("coordinator"));
+  }
+  SECTION("run() without data") {
+    REQUIRE(starling_client_create(&config, &c) == STARLING_OK);
+    CHECK(starling_client_run(c) == STARLING_ERR_STATE);
+    CHECK_THAT(starling_client_last_error(c), Catch::Contains("no training data"));
+    CHECK(starling_client_state(c) == STARLING_STATE_IDLE);
+  }
+  SECTION("bad data arguments, and a callback that fails, keep the previous data") {
+    REQUIRE(starling_client_create(&config, &c) == STARLING_OK);
+    Clusters data(10, 5);
+    REQUIRE(starling_client_set_data_f32(c, data.x.data(), data.y.data(), 10, kDim, kClasses) == STARLING_OK);
+    CHECK(starling_client_set_data_f32(c, nullptr, data.y.data(), 10, kDim, kClasses) ==
+          STARLING_ERR_INVALID_ARGUMENT);
+    data.y[3] = 7;  // beyond num_classes
+    CHECK(starling_client_set_data_f32(c, data.x.data(), data.y.data(), 10, kDim, kClasses) != STARLING_OK);
+    auto failing = [](void*, size_t index, float*, int32_t* label) -> int {
+      *label = 0;
+      return index == 4 ? 42 : 0;
+    };
+    CHECK(starling_client_set_data_callback(c, 10, kDim, kClasses, failing, nullptr) == STARLING_ERR_CALLBACK);
+    CHECK_THAT(starling_client_last_error(c), Catch::Contains("returned 42 for example 4"));
+    CHECK(starling_client_data_size(c) == 10);
+    size_t n = 0;
+    CHECK(starling_client_get_model(c, nullptr, 0, &n) == STARLING_ERR_STATE);
+  }
+  SECTION("IDX files that are missing") {
+    REQUIRE(starling_client_create(&config, &c) == STARLING_OK);
+    CHECK(starling_client_set_data_idx(c, "/nonexistent/images-idx3", "/nonexistent/labels-idx1", 10) ==
+          STARLING_ERR_NOT_FOUND);
+    CHECK_THAT(starling_client_last_error(c), Catch::Contains("/nonexistent/images-idx3"));
+  }
+  starling_client_destroy(c);
+}
+
+TEST_CASE("a client whose data does not fit the coordinator's model fails with STARLING_ERR_TASK", "[capi][task]") {
+  Pki pki;
+  Coordinator coord(pki, smallFederation(1, 1));
+  Client a(pki, "client-0", coord.address());
+  std::vector<float> x(20 * 5, 0.5f);  // 5 features; the task's model takes 4
+  std::vector<int32_t> y(20, 1);
+  REQUIRE(starling_client_set_data_f32(a.c, x.data(), y.data(), 20, 5, kClasses) == STARLING_OK);
+  CHECK(starling_client_run(a.c) == STARLING_ERR_TASK);
+  CHECK(starling_client_state(a.c) == STARLING_STATE_FAILED);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("cannot train"));
+}

@@ -14,16 +14,28 @@
 //      initializations; the ratios are uniform / priority (always on).
 // Last line:
 //   summary: ex_per_s_b32=X torch_ex_per_s_b32=Y mlp_acc_5ep=A cnn_acc=B
-//            priority_step_ratio=C priority_wall_ratio=D client_bin_mb=n/a client_rss_mib=n/a
+//            priority_step_ratio=C priority_wall_ratio=D client_bin_mb=E client_rss_mib=F
+//   4. the starling-client binary: size of a stripped copy (E, 10^6 bytes) and that
+//      copy's peak RSS (F, MiB, wait4's ru_maxrss) training on --shard 0/10 (6,000
+//      examples) for 3 rounds against a starling-coordinator process on 127.0.0.1
+//      configured as examples/fashion-mnist/coordinator.toml (one local epoch a round,
+//      top-k 1%); also shown, not summarized: the RSS with uncompressed traffic.
+//      "n/a" when the binaries are not built (scripts/bench builds them).
 //
 // Usage: bench-train [--data DIR] [--torch-script PATH] [--cnn-epochs N] [--eval-every STEPS]
-//                    [--seeds N] [--quick]
+//                    [--seeds N] [--quick] [--client-bin PATH] [--coordinator-bin PATH]
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -52,6 +64,8 @@ struct Args {
   int evalEvery = 100;
   int seeds = 3;
   bool quick = false;  // smaller runs, for a smoke test
+  std::string clientBin = STARLING_CLIENT_BIN;            // set by bench/meson.build
+  std::string coordinatorBin = STARLING_COORDINATOR_BIN;  // set by bench/meson.build
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -170,6 +184,135 @@ ToTarget stepsTo(double target, SamplingMode mode, int maxScoreAge, const Datase
   return r;
 }
 
+
+// ---- 4. the starling-client binary: stripped size, peak RSS on a 6,000-example shard ----
+
+#ifndef STARLING_CLIENT_BIN
+#define STARLING_CLIENT_BIN ""
+#endif
+#ifndef STARLING_COORDINATOR_BIN
+#define STARLING_COORDINATOR_BIN ""
+#endif
+
+struct ClientFootprint {
+  double binMb = -1;    // stripped size, 10^6 bytes
+  double rssMib = -1;   // peak resident set, 2^20 bytes
+  std::string note;     // why a number is missing
+};
+
+// Starts argv with stdout and stderr appended to logPath; returns the pid (-1 on failure).
+pid_t spawn(const std::vector<std::string>& argv, const std::string& logPath) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+// The port in the coordinator's "listening on 127.0.0.1:PORT" line, waiting up to 10 s.
+int waitForPort(const std::string& logPath) {
+  for (int i = 0; i < 200; ++i) {
+    if (FILE* f = std::fopen(logPath.c_str(), "r")) {
+      char line[1024];
+      int port = -1;
+      while (std::fgets(line, sizeof line, f) != nullptr)
+        if (const char* at = std::strstr(line, "listening on 127.0.0.1:")) port = std::atoi(at + 23);
+      std::fclose(f);
+      if (port > 0) return port;
+    }
+    usleep(50'000);
+  }
+  return -1;
+}
+
+// The federation of examples/fashion-mnist/coordinator.toml (scripts/demo's): one
+// local epoch of a 6,000-example shard per round, priority sampling, top-k 1% both
+// ways with fp16 values.
+const std::vector<std::string> kDemoTraining = {
+    "--lr", "0.05", "--tau", "188", "--batch-size", "32", "--momentum", "0", "--priority-sampling", "true",
+    "--uplink", "topk-sampled", "--uplink-density", "0.01", "--downlink", "topk", "--downlink-density", "0.01",
+    "--fp16-values", "true"};
+// The same without compression: dense updates and broadcasts (the client's worst case).
+const std::vector<std::string> kUncompressedTraining = {"--lr", "0.05", "--tau", "188", "--batch-size", "32",
+                                                        "--momentum", "0", "--priority-sampling", "true"};
+
+// The size of `strip`'s copy of the client, and that copy's peak RSS (wait4's
+// ru_maxrss) while it trains on shard 0/10 of the training set (6,000 examples) for a
+// coordinator process on 127.0.0.1: 3 rounds of the MLP 784-200-200-10 with `training`.
+ClientFootprint measureClient(const Args& args, const std::vector<std::string>& training) {
+  ClientFootprint fp;
+  const std::string client = args.clientBin;
+  const std::string coordinator = args.coordinatorBin;
+  if (client.empty() || access(client.c_str(), X_OK) != 0) {
+    fp.note = "no starling-client at '" + client + "' (build client/starling-client first)";
+    return fp;
+  }
+  char tmpl[] = "/tmp/bench-train-client-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    fp.note = "mkdtemp failed";
+    return fp;
+  }
+  const std::string dir = tmpl;
+  const std::string stripped = dir + "/starling-client";
+  if (std::system(("strip -o '" + stripped + "' '" + client + "'").c_str()) == 0) {
+    std::error_code ec;
+    auto bytes = std::filesystem::file_size(stripped, ec);
+    if (!ec) fp.binMb = static_cast<double>(bytes) / 1e6;
+  } else {
+    fp.note = "strip failed";
+  }
+
+  if (coordinator.empty() || access(coordinator.c_str(), X_OK) != 0) {
+    fp.note = "no starling-coordinator at '" + coordinator + "'";
+  } else if (std::system(("'" + coordinator + "' init --out '" + dir + "/certs' --clients 1 >/dev/null").c_str()) != 0) {
+    fp.note = "starling-coordinator init failed";
+  } else {
+    const std::string coordLog = dir + "/coordinator.log";
+    const std::string clientLog = dir + "/client.log";
+    std::vector<std::string> coordArgs = {coordinator, "run", "--certs", dir + "/certs", "--listen", "127.0.0.1:0",
+                                          "--db", dir + "/bench.db", "--model", kMlp, "--rounds", "3",
+                                          "--clients-per-round", "1"};
+    coordArgs.insert(coordArgs.end(), training.begin(), training.end());
+    pid_t coord = spawn(coordArgs, coordLog);
+    const int port = coord > 0 ? waitForPort(coordLog) : -1;
+    if (port < 0) {
+      fp.note = "the coordinator did not start (see " + coordLog + ")";
+    } else {
+      // The stripped copy runs: the measured binary is the one whose size is reported.
+      pid_t pid = spawn({stripped, "--coordinator", "127.0.0.1:" + std::to_string(port), "--certs", dir + "/certs",
+                         "--id", "client-0", "--data", args.data, "--shard", "0/10", "--log-level", "warn"},
+                        clientLog);
+      int status = 0;
+      struct rusage usage {};
+      struct rusage self {};
+      getrusage(RUSAGE_SELF, &self);
+      if (pid > 0 && wait4(pid, &status, 0, &usage) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        // ru_maxrss is in KiB on Linux, and at least this process's peak at the spawn
+        // (see main): a value that low measures the bench, not the client.
+        if (usage.ru_maxrss > self.ru_maxrss)
+          fp.rssMib = static_cast<double>(usage.ru_maxrss) / 1024.0;
+        else
+          fp.note = "the client's peak RSS is hidden by the bench's own (" + std::to_string(self.ru_maxrss / 1024) +
+                    " MiB)";
+      } else {
+        fp.note = "the client failed (see " + clientLog + ")";
+      }
+    }
+    if (coord > 0) {
+      kill(coord, SIGTERM);
+      waitpid(coord, nullptr, 0);
+    }
+  }
+  if (fp.note.empty()) std::filesystem::remove_all(dir);
+  return fp;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -186,8 +329,16 @@ int main(int argc, char** argv) {
     else if (a == "--eval-every") args.evalEvery = std::max(1, std::atoi(value().c_str()));
     else if (a == "--seeds") args.seeds = std::max(1, std::atoi(value().c_str()));
     else if (a == "--quick") args.quick = true;
+    else if (a == "--client-bin") args.clientBin = value();
+    else if (a == "--coordinator-bin") args.coordinatorBin = value();
     else die("unknown argument " + a + " (see the comment at the top of bench/train.cpp)");
   }
+  // 4 first: a spawned child's ru_maxrss counts the spawning process's resident set
+  // (Linux carries the old address space's high-water mark across exec), so the client
+  // is measured while this process is still small, before it loads the data set.
+  const ClientFootprint fp = measureClient(args, kDemoTraining);
+  const ClientFootprint dense = measureClient(args, kUncompressedTraining);
+
   auto fm = starling::data::loadFashionMnist(args.data);
   if (!fm) die(fm.status().toString());
   const Dataset& train = fm->train;
@@ -310,8 +461,20 @@ int main(int argc, char** argv) {
   }
   char torchCol[32] = "not_installed";
   if (torch32 > 0) std::snprintf(torchCol, sizeof torchCol, "%.0f", torch32);
+
+  // 4. The client binary.
+  char binCol[32] = "n/a";
+  char rssCol[32] = "n/a";
+  char denseCol[32] = "n/a";
+  if (fp.binMb >= 0) std::snprintf(binCol, sizeof binCol, "%.2f", fp.binMb);
+  if (fp.rssMib >= 0) std::snprintf(rssCol, sizeof rssCol, "%.1f", fp.rssMib);
+  if (dense.rssMib >= 0) std::snprintf(denseCol, sizeof denseCol, "%.1f", dense.rssMib);
+  std::printf("\n%-56s %10s %10s\n", "starling-client (stripped), shard 0/10, mlp:784-200-200-10", "MB", "peak MiB");
+  std::printf("%-56s %10s %10s\n", "demo federation (top-k 1%, fp16)   goal: <= 3, <= 24", binCol, rssCol);
+  std::printf("%-56s %10s %10s\n", "uncompressed updates and broadcasts", "", denseCol);
+  if (!fp.note.empty()) std::printf("  (%s)\n", fp.note.c_str());
   std::printf("\nsummary: ex_per_s_b32=%.0f torch_ex_per_s_b32=%s mlp_acc_5ep=%.4f cnn_acc=%.4f "
-              "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=n/a client_rss_mib=n/a\n",
-              exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio);
+              "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=%s client_rss_mib=%s\n",
+              exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio, binCol, rssCol);
   return 0;
 }

@@ -10,15 +10,13 @@
 // No exception crosses the C boundary: every entry point catches and reports
 // STARLING_ERR_INTERNAL with the exception's message.
 
-#include "starling_client.h"
-
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 
+#include <algorithm>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -39,6 +37,8 @@
 #include "starling/net/connection.hpp"
 #include "starling/net/tls_context.hpp"
 #include "starling/util/log.hpp"
+
+#include "starling_client.h"
 
 namespace {
 
@@ -69,17 +69,24 @@ class CallbackSink final : public spdlog::sinks::base_sink<std::mutex> {
 
 int codeFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return STARLING_OK;
+    case StatusCode::kOk:
+      return STARLING_OK;
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
-    case StatusCode::kUnsupported: return STARLING_ERR_INVALID_ARGUMENT;
-    case StatusCode::kMalformed: return STARLING_ERR_MALFORMED;
-    case StatusCode::kNotFound: return STARLING_ERR_NOT_FOUND;
-    case StatusCode::kUnauthenticated: return STARLING_ERR_UNAUTHENTICATED;
+    case StatusCode::kUnsupported:
+      return STARLING_ERR_INVALID_ARGUMENT;
+    case StatusCode::kMalformed:
+      return STARLING_ERR_MALFORMED;
+    case StatusCode::kNotFound:
+      return STARLING_ERR_NOT_FOUND;
+    case StatusCode::kUnauthenticated:
+      return STARLING_ERR_UNAUTHENTICATED;
     case StatusCode::kTimeout:
     case StatusCode::kClosed:
-    case StatusCode::kIo: return STARLING_ERR_IO;
-    case StatusCode::kInternal: return STARLING_ERR_INTERNAL;
+    case StatusCode::kIo:
+      return STARLING_ERR_IO;
+    case StatusCode::kInternal:
+      return STARLING_ERR_INTERNAL;
   }
   return STARLING_ERR_INTERNAL;
 }
@@ -110,9 +117,9 @@ Result<std::string> pemOf(const char* pem, const char* file, const char* what) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     const int err = errno;
-    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIo,
-                  std::string("cannot read '") + file + "' (" + what + "): " +
-                      (err != 0 ? std::strerror(err) : "cannot open"));
+    return Status(
+        err == ENOENT ? StatusCode::kNotFound : StatusCode::kIo,
+        std::string("cannot read '") + file + "' (" + what + "): " + (err != 0 ? std::strerror(err) : "cannot open"));
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -260,8 +267,8 @@ int starling_client_create(const starling_client_config* config, starling_client
     auto key = pemOf(config->key_pem, config->key_file, "key");
     if (!key) return c->fail(key.status());
     const std::string serverName = config->server_name != nullptr ? config->server_name : endpoint->host;
-    auto tls = net::TlsContext::create(net::TlsRole::kClient, {std::move(*ca), std::move(*cert), std::move(*key)},
-                                       serverName);
+    auto tls =
+        net::TlsContext::create(net::TlsRole::kClient, {std::move(*ca), std::move(*cert), std::move(*key)}, serverName);
     if (!tls) return c->fail(tls.status());
 
     c->endpoint = *endpoint;
@@ -270,7 +277,8 @@ int starling_client_create(const starling_client_config* config, starling_client
     c->options.id = id;
     c->options.seed = config->seed;
     c->options.limits.handshakeTimeout = std::chrono::milliseconds(config->handshake_timeout_ms);
-    if (config->backoff_initial_ms > 0) c->options.backoffInitial = std::chrono::milliseconds(config->backoff_initial_ms);
+    if (config->backoff_initial_ms > 0)
+      c->options.backoffInitial = std::chrono::milliseconds(config->backoff_initial_ms);
     if (config->backoff_max_ms > 0) c->options.backoffMax = std::chrono::milliseconds(config->backoff_max_ms);
     if (config->give_up_after_ms > 0) c->options.giveUpAfter = std::chrono::milliseconds(config->give_up_after_ms);
     if (c->options.backoffMax < c->options.backoffInitial) c->options.backoffMax = c->options.backoffInitial;
@@ -291,10 +299,12 @@ const char* starling_client_last_error(const starling_client* client) {
   return client->error.c_str();
 }
 
-const char* starling_client_version(void) { return kVersion; }
+const char* starling_client_version(void) {
+  return kVersion;
+}
 
-int starling_client_set_data_u8(starling_client* client, const uint8_t* features, const int32_t* labels,
-                                size_t count, size_t feature_dim, int num_classes, float scale) {
+int starling_client_set_data_u8(starling_client* client, const uint8_t* features, const int32_t* labels, size_t count,
+                                size_t feature_dim, int num_classes, float scale) {
   if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
   return guarded(client, [&]() -> int {
     if (int rc = checkIdle(client); rc != STARLING_OK) return rc;

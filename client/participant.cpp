@@ -131,7 +131,13 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         }
         break;
       }
-      case fb::Body::Heartbeat: break;
+      case fb::Body::Heartbeat: {
+        // Answer, so the coordinator knows this client is alive between rounds.
+        b.Clear();
+        st = co_await conn.send(wire::finishFrame(b, fb::CreateHeartbeat(b, msg->as<fb::Heartbeat>()->sent_ms())));
+        if (!st) co_return st;
+        break;
+      }
       case fb::Body::Bye: {
         const auto* bye = msg->as<fb::Bye>();
         if (bye->done()) {

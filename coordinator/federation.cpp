@@ -130,11 +130,7 @@ void Federation::handle(const std::shared_ptr<Session>& session, const wire::Mes
   switch (msg.type()) {
     case fb::Body::Hello: return hello(session, *msg.as<fb::Hello>());
     case fb::Body::Update: return update(session, *msg.as<fb::Update>());
-    case fb::Body::Heartbeat: {
-      flatbuffers::FlatBufferBuilder b(64);
-      session->send(share(wire::finishFrame(b, fb::CreateHeartbeat(b, msg.as<fb::Heartbeat>()->sent_ms()))));
-      return;
-    }
+    case fb::Body::Heartbeat: return;  // the answer to ours: it kept the connection alive
     case fb::Body::Error: {
       const auto* err = msg.as<fb::Error>();
       log_->warn("{} reports: {}", session->clientId(), str(err->message()));

@@ -78,7 +78,11 @@ int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLev
   options.listen = *listen;
   options.limits.maxFrameBytes = config.maxFrameBytes;
   options.limits.handshakeTimeout = std::chrono::milliseconds(config.handshakeTimeoutMs);
-  options.limits.idleTimeout = std::chrono::milliseconds(config.idleTimeoutMs);
+  // A client is silent while it trains: it may take up to the round's deadline,
+  // then answers the heartbeat it missed.
+  options.heartbeatMs = config.heartbeatMs;
+  options.limits.idleTimeout = std::chrono::milliseconds(
+      std::max<int64_t>(config.idleTimeoutMs, config.engine.deadlineMs + 2 * int64_t(config.heartbeatMs)));
   options.maxConnections = config.maxConnections;
   options.task = config.task.name;
   options.modelSpec = config.task.model;

@@ -33,8 +33,9 @@ fb::ErrorCode wireCode(StatusCode code) {
 
 }  // namespace
 
-Session::Session(std::shared_ptr<net::TlsStream> stream, net::ConnectionLimits limits, uint64_t id)
-    : conn_(std::move(stream), limits), id_(id), wake_(conn_.stream().executor()) {
+Session::Session(std::shared_ptr<net::TlsStream> stream, net::ConnectionLimits limits, uint64_t id,
+                 std::chrono::milliseconds heartbeat)
+    : conn_(std::move(stream), limits), id_(id), heartbeat_(heartbeat), wake_(conn_.stream().executor()) {
   wake_.expires_at(asio::steady_timer::time_point::max());
 }
 
@@ -71,7 +72,20 @@ asio::awaitable<void> Session::writer(std::shared_ptr<Session> self) {
       }
     }
     if (closing_) break;
-    co_await wake_.async_wait(kAsTuple);
+    if (heartbeat_.count() > 0)
+      wake_.expires_after(heartbeat_);
+    else
+      wake_.expires_at(asio::steady_timer::time_point::max());
+    auto [ec] = co_await wake_.async_wait(kAsTuple);
+    if (!ec && queue_.empty() && !closing_) {
+      // Quiet for a whole period: a heartbeat, which the client answers.
+      flatbuffers::FlatBufferBuilder b(64);
+      const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch());
+      auto frame = wire::finishFrame(b, fb::CreateHeartbeat(b, static_cast<uint64_t>(now.count())));
+      queuedBytes_ += frame.size();
+      queue_.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(frame)));
+    }
   }
   writerDone_ = true;
   for (const auto& f : queue_) queuedBytes_ -= f->size();
@@ -148,7 +162,8 @@ asio::awaitable<void> Server::acceptLoop() {
     std::shared_ptr<Session> session;
     {
       std::lock_guard lock(mu_);
-      session = std::make_shared<Session>(stream, options_.limits, nextId_++);
+      session = std::make_shared<Session>(stream, options_.limits, nextId_++,
+                                          std::chrono::milliseconds(handler_ ? options_.heartbeatMs : 0));
       live_.emplace(session->id(), session);
     }
     ++counters_.active;

@@ -47,7 +47,10 @@ using Frame = std::shared_ptr<const std::vector<uint8_t>>;
 // One authenticated connection. send() and close() may be called from any thread.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::shared_ptr<net::TlsStream> stream, net::ConnectionLimits limits, uint64_t id);
+  // heartbeat: a Heartbeat is written when nothing else was for this long (0 = never),
+  // so that a live client has something to answer and an idle link stays open.
+  Session(std::shared_ptr<net::TlsStream> stream, net::ConnectionLimits limits, uint64_t id,
+          std::chrono::milliseconds heartbeat = std::chrono::milliseconds(0));
 
   uint64_t id() const { return id_; }
   // The identity proven by the client's certificate ("client-3").
@@ -68,6 +71,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   net::Connection conn_;
   uint64_t id_;
+  std::chrono::milliseconds heartbeat_;
   asio::steady_timer wake_;
   std::deque<Frame> queue_;  // on the strand only
   bool closing_ = false;

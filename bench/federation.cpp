@@ -67,7 +67,10 @@ struct Options {
   double fullUpDensity = 0.01;
   std::string fullDownlink = "topk";
   double fullDownDensity = 0.01;
-  int fullTau = 188;
+  // Four local epochs: more local steps is what pays under top-k (ALGORITHMS.md §1;
+  // docs/benchmarks-federation.md has the runs that chose it). ADACOMM and priority
+  // sampling stay off: they cost accuracy and bytes in those runs.
+  int fullTau = 752;
   bool fullAdaptiveTau = false;
   bool fullPriority = false;
   std::string only;  // run only the configuration of this name

@@ -87,7 +87,8 @@ Result<Dataset> loadIdxSubset(const std::string& imagesPath, const std::string& 
   auto allLabels = loadIdxLabels(labelsPath);
   if (!allLabels) return allLabels.status();
   int maxLabel = 0;
-  for (int32_t l : *allLabels) maxLabel = std::max(maxLabel, l);
+  for (int32_t l : *allLabels)
+    maxLabel = std::max(maxLabel, l);
   if (numClasses > 0 && maxLabel >= numClasses)
     return Status(StatusCode::kMalformed, labelsPath + ": label " + std::to_string(maxLabel) +
                                               " is not below numClasses " + std::to_string(numClasses));
@@ -115,8 +116,8 @@ Result<Dataset> loadIdxSubset(const std::string& imagesPath, const std::string& 
   std::vector<std::pair<uint32_t, uint32_t>> wanted(idx.size());
   for (std::size_t s = 0; s < idx.size(); ++s) {
     if (idx[s] >= count)
-      return Status(StatusCode::kOutOfRange, imagesPath + ": example " + std::to_string(idx[s]) + " of " +
-                                                 std::to_string(count) + " requested");
+      return Status(StatusCode::kOutOfRange,
+                    imagesPath + ": example " + std::to_string(idx[s]) + " of " + std::to_string(count) + " requested");
     wanted[s] = {idx[s], static_cast<uint32_t>(s)};
   }
   std::sort(wanted.begin(), wanted.end());
@@ -145,13 +146,13 @@ Result<Dataset> loadIdxSubset(const std::string& imagesPath, const std::string& 
 }
 
 Result<std::vector<int32_t>> loadFashionMnistLabels(const std::string& dir, FashionMnistSplit split) {
-  auto labels = findFile(dir, std::string(split == FashionMnistSplit::kTrain ? "train" : "t10k") + "-labels-idx1-ubyte");
+  auto labels =
+      findFile(dir, std::string(split == FashionMnistSplit::kTrain ? "train" : "t10k") + "-labels-idx1-ubyte");
   if (!labels) return labels.status();
   return loadIdxLabels(*labels);
 }
 
-Result<Dataset> loadFashionMnistSubset(const std::string& dir, FashionMnistSplit split,
-                                       std::span<const uint32_t> idx) {
+Result<Dataset> loadFashionMnistSubset(const std::string& dir, FashionMnistSplit split, std::span<const uint32_t> idx) {
   const std::string prefix = split == FashionMnistSplit::kTrain ? "train" : "t10k";
   auto images = findFile(dir, prefix + "-images-idx3-ubyte");
   if (!images) return images.status();

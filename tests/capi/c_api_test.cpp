@@ -1,12 +1,11 @@
 // The C API (starling_client.h) against a real coordinator — Server plus Federation
 // on 127.0.0.1 with an in-memory store — running on its own thread in this process.
 
-#include <catch2/catch.hpp>
-
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include "starling/coordinator/federation.hpp"
 #include "starling/coordinator/server.hpp"
 #include "starling/coordinator/store.hpp"
+
 #include "starling_client.h"
 #include "support/federation_fixture.hpp"
 
@@ -42,7 +42,8 @@ struct Clusters {
     std::normal_distribution<float> noise(0.0f, 0.3f);
     for (std::size_t i = 0; i < n; ++i) {
       y[i] = static_cast<int32_t>(i % kClasses);
-      for (std::size_t j = 0; j < kDim; ++j) x[i * kDim + j] = (j == static_cast<std::size_t>(y[i]) ? 2.0f : 0.0f) + noise(rng);
+      for (std::size_t j = 0; j < kDim; ++j)
+        x[i * kDim + j] = (j == static_cast<std::size_t>(y[i]) ? 2.0f : 0.0f) + noise(rng);
     }
   }
 };
@@ -64,8 +65,8 @@ class Coordinator {
     task.name = "capi-test";
     task.model = "mlp:4-8-3";
     task.batchSize = 8;
-    federation_ = coordinator::Federation::create(io_, engine, task, coordinator::Store::open(":memory:").value(), log_)
-                      .value();
+    federation_ =
+        coordinator::Federation::create(io_, engine, task, coordinator::Store::open(":memory:").value(), log_).value();
     coordinator::ServerOptions options;
     options.listen = {"127.0.0.1", 0};
     options.task = task.name;
@@ -166,7 +167,9 @@ std::string deadAddress() {
 
 }  // namespace
 
-TEST_CASE("the C header compiles as C99 and behaves from C", "[capi]") { CHECK(starling_capi_c_check() == 0); }
+TEST_CASE("the C header compiles as C99 and behaves from C", "[capi]") {
+  CHECK(starling_capi_c_check() == 0);
+}
 
 TEST_CASE("two embedded clients train a federation to completion through the C API", "[capi][federation]") {
   Pki pki;
@@ -241,8 +244,7 @@ TEST_CASE("stop() from another thread makes run() return while it waits on the c
   CHECK(s.rounds_trained == 0);
 }
 
-TEST_CASE("stop() also ends a run that keeps failing to connect, and a stop before run() is not lost",
-          "[capi][stop]") {
+TEST_CASE("stop() also ends a run that keeps failing to connect, and a stop before run() is not lost", "[capi][stop]") {
   Pki pki;
   Clusters data(30, 4);
   Client a(pki, "client-0", deadAddress());
@@ -304,8 +306,7 @@ TEST_CASE("the C API refuses what it cannot use, saying why", "[capi][errors]") 
     REQUIRE(starling_client_create(&config, &c) == STARLING_OK);
     Clusters data(10, 5);
     REQUIRE(starling_client_set_data_f32(c, data.x.data(), data.y.data(), 10, kDim, kClasses) == STARLING_OK);
-    CHECK(starling_client_set_data_f32(c, nullptr, data.y.data(), 10, kDim, kClasses) ==
-          STARLING_ERR_INVALID_ARGUMENT);
+    CHECK(starling_client_set_data_f32(c, nullptr, data.y.data(), 10, kDim, kClasses) == STARLING_ERR_INVALID_ARGUMENT);
     data.y[3] = 7;  // beyond num_classes
     CHECK(starling_client_set_data_f32(c, data.x.data(), data.y.data(), 10, kDim, kClasses) != STARLING_OK);
     auto failing = [](void*, size_t index, float*, int32_t* label) -> int {

@@ -30,7 +30,6 @@ Result<Dataset> loadIdxSubset(const std::string& imagesPath, const std::string& 
 
 // The same for a split of Fashion-MNIST in dir (files as loadFashionMnistSplit finds them).
 Result<std::vector<int32_t>> loadFashionMnistLabels(const std::string& dir, FashionMnistSplit split);
-Result<Dataset> loadFashionMnistSubset(const std::string& dir, FashionMnistSplit split,
-                                       std::span<const uint32_t> idx);
+Result<Dataset> loadFashionMnistSubset(const std::string& dir, FashionMnistSplit split, std::span<const uint32_t> idx);
 
 }  // namespace starling::data

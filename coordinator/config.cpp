@@ -76,7 +76,7 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
   bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");
   bind("eval.test-data", t.testData, "Fashion-MNIST directory to evaluate on (empty = none)");
-  bind("eval.every", t.evalEvery, "evaluate every N committed rounds");
+  bind("eval.eval-every", t.evalEvery, "evaluate every N committed rounds");
   bind("output.model-file", t.modelOut, "file the final model is saved to (empty = none)");
   bind("server.listen", c.listen, "address to listen on, HOST:PORT");
   bind("server.certs", c.certs, "directory with ca.crt, coordinator.crt, coordinator.key");

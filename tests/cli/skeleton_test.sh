@@ -76,6 +76,21 @@ bad_address() {
 }
 check "a bad address is explained" bad_address
 
+config_error() {  # config_error FILE_TEXT EXPECTED [FLAGS...]
+  printf '%s\n' "$1" >"$work/bad.toml"
+  local expect=$2
+  shift 2
+  local out
+  out=$("$coord_bin" run --config "$work/bad.toml" --certs "$work/certs" --db "$work/bad.db" "$@" 2>&1)
+  [ $? -ne 0 ] && grep -q "$expect" <<<"$out" || { echo "  said: $out"; return 1; }
+}
+check "an unknown setting in the config file is named" \
+  config_error $'[task]\nroundz = 3' "bad.toml: unknown setting 'task.roundz'"
+check "a setting of the wrong type is named" config_error $'[task]\nrounds = "many"' "'task.rounds' must be an integer"
+check "a TOML syntax error gives file, line and column" config_error $'[task\nrounds = 3' "bad.toml:1:"
+check "flags override the file" \
+  config_error $'[train]\ntau = 5\ntau-max = 100' "tau (5) <= tau-max (4)" --tau-max 4
+
 kill -TERM "$coord_pid"
 wait "$coord_pid"
 rc=$?

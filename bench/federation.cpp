@@ -289,7 +289,7 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
                                 "false",
                                 "--test-data",
                                 o.data,
-                                "--every",
+                                "--eval-every",
                                 "1"};
   auto add = [&](std::initializer_list<std::string> more) { a.insert(a.end(), more); };
   if (c.full) {

@@ -429,8 +429,7 @@ uint64_t RoundEngine::commitsSince(uint64_t baseRound) const {
   return static_cast<uint64_t>(std::distance(first, log_.end()));
 }
 
-void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
-  OpenRound& r = *open_;
+RoundSummary RoundEngine::summaryOf(const OpenRound& r, int64_t nowMs) {
   RoundSummary s;
   s.round = r.round;
   s.tau = r.tau;
@@ -442,6 +441,12 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   s.endedMs = nowMs;
   s.bytesDownRaw = r.bytesDownRaw;
   s.bytesDownWire = r.bytesDownWire;
+  return s;
+}
+
+void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
+  OpenRound& r = *open_;
+  RoundSummary s = summaryOf(r, nowMs);
 
   // Reject updates whose norm is far above the round's median.
   std::vector<std::unique_ptr<Pending>> use;
@@ -553,19 +558,9 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
 
 void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::vector<Action>& out) {
   OpenRound& r = *open_;
-  RoundSummary s;
-  s.round = r.round;
+  RoundSummary s = summaryOf(r, nowMs);
   s.committed = false;
   s.reason = reason;
-  s.tau = r.tau;
-  s.lr = r.lr;
-  s.uplinkDensity = r.upDensity;
-  s.downlinkDensity = r.downDensity;
-  s.selected = r.selected;
-  s.startedMs = r.startedMs;
-  s.endedMs = nowMs;
-  s.bytesDownRaw = r.bytesDownRaw;
-  s.bytesDownWire = r.bytesDownWire;
   s.modelChecksum = modelChecksum_;
   std::vector<ParticipantResult> records = std::move(r.closed);
   for (auto& p : r.received) {

@@ -230,6 +230,7 @@ class RoundEngine {
   RoundEngine(EngineConfig config, std::vector<float> model);
   Status init();
   void maybeStartRound(int64_t nowMs, std::vector<Action>& out);
+  static RoundSummary summaryOf(const OpenRound& r, int64_t nowMs);
   void closeRound(int64_t nowMs, std::vector<Action>& out);
   void abandonRound(const std::string& reason, int64_t nowMs, std::vector<Action>& out);
   Assignment makeAssignment(Client& c, uint64_t round, int64_t nowMs);

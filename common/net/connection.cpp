@@ -96,7 +96,7 @@ Result<Endpoint> parseEndpoint(const std::string& text) {
   return Endpoint{host, static_cast<uint16_t>(value)};
 }
 
-asio::awaitable<Result<Connection>> connect(asio::any_io_executor executor, const Endpoint& endpoint,
+asio::awaitable<Result<Connection>> connect(asio::any_io_executor executor, Endpoint endpoint,
                                             std::shared_ptr<const TlsContext> context, ConnectionLimits limits) {
   constexpr auto kAsTuple = asio::experimental::as_tuple(asio::use_awaitable);
   asio::ip::tcp::resolver resolver(executor);

@@ -65,7 +65,8 @@ struct Endpoint {
 Result<Endpoint> parseEndpoint(const std::string& text);
 
 // Resolves, connects and runs the TLS handshake (within limits.handshakeTimeout).
-asio::awaitable<Result<Connection>> connect(asio::any_io_executor executor, const Endpoint& endpoint,
+// Parameters are taken by value: a coroutine outlives its caller's temporaries.
+asio::awaitable<Result<Connection>> connect(asio::any_io_executor executor, Endpoint endpoint,
                                             std::shared_ptr<const TlsContext> context, ConnectionLimits limits);
 
 }  // namespace starling::net

@@ -1,4 +1,4 @@
-// bench/federation: a real federation (coordinator + 10 client processes on loopback), FedAvg vs full compression, beside Flower 1.6.
+// bench/federation: a real 10-client federation on loopback, FedAvg vs fully-on compression, beside Flower 1.6
 //
 // The job of the Flower baseline: Fashion-MNIST, MLP 784-200-200-10, 10 starling-client
 // processes on 127.0.0.1 over mutual TLS, one local epoch per round (188 steps of
@@ -74,7 +74,7 @@ struct Options {
   int fullTau = 1504;
   bool fullAdaptiveTau = false;
   bool fullPriority = false;
-  std::string only;  // run only the configuration of this name
+  std::string only;    // run only the configuration of this name
   int timeoutS = 600;  // per configuration
   bool keep = false;   // keep the temporary directory
 };
@@ -105,8 +105,12 @@ struct Result {
   double finalAccuracy() const {
     return !rounds.empty() && rounds.back().accuracy ? *rounds.back().accuracy * 100 : NAN;
   }
-  double meanUpMB() const { return meanOf([](const Round& r) { return r.bytesUp; }) / 1e6; }
-  double meanDownMB() const { return meanOf([](const Round& r) { return r.bytesDown; }) / 1e6; }
+  double meanUpMB() const {
+    return meanOf([](const Round& r) { return r.bytesUp; }) / 1e6;
+  }
+  double meanDownMB() const {
+    return meanOf([](const Round& r) { return r.bytesDown; }) / 1e6;
+  }
   // Seconds per round: from the start of the first round to the end of the last,
   // evaluation and scheduling gaps included, over the number of rounds.
   double sPerRound() const {
@@ -132,7 +136,8 @@ struct Result {
   double meanOf(F f) const {
     if (rounds.empty()) return NAN;
     double s = 0;
-    for (const Round& r : rounds) s += f(r);
+    for (const Round& r : rounds)
+      s += f(r);
     return s / static_cast<double>(rounds.size());
   }
 };
@@ -142,7 +147,8 @@ struct Result {
 // Starts argv[0] with stdout and stderr appended to logPath; returns its pid or -1.
 pid_t spawnLogged(const std::vector<std::string>& args, const std::string& logPath) {
   std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -190,7 +196,9 @@ void killAll(std::vector<Child*>& children) {
   }
 }
 
-bool exitedOk(const Child& c) { return c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0; }
+bool exitedOk(const Child& c) {
+  return c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+}
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -201,7 +209,8 @@ std::string readFile(const std::string& path) {
 
 int countOccurrences(const std::string& text, const std::string& needle) {
   int n = 0;
-  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + needle.size())) ++n;
+  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + needle.size()))
+    ++n;
   return n;
 }
 
@@ -296,13 +305,13 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
   if (c.full) {
     // tau-max bounds the initial tau too: raise it when a longer tau is asked for.
     add({"--tau", std::to_string(o.fullTau), "--tau-max", std::to_string(std::max(o.fullTau, 1000))});
-    add({"--uplink", o.fullUplink, "--uplink-density", fmt::format("{}", o.fullUpDensity), "--downlink", o.fullDownlink, "--downlink-density",
-         fmt::format("{}", o.fullDownDensity), "--fp16-values", "true", "--error-feedback", "true",
-         "--adaptive-tau", o.fullAdaptiveTau ? "true" : "false", "--priority-sampling",
+    add({"--uplink", o.fullUplink, "--uplink-density", fmt::format("{}", o.fullUpDensity), "--downlink", o.fullDownlink,
+         "--downlink-density", fmt::format("{}", o.fullDownDensity), "--fp16-values", "true", "--error-feedback",
+         "true", "--adaptive-tau", o.fullAdaptiveTau ? "true" : "false", "--priority-sampling",
          o.fullPriority ? "true" : "false"});
   } else {
-    add({"--tau", std::to_string(o.tau), "--uplink", "identity", "--downlink", "identity", "--error-feedback",
-         "false", "--adaptive-tau", "false", "--priority-sampling", "false"});
+    add({"--tau", std::to_string(o.tau), "--uplink", "identity", "--downlink", "identity", "--error-feedback", "false",
+         "--adaptive-tau", "false", "--priority-sampling", "false"});
   }
   return a;
 }
@@ -372,7 +381,8 @@ Result runConfig(const Options& o, const Config& c, const std::string& dir) {
       if (countOccurrences(log, " joined from ") >= o.clients) res.connectS = seconds(spawnStart, Clock::now());
     }
     bool running = false;
-    for (Child* ch : all) running = running || !ch->exited;
+    for (Child* ch : all)
+      running = running || !ch->exited;
     if (!running) break;
     if (coord.exited && !exitedOk(coord)) break;
     if (seconds(t0, Clock::now()) > o.timeoutS) {
@@ -386,7 +396,8 @@ Result runConfig(const Options& o, const Config& c, const std::string& dir) {
   while (seconds(grace, Clock::now()) < 10) {
     reapExited(all);
     bool running = false;
-    for (Child* ch : all) running = running || !ch->exited;
+    for (Child* ch : all)
+      running = running || !ch->exited;
     if (!running) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -405,7 +416,8 @@ Result runConfig(const Options& o, const Config& c, const std::string& dir) {
   }
   res.coordRssMiB = static_cast<double>(coord.maxRssKiB) / 1024.0;
   long clientMax = 0;
-  for (const Child& ch : clients) clientMax = std::max(clientMax, ch.maxRssKiB);
+  for (const Child& ch : clients)
+    clientMax = std::max(clientMax, ch.maxRssKiB);
   res.clientRssMiB = static_cast<double>(clientMax) / 1024.0;
 
   const std::string reportPath = dir + "/" + c.name + "-report.json";
@@ -429,7 +441,9 @@ std::string num(double v, int digits, std::string_view suffix = "") {
   return fmt::format("{:.{}f}{}", v, digits, suffix);
 }
 
-std::string yesNo(bool measured, bool met) { return !measured ? "not measured" : met ? "yes" : "**NO**"; }
+std::string yesNo(bool measured, bool met) {
+  return !measured ? "not measured" : met ? "yes" : "**NO**";
+}
 
 void usage() {
   std::fprintf(stderr,
@@ -524,14 +538,18 @@ int main(int argc, char** argv) {
   }
   const Result &fi = results[0], &ui = results[1], &fs2 = results[2], &us = results[3];
 
-  std::printf("Federation on 127.0.0.1: Fashion-MNIST, MLP 784-200-200-10, %d starling-client processes + 1 coordinator,\n",
-              o.clients);
-  std::printf("%d rounds of %d clients, lr %g, batch %d, momentum 0; FedAvg: tau %d (one local epoch), fp32 both ways;\n",
-              o.rounds, o.clients, o.lr, o.batch, o.tau);
-  std::printf("full: tau %d (%.0f local epochs), uplink %s %g%%, downlink %s %g%%, fp16 values, error feedback both ends, ADACOMM %s, "
-              "priority sampling %s.\n",
-              o.fullTau, o.fullTau / static_cast<double>(o.tau), o.fullUplink.c_str(), o.fullUpDensity * 100, o.fullDownlink.c_str(), o.fullDownDensity * 100,
-              o.fullAdaptiveTau ? "on" : "off", o.fullPriority ? "on" : "off");
+  std::printf(
+      "Federation on 127.0.0.1: Fashion-MNIST, MLP 784-200-200-10, %d starling-client processes + 1 coordinator,\n",
+      o.clients);
+  std::printf(
+      "%d rounds of %d clients, lr %g, batch %d, momentum 0; FedAvg: tau %d (one local epoch), fp32 both ways;\n",
+      o.rounds, o.clients, o.lr, o.batch, o.tau);
+  std::printf(
+      "full: tau %d (%.0f local epochs), uplink %s %g%%, downlink %s %g%%, fp16 values, error feedback both ends, "
+      "ADACOMM %s, "
+      "priority sampling %s.\n",
+      o.fullTau, o.fullTau / static_cast<double>(o.tau), o.fullUplink.c_str(), o.fullUpDensity * 100,
+      o.fullDownlink.c_str(), o.fullDownDensity * 100, o.fullAdaptiveTau ? "on" : "off", o.fullPriority ? "on" : "off");
   std::printf("Flower 1.6: the same job measured earlier on this machine (not installable here), for reference.\n\n");
 
   int roundF = 0, roundU = 0;
@@ -570,7 +588,8 @@ int main(int argc, char** argv) {
        [](const Result& r) { return num(r.connectS, 3); }},
       {"wall seconds, whole configuration", "-", [](const Result& r) { return num(r.wallS, 1); }},
   };
-  std::printf("| metric | Flower 1.6 (earlier; IID / shards) | FedAvg IID | full IID | FedAvg 2-class | full 2-class |\n");
+  std::printf(
+      "| metric | Flower 1.6 (earlier; IID / shards) | FedAvg IID | full IID | FedAvg 2-class | full 2-class |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (const Line& l : lines) {
     std::printf("| %s | %s | %s | %s | %s | %s |\n", l.metric.c_str(), l.flower.c_str(), col(fi, l.f).c_str(),
@@ -615,6 +634,7 @@ int main(int argc, char** argv) {
       num(accF, 2).c_str(), num(accU, 2).c_str(), num(accFs, 2).c_str(), num(accUs, 2).c_str(), num(ratio, 1).c_str(),
       num(sRound, 3).c_str(), num(clientRss, 1).c_str(), num(coordRss, 1).c_str(), num(connectS, 3).c_str());
   bool allOk = true;
-  for (const Result& r : results) allOk = allOk && (r.ok || r.error == "not run");
+  for (const Result& r : results)
+    allOk = allOk && (r.ok || r.error == "not run");
   return allOk ? 0 : 1;
 }

@@ -63,7 +63,7 @@ struct Args {
   int cnnEpochs = 4;
   int evalEvery = 100;
   int seeds = 3;
-  bool quick = false;  // smaller runs, for a smoke test
+  bool quick = false;                                     // smaller runs, for a smoke test
   std::string clientBin = STARLING_CLIENT_BIN;            // set by bench/meson.build
   std::string coordinatorBin = STARLING_COORDINATOR_BIN;  // set by bench/meson.build
 };
@@ -82,8 +82,8 @@ Model build(const char* spec, uint64_t seed) {
 
 // A trainer that keeps its momentum across run() calls, so that consecutive runs are
 // one continuous SGD trajectory.
-Trainer makeTrainer(const char* spec, const Dataset& train, int batch, SamplingMode mode,
-                    uint64_t initSeed = 1, int maxScoreAge = 0) {
+Trainer makeTrainer(const char* spec, const Dataset& train, int batch, SamplingMode mode, uint64_t initSeed = 1,
+                    int maxScoreAge = 0) {
   TrainerOptions options;
   options.batchSize = batch;
   options.momentum = 0.9f;
@@ -132,8 +132,8 @@ std::vector<std::pair<int, double>> runTorch(const Args& args, std::string& note
     note = "not installed";
     return out;
   }
-  const std::string cmd = "/usr/bin/python3 '" + script + "' --data '" + args.data +
-                          "' --batches 32,64 --examples " + (args.quick ? "6400" : "64000") + " 2>&1";
+  const std::string cmd = "/usr/bin/python3 '" + script + "' --data '" + args.data + "' --batches 32,64 --examples " +
+                          (args.quick ? "6400" : "64000") + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) {
     note = "not installed";
@@ -162,8 +162,8 @@ struct ToTarget {
   double finalAccuracy = 0;
 };
 
-ToTarget stepsTo(double target, SamplingMode mode, int maxScoreAge, const Dataset& train,
-                 const Dataset& test, const Args& args, int maxSteps, uint64_t initSeed) {
+ToTarget stepsTo(double target, SamplingMode mode, int maxScoreAge, const Dataset& train, const Dataset& test,
+                 const Args& args, int maxSteps, uint64_t initSeed) {
   Trainer t = makeTrainer(kMlp, train, 32, mode, initSeed, maxScoreAge);
   ToTarget r;
   uint64_t seed = 1000 * initSeed;
@@ -184,7 +184,6 @@ ToTarget stepsTo(double target, SamplingMode mode, int maxScoreAge, const Datase
   return r;
 }
 
-
 // ---- 4. the starling-client binary: stripped size, peak RSS on a 6,000-example shard ----
 
 #ifndef STARLING_CLIENT_BIN
@@ -195,15 +194,16 @@ ToTarget stepsTo(double target, SamplingMode mode, int maxScoreAge, const Datase
 #endif
 
 struct ClientFootprint {
-  double binMb = -1;    // stripped size, 10^6 bytes
-  double rssMib = -1;   // peak resident set, 2^20 bytes
-  std::string note;     // why a number is missing
+  double binMb = -1;   // stripped size, 10^6 bytes
+  double rssMib = -1;  // peak resident set, 2^20 bytes
+  std::string note;    // why a number is missing
 };
 
 // Starts argv with stdout and stderr appended to logPath; returns the pid (-1 on failure).
 pid_t spawn(const std::vector<std::string>& argv, const std::string& logPath) {
   std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -234,13 +234,29 @@ int waitForPort(const std::string& logPath) {
 // The federation of examples/fashion-mnist/coordinator.toml (scripts/demo's): one
 // local epoch of a 6,000-example shard per round, priority sampling, top-k 1% both
 // ways with fp16 values.
-const std::vector<std::string> kDemoTraining = {
-    "--lr", "0.05", "--tau", "188", "--batch-size", "32", "--momentum", "0", "--priority-sampling", "true",
-    "--uplink", "topk-sampled", "--uplink-density", "0.01", "--downlink", "topk", "--downlink-density", "0.01",
-    "--fp16-values", "true"};
+const std::vector<std::string> kDemoTraining = {"--lr",
+                                                "0.05",
+                                                "--tau",
+                                                "188",
+                                                "--batch-size",
+                                                "32",
+                                                "--momentum",
+                                                "0",
+                                                "--priority-sampling",
+                                                "true",
+                                                "--uplink",
+                                                "topk-sampled",
+                                                "--uplink-density",
+                                                "0.01",
+                                                "--downlink",
+                                                "topk",
+                                                "--downlink-density",
+                                                "0.01",
+                                                "--fp16-values",
+                                                "true"};
 // The same without compression: dense updates and broadcasts (the client's worst case).
-const std::vector<std::string> kUncompressedTraining = {"--lr", "0.05", "--tau", "188", "--batch-size", "32",
-                                                        "--momentum", "0", "--priority-sampling", "true"};
+const std::vector<std::string> kUncompressedTraining = {
+    "--lr", "0.05", "--tau", "188", "--batch-size", "32", "--momentum", "0", "--priority-sampling", "true"};
 
 // The size of `strip`'s copy of the client, and that copy's peak RSS (wait4's
 // ru_maxrss) while it trains on shard 0/10 of the training set (6,000 examples) for a
@@ -270,14 +286,15 @@ ClientFootprint measureClient(const Args& args, const std::vector<std::string>& 
 
   if (coordinator.empty() || access(coordinator.c_str(), X_OK) != 0) {
     fp.note = "no starling-coordinator at '" + coordinator + "'";
-  } else if (std::system(("'" + coordinator + "' init --out '" + dir + "/certs' --clients 1 >/dev/null").c_str()) != 0) {
+  } else if (std::system(("'" + coordinator + "' init --out '" + dir + "/certs' --clients 1 >/dev/null").c_str()) !=
+             0) {
     fp.note = "starling-coordinator init failed";
   } else {
     const std::string coordLog = dir + "/coordinator.log";
     const std::string clientLog = dir + "/client.log";
-    std::vector<std::string> coordArgs = {coordinator, "run", "--certs", dir + "/certs", "--listen", "127.0.0.1:0",
-                                          "--db", dir + "/bench.db", "--model", kMlp, "--rounds", "3",
-                                          "--clients-per-round", "1"};
+    std::vector<std::string> coordArgs = {
+        coordinator,       "run",     "--certs", dir + "/certs", "--listen", "127.0.0.1:0",         "--db",
+        dir + "/bench.db", "--model", kMlp,      "--rounds",     "3",        "--clients-per-round", "1"};
     coordArgs.insert(coordArgs.end(), training.begin(), training.end());
     pid_t coord = spawn(coordArgs, coordLog);
     const int port = coord > 0 ? waitForPort(coordLog) : -1;
@@ -298,8 +315,8 @@ ClientFootprint measureClient(const Args& args, const std::vector<std::string>& 
         if (usage.ru_maxrss > self.ru_maxrss)
           fp.rssMib = static_cast<double>(usage.ru_maxrss) / 1024.0;
         else
-          fp.note = "the client's peak RSS is hidden by the bench's own (" + std::to_string(self.ru_maxrss / 1024) +
-                    " MiB)";
+          fp.note =
+              "the client's peak RSS is hidden by the bench's own (" + std::to_string(self.ru_maxrss / 1024) + " MiB)";
       } else {
         fp.note = "the client failed (see " + clientLog + ")";
       }
@@ -323,15 +340,24 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) die("missing value after " + a);
       return argv[++i];
     };
-    if (a == "--data") args.data = value();
-    else if (a == "--torch-script") args.torchScript = value();
-    else if (a == "--cnn-epochs") args.cnnEpochs = std::atoi(value().c_str());
-    else if (a == "--eval-every") args.evalEvery = std::max(1, std::atoi(value().c_str()));
-    else if (a == "--seeds") args.seeds = std::max(1, std::atoi(value().c_str()));
-    else if (a == "--quick") args.quick = true;
-    else if (a == "--client-bin") args.clientBin = value();
-    else if (a == "--coordinator-bin") args.coordinatorBin = value();
-    else die("unknown argument " + a + " (see the comment at the top of bench/train.cpp)");
+    if (a == "--data")
+      args.data = value();
+    else if (a == "--torch-script")
+      args.torchScript = value();
+    else if (a == "--cnn-epochs")
+      args.cnnEpochs = std::atoi(value().c_str());
+    else if (a == "--eval-every")
+      args.evalEvery = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--seeds")
+      args.seeds = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--quick")
+      args.quick = true;
+    else if (a == "--client-bin")
+      args.clientBin = value();
+    else if (a == "--coordinator-bin")
+      args.coordinatorBin = value();
+    else
+      die("unknown argument " + a + " (see the comment at the top of bench/train.cpp)");
   }
   // 4 first: a spawned child's ru_maxrss counts the spawning process's resident set
   // (Linux carries the old address space's high-water mark across exec), so the client
@@ -348,8 +374,8 @@ int main(int argc, char** argv) {
   // 1. Throughput.
   std::string torchNote;
   auto torch = runTorch(args, torchNote);
-  std::printf("%-34s %6s %16s %16s %8s\n", "local SGD, mlp:784-200-200-10", "batch", "starling ex/s",
-              "pytorch ex/s", "ratio");
+  std::printf("%-34s %6s %16s %16s %8s\n", "local SGD, mlp:784-200-200-10", "batch", "starling ex/s", "pytorch ex/s",
+              "ratio");
   double exPerS32 = 0.0;
   double torch32 = 0.0;
   for (int b : {32, 64}) {
@@ -357,7 +383,8 @@ int main(int argc, char** argv) {
     advance(t, 50, 0.01f, 1);  // warm-up: grows the workspaces
     const int steps = (args.quick ? 6400 : 64000) / b;
     double best = 0.0;
-    for (int rep = 0; rep < 3; ++rep) best = std::max(best, steps * b / advance(t, steps, 0.01f, 2 + rep));
+    for (int rep = 0; rep < 3; ++rep)
+      best = std::max(best, steps * b / advance(t, steps, 0.01f, 2 + rep));
     double theirs = 0.0;
     for (auto [tb, rate] : torch)
       if (tb == b) theirs = rate;
@@ -378,8 +405,7 @@ int main(int argc, char** argv) {
   }
 
   // 2. Centralized accuracy.
-  std::printf("\n%-44s %6s %10s %10s\n", "centralized, batch 32, momentum 0.9", "epoch", "test acc",
-              "train s");
+  std::printf("\n%-44s %6s %10s %10s\n", "centralized, batch 32, momentum 0.9", "epoch", "test acc", "train s");
   double mlpAcc = 0.0;
   {
     Trainer t = makeTrainer(kMlp, train, 32, SamplingMode::kUniform);
@@ -428,8 +454,7 @@ int main(int argc, char** argv) {
     // from one evaluation to the next at that stage).
     int reached = 0;
     for (int s = 1; s <= args.seeds; ++s) {
-      ToTarget one = stepsTo(target, row.mode, row.maxScoreAge, train, test, args, maxSteps,
-                             static_cast<uint64_t>(s));
+      ToTarget one = stepsTo(target, row.mode, row.maxScoreAge, train, test, args, maxSteps, static_cast<uint64_t>(s));
       if (one.steps < 0) continue;
       ++reached;
       row.r.steps = (row.r.steps < 0 ? 0 : row.r.steps) + one.steps;
@@ -473,8 +498,9 @@ int main(int argc, char** argv) {
   std::printf("%-56s %10s %10s\n", "demo federation (top-k 1%, fp16)   goal: <= 3, <= 24", binCol, rssCol);
   std::printf("%-56s %10s %10s\n", "uncompressed updates and broadcasts", "", denseCol);
   if (!fp.note.empty()) std::printf("  (%s)\n", fp.note.c_str());
-  std::printf("\nsummary: ex_per_s_b32=%.0f torch_ex_per_s_b32=%s mlp_acc_5ep=%.4f cnn_acc=%.4f "
-              "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=%s client_rss_mib=%s\n",
-              exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio, binCol, rssCol);
+  std::printf(
+      "\nsummary: ex_per_s_b32=%.0f torch_ex_per_s_b32=%s mlp_acc_5ep=%.4f cnn_acc=%.4f "
+      "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=%s client_rss_mib=%s\n",
+      exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio, binCol, rssCol);
   return 0;
 }

@@ -17,7 +17,9 @@ namespace fb = wire::fb;
 
 namespace {
 
-std::string str(const flatbuffers::String* s) { return s != nullptr ? s->str() : std::string(); }
+std::string str(const flatbuffers::String* s) {
+  return s != nullptr ? s->str() : std::string();
+}
 
 uint64_t mix(uint64_t a, uint64_t b) {
   uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
@@ -30,7 +32,8 @@ uint64_t mix(uint64_t a, uint64_t b) {
 Participant::Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
     : shard_(shard), options_(std::move(options)), log_(std::move(log)) {
   seed_ = options_.seed;
-  for (char ch : options_.id) seed_ = mix(seed_, static_cast<unsigned char>(ch));
+  for (char ch : options_.id)
+    seed_ = mix(seed_, static_cast<unsigned char>(ch));
 }
 
 Participant::~Participant() = default;
@@ -96,8 +99,8 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         // Settle the update that was in flight when the last connection ended.
         if (pendingRound_ > 0) settle(w->last_accepted_round() >= pendingRound_, pendingRound_);
         welcomed = true;
-        log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w->task()),
-                   str(w->client_id()), w->round(), modelSpec_);
+        log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w->task()), str(w->client_id()),
+                   w->round(), modelSpec_);
         break;
       }
       case fb::Body::RoundAssign: {
@@ -112,8 +115,8 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         if (Status caught = catchUp(*a); !caught) {
           log_->warn("{}", caught.message());
           b.Clear();
-          st = co_await conn.send(wire::finishFrame(b, fb::CreateErrorDirect(b, fb::ErrorCode::Unexpected,
-                                                                             caught.message().c_str())));
+          st = co_await conn.send(
+              wire::finishFrame(b, fb::CreateErrorDirect(b, fb::ErrorCode::Unexpected, caught.message().c_str())));
           if (!st) co_return st;
           break;
         }
@@ -151,7 +154,8 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         const auto* e = msg->as<fb::Error>();
         co_return Status(StatusCode::kClosed, "the coordinator reported an error: " + str(e->message()));
       }
-      default: co_return Status(StatusCode::kMalformed, fmt::format("unexpected {} from the coordinator", msg->typeName()));
+      default:
+        co_return Status(StatusCode::kMalformed, fmt::format("unexpected {} from the coordinator", msg->typeName()));
     }
   }
 }
@@ -172,8 +176,9 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   to.sampler.mode = hyper->priority_sampling() ? SamplingMode::kAdaptive : SamplingMode::kUniform;
   const std::size_t d = model->numParams();
   auto trainer = Trainer::create(std::move(*model), shard_, to);
-  if (!trainer) return Status(StatusCode::kInvalidArgument, "this client's data cannot train the coordinator's model: " +
-                                                                trainer.status().message());
+  if (!trainer)
+    return Status(StatusCode::kInvalidArgument,
+                  "this client's data cannot train the coordinator's model: " + trainer.status().message());
   trainer_.emplace(std::move(*trainer));
   compression::CompressorOptions co;
   co.values = comp->fp16_values() ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32;

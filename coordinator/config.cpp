@@ -1,8 +1,8 @@
 #include "starling/coordinator/config.hpp"
 
 #include <fmt/format.h>
-
 #include <toml++/toml.h>
+
 #include <type_traits>
 
 namespace starling::coordinator {

@@ -14,11 +14,17 @@ namespace fb = wire::fb;
 
 namespace {
 
-Frame share(std::vector<uint8_t> bytes) { return std::make_shared<const std::vector<uint8_t>>(std::move(bytes)); }
+Frame share(std::vector<uint8_t> bytes) {
+  return std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+}
 
-std::string str(const flatbuffers::String* s) { return s != nullptr ? s->str() : std::string(); }
+std::string str(const flatbuffers::String* s) {
+  return s != nullptr ? s->str() : std::string();
+}
 
-std::string megabytes(uint64_t bytes) { return fmt::format("{:.2f} MB", double(bytes) / 1e6); }
+std::string megabytes(uint64_t bytes) {
+  return fmt::format("{:.2f} MB", double(bytes) / 1e6);
+}
 
 ParticipantRecord toRecord(const ParticipantResult& p, int64_t wallEpochMs) {
   ParticipantRecord r;
@@ -51,9 +57,9 @@ Federation::Federation(asio::io_context& io, TaskConfig task, std::unique_ptr<St
       log_(std::move(log)),
       timer_(strand_),
       epoch_(std::chrono::steady_clock::now()),
-      wallEpochMs_(std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count()) {}
+      wallEpochMs_(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count()) {}
 
 Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, EngineConfig engine, TaskConfig task,
                                                        std::unique_ptr<Store> store,
@@ -63,7 +69,8 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   if (!model) return model.status().withContext("model spec");
 
   // A store belongs to one task: refuse to resume another one.
-  for (const auto& [key, value] : {std::pair<std::string, std::string>{"task", f->task_.name}, {"model", f->task_.model}}) {
+  for (const auto& [key, value] :
+       {std::pair<std::string, std::string>{"task", f->task_.name}, {"model", f->task_.model}}) {
     auto saved = f->store_->meta(key);
     if (!saved) return saved.status();
     if (*saved && **saved != value)
@@ -84,7 +91,8 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     if (!engineR) return engineR.status().withContext(fmt::format("resuming from round {}", cp.round));
     f->engine_ = std::move(*engineR);
     if (f->engine_->modelChecksum() != cp.modelChecksum && cp.modelChecksum != 0)
-      return Status(StatusCode::kMalformed, fmt::format("checkpoint of round {} does not match its checksum", cp.round));
+      return Status(StatusCode::kMalformed,
+                    fmt::format("checkpoint of round {} does not match its checksum", cp.round));
     auto last = f->store_->lastRecordedRound();
     if (!last) return last.status();
     if (*last) f->engine_->reserveRoundsThrough(**last);
@@ -128,9 +136,12 @@ void Federation::onClosed(const std::shared_ptr<Session>& session, const Status&
 void Federation::handle(const std::shared_ptr<Session>& session, const wire::Message& msg) {
   if (done_) return;
   switch (msg.type()) {
-    case fb::Body::Hello: return hello(session, *msg.as<fb::Hello>());
-    case fb::Body::Update: return update(session, *msg.as<fb::Update>());
-    case fb::Body::Heartbeat: return;  // the answer to ours: it kept the connection alive
+    case fb::Body::Hello:
+      return hello(session, *msg.as<fb::Hello>());
+    case fb::Body::Update:
+      return update(session, *msg.as<fb::Update>());
+    case fb::Body::Heartbeat:
+      return;  // the answer to ours: it kept the connection alive
     case fb::Body::Error: {
       const auto* err = msg.as<fb::Error>();
       log_->warn("{} reports: {}", session->clientId(), str(err->message()));
@@ -205,7 +216,8 @@ void Federation::update(const std::shared_ptr<Session>& session, const fb::Updat
 Frame Federation::assignFrame(const Assignment& a) {
   flatbuffers::FlatBufferBuilder b(1024);
   std::vector<flatbuffers::Offset<fb::CompressedTensor>> broadcasts;
-  for (const auto& p : a.broadcasts) broadcasts.push_back(compression::toWire(b, *p));
+  for (const auto& p : a.broadcasts)
+    broadcasts.push_back(compression::toWire(b, *p));
   flatbuffers::Offset<fb::CompressedTensor> dense;
   if (a.denseModel) {
     compression::Compressed c;
@@ -231,14 +243,19 @@ void Federation::perform(std::vector<Action> actions) {
   for (auto& act : actions) {
     if (done_) return;
     switch (act.kind) {
-      case Action::Kind::kAssign: sendTo(act.clientId, assignFrame(act.assignment)); break;
+      case Action::Kind::kAssign:
+        sendTo(act.clientId, assignFrame(act.assignment));
+        break;
       case Action::Kind::kVerdict: {
         flatbuffers::FlatBufferBuilder b(256);
-        auto result = fb::CreateRoundResultDirect(b, act.verdict.round, act.verdict.accepted, act.verdict.reason.c_str());
+        auto result =
+            fb::CreateRoundResultDirect(b, act.verdict.round, act.verdict.accepted, act.verdict.reason.c_str());
         sendTo(act.clientId, share(wire::finishFrame(b, result)));
         break;
       }
-      case Action::Kind::kWakeAt: wakeAt(act.atMs); break;
+      case Action::Kind::kWakeAt:
+        wakeAt(act.atMs);
+        break;
       case Action::Kind::kRoundEnded: {
         std::optional<model::Evaluation> evaluation;
         const RoundSummary& s = act.summary;
@@ -249,18 +266,21 @@ void Federation::perform(std::vector<Action> actions) {
         }
         if (!persist(s, evaluation)) return;
         if (s.committed) {
-          log_->info("round {:>3} committed: {}loss {:.4f} | up {} down {} | tau {} | density {:.4g}/{:.4g} | "
-                     "{}/{} returned, {} stragglers",
-                     s.round, evaluation ? fmt::format("accuracy {:.2f}% ", 100 * evaluation->accuracy) : "",
-                     s.trainLossStart, megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity,
-                     s.downlinkDensity, s.returned, s.selected, s.stragglers);
+          log_->info(
+              "round {:>3} committed: {}loss {:.4f} | up {} down {} | tau {} | density {:.4g}/{:.4g} | "
+              "{}/{} returned, {} stragglers",
+              s.round, evaluation ? fmt::format("accuracy {:.2f}% ", 100 * evaluation->accuracy) : "", s.trainLossStart,
+              megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity, s.downlinkDensity,
+              s.returned, s.selected, s.stragglers);
         } else {
           log_->warn("round {:>3} abandoned: {}", s.round, s.reason);
         }
         if (roundCallback_) roundCallback_({s, evaluation});
         break;
       }
-      case Action::Kind::kFinished: finish(Status::ok()); return;
+      case Action::Kind::kFinished:
+        finish(Status::ok());
+        return;
     }
   }
 }
@@ -291,7 +311,8 @@ bool Federation::persist(const RoundSummary& s, const std::optional<model::Evalu
   r.endedMs = wallEpochMs_ + s.endedMs;
   r.modelChecksum = s.committed ? s.modelChecksum : 0;
   std::vector<ParticipantRecord> participants;
-  for (const auto& p : s.participants) participants.push_back(toRecord(p, wallEpochMs_));
+  for (const auto& p : s.participants)
+    participants.push_back(toRecord(p, wallEpochMs_));
   Status st;
   if (s.committed) {
     EngineSnapshot snap = engine_->snapshot();

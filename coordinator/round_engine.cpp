@@ -21,11 +21,14 @@ uint64_t splitmix(uint64_t& state) {
 
 double l2(std::span<const float> v) {
   double s = 0;
-  for (float x : v) s += double(x) * double(x);
+  for (float x : v)
+    s += double(x) * double(x);
   return std::sqrt(s);
 }
 
-bool usesDensity(const std::string& name) { return name == "topk" || name == "topk-sampled" || name == "randk"; }
+bool usesDensity(const std::string& name) {
+  return name == "topk" || name == "topk-sampled" || name == "randk";
+}
 
 }  // namespace
 
@@ -33,11 +36,11 @@ struct RoundEngine::Client {
   std::string id;
   uint64_t examples = 0;
   bool connected = false;
-  bool busy = false;                   // training for us: assigned, update not yet in
-  std::optional<uint64_t> heldRound;   // the model it holds; nullopt = unknown, send dense
-  uint64_t lastAssigned = 0;           // the last round assigned to it
-  uint64_t lastAccepted = 0;           // last round whose update of its was applied
-  double stepsPerMs = 0;               // measured speed (EWMA), 0 = unknown
+  bool busy = false;                  // training for us: assigned, update not yet in
+  std::optional<uint64_t> heldRound;  // the model it holds; nullopt = unknown, send dense
+  uint64_t lastAssigned = 0;          // the last round assigned to it
+  uint64_t lastAccepted = 0;          // last round whose update of its was applied
+  double stepsPerMs = 0;              // measured speed (EWMA), 0 = unknown
 };
 
 // An update that will be aggregated.
@@ -62,7 +65,7 @@ struct RoundEngine::OpenRound {
   uint64_t bytesDownWire = 0;
   std::map<std::string, ParticipantResult> outstanding;  // assigned, no update yet
   std::vector<std::unique_ptr<Pending>> received;
-  std::vector<ParticipantResult> closed;                 // dropped, rejected
+  std::vector<ParticipantResult> closed;  // dropped, rejected
 };
 
 RoundEngine::RoundEngine(EngineConfig config, std::vector<float> model)
@@ -100,8 +103,8 @@ Status RoundEngine::init() {
   if (!(c.lr > 0)) return Status(StatusCode::kInvalidArgument, "the learning rate must be positive");
   if (c.tau == 0 || c.tauMin == 0 || c.tauMin > c.tauMax)
     return Status(StatusCode::kInvalidArgument, "need 1 <= tauMin <= tauMax and tau >= 1");
-  auto down = compression::makeCompressor(c.downlink, {c.fp16Values ? compression::ValueFormat::kFp16
-                                                                     : compression::ValueFormat::kFp32});
+  auto down = compression::makeCompressor(
+      c.downlink, {c.fp16Values ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32});
   if (!down) return down.status().withContext("downlink compressor");
   down_ = std::move(*down);
   auto up = compression::makeCompressor(c.uplink);
@@ -244,11 +247,12 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
       // The log covers the rounds after heldRound when its first entry starts there.
       // The log is a chain (each entry starts where the previous one ended): it can
       // bring the client forward if some entry starts at the model it holds.
-      auto first = std::find_if(log_.begin(), log_.end(),
-                                [&](const LogEntry& e) { return e.previousRound == *c.heldRound; });
+      auto first =
+          std::find_if(log_.begin(), log_.end(), [&](const LogEntry& e) { return e.previousRound == *c.heldRound; });
       viaLog = first != log_.end();
       if (viaLog)
-        for (auto e = first; e != log_.end(); ++e) a.broadcasts.push_back(e->payload);
+        for (auto e = first; e != log_.end(); ++e)
+          a.broadcasts.push_back(e->payload);
     }
     if (!viaLog) {
       if (!denseCache_) denseCache_ = std::make_shared<const std::vector<float>>(model_);
@@ -274,7 +278,8 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   const uint32_t need = config_.minClients > 0 ? config_.minClients : config_.clientsPerRound;
   if (idle.size() < need || idle.empty()) return;
   // Deterministic shuffle (clients_ is ordered by id), then take the first n.
-  for (std::size_t i = idle.size(); i > 1; --i) std::swap(idle[i - 1], idle[splitmix(rng_) % i]);
+  for (std::size_t i = idle.size(); i > 1; --i)
+    std::swap(idle[i - 1], idle[splitmix(rng_) % i]);
   const auto want = static_cast<std::size_t>(std::ceil(config_.clientsPerRound * config_.overSelection - 1e-9));
   idle.resize(std::min(idle.size(), want));
 
@@ -290,7 +295,8 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   for (Client* c : idle) {
     Action act{Action::Kind::kAssign, c->id, makeAssignment(*c, open_->round, nowMs), {}, {}, 0};
     uint64_t wire = 0;
-    for (const auto& b : act.assignment.broadcasts) wire += b->byteSize();
+    for (const auto& b : act.assignment.broadcasts)
+      wire += b->byteSize();
     if (act.assignment.denseModel) wire += act.assignment.denseModel->size() * sizeof(float);
     open_->bytesDownWire += wire;
     open_->bytesDownRaw += model_.size() * sizeof(float) * std::max<std::size_t>(1, act.assignment.broadcasts.size());
@@ -347,9 +353,9 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   Client& c = *it->second;
   if (u.delta.count != model_.size())
     return updateRejected(id, u.round,
-                          fmt::format("update has {} elements, the model has {}", u.delta.count, model_.size()),
-                          nowMs);
-  if (u.examples == 0 || u.steps == 0) return updateRejected(id, u.round, "update reports no examples or no steps", nowMs);
+                          fmt::format("update has {} elements, the model has {}", u.delta.count, model_.size()), nowMs);
+  if (u.examples == 0 || u.steps == 0)
+    return updateRejected(id, u.round, "update reports no examples or no steps", nowMs);
   if (!std::isfinite(u.lossStart) || !std::isfinite(u.lossEnd))
     return updateRejected(id, u.round, "update reports a non-finite loss", nowMs);
   if (u.baseRound > committedRound_)
@@ -450,20 +456,23 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
 
   // Reject updates whose norm is far above the round's median.
   std::vector<std::unique_ptr<Pending>> use;
-  for (auto& p : r.received) use.push_back(std::move(p));
-  for (auto& p : late_) use.push_back(std::move(p));
+  for (auto& p : r.received)
+    use.push_back(std::move(p));
+  for (auto& p : late_)
+    use.push_back(std::move(p));
   late_.clear();
   std::vector<ParticipantResult> records = std::move(r.closed);
   if (config_.maxNormRatio > 0 && use.size() >= 3) {
     std::vector<double> norms;
-    for (const auto& p : use) norms.push_back(p->norm);
+    for (const auto& p : use)
+      norms.push_back(p->norm);
     std::nth_element(norms.begin(), norms.begin() + norms.size() / 2, norms.end());
     const double limit = config_.maxNormRatio * norms[norms.size() / 2];
     for (auto& p : use) {
       if (p->norm > limit) {
         p->record.outcome = "rejected";
-        p->record.reason = fmt::format("update norm {:.3g} is over {} x the round's median", p->norm,
-                                       config_.maxNormRatio);
+        p->record.reason =
+            fmt::format("update norm {:.3g} is over {} x the round's median", p->norm, config_.maxNormRatio);
       }
     }
   }
@@ -507,7 +516,8 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     const uint64_t before = modelChecksum_;
     modelChecksum_ = checksum64(model_);
     log_.push_back({r.round, committedRound_, before, modelChecksum_, payload});
-    while (log_.size() > config_.catchUpRounds) log_.pop_front();
+    while (log_.size() > config_.catchUpRounds)
+      log_.pop_front();
     committedRound_ = r.round;
     denseCache_.reset();
     ++commits_;
@@ -616,8 +626,7 @@ std::string RoundEngine::serializeState() const {
   std::ostringstream o;
   o.precision(17);
   o << "committed " << committedRound_ << "\nnext " << nextRound_ << "\ncommits " << commits_ << "\ntau " << tau_
-    << "\nloss0 " << lossF0_ << "\nloss " << lossF_ << "\nhaveLoss " << (haveLoss_ ? 1 : 0) << "\nrng " << rng_
-    << "\n";
+    << "\nloss0 " << lossF0_ << "\nloss " << lossF_ << "\nhaveLoss " << (haveLoss_ ? 1 : 0) << "\nrng " << rng_ << "\n";
   for (const auto& [id, c] : clients_)
     if (c->lastAccepted > 0) o << "accepted " << id << " " << c->lastAccepted << "\n";
   return o.str();
@@ -630,17 +639,24 @@ Status RoundEngine::restoreState(const std::string& state) {
   while (in >> key) {
     ++line;
     bool ok = true;
-    if (key == "committed") ok = static_cast<bool>(in >> committedRound_);
-    else if (key == "next") ok = static_cast<bool>(in >> nextRound_);
-    else if (key == "commits") ok = static_cast<bool>(in >> commits_);
-    else if (key == "tau") ok = static_cast<bool>(in >> tau_);
-    else if (key == "loss0") ok = static_cast<bool>(in >> lossF0_);
-    else if (key == "loss") ok = static_cast<bool>(in >> lossF_);
+    if (key == "committed")
+      ok = static_cast<bool>(in >> committedRound_);
+    else if (key == "next")
+      ok = static_cast<bool>(in >> nextRound_);
+    else if (key == "commits")
+      ok = static_cast<bool>(in >> commits_);
+    else if (key == "tau")
+      ok = static_cast<bool>(in >> tau_);
+    else if (key == "loss0")
+      ok = static_cast<bool>(in >> lossF0_);
+    else if (key == "loss")
+      ok = static_cast<bool>(in >> lossF_);
     else if (key == "haveLoss") {
       int v = 0;
       ok = static_cast<bool>(in >> v);
       haveLoss_ = v != 0;
-    } else if (key == "rng") ok = static_cast<bool>(in >> rng_);
+    } else if (key == "rng")
+      ok = static_cast<bool>(in >> rng_);
     else if (key == "accepted") {
       std::string id;
       uint64_t round = 0;
@@ -656,7 +672,8 @@ Status RoundEngine::restoreState(const std::string& state) {
     } else {
       return Status(StatusCode::kMalformed, fmt::format("engine state, entry {}: unknown key '{}'", line, key));
     }
-    if (!ok) return Status(StatusCode::kMalformed, fmt::format("engine state, entry {}: bad value for '{}'", line, key));
+    if (!ok)
+      return Status(StatusCode::kMalformed, fmt::format("engine state, entry {}: bad value for '{}'", line, key));
   }
   if (nextRound_ <= committedRound_) nextRound_ = committedRound_ + 1;
   return Status::ok();

@@ -80,15 +80,16 @@ asio::awaitable<void> Session::writer(std::shared_ptr<Session> self) {
     if (!ec && queue_.empty() && !closing_) {
       // Quiet for a whole period: a heartbeat, which the client answers.
       flatbuffers::FlatBufferBuilder b(64);
-      const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch());
+      const auto now =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
       auto frame = wire::finishFrame(b, fb::CreateHeartbeat(b, static_cast<uint64_t>(now.count())));
       queuedBytes_ += frame.size();
       queue_.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(frame)));
     }
   }
   writerDone_ = true;
-  for (const auto& f : queue_) queuedBytes_ -= f->size();
+  for (const auto& f : queue_)
+    queuedBytes_ -= f->size();
   queue_.clear();
   co_await conn_.close();
 }

@@ -203,9 +203,8 @@ typedef int (*starling_fill_fn)(void* user, size_t index, float* features_out, i
  * The callback is not kept: training never calls back. A non-zero return from
  * fill aborts with STARLING_ERR_CALLBACK (the previous data set is kept).
  */
-STARLING_CLIENT_API int starling_client_set_data_callback(starling_client* client, size_t count,
-                                                          size_t feature_dim, int num_classes,
-                                                          starling_fill_fn fill, void* user);
+STARLING_CLIENT_API int starling_client_set_data_callback(starling_client* client, size_t count, size_t feature_dim,
+                                                          int num_classes, starling_fill_fn fill, void* user);
 
 /*
  * IDX files (the MNIST / Fashion-MNIST format, optionally gzip-compressed): an
@@ -282,8 +281,7 @@ STARLING_CLIENT_API int starling_client_get_stats(const starling_client* client,
  * *count to the model's number of parameters. STARLING_ERR_STATE while running
  * or before any run. Owner thread.
  */
-STARLING_CLIENT_API int starling_client_get_model(starling_client* client, float* out, size_t capacity,
-                                                  size_t* count);
+STARLING_CLIENT_API int starling_client_get_model(starling_client* client, float* out, size_t capacity, size_t* count);
 
 #ifdef __cplusplus
 }

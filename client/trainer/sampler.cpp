@@ -21,16 +21,14 @@ float scoreRow(const float* p, int classes, int32_t label) {
 }  // namespace
 
 Sampler::Sampler(const data::Dataset& dataset, SamplerOptions options, uint64_t seed)
-    : dataset_(&dataset),
-      options_(options),
-      rng_(seed),
-      table_(dataset.size(), 0.0f),
-      scoredAt_(dataset.size(), 0) {
+    : dataset_(&dataset), options_(options), rng_(seed), table_(dataset.size(), 0.0f), scoredAt_(dataset.size(), 0) {
   options_.candidateFactor = std::max(1, options_.candidateFactor);
   options_.lambda = std::clamp(options_.lambda, 1e-6f, 1.0f);
 }
 
-void Sampler::reseed(uint64_t seed) { rng_.seed(seed); }
+void Sampler::reseed(uint64_t seed) {
+  rng_.seed(seed);
+}
 
 double Sampler::threshold(int /*b*/) const {
   if (options_.threshold > 0.0f) return options_.threshold;
@@ -54,8 +52,7 @@ bool Sampler::prioritizing() const {
 float Sampler::score(uint32_t i) const {
   if (i >= table_.size()) return 0.0f;
   const uint64_t age = step_ - scoredAt_[i];
-  return table_[i] * static_cast<float>(std::pow(static_cast<double>(options_.ageing),
-                                                 static_cast<double>(age)));
+  return table_[i] * static_cast<float>(std::pow(static_cast<double>(options_.ageing), static_cast<double>(age)));
 }
 
 void Sampler::ensure(int b) {
@@ -117,8 +114,10 @@ Minibatch Sampler::priority(model::Model& model, int b) {
     candidateLabels_[j] = dataset_->label(c);
     const bool known = options_.maxScoreAge > 0 && table_[c] > 0.0f &&
                        step_ - scoredAt_[c] <= static_cast<uint64_t>(options_.maxScoreAge);
-    if (known) scores_[j] = score(c);
-    else toScore_[fresh++] = static_cast<uint32_t>(j);
+    if (known)
+      scores_[j] = score(c);
+    else
+      toScore_[fresh++] = static_cast<uint32_t>(j);
   }
   if (fresh > 0) {
     // Gather the candidates to score, in order, and run one forward pass over them.

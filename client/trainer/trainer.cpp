@@ -9,20 +9,17 @@
 
 namespace starling::client {
 
-Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset,
-                                TrainerOptions options) {
+Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset, TrainerOptions options) {
   auto bad = [](const std::string& why) { return Status{StatusCode::kInvalidArgument, why}; };
   if (dataset.featureDim() != model.inputDim())
     return bad("model '" + model.spec() + "' takes " + std::to_string(model.inputDim()) +
-               " inputs but the data set has " + std::to_string(dataset.featureDim()) +
-               " features per example");
+               " inputs but the data set has " + std::to_string(dataset.featureDim()) + " features per example");
   if (dataset.numClasses() > model.numClasses())
     return bad("model '" + model.spec() + "' has " + std::to_string(model.numClasses()) +
                " classes but the data set has " + std::to_string(dataset.numClasses()));
   if (dataset.size() == 0) return bad("the data set is empty");
   if (options.batchSize < 1) return bad("batch size must be at least 1");
-  if (!(options.momentum >= 0.0f && options.momentum < 1.0f))
-    return bad("momentum must be in [0, 1)");
+  if (!(options.momentum >= 0.0f && options.momentum < 1.0f)) return bad("momentum must be in [0, 1)");
   if (!(options.weightDecay >= 0.0f)) return bad("weight decay must be >= 0");
   if (!(options.clipNorm >= 0.0f)) return bad("clip norm must be >= 0 (0 turns clipping off)");
   if (!(options.sampler.lambda > 0.0f && options.sampler.lambda <= 1.0f))
@@ -50,15 +47,13 @@ double Trainer::probeLoss(std::span<const uint32_t> probe) {
   return loss / n;
 }
 
-Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest& request,
-                                std::span<float> delta) {
+Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest& request, std::span<float> delta) {
   const auto started = std::chrono::steady_clock::now();
   const std::size_t d = model_.numParams();
   if (base.size() != d || delta.size() != d)
-    return Status{StatusCode::kInvalidArgument,
-                  "trainer for '" + model_.spec() + "' needs " + std::to_string(d) +
-                      " parameters; got a base of " + std::to_string(base.size()) +
-                      " and a delta of " + std::to_string(delta.size())};
+    return Status{StatusCode::kInvalidArgument, "trainer for '" + model_.spec() + "' needs " + std::to_string(d) +
+                                                    " parameters; got a base of " + std::to_string(base.size()) +
+                                                    " and a delta of " + std::to_string(delta.size())};
   if (request.steps < 0) return Status{StatusCode::kInvalidArgument, "steps must be >= 0"};
   if (!std::isfinite(request.lr) || request.lr < 0.0f)
     return Status{StatusCode::kInvalidArgument, "learning rate must be finite and >= 0"};

@@ -11,14 +11,13 @@ namespace starling::model {
 
 Result<Evaluation> Model::evaluate(const data::Dataset& dataset, int batchSize) {
   if (dataset.featureDim() != inputDim())
-    return Status{StatusCode::kInvalidArgument,
-                  "data set has " + std::to_string(dataset.featureDim()) +
-                      " features per example but model '" + spec() + "' expects " +
-                      std::to_string(inputDim())};
+    return Status{StatusCode::kInvalidArgument, "data set has " + std::to_string(dataset.featureDim()) +
+                                                    " features per example but model '" + spec() + "' expects " +
+                                                    std::to_string(inputDim())};
   if (dataset.numClasses() > numClasses())
-    return Status{StatusCode::kInvalidArgument,
-                  "data set has " + std::to_string(dataset.numClasses()) +
-                      " classes but model '" + spec() + "' has " + std::to_string(numClasses())};
+    return Status{StatusCode::kInvalidArgument, "data set has " + std::to_string(dataset.numClasses()) +
+                                                    " classes but model '" + spec() + "' has " +
+                                                    std::to_string(numClasses())};
   batchSize = std::max(1, batchSize);
   Evaluation ev;
   const std::size_t n = dataset.size();

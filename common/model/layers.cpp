@@ -65,8 +65,8 @@ void denseForward(const Layer& l, const float* params, const float* x, float* y,
   ys.colwise() += b;
 }
 
-void denseBackward(const Layer& l, const float* params, const float* x, const float* dy, float* dx,
-                   float* grad, int n) {
+void denseBackward(const Layer& l, const float* params, const float* x, const float* dy, float* dx, float* grad,
+                   int n) {
   const int in = l.in.c;
   const int out = l.out.c;
   Eigen::Map<const ColMat> xs(x, in, n);
@@ -97,8 +97,8 @@ void convForward(const Layer& l, const float* params, const float* x, float* y, 
   }
 }
 
-void convBackward(const Layer& l, const float* params, const float* x, const float* dy, float* dx,
-                  float* grad, int n, Network& net) {
+void convBackward(const Layer& l, const float* params, const float* x, const float* dy, float* dx, float* grad, int n,
+                  Network& net) {
   const int r = l.in.c * l.kernel * l.kernel;
   const int p = l.out.h * l.out.w;
   const int out = l.out.c;
@@ -127,10 +127,8 @@ void poolForward(const Layer& l, const float* x, float* y, int n) {
   const int s = l.kernel;
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < l.out.c; ++c) {
-      const float* xc = x + static_cast<std::size_t>(i) * l.in.size() +
-                        static_cast<std::size_t>(c) * l.in.h * l.in.w;
-      float* yc = y + static_cast<std::size_t>(i) * l.out.size() +
-                  static_cast<std::size_t>(c) * l.out.h * l.out.w;
+      const float* xc = x + static_cast<std::size_t>(i) * l.in.size() + static_cast<std::size_t>(c) * l.in.h * l.in.w;
+      float* yc = y + static_cast<std::size_t>(i) * l.out.size() + static_cast<std::size_t>(c) * l.out.h * l.out.w;
       for (int oi = 0; oi < l.out.h; ++oi)
         for (int oj = 0; oj < l.out.w; ++oj) {
           float m = -std::numeric_limits<float>::infinity();
@@ -148,10 +146,10 @@ void poolBackward(const Layer& l, const float* x, const float* y, const float* d
   std::fill(dx, dx + static_cast<std::size_t>(n) * l.in.size(), 0.0f);
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < l.out.c; ++c) {
-      const std::size_t inBase = static_cast<std::size_t>(i) * l.in.size() +
-                                 static_cast<std::size_t>(c) * l.in.h * l.in.w;
-      const std::size_t outBase = static_cast<std::size_t>(i) * l.out.size() +
-                                  static_cast<std::size_t>(c) * l.out.h * l.out.w;
+      const std::size_t inBase =
+          static_cast<std::size_t>(i) * l.in.size() + static_cast<std::size_t>(c) * l.in.h * l.in.w;
+      const std::size_t outBase =
+          static_cast<std::size_t>(i) * l.out.size() + static_cast<std::size_t>(c) * l.out.h * l.out.w;
       for (int oi = 0; oi < l.out.h; ++oi)
         for (int oj = 0; oj < l.out.w; ++oj) {
           const float m = y[outBase + oi * l.out.w + oj];
@@ -192,8 +190,8 @@ void forwardLayer(const Layer& l, const float* params, const float* x, float* y,
   }
 }
 
-void backwardLayer(const Layer& l, const float* params, const float* x, const float* y, const float* dy,
-                   float* dx, float* grad, int n, Network& net) {
+void backwardLayer(const Layer& l, const float* params, const float* x, const float* y, const float* dy, float* dx,
+                   float* grad, int n, Network& net) {
   switch (l.kind) {
     case LayerKind::kDense:
       denseBackward(l, params, x, dy, dx, grad, n);
@@ -225,8 +223,7 @@ void Network::reserve(int batch) {
     acts[i].resize(static_cast<std::size_t>(batch) * l.out.size());
     widest = std::max(widest, l.out.size());
     if (l.kind == LayerKind::kConv)
-      colSize = std::max(colSize, static_cast<std::size_t>(l.in.c) * l.kernel * l.kernel *
-                                      l.out.h * l.out.w);
+      colSize = std::max(colSize, static_cast<std::size_t>(l.in.c) * l.kernel * l.kernel * l.out.h * l.out.w);
   }
   gradA.resize(static_cast<std::size_t>(batch) * widest);
   gradB.resize(static_cast<std::size_t>(batch) * widest);

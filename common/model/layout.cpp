@@ -21,5 +21,4 @@ std::size_t Layout::add(std::string name, std::vector<int> shape) {
   return tensors_.back().offset;
 }
 
-
 }  // namespace starling::model

@@ -37,16 +37,23 @@ Result<Model> Model::fromSpec(std::string_view spec) {
   return m;
 }
 
-const std::string& Model::spec() const { return net_->spec; }
-const Layout& Model::layout() const { return net_->layout; }
-std::size_t Model::inputDim() const { return net_->input.size(); }
-int Model::numClasses() const { return net_->classes; }
+const std::string& Model::spec() const {
+  return net_->spec;
+}
+const Layout& Model::layout() const {
+  return net_->layout;
+}
+std::size_t Model::inputDim() const {
+  return net_->input.size();
+}
+int Model::numClasses() const {
+  return net_->classes;
+}
 
 Status Model::setParams(std::span<const float> values) {
   if (values.size() != params_.size())
-    return {StatusCode::kInvalidArgument, "model '" + net_->spec + "' has " +
-                                              std::to_string(params_.size()) + " parameters, not " +
-                                              std::to_string(values.size())};
+    return {StatusCode::kInvalidArgument, "model '" + net_->spec + "' has " + std::to_string(params_.size()) +
+                                              " parameters, not " + std::to_string(values.size())};
   std::copy(values.begin(), values.end(), params_.begin());
   return Status::ok();
 }
@@ -54,18 +61,14 @@ Status Model::setParams(std::span<const float> values) {
 void Model::initialize(uint64_t seed) {
   std::mt19937_64 rng(seed);
   // Uniform in [-1, 1) from the top 24 bits: the same on every standard library.
-  auto uniform = [&rng]() {
-    return static_cast<float>(rng() >> 40) * (2.0f / 16777216.0f) - 1.0f;
-  };
+  auto uniform = [&rng]() { return static_cast<float>(rng() >> 40) * (2.0f / 16777216.0f) - 1.0f; };
   std::fill(params_.begin(), params_.end(), 0.0f);
   for (const Layer& l : net_->layers) {
     if (l.kind != LayerKind::kDense && l.kind != LayerKind::kConv) continue;
-    const std::size_t fanIn = l.kind == LayerKind::kDense
-                                  ? l.in.size()
-                                  : static_cast<std::size_t>(l.in.c) * l.kernel * l.kernel;
-    const std::size_t fanOut = l.kind == LayerKind::kDense
-                                   ? l.out.size()
-                                   : static_cast<std::size_t>(l.out.c) * l.kernel * l.kernel;
+    const std::size_t fanIn =
+        l.kind == LayerKind::kDense ? l.in.size() : static_cast<std::size_t>(l.in.c) * l.kernel * l.kernel;
+    const std::size_t fanOut =
+        l.kind == LayerKind::kDense ? l.out.size() : static_cast<std::size_t>(l.out.c) * l.kernel * l.kernel;
     const std::size_t count = l.biasOffset - l.weightOffset;  // the bias follows the weight
     const float bound = l.reluFollows ? std::sqrt(6.0f / static_cast<float>(fanIn))
                                       : std::sqrt(6.0f / static_cast<float>(fanIn + fanOut));
@@ -78,8 +81,8 @@ namespace {
 
 // Softmax of each row of logits (batch x classes) into probs; returns the weighted
 // mean cross-entropy, and when dlogits is not null writes its gradient there.
-float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* weights, int batch,
-                          int classes, float* probs, float* dlogits) {
+float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* weights, int batch, int classes,
+                          float* probs, float* dlogits) {
   double total = 0.0;
   const float inv = 1.0f / static_cast<float>(batch);
   for (int i = 0; i < batch; ++i) {
@@ -112,8 +115,7 @@ float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* we
 
 }  // namespace
 
-float Model::forwardBackward(const float* x, const int32_t* y, const float* weights, int batch,
-                             std::span<float> grad) {
+float Model::forwardBackward(const float* x, const int32_t* y, const float* weights, int batch, std::span<float> grad) {
   assert(batch > 0 && grad.size() == params_.size());
   Network& net = *net_;
   net.reserve(batch);
@@ -131,8 +133,7 @@ float Model::forwardBackward(const float* x, const int32_t* y, const float* weig
     // The first layer needs no input gradient; neither does anything before the first
     // layer with parameters (a leading pool or ReLU has nothing to pass it to).
     float* target = l == 0 ? nullptr : dx;
-    detail::backwardLayer(net.layers[l], params_.data(), lin, net.acts[l].data(), dy, target,
-                          grad.data(), batch, net);
+    detail::backwardLayer(net.layers[l], params_.data(), lin, net.acts[l].data(), dy, target, grad.data(), batch, net);
     std::swap(dy, dx);
   }
   return loss;

@@ -77,9 +77,8 @@ Result<Model> Model::load(const std::string& path) {
   uint32_t specLength = 0;
   if (!get(in, pos, version)) return malformed("truncated header");
   if (version != kVersion)
-    return Status{StatusCode::kUnsupported, "model file " + path + " has version " +
-                                                std::to_string(version) + "; this build reads version " +
-                                                std::to_string(kVersion)};
+    return Status{StatusCode::kUnsupported, "model file " + path + " has version " + std::to_string(version) +
+                                                "; this build reads version " + std::to_string(kVersion)};
   if (!get(in, pos, specLength)) return malformed("truncated header");
   if (specLength > kMaxSpecLength || in.size() - pos < specLength)
     return malformed("spec length " + std::to_string(specLength) + " is impossible");
@@ -90,8 +89,8 @@ Result<Model> Model::load(const std::string& path) {
   uint64_t count = 0;
   if (!get(in, pos, count)) return malformed("truncated header");
   if (count != model->numParams())
-    return malformed("holds " + std::to_string(count) + " parameters but its spec '" + spec +
-                     "' needs " + std::to_string(model->numParams()));
+    return malformed("holds " + std::to_string(count) + " parameters but its spec '" + spec + "' needs " +
+                     std::to_string(model->numParams()));
   const std::size_t bytes = model->numParams() * sizeof(float);
   if (in.size() - pos < bytes + sizeof(uint64_t))
     return malformed("truncated: " + std::to_string(in.size()) + " bytes");

@@ -26,10 +26,10 @@ struct Layer {
   LayerKind kind = LayerKind::kDense;
   Shape in;
   Shape out;
-  int kernel = 0;                 // conv kernel size, or max-pool window (= stride)
-  std::size_t weightOffset = 0;   // dense and conv only
+  int kernel = 0;                // conv kernel size, or max-pool window (= stride)
+  std::size_t weightOffset = 0;  // dense and conv only
   std::size_t biasOffset = 0;
-  bool reluFollows = false;       // chooses He (true) or Glorot (false) initialization
+  bool reluFollows = false;  // chooses He (true) or Glorot (false) initialization
 };
 
 // Layers plus their workspaces. Copying copies the workspaces too (they hold no
@@ -46,10 +46,10 @@ struct Network {
   std::vector<std::vector<float>> acts;  // acts[l]: output of layer l, batch x out
   std::vector<float> gradA;              // ping-pong buffers for activation gradients
   std::vector<float> gradB;
-  std::vector<float> probs;              // softmax outputs, batch x classes
-  std::vector<float> col;                // conv im2col scratch, one example
+  std::vector<float> probs;  // softmax outputs, batch x classes
+  std::vector<float> col;    // conv im2col scratch, one example
   std::vector<float> dcol;
-  int lastBatch = 0;                     // rows of probs that are valid
+  int lastBatch = 0;  // rows of probs that are valid
 
   void reserve(int batch);
 };
@@ -60,9 +60,8 @@ Result<Network> parseSpec(std::string_view spec);
 // Layer kernels. x and y hold batch examples of in.size() / out.size() floats.
 // Backward writes (overwrites) the layer's parameter gradients at the layer's offsets
 // in grad, and the input gradient into dx unless dx is null.
-void forwardLayer(const Layer& layer, const float* params, const float* x, float* y, int batch,
-                  Network& net);
-void backwardLayer(const Layer& layer, const float* params, const float* x, const float* y,
-                   const float* dy, float* dx, float* grad, int batch, Network& net);
+void forwardLayer(const Layer& layer, const float* params, const float* x, float* y, int batch, Network& net);
+void backwardLayer(const Layer& layer, const float* params, const float* x, const float* y, const float* dy, float* dx,
+                   float* grad, int batch, Network& net);
 
 }  // namespace starling::model::detail

@@ -8,8 +8,8 @@
 namespace starling::model::detail {
 namespace {
 
-constexpr long kMaxDim = 1 << 16;            // any single size in a spec
-constexpr std::size_t kMaxParams = 1u << 28;  // 1 GiB of floats: refuse anything larger
+constexpr long kMaxDim = 1 << 16;                 // any single size in a spec
+constexpr std::size_t kMaxParams = 1u << 28;      // 1 GiB of floats: refuse anything larger
 constexpr std::size_t kMaxActivation = 1u << 22;  // floats per example in one layer's output
 
 Status bad(std::string_view spec, const std::string& why) {
@@ -114,7 +114,8 @@ class Builder {
 
 Result<Network> parseSpec(std::string_view spec) {
   // Trim surrounding white space.
-  while (!spec.empty() && (spec.front() == ' ' || spec.front() == '\t')) spec.remove_prefix(1);
+  while (!spec.empty() && (spec.front() == ' ' || spec.front() == '\t'))
+    spec.remove_prefix(1);
   while (!spec.empty() && (spec.back() == ' ' || spec.back() == '\t' || spec.back() == '\n'))
     spec.remove_suffix(1);
 
@@ -122,14 +123,14 @@ Result<Network> parseSpec(std::string_view spec) {
   net.spec = std::string(spec);
   std::size_t colon = spec.find(':');
   if (colon == std::string_view::npos)
-    return bad(spec, "expected '<kind>:<layers>' such as 'mlp:784-200-10' or "
-                     "'cnn:1x28x28-c16k5-p2-f128-10'");
+    return bad(spec,
+               "expected '<kind>:<layers>' such as 'mlp:784-200-10' or "
+               "'cnn:1x28x28-c16k5-p2-f128-10'");
   std::string_view kind = spec.substr(0, colon);
   std::vector<std::string_view> tokens = split(spec.substr(colon + 1), '-');
   if (tokens.size() < 2) return bad(spec, "needs an input size and a number of classes");
   if (!parseShape(tokens[0], net.input))
-    return bad(spec, "input '" + std::string(tokens[0]) +
-                         "' is not a size like '784' or 'CxHxW' like '1x28x28'");
+    return bad(spec, "input '" + std::string(tokens[0]) + "' is not a size like '784' or 'CxHxW' like '1x28x28'");
   Builder b(net);
   b.current_ = net.input;
   const std::size_t last = tokens.size() - 1;
@@ -137,8 +138,7 @@ Result<Network> parseSpec(std::string_view spec) {
   if (kind == "mlp") {
     for (std::size_t i = 1; i <= last; ++i) {
       long n = number(tokens[i]);
-      if (n < 0)
-        return bad(spec, "layer '" + std::string(tokens[i]) + "' is not a positive width");
+      if (n < 0) return bad(spec, "layer '" + std::string(tokens[i]) + "' is not a positive width");
       b.dense(static_cast<int>(n), i != last);
     }
   } else if (kind == "cnn") {
@@ -148,20 +148,17 @@ Result<Network> parseSpec(std::string_view spec) {
       std::string tok(t);
       if (i == last) {
         long n = number(t);
-        if (n < 0)
-          return bad(spec, "the last layer must be the number of classes, not '" + tok + "'");
+        if (n < 0) return bad(spec, "the last layer must be the number of classes, not '" + tok + "'");
         b.dense(static_cast<int>(n), false);
       } else if (t.size() > 1 && t[0] == 'c') {
         std::size_t kpos = t.find('k');
         long out = kpos == std::string_view::npos ? -1 : number(t.substr(1, kpos - 1));
         long k = kpos == std::string_view::npos ? -1 : number(t.substr(kpos + 1));
-        if (out < 0 || k < 0)
-          return bad(spec, "convolution '" + tok + "' must read c<filters>k<kernel>, e.g. c16k5");
+        if (out < 0 || k < 0) return bad(spec, "convolution '" + tok + "' must read c<filters>k<kernel>, e.g. c16k5");
         if (flat) return bad(spec, "convolution '" + tok + "' after a dense layer");
         if (k > b.current_.h || k > b.current_.w)
-          return bad(spec, "kernel of '" + tok + "' is larger than its " +
-                               std::to_string(b.current_.h) + "x" + std::to_string(b.current_.w) +
-                               " input");
+          return bad(spec, "kernel of '" + tok + "' is larger than its " + std::to_string(b.current_.h) + "x" +
+                               std::to_string(b.current_.w) + " input");
         b.conv(static_cast<int>(out), static_cast<int>(k));
       } else if (t.size() > 1 && t[0] == 'p') {
         long p = number(t.substr(1));
@@ -183,8 +180,8 @@ Result<Network> parseSpec(std::string_view spec) {
     return bad(spec, "unknown kind '" + std::string(kind) + "' (expected 'mlp' or 'cnn')");
   }
   if (net.layout.size() > kMaxParams)
-    return bad(spec, std::to_string(net.layout.size()) + " parameters exceed the limit of " +
-                         std::to_string(kMaxParams));
+    return bad(spec,
+               std::to_string(net.layout.size()) + " parameters exceed the limit of " + std::to_string(kMaxParams));
   for (const Layer& l : net.layers)
     if (l.out.size() > kMaxActivation)
       return bad(spec, "a layer's output of " + std::to_string(l.out.size()) +

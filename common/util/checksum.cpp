@@ -8,9 +8,13 @@ namespace {
 constexpr uint64_t kPrime1 = 0x9e3779b185ebca87ull;
 constexpr uint64_t kPrime2 = 0xc2b2ae3d27d4eb4full;
 
-uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+uint64_t rotl(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
 
-uint64_t mix(uint64_t h, uint64_t word) { return rotl(h ^ (word * kPrime2), 31) * kPrime1; }
+uint64_t mix(uint64_t h, uint64_t word) {
+  return rotl(h ^ (word * kPrime2), 31) * kPrime1;
+}
 
 }  // namespace
 

@@ -1,7 +1,5 @@
 #include "starling/coordinator/store.hpp"
 
-#include "starling/util/checksum.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +9,8 @@
 #include <limits>
 #include <set>
 #include <utility>
+
+#include "starling/util/checksum.hpp"
 
 #include "sqlite.hpp"
 

@@ -52,8 +52,8 @@ static gzFile openIdx(const char* path, uint32_t dims, uint32_t* count, size_t* 
 
 /* Loads the examples i with i % n == shard from the IDX pair; 0 on success.
  * *pixels and *labels are malloc'ed; the caller frees them. */
-static int loadShard(const char* dir, unsigned shard, unsigned n, uint8_t** pixels, int32_t** labels,
-                     size_t* count, size_t* dim) {
+static int loadShard(const char* dir, unsigned shard, unsigned n, uint8_t** pixels, int32_t** labels, size_t* count,
+                     size_t* dim) {
   char imagesPath[4096], labelsPath[4096];
   uint32_t numImages, numLabels, i;
   size_t labelBytes, kept = 0;
@@ -126,14 +126,12 @@ int main(int argc, char** argv) {
   config.log = logLine;
   config.log_user = stderr;
   rc = starling_client_create(&config, &client);
-  if (rc == STARLING_OK)
-    rc = starling_client_set_data_u8(client, pixels, labels, count, dim, 10, 1.0f / 255.0f);
+  if (rc == STARLING_OK) rc = starling_client_set_data_u8(client, pixels, labels, count, dim, 10, 1.0f / 255.0f);
   /* The client holds its own copy now. */
   free(pixels);
   free(labels);
   if (rc == STARLING_OK) {
-    printf("training on %zu examples (shard %u/%u), starling-client %s\n", count, shard, n,
-           starling_client_version());
+    printf("training on %zu examples (shard %u/%u), starling-client %s\n", count, shard, n, starling_client_version());
     rc = starling_client_run(client);
   }
   if (rc != STARLING_OK) {
@@ -142,11 +140,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   starling_client_get_stats(client, &stats);
-  printf("rounds trained %llu, accepted %llu, rejected %llu; %llu bytes up, %llu bytes down; "
-         "held round %llu; last loss %.4f\n",
-         (unsigned long long)stats.rounds_trained, (unsigned long long)stats.rounds_accepted,
-         (unsigned long long)stats.rounds_rejected, (unsigned long long)stats.bytes_up,
-         (unsigned long long)stats.bytes_down, (unsigned long long)stats.held_round, stats.last_loss);
+  printf(
+      "rounds trained %llu, accepted %llu, rejected %llu; %llu bytes up, %llu bytes down; "
+      "held round %llu; last loss %.4f\n",
+      (unsigned long long)stats.rounds_trained, (unsigned long long)stats.rounds_accepted,
+      (unsigned long long)stats.rounds_rejected, (unsigned long long)stats.bytes_up,
+      (unsigned long long)stats.bytes_down, (unsigned long long)stats.held_round, stats.last_loss);
   starling_client_destroy(client);
   return 0;
 }

@@ -1,12 +1,13 @@
 // The coordinator's RoundEngine, driven by synthetic clients and a virtual clock.
 
+#include "starling/coordinator/round_engine.hpp"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <set>
 
 #include "starling/compression/compressor.hpp"
-#include "starling/coordinator/round_engine.hpp"
 #include "starling/util/checksum.hpp"
 
 using namespace starling;
@@ -19,7 +20,8 @@ constexpr std::size_t kDim = 64;
 
 std::vector<float> initialModel() {
   std::vector<float> m(kDim);
-  for (std::size_t i = 0; i < kDim; ++i) m[i] = 0.01f * static_cast<float>(i) - 0.3f;
+  for (std::size_t i = 0; i < kDim; ++i)
+    m[i] = 0.01f * static_cast<float>(i) - 0.3f;
   return m;
 }
 
@@ -81,14 +83,17 @@ struct ClientModel {
   }
 };
 
-std::vector<float> filled(float v) { return std::vector<float>(kDim, v); }
+std::vector<float> filled(float v) {
+  return std::vector<float>(kDim, v);
+}
 
 }  // namespace
 
 TEST_CASE("a round aggregates updates weighted by examples and commits", "[engine]") {
   auto engine = RoundEngine::create(smallConfig(3), initialModel()).value();
   std::vector<Action> acts;
-  for (const char* id : {"a", "b", "c"}) acts = engine->clientJoined(id, 100, 0, 0, 0);
+  for (const char* id : {"a", "b", "c"})
+    acts = engine->clientJoined(id, 100, 0, 0, 0);
   auto assigns = only(acts, Kind::kAssign);
   REQUIRE(assigns.size() == 3);
   CHECK(assigns[0].assignment.round == 1);
@@ -101,15 +106,18 @@ TEST_CASE("a round aggregates updates weighted by examples and commits", "[engin
 
   auto verdicts = only(acts, Kind::kVerdict);
   REQUIRE(verdicts.size() == 3);
-  for (const auto& v : verdicts) CHECK(v.verdict.accepted);
+  for (const auto& v : verdicts)
+    CHECK(v.verdict.accepted);
   auto ended = only(acts, Kind::kRoundEnded);
   REQUIRE(ended.size() == 1);
   CHECK(ended[0].summary.committed);
   CHECK(ended[0].summary.accepted == 3);
   // Delta = (100*1 + 100*2 + 200*4) / 400 = 2.75; identity downlink: x <- x - Delta.
   auto expected = initialModel();
-  for (auto& x : expected) x -= 2.75f;
-  for (std::size_t i = 0; i < kDim; ++i) CHECK(engine->model()[i] == Approx(expected[i]).margin(1e-6));
+  for (auto& x : expected)
+    x -= 2.75f;
+  for (std::size_t i = 0; i < kDim; ++i)
+    CHECK(engine->model()[i] == Approx(expected[i]).margin(1e-6));
   CHECK(engine->committedRound() == 1);
   CHECK(engine->lastAcceptedRound("b") == 1);
   // The next round starts at once with the same clients.
@@ -124,7 +132,8 @@ TEST_CASE("over-selected stragglers are recorded and their late updates applied 
   config.maxStaleness = 1;
   auto engine = RoundEngine::create(config, initialModel()).value();
   std::vector<Action> acts;
-  for (const char* id : {"a", "b", "c"}) acts = engine->clientJoined(id, 100, 0, 0, 0);
+  for (const char* id : {"a", "b", "c"})
+    acts = engine->clientJoined(id, 100, 0, 0, 0);
   REQUIRE(only(acts, Kind::kAssign).size() == 3);
   engine->updateArrived("a", update(1, 0, filled(1.0f)), 10);
   acts = engine->updateArrived("b", update(1, 0, filled(1.0f)), 20);
@@ -149,7 +158,8 @@ TEST_CASE("over-selected stragglers are recorded and their late updates applied 
   acts = engine->updateArrived("b", update(2, 1, filled(1.0f)), 50);
   auto verdicts = only(acts, Kind::kVerdict);
   REQUIRE(verdicts.size() == 2);
-  for (const auto& v : verdicts) CHECK(v.verdict.accepted);
+  for (const auto& v : verdicts)
+    CHECK(v.verdict.accepted);
   ended = only(acts, Kind::kRoundEnded);
   REQUIRE(ended.size() == 1);
   bool late = false;
@@ -169,7 +179,8 @@ TEST_CASE("a round below its minimum goal at the deadline is abandoned and its u
   config.minClients = 4;
   auto engine = RoundEngine::create(config, initialModel()).value();
   std::vector<Action> acts;
-  for (const char* id : {"a", "b", "c", "d"}) acts = engine->clientJoined(id, 100, 0, 0, 0);
+  for (const char* id : {"a", "b", "c", "d"})
+    acts = engine->clientJoined(id, 100, 0, 0, 0);
   const int64_t deadline = only(acts, Kind::kWakeAt).at(0).atMs;
   engine->updateArrived("a", update(1, 0, filled(1.0f)), 10);
   engine->updateArrived("b", update(1, 0, filled(1.0f)), 20);
@@ -181,7 +192,8 @@ TEST_CASE("a round below its minimum goal at the deadline is abandoned and its u
   CHECK_THAT(ended[0].summary.reason, Catch::Contains("only 2 of at least 3 updates by the deadline"));
   auto verdicts = only(acts, Kind::kVerdict);
   REQUIRE(verdicts.size() == 2);
-  for (const auto& v : verdicts) CHECK_FALSE(v.verdict.accepted);
+  for (const auto& v : verdicts)
+    CHECK_FALSE(v.verdict.accepted);
   CHECK(engine->committedRound() == 0);
   CHECK(std::vector<float>(engine->model().begin(), engine->model().end()) == initialModel());
 }
@@ -192,7 +204,8 @@ TEST_CASE("bad updates are rejected with a reason and the round goes on", "[engi
   config.minClients = 6;
   auto engine = RoundEngine::create(config, initialModel()).value();
   std::vector<Action> acts;
-  for (const char* id : {"a", "b", "c", "d", "e", "f"}) acts = engine->clientJoined(id, 100, 0, 0, 0);
+  for (const char* id : {"a", "b", "c", "d", "e", "f"})
+    acts = engine->clientJoined(id, 100, 0, 0, 0);
   REQUIRE(only(acts, Kind::kAssign).size() == 6);
 
   SECTION("NaN, wrong size, a round that is not open") {
@@ -216,7 +229,8 @@ TEST_CASE("bad updates are rejected with a reason and the round goes on", "[engi
     REQUIRE(ended.size() == 1);
     CHECK(ended[0].summary.committed);
     int rejected = 0;
-    for (const auto& p : ended[0].summary.participants) rejected += p.outcome == "rejected";
+    for (const auto& p : ended[0].summary.participants)
+      rejected += p.outcome == "rejected";
     CHECK(rejected == 3);
   }
   SECTION("a norm far above the round's median") {
@@ -254,17 +268,21 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
       if (silent.count(a.clientId)) continue;
       REQUIRE(models[a.clientId].apply(a.assignment));
       std::vector<float> delta(kDim);
-      for (std::size_t i = 0; i < kDim; ++i) delta[i] = std::sin(float(i * a.assignment.round)) + 0.1f;
-      for (auto& x : engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), ++now))
+      for (std::size_t i = 0; i < kDim; ++i)
+        delta[i] = std::sin(float(i * a.assignment.round)) + 0.1f;
+      for (auto& x :
+           engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), ++now))
         all.push_back(x);
     }
     return all;
   };
-  for (const char* id : {"a", "b"}) models[id].model = initialModel();
+  for (const char* id : {"a", "b"})
+    models[id].model = initialModel();
   engine->clientJoined("a", 100, 0, checksum64(initialModel()), 0);
   auto acts = engine->clientJoined("b", 100, 0, checksum64(initialModel()), 0);
   for (int r = 0; r < 2; ++r) {
-    for (const auto& a : only(acts, Kind::kAssign)) CHECK(a.assignment.denseModel == nullptr);
+    for (const auto& a : only(acts, Kind::kAssign))
+      CHECK(a.assignment.denseModel == nullptr);
     acts = play(acts);
   }
   // Round 3: "a" vanishes before applying its assignment, still holding round 2's model.
@@ -275,7 +293,8 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
   // "c" arrives knowing nothing and gets the dense model with "b" in round 4.
   acts = engine->clientJoined("c", 100, 0, 0, ++now);
   bool sawDense = false;
-  for (const auto& a : only(acts, Kind::kAssign)) sawDense |= a.clientId == "c" && a.assignment.denseModel != nullptr;
+  for (const auto& a : only(acts, Kind::kAssign))
+    sawDense |= a.clientId == "c" && a.assignment.denseModel != nullptr;
   CHECK(sawDense);
   acts = play(acts);
   // "a" comes back holding round 2: the log brings it forward through rounds 3 and 4.
@@ -292,7 +311,8 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
   // (play() already required every client's checksum to match.)
   if (!sawA) {
     acts = play(acts);
-    for (const auto& a : only(acts, Kind::kAssign)) sawA |= a.clientId == "a";
+    for (const auto& a : only(acts, Kind::kAssign))
+      sawA |= a.clientId == "a";
   }
   CHECK(sawA);
   CHECK(checksum64(models["c"].model) != 0);
@@ -310,12 +330,15 @@ TEST_CASE("server-side error feedback loses nothing: model + memory follows the 
   for (int r = 1; r <= 6; ++r) {
     auto a = only(acts, Kind::kAssign).at(0).assignment;
     std::vector<float> delta(kDim);
-    for (std::size_t i = 0; i < kDim; ++i) delta[i] = std::cos(float(i + 3 * r)) * 0.5f;
-    for (std::size_t i = 0; i < kDim; ++i) exact[i] -= delta[i];
+    for (std::size_t i = 0; i < kDim; ++i)
+      delta[i] = std::cos(float(i + 3 * r)) * 0.5f;
+    for (std::size_t i = 0; i < kDim; ++i)
+      exact[i] -= delta[i];
     acts = engine->updateArrived("a", update(a.round, a.baseRound, delta), r);
   }
   auto snap = engine->snapshot();
-  for (std::size_t i = 0; i < kDim; ++i) CHECK(snap.model[i] - snap.serverMemory[i] == Approx(exact[i]).margin(1e-4));
+  for (std::size_t i = 0; i < kDim; ++i)
+    CHECK(snap.model[i] - snap.serverMemory[i] == Approx(exact[i]).margin(1e-4));
 }
 
 TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budgets", "[engine][adacomm]") {
@@ -361,10 +384,12 @@ TEST_CASE("a resumed engine continues exactly where the snapshot was taken", "[e
       auto assigns = only(acts, Kind::kAssign);
       for (const auto& a : assigns) {
         std::vector<float> delta(kDim);
-        for (std::size_t i = 0; i < kDim; ++i) delta[i] = std::sin(float(i) + float(a.assignment.round));
-        acts = e.updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta, 100, 10,
-                                                  3.0f / float(a.assignment.round)),
-                               100 * int64_t(a.assignment.round));
+        for (std::size_t i = 0; i < kDim; ++i)
+          delta[i] = std::sin(float(i) + float(a.assignment.round));
+        acts = e.updateArrived(
+            a.clientId,
+            update(a.assignment.round, a.assignment.baseRound, delta, 100, 10, 3.0f / float(a.assignment.round)),
+            100 * int64_t(a.assignment.round));
       }
     }
     return acts;

@@ -1,7 +1,5 @@
 // Model files: round trips and clear refusals.
 #include <catch2/catch.hpp>
-
-#include "starling/util/checksum.hpp"
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,9 +7,10 @@
 #include <string>
 
 #include "starling/model/model.hpp"
+#include "starling/util/checksum.hpp"
 
-using starling::StatusCode;
 using starling::checksum64;
+using starling::StatusCode;
 using starling::model::Model;
 
 namespace {

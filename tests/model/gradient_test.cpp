@@ -35,10 +35,10 @@ Batch randomBatch(const Model& m, int n, uint64_t seed) {
 }
 
 struct GradientCheck {
-  double worst = 0.0;          // largest relative disagreement on smooth coordinates
-  std::size_t checked = 0;     // coordinates compared
-  std::size_t kinks = 0;       // coordinates skipped: a ReLU or max-pool switched within eps
-  std::size_t bad = 0;         // coordinates whose relative error exceeds 1e-2
+  double worst = 0.0;       // largest relative disagreement on smooth coordinates
+  std::size_t checked = 0;  // coordinates compared
+  std::size_t kinks = 0;    // coordinates skipped: a ReLU or max-pool switched within eps
+  std::size_t bad = 0;      // coordinates whose relative error exceeds 1e-2
 };
 
 // Compares the analytic gradient with central differences (float arithmetic, eps 1e-3). Where the one-sided
@@ -103,8 +103,7 @@ TEST_CASE("every layer's gradient matches finite differences", "[model][gradient
               m->params()[t.offset + i] = u(rng);
         Batch b = randomBatch(*m, 5, 11);
         GradientCheck r = checkGradient(*m, b, weighted);
-        INFO("worst " << r.worst << ", bad " << r.bad << ", kinks " << r.kinks << " of "
-                      << m->numParams());
+        INFO("worst " << r.worst << ", bad " << r.bad << ", kinks " << r.kinks << " of " << m->numParams());
         // A kink a little farther than eps/2 slips past the one-sided test and spoils a
         // few coordinates (all those feeding one unit); a wrong backward pass spoils most.
         CHECK(r.bad * 25 <= m->numParams());

@@ -1,16 +1,16 @@
 // Specs, layout, initialization, the forward pass and the checksum.
-#include <catch2/catch.hpp>
-#include <cstring>
+#include "starling/model/model.hpp"
 
-#include "starling/util/checksum.hpp"
+#include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
-#include "starling/model/model.hpp"
+#include "starling/util/checksum.hpp"
 
-using starling::StatusCode;
 using starling::checksum64;
+using starling::StatusCode;
 using starling::model::Model;
 
 TEST_CASE("an MLP spec builds dense layers with a flat layout", "[model][spec]") {

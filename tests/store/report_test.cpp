@@ -6,8 +6,6 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
-
-#include "starling/util/checksum.hpp"
 #include <cctype>
 #include <limits>
 #include <sstream>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "starling/coordinator/store.hpp"
+#include "starling/util/checksum.hpp"
 
 #include "store_fixtures.hpp"
 
@@ -369,8 +368,8 @@ TEST_CASE("the JSON is valid and holds the numbers", "[report]") {
   CHECK_THAT(text, Catch::Contains("\"compression_up\": 50"));
   CHECK_THAT(text, Catch::Contains("\"returned_ms\": null"));
   // 64-bit checksums as hex strings: JSON numbers lose precision beyond 2^53.
-  CHECK_THAT(text,
-             Catch::Contains(fmt::format("\"model_checksum\": \"{:#018x}\"", starling::checksum64(makeCheckpoint(1).model))));
+  CHECK_THAT(text, Catch::Contains(
+                       fmt::format("\"model_checksum\": \"{:#018x}\"", starling::checksum64(makeCheckpoint(1).model))));
   // Escapes: quotes, backslash, newline, tab.
   CHECK_THAT(text, Catch::Contains(R"("connection reset by peer, \"ECONNRESET\"")"));
   CHECK_THAT(text, Catch::Contains(R"x("non-finite value\nat index 7\t(\\x7f)")x"));

@@ -6,14 +6,14 @@
 #include <sqlite3.h>
 
 #include <catch2/catch.hpp>
-
-#include "starling/util/checksum.hpp"
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "starling/util/checksum.hpp"
 
 #include "store_fixtures.hpp"
 

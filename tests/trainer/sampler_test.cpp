@@ -1,10 +1,11 @@
 // Sampler: priority minibatches give an unbiased gradient with bounded weights; the
 // variance-reduction switch turns priority sampling on and off; the score table ages.
+#include "starling/client/sampler.hpp"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
-#include "starling/client/sampler.hpp"
 #include "toy_data.hpp"
 
 using starling::client::Sampler;
@@ -83,13 +84,15 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
   // Without the importance weights the estimate is visibly biased: the test can tell.
   CHECK(unweightedError > 3 * weightedError);
   CHECK(maxWeight <= 1.0f / options.lambda + 1e-4f);
-  CHECK(maxWeight > 1.5f);    // the weights do vary
+  CHECK(maxWeight > 1.5f);  // the weights do vary
   CHECK(minWeight < 0.8f);
   CHECK(sampler.prioritizedSteps() == static_cast<uint64_t>(draws));
   // With reuse an example is rescored only once its score is over 1000 steps old: about
   // 40 * 20 scorings instead of 240,000.
-  if (reuse) CHECK(sampler.scoredExamples() <= 2 * data.size() * (draws / 1000));
-  else CHECK(sampler.scoredExamples() == static_cast<uint64_t>(draws) * 3 * b);
+  if (reuse)
+    CHECK(sampler.scoredExamples() <= 2 * data.size() * (draws / 1000));
+  else
+    CHECK(sampler.scoredExamples() == static_cast<uint64_t>(draws) * 3 * b);
 }
 
 TEST_CASE("weights are bounded by 1/lambda for any lambda", "[sampler]") {

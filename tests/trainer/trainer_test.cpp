@@ -1,10 +1,11 @@
 // Trainer: local SGD converges, returns xhat - x, is deterministic, and applies
 // momentum, weight decay and clipping as documented.
+#include "starling/client/trainer.hpp"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
-#include "starling/client/trainer.hpp"
 #include "toy_data.hpp"
 
 using starling::StatusCode;

@@ -32,12 +32,12 @@ namespace starling::client {
 
 struct ParticipantOptions {
   net::Endpoint coordinator;
-  std::string id;                                   // informative; the certificate decides
+  std::string id;  // informative; the certificate decides
   net::ConnectionLimits limits;
-  std::chrono::milliseconds backoffInitial{200};    // first reconnect delay
-  std::chrono::milliseconds backoffMax{5'000};      // delays double up to this, with jitter
-  std::chrono::milliseconds giveUpAfter{300'000};   // stop after failing this long without a Welcome
-  uint64_t seed = 0;                                // local randomness (sampler, jitter)
+  std::chrono::milliseconds backoffInitial{200};   // first reconnect delay
+  std::chrono::milliseconds backoffMax{5'000};     // delays double up to this, with jitter
+  std::chrono::milliseconds giveUpAfter{300'000};  // stop after failing this long without a Welcome
+  uint64_t seed = 0;                               // local randomness (sampler, jitter)
 };
 
 struct ParticipantStats {
@@ -45,9 +45,9 @@ struct ParticipantStats {
   uint64_t roundsAccepted = 0;
   uint64_t roundsRejected = 0;
   uint64_t connections = 0;
-  uint64_t resyncs = 0;          // dense models received
-  uint64_t bytesUp = 0;          // update payload bytes sent
-  uint64_t bytesDown = 0;        // assignment frame bytes received
+  uint64_t resyncs = 0;    // dense models received
+  uint64_t bytesUp = 0;    // update payload bytes sent
+  uint64_t bytesDown = 0;  // assignment frame bytes received
   uint64_t heldRound = 0;
   uint64_t checksum = 0;
   double lastLoss = 0;
@@ -87,10 +87,10 @@ class Participant {
   std::unique_ptr<compression::Compressor> uplink_;
   std::optional<compression::ErrorFeedback> memory_;
   bool errorFeedback_ = true;
-  std::vector<float> xhat_;      // the shared global model
-  std::vector<float> delta_;     // scratch: xhat - x
-  uint64_t heldRound_ = 0;       // 0 = nothing held
-  uint64_t pendingRound_ = 0;    // round of the update awaiting a verdict (0 = none)
+  std::vector<float> xhat_;    // the shared global model
+  std::vector<float> delta_;   // scratch: xhat - x
+  uint64_t heldRound_ = 0;     // 0 = nothing held
+  uint64_t pendingRound_ = 0;  // round of the update awaiting a verdict (0 = none)
   uint64_t seed_ = 0;
 };
 

@@ -43,14 +43,14 @@ enum class SamplingMode {
 
 struct SamplerOptions {
   SamplingMode mode = SamplingMode::kAdaptive;
-  float lambda = 0.1f;       // uniform mix in (0, 1]; bounds the weights by 1 / lambda
-  int candidateFactor = 3;   // B = candidateFactor * b candidates scored per step
-  float tauSmoothing = 0.9f; // a_tau: tau <- a tau + (1 - a) tau_now
-  float threshold = 0.0f;    // tau_vr needed to prioritize; 0 means (B + 3b) / 3b
-  float ageing = 0.999f;     // per-step factor on table scores that were not refreshed
-  int maxScoreAge = 0;       // > 0: a candidate scored at most this many steps ago takes its
-                             // aged table score instead of a forward pass (cheaper steps,
-                             // staler scores; still unbiased, the weights use the same p)
+  float lambda = 0.1f;        // uniform mix in (0, 1]; bounds the weights by 1 / lambda
+  int candidateFactor = 3;    // B = candidateFactor * b candidates scored per step
+  float tauSmoothing = 0.9f;  // a_tau: tau <- a tau + (1 - a) tau_now
+  float threshold = 0.0f;     // tau_vr needed to prioritize; 0 means (B + 3b) / 3b
+  float ageing = 0.999f;      // per-step factor on table scores that were not refreshed
+  int maxScoreAge = 0;        // > 0: a candidate scored at most this many steps ago takes its
+                              // aged table score instead of a forward pass (cheaper steps,
+                              // staler scores; still unbiased, the weights use the same p)
 };
 
 // One minibatch: b rows of features, labels, importance weights and dataset indices.
@@ -58,7 +58,7 @@ struct Minibatch {
   std::span<const uint32_t> indices;
   std::span<const float> features;  // b x featureDim, row-major
   std::span<const int32_t> labels;
-  std::span<const float> weights;   // all 1 for a uniform minibatch
+  std::span<const float> weights;  // all 1 for a uniform minibatch
   bool prioritized = false;
 };
 
@@ -115,9 +115,9 @@ class Sampler {
   // Workspaces, grown to the largest b seen.
   std::vector<uint32_t> candidates_;
   std::vector<int32_t> candidateLabels_;
-  std::vector<float> candidateX_;     // features of the candidates that need a forward pass
-  std::vector<uint32_t> toScore_;     // their positions among the candidates
-  std::vector<uint32_t> scoreRows_;   // their dataset indices
+  std::vector<float> candidateX_;    // features of the candidates that need a forward pass
+  std::vector<uint32_t> toScore_;    // their positions among the candidates
+  std::vector<uint32_t> scoreRows_;  // their dataset indices
   std::vector<float> scores_;
   std::vector<double> cumulative_;
   std::vector<uint32_t> idx_;

@@ -25,44 +25,42 @@
 namespace starling::client {
 
 struct TrainerOptions {
-  int batchSize = 32;          // b
-  float momentum = 0.9f;       // mu; 0 disables momentum
-  float weightDecay = 0.0f;    // wd, applied as x <- x - eta (m + wd x)
-  float clipNorm = 0.0f;       // clip each minibatch gradient to this global L2 norm; 0 = off
-  bool resetMomentum = true;   // start every run() with m = 0 (else keep it across runs)
-  int lossProbe = 256;         // examples (fixed per run) to measure loss at start and end;
-                               // 0 = use the first and the last minibatch losses instead
+  int batchSize = 32;         // b
+  float momentum = 0.9f;      // mu; 0 disables momentum
+  float weightDecay = 0.0f;   // wd, applied as x <- x - eta (m + wd x)
+  float clipNorm = 0.0f;      // clip each minibatch gradient to this global L2 norm; 0 = off
+  bool resetMomentum = true;  // start every run() with m = 0 (else keep it across runs)
+  int lossProbe = 256;        // examples (fixed per run) to measure loss at start and end;
+                              // 0 = use the first and the last minibatch losses instead
   SamplerOptions sampler;
 };
 
 struct TrainRequest {
-  int steps = 1;       // tau
-  float lr = 0.05f;    // eta
-  uint64_t seed = 0;   // seeds the sampler (and the loss probe) for this run
+  int steps = 1;      // tau
+  float lr = 0.05f;   // eta
+  uint64_t seed = 0;  // seeds the sampler (and the loss probe) for this run
 };
 
 struct TrainStats {
   int steps = 0;
-  uint64_t examples = 0;         // examples in minibatches (steps * b)
-  double lossStart = 0.0;        // loss at xhat (on the probe, or the first minibatch)
-  double lossEnd = 0.0;          // loss at the final x, measured the same way
-  double seconds = 0.0;          // wall-clock duration of run()
-  int prioritizedSteps = 0;      // steps whose minibatch was drawn by priority
-  uint64_t scoredExamples = 0;   // extra forward-pass examples the sampler spent
+  uint64_t examples = 0;        // examples in minibatches (steps * b)
+  double lossStart = 0.0;       // loss at xhat (on the probe, or the first minibatch)
+  double lossEnd = 0.0;         // loss at the final x, measured the same way
+  double seconds = 0.0;         // wall-clock duration of run()
+  int prioritizedSteps = 0;     // steps whose minibatch was drawn by priority
+  uint64_t scoredExamples = 0;  // extra forward-pass examples the sampler spent
 };
 
 class Trainer {
  public:
   // kInvalidArgument when the model's input size or classes do not fit the data set,
   // or the options are unusable (batch < 1, lambda outside (0, 1], ...).
-  static Result<Trainer> create(model::Model model, const data::Dataset& dataset,
-                                TrainerOptions options = {});
+  static Result<Trainer> create(model::Model model, const data::Dataset& dataset, TrainerOptions options = {});
 
   // Runs request.steps steps of local SGD starting from base (the shared model,
   // numParams() floats) and writes base - x into delta (numParams() floats).
   // kInvalidArgument when the sizes differ, steps < 0 or lr is not finite.
-  Result<TrainStats> run(std::span<const float> base, const TrainRequest& request,
-                         std::span<float> delta);
+  Result<TrainStats> run(std::span<const float> base, const TrainRequest& request, std::span<float> delta);
 
   // The model as left by the last run (x), e.g. to evaluate it.
   model::Model& model() { return model_; }

@@ -40,10 +40,10 @@ namespace starling::model {
 
 // One named tensor inside the flat parameter vector.
 struct TensorInfo {
-  std::string name;         // e.g. "dense0.weight", "conv1.bias"
-  std::size_t offset = 0;   // first element in the flat vector
-  std::size_t size = 0;     // number of elements (product of shape)
-  std::vector<int> shape;   // dense weight {out, in} row-major; conv weight {out, in, k, k}
+  std::string name;        // e.g. "dense0.weight", "conv1.bias"
+  std::size_t offset = 0;  // first element in the flat vector
+  std::size_t size = 0;    // number of elements (product of shape)
+  std::vector<int> shape;  // dense weight {out, in} row-major; conv weight {out, in, k, k}
 };
 
 // The tensors of a model in the order they appear in the flat vector, without gaps.
@@ -61,8 +61,6 @@ class Layout {
   std::vector<TensorInfo> tensors_;
   std::size_t size_ = 0;
 };
-
-
 
 // Loss and accuracy of a model over a data set.
 struct Evaluation {
@@ -113,8 +111,7 @@ class Model {
   // (w_i = 1 when weights is null) and writes its gradient with respect to params()
   // into grad (overwritten, numParams() floats). Labels out of range are a programmer
   // error (asserted). The softmax outputs stay readable through probabilities().
-  float forwardBackward(const float* x, const int32_t* y, const float* weights, int batch,
-                        std::span<float> grad);
+  float forwardBackward(const float* x, const int32_t* y, const float* weights, int batch, std::span<float> grad);
 
   // Forward only: returns the softmax outputs, batch rows of numClasses() floats,
   // in a view that stays valid until the next call on this Model.

@@ -8,6 +8,8 @@
 // Threading: every engine call, store write and evaluation runs on one strand;
 // SessionHandler callbacks arrive on session strands and are posted onto it.
 
+#include <spdlog/logger.h>
+
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
@@ -16,7 +18,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <spdlog/logger.h>
 #include <string>
 
 #include "starling/coordinator/round_engine.hpp"
@@ -36,10 +37,10 @@ struct TaskConfig {
   float momentum = 0.0f;
   float weightDecay = 0.0f;
   float clipNorm = 0.0f;
-  bool prioritySampling = false;             // clients sample by priority (adaptive)
-  std::string testData;                      // Fashion-MNIST directory for evaluation ("" = none)
-  uint32_t evalEvery = 1;                    // evaluate every N committed rounds
-  std::string modelOut;                      // where the final model is saved ("" = nowhere)
+  bool prioritySampling = false;  // clients sample by priority (adaptive)
+  std::string testData;           // Fashion-MNIST directory for evaluation ("" = none)
+  uint32_t evalEvery = 1;         // evaluate every N committed rounds
+  std::string modelOut;           // where the final model is saved ("" = nowhere)
 };
 
 // One line per ended round, for the console and the demo.

@@ -34,14 +34,14 @@
 namespace starling::coordinator {
 
 struct EngineConfig {
-  uint64_t rounds = 20;             // training ends after this many committed rounds
-  uint32_t clientsPerRound = 10;    // K: the round closes when K updates are in
-  double overSelection = 1.3;       // assign to ceil(K * overSelection) clients
-  uint32_t minClients = 0;          // a round starts once this many are idle (0 = K)
-  uint32_t minGoal = 0;             // fewer updates at the deadline abandon the round (0 = ceil(K/2))
-  int64_t deadlineMs = 60'000;      // from assignment to the round's deadline
-  uint32_t maxStaleness = 2;        // S: a late update from round r - s is used while s <= S
-  double maxNormRatio = 20.0;       // reject updates with ||q|| > ratio * median (0 = off)
+  uint64_t rounds = 20;           // training ends after this many committed rounds
+  uint32_t clientsPerRound = 10;  // K: the round closes when K updates are in
+  double overSelection = 1.3;     // assign to ceil(K * overSelection) clients
+  uint32_t minClients = 0;        // a round starts once this many are idle (0 = K)
+  uint32_t minGoal = 0;           // fewer updates at the deadline abandon the round (0 = ceil(K/2))
+  int64_t deadlineMs = 60'000;    // from assignment to the round's deadline
+  uint32_t maxStaleness = 2;      // S: a late update from round r - s is used while s <= S
+  double maxNormRatio = 20.0;     // reject updates with ||q|| > ratio * median (0 = off)
 
   // Learning rate: lr_r = lr * lrDecay^(r - 1).
   double lr = 0.05;
@@ -52,7 +52,7 @@ struct EngineConfig {
   bool adaptiveTau = false;
   uint32_t tauMin = 1;
   uint32_t tauMax = 1000;
-  double lossSmoothing = 0.5;       // F <- s F + (1 - s) F_round
+  double lossSmoothing = 0.5;  // F <- s F + (1 - s) F_round
   // Per-client step budgets: a client whose measured speed cannot do tau steps in
   // budgetFraction of the deadline gets fewer (at least tauMin).
   bool stepBudgets = true;
@@ -61,13 +61,13 @@ struct EngineConfig {
   // Compression (names as compression::makeCompressor takes them).
   std::string uplink = "identity";
   std::string downlink = "identity";
-  double uplinkDensity = 1.0;       // target density (top-k, rand-k)
+  double uplinkDensity = 1.0;  // target density (top-k, rand-k)
   double downlinkDensity = 1.0;
-  uint32_t warmupRounds = 0;        // DGC warm-up of both densities
-  bool fp16Values = false;          // top-k / rand-k values as fp16
-  bool errorFeedback = true;        // server-side memory on the broadcast
+  uint32_t warmupRounds = 0;  // DGC warm-up of both densities
+  bool fp16Values = false;    // top-k / rand-k values as fp16
+  bool errorFeedback = true;  // server-side memory on the broadcast
 
-  uint32_t catchUpRounds = 20;      // broadcasts kept for catch-up; older clients get the dense model
+  uint32_t catchUpRounds = 20;  // broadcasts kept for catch-up; older clients get the dense model
   // Before the first commit, clients build the round-0 model themselves (from the
   // spec and the initialization seed in Welcome) instead of receiving it.
   bool clientsInitialize = true;
@@ -77,29 +77,29 @@ struct EngineConfig {
 // What a client is told to do for one round.
 struct Assignment {
   uint64_t round = 0;
-  uint64_t baseRound = 0;         // the model the client must hold: after round baseRound
+  uint64_t baseRound = 0;  // the model the client must hold: after round baseRound
   uint32_t tau = 0;
   float lr = 0;
   float uplinkDensity = 1;
-  int64_t deadlineMs = 0;         // absolute, engine time
+  int64_t deadlineMs = 0;  // absolute, engine time
   // Bring the client to baseRound: either a dense model to replace its own, or the
   // broadcasts of rounds (its round, baseRound] to subtract in order, or neither.
   std::shared_ptr<const std::vector<float>> denseModel;
   std::vector<std::shared_ptr<const compression::Payload>> broadcasts;
-  uint64_t baseChecksum = 0;      // checksum64 of the model after applying them
+  uint64_t baseChecksum = 0;  // checksum64 of the model after applying them
 };
 
 struct UpdateVerdict {
   uint64_t round = 0;
   bool accepted = false;
-  std::string reason;             // why not, when rejected
+  std::string reason;  // why not, when rejected
 };
 
 // How a participant's round ended, for the store.
 struct ParticipantResult {
-  uint64_t round = 0;             // the round the client was assigned (a late update's own round)
+  uint64_t round = 0;  // the round the client was assigned (a late update's own round)
   std::string clientId;
-  std::string outcome;            // accepted, straggler, dropped, rejected, late-applied, late-discarded
+  std::string outcome;  // accepted, straggler, dropped, rejected, late-applied, late-discarded
   std::string reason;
   int64_t assignedMs = 0;
   std::optional<int64_t> returnedMs;
@@ -117,7 +117,7 @@ struct ParticipantResult {
 struct RoundSummary {
   uint64_t round = 0;
   bool committed = false;
-  std::string reason;             // why abandoned
+  std::string reason;  // why abandoned
   uint32_t tau = 0;
   double lr = 0;
   double uplinkDensity = 1;
@@ -127,7 +127,7 @@ struct RoundSummary {
   uint32_t accepted = 0;
   uint32_t stragglers = 0;
   uint64_t bytesUpRaw = 0, bytesUpWire = 0, bytesDownRaw = 0, bytesDownWire = 0;
-  double trainLossStart = 0;      // example-weighted loss at the shared model
+  double trainLossStart = 0;  // example-weighted loss at the shared model
   int64_t startedMs = 0, endedMs = 0;
   uint64_t modelChecksum = 0;
   std::vector<ParticipantResult> participants;
@@ -165,10 +165,10 @@ struct IncomingUpdate {
 
 // The engine state a checkpoint carries besides the model and the memory.
 struct EngineSnapshot {
-  uint64_t round = 0;           // last committed round
+  uint64_t round = 0;  // last committed round
   std::vector<float> model;
   std::vector<float> serverMemory;
-  std::string state;            // controller and schedule, as text (see serializeState)
+  std::string state;  // controller and schedule, as text (see serializeState)
 };
 
 class RoundEngine {
@@ -180,8 +180,8 @@ class RoundEngine {
 
   // A client connected. heldRound/heldChecksum: the model it says it holds (0 = none).
   // lastAcceptedRound is returned so the client can settle its uplink memory.
-  std::vector<Action> clientJoined(const std::string& id, uint64_t examples, uint64_t heldRound,
-                                   uint64_t heldChecksum, int64_t nowMs);
+  std::vector<Action> clientJoined(const std::string& id, uint64_t examples, uint64_t heldRound, uint64_t heldChecksum,
+                                   int64_t nowMs);
   std::vector<Action> clientLeft(const std::string& id, const std::string& reason, int64_t nowMs);
   std::vector<Action> updateArrived(const std::string& id, IncomingUpdate update, int64_t nowMs);
   // An update that could not be decoded: recorded as rejected, the client rolls back.
@@ -250,18 +250,18 @@ class RoundEngine {
   uint64_t commits_ = 0;
   std::map<std::string, std::unique_ptr<Client>> clients_;  // ordered: deterministic iteration
   std::unique_ptr<OpenRound> open_;
-  std::vector<std::unique_ptr<Pending>> late_;              // late updates waiting for the next aggregation
-  std::vector<ParticipantResult> orphans_;                  // records to attach to the next round
-  std::deque<LogEntry> log_;                                // recent broadcasts, oldest first
-  std::vector<float> aggregate_;                            // scratch: the round's Delta
-  std::shared_ptr<const std::vector<float>> denseCache_;    // model_ as of committed_, shared by assignments
+  std::vector<std::unique_ptr<Pending>> late_;            // late updates waiting for the next aggregation
+  std::vector<ParticipantResult> orphans_;                // records to attach to the next round
+  std::deque<LogEntry> log_;                              // recent broadcasts, oldest first
+  std::vector<float> aggregate_;                          // scratch: the round's Delta
+  std::shared_ptr<const std::vector<float>> denseCache_;  // model_ as of committed_, shared by assignments
   std::unique_ptr<compression::Compressor> down_;
   std::unique_ptr<compression::DensitySchedule> upSchedule_, downSchedule_;
   std::optional<compression::ErrorFeedback> memory_;
   // ADACOMM
   uint32_t tau_ = 0;
-  double lossF0_ = 0;           // smoothed loss at the first adaptation
-  double lossF_ = 0;            // smoothed loss
+  double lossF0_ = 0;  // smoothed loss at the first adaptation
+  double lossF_ = 0;   // smoothed loss
   bool haveLoss_ = false;
   uint64_t rng_ = 0;
   bool stopping_ = false;

@@ -10,6 +10,8 @@
 // Threading: start()/stop() from any thread; the io_context may be run by several
 // threads. Handler callbacks come on the session's strand. Counters are atomics.
 
+#include <spdlog/logger.h>
+
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/steady_timer.hpp>
@@ -18,7 +20,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <spdlog/logger.h>
 #include <string>
 
 #include "starling/net/connection.hpp"

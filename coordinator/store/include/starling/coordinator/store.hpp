@@ -155,8 +155,6 @@ struct StoreOptions {
   std::function<void(std::string_view stage)> faultHook;
 };
 
-
-
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).

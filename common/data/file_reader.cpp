@@ -101,4 +101,15 @@ Status FileReader::readAll(std::string& out) {
   }
 }
 
+Result<std::string> findPlainOrGz(const std::string& dir, const std::string& name) {
+  auto isFile = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  };
+  const std::string plain = dir + "/" + name;
+  if (isFile(plain)) return plain;
+  if (isFile(plain + ".gz")) return plain + ".gz";
+  return Status(StatusCode::kNotFound, "neither " + plain + " nor " + plain + ".gz exists");
+}
+
 }  // namespace starling::data::detail

@@ -51,4 +51,7 @@ class FileReader {
   std::size_t offset_ = 0;
 };
 
+// dir/name, or dir/name.gz when only that exists; kNotFound naming both otherwise.
+Result<std::string> findPlainOrGz(const std::string& dir, const std::string& name);
+
 }  // namespace starling::data::detail

@@ -1,7 +1,5 @@
 // loadIdx and the Fashion-MNIST helpers: IDX files (plain or gzipped) -> byte Dataset.
 
-#include <sys/stat.h>
-
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -136,19 +134,6 @@ Status readPayload(detail::FileReader& in, const IdxHeader& header, std::vector<
   return Status::ok();
 }
 
-bool isFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// dir/name, or dir/name.gz when only that exists; kNotFound naming both otherwise.
-Result<std::string> findFile(const std::string& dir, const std::string& name) {
-  const std::string plain = dir + "/" + name;
-  if (isFile(plain)) return plain;
-  if (isFile(plain + ".gz")) return plain + ".gz";
-  return Status(StatusCode::kNotFound, "neither " + plain + " nor " + plain + ".gz exists");
-}
-
 }  // namespace
 
 Result<Dataset> loadIdx(const std::string& imagesPath, const std::string& labelsPath, int numClasses) {
@@ -214,9 +199,9 @@ std::string defaultFashionMnistDir() {
 
 Result<Dataset> loadFashionMnistSplit(const std::string& dir, FashionMnistSplit split) {
   const std::string prefix = split == FashionMnistSplit::kTrain ? "train" : "t10k";
-  auto images = findFile(dir, prefix + "-images-idx3-ubyte");
+  auto images = detail::findPlainOrGz(dir, prefix + "-images-idx3-ubyte");
   if (!images) return images.status();
-  auto labels = findFile(dir, prefix + "-labels-idx1-ubyte");
+  auto labels = detail::findPlainOrGz(dir, prefix + "-labels-idx1-ubyte");
   if (!labels) return labels.status();
   auto dataset = loadIdx(*images, *labels, 10);
   if (!dataset) return dataset;

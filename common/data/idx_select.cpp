@@ -2,8 +2,6 @@
 
 #include "starling/data/idx_select.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <limits>
 #include <utility>
@@ -47,18 +45,6 @@ Status expectEnd(detail::FileReader& in) {
   STARLING_RETURN_IF_ERROR(in.read(&extra, 1, &got));
   if (got != 0) return at(StatusCode::kMalformed, in.path(), offset, "unexpected data after the announced data");
   return Status::ok();
-}
-
-bool isFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-Result<std::string> findFile(const std::string& dir, const std::string& name) {
-  const std::string plain = dir + "/" + name;
-  if (isFile(plain)) return plain;
-  if (isFile(plain + ".gz")) return plain + ".gz";
-  return Status(StatusCode::kNotFound, "neither " + plain + " nor " + plain + ".gz exists");
 }
 
 }  // namespace
@@ -146,17 +132,17 @@ Result<Dataset> loadIdxSubset(const std::string& imagesPath, const std::string& 
 }
 
 Result<std::vector<int32_t>> loadFashionMnistLabels(const std::string& dir, FashionMnistSplit split) {
-  auto labels =
-      findFile(dir, std::string(split == FashionMnistSplit::kTrain ? "train" : "t10k") + "-labels-idx1-ubyte");
+  auto labels = detail::findPlainOrGz(
+      dir, std::string(split == FashionMnistSplit::kTrain ? "train" : "t10k") + "-labels-idx1-ubyte");
   if (!labels) return labels.status();
   return loadIdxLabels(*labels);
 }
 
 Result<Dataset> loadFashionMnistSubset(const std::string& dir, FashionMnistSplit split, std::span<const uint32_t> idx) {
   const std::string prefix = split == FashionMnistSplit::kTrain ? "train" : "t10k";
-  auto images = findFile(dir, prefix + "-images-idx3-ubyte");
+  auto images = detail::findPlainOrGz(dir, prefix + "-images-idx3-ubyte");
   if (!images) return images.status();
-  auto labels = findFile(dir, prefix + "-labels-idx1-ubyte");
+  auto labels = detail::findPlainOrGz(dir, prefix + "-labels-idx1-ubyte");
   if (!labels) return labels.status();
   auto dataset = loadIdxSubset(*images, *labels, idx, 10);
   if (dataset && dataset->featureDim() != std::size_t{28} * 28)

@@ -186,9 +186,12 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   if (!up) return Status(StatusCode::kInvalidArgument, "uplink compressor: " + up.status().message());
   uplink_ = std::move(*up);
   errorFeedback_ = comp->error_feedback();
-  auto mem = compression::ErrorFeedback::create(d);
-  if (!mem) return mem.status();
-  memory_.emplace(std::move(*mem));
+  memory_.reset();  // two model-sized buffers: only when the task uses them
+  if (errorFeedback_) {
+    auto mem = compression::ErrorFeedback::create(d);
+    if (!mem) return mem.status();
+    memory_.emplace(std::move(*mem));
+  }
   modelSpec_ = spec;
   xhat_.assign(d, 0.0f);
   delta_.assign(d, 0.0f);

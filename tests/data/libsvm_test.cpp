@@ -7,15 +7,10 @@
 
 using namespace starling;
 using namespace starling::data;
+using starling::data::test::row;
 using starling::data::test::TempDir;
 
 namespace {
-
-std::vector<float> row(const Dataset& d, uint32_t i) {
-  std::vector<float> out(d.featureDim());
-  d.gather(std::vector<uint32_t>{i}, out);
-  return out;
-}
 
 std::vector<int32_t> labelsOf(const Dataset& d) {
   return {d.labels().begin(), d.labels().end()};

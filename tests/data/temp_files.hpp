@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "starling/data/dataset.hpp"
+
 namespace starling::data::test {
 
 class TempDir {
@@ -68,6 +70,13 @@ inline std::vector<uint8_t> ramp(std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
     v[i] = static_cast<uint8_t>(i);
   return v;
+}
+
+// The features of example i of d, as floats.
+inline std::vector<float> row(const Dataset& d, uint32_t i) {
+  std::vector<float> out(d.featureDim());
+  d.gather(std::vector<uint32_t>{i}, out);
+  return out;
 }
 
 }  // namespace starling::data::test

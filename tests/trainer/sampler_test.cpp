@@ -11,16 +11,10 @@
 using starling::client::Sampler;
 using starling::client::SamplerOptions;
 using starling::client::SamplingMode;
+using starling::client::test::toyModel;
 using starling::model::Model;
 
 namespace {
-
-Model toyModel(const char* spec, uint64_t seed) {
-  auto m = Model::fromSpec(spec);
-  REQUIRE(m.isOk());
-  m->initialize(seed);
-  return std::move(m).value();
-}
 
 double distance(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0.0;

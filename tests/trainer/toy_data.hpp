@@ -1,11 +1,13 @@
 #pragma once
 // Small synthetic data sets with fixed seeds for the trainer and sampler tests.
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "starling/data/dataset.hpp"
+#include "starling/model/model.hpp"
 
 namespace starling::client::test {
 
@@ -27,6 +29,14 @@ inline data::Dataset blobs(int n, int dim, int classes, uint64_t seed, float spr
   }
   auto ds = data::Dataset::fromFloats(std::move(x), std::move(y), dim, classes);
   return std::move(ds).value();
+}
+
+// A model built from spec and initialized with seed; fails the test on a bad spec.
+inline model::Model toyModel(const char* spec, uint64_t seed) {
+  auto m = model::Model::fromSpec(spec);
+  REQUIRE(m.isOk());
+  m->initialize(seed);
+  return std::move(m).value();
 }
 
 }  // namespace starling::client::test

@@ -13,16 +13,10 @@ using starling::client::SamplingMode;
 using starling::client::Trainer;
 using starling::client::TrainerOptions;
 using starling::client::TrainRequest;
+using starling::client::test::toyModel;
 using starling::model::Model;
 
 namespace {
-
-Model toyModel(const char* spec, uint64_t seed) {
-  auto m = Model::fromSpec(spec);
-  REQUIRE(m.isOk());
-  m->initialize(seed);
-  return std::move(m).value();
-}
 
 double norm(const std::vector<float>& v) {
   double s = 0.0;

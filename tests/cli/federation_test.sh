@@ -120,12 +120,15 @@ check "no client saw a model checksum mismatch" bash -c "! grep -q 'checksum mis
 
 # ---- 3. a client is killed mid-round, restarted, and catches up -----------------
 port=""
-start_coordinator churn --rounds 8 --tau 2000 --tau-max 2000 --deadline-ms 20000 --min-goal 2 --min-clients 2 \
+churn_tau=${STARLING_CHURN_TAU:-6000}
+start_coordinator churn --rounds 6 --tau "$churn_tau" --tau-max "$churn_tau" --deadline-ms 60000 --min-goal 2 --min-clients 2 \
   --db "$work/churn.db" || exit 1
 for i in 0 1 2; do start_client "$i" "churn-client-$i.log"; done
-# Round 3 starts as round 2 commits; its 2,000 local steps take about a second.
-wait_for "$work/churn.log" "round   2 committed" 60
-sleep 0.3
+# Round 3 is assigned as round 2 commits; its local steps (STARLING_CHURN_TAU, sized
+# by the build) take a second or more, so a kill 0.1 s after the commit lands
+# mid-round.
+wait_for "$work/churn.log" "round   2 committed" 120
+sleep 0.1
 kill -9 "${client_pid[2]}"
 wait "${client_pid[2]}" 2>/dev/null
 sleep 1

@@ -14,13 +14,7 @@
 // measured in the same run. The Flower 1.6 column is the figure measured earlier on
 // this machine (Flower cannot be installed here), printed for reference only.
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,10 +31,11 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "support/process.hpp"
 
 namespace {
 
+using namespace starling::bench;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
@@ -142,120 +137,10 @@ struct Result {
   }
 };
 
-// ---- processes -----------------------------------------------------------------
-
-// Starts argv[0] with stdout and stderr appended to logPath; returns its pid or -1.
-pid_t spawnLogged(const std::vector<std::string>& args, const std::string& logPath) {
-  std::vector<char*> argv;
-  for (const std::string& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawn_file_actions_addclose(&actions, 0);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
-}
-
-struct Child {
-  pid_t pid = -1;
-  bool exited = false;
-  int status = 0;
-  long maxRssKiB = 0;
-};
-
-// Reaps every child that has exited, without blocking; records status and peak RSS.
-void reapExited(std::vector<Child*>& children) {
-  for (Child* c : children) {
-    if (c->exited || c->pid <= 0) continue;
-    int status = 0;
-    rusage ru{};
-    pid_t r = wait4(c->pid, &status, WNOHANG, &ru);
-    if (r == c->pid) {
-      c->exited = true;
-      c->status = status;
-      c->maxRssKiB = ru.ru_maxrss;
-    }
-  }
-}
-
-// SIGKILLs the children still running, by pid, and reaps them.
-void killAll(std::vector<Child*>& children) {
-  for (Child* c : children) {
-    if (c->exited || c->pid <= 0) continue;
-    kill(c->pid, SIGKILL);
-    int status = 0;
-    rusage ru{};
-    wait4(c->pid, &status, 0, &ru);
-    c->exited = true;
-    c->status = status;
-  }
-}
-
-bool exitedOk(const Child& c) {
-  return c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
-}
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-int countOccurrences(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + needle.size()))
-    ++n;
-  return n;
-}
-
-// Runs a command to completion with stdout to outPath; true when it exits 0.
-bool runToFile(const std::vector<std::string>& args, const std::string& outPath) {
-  pid_t pid = spawnLogged(args, outPath);
-  if (pid <= 0) return false;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-// ---- the report ----------------------------------------------------------------
-
-// The numeric value of "key": in one JSON object of `report --format json`
-// (docs/state.md: one object per line); nullopt when absent or null.
-std::optional<double> jsonNumber(const std::string& object, const std::string& key) {
-  std::string needle = "\"" + key + "\": ";
-  auto p = object.find(needle);
-  if (p == std::string::npos) return std::nullopt;
-  p += needle.size();
-  if (object.compare(p, 4, "null") == 0) return std::nullopt;
-  return std::strtod(object.c_str() + p, nullptr);
-}
-
-std::optional<std::string> jsonString(const std::string& object, const std::string& key) {
-  std::string needle = "\"" + key + "\": \"";
-  auto p = object.find(needle);
-  if (p == std::string::npos) return std::nullopt;
-  p += needle.size();
-  auto e = object.find('"', p);
-  if (e == std::string::npos) return std::nullopt;
-  return object.substr(p, e - p);
-}
-
 // The committed rounds of a report, in order.
 std::vector<Round> parseRounds(const std::string& json) {
   std::vector<Round> out;
-  auto begin = json.find("\"rounds\": [");
-  auto end = json.find("\"participants\": [");
-  if (begin == std::string::npos || end == std::string::npos) return out;
-  std::istringstream lines(json.substr(begin, end - begin));
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.find("{\"round\": ") == std::string::npos) continue;
+  for (const std::string& line : reportRoundLines(json)) {
     Round r;
     r.round = static_cast<int>(jsonNumber(line, "round").value_or(0));
     r.committed = jsonString(line, "status").value_or("") == "committed";
@@ -329,23 +214,11 @@ Result runConfig(const Options& o, const Config& c, const std::string& dir) {
     res.error = "cannot spawn the coordinator";
     return res;
   }
-  // Its port, from "listening on 127.0.0.1:PORT".
-  std::string port;
-  while (port.empty()) {
-    std::string log = readFile(coordLog);
-    auto p = log.find("listening on 127.0.0.1:");
-    if (p != std::string::npos) {
-      p += std::strlen("listening on 127.0.0.1:");
-      auto e = log.find_first_not_of("0123456789", p);
-      if (e != std::string::npos) port = log.substr(p, e - p);
-    }
-    reapExited(all);
-    if (port.empty() && (coord.exited || seconds(t0, Clock::now()) > 60)) {
-      killAll(all);
-      res.error = "the coordinator did not start (see " + coordLog + ")";
-      return res;
-    }
-    if (port.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::string port = waitForPort(coord, coordLog, std::chrono::seconds(60));
+  if (port.empty()) {
+    killAll(all);
+    res.error = "the coordinator did not start (see " + coordLog + ")";
+    return res;
   }
 
   std::vector<Child> clients(static_cast<std::size_t>(o.clients));

@@ -1,0 +1,398 @@
+// bench/soak: a coordinator under churn for minutes — is anything leaking, is anything lost?
+//
+// One real `starling-coordinator run` process on 127.0.0.1, and in this process N
+// clients (default 1,000), each the real client runtime (client::Participant, mutual
+// TLS, its own certificate, a 60-example Fashion-MNIST shard). The clients live in
+// groups of G on their own thread and io_context; a group stays for a random 20-60 s,
+// then leaves at once (its io_context is stopped and destroyed, so every socket closes
+// mid-whatever, as when an app is killed), stays away 1-5 s and comes back with fresh
+// state, so it must catch up. Rounds of K clients run all along with a short deadline.
+//
+// Every 5 s the coordinator's resident set (VmRSS) and open file descriptors are read
+// from /proc. The baseline is the mean over the minute after warm-up (all groups
+// started, the first rounds done); the end value the mean over the last minute. At the
+// end the coordinator gets SIGTERM, and `report --format json` must show every round
+// committed or abandoned with a reason: rounds_lost counts the others and any gap.
+//
+// Last line: summary: clients=N minutes=M rss_growth_pct=X fd_growth=Y rounds_committed=C rounds_lost=L
+
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include "starling/client/participant.hpp"
+#include "starling/data/loaders.hpp"
+#include "starling/data/partition.hpp"
+#include "support/process.hpp"
+
+namespace {
+
+using namespace starling;
+using namespace starling::bench;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+constexpr const char* kCoordinatorBin = STARLING_COORDINATOR_BIN;
+
+// Goals of issue 7.
+constexpr double kGoalRssGrowthPct = 10;
+
+struct Options {
+  int clients = 1000;
+  double minutes = 10;
+  int groupSize = 20;
+  int perRound = 50;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  uint64_t seed = 1;
+  bool keep = false;
+};
+
+// One client as the soak keeps it between lives: its TLS context (loaded once) and shard.
+struct SoakClient {
+  std::string id;
+  std::shared_ptr<const net::TlsContext> tls;
+  data::Dataset shard;
+};
+
+// A group of clients sharing a thread; alive between start() and stop().
+class Group {
+ public:
+  Group(std::vector<SoakClient*> members, net::Endpoint coordinator, std::shared_ptr<spdlog::logger> log)
+      : members_(std::move(members)), coordinator_(std::move(coordinator)), log_(std::move(log)) {}
+  ~Group() { stop(); }
+
+  void start(uint64_t life) {
+    io_ = std::make_unique<asio::io_context>(1);
+    participants_.clear();
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      client::ParticipantOptions options;
+      options.coordinator = coordinator_;
+      options.id = members_[i]->id;
+      options.seed = life * 7919 + i;
+      options.backoffMax = std::chrono::milliseconds(2'000);
+      participants_.push_back(std::make_unique<client::Participant>(members_[i]->shard, options, log_));
+      asio::co_spawn(*io_, participants_.back()->run(io_->get_executor(), members_[i]->tls),
+                     [this](std::exception_ptr e, Status st) {
+                       if (e) {
+                         failures_.fetch_add(1);
+                       } else if (!st) {
+                         log_->error("a participant ended: {}", st.message());
+                         failures_.fetch_add(1);
+                       }
+                     });
+    }
+    thread_ = std::thread([this] { io_->run(); });
+    ++lives_;
+  }
+
+  // Leaves at once: whatever each client was doing, its connection closes.
+  void stop() {
+    if (!io_) return;
+    io_->stop();
+    if (thread_.joinable()) thread_.join();
+    io_.reset();  // destroys the suspended coroutines, and with them the connections
+    participants_.clear();
+  }
+
+  bool running() const { return io_ != nullptr; }
+  int lives() const { return lives_; }
+  int failures() const { return failures_.load(); }
+
+ private:
+  std::vector<SoakClient*> members_;
+  net::Endpoint coordinator_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<asio::io_context> io_;
+  std::vector<std::unique_ptr<client::Participant>> participants_;
+  std::thread thread_;
+  int lives_ = 0;
+  std::atomic<int> failures_{0};
+};
+
+struct Sample {
+  double atS = 0;
+  double rssMiB = 0;
+  int fds = 0;
+  int committed = 0, abandoned = 0;
+};
+
+std::optional<Sample> sampleProcess(pid_t pid) {
+  Sample s;
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  bool found = false;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      s.rssMiB = std::strtod(line.c_str() + 6, nullptr) / 1024.0;
+      found = true;
+    }
+  }
+  if (!found) return std::nullopt;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(fmt::format("/proc/{}/fd", pid), ec); !ec && it != fs::directory_iterator();
+       it.increment(ec))
+    ++s.fds;
+  return s;
+}
+
+template <class F>
+double meanOver(const std::vector<Sample>& samples, double fromS, double toS, F f) {
+  double sum = 0;
+  int n = 0;
+  for (const Sample& s : samples) {
+    if (s.atS >= fromS && s.atS <= toS) {
+      sum += f(s);
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : NAN;
+}
+
+std::vector<std::string> coordinatorArgs(const Options& o, const std::string& dir) {
+  return {kCoordinatorBin,
+          "run",
+          "--certs",
+          dir + "/certs",
+          "--listen",
+          "127.0.0.1:0",
+          "--db",
+          dir + "/soak.db",
+          "--name",
+          "soak",
+          "--model",
+          "mlp:784-16-10",
+          "--rounds",
+          "1000000",
+          "--clients-per-round",
+          std::to_string(o.perRound),
+          "--min-clients",
+          std::to_string(o.perRound),
+          "--deadline-ms",
+          "4000",
+          "--tau",
+          "10",
+          "--batch-size",
+          "16",
+          "--uplink",
+          "topk",
+          "--uplink-density",
+          "0.1",
+          "--downlink",
+          "topk",
+          "--downlink-density",
+          "0.1",
+          "--heartbeat-ms",
+          "5000",
+          "--idle-timeout-ms",
+          "30000",
+          "--max-connections",
+          std::to_string(o.clients + 100)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"bench-soak: a coordinator under client churn; RSS, descriptors and rounds over time"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--clients", o.clients, "client connections (the real client runtime, in this process)");
+  app.add_option("--minutes", o.minutes, "how long the churn goes on");
+  app.add_option("--group-size", o.groupSize, "clients that join and leave together (one thread each group)");
+  app.add_option("--per-round", o.perRound, "updates that close a round (K)");
+  app.add_option("--data", o.data, "Fashion-MNIST directory");
+  app.add_option("--seed", o.seed, "seed of lifetimes and shards");
+  app.add_flag("--keep", o.keep, "keep the working directory (logs, database)");
+  CLI11_PARSE(app, argc, argv);
+  if (o.clients < o.perRound || o.groupSize < 1 || o.minutes <= 0) {
+    std::cerr << "bench-soak: need --clients >= --per-round, --group-size >= 1, --minutes > 0\n";
+    return 2;
+  }
+
+  const std::string dir = fs::temp_directory_path() / fmt::format("starling-soak-{}", getpid());
+  fs::create_directories(dir);
+  std::cout << fmt::format("bench-soak: {} clients in groups of {}, {} per round, {} minutes; work dir {}\n", o.clients,
+                           o.groupSize, o.perRound, o.minutes, dir);
+  if (!runToFile({kCoordinatorBin, "init", "--out", dir + "/certs", "--clients", std::to_string(o.clients)},
+                 dir + "/init.log")) {
+    std::cerr << "bench-soak: `starling-coordinator init` failed (see " << dir << "/init.log)\n";
+    return 1;
+  }
+  auto train = data::loadFashionMnistSplit(o.data, data::FashionMnistSplit::kTrain);
+  if (!train) {
+    std::cerr << "bench-soak: " << train.status().message() << "\n";
+    return 1;
+  }
+
+  const std::string coordLog = dir + "/coordinator.log";
+  Child coord;
+  coord.pid = spawnLogged(coordinatorArgs(o, dir), coordLog);
+  const std::string port = waitForPort(coord, coordLog, std::chrono::seconds(30));
+  if (port.empty()) {
+    killAll({&coord});
+    std::cerr << "bench-soak: the coordinator did not start (see " << coordLog << ")\n";
+    return 1;
+  }
+  net::Endpoint endpoint{"127.0.0.1", static_cast<uint16_t>(std::stoi(port))};
+
+  // The clients: certificates loaded once, a 60-example shard each (IID).
+  auto parts = data::partitionIid(train->labels(), static_cast<std::size_t>(o.clients), o.seed);
+  std::vector<SoakClient> clients(static_cast<std::size_t>(o.clients));
+  for (int i = 0; i < o.clients; ++i) {
+    auto& c = clients[static_cast<std::size_t>(i)];
+    c.id = fmt::format("client-{}", i);
+    auto identity =
+        net::loadIdentity(dir + "/certs/ca.crt", dir + "/certs/" + c.id + ".crt", dir + "/certs/" + c.id + ".key");
+    if (!identity) {
+      std::cerr << "bench-soak: " << identity.status().message() << "\n";
+      return 1;
+    }
+    auto tls = net::TlsContext::create(net::TlsRole::kClient, *identity, "127.0.0.1");
+    if (!tls) {
+      std::cerr << "bench-soak: " << tls.status().message() << "\n";
+      return 1;
+    }
+    c.tls = *tls;
+    c.shard = train->subset(parts[static_cast<std::size_t>(i)]);
+  }
+  train = Status(StatusCode::kClosed, "released");
+
+  auto log = std::make_shared<spdlog::logger>(
+      "soak-clients", std::make_shared<spdlog::sinks::basic_file_sink_mt>(dir + "/clients.log"));
+  log->set_pattern("%Y-%m-%d %H:%M:%S.%e %l [%n] %v");
+  log->set_level(spdlog::level::warn);
+
+  std::vector<std::unique_ptr<Group>> groups;
+  for (int g = 0; g * o.groupSize < o.clients; ++g) {
+    std::vector<SoakClient*> members;
+    for (int i = g * o.groupSize; i < std::min(o.clients, (g + 1) * o.groupSize); ++i)
+      members.push_back(&clients[static_cast<std::size_t>(i)]);
+    groups.push_back(std::make_unique<Group>(std::move(members), endpoint, log));
+  }
+
+  // The schedule: groups start staggered over the first 10 s, then live 20-60 s and
+  // stay away 1-5 s, again and again.
+  std::mt19937_64 rng(o.seed);
+  auto uniform = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
+  const auto t0 = Clock::now();
+  auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  std::vector<double> nextChange(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    nextChange[g] = 10.0 * static_cast<double>(g) / static_cast<double>(groups.size());
+  const double endS = o.minutes * 60;
+  const double warmupS = std::min(60.0, endS / 4);
+  const double windowS = std::min(60.0, endS / 4);
+
+  std::vector<Sample> samples;
+  double nextSample = 0;
+  int joinsAtLastPrint = 0;
+  std::cout << fmt::format("{:>6}  {:>8}  {:>5}  {:>8}  {:>9}  {:>9}  {:>7}\n", "t (s)", "RSS MiB", "fds", "groups",
+                           "committed", "abandoned", "joins");
+  while (now() < endS) {
+    double t = now();
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (t < nextChange[g]) continue;
+      if (groups[g]->running()) {
+        groups[g]->stop();
+        nextChange[g] = t + uniform(1, 5);
+      } else {
+        groups[g]->start(rng());
+        nextChange[g] = t + uniform(20, 60);
+      }
+    }
+    if (t >= nextSample) {
+      reapExited({&coord});
+      if (coord.exited) break;
+      auto s = sampleProcess(coord.pid);
+      if (s) {
+        s->atS = t;
+        std::string text = readFile(coordLog);
+        s->committed = countOccurrences(text, " committed: ");
+        s->abandoned = countOccurrences(text, " abandoned: ");
+        int joins = countOccurrences(text, " joined from ");
+        int running = 0;
+        for (auto& g : groups)
+          running += g->running() ? 1 : 0;
+        samples.push_back(*s);
+        if (samples.size() % 6 == 1)
+          std::cout << fmt::format("{:>6.0f}  {:>8.1f}  {:>5}  {:>4}/{:<3}  {:>9}  {:>9}  {:>7}\n", t, s->rssMiB,
+                                   s->fds, running, groups.size(), s->committed, s->abandoned,
+                                   joins - joinsAtLastPrint)
+                    << std::flush;
+        if (samples.size() % 6 == 1) joinsAtLastPrint = joins;
+      }
+      nextSample += 5;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double stoppedAt = now();
+  for (auto& g : groups)
+    g->stop();
+  int lives = 0, failures = 0;
+  for (auto& g : groups) {
+    lives += g->lives();
+    failures += g->failures();
+  }
+
+  reapExited({&coord});
+  const bool diedEarly = coord.exited;
+  if (!coord.exited) {
+    kill(coord.pid, SIGTERM);
+    waitFor(coord);
+  }
+  const std::string reportPath = dir + "/report.json";
+  const bool reported = runToFile({kCoordinatorBin, "report", "--db", dir + "/soak.db", "--format", "json"}, reportPath);
+  int committed = 0, abandonedWithReason = 0, lost = 0, highest = 0;
+  for (const std::string& line : reportRoundLines(readFile(reportPath))) {
+    int round = static_cast<int>(jsonNumber(line, "round").value_or(0));
+    std::string status = jsonString(line, "status").value_or("");
+    std::string reason = jsonString(line, "reason").value_or("");
+    if (status == "committed") {
+      ++committed;
+    } else if (status == "abandoned" && !reason.empty()) {
+      ++abandonedWithReason;
+    } else {
+      ++lost;
+    }
+    highest = std::max(highest, round);
+  }
+  lost += highest - (committed + abandonedWithReason + lost);  // rounds missing from the record
+
+  const double rss0 = meanOver(samples, warmupS, warmupS + windowS, [](const Sample& s) { return s.rssMiB; });
+  const double rss1 = meanOver(samples, stoppedAt - windowS, stoppedAt, [](const Sample& s) { return s.rssMiB; });
+  const double fd0 = meanOver(samples, warmupS, warmupS + windowS, [](const Sample& s) { return s.fds; });
+  const double fd1 = meanOver(samples, stoppedAt - windowS, stoppedAt, [](const Sample& s) { return s.fds; });
+  const double rssGrowth = (rss1 - rss0) / rss0 * 100;
+  const double fdGrowth = fd1 - fd0;
+  const bool exitedCleanly = !diedEarly && exitedOk(coord);
+
+  std::cout << "\n"
+            << fmt::format("{:<34} {:>14} {:>14} {:>10}  {}\n", "coordinator", "after warm-up", "last minute",
+                           "growth", "goal")
+            << fmt::format("{:<34} {:>14.1f} {:>14.1f} {:>9.1f}%  <= {}%: {}\n", "resident set (MiB)", rss0, rss1,
+                           rssGrowth, kGoalRssGrowthPct, std::abs(rssGrowth) <= kGoalRssGrowthPct ? "met" : "MISSED")
+            << fmt::format("{:<34} {:>14.1f} {:>14.1f} {:>10.1f}  flat: {}\n", "open file descriptors", fd0, fd1,
+                           fdGrowth, std::abs(fdGrowth) <= 0.05 * o.clients ? "met" : "MISSED")
+            << fmt::format("{:<34} {:>14} peak {:.1f} MiB (rusage)\n", "", "",
+                           static_cast<double>(coord.maxRssKiB) / 1024.0)
+            << fmt::format("rounds: {} committed, {} abandoned with a reason, {} lost (goal 0: {})\n", committed,
+                           abandonedWithReason, lost, lost == 0 && reported ? "met" : "MISSED")
+            << fmt::format("clients: {} group lives of {} clients, {} participants ended with an error\n", lives,
+                           o.groupSize, failures)
+            << fmt::format("coordinator: {}\n", exitedCleanly ? "stopped cleanly on SIGTERM"
+                                                              : "FAILED (see " + coordLog + ")");
+  std::cout << fmt::format("summary: clients={} minutes={:.1f} rss_growth_pct={:.1f} fd_growth={:.0f} "
+                           "rounds_committed={} rounds_lost={}\n",
+                           o.clients, stoppedAt / 60, rssGrowth, fdGrowth, committed, lost);
+  if (!o.keep && exitedCleanly && reported) fs::remove_all(dir);
+  return exitedCleanly && reported && lost == 0 ? 0 : 1;
+}

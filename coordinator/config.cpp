@@ -87,6 +87,7 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("server.max-frame-bytes", c.maxFrameBytes, "largest frame accepted from a client");
   bind("server.handshake-timeout-ms", c.handshakeTimeoutMs, "time a client has to finish the TLS handshake");
   bind("server.idle-timeout-ms", c.idleTimeoutMs, "a client silent this long is disconnected");
+  bind("server.frame-timeout-ms", c.frameTimeoutMs, "time a client has to send the rest of a frame it began");
   bind("server.heartbeat-ms", c.heartbeatMs, "a quiet connection gets a heartbeat this often; clients answer");
   bind("server.max-connections", c.maxConnections, "connections beyond this are closed at once");
 }

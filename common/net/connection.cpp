@@ -5,6 +5,7 @@
 #include <asio/connect.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
+#include <algorithm>
 #include <charconv>
 
 namespace starling::net {
@@ -37,9 +38,16 @@ asio::awaitable<Result<wire::Message>> Connection::receive() {
   }
   auto header = wire::decodeFrameHeader(headerBytes, limits_.maxFrameBytes);
   if (!header) co_return header.status();
-  std::vector<uint8_t> body(header->length);
+  // The body grows as it arrives (64 KiB, then doubling), so a peer that announces
+  // a large frame and sends nothing costs no more than a small one.
+  std::vector<uint8_t> body;
   stream_->expiresAfter(limits_.frameTimeout);
-  st = co_await stream_->readExactly(body);
+  for (std::size_t got = 0; got < header->length && st;) {
+    std::size_t chunk = std::min<std::size_t>(header->length - got, std::max<std::size_t>(got, 64 * 1024));
+    body.resize(got + chunk);
+    st = co_await stream_->readExactly(std::span<uint8_t>(body).subspan(got, chunk));
+    got += chunk;
+  }
   if (!st) {
     if (stream_->timedOut())
       co_return Status(StatusCode::kTimeout, fmt::format("frame of {} bytes not received within {} ms", header->length,

@@ -142,3 +142,22 @@ TEST_CASE("a malformed frame closes that connection only", "[net][frames]") {
   });
   CHECK(answered);
 }
+
+TEST_CASE("a frame larger than the first read arrives whole, in pieces", "[net][frames]") {
+  // The coordinator's buffer grows as the body arrives (64 KiB, then doubling):
+  // a 300,000-byte Bye reason crosses three of those steps and must arrive intact.
+  Pki pki;
+  coordinator::ServerOptions options;
+  options.limits.maxFrameBytes = 1 << 20;
+  RunningServer server(pki, options);
+  std::string reason(300'000, 'x');
+  reason.replace(reason.size() - 8, 8, "-the-end");
+  flatbuffers::FlatBufferBuilder b;
+  auto frame = wire::finishFrame(b, fb::CreateByeDirect(b, reason.c_str()));
+  REQUIRE(frame.size() > 4 * 64 * 1024);
+  auto out = sendRaw(server, pki, frame);
+  CHECK_FALSE(out.errorCode.has_value());
+  CHECK(out.closed);
+  CHECK(server.waitFor([&] { return server.log().contains("xxxxxxxx-the-end"); }));
+  CHECK(server.counters().dropped == 0);
+}

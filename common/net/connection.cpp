@@ -113,9 +113,15 @@ asio::awaitable<Result<Connection>> connect(asio::any_io_executor executor, Endp
     co_return Status(StatusCode::kNotFound, fmt::format("cannot resolve '{}': {}", endpoint.host, rec.message()));
   asio::ip::tcp::socket socket(executor);
   auto [cec, ep] = co_await asio::async_connect(socket, results, kAsTuple);
-  (void)ep;
   if (cec)
     co_return Status(StatusCode::kIo, fmt::format("cannot connect to {}: {}", endpoint.toString(), cec.message()));
+  // With nothing listening on a local port, the kernel may give the socket that
+  // same port and connect it to itself (TCP simultaneous open). It would then hold
+  // the coordinator's port when the coordinator restarts: let it go at once.
+  asio::error_code lec;
+  if (socket.local_endpoint(lec) == ep && !lec)
+    co_return Status(StatusCode::kIo,
+                     fmt::format("cannot connect to {}: nothing is listening (the socket met itself)", endpoint.toString()));
   socket.set_option(asio::ip::tcp::no_delay(true));
   Connection conn(std::make_shared<TlsStream>(std::move(socket), std::move(context)), limits);
   Status st = co_await conn.handshake();

@@ -10,71 +10,17 @@ set -u
 coord_bin=$1
 client_bin=$2
 data=${3:-/usr/share/datasets/fashion-mnist}
-if [ ! -f "$data/t10k-labels-idx1-ubyte.gz" ] && [ ! -f "$data/t10k-labels-idx1-ubyte" ]; then
-  echo "skip: no Fashion-MNIST in $data (scripts/setup installs dataset-fashion-mnist)"
-  exit 77
-fi
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-failures=0
-check() {
-  local name=$1
-  shift
-  if "$@"; then
-    echo "ok   - $name"
-  else
-    echo "FAIL - $name"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "$0")/lib.sh"
 
 "$coord_bin" init --out "$work/certs" --clients 3 >/dev/null || exit 1
 
-# start_coordinator NAME ARGS...: starts it, waits for its port, sets coord_pid and port.
+# start_coordinator NAME ARGS...: the task of these tests, with ARGS added.
 start_coordinator() {
   local name=$1
   shift
-  "$coord_bin" run --certs "$work/certs" --listen "127.0.0.1:${port:-0}" --model mlp:784-64-10 \
-    --clients-per-round 3 --lr 0.05 --uplink topk --uplink-density 0.05 --downlink topk \
-    --downlink-density 0.05 --test-data "$data" "$@" >>"$work/$name.log" 2>&1 &
-  coord_pid=$!
-  pids+=("$coord_pid")
-  for _ in $(seq 200); do
-    local p
-    p=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$name.log" 2>/dev/null | tail -n 1)
-    if [ -n "$p" ]; then
-      port=$p
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "coordinator did not start:"
-  cat "$work/$name.log"
-  return 1
+  launch_coordinator "$name" --model mlp:784-64-10 --clients-per-round 3 --lr 0.05 --uplink topk \
+    --uplink-density 0.05 --downlink topk --downlink-density 0.05 --test-data "$data" "$@"
 }
-
-start_client() {  # start_client I LOG
-  "$client_bin" --coordinator "127.0.0.1:$port" --certs "$work/certs" --id "client-$1" --data "$data" \
-    --shard "$1/3" --seed "$1" >>"$work/$2" 2>&1 &
-  client_pid[$1]=$!
-  pids+=("${client_pid[$1]}")
-}
-
-wait_for() {  # wait_for FILE PATTERN SECONDS
-  for _ in $(seq $(($3 * 10))); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
-
-declare -a client_pid
 
 # ---- 1. a federation runs to the end -------------------------------------------
 port=""
@@ -104,8 +50,7 @@ wait "$coord_pid" 2>/dev/null
 last=$("$coord_bin" report --db "$work/crash.db" --format csv | grep ',committed,' | tail -n 1)
 last_round=$(cut -d, -f1 <<<"$last")
 check "rounds committed before the kill are in the database" test "${last_round:-0}" -ge 3 -a "${last_round:-0}" -lt 30
-check "the database passes PRAGMA integrity_check" \
-  bash -c "python3 -c \"import sqlite3,sys; c=sqlite3.connect('$work/crash.db'); sys.exit(0 if c.execute('pragma integrity_check').fetchone()[0]=='ok' else 1)\""
+check "the database passes PRAGMA integrity_check" integrity_ok "$work/crash.db"
 start_coordinator crash --rounds 30 --tau 100 --deadline-ms 20000 --db "$work/crash.db" || exit 1  # same port: clients reconnect by themselves
 check "the restarted coordinator resumes from the last committed round" \
   wait_for "$work/crash.log" "resumed from round $last_round " 10
@@ -165,10 +110,4 @@ kill -TERM "$coord_pid"
 wait "$coord_pid"
 for i in 0 1; do kill "${client_pid[$i]}" 2>/dev/null; done
 
-if [ $failures -ne 0 ]; then
-  for f in "$work"/*.log; do
-    echo "--- $f"
-    tail -n 30 "$f"
-  done
-fi
-exit $((failures > 0))
+finish

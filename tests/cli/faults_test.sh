@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# Faults injected into a federation of real processes (a coordinator, starling-client
+# processes, 127.0.0.1, Fashion-MNIST):
+#   1. the coordinator is SIGKILLed at 20 random moments; after each kill the rounds
+#      committed before it are unchanged (same model checksum) and the database passes
+#      PRAGMA integrity_check; after the last restart training completes;
+#   2. 30% of the clients are killed and restarted every round: every round is
+#      committed or abandoned with its reason, none is missing;
+#   3. a client that stalls inside a frame, and one that stalls inside the TLS
+#      handshake, are cut off at their deadlines while rounds go on;
+#   4. a database on a full disk and one on a read-only file system: a clear error,
+#      and the rounds committed before stay intact and resumable.
+# Usage: faults_test.sh COORDINATOR_BIN CLIENT_BIN [DATA_DIR]
+# STARLING_FAULT_TAU sets the local steps per round (sanitizer builds use fewer).
+set -u
+coord_bin=$1
+client_bin=$2
+data=${3:-/usr/share/datasets/fashion-mnist}
+source "$(dirname "$0")/lib.sh"
+tau=${STARLING_FAULT_TAU:-40}
+RANDOM=7  # the kill moments are random, and the same on every run
+
+"$coord_bin" init --out "$work/certs" --clients 10 >/dev/null || exit 1
+
+# A small task: rounds take tens of milliseconds, so many fit in a short test.
+task=(--model mlp:784-16-10 --lr 0.05 --tau "$tau" --uplink topk --uplink-density 0.1 --downlink topk
+  --downlink-density 0.1)
+
+# committed_checksums DB: "round checksum" per committed round.
+committed_checksums() {
+  "$coord_bin" report --db "$1" --format json | python3 -c '
+import json, sys
+for r in json.load(sys.stdin)["rounds"]:
+    if r["status"] == "committed":
+        print(r["round"], r["model_checksum"])'
+}
+
+# ---- 1. SIGKILL of the coordinator at 20 random moments --------------------------
+port=""
+db="$work/kill.db"
+kill_rounds=500
+launch_coordinator kill "${task[@]}" --rounds "$kill_rounds" --clients-per-round 3 --deadline-ms 10000 --db "$db" || exit 1
+for i in 0 1 2; do start_client "$i" "kill-client-$i.log"; done
+joined=0
+intact=0
+integrity=0
+progressed=0
+: >"$work/before.txt"
+for trial in $(seq 20); do
+  # Once the 3 clients are back (they retry with backoff), somewhere in the next
+  # 0-0.6 s: rounds take tens of milliseconds, so the kill lands before, inside or
+  # after a round, or in the middle of a commit.
+  for _ in $(seq 150); do
+    [ "$(grep -c 'joined from' "$work/kill.log")" -ge $((joined + 3)) ] && break
+    sleep 0.1
+  done
+  joined=$(grep -c 'joined from' "$work/kill.log")
+  sleep "0.$(printf %03d $((RANDOM % 600)))"
+  kill -9 "$coord_pid"
+  wait "$coord_pid" 2>/dev/null
+  integrity_ok "$db" || integrity=$((integrity + 1))
+  committed_checksums "$db" >"$work/after.txt"
+  # Every round committed before this kill is still there, with the same model.
+  if ! python3 -c "
+import sys
+before = dict(l.split() for l in open('$work/before.txt'))
+after = dict(l.split() for l in open('$work/after.txt'))
+sys.exit(0 if all(after.get(r) == c for r, c in before.items()) else 1)"; then
+    intact=$((intact + 1))
+    echo "  trial $trial: committed rounds changed"
+  fi
+  [ "$(wc -l <"$work/after.txt")" -gt "$(wc -l <"$work/before.txt")" ] && progressed=$((progressed + 1))
+  cp "$work/after.txt" "$work/before.txt"
+  [ "$(wc -l <"$work/after.txt")" -ge "$kill_rounds" ] && break
+  launch_coordinator kill "${task[@]}" --rounds "$kill_rounds" --clients-per-round 3 --deadline-ms 10000 --db "$db" || exit 1
+done
+echo "  $trial kills, $(wc -l <"$work/before.txt") rounds committed by then, $progressed kills after progress"
+check "after every kill, the rounds committed before it are intact (same checksums)" test $intact -eq 0
+check "after every kill, PRAGMA integrity_check is ok" test $integrity -eq 0
+check "training made progress between most kills" test $progressed -ge 15
+if [ "$(wc -l <"$work/before.txt")" -lt "$kill_rounds" ]; then
+  wait "$coord_pid"  # restarted after the last kill
+  check "after the last restart, training completes" test $? -eq 0
+fi
+check "$kill_rounds rounds are committed in all" test "$(committed "$db")" -eq "$kill_rounds"
+all_ok=0
+for i in 0 1 2; do wait "${client_pid[$i]}" || all_ok=1; done
+check "the clients reconnected by themselves each time and finished" test $all_ok -eq 0
+check "no client saw a model checksum mismatch" bash -c "! grep -q 'checksum mismatch' '$work'/kill-client-*.log"
+
+# ---- 2. 30% of the clients killed and restarted every round -----------------------
+port=""
+shards=10
+db="$work/churn.db"
+launch_coordinator churn "${task[@]}" --rounds 12 --clients-per-round 5 --min-clients 5 --min-goal 3 \
+  --deadline-ms 3000 --db "$db" || exit 1
+for i in $(seq 0 9); do start_client "$i" "churn-client-$i.log"; done
+seen=0
+while kill -0 "$coord_pid" 2>/dev/null; do
+  ended=$(grep -c 'committed:\|abandoned:' "$work/churn.log")
+  if [ "$ended" -gt "$seen" ]; then
+    seen=$ended
+    for i in $(shuf -i 0-9 -n 3 --random-source=<(yes "$seen")); do
+      kill -9 "${client_pid[$i]}" 2>/dev/null
+      wait "${client_pid[$i]}" 2>/dev/null
+      start_client "$i" "churn-client-$i.log"
+    done
+  fi
+  sleep 0.05
+done
+wait "$coord_pid"
+check "training completes with 3 of 10 clients killed and restarted every round" test $? -eq 0
+"$coord_bin" report --db "$db" --format json >"$work/churn.json"
+check "every round is committed or abandoned with its reason, none is missing" python3 -c "
+import json, sys
+rounds = json.load(open('$work/churn.json'))['rounds']
+ok = [r for r in rounds if r['status'] == 'committed' or (r['status'] == 'abandoned' and r['reason'])]
+numbers = sorted(r['round'] for r in rounds)
+print('  rounds:', len(rounds), 'committed:', sum(r['status'] == 'committed' for r in rounds))
+sys.exit(0 if len(ok) == len(rounds) and numbers == list(range(1, len(rounds) + 1)) else 1)"
+check "the killed clients are recorded as dropped, with their reasons" python3 -c "
+import json, sys
+p = json.load(open('$work/churn.json'))['participants']
+dropped = [x for x in p if x['outcome'] in ('dropped', 'straggler')]
+sys.exit(0 if dropped and all(x['reason'] for x in dropped) else 1)"
+for i in $(seq 0 9); do kill "${client_pid[$i]}" 2>/dev/null; done
+shards=3
+
+# ---- 3. clients that stall inside a frame or inside the handshake -----------------
+port=""
+db="$work/stall.db"
+launch_coordinator stall "${task[@]}" --rounds 100000 --clients-per-round 3 --deadline-ms 10000 \
+  --handshake-timeout-ms 2000 --frame-timeout-ms 2000 --db "$db" || exit 1
+for i in 0 1 2; do start_client "$i" "stall-client-$i.log"; done
+wait_for "$work/stall.log" "round   3 committed" 60
+before=$(grep -c 'committed:' "$work/stall.log")
+# Inside the handshake: a TLS record header announcing a ClientHello, then silence.
+python3 -c "
+import socket, time
+s = socket.create_connection(('127.0.0.1', $port))
+s.sendall(bytes([0x16, 3, 1, 0, 200]) + bytes(20))
+time.sleep(6)" &
+pids+=($!)
+# Inside a frame: a complete mutual-TLS handshake as client-5, a frame header
+# announcing 1,000 bytes, 10 of them, then silence.
+python3 -c "
+import socket, ssl, struct, time
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.load_verify_locations('$work/certs/ca.crt')
+ctx.load_cert_chain('$work/certs/client-5.crt', '$work/certs/client-5.key')
+s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', $port)))
+s.sendall(struct.pack('<IHH', 1000, 1, 0) + bytes(10))
+time.sleep(6)" >"$work/stall-frame.log" 2>&1 &
+pids+=($!)
+check "the client stalled in the handshake is cut off at its deadline" \
+  wait_for "$work/stall.log" "TLS handshake did not finish within 2000 ms" 20
+check "the client stalled inside a frame is cut off at its deadline" \
+  wait_for "$work/stall.log" "frame of 1000 bytes not received within 2000 ms" 20
+after=$(grep -c 'committed:' "$work/stall.log")
+echo "  rounds committed while the two were stalled: $((after - before))"
+check "rounds went on while they stalled" test $((after - before)) -ge 2
+kill -TERM "$coord_pid"
+wait "$coord_pid"
+check "the coordinator still stops cleanly" test $? -eq 0
+for i in 0 1 2; do kill "${client_pid[$i]}" 2>/dev/null; done
+
+# ---- 4. a full disk and a read-only file system -----------------------------------
+# A small tmpfs is a disk that fills up; remounted read-only, it is a read-only file
+# system (file modes do not stop root, a read-only mount does). Without the right to
+# mount, a file-size limit stands in for the full disk and the read-only case is skipped.
+disk="$work/disk"
+mkdir -p "$disk"
+if mount -t tmpfs -o size=600k tmpfs "$disk" 2>/dev/null; then
+  cleanup_hooks+=("umount '$disk' 2>/dev/null")
+  mounted=1
+else
+  mounted=0
+  echo "  (cannot mount a tmpfs here: a file-size limit stands in for the full disk)"
+fi
+port=""
+db="$disk/full.db"
+if [ $mounted -eq 1 ]; then
+  launch_coordinator full "${task[@]}" --rounds 1000 --clients-per-round 3 --deadline-ms 10000 --db "$db" || exit 1
+else
+  (
+    trap '' XFSZ
+    ulimit -f 600
+    exec "$coord_bin" run --certs "$work/certs" --listen 127.0.0.1:0 "${task[@]}" --rounds 1000 \
+      --clients-per-round 3 --deadline-ms 10000 --db "$db"
+  ) >>"$work/full.log" 2>&1 &
+  coord_pid=$!
+  pids+=("$coord_pid")
+  wait_for "$work/full.log" "listening on" 20
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/full.log" | tail -n 1)
+fi
+for i in 0 1 2; do start_client "$i" "full-client-$i.log"; done
+for _ in $(seq 600); do kill -0 "$coord_pid" 2>/dev/null || break; sleep 0.1; done
+wait "$coord_pid"
+status=$?
+check "on a full disk the coordinator stops with an error (exit $status)" test $status -ne 0 -a $status -lt 128
+check "and says what went wrong" grep -qi "database or disk is full\|disk I/O error\|full" "$work/full.log"
+cp "$disk"/full.db* "$work/" 2>/dev/null
+check "the database copied off the full disk passes integrity_check" integrity_ok "$work/full.db"
+full_committed=$(committed "$work/full.db")
+echo "  $full_committed rounds committed before the disk filled"
+check "rounds committed before the disk filled are there" test "$full_committed" -ge 1
+port=""
+launch_coordinator full-resumed "${task[@]}" --rounds $((full_committed + 2)) --clients-per-round 3 \
+  --deadline-ms 10000 --db "$work/full.db" || exit 1
+check "moved to a disk with room, it resumes from the last committed round" \
+  wait_for "$work/full-resumed.log" "resumed from round $full_committed " 20
+for i in 0 1 2; do kill "${client_pid[$i]}" 2>/dev/null; done
+for i in 0 1 2; do start_client "$i" "full-client-$i.log"; done
+wait "$coord_pid"
+check "and completes" test $? -eq 0
+for i in 0 1 2; do kill "${client_pid[$i]}" 2>/dev/null; done
+
+if [ $mounted -eq 1 ]; then
+  rm -f "$disk"/full.db*
+  cp "$work/full.db" "$disk/ro.db"
+  mount -o remount,ro "$disk"
+  "$coord_bin" run --certs "$work/certs" --listen 127.0.0.1:0 "${task[@]}" --db "$disk/ro.db" >"$work/ro.log" 2>&1
+  status=$?
+  check "on a read-only file system the coordinator refuses to start (exit $status)" test $status -eq 1
+  check "and says why" grep -q "cannot open database.*needs to write" "$work/ro.log"
+  check "the database is unchanged" cmp -s "$disk/ro.db" "$work/full.db"
+  check "the report still reads it" bash -c "'$coord_bin' report --db '$disk/ro.db' --format csv >/dev/null"
+fi
+
+finish

@@ -11,7 +11,7 @@
 #   4. a database on a full disk and one on a read-only file system: a clear error,
 #      and the rounds committed before stay intact and resumable.
 # Usage: faults_test.sh COORDINATOR_BIN CLIENT_BIN [DATA_DIR]
-# STARLING_FAULT_TAU sets the local steps per round (sanitizer builds use fewer).
+# STARLING_FAULT_TAU and STARLING_FAULT_ROUNDS size the task (sanitizer builds use less).
 set -u
 coord_bin=$1
 client_bin=$2
@@ -38,7 +38,7 @@ for r in json.load(sys.stdin)["rounds"]:
 # ---- 1. SIGKILL of the coordinator at 20 random moments --------------------------
 port=""
 db="$work/kill.db"
-kill_rounds=500
+kill_rounds=${STARLING_FAULT_ROUNDS:-400}  # more than 20 kills leave, so training resumes after the last
 launch_coordinator kill "${task[@]}" --rounds "$kill_rounds" --clients-per-round 3 --deadline-ms 10000 --db "$db" || exit 1
 for i in 0 1 2; do start_client "$i" "kill-client-$i.log"; done
 joined=0

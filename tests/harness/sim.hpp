@@ -61,6 +61,7 @@ struct SimSettings {
   uint32_t efClients = 256;                      // most clients holding uplink error-feedback memory
   double targetAccuracy = 0.85;                  // for "bytes and time to target"
   double maxVirtualHours = 1000;                 // stops a strategy that never finishes
+  bool stopAtTarget = false;                     // end a strategy at its first round at the target
 };
 
 // One strategy: the daemon's settings for the task, engine and compression.

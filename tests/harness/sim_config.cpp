@@ -27,6 +27,7 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.ef-clients", s.efClients, "most clients that keep uplink error-feedback memory (LRU)");
   b.bind("sim.target-accuracy", s.targetAccuracy, "test accuracy for 'bytes and time to target'");
   b.bind("sim.max-virtual-hours", s.maxVirtualHours, "stop a strategy after this much virtual time");
+  b.bind("sim.stop-at-target", s.stopAtTarget, "end each strategy once it reaches the target accuracy");
 }
 
 Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, const coordinator::DaemonConfig& base,

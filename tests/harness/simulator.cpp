@@ -266,6 +266,10 @@ Status Run::perform(std::vector<Action> actions) {
         roundDropped_ = 0;
         result_.rounds.push_back(row);
         if (onRound_) onRound_(row);
+        if (s().stopAtTarget && row.accuracy && *row.accuracy >= s().targetAccuracy) {
+          finished_ = true;
+          return Status::ok();
+        }
         break;
       }
       case Action::Kind::kFinished:

@@ -62,6 +62,10 @@ struct SimSettings {
   double targetAccuracy = 0.85;                  // for "bytes and time to target"
   double maxVirtualHours = 1000;                 // stops a strategy that never finishes
   bool stopAtTarget = false;                     // end a strategy at its first round at the target
+  // Clients ship with the round-0 model (an app that bundles it) and say so when they
+  // join; otherwise, as starling-client does, they hold nothing and a client first
+  // selected after round 1 downloads the dense model.
+  bool preloadedModel = false;
 };
 
 // One strategy: the daemon's settings for the task, engine and compression.

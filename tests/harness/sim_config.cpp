@@ -28,6 +28,8 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.target-accuracy", s.targetAccuracy, "test accuracy for 'bytes and time to target'");
   b.bind("sim.max-virtual-hours", s.maxVirtualHours, "stop a strategy after this much virtual time");
   b.bind("sim.stop-at-target", s.stopAtTarget, "end each strategy once it reaches the target accuracy");
+  b.bind("sim.preloaded-model", s.preloadedModel,
+         "clients hold the round-0 model when they join (catch up from the log, see catch-up-rounds)");
 }
 
 Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, const coordinator::DaemonConfig& base,

@@ -303,10 +303,12 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
 
   const int64_t rejoinUs = (s().rejoinMs > 0 ? s().rejoinMs : dc.engine.deadlineMs) * 1000;
   const int64_t limitUs = static_cast<int64_t>(s().maxVirtualHours * 3600e6);
+  const uint64_t initialChecksum = s().preloadedModel ? engine_->modelChecksum() : 0;
   for (std::size_t i = 0; i < fleet_.clients().size() && !finished_; ++i) {
     const auto& c = fleet_.clients()[i];
     if (c.examples.empty()) continue;  // nothing to train on: it never joins
-    STARLING_RETURN_IF_ERROR(perform(engine_->clientJoined(clientId(i), c.examples.size(), 0, 0, 0)));
+    if (initialChecksum != 0) state_[i].heldChecksum = initialChecksum;
+    STARLING_RETURN_IF_ERROR(perform(engine_->clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0)));
   }
   if (!finished_) STARLING_RETURN_IF_ERROR(perform(engine_->start(0)));
   while (!finished_) {

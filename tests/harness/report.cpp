@@ -122,7 +122,8 @@ std::string panel(const std::vector<StrategyResult>& results, double target, con
   if (xmin > xmax) xmin = 0, xmax = 1;
   Axis ax{logX ? std::floor(std::log10(xmin)) : 0.0, logX ? std::ceil(std::log10(xmax)) : xmax, logX};
   if (ax.hi <= ax.lo) ax.hi = ax.lo + 1;
-  Axis ay{std::max(0.0, std::floor(std::min(ymin, target) * 10) / 10), std::min(1.0, std::ceil(ymax * 10 + 1e-9) / 10)};
+  Axis ay{std::max(0.0, std::floor(std::min(ymin, target) * 10) / 10),
+          std::min(1.0, std::ceil(std::max(ymax, target) * 10 + 1e-9) / 10)};
   if (ay.hi <= ay.lo) ay.hi = ay.lo + 0.1;
   std::string s;
   s += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='none' stroke='#444'/>\n", left, top, w, h);

@@ -93,7 +93,7 @@ std::vector<sim::Strategy> strategies(const Options& o) {
   s.name = "+priority sampling";
   s.config.task.prioritySampling = true;
   out.push_back(s);
-  s.name = fmt::format("all on (tau {}, 0.2%/0.4%)", o.fullTau);
+  s.name = fmt::format("all on, tau {}", o.fullTau);
   s.config.engine.tau = o.fullTau;
   s.config.engine.uplinkDensity = 0.002;
   s.config.engine.downlinkDensity = 0.004;
@@ -201,11 +201,6 @@ int main(int argc, char** argv) {
   }
 
   Sim10k s10k;
-  if (!o.skipStrategies)
-    std::printf(
-        "(\"preloaded\": clients ship with the round-0 model and the broadcast log reaches round 1;\n"
-        " the other rows are the daemon as it is: a client first selected after round 1 gets the dense "
-        "model.)\n");
   if (!o.skipSim10k) s10k = runSim10k(o);
 
   double bytesRatio = 0, timeRatio = 0;

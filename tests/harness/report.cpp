@@ -49,8 +49,11 @@ std::string megabytes(double bytes) {
 }  // namespace
 
 std::string summaryTable(const std::vector<StrategyResult>& results, double target) {
-  std::string out = fmt::format("{:<22} {:>6} {:>9} {:>10} {:>10} {:>12} {:>11} {:>8} {:>8}\n", "strategy", "rounds",
-                                "final acc", "bytes", "time", "bytes@" + fmt::format("{:.0f}%", target * 100),
+  std::size_t width = 22;
+  for (const auto& r : results)
+    width = std::max(width, r.name.size());
+  std::string out = fmt::format("{:<{}} {:>6} {:>9} {:>10} {:>10} {:>12} {:>11} {:>8} {:>8}\n", "strategy", width,
+                                "rounds", "final acc", "bytes", "time", "bytes@" + fmt::format("{:.0f}%", target * 100),
                                 "time@" + fmt::format("{:.0f}%", target * 100), "bytes x", "time x");
   std::optional<RoundRow> base = results.empty() ? std::nullopt : results.front().firstAtOrAbove(target);
   for (const auto& r : results) {
@@ -67,7 +70,7 @@ std::string summaryTable(const std::vector<StrategyResult>& results, double targ
       tx = fmt::format("{:.1f}", base->virtualSeconds / std::max(1e-9, hit->virtualSeconds));
     }
     out +=
-        fmt::format("{:<22} {:>6} {:>9} {:>10} {:>10} {:>12} {:>11} {:>8} {:>8}{}\n", r.name, committed,
+        fmt::format("{:<{}} {:>6} {:>9} {:>10} {:>10} {:>12} {:>11} {:>8} {:>8}{}\n", r.name, width, committed,
                     fin ? fmt::format("{:.2f}%", *fin * 100) : "-", megabytes(bytes), duration(time),
                     hit ? megabytes(double(hit->totalBytes)) : "not reached", hit ? duration(hit->virtualSeconds) : "-",
                     bx, tx, r.stopped.empty() ? "" : "  (stopped: " + r.stopped + ")");

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 
 #include "starling/data/loaders.hpp"
 
@@ -202,6 +203,51 @@ TEST_CASE("clients that ship with the round-0 model catch up from the log, not w
   const uint64_t plain = downBytes(false);
   const uint64_t preloaded = downBytes(true);
   CHECK(preloaded * 5 < plain);
+}
+
+}  // namespace starling::sim
+
+namespace starling::sim {
+
+TEST_CASE("the example config reads shared settings, [sim] and per-strategy overrides", "[harness][config]") {
+  CLI::App app;
+  coordinator::DaemonConfig base;
+  SimSettings settings;
+  coordinator::ConfigBinder binder(app, base);
+  bindSimSettings(binder, settings);
+  const char* argv[] = {"starling-sim", "--dropout", "0.25"};
+  app.parse(3, argv);
+  std::vector<Strategy> strategies;
+  Status st = loadConfig(STARLING_EXAMPLE_SIM_CONFIG, binder, base, strategies);
+  REQUIRE(st);
+  CHECK(settings.clients == 100);
+  CHECK(settings.partition == "dirichlet:0.5");
+  CHECK(settings.dropout == 0.25);  // the flag overrides the file's 0.1
+  REQUIRE(strategies.size() == 6);
+  CHECK(strategies[0].name == "fedavg-fp32");
+  CHECK(strategies[0].config.engine.uplink == "identity");
+  CHECK_FALSE(strategies[0].config.engine.errorFeedback);
+  CHECK(strategies[0].config.engine.tau == 50);
+  const Strategy& all = strategies.back();
+  CHECK(all.config.engine.uplink == "topk-sampled");
+  CHECK(all.config.engine.uplinkDensity == Approx(0.002));
+  CHECK(all.config.engine.tau == 200);
+  CHECK(all.config.engine.adaptiveTau);
+  CHECK(all.config.task.prioritySampling);
+  CHECK(all.config.engine.rounds == 100);  // shared, not overridden
+
+  SECTION("a [sim] key inside a strategy is an error") {
+    const auto path = std::filesystem::temp_directory_path() / "starling-sim-bad.toml";
+    {
+      std::ofstream out(path);
+      out << "[[strategy]]\nname = \"x\"\nsim = { clients = 5 }\n";
+    }
+    std::vector<Strategy> bad;
+    Status err = loadConfig(path.string(), binder, base, bad);
+    CHECK_FALSE(err);
+    CHECK(err.message().find("sim.clients") != std::string::npos);
+    std::filesystem::remove(path);
+  }
 }
 
 }  // namespace starling::sim

@@ -41,21 +41,9 @@ Result<data::Dataset> loadShard(const std::string& dir, const std::string& shard
   std::istringstream in(shardSpec);
   if (!(in >> index >> slash >> count) || slash != '/' || count == 0 || index >= count || !in.eof())
     return Status(StatusCode::kInvalidArgument, "--shard must be I/N with 0 <= I < N, not '" + shardSpec + "'");
-  data::Partition parts;
-  if (partition == "iid") {
-    parts = data::partitionIid(*labels, count, seed);
-  } else if (partition.rfind("dirichlet:", 0) == 0) {
-    double alpha = std::atof(partition.c_str() + 10);
-    if (!(alpha > 0)) return Status(StatusCode::kInvalidArgument, "dirichlet:ALPHA needs ALPHA > 0");
-    parts = data::partitionDirichlet(*labels, count, alpha, seed);
-  } else if (partition.rfind("classes:", 0) == 0) {
-    int k = std::atoi(partition.c_str() + 8);
-    if (k < 1) return Status(StatusCode::kInvalidArgument, "classes:K needs K >= 1");
-    parts = data::partitionKClasses(*labels, count, k, seed);
-  } else {
-    return Status(StatusCode::kInvalidArgument, "--partition must be iid, dirichlet:ALPHA or classes:K");
-  }
-  return data::loadFashionMnistSubset(dir, data::FashionMnistSplit::kTrain, parts[index]);
+  auto parts = data::partitionBySpec(*labels, count, partition, seed);
+  if (!parts) return parts.status().withContext("--partition");
+  return data::loadFashionMnistSubset(dir, data::FashionMnistSplit::kTrain, (*parts)[index]);
 }
 
 }  // namespace

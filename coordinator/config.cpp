@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <type_traits>
 
 namespace starling::coordinator {
@@ -39,6 +40,15 @@ void ConfigBinder::bind(const std::string& key, T& field, const std::string& hel
   };
   bindings_.push_back({key, opt, fromToml});
 }
+
+template void ConfigBinder::bind(const std::string&, bool&, const std::string&);
+template void ConfigBinder::bind(const std::string&, int&, const std::string&);
+template void ConfigBinder::bind(const std::string&, int64_t&, const std::string&);
+template void ConfigBinder::bind(const std::string&, uint32_t&, const std::string&);
+template void ConfigBinder::bind(const std::string&, uint64_t&, const std::string&);
+template void ConfigBinder::bind(const std::string&, float&, const std::string&);
+template void ConfigBinder::bind(const std::string&, double&, const std::string&);
+template void ConfigBinder::bind(const std::string&, std::string&, const std::string&);
 
 ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   EngineConfig& e = c.engine;
@@ -101,8 +111,14 @@ Status ConfigBinder::applyFile(const std::string& path) {
     return Status(StatusCode::kInvalidArgument,
                   fmt::format("{}:{}:{}: {}", path, where.line, where.column, err.description()));
   }
+  return applyTable(&file, path);
+}
+
+Status ConfigBinder::applyTable(const void* raw, const std::string& path, const std::vector<std::string>& foreign) {
+  const auto& file = *static_cast<const toml::table*>(raw);
   // Every key in the file must be a known setting.
   for (const auto& [section, node] : file) {
+    if (std::find(foreign.begin(), foreign.end(), section.str()) != foreign.end()) continue;
     const auto* table = node.as_table();
     if (table == nullptr)
       return Status(StatusCode::kInvalidArgument,

@@ -213,7 +213,7 @@ void Federation::update(const std::shared_ptr<Session>& session, const fb::Updat
   perform(engine_->updateArrived(id, std::move(in), nowMs()));
 }
 
-Frame Federation::assignFrame(const Assignment& a) {
+std::vector<uint8_t> encodeAssignment(const Assignment& a, uint32_t deadlineInMs) {
   flatbuffers::FlatBufferBuilder b(1024);
   std::vector<flatbuffers::Offset<fb::CompressedTensor>> broadcasts;
   for (const auto& p : a.broadcasts)
@@ -228,10 +228,13 @@ Frame Federation::assignFrame(const Assignment& a) {
     (void)compression::encode(c, p);
     dense = compression::toWire(b, p);
   }
-  const auto deadline = static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs()));
-  auto assign = fb::CreateRoundAssignDirect(b, a.round, a.baseRound, a.tau, a.lr, a.uplinkDensity, deadline,
+  auto assign = fb::CreateRoundAssignDirect(b, a.round, a.baseRound, a.tau, a.lr, a.uplinkDensity, deadlineInMs,
                                             &broadcasts, a.baseChecksum, dense);
-  return share(wire::finishFrame(b, assign));
+  return wire::finishFrame(b, assign);
+}
+
+Frame Federation::assignFrame(const Assignment& a) {
+  return share(encodeAssignment(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs()))));
 }
 
 void Federation::sendTo(const std::string& clientId, Frame frame) {

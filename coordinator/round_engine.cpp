@@ -250,6 +250,13 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
       auto first =
           std::find_if(log_.begin(), log_.end(), [&](const LogEntry& e) { return e.previousRound == *c.heldRound; });
       viaLog = first != log_.end();
+      // Only while the broadcasts are smaller than the dense model: a client that
+      // missed a few dense (identity) broadcasts would otherwise download several
+      // models' worth to catch up.
+      std::size_t logBytes = 0;
+      for (auto e = first; viaLog && e != log_.end(); ++e)
+        logBytes += e->payload->byteSize();
+      viaLog = viaLog && logBytes < model_.size() * sizeof(float);
       if (viaLog)
         for (auto e = first; e != log_.end(); ++e)
           a.broadcasts.push_back(e->payload);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -177,6 +178,30 @@ Partition partitionKClasses(std::span<const int32_t> labels, std::size_t numClie
   }
   sortEach(p);
   return p;
+}
+
+Result<Partition> partitionBySpec(std::span<const int32_t> labels, std::size_t numClients, std::string_view spec,
+                                  uint64_t seed) {
+  auto bad = [](const std::string& why) { return Status(StatusCode::kInvalidArgument, why); };
+  if (numClients == 0) return bad("a partition needs at least one client");
+  auto number = [&](std::string_view prefix, double& out) {
+    if (spec.substr(0, prefix.size()) != prefix) return false;
+    const std::string rest(spec.substr(prefix.size()));
+    char* end = nullptr;
+    out = std::strtod(rest.c_str(), &end);
+    return !rest.empty() && end == rest.c_str() + rest.size();
+  };
+  double v = 0;
+  if (spec == "iid") return partitionIid(labels, numClients, seed);
+  if (number("dirichlet:", v)) {
+    if (!(v > 0) || !std::isfinite(v)) return bad("dirichlet:ALPHA needs ALPHA > 0");
+    return partitionDirichlet(labels, numClients, v, seed);
+  }
+  if (number("classes:", v)) {
+    if (!(v >= 1) || v != std::floor(v) || v > 1e6) return bad("classes:K needs a whole K >= 1");
+    return partitionKClasses(labels, numClients, static_cast<int>(v), seed);
+  }
+  return bad("the partition must be iid, dirichlet:ALPHA or classes:K, not '" + std::string(spec) + "'");
 }
 
 }  // namespace starling::data

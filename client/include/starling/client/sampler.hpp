@@ -82,6 +82,10 @@ class Sampler {
   // Whether the next minibatch will be prioritized.
   bool prioritizing() const;
   double tauVr() const { return tau_; }
+  // Restores the smoothed estimate, e.g. for a client whose Sampler is rebuilt per
+  // round (the simulator's): with maxScoreAge == 0 it is all the state that carries
+  // from one run to the next.
+  void setTauVr(double tau) { tau_ = tau; }
   double threshold(int b) const;
 
   // The score of example i in the table, aged by ageing^(steps since it was scored);

@@ -65,6 +65,7 @@ class Trainer {
   // The model as left by the last run (x), e.g. to evaluate it.
   model::Model& model() { return model_; }
   const Sampler& sampler() const { return sampler_; }
+  Sampler& sampler() { return sampler_; }
   const TrainerOptions& options() const { return options_; }
 
  private:

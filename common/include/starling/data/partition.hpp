@@ -18,7 +18,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
+
+#include "starling/util/status.hpp"
 
 namespace starling::data {
 
@@ -48,5 +51,11 @@ Partition partitionDirichlet(std::span<const int32_t> labels, std::size_t numCli
 // every example still has a client. A client can end up empty only when its classes have
 // fewer examples than clients sharing them.
 Partition partitionKClasses(std::span<const int32_t> labels, std::size_t numClients, int k, uint64_t seed);
+
+// The partitioner a command line or a config names: "iid", "dirichlet:ALPHA" (ALPHA > 0)
+// or "classes:K" (K >= 1). Unlike the functions above, a bad spec or numClients == 0 is
+// a kInvalidArgument value, for code that takes the spec from a person.
+Result<Partition> partitionBySpec(std::span<const int32_t> labels, std::size_t numClients, std::string_view spec,
+                                  uint64_t seed);
 
 }  // namespace starling::data

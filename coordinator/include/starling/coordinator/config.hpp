@@ -40,8 +40,19 @@ class ConfigBinder {
   // Reads a TOML file into the settings whose flags were not given. The error names
   // the file, the key and what is wrong (unknown key, wrong type).
   Status applyFile(const std::string& path);
+  // The same for a file already parsed: `table` is a const toml::table* (void* keeps
+  // toml++ out of this header), `origin` names it in errors. Top-level keys listed in
+  // `foreign` belong to the caller (the simulator's [fleet] and [[strategy]]) and are
+  // skipped; any other unknown key is an error.
+  Status applyTable(const void* table, const std::string& origin, const std::vector<std::string>& foreign = {});
   // Checks values no single flag can: e.g. tauMin <= tau <= tauMax.
   static Status validate(const DaemonConfig& config);
+
+  // Binds one more setting, "section.key" in files and --key on the command line
+  // (programs built on the daemon's settings add their own, e.g. starling-sim's
+  // [sim]). T is bool, int, int64_t, uint32_t, uint64_t, float, double or std::string.
+  template <typename T>
+  void bind(const std::string& key, T& field, const std::string& help);
 
  private:
   struct Binding {
@@ -49,8 +60,6 @@ class ConfigBinder {
     CLI::Option* option;
     std::function<Status(const void* node)> fromToml;  // node: const toml::node*
   };
-  template <typename T>
-  void bind(const std::string& key, T& field, const std::string& help);
   CLI::App& app_;
   std::vector<Binding> bindings_;
 };

@@ -49,6 +49,11 @@ struct RoundReport {
   std::optional<model::Evaluation> evaluation;
 };
 
+// The RoundAssign frame (header + body) the daemon sends for an assignment;
+// deadlineInMs is the time left until its deadline. The simulator sizes its links
+// with the same bytes.
+std::vector<uint8_t> encodeAssignment(const Assignment& a, uint32_t deadlineInMs);
+
 class Federation : public SessionHandler, public std::enable_shared_from_this<Federation> {
  public:
   // Opens the task: resumes from the store's last checkpoint when there is one (and

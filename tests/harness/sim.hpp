@@ -1,0 +1,161 @@
+#pragma once
+// starling-sim: a simulated federation. The coordinator's RoundEngine and the
+// client runtime (Trainer, Sampler, error feedback, compressors, the payload codec
+// and the Flatbuffers frames) run in one process; links are in memory and time is
+// virtual: an event queue ordered by virtual microseconds. What it measures is what
+// the daemon would do on the fleet it describes (docs/simulation.md).
+//
+// The fleet: N virtual clients, each with a partition of the training set, a device
+// speed (FLOP/s), links (bandwidth each way, latency) and a dropout probability.
+// - Compute time: a deterministic cost model of the work the Trainer did (forward
+//   and backward passes of its minibatches, the sampler's extra forward passes and
+//   the loss probe), divided by the device's speed. Never wall-clock time.
+// - Link time: latency + frame bytes x 8 / bandwidth, for the real RoundAssign and
+//   Update frames (encodeAssignment(), the Update table around the real payload).
+// - Dropout: a selected client drops out with probability p before it finishes
+//   (the engine sees clientLeft) and rejoins later holding the model it had.
+//
+// Memory: a virtual client holds its example indices, link and speed figures and a
+// few counters. Training runs one client at a time, building a Trainer over that
+// client's examples for the round; the adaptive sampler's variance-reduction
+// estimate is carried from one round of a client to its next (its score table,
+// unused while maxScoreAge is 0, is not). Uplink error-feedback
+// memories (2 d floats each) are kept for at most SimSettings::efClients clients,
+// least recently used evicted first: an evicted client restarts with an empty
+// memory, as ErrorFeedbackOptions::resetAfterMissedRounds would reset it.
+//
+// Deterministic: the same settings and seed give the same rows, bit for bit, on
+// one machine. Single-threaded.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "starling/coordinator/config.hpp"
+#include "starling/data/dataset.hpp"
+#include "starling/util/status.hpp"
+
+namespace starling::sim {
+
+// The fleet and the run, the [sim] section of a config (docs/simulation.md).
+struct SimSettings {
+  uint32_t clients = 100;                        // N virtual clients
+  std::string partition = "dirichlet:0.5";       // iid, dirichlet:ALPHA, classes:K
+  std::string data;                              // Fashion-MNIST directory ("" = the Debian package's)
+  uint32_t trainExamples = 0;                    // a seeded sample of the training set (0 = all 60,000)
+  uint32_t testExamples = 0;                     // a seeded sample of the test set (0 = all 10,000)
+  uint64_t seed = 1;                             // partition, speeds, dropouts
+  double deviceGflops = 2.0;                     // the fastest device, GFLOP/s
+  std::string speedDistribution = "loguniform";  // loguniform (over speedSpread) or lognormal (speedSigma)
+  double speedSpread = 10.0;                     // loguniform: fastest / slowest
+  double speedSigma = 0.5;                       // lognormal: sigma of log speed (capped at the fastest)
+  std::string speedTrace;                        // file: one relative speed per line, client i takes line i mod n
+  double flopsPerExample = 0;                    // forward FLOPs per example (0 = 2 x the model's weights)
+  double uplinkMbps = 1.0;                       // client -> coordinator
+  double downlinkMbps = 5.0;                     // coordinator -> client
+  double latencyMs = 100.0;                      // one way, each message
+  double dropout = 0.0;                          // probability that a selected client drops out
+  int64_t rejoinMs = 0;                          // a dropped client is back after this (0 = the deadline)
+  uint32_t efClients = 256;                      // most clients holding uplink error-feedback memory
+  double targetAccuracy = 0.85;                  // for "bytes and time to target"
+  double maxVirtualHours = 1000;                 // stops a strategy that never finishes
+  bool stopAtTarget = false;                     // end a strategy at its first round at the target
+  // Clients ship with the round-0 model (an app that bundles it) and say so when they
+  // join; otherwise, as starling-client does, they hold nothing and a client first
+  // selected after round 1 downloads the dense model.
+  bool preloadedModel = false;
+};
+
+// One strategy: the daemon's settings for the task, engine and compression.
+struct Strategy {
+  std::string name;
+  coordinator::DaemonConfig config;
+};
+
+struct SimConfig {
+  SimSettings sim;
+  std::vector<Strategy> strategies;
+};
+
+// Binds the [sim] settings to `binder` (file keys "sim.KEY", flags --KEY).
+void bindSimSettings(coordinator::ConfigBinder& binder, SimSettings& settings);
+
+// Reads a config file: [task] [train] [compression] [eval] as starling-coordinator
+// reads them and [sim], all through `binder` (its flags override the file), then the
+// [[strategy]] tables: each has a name and sections whose keys override the shared
+// settings for that strategy (defaults < file < flags < the strategy's own keys).
+// A file without strategies runs the shared settings as one strategy, "default".
+// `base` is the DaemonConfig `binder` was built on.
+Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, const coordinator::DaemonConfig& base,
+                  std::vector<Strategy>& strategies);
+
+// One ended round of one strategy.
+struct RoundRow {
+  uint64_t round = 0;
+  bool committed = false;
+  double virtualSeconds = 0;       // when the round ended
+  uint64_t bytesUp = 0;            // frames carried during the round, Update frames
+  uint64_t bytesDown = 0;          // RoundAssign frames
+  uint64_t totalBytes = 0;         // cumulative, both ways, since the start
+  std::optional<double> accuracy;  // on the test sample, when evaluated
+  std::optional<double> testLoss;
+  double trainLoss = 0;  // example-weighted loss at the shared model
+  uint32_t tau = 0;
+  double uplinkDensity = 1, downlinkDensity = 1;
+  uint32_t selected = 0, participants = 0, stragglers = 0, dropped = 0;
+};
+
+struct StrategyResult {
+  std::string name;
+  std::vector<RoundRow> rounds;
+  double wallSeconds = 0;
+  std::string stopped;  // why it ended before its rounds, "" when it finished
+  // The first evaluated round at or above the target accuracy.
+  std::optional<RoundRow> firstAtOrAbove(double target) const;
+  std::optional<double> finalAccuracy() const;
+};
+
+// The data and the fleet, shared by every strategy of a run.
+class Fleet {
+ public:
+  // Loads the data and builds the clients. The model spec fixes the cost model.
+  static Result<Fleet> create(const SimSettings& settings, const std::string& modelSpec);
+
+  struct Client {
+    std::vector<uint32_t> examples;  // indices into train()
+    double flopsPerSecond = 0;
+  };
+  const SimSettings& settings() const { return settings_; }
+  const data::Dataset& train() const { return train_; }
+  const data::Dataset& test() const { return test_; }
+  const std::vector<Client>& clients() const { return clients_; }
+  double flopsPerExample() const { return flopsPerExample_; }
+
+ private:
+  SimSettings settings_;
+  data::Dataset train_;
+  data::Dataset test_;
+  std::vector<Client> clients_;
+  double flopsPerExample_ = 0;
+};
+
+// Microseconds a message of `bytes` takes on a link: latency + bytes x 8 / bandwidth.
+int64_t linkMicros(uint64_t bytes, double mbps, double latencyMs);
+
+// Compute seconds of one client's round on a device (the cost model above).
+double computeSeconds(double flopsPerExample, uint64_t trainedExamples, uint64_t forwardOnlyExamples,
+                      double flopsPerSecond);
+
+// Runs one strategy on the fleet. onRound, when set, sees every row as it is made
+// (the progress line).
+Result<StrategyResult> runStrategy(const Fleet& fleet, const Strategy& strategy,
+                                   const std::function<void(const RoundRow&)>& onRound = {});
+
+// Output (report.cpp).
+std::string roundsCsv(const StrategyResult& result);
+std::string summaryTable(const std::vector<StrategyResult>& results, double targetAccuracy);
+std::string reportSvg(const std::vector<StrategyResult>& results, double targetAccuracy);
+
+}  // namespace starling::sim

@@ -1,0 +1,72 @@
+// starling-sim's configuration: the daemon's settings, [sim], and [[strategy]] tables.
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "sim.hpp"
+
+namespace starling::sim {
+
+void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
+  b.bind("sim.clients", s.clients, "virtual clients in the fleet");
+  b.bind("sim.partition", s.partition, "how the training set is split: iid, dirichlet:ALPHA, classes:K");
+  b.bind("sim.data", s.data, "Fashion-MNIST directory (empty = the Debian package's)");
+  b.bind("sim.train-examples", s.trainExamples, "use a seeded sample of this many training examples (0 = all)");
+  b.bind("sim.test-examples", s.testExamples, "evaluate on a seeded sample of this many test examples (0 = all)");
+  b.bind("sim.fleet-seed", s.seed, "seed of the partition, device speeds and dropouts");
+  b.bind("sim.device-gflops", s.deviceGflops, "speed of the fastest device, GFLOP/s");
+  b.bind("sim.speed-distribution", s.speedDistribution, "device speeds: loguniform or lognormal");
+  b.bind("sim.speed-spread", s.speedSpread, "loguniform: fastest / slowest device");
+  b.bind("sim.speed-sigma", s.speedSigma, "lognormal: sigma of the log of the speed");
+  b.bind("sim.speed-trace", s.speedTrace, "file of relative speeds, one per line (overrides the distribution)");
+  b.bind("sim.flops-per-example", s.flopsPerExample, "forward FLOPs per example (0 = 2 x the model's weights)");
+  b.bind("sim.uplink-mbps", s.uplinkMbps, "client -> coordinator bandwidth, Mbit/s");
+  b.bind("sim.downlink-mbps", s.downlinkMbps, "coordinator -> client bandwidth, Mbit/s");
+  b.bind("sim.latency-ms", s.latencyMs, "one-way latency of every message, ms");
+  b.bind("sim.dropout", s.dropout, "probability that a selected client drops out of its round");
+  b.bind("sim.rejoin-ms", s.rejoinMs, "a dropped client rejoins after this (0 = the round deadline)");
+  b.bind("sim.ef-clients", s.efClients, "most clients that keep uplink error-feedback memory (LRU)");
+  b.bind("sim.target-accuracy", s.targetAccuracy, "test accuracy for 'bytes and time to target'");
+  b.bind("sim.max-virtual-hours", s.maxVirtualHours, "stop a strategy after this much virtual time");
+  b.bind("sim.stop-at-target", s.stopAtTarget, "end each strategy once it reaches the target accuracy");
+  b.bind("sim.preloaded-model", s.preloadedModel,
+         "clients hold the round-0 model when they join (catch up from the log, see catch-up-rounds)");
+}
+
+Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, const coordinator::DaemonConfig& base,
+                  std::vector<Strategy>& strategies) {
+  toml::table file;
+  try {
+    file = toml::parse_file(path);
+  } catch (const toml::parse_error& err) {
+    const auto& where = err.source().begin;
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("{}:{}:{}: {}", path, where.line, where.column, err.description()));
+  }
+  STARLING_RETURN_IF_ERROR(binder.applyTable(&file, path, {"strategy"}));
+  strategies.clear();
+  const toml::node* list = file.get("strategy");
+  if (list == nullptr) {
+    strategies.push_back({"default", base});
+    return Status::ok();
+  }
+  if (!list->is_array_of_tables())
+    return Status(StatusCode::kInvalidArgument, path + ": 'strategy' must be an array of tables ([[strategy]])");
+  for (const auto& node : *list->as_array()) {
+    const toml::table& t = *node.as_table();
+    const auto name = t["name"].value<std::string>();
+    const std::string where = fmt::format("{}, strategy {}", path, strategies.size() + 1);
+    if (!name || name->empty()) return Status(StatusCode::kInvalidArgument, where + ": needs a name");
+    for (const auto& other : strategies)
+      if (other.name == *name)
+        return Status(StatusCode::kInvalidArgument, fmt::format("{}: two strategies are named '{}'", path, *name));
+    Strategy st{*name, base};
+    // A binder of its own, on a command line nobody parses: every key of the table applies.
+    CLI::App scratch;
+    coordinator::ConfigBinder own(scratch, st.config);
+    STARLING_RETURN_IF_ERROR(own.applyTable(&t, where + " '" + *name + "'", {"name"}));
+    strategies.push_back(std::move(st));
+  }
+  return Status::ok();
+}
+
+}  // namespace starling::sim

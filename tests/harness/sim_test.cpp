@@ -1,0 +1,253 @@
+// The simulated federation: it trains, it is deterministic, its clock and links
+// follow the model it states, and dropouts and deadlines make stragglers.
+#include "sim.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "starling/data/loaders.hpp"
+
+namespace starling::sim {
+namespace {
+
+bool haveData() {
+  return std::filesystem::exists(data::defaultFashionMnistDir() + "/train-labels-idx1-ubyte.gz") ||
+         std::filesystem::exists(data::defaultFashionMnistDir() + "/train-labels-idx1-ubyte");
+}
+
+// A small, fast fleet: 50 IID clients on a 5,000-example sample, mlp:784-32-10.
+SimSettings smallFleet() {
+  SimSettings s;
+  s.clients = 50;
+  s.partition = "iid";
+  s.trainExamples = 5000;
+  s.testExamples = 1000;
+  s.deviceGflops = 1.0;
+  s.speedSpread = 4.0;
+  s.uplinkMbps = 1.0;
+  s.downlinkMbps = 5.0;
+  s.latencyMs = 100;
+  return s;
+}
+
+Strategy smallStrategy(const std::string& name = "small") {
+  Strategy st;
+  st.name = name;
+  coordinator::DaemonConfig& c = st.config;
+  c.task.model = "mlp:784-32-10";
+  c.engine.rounds = 15;
+  c.engine.clientsPerRound = 10;
+  c.engine.tau = 10;
+  c.engine.lr = 0.1;
+  c.engine.deadlineMs = 120'000;
+  c.engine.errorFeedback = false;
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("50 virtual clients train an MLP to the target accuracy", "[harness]") {
+  if (!haveData()) {
+    WARN("no Fashion-MNIST in " << data::defaultFashionMnistDir() << ": skipped");
+    return;
+  }
+  auto fleet = Fleet::create(smallFleet(), "mlp:784-32-10");
+  REQUIRE(fleet);
+  SECTION("FedAvg fp32") {
+    auto r = runStrategy(*fleet, smallStrategy());
+    REQUIRE(r);
+    CHECK(r->stopped.empty());
+    REQUIRE(r->firstAtOrAbove(0.70));
+    CHECK(r->rounds.back().virtualSeconds > 0);
+  }
+  SECTION("double top-k with error feedback") {
+    Strategy st = smallStrategy("compressed");
+    st.config.engine.uplink = "topk";
+    st.config.engine.uplinkDensity = 0.05;
+    st.config.engine.downlink = "topk";
+    st.config.engine.downlinkDensity = 0.1;
+    st.config.engine.errorFeedback = true;
+    st.config.engine.fp16Values = true;
+    st.config.engine.rounds = 25;
+    auto r = runStrategy(*fleet, st);
+    REQUIRE(r);
+    REQUIRE(r->firstAtOrAbove(0.70));
+    auto dense = runStrategy(*fleet, smallStrategy());
+    REQUIRE(dense);
+    // Per round, the compressed uplink carries far fewer bytes.
+    CHECK(r->rounds[3].bytesUp * 5 < dense->rounds[3].bytesUp);
+  }
+}
+
+TEST_CASE("the simulation is deterministic for a seed", "[harness]") {
+  if (!haveData()) return;
+  SimSettings s = smallFleet();
+  s.dropout = 0.2;
+  Strategy st = smallStrategy();
+  st.config.engine.rounds = 4;
+  st.config.task.prioritySampling = true;
+  auto fleet = Fleet::create(s, st.config.task.model);
+  REQUIRE(fleet);
+  auto a = runStrategy(*fleet, st);
+  auto b = runStrategy(*fleet, st);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(roundsCsv(*a) == roundsCsv(*b));
+  s.seed = 2;
+  auto other = Fleet::create(s, st.config.task.model);
+  REQUIRE(other);
+  auto c = runStrategy(*other, st);
+  REQUIRE(c);
+  CHECK(roundsCsv(*a) != roundsCsv(*c));
+}
+
+TEST_CASE("dropouts and deadlines make stragglers", "[harness]") {
+  if (!haveData()) return;
+  SECTION("dropouts") {
+    SimSettings s = smallFleet();
+    s.dropout = 0.5;
+    auto fleet = Fleet::create(s, "mlp:784-32-10");
+    REQUIRE(fleet);
+    Strategy st = smallStrategy();
+    st.config.engine.rounds = 5;
+    auto r = runStrategy(*fleet, st);
+    REQUIRE(r);
+    uint32_t dropped = 0;
+    for (const auto& row : r->rounds)
+      dropped += row.dropped;
+    CHECK(dropped > 0);
+  }
+  SECTION("a deadline the slow devices cannot meet") {
+    SimSettings s = smallFleet();
+    s.speedSpread = 10;
+    s.deviceGflops = 0.1;
+    s.maxVirtualHours = 1;
+    auto fleet = Fleet::create(s, "mlp:784-32-10");
+    REQUIRE(fleet);
+    Strategy st = smallStrategy();
+    st.config.engine.rounds = 5;
+    st.config.engine.stepBudgets = false;
+    // Compute takes 0.75 s on the fastest device, 7.5 s on the slowest; links about 1 s.
+    st.config.engine.deadlineMs = 3'000;
+    auto r = runStrategy(*fleet, st);
+    REQUIRE(r);
+    uint32_t stragglers = 0;
+    for (const auto& row : r->rounds)
+      stragglers += row.stragglers;
+    CHECK(stragglers > 0);
+  }
+}
+
+TEST_CASE("link time is latency plus bytes over bandwidth", "[harness]") {
+  CHECK(linkMicros(0, 1.0, 100) == 100'000);
+  CHECK(linkMicros(125'000, 1.0, 0) == 1'000'000);  // 1 Mbit at 1 Mbit/s
+  CHECK(linkMicros(125'000, 5.0, 50) == 250'000);
+  CHECK(computeSeconds(1e6, 10, 0, 3e6) == Approx(10.0));
+  CHECK(computeSeconds(1e6, 0, 30, 3e6) == Approx(10.0));
+  if (!haveData()) return;
+  // One client, one round, equal speeds: the round lasts exactly the downlink,
+  // the compute and the uplink of the frames it counted.
+  SimSettings s = smallFleet();
+  s.clients = 1;
+  s.trainExamples = 1000;
+  s.speedSpread = 1;
+  s.uplinkMbps = 0.5;
+  s.downlinkMbps = 2.0;
+  s.latencyMs = 40;
+  auto fleet = Fleet::create(s, "mlp:784-32-10");
+  REQUIRE(fleet);
+  Strategy st = smallStrategy();
+  st.config.engine.rounds = 1;
+  st.config.engine.clientsPerRound = 1;
+  st.config.engine.overSelection = 1.0;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  REQUIRE(r->rounds.size() == 1);
+  const RoundRow& row = r->rounds[0];
+  CHECK(row.bytesUp > 784 * 32 * 4);  // a dense fp32 update in a frame
+  const uint64_t examples = uint64_t(st.config.engine.tau) * st.config.task.batchSize;
+  const double compute = computeSeconds(fleet->flopsPerExample(), examples, 2 * 256, 1e9);
+  const double expected = double(linkMicros(row.bytesDown, 2.0, 40) + linkMicros(row.bytesUp, 0.5, 40)) / 1e6 + compute;
+  CHECK(row.virtualSeconds == Approx(expected).margin(2e-6));
+}
+
+}  // namespace starling::sim
+
+namespace starling::sim {
+
+TEST_CASE("clients that ship with the round-0 model catch up from the log, not with a dense download", "[harness]") {
+  if (!haveData()) return;
+  Strategy st = smallStrategy("compressed");
+  st.config.engine.rounds = 6;
+  st.config.engine.downlink = "topk";
+  st.config.engine.downlinkDensity = 0.02;
+  st.config.engine.uplink = "topk";
+  st.config.engine.uplinkDensity = 0.02;
+  st.config.engine.errorFeedback = true;
+  auto downBytes = [&](bool preloaded) {
+    SimSettings s = smallFleet();
+    s.preloadedModel = preloaded;
+    auto fleet = Fleet::create(s, st.config.task.model);
+    REQUIRE(fleet);
+    auto r = runStrategy(*fleet, st);
+    REQUIRE(r);
+    REQUIRE(r->rounds.size() == 6);
+    uint64_t bytes = 0;
+    for (std::size_t i = 1; i < r->rounds.size(); ++i)
+      bytes += r->rounds[i].bytesDown;
+    return bytes;
+  };
+  // After round 1 nearly every selected client is new: a dense model each (over
+  // 100 KB) without the preloaded model, a few sparse broadcasts with it.
+  const uint64_t plain = downBytes(false);
+  const uint64_t preloaded = downBytes(true);
+  CHECK(preloaded * 5 < plain);
+}
+
+}  // namespace starling::sim
+
+namespace starling::sim {
+
+TEST_CASE("the example config reads shared settings, [sim] and per-strategy overrides", "[harness][config]") {
+  CLI::App app;
+  coordinator::DaemonConfig base;
+  SimSettings settings;
+  coordinator::ConfigBinder binder(app, base);
+  bindSimSettings(binder, settings);
+  const char* argv[] = {"starling-sim", "--dropout", "0.25"};
+  app.parse(3, argv);
+  std::vector<Strategy> strategies;
+  Status st = loadConfig(STARLING_EXAMPLE_SIM_CONFIG, binder, base, strategies);
+  REQUIRE(st);
+  CHECK(settings.clients == 100);
+  CHECK(settings.partition == "dirichlet:0.5");
+  CHECK(settings.dropout == 0.25);  // the flag overrides the file's 0.1
+  REQUIRE(strategies.size() == 6);
+  CHECK(strategies[0].name == "fedavg-fp32");
+  CHECK(strategies[0].config.engine.uplink == "identity");
+  CHECK_FALSE(strategies[0].config.engine.errorFeedback);
+  CHECK(strategies[0].config.engine.tau == 50);
+  const Strategy& all = strategies.back();
+  CHECK(all.config.engine.uplink == "topk-sampled");
+  CHECK(all.config.engine.uplinkDensity == Approx(0.002));
+  CHECK(all.config.engine.tau == 200);
+  CHECK(all.config.engine.adaptiveTau);
+  CHECK(all.config.task.prioritySampling);
+  CHECK(all.config.engine.rounds == 100);  // shared, not overridden
+
+  SECTION("a [sim] key inside a strategy is an error") {
+    const auto path = std::filesystem::temp_directory_path() / "starling-sim-bad.toml";
+    {
+      std::ofstream out(path);
+      out << "[[strategy]]\nname = \"x\"\nsim = { clients = 5 }\n";
+    }
+    std::vector<Strategy> bad;
+    Status err = loadConfig(path.string(), binder, base, bad);
+    CHECK_FALSE(err);
+    CHECK(err.message().find("sim.clients") != std::string::npos);
+    std::filesystem::remove(path);
+  }
+}
+
+}  // namespace starling::sim

@@ -1,0 +1,365 @@
+// runStrategy: the event loop of the simulated federation (see sim.hpp).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <list>
+#include <map>
+#include <memory>
+#include <queue>
+#include <random>
+#include <unordered_map>
+
+#include "starling/client/trainer.hpp"
+#include "starling/compression/error_feedback.hpp"
+#include "starling/compression/payload.hpp"
+#include "starling/compression/wire_codec.hpp"
+#include "starling/coordinator/federation.hpp"
+#include "starling/coordinator/round_engine.hpp"
+#include "starling/model/model.hpp"
+#include "starling/wire/frame.hpp"
+
+#include "sim.hpp"
+
+namespace starling::sim {
+namespace {
+
+using coordinator::Action;
+
+std::string clientId(std::size_t i) {
+  return fmt::format("sim-{:06d}", i);
+}
+
+std::size_t clientIndex(const std::string& id) {
+  return static_cast<std::size_t>(std::stoull(id.substr(4)));
+}
+
+// A seed per (client, round) for the client's sampler and compressor, as the
+// daemon's clients derive theirs from their identity and the round.
+uint64_t mixSeed(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
+  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+  return z ^ (z >> 29);
+}
+
+struct Event {
+  enum class Kind { kUpdateArrives, kDropOut, kRejoin, kWake };
+  int64_t atUs = 0;
+  uint64_t seq = 0;  // ties broken by insertion order: deterministic
+  Kind kind = Kind::kWake;
+  std::size_t client = 0;
+  bool operator>(const Event& o) const { return atUs != o.atUs ? atUs > o.atUs : seq > o.seq; }
+};
+
+// The small per-client state of one strategy's run.
+struct ClientState {
+  uint64_t heldRound = 0;  // the model this client holds (as it would say in Hello)
+  uint64_t heldChecksum = 0;
+  uint64_t pendingRound = 0;  // its update awaiting a verdict (0 = none)
+  double samplerTauVr = 0;    // the adaptive sampler's estimate, carried between rounds
+  std::list<std::size_t>::iterator lru;
+  std::unique_ptr<compression::ErrorFeedback> memory;
+  std::optional<coordinator::IncomingUpdate> inFlight;
+  uint64_t inFlightFrameBytes = 0;
+};
+
+class Run {
+ public:
+  Run(const Fleet& fleet, const Strategy& strategy) : fleet_(fleet), strategy_(strategy) {}
+
+  Result<StrategyResult> go(const std::function<void(const RoundRow&)>& onRound);
+
+ private:
+  Status perform(std::vector<Action> actions);
+  Status assign(std::size_t i, const coordinator::Assignment& a);
+  Status train(std::size_t i, const coordinator::Assignment& a, int64_t downUs);
+  compression::ErrorFeedback* memoryOf(std::size_t i);
+  void settle(std::size_t i, uint64_t round, bool accepted);
+  void push(int64_t atUs, Event::Kind kind, std::size_t client) { queue_.push({atUs, seq_++, kind, client}); }
+  int64_t nowMs() const { return nowUs_ / 1000; }
+
+  const Fleet& fleet_;
+  const Strategy& strategy_;
+  const SimSettings& s() const { return fleet_.settings(); }
+  std::unique_ptr<coordinator::RoundEngine> engine_;
+  std::optional<model::Model> prototype_;  // initialized round-0 model, copied for each Trainer
+  std::optional<model::Model> evalModel_;
+  std::unique_ptr<compression::Compressor> uplink_;
+  std::unordered_map<std::size_t, ClientState> state_;  // only clients that were ever assigned
+  std::list<std::size_t> lru_;                          // clients holding memory, most recent first
+  std::size_t withMemory_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
+  uint64_t seq_ = 0;
+  int64_t nowUs_ = 0;
+  std::mt19937_64 rng_;
+  std::vector<float> delta_;
+  uint64_t roundUp_ = 0, roundDown_ = 0, totalBytes_ = 0;
+  uint32_t roundDropped_ = 0;
+  bool finished_ = false;
+  StrategyResult result_;
+  std::function<void(const RoundRow&)> onRound_;
+};
+
+compression::ErrorFeedback* Run::memoryOf(std::size_t i) {
+  ClientState& c = state_[i];
+  if (c.memory) {
+    lru_.erase(c.lru);
+  } else {
+    // Evict the least recently used memory that has no update pending.
+    if (withMemory_ >= s().efClients) {
+      for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+        ClientState& old = state_[*it];
+        if (old.memory->hasPending()) continue;
+        old.memory.reset();
+        lru_.erase(std::next(it).base());
+        --withMemory_;
+        break;
+      }
+    }
+    auto mem = compression::ErrorFeedback::create(engine_->model().size());
+    if (!mem) return nullptr;
+    c.memory = std::make_unique<compression::ErrorFeedback>(std::move(*mem));
+    ++withMemory_;
+  }
+  lru_.push_front(i);
+  c.lru = lru_.begin();
+  return c.memory.get();
+}
+
+void Run::settle(std::size_t i, uint64_t round, bool accepted) {
+  auto it = state_.find(i);
+  if (it == state_.end() || it->second.pendingRound != round || round == 0) return;
+  ClientState& c = it->second;
+  if (c.memory && c.memory->hasPending()) (void)(accepted ? c.memory->commit() : c.memory->rollback());
+  c.pendingRound = 0;
+}
+
+Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downUs) {
+  const Fleet::Client& fc = fleet_.clients()[i];
+  const coordinator::TaskConfig& task = strategy_.config.task;
+  client::TrainerOptions to;
+  to.batchSize = task.batchSize;
+  to.momentum = task.momentum;
+  to.weightDecay = task.weightDecay;
+  to.clipNorm = task.clipNorm;
+  to.sampler.mode = task.prioritySampling ? client::SamplingMode::kAdaptive : client::SamplingMode::kUniform;
+  const data::Dataset shard = fleet_.train().subset(fc.examples);
+  auto trainer = client::Trainer::create(*prototype_, shard, to);
+  if (!trainer) return trainer.status();
+  // The client holds the model of a.baseRound once it has caught up: the engine's own.
+  const std::span<const float> base = engine_->model();
+  delta_.resize(base.size());
+  const uint64_t seed = mixSeed(mixSeed(strategy_.config.engine.seed, i), a.round);
+  ClientState& c = state_[i];
+  trainer->sampler().setTauVr(c.samplerTauVr);
+  auto stats = trainer->run(base, {static_cast<int>(a.tau), a.lr, seed}, delta_);
+  if (!stats) return stats.status();
+  c.samplerTauVr = trainer->sampler().tauVr();
+
+  compression::Compressed q;
+  const compression::CompressParams params{a.uplinkDensity > 0 ? a.uplinkDensity : 1.0, seed + 1};
+  Status st;
+  if (strategy_.config.engine.errorFeedback) {
+    compression::ErrorFeedback* mem = memoryOf(i);
+    if (mem == nullptr) return Status(StatusCode::kInternal, "cannot allocate error-feedback memory");
+    st = mem->compress(delta_, *uplink_, params, q);
+    c.pendingRound = a.round;
+  } else {
+    st = uplink_->compress(delta_, params, q);
+  }
+  if (!st) return st.withContext(fmt::format("client {} compressing round {}", i, a.round));
+  compression::Payload payload;
+  STARLING_RETURN_IF_ERROR(compression::encode(q, payload));
+
+  // Cost model: minibatches forward and backward, the sampler's and the loss probe's
+  // forward passes.
+  const uint64_t probe = std::min<uint64_t>(uint64_t(to.lossProbe), shard.size());
+  const double seconds =
+      computeSeconds(fleet_.flopsPerExample(), stats->examples, stats->scoredExamples + 2 * probe, fc.flopsPerSecond);
+  const int64_t computeUs = static_cast<int64_t>(std::llround(seconds * 1e6));
+
+  flatbuffers::FlatBufferBuilder b(payload.byteSize() + 256);
+  auto tensor = compression::toWire(b, payload);
+  auto update = wire::fb::CreateUpdate(b, a.round, a.baseRound, stats->examples, static_cast<uint32_t>(stats->steps),
+                                       static_cast<float>(stats->lossStart), static_cast<float>(stats->lossEnd), tensor,
+                                       static_cast<uint32_t>(computeUs / 1000));
+  const uint64_t frameBytes = wire::finishFrame(b, update).size();
+
+  coordinator::IncomingUpdate in;
+  in.round = a.round;
+  in.baseRound = a.baseRound;
+  in.examples = stats->examples;
+  in.steps = static_cast<uint32_t>(stats->steps);
+  in.lossStart = static_cast<float>(stats->lossStart);
+  in.lossEnd = static_cast<float>(stats->lossEnd);
+  in.durationMs = static_cast<uint32_t>(std::max<int64_t>(1, computeUs / 1000));
+  in.delta = std::move(q);
+  in.bytesWire = payload.byteSize();
+  c.inFlight = std::move(in);
+  c.inFlightFrameBytes = frameBytes;
+  push(nowUs_ + downUs + computeUs + linkMicros(frameBytes, s().uplinkMbps, s().latencyMs), Event::Kind::kUpdateArrives,
+       i);
+  return Status::ok();
+}
+
+Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
+  ClientState& c = state_[i];
+  // A new assignment before a verdict rolls the previous update back (as Participant does).
+  if (c.pendingRound != 0) settle(i, c.pendingRound, false);
+  const auto frame =
+      coordinator::encodeAssignment(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
+  roundDown_ += frame.size();
+  totalBytes_ += frame.size();
+  const int64_t downUs = linkMicros(frame.size(), s().downlinkMbps, s().latencyMs);
+  c.heldRound = a.baseRound;
+  c.heldChecksum = a.baseChecksum;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const double drop = unit(rng_), when = unit(rng_);
+  if (drop < s().dropout) {
+    // It drops somewhere between receiving the assignment and finishing its work.
+    const double work = computeSeconds(fleet_.flopsPerExample(), uint64_t(a.tau) * strategy_.config.task.batchSize, 0,
+                                       fleet_.clients()[i].flopsPerSecond);
+    push(nowUs_ + static_cast<int64_t>(when * (double(downUs) + work * 1e6)), Event::Kind::kDropOut, i);
+    return Status::ok();
+  }
+  return train(i, a, downUs);
+}
+
+Status Run::perform(std::vector<Action> actions) {
+  for (auto& act : actions) {
+    switch (act.kind) {
+      case Action::Kind::kAssign:
+        STARLING_RETURN_IF_ERROR(assign(clientIndex(act.clientId), act.assignment));
+        break;
+      case Action::Kind::kVerdict:
+        settle(clientIndex(act.clientId), act.verdict.round, act.verdict.accepted);
+        break;
+      case Action::Kind::kWakeAt:
+        push(act.atMs * 1000, Event::Kind::kWake, 0);
+        break;
+      case Action::Kind::kRoundEnded: {
+        const coordinator::RoundSummary& sum = act.summary;
+        RoundRow row;
+        row.round = sum.round;
+        row.committed = sum.committed;
+        row.virtualSeconds = double(nowUs_) / 1e6;
+        row.bytesUp = roundUp_;
+        row.bytesDown = roundDown_;
+        row.totalBytes = totalBytes_;
+        row.trainLoss = sum.trainLossStart;
+        row.tau = sum.tau;
+        row.uplinkDensity = sum.uplinkDensity;
+        row.downlinkDensity = sum.downlinkDensity;
+        row.selected = sum.selected;
+        row.participants = sum.accepted;
+        row.stragglers = sum.stragglers;
+        row.dropped = roundDropped_;
+        const uint32_t every = std::max<uint32_t>(1, strategy_.config.task.evalEvery);
+        if (sum.committed && (engine_->commits() % every == 0 || engine_->finished())) {
+          STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->model()));
+          auto e = evalModel_->evaluate(fleet_.test());
+          if (!e) return e.status();
+          row.accuracy = e->accuracy;
+          row.testLoss = e->loss;
+        }
+        roundUp_ = roundDown_ = 0;
+        roundDropped_ = 0;
+        result_.rounds.push_back(row);
+        if (onRound_) onRound_(row);
+        if (s().stopAtTarget && row.accuracy && *row.accuracy >= s().targetAccuracy) {
+          finished_ = true;
+          return Status::ok();
+        }
+        break;
+      }
+      case Action::Kind::kFinished:
+        finished_ = true;
+        return Status::ok();
+    }
+  }
+  return Status::ok();
+}
+
+Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRound) {
+  const auto wallStart = std::chrono::steady_clock::now();
+  onRound_ = onRound;
+  result_.name = strategy_.name;
+  const coordinator::DaemonConfig& dc = strategy_.config;
+  STARLING_RETURN_IF_ERROR(coordinator::ConfigBinder::validate(dc));
+  auto model = model::Model::fromSpec(dc.task.model);
+  if (!model) return model.status().withContext("model spec");
+  model->initialize(dc.task.initSeed);
+  auto engine = coordinator::RoundEngine::create(dc.engine, {model->params().begin(), model->params().end()});
+  if (!engine) return engine.status().withContext("strategy '" + strategy_.name + "'");
+  engine_ = std::move(*engine);
+  compression::CompressorOptions co;
+  co.values = dc.engine.fp16Values ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32;
+  auto up = compression::makeCompressor(dc.engine.uplink, co);
+  if (!up) return up.status().withContext("uplink compressor");
+  uplink_ = std::move(*up);
+  evalModel_.emplace(*model);
+  prototype_.emplace(std::move(*model));
+  rng_.seed(mixSeed(s().seed, 0xd509));
+
+  const int64_t rejoinUs = (s().rejoinMs > 0 ? s().rejoinMs : dc.engine.deadlineMs) * 1000;
+  const int64_t limitUs = static_cast<int64_t>(s().maxVirtualHours * 3600e6);
+  const uint64_t initialChecksum = s().preloadedModel ? engine_->modelChecksum() : 0;
+  for (std::size_t i = 0; i < fleet_.clients().size() && !finished_; ++i) {
+    const auto& c = fleet_.clients()[i];
+    if (c.examples.empty()) continue;  // nothing to train on: it never joins
+    if (initialChecksum != 0) state_[i].heldChecksum = initialChecksum;
+    STARLING_RETURN_IF_ERROR(perform(engine_->clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0)));
+  }
+  if (!finished_) STARLING_RETURN_IF_ERROR(perform(engine_->start(0)));
+  while (!finished_) {
+    if (queue_.empty()) {
+      result_.stopped = "nothing left to happen (too few clients for a round?)";
+      break;
+    }
+    const Event ev = queue_.top();
+    queue_.pop();
+    nowUs_ = std::max(nowUs_, ev.atUs);
+    if (nowUs_ > limitUs) {
+      result_.stopped = fmt::format("virtual time passed {} hours", s().maxVirtualHours);
+      break;
+    }
+    switch (ev.kind) {
+      case Event::Kind::kWake:
+        STARLING_RETURN_IF_ERROR(perform(engine_->tick(nowMs())));
+        break;
+      case Event::Kind::kDropOut:
+        ++roundDropped_;
+        STARLING_RETURN_IF_ERROR(perform(engine_->clientLeft(clientId(ev.client), "dropped out (simulated)", nowMs())));
+        push(nowUs_ + rejoinUs, Event::Kind::kRejoin, ev.client);
+        break;
+      case Event::Kind::kRejoin: {
+        ClientState& c = state_[ev.client];
+        STARLING_RETURN_IF_ERROR(perform(engine_->clientJoined(
+            clientId(ev.client), fleet_.clients()[ev.client].examples.size(), c.heldRound, c.heldChecksum, nowMs())));
+        break;
+      }
+      case Event::Kind::kUpdateArrives: {
+        ClientState& c = state_[ev.client];
+        if (!c.inFlight) break;
+        roundUp_ += c.inFlightFrameBytes;
+        totalBytes_ += c.inFlightFrameBytes;
+        coordinator::IncomingUpdate u = std::move(*c.inFlight);
+        c.inFlight.reset();
+        STARLING_RETURN_IF_ERROR(perform(engine_->updateArrived(clientId(ev.client), std::move(u), nowMs())));
+        break;
+      }
+    }
+  }
+  result_.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
+  return std::move(result_);
+}
+
+}  // namespace
+
+Result<StrategyResult> runStrategy(const Fleet& fleet, const Strategy& strategy,
+                                   const std::function<void(const RoundRow&)>& onRound) {
+  Run run(fleet, strategy);
+  return run.go(onRound);
+}
+
+}  // namespace starling::sim

@@ -60,6 +60,15 @@ struct Minibatch {
   std::span<const int32_t> labels;
   std::span<const float> weights;  // all 1 for a uniform minibatch
   bool prioritized = false;
+
+  // A prioritized minibatch whose examples were all in the scoring pass also comes as
+  // its distinct examples: their rows in that pass (ascending), features, labels and
+  // weights summed over the draws of each, ready for Model::backwardRows() on the model
+  // that next() scored with (normalizer b). Empty otherwise.
+  std::span<const uint32_t> scoredRows;
+  std::span<const float> rowFeatures;
+  std::span<const int32_t> rowLabels;
+  std::span<const float> rowWeights;
 };
 
 class Sampler {
@@ -113,6 +122,13 @@ class Sampler {
   std::vector<uint64_t> scoredAt_;  // step of that score, for ageing
 
   // Workspaces, grown to the largest b seen.
+  std::vector<int32_t> rowOf_;      // per candidate: its row in the scoring pass, or -1
+  std::vector<float> drawnWeight_;  // per candidate: summed weight of its draws (0: not drawn)
+  std::vector<uint32_t> drawn_;     // per minibatch slot: the candidate drawn
+  std::vector<uint32_t> rows_;      // distinct drawn candidates' rows in the scoring pass
+  std::vector<float> rowX_;
+  std::vector<int32_t> rowY_;
+  std::vector<float> rowW_;
   std::vector<uint32_t> candidates_;
   std::vector<int32_t> candidateLabels_;
   std::vector<float> candidateX_;    // features of the candidates that need a forward pass

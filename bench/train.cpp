@@ -11,10 +11,12 @@
 //   3. priority vs uniform sampling: gradient steps and training seconds (scoring
 //      passes included, evaluations excluded) until the MLP first reaches 85% test
 //      accuracy, evaluated every --eval-every (100) steps, mean over --seeds (3)
-//      initializations; the ratios are uniform / priority (always on).
+//      initializations; the ratios are uniform / priority (always on), and uniform /
+//      adaptive (the tau_vr switch, what starling-client runs) for adaptive_*.
 // Last line:
 //   summary: ex_per_s_b32=X torch_ex_per_s_b32=Y mlp_acc_5ep=A cnn_acc=B
 //            priority_step_ratio=C priority_wall_ratio=D client_bin_mb=E client_rss_mib=F
+//            adaptive_step_ratio=G adaptive_wall_ratio=H
 //   4. the starling-client binary: size of a stripped copy (E, 10^6 bytes) and that
 //      copy's peak RSS (F, MiB, wait4's ru_maxrss) training on --shard 0/10 (6,000
 //      examples) for 3 rounds against a starling-coordinator process on 127.0.0.1
@@ -503,6 +505,13 @@ int main(int argc, char** argv) {
     std::snprintf(stepRatio, sizeof stepRatio, "%.2f", static_cast<double>(u.steps) / p.steps);
     std::snprintf(wallRatio, sizeof wallRatio, "%.2f", u.seconds / p.seconds);
   }
+  const ToTarget& a = rows[2].r;
+  char adaptiveStepRatio[32] = "n/a";
+  char adaptiveWallRatio[32] = "n/a";
+  if (u.steps > 0 && a.steps > 0) {
+    std::snprintf(adaptiveStepRatio, sizeof adaptiveStepRatio, "%.2f", static_cast<double>(u.steps) / a.steps);
+    std::snprintf(adaptiveWallRatio, sizeof adaptiveWallRatio, "%.2f", u.seconds / a.seconds);
+  }
   char torchCol[32] = "not_installed";
   if (torch32 > 0) std::snprintf(torchCol, sizeof torchCol, "%.0f", torch32);
 
@@ -521,7 +530,8 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "\nsummary: ex_per_s_b32=%.0f torch_ex_per_s_b32=%s mlp_acc_5ep=%.4f cnn_acc=%.4f "
-      "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=%s client_rss_mib=%s\n",
-      exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio, binCol, rssCol);
+      "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=%s client_rss_mib=%s "
+      "adaptive_step_ratio=%s adaptive_wall_ratio=%s\n",
+      exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio, binCol, rssCol, adaptiveStepRatio, adaptiveWallRatio);
   return 0;
 }

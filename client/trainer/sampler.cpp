@@ -32,9 +32,12 @@ void Sampler::reseed(uint64_t seed) {
 
 double Sampler::threshold(int /*b*/) const {
   if (options_.threshold > 0.0f) return options_.threshold;
-  // (B + 3b) / 3b with B = candidateFactor * b: the cost of a step with the scoring
-  // pass relative to one without (a forward pass is about a third of a training step).
-  return (options_.candidateFactor + 3.0) / 3.0;
+  // The cost of a prioritized step relative to a uniform one, B = candidateFactor * b,
+  // counting a forward pass as a third of a training step (ALGORITHMS.md section 4):
+  // the B candidates are forwarded and the b drawn ones run backward from those
+  // activations, (B + 2b) / 3b. With table scores a drawn example may have missed the
+  // scoring pass and then needs a forward pass of its own: (B + 3b) / 3b.
+  return (options_.candidateFactor + (options_.maxScoreAge > 0 ? 3.0 : 2.0)) / 3.0;
 }
 
 bool Sampler::prioritizing() const {

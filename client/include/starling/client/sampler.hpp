@@ -12,7 +12,10 @@
 // The adaptive mode samples by priority only while it pays: it keeps a smoothed
 // estimate of the variance reduction tau_vr = (1 - ||g - u||^2 / ||g||^2)^(-1/2), with g
 // the normalized scores of the latest scored examples and u uniform, and prioritizes
-// while tau_vr exceeds the cost threshold (B + 3b) / 3b. Otherwise it returns uniform
+// while tau_vr exceeds the cost of a prioritized step relative to a uniform one,
+// (B + 2b) / 3b: the drawn examples run backward from the scoring pass's activations,
+// so they need no second forward pass ((B + 3b) / 3b with maxScoreAge > 0, when they
+// may have missed that pass). Otherwise it returns uniform
 // minibatches and refreshes tau_vr from the softmax outputs of the training step itself
 // (observe()), so the estimate costs no extra forward pass while the sampler is off.
 //
@@ -46,7 +49,7 @@ struct SamplerOptions {
   float lambda = 0.1f;        // uniform mix in (0, 1]; bounds the weights by 1 / lambda
   int candidateFactor = 3;    // B = candidateFactor * b candidates scored per step
   float tauSmoothing = 0.9f;  // a_tau: tau <- a tau + (1 - a) tau_now
-  float threshold = 0.0f;     // tau_vr needed to prioritize; 0 means (B + 3b) / 3b
+  float threshold = 0.0f;     // tau_vr needed to prioritize; 0 means the cost ratio above
   float ageing = 0.999f;      // per-step factor on table scores that were not refreshed
   int maxScoreAge = 0;        // > 0: a candidate scored at most this many steps ago takes its
                               // aged table score instead of a forward pass (cheaper steps,

@@ -31,11 +31,23 @@ int fail(const std::string& message) {
 // This client's examples: all of the training set, or shard I of N. A shard is cut
 // from the labels alone and then only its images are kept while the file is read, so
 // a device never holds the whole training set (47 MB) to train on a tenth of it.
-Result<data::Dataset> loadShard(const std::string& dir, const std::string& shardSpec, const std::string& partition,
-                                uint64_t seed) {
-  if (shardSpec.empty()) return data::loadFashionMnistSplit(dir, data::FashionMnistSplit::kTrain);
+//
+// The labels (60 kB) are read before joining, which gives the number of examples for
+// Hello; the images (26 MB of gzip to inflate) load after joining, in load().
+Result<client::DeferredData> planShard(const std::string& dir, const std::string& shardSpec,
+                                       const std::string& partition, uint64_t seed) {
   auto labels = data::loadFashionMnistLabels(dir, data::FashionMnistSplit::kTrain);
   if (!labels) return labels.status();
+  // A missing images file is worth knowing before joining; a damaged one shows in load().
+  const auto images = std::filesystem::path(dir) / "train-images-idx3-ubyte";
+  if (!std::filesystem::exists(images) && !std::filesystem::exists(images.string() + ".gz"))
+    return Status(StatusCode::kNotFound, images.string() + "[.gz]: no such file");
+  client::DeferredData out;
+  if (shardSpec.empty()) {
+    out.numExamples = labels->size();
+    out.load = [dir] { return data::loadFashionMnistSplit(dir, data::FashionMnistSplit::kTrain); };
+    return out;
+  }
   unsigned index = 0, count = 0;
   char slash = 0;
   std::istringstream in(shardSpec);
@@ -55,7 +67,11 @@ Result<data::Dataset> loadShard(const std::string& dir, const std::string& shard
   } else {
     return Status(StatusCode::kInvalidArgument, "--partition must be iid, dirichlet:ALPHA or classes:K");
   }
-  return data::loadFashionMnistSubset(dir, data::FashionMnistSplit::kTrain, parts[index]);
+  out.numExamples = parts[index].size();
+  out.load = [dir, rows = std::move(parts[index])] {
+    return data::loadFashionMnistSubset(dir, data::FashionMnistSplit::kTrain, rows);
+  };
+  return out;
 }
 
 }  // namespace
@@ -129,16 +145,16 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  auto shard = loadShard(dataDir, shardSpec, partition, partitionSeed);
+  auto shard = planShard(dataDir, shardSpec, partition, partitionSeed);
   if (!shard) return fail(shard.status().message());
-  (*log)->info("training data: {} examples from {}{}", shard->size(), dataDir,
+  (*log)->info("training data: {} examples from {}{}, loading after joining", shard->numExamples, dataDir,
                shardSpec.empty() ? "" : " (shard " + shardSpec + ", " + partition + ")");
   client::ParticipantOptions options;
   options.coordinator = *endpoint;
   options.id = id;
   options.seed = seed;
   options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
-  client::Participant participant(*shard, options, *log);
+  client::Participant participant(std::move(*shard), options, *log);
   asio::io_context io(1);
   std::optional<Status> outcome;
   asio::co_spawn(io, participant.run(io.get_executor(), *tls), [&](std::exception_ptr e, Status st) {

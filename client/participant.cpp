@@ -30,10 +30,38 @@ uint64_t mix(uint64_t a, uint64_t b) {
 }  // namespace
 
 Participant::Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
-    : shard_(shard), options_(std::move(options)), log_(std::move(log)) {
+    : shard_(&shard), numExamples_(shard.size()), options_(std::move(options)), log_(std::move(log)) {
   seed_ = options_.seed;
   for (char ch : options_.id)
     seed_ = mix(seed_, static_cast<unsigned char>(ch));
+}
+
+Participant::Participant(DeferredData data, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
+    : numExamples_(data.numExamples), deferred_(std::move(data)), options_(std::move(options)), log_(std::move(log)) {
+  seed_ = options_.seed;
+  for (char ch : options_.id)
+    seed_ = mix(seed_, static_cast<unsigned char>(ch));
+}
+
+Status Participant::loadData() {
+  if (shard_ != nullptr) return Status::ok();
+  const auto started = std::chrono::steady_clock::now();
+  Result<data::Dataset> loaded =
+      deferred_.load ? deferred_.load() : Result<data::Dataset>(Status(StatusCode::kInvalidArgument, "no loader"));
+  Status st = loaded.status();
+  if (st && loaded->size() != numExamples_)
+    st = Status(StatusCode::kMalformed,
+                fmt::format("{} examples loaded, {} announced in Hello", loaded->size(), numExamples_));
+  if (!st) {
+    dataFailed_ = true;
+    return st.withContext("loading the training data");
+  }
+  owned_.emplace(std::move(loaded).value());
+  shard_ = &*owned_;
+  deferred_.load = nullptr;  // whatever the loader held is no longer needed
+  log_->info("training data loaded: {} examples in {:.2f} s", shard_->size(),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return Status::ok();
 }
 
 Participant::~Participant() = default;
@@ -54,7 +82,7 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
     } else {
       ++stats_.connections;
       st = co_await session(*conn, welcomed);
-      if (st.isOk()) co_return st;
+      if (st.isOk() || dataFailed_) co_return st;
       if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kUnauthenticated) co_return st;
     }
     if (welcomed) {
@@ -78,7 +106,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
   flatbuffers::FlatBufferBuilder b(256);
   std::vector<flatbuffers::Offset<flatbuffers::String>> caps{b.CreateString("topk"), b.CreateString("fp16"),
                                                              b.CreateString("priority-sampling")};
-  auto hello = fb::CreateHelloDirect(b, options_.id.c_str(), &caps, shard_.size(), "linux", heldRound_,
+  auto hello = fb::CreateHelloDirect(b, options_.id.c_str(), &caps, numExamples_, "linux", heldRound_,
                                      heldRound_ > 0 ? checksum64(xhat_) : 0);
   Status st = co_await conn.send(wire::finishFrame(b, hello));
   if (!st) co_return st;
@@ -89,6 +117,8 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
     switch (msg->type()) {
       case fb::Body::Welcome: {
         const auto* w = msg->as<fb::Welcome>();
+        // Deferred data loads now: the coordinator has counted this client already.
+        if (Status loaded = loadData(); !loaded) co_return loaded;
         if (Status setup = setUpTask(*w); !setup) co_return setup;
         if (heldRound_ == 0) {
           // Nothing held: build the round-0 model as the coordinator did; the first
@@ -175,7 +205,7 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   to.clipNorm = hyper->clip_norm();
   to.sampler.mode = hyper->priority_sampling() ? SamplingMode::kAdaptive : SamplingMode::kUniform;
   const std::size_t d = model->numParams();
-  auto trainer = Trainer::create(std::move(*model), shard_, to);
+  auto trainer = Trainer::create(std::move(*model), *shard_, to);
   if (!trainer)
     return Status(StatusCode::kInvalidArgument,
                   "this client's data cannot train the coordinator's model: " + trainer.status().message());

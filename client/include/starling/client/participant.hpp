@@ -14,6 +14,7 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,10 +54,21 @@ struct ParticipantStats {
   double lastLoss = 0;
 };
 
+// Training data that loads after the client has joined, so that joining does not wait
+// for it: numExamples is reported in Hello; load() runs once, when the first Welcome
+// arrives, on the thread that runs the Participant, and must return exactly that many
+// examples. A load failure ends run() with that failure (it is not retried).
+struct DeferredData {
+  uint64_t numExamples = 0;
+  std::function<Result<data::Dataset>()> load;
+};
+
 class Participant {
  public:
   // shard: this client's examples; must outlive the Participant.
   Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log);
+  // The Participant owns the data once loaded.
+  Participant(DeferredData data, ParticipantOptions options, std::shared_ptr<spdlog::logger> log);
   ~Participant();
   Participant(const Participant&) = delete;
   Participant& operator=(const Participant&) = delete;
@@ -73,12 +85,17 @@ class Participant {
  private:
   // One connection: ok when training is complete, kClosed/kIo/kTimeout to retry.
   asio::awaitable<Status> session(net::Connection& conn, bool& welcomed);
+  Status loadData();
   Status setUpTask(const wire::fb::Welcome& welcome);
   Status catchUp(const wire::fb::RoundAssign& assign);
   Result<std::vector<uint8_t>> train(const wire::fb::RoundAssign& assign);
   void settle(bool accepted, uint64_t round);
 
-  const data::Dataset& shard_;
+  const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
+  uint64_t numExamples_ = 0;
+  DeferredData deferred_;
+  std::optional<data::Dataset> owned_;  // loaded deferred data
+  bool dataFailed_ = false;
   ParticipantOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   ParticipantStats stats_;

@@ -43,11 +43,24 @@ Participant::Participant(DeferredData data, ParticipantOptions options, std::sha
     seed_ = mix(seed_, static_cast<unsigned char>(ch));
 }
 
-Status Participant::loadData() {
+void Participant::startLoading() {
+  if (shard_ != nullptr || loading_.valid()) return;
+  loadStarted_ = std::chrono::steady_clock::now();
+  std::function<Result<data::Dataset>()> load = std::move(deferred_.load);
+  deferred_.load = nullptr;
+  if (!load) load = [] { return Result<data::Dataset>(Status(StatusCode::kInvalidArgument, "no loader given")); };
+  loading_ = std::async(std::launch::async, std::move(load));
+}
+
+bool Participant::dataReady() const {
+  return shard_ != nullptr ||
+         (loading_.valid() && loading_.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+}
+
+Status Participant::finishLoading() {
   if (shard_ != nullptr) return Status::ok();
-  const auto started = std::chrono::steady_clock::now();
-  Result<data::Dataset> loaded =
-      deferred_.load ? deferred_.load() : Result<data::Dataset>(Status(StatusCode::kInvalidArgument, "no loader"));
+  startLoading();
+  Result<data::Dataset> loaded = loading_.get();  // blocks while the loader thread runs
   Status st = loaded.status();
   if (st && loaded->size() != numExamples_)
     st = Status(StatusCode::kMalformed,
@@ -58,9 +71,24 @@ Status Participant::loadData() {
   }
   owned_.emplace(std::move(loaded).value());
   shard_ = &*owned_;
-  deferred_.load = nullptr;  // whatever the loader held is no longer needed
-  log_->info("training data loaded: {} examples in {:.2f} s", shard_->size(),
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  log_->info("training data loaded: {} examples, {:.2f} s after joining", shard_->size(),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStarted_).count());
+  return Status::ok();
+}
+
+Status Participant::welcome(const fb::Welcome& w) {
+  if (Status loaded = finishLoading(); !loaded) return loaded;
+  if (Status setup = setUpTask(w); !setup) return setup;
+  if (heldRound_ == 0) {
+    // Nothing held: build the round-0 model as the coordinator did; the first
+    // assignment's checksum proves it (or brings a dense copy).
+    trainer_->model().initialize(w.init_seed());
+    std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
+  }
+  // Settle the update that was in flight when the last connection ended.
+  if (pendingRound_ > 0) settle(w.last_accepted_round() >= pendingRound_, pendingRound_);
+  log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w.task()), str(w.client_id()),
+             w.round(), modelSpec_);
   return Status::ok();
 }
 
@@ -110,27 +138,28 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
                                      heldRound_ > 0 ? checksum64(xhat_) : 0);
   Status st = co_await conn.send(wire::finishFrame(b, hello));
   if (!st) co_return st;
+  // Deferred data loads on a thread of its own from here on: the coordinator has
+  // counted this client, and this thread keeps answering heartbeats meanwhile.
+  startLoading();
+  std::optional<wire::Message> heldWelcome;  // a Welcome waiting for the data
 
   for (;;) {
     auto msg = co_await conn.receive();
     if (!msg) co_return msg.status();
+    // The data has arrived, or a round needs it: act on the held Welcome first.
+    if (heldWelcome && (dataReady() || msg->type() == fb::Body::RoundAssign)) {
+      Status st2 = welcome(*heldWelcome->as<fb::Welcome>());
+      heldWelcome.reset();
+      if (!st2) co_return st2;
+    }
     switch (msg->type()) {
       case fb::Body::Welcome: {
-        const auto* w = msg->as<fb::Welcome>();
-        // Deferred data loads now: the coordinator has counted this client already.
-        if (Status loaded = loadData(); !loaded) co_return loaded;
-        if (Status setup = setUpTask(*w); !setup) co_return setup;
-        if (heldRound_ == 0) {
-          // Nothing held: build the round-0 model as the coordinator did; the first
-          // assignment's checksum proves it (or brings a dense copy).
-          trainer_->model().initialize(w->init_seed());
-          std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
-        }
-        // Settle the update that was in flight when the last connection ended.
-        if (pendingRound_ > 0) settle(w->last_accepted_round() >= pendingRound_, pendingRound_);
         welcomed = true;
-        log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w->task()), str(w->client_id()),
-                   w->round(), modelSpec_);
+        if (!dataReady()) {
+          heldWelcome.emplace(std::move(msg).value());
+          break;
+        }
+        if (Status st2 = welcome(*msg->as<fb::Welcome>()); !st2) co_return st2;
         break;
       }
       case fb::Body::RoundAssign: {

@@ -9,12 +9,14 @@
 // coordinator says training is complete.
 //
 // Threading: run() is a coroutine on the caller's executor; training blocks it
-// while it runs (a client has one job). Not copyable.
+// while it runs (a client has one job). Deferred data (below) loads on a thread of
+// its own; destroying the Participant waits for that thread. Not copyable.
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,9 +57,11 @@ struct ParticipantStats {
 };
 
 // Training data that loads after the client has joined, so that joining does not wait
-// for it: numExamples is reported in Hello; load() runs once, when the first Welcome
-// arrives, on the thread that runs the Participant, and must return exactly that many
-// examples. A load failure ends run() with that failure (it is not retried).
+// for it: numExamples is reported in Hello; load() runs once, on a thread of its own
+// started when the first Hello has been sent, and must return exactly that many
+// examples. The Participant answers heartbeats meanwhile and holds the task (Welcome)
+// until the data is there; a RoundAssign waits for it. A load failure ends run() with
+// that failure (it is not retried).
 struct DeferredData {
   uint64_t numExamples = 0;
   std::function<Result<data::Dataset>()> load;
@@ -85,7 +89,10 @@ class Participant {
  private:
   // One connection: ok when training is complete, kClosed/kIo/kTimeout to retry.
   asio::awaitable<Status> session(net::Connection& conn, bool& welcomed);
-  Status loadData();
+  void startLoading();
+  bool dataReady() const;
+  Status finishLoading();  // waits for the loader; ok at once when the data is there
+  Status welcome(const wire::fb::Welcome& welcome);
   Status setUpTask(const wire::fb::Welcome& welcome);
   Status catchUp(const wire::fb::RoundAssign& assign);
   Result<std::vector<uint8_t>> train(const wire::fb::RoundAssign& assign);
@@ -94,6 +101,8 @@ class Participant {
   const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
   uint64_t numExamples_ = 0;
   DeferredData deferred_;
+  std::future<Result<data::Dataset>> loading_;
+  std::chrono::steady_clock::time_point loadStarted_;
   std::optional<data::Dataset> owned_;  // loaded deferred data
   bool dataFailed_ = false;
   ParticipantOptions options_;

@@ -4,6 +4,11 @@
 //       joins the federation and trains on its data until the coordinator says done;
 //   without --data it only checks that it can join (Hello, Welcome, Bye).
 
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -28,6 +33,14 @@ int fail(const std::string& message) {
   return 1;
 }
 
+// Runs on the Participant's loader thread: inflating the images is bulk work, and
+// while it runs the clients of a fleet started together on one machine are still
+// joining; a lower priority for this thread only (Linux nice is per thread) lets
+// their handshakes go first. Best effort: a refusal leaves the priority as it is.
+void lowerThisThreadsPriority() {
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+}
+
 // This client's examples: all of the training set, or shard I of N. A shard is cut
 // from the labels alone and then only its images are kept while the file is read, so
 // a device never holds the whole training set (47 MB) to train on a tenth of it.
@@ -45,7 +58,10 @@ Result<client::DeferredData> planShard(const std::string& dir, const std::string
   client::DeferredData out;
   if (shardSpec.empty()) {
     out.numExamples = labels->size();
-    out.load = [dir] { return data::loadFashionMnistSplit(dir, data::FashionMnistSplit::kTrain); };
+    out.load = [dir] {
+      lowerThisThreadsPriority();
+      return data::loadFashionMnistSplit(dir, data::FashionMnistSplit::kTrain);
+    };
     return out;
   }
   unsigned index = 0, count = 0;
@@ -69,6 +85,7 @@ Result<client::DeferredData> planShard(const std::string& dir, const std::string
   }
   out.numExamples = parts[index].size();
   out.load = [dir, rows = std::move(parts[index])] {
+    lowerThisThreadsPriority();
     return data::loadFashionMnistSubset(dir, data::FashionMnistSplit::kTrain, rows);
   };
   return out;
@@ -109,6 +126,9 @@ int main(int argc, char** argv) {
   app.add_option("--partition-seed", partitionSeed, "seed of the partition (the same on every client)");
   app.add_option("--seed", seed, "seed of local randomness (sampling, reconnect jitter)");
   CLI11_PARSE(app, argc, argv);
+  // One malloc arena: the data loader's thread would otherwise get an arena of its own,
+  // whose freed pages the training thread cannot reuse (about 0.7 MiB more peak RSS).
+  mallopt(M_ARENA_MAX, 1);
 
   auto log = makeLogger(id.empty() ? "client" : id, logLevel);
   if (!log) return fail(log.status().message());

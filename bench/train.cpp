@@ -11,10 +11,12 @@
 //   3. priority vs uniform sampling: gradient steps and training seconds (scoring
 //      passes included, evaluations excluded) until the MLP first reaches 85% test
 //      accuracy, evaluated every --eval-every (100) steps, mean over --seeds (3)
-//      initializations; the ratios are uniform / priority (always on).
+//      initializations; the ratios are uniform / priority (always on), and uniform /
+//      adaptive (the tau_vr switch, what starling-client runs) for adaptive_*.
 // Last line:
 //   summary: ex_per_s_b32=X torch_ex_per_s_b32=Y mlp_acc_5ep=A cnn_acc=B
 //            priority_step_ratio=C priority_wall_ratio=D client_bin_mb=E client_rss_mib=F
+//            adaptive_step_ratio=G adaptive_wall_ratio=H
 //   4. the starling-client binary: size of a stripped copy (E, 10^6 bytes) and that
 //      copy's peak RSS (F, MiB, wait4's ru_maxrss) training on --shard 0/10 (6,000
 //      examples) for 3 rounds against a starling-coordinator process on 127.0.0.1
@@ -24,6 +26,8 @@
 //
 // Usage: bench-train [--data DIR] [--torch-script PATH] [--cnn-epochs N] [--eval-every STEPS]
 //                    [--seeds N] [--quick] [--client-bin PATH] [--coordinator-bin PATH]
+//                    [--only throughput|accuracy|sampling|client]
+// --only runs one section; the summary then shows 0 or n/a for what was not measured.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -63,8 +67,9 @@ struct Args {
   int cnnEpochs = 4;
   int evalEvery = 100;
   int seeds = 3;
-  bool quick = false;                                     // smaller runs, for a smoke test
-  std::string clientBin = STARLING_CLIENT_BIN;            // set by bench/meson.build
+  bool quick = false;                           // smaller runs, for a smoke test
+  std::string only;                             // one section: throughput, accuracy, sampling or client (empty: all)
+  std::string clientBin = STARLING_CLIENT_BIN;  // set by bench/meson.build
   std::string coordinatorBin = STARLING_COORDINATOR_BIN;  // set by bench/meson.build
 };
 
@@ -352,6 +357,8 @@ int main(int argc, char** argv) {
       args.seeds = std::max(1, std::atoi(value().c_str()));
     else if (a == "--quick")
       args.quick = true;
+    else if (a == "--only")
+      args.only = value();
     else if (a == "--client-bin")
       args.clientBin = value();
     else if (a == "--coordinator-bin")
@@ -359,11 +366,19 @@ int main(int argc, char** argv) {
     else
       die("unknown argument " + a + " (see the comment at the top of bench/train.cpp)");
   }
+  if (!args.only.empty() && args.only != "throughput" && args.only != "accuracy" && args.only != "sampling" &&
+      args.only != "client")
+    die("--only takes throughput, accuracy, sampling or client, not " + args.only);
+  auto runs = [&](const char* section) { return args.only.empty() || args.only == section; };
   // 4 first: a spawned child's ru_maxrss counts the spawning process's resident set
   // (Linux carries the old address space's high-water mark across exec), so the client
   // is measured while this process is still small, before it loads the data set.
-  const ClientFootprint fp = measureClient(args, kDemoTraining);
-  const ClientFootprint dense = measureClient(args, kUncompressedTraining);
+  ClientFootprint fp;
+  ClientFootprint dense;
+  if (runs("client")) {
+    fp = measureClient(args, kDemoTraining);
+    dense = measureClient(args, kUncompressedTraining);
+  }
 
   auto fm = starling::data::loadFashionMnist(args.data);
   if (!fm) die(fm.status().toString());
@@ -373,12 +388,15 @@ int main(int argc, char** argv) {
 
   // 1. Throughput.
   std::string torchNote;
-  auto torch = runTorch(args, torchNote);
-  std::printf("%-34s %6s %16s %16s %8s\n", "local SGD, mlp:784-200-200-10", "batch", "starling ex/s", "pytorch ex/s",
-              "ratio");
+  std::vector<std::pair<int, double>> torch;
+  if (runs("throughput")) torch = runTorch(args, torchNote);
+  if (runs("throughput"))
+    std::printf("%-34s %6s %16s %16s %8s\n", "local SGD, mlp:784-200-200-10", "batch", "starling ex/s", "pytorch ex/s",
+                "ratio");
   double exPerS32 = 0.0;
   double torch32 = 0.0;
   for (int b : {32, 64}) {
+    if (!runs("throughput")) break;
     Trainer t = makeTrainer(kMlp, train, b, SamplingMode::kUniform);
     advance(t, 50, 0.01f, 1);  // warm-up: grows the workspaces
     const int steps = (args.quick ? 6400 : 64000) / b;
@@ -405,9 +423,10 @@ int main(int argc, char** argv) {
   }
 
   // 2. Centralized accuracy.
-  std::printf("\n%-44s %6s %10s %10s\n", "centralized, batch 32, momentum 0.9", "epoch", "test acc", "train s");
+  if (runs("accuracy"))
+    std::printf("\n%-44s %6s %10s %10s\n", "centralized, batch 32, momentum 0.9", "epoch", "test acc", "train s");
   double mlpAcc = 0.0;
-  {
+  if (runs("accuracy")) {
     Trainer t = makeTrainer(kMlp, train, 32, SamplingMode::kUniform);
     const int epochs = args.quick ? 1 : 5;
     const int stepsPerEpoch = static_cast<int>(train.size() / 32);
@@ -419,7 +438,7 @@ int main(int argc, char** argv) {
     }
   }
   double cnnAcc = 0.0;
-  {
+  if (runs("accuracy")) {
     Trainer t = makeTrainer(kCnn, train, 32, SamplingMode::kUniform);
     const int stepsPerEpoch = static_cast<int>(train.size() / 32);
     const int epochs = args.quick ? 1 : args.cnnEpochs;
@@ -437,8 +456,9 @@ int main(int argc, char** argv) {
   // 3. Priority vs uniform sampling to 85%.
   const double target = args.quick ? 0.70 : 0.85;
   const int maxSteps = args.quick ? 2000 : 30000;
-  std::printf("\n%-44s %8s %10s %12s %10s\n", "MLP to 85% test acc, b 32, mean of seeds", "steps", "train s",
-              "prioritized", "last acc");
+  if (runs("sampling"))
+    std::printf("\n%-44s %8s %10s %12s %10s\n", "MLP to 85% test acc, b 32, mean of seeds", "steps", "train s",
+                "prioritized", "last acc");
   struct Row {
     const char* name;
     SamplingMode mode;
@@ -450,6 +470,7 @@ int main(int argc, char** argv) {
                 {"adaptive (tau_vr switch)", SamplingMode::kAdaptive, 0, {}},
                 {"priority, table scores <= 500 steps old", SamplingMode::kPriority, 500, {}}};
   for (Row& row : rows) {
+    if (!runs("sampling")) break;
     // Mean over seeds: steps to a target are noisy (test accuracy wobbles about 1%
     // from one evaluation to the next at that stage).
     int reached = 0;
@@ -484,6 +505,13 @@ int main(int argc, char** argv) {
     std::snprintf(stepRatio, sizeof stepRatio, "%.2f", static_cast<double>(u.steps) / p.steps);
     std::snprintf(wallRatio, sizeof wallRatio, "%.2f", u.seconds / p.seconds);
   }
+  const ToTarget& a = rows[2].r;
+  char adaptiveStepRatio[32] = "n/a";
+  char adaptiveWallRatio[32] = "n/a";
+  if (u.steps > 0 && a.steps > 0) {
+    std::snprintf(adaptiveStepRatio, sizeof adaptiveStepRatio, "%.2f", static_cast<double>(u.steps) / a.steps);
+    std::snprintf(adaptiveWallRatio, sizeof adaptiveWallRatio, "%.2f", u.seconds / a.seconds);
+  }
   char torchCol[32] = "not_installed";
   if (torch32 > 0) std::snprintf(torchCol, sizeof torchCol, "%.0f", torch32);
 
@@ -494,13 +522,16 @@ int main(int argc, char** argv) {
   if (fp.binMb >= 0) std::snprintf(binCol, sizeof binCol, "%.2f", fp.binMb);
   if (fp.rssMib >= 0) std::snprintf(rssCol, sizeof rssCol, "%.1f", fp.rssMib);
   if (dense.rssMib >= 0) std::snprintf(denseCol, sizeof denseCol, "%.1f", dense.rssMib);
-  std::printf("\n%-56s %10s %10s\n", "starling-client (stripped), shard 0/10, mlp:784-200-200-10", "MB", "peak MiB");
-  std::printf("%-56s %10s %10s\n", "demo federation (top-k 1%, fp16)   goal: <= 3, <= 24", binCol, rssCol);
-  std::printf("%-56s %10s %10s\n", "uncompressed updates and broadcasts", "", denseCol);
-  if (!fp.note.empty()) std::printf("  (%s)\n", fp.note.c_str());
+  if (runs("client")) {
+    std::printf("\n%-56s %10s %10s\n", "starling-client (stripped), shard 0/10, mlp:784-200-200-10", "MB", "peak MiB");
+    std::printf("%-56s %10s %10s\n", "demo federation (top-k 1%, fp16)   goal: <= 3, <= 24", binCol, rssCol);
+    std::printf("%-56s %10s %10s\n", "uncompressed updates and broadcasts", "", denseCol);
+    if (!fp.note.empty()) std::printf("  (%s)\n", fp.note.c_str());
+  }
   std::printf(
       "\nsummary: ex_per_s_b32=%.0f torch_ex_per_s_b32=%s mlp_acc_5ep=%.4f cnn_acc=%.4f "
-      "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=%s client_rss_mib=%s\n",
-      exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio, binCol, rssCol);
+      "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=%s client_rss_mib=%s "
+      "adaptive_step_ratio=%s adaptive_wall_ratio=%s\n",
+      exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio, binCol, rssCol, adaptiveStepRatio, adaptiveWallRatio);
   return 0;
 }

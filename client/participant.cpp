@@ -30,10 +30,66 @@ uint64_t mix(uint64_t a, uint64_t b) {
 }  // namespace
 
 Participant::Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
-    : shard_(shard), options_(std::move(options)), log_(std::move(log)) {
+    : shard_(&shard), numExamples_(shard.size()), options_(std::move(options)), log_(std::move(log)) {
   seed_ = options_.seed;
   for (char ch : options_.id)
     seed_ = mix(seed_, static_cast<unsigned char>(ch));
+}
+
+Participant::Participant(DeferredData data, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
+    : numExamples_(data.numExamples), deferred_(std::move(data)), options_(std::move(options)), log_(std::move(log)) {
+  seed_ = options_.seed;
+  for (char ch : options_.id)
+    seed_ = mix(seed_, static_cast<unsigned char>(ch));
+}
+
+void Participant::startLoading() {
+  if (shard_ != nullptr || loading_.valid()) return;
+  loadStarted_ = std::chrono::steady_clock::now();
+  std::function<Result<data::Dataset>()> load = std::move(deferred_.load);
+  deferred_.load = nullptr;
+  if (!load) load = [] { return Result<data::Dataset>(Status(StatusCode::kInvalidArgument, "no loader given")); };
+  loading_ = std::async(std::launch::async, std::move(load));
+}
+
+bool Participant::dataReady() const {
+  return shard_ != nullptr ||
+         (loading_.valid() && loading_.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+}
+
+Status Participant::finishLoading() {
+  if (shard_ != nullptr) return Status::ok();
+  startLoading();
+  Result<data::Dataset> loaded = loading_.get();  // blocks while the loader thread runs
+  Status st = loaded.status();
+  if (st && loaded->size() != numExamples_)
+    st = Status(StatusCode::kMalformed,
+                fmt::format("{} examples loaded, {} announced in Hello", loaded->size(), numExamples_));
+  if (!st) {
+    dataFailed_ = true;
+    return st.withContext("loading the training data");
+  }
+  owned_.emplace(std::move(loaded).value());
+  shard_ = &*owned_;
+  log_->info("training data loaded: {} examples, {:.2f} s after joining", shard_->size(),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStarted_).count());
+  return Status::ok();
+}
+
+Status Participant::welcome(const fb::Welcome& w) {
+  if (Status loaded = finishLoading(); !loaded) return loaded;
+  if (Status setup = setUpTask(w); !setup) return setup;
+  if (heldRound_ == 0) {
+    // Nothing held: build the round-0 model as the coordinator did; the first
+    // assignment's checksum proves it (or brings a dense copy).
+    trainer_->model().initialize(w.init_seed());
+    std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
+  }
+  // Settle the update that was in flight when the last connection ended.
+  if (pendingRound_ > 0) settle(w.last_accepted_round() >= pendingRound_, pendingRound_);
+  log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w.task()), str(w.client_id()),
+             w.round(), modelSpec_);
+  return Status::ok();
 }
 
 Participant::~Participant() = default;
@@ -54,7 +110,7 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
     } else {
       ++stats_.connections;
       st = co_await session(*conn, welcomed);
-      if (st.isOk()) co_return st;
+      if (st.isOk() || dataFailed_) co_return st;
       if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kUnauthenticated) co_return st;
     }
     if (welcomed) {
@@ -78,29 +134,32 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
   flatbuffers::FlatBufferBuilder b(256);
   std::vector<flatbuffers::Offset<flatbuffers::String>> caps{b.CreateString("topk"), b.CreateString("fp16"),
                                                              b.CreateString("priority-sampling")};
-  auto hello = fb::CreateHelloDirect(b, options_.id.c_str(), &caps, shard_.size(), "linux", heldRound_,
+  auto hello = fb::CreateHelloDirect(b, options_.id.c_str(), &caps, numExamples_, "linux", heldRound_,
                                      heldRound_ > 0 ? checksum64(xhat_) : 0);
   Status st = co_await conn.send(wire::finishFrame(b, hello));
   if (!st) co_return st;
+  // Deferred data loads on a thread of its own from here on: the coordinator has
+  // counted this client, and this thread keeps answering heartbeats meanwhile.
+  startLoading();
+  std::optional<wire::Message> heldWelcome;  // a Welcome waiting for the data
 
   for (;;) {
     auto msg = co_await conn.receive();
     if (!msg) co_return msg.status();
+    // The data has arrived, or a round needs it: act on the held Welcome first.
+    if (heldWelcome && (dataReady() || msg->type() == fb::Body::RoundAssign)) {
+      Status st2 = welcome(*heldWelcome->as<fb::Welcome>());
+      heldWelcome.reset();
+      if (!st2) co_return st2;
+    }
     switch (msg->type()) {
       case fb::Body::Welcome: {
-        const auto* w = msg->as<fb::Welcome>();
-        if (Status setup = setUpTask(*w); !setup) co_return setup;
-        if (heldRound_ == 0) {
-          // Nothing held: build the round-0 model as the coordinator did; the first
-          // assignment's checksum proves it (or brings a dense copy).
-          trainer_->model().initialize(w->init_seed());
-          std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
-        }
-        // Settle the update that was in flight when the last connection ended.
-        if (pendingRound_ > 0) settle(w->last_accepted_round() >= pendingRound_, pendingRound_);
         welcomed = true;
-        log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w->task()), str(w->client_id()),
-                   w->round(), modelSpec_);
+        if (!dataReady()) {
+          heldWelcome.emplace(std::move(msg).value());
+          break;
+        }
+        if (Status st2 = welcome(*msg->as<fb::Welcome>()); !st2) co_return st2;
         break;
       }
       case fb::Body::RoundAssign: {
@@ -175,7 +234,7 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   to.clipNorm = hyper->clip_norm();
   to.sampler.mode = hyper->priority_sampling() ? SamplingMode::kAdaptive : SamplingMode::kUniform;
   const std::size_t d = model->numParams();
-  auto trainer = Trainer::create(std::move(*model), shard_, to);
+  auto trainer = Trainer::create(std::move(*model), *shard_, to);
   if (!trainer)
     return Status(StatusCode::kInvalidArgument,
                   "this client's data cannot train the coordinator's model: " + trainer.status().message());

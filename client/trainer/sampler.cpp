@@ -32,9 +32,12 @@ void Sampler::reseed(uint64_t seed) {
 
 double Sampler::threshold(int /*b*/) const {
   if (options_.threshold > 0.0f) return options_.threshold;
-  // (B + 3b) / 3b with B = candidateFactor * b: the cost of a step with the scoring
-  // pass relative to one without (a forward pass is about a third of a training step).
-  return (options_.candidateFactor + 3.0) / 3.0;
+  // The cost of a prioritized step relative to a uniform one, B = candidateFactor * b,
+  // counting a forward pass as a third of a training step (ALGORITHMS.md section 4):
+  // the B candidates are forwarded and the b drawn ones run backward from those
+  // activations, (B + 2b) / 3b. With table scores a drawn example may have missed the
+  // scoring pass and then needs a forward pass of its own: (B + 3b) / 3b.
+  return (options_.candidateFactor + (options_.maxScoreAge > 0 ? 3.0 : 2.0)) / 3.0;
 }
 
 bool Sampler::prioritizing() const {
@@ -71,6 +74,13 @@ void Sampler::ensure(int b) {
     candidateX_.resize(big * d);
     toScore_.resize(big);
     scoreRows_.reserve(big);
+    rowOf_.resize(big);
+    drawn_.resize(bb);
+    drawnWeight_.assign(big, 0.0f);
+    rows_.reserve(big);
+    rowX_.resize(bb * d);
+    rowY_.resize(bb);
+    rowW_.resize(bb);
     scores_.resize(big);
     cumulative_.resize(big);
   }
@@ -99,7 +109,11 @@ Minibatch Sampler::uniform(int b) {
           {x_.data(), static_cast<std::size_t>(b) * d},
           {y_.data(), static_cast<std::size_t>(b)},
           {w_.data(), static_cast<std::size_t>(b)},
-          false};
+          false,
+          {},
+          {},
+          {},
+          {}};
 }
 
 Minibatch Sampler::priority(model::Model& model, int b) {
@@ -114,10 +128,13 @@ Minibatch Sampler::priority(model::Model& model, int b) {
     candidateLabels_[j] = dataset_->label(c);
     const bool known = options_.maxScoreAge > 0 && table_[c] > 0.0f &&
                        step_ - scoredAt_[c] <= static_cast<uint64_t>(options_.maxScoreAge);
-    if (known)
+    if (known) {
       scores_[j] = score(c);
-    else
+      rowOf_[j] = -1;
+    } else {
+      rowOf_[j] = static_cast<int32_t>(fresh);
       toScore_[fresh++] = static_cast<uint32_t>(j);
+    }
   }
   if (fresh > 0) {
     // Gather the candidates to score, in order, and run one forward pass over them.
@@ -149,6 +166,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
     cumulative_[j] = acc;
   }
   std::uniform_real_distribution<double> u(0.0, 1.0);
+  bool allScored = true;  // every drawn candidate is a row of the scoring pass
   for (int i = 0; i < b; ++i) {
     const double r = u(rng_) * acc;
     auto it = std::upper_bound(cumulative_.begin(), cumulative_.begin() + big, r);
@@ -157,15 +175,53 @@ Minibatch Sampler::priority(model::Model& model, int b) {
     idx_[i] = candidates_[j];
     y_[i] = candidateLabels_[j];
     w_[i] = static_cast<float>(acc / (big * p));  // acc is 1 up to rounding
+    drawnWeight_[j] += w_[i];
+    drawn_[i] = static_cast<uint32_t>(j);
+    allScored = allScored && rowOf_[j] >= 0;
   }
-  dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
+  if (allScored) {
+    // The scoring pass holds these features already (and in cache): copy, not gather.
+    for (int i = 0; i < b; ++i)
+      std::copy_n(candidateX_.data() + static_cast<std::size_t>(rowOf_[drawn_[i]]) * d, d,
+                  x_.data() + static_cast<std::size_t>(i) * d);
+  } else {
+    dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
+  }
+
+  // The distinct drawn candidates, in scoring-pass order, with their summed weights: the
+  // weighted loss (1/b) sum_i w_i l_i only depends on these (drawnWeight_ is zeroed again
+  // here for the next step).
+  rows_.clear();  // within the capacity reserved by ensure(): no allocation
+  for (int j = 0; j < big; ++j) {
+    if (drawnWeight_[j] == 0.0f) continue;
+    if (allScored) {
+      const std::size_t k = rows_.size();
+      rows_.push_back(static_cast<uint32_t>(rowOf_[j]));
+      std::copy_n(candidateX_.data() + static_cast<std::size_t>(rowOf_[j]) * d, d, rowX_.data() + k * d);
+      rowY_[k] = candidateLabels_[j];
+      rowW_[k] = drawnWeight_[j];
+    }
+    drawnWeight_[j] = 0.0f;
+  }
   lastUniform_ = false;
   ++prioritizedSteps_;
-  return {{idx_.data(), static_cast<std::size_t>(b)},
-          {x_.data(), static_cast<std::size_t>(b) * d},
-          {y_.data(), static_cast<std::size_t>(b)},
-          {w_.data(), static_cast<std::size_t>(b)},
-          true};
+  Minibatch mb{{idx_.data(), static_cast<std::size_t>(b)},
+               {x_.data(), static_cast<std::size_t>(b) * d},
+               {y_.data(), static_cast<std::size_t>(b)},
+               {w_.data(), static_cast<std::size_t>(b)},
+               true,
+               {},
+               {},
+               {},
+               {}};
+  if (allScored) {
+    const std::size_t m = rows_.size();
+    mb.scoredRows = {rows_.data(), m};
+    mb.rowFeatures = {rowX_.data(), m * d};
+    mb.rowLabels = {rowY_.data(), m};
+    mb.rowWeights = {rowW_.data(), m};
+  }
+  return mb;
 }
 
 void Sampler::observe(std::span<const float> probabilities, int classes) {

@@ -90,8 +90,13 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
   double lastLoss = 0.0;
   for (int step = 0; step < request.steps; ++step) {
     Minibatch mb = sampler_.next(model_, b);
-    const float loss = model_.forwardBackward(mb.features.data(), mb.labels.data(),
-                                              mb.prioritized ? mb.weights.data() : nullptr, b, grad_);
+    // A prioritized minibatch was forwarded already, as rows of the scoring pass on
+    // model_: only its distinct rows run backward, from those activations.
+    const float loss = !mb.scoredRows.empty()
+                           ? model_.backwardRows(mb.rowFeatures.data(), mb.scoredRows, mb.rowLabels.data(),
+                                                 mb.rowWeights.data(), b, grad_)
+                           : model_.forwardBackward(mb.features.data(), mb.labels.data(),
+                                                    mb.prioritized ? mb.weights.data() : nullptr, b, grad_);
     if (!mb.prioritized) sampler_.observe(model_.probabilities(), model_.numClasses());
     if (step == 0 && probeSize == 0) stats.lossStart = loss;
     lastLoss = loss;

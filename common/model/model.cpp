@@ -80,11 +80,12 @@ void Model::initialize(uint64_t seed) {
 namespace {
 
 // Softmax of each row of logits (batch x classes) into probs; returns the weighted
-// mean cross-entropy, and when dlogits is not null writes its gradient there.
-float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* weights, int batch, int classes,
-                          float* probs, float* dlogits) {
+// cross-entropy summed over the rows and divided by normalizer, and when dlogits is not
+// null writes its gradient there.
+float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* weights, int batch, int normalizer,
+                          int classes, float* probs, float* dlogits) {
   double total = 0.0;
-  const float inv = 1.0f / static_cast<float>(batch);
+  const float inv = 1.0f / static_cast<float>(normalizer);
   for (int i = 0; i < batch; ++i) {
     const float* z = logits + static_cast<std::size_t>(i) * classes;
     float* p = probs + static_cast<std::size_t>(i) * classes;
@@ -110,7 +111,34 @@ float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* we
       d[label] -= scale;
     }
   }
-  return static_cast<float>(total / batch);
+  return static_cast<float>(total / normalizer);
+}
+
+// The loss and backward pass of a batch whose forward pass is in net.acts (rows
+// 0..batch) and whose inputs are x.
+float lossAndBackward(Network& net, const float* params, const float* x, const int32_t* y, const float* weights,
+                      int batch, int normalizer, float* grad) {
+  float* dy = net.gradA.data();
+  float* dx = net.gradB.data();
+  const float loss =
+      softmaxCrossEntropy(net.acts.back().data(), y, weights, batch, normalizer, net.classes, net.probs.data(), dy);
+  net.lastBatch = batch;
+  for (std::size_t l = net.layers.size(); l-- > 0;) {
+    const float* lin = l == 0 ? x : net.acts[l - 1].data();
+    // The first layer needs no input gradient; neither does anything before the first
+    // layer with parameters (a leading pool or ReLU has nothing to pass it to).
+    float* target = l == 0 ? nullptr : dx;
+    detail::backwardLayer(net.layers[l], params, lin, net.acts[l].data(), dy, target, grad, batch, net);
+    std::swap(dy, dx);
+  }
+  return loss;
+}
+
+// Moves row rows[k] of a row-major buffer (rows of width floats) to row k. rows is
+// ascending, so rows[k] >= k and no source is overwritten before it is read.
+void compactRows(float* buffer, std::size_t width, std::span<const uint32_t> rows) {
+  for (std::size_t k = 0; k < rows.size(); ++k)
+    if (rows[k] != k) std::copy_n(buffer + rows[k] * width, width, buffer + k * width);
 }
 
 }  // namespace
@@ -124,19 +152,18 @@ float Model::forwardBackward(const float* x, const int32_t* y, const float* weig
     detail::forwardLayer(net.layers[l], params_.data(), in, net.acts[l].data(), batch, net);
     in = net.acts[l].data();
   }
-  float* dy = net.gradA.data();
-  float* dx = net.gradB.data();
-  const float loss = softmaxCrossEntropy(in, y, weights, batch, net.classes, net.probs.data(), dy);
-  net.lastBatch = batch;
-  for (std::size_t l = net.layers.size(); l-- > 0;) {
-    const float* lin = l == 0 ? x : net.acts[l - 1].data();
-    // The first layer needs no input gradient; neither does anything before the first
-    // layer with parameters (a leading pool or ReLU has nothing to pass it to).
-    float* target = l == 0 ? nullptr : dx;
-    detail::backwardLayer(net.layers[l], params_.data(), lin, net.acts[l].data(), dy, target, grad.data(), batch, net);
-    std::swap(dy, dx);
-  }
-  return loss;
+  return lossAndBackward(net, params_.data(), x, y, weights, batch, batch, grad.data());
+}
+
+float Model::backwardRows(const float* x, std::span<const uint32_t> rows, const int32_t* y, const float* weights,
+                          int normalizer, std::span<float> grad) {
+  Network& net = *net_;
+  assert(!rows.empty() && normalizer > 0 && grad.size() == params_.size());
+  assert(std::is_sorted(rows.begin(), rows.end()) && std::adjacent_find(rows.begin(), rows.end()) == rows.end());
+  assert(rows.back() < static_cast<uint32_t>(net.lastBatch) && "rows must come from the last forward pass");
+  for (std::size_t l = 0; l < net.layers.size(); ++l)
+    compactRows(net.acts[l].data(), net.layers[l].out.size(), rows);
+  return lossAndBackward(net, params_.data(), x, y, weights, static_cast<int>(rows.size()), normalizer, grad.data());
 }
 
 std::span<const float> Model::forward(const float* x, int batch) {
@@ -148,7 +175,7 @@ std::span<const float> Model::forward(const float* x, int batch) {
     detail::forwardLayer(net.layers[l], params_.data(), in, net.acts[l].data(), batch, net);
     in = net.acts[l].data();
   }
-  softmaxCrossEntropy(in, nullptr, nullptr, batch, net.classes, net.probs.data(), nullptr);
+  softmaxCrossEntropy(in, nullptr, nullptr, batch, batch, net.classes, net.probs.data(), nullptr);
   net.lastBatch = batch;
   return probabilities();
 }

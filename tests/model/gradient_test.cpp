@@ -149,3 +149,44 @@ TEST_CASE("per-example weights scale each example's contribution", "[model]") {
   for (std::size_t i = 0; i < g1.size(); ++i)
     CHECK(g2[i] == Approx(2 * g1[i]).margin(1e-6));
 }
+
+TEST_CASE("backwardRows equals a forward and backward pass over the drawn rows", "[model][gradient]") {
+  // The sampler's path: forward a batch of candidates, then backward only the drawn
+  // ones from those activations. A row drawn twice counts once with its weights summed.
+  const char* spec = GENERATE("mlp:6-5-4-3", "cnn:1x6x6-c2k3-p2-f4-3");
+  INFO(spec);
+  auto m = Model::fromSpec(spec);
+  REQUIRE(m.isOk());
+  m->initialize(3);
+  const std::size_t d = m->inputDim();
+  Batch candidates = randomBatch(*m, 7, 4);
+
+  // Drawn: candidates 5, 1, 5, 3 (row 5 twice), with weights w.
+  const std::vector<uint32_t> drawn = {5, 1, 5, 3};
+  const std::vector<float> w = {0.5f, 1.5f, 0.7f, 2.0f};
+  Batch direct;
+  for (std::size_t i = 0; i < drawn.size(); ++i) {
+    const float* row = candidates.x.data() + drawn[i] * d;
+    direct.x.insert(direct.x.end(), row, row + d);
+    direct.y.push_back(candidates.y[drawn[i]]);
+  }
+  std::vector<float> expected(m->numParams());
+  const float expectedLoss = m->forwardBackward(direct.x.data(), direct.y.data(), w.data(), 4, expected);
+
+  const std::vector<uint32_t> rows = {1, 3, 5};
+  const std::vector<float> summed = {1.5f, 2.0f, 0.5f + 0.7f};
+  std::vector<float> rowX;
+  std::vector<int32_t> rowY;
+  for (uint32_t r : rows) {
+    rowX.insert(rowX.end(), candidates.x.data() + r * d, candidates.x.data() + (r + 1) * d);
+    rowY.push_back(candidates.y[r]);
+  }
+  m->forward(candidates.x.data(), 7);
+  std::vector<float> got(m->numParams(), 123.0f);
+  const float loss = m->backwardRows(rowX.data(), rows, rowY.data(), summed.data(), 4, got);
+  CHECK(loss == Approx(expectedLoss).epsilon(1e-5));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    REQUIRE(got[i] == Approx(expected[i]).epsilon(1e-4).margin(1e-6));
+  // The probabilities now belong to the selected rows.
+  CHECK(m->probabilities().size() == rows.size() * static_cast<std::size_t>(m->numClasses()));
+}

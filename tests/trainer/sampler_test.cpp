@@ -153,7 +153,8 @@ TEST_CASE("the variance-reduction switch prioritizes only while it pays", "[samp
       prioritized += step(sampler, flat) ? 1 : 0;
     CHECK(prioritized == 0);
     CHECK(sampler.tauVr() == Approx(1.0).epsilon(1e-3));
-    CHECK(sampler.threshold(8) == Approx(2.0));
+    // (B + 2b) / 3b for B = 3b: the drawn rows need no second forward pass.
+    CHECK(sampler.threshold(8) == Approx(5.0 / 3.0));
   }
   SECTION("skewed scores switch it on once tau_vr passes the threshold") {
     Model model = toyModel("mlp:4-3", 2);
@@ -200,4 +201,47 @@ TEST_CASE("the score table keeps the latest score and ages it", "[sampler]") {
     (void)sampler.next(model, 2);  // steps that do not refresh the table
   CHECK(sampler.score(i) == Approx(fresh * 0.125f));
   CHECK(sampler.score(1000) == 0.0f);
+}
+
+TEST_CASE("a prioritized minibatch's distinct rows give its gradient without a second forward pass", "[sampler]") {
+  auto data = starling::client::test::blobs(40, 6, 3, 11, 2.5f);
+  Model model = toyModel("mlp:6-5-3", 4);
+  SamplerOptions options;
+  options.mode = SamplingMode::kPriority;
+  Sampler sampler(data, options, 3);
+  const int b = 8;
+  std::vector<float> expected(model.numParams());
+  std::vector<float> got(model.numParams());
+  int merged = 0;  // minibatches in which some example was drawn more than once
+  for (int t = 0; t < 50; ++t) {
+    auto mb = sampler.next(model, b);  // scores on model: its last forward pass
+    REQUIRE_FALSE(mb.scoredRows.empty());
+    REQUIRE(mb.rowWeights.size() == mb.scoredRows.size());
+    merged += mb.scoredRows.size() < static_cast<std::size_t>(b) ? 1 : 0;
+    float sum = 0.0f;
+    for (float w : mb.rowWeights)
+      sum += w;
+    float drawnSum = 0.0f;
+    for (float w : mb.weights)
+      drawnSum += w;
+    CHECK(sum == Approx(drawnSum));
+
+    Model twin = model;  // a second forward pass over the b drawn rows, as before
+    const float expectedLoss =
+        twin.forwardBackward(mb.features.data(), mb.labels.data(), mb.weights.data(), b, expected);
+    const float loss =
+        model.backwardRows(mb.rowFeatures.data(), mb.scoredRows, mb.rowLabels.data(), mb.rowWeights.data(), b, got);
+    CHECK(loss == Approx(expectedLoss).epsilon(1e-5));
+    for (std::size_t i = 0; i < got.size(); ++i)
+      REQUIRE(got[i] == Approx(expected[i]).epsilon(1e-4).margin(1e-6));
+  }
+  CHECK(merged > 0);  // the merging of repeated draws was exercised
+
+  // With table scores some drawn candidates were not in the scoring pass: no rows.
+  options.maxScoreAge = 1000;
+  Sampler stale(data, options, 3);
+  bool sawNoRows = false;
+  for (int t = 0; t < 50 && !sawNoRows; ++t)
+    sawNoRows = stale.next(model, b).scoredRows.empty();
+  CHECK(sawNoRows);
 }

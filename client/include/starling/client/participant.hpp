@@ -9,11 +9,14 @@
 // coordinator says training is complete.
 //
 // Threading: run() is a coroutine on the caller's executor; training blocks it
-// while it runs (a client has one job). Not copyable.
+// while it runs (a client has one job). Deferred data (below) loads on a thread of
+// its own; destroying the Participant waits for that thread. Not copyable.
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 #include <chrono>
+#include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,10 +56,23 @@ struct ParticipantStats {
   double lastLoss = 0;
 };
 
+// Training data that loads after the client has joined, so that joining does not wait
+// for it: numExamples is reported in Hello; load() runs once, on a thread of its own
+// started when the first Hello has been sent, and must return exactly that many
+// examples. The Participant answers heartbeats meanwhile and holds the task (Welcome)
+// until the data is there; a RoundAssign waits for it. A load failure ends run() with
+// that failure (it is not retried).
+struct DeferredData {
+  uint64_t numExamples = 0;
+  std::function<Result<data::Dataset>()> load;
+};
+
 class Participant {
  public:
   // shard: this client's examples; must outlive the Participant.
   Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log);
+  // The Participant owns the data once loaded.
+  Participant(DeferredData data, ParticipantOptions options, std::shared_ptr<spdlog::logger> log);
   ~Participant();
   Participant(const Participant&) = delete;
   Participant& operator=(const Participant&) = delete;
@@ -73,12 +89,22 @@ class Participant {
  private:
   // One connection: ok when training is complete, kClosed/kIo/kTimeout to retry.
   asio::awaitable<Status> session(net::Connection& conn, bool& welcomed);
+  void startLoading();
+  bool dataReady() const;
+  Status finishLoading();  // waits for the loader; ok at once when the data is there
+  Status welcome(const wire::fb::Welcome& welcome);
   Status setUpTask(const wire::fb::Welcome& welcome);
   Status catchUp(const wire::fb::RoundAssign& assign);
   Result<std::vector<uint8_t>> train(const wire::fb::RoundAssign& assign);
   void settle(bool accepted, uint64_t round);
 
-  const data::Dataset& shard_;
+  const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
+  uint64_t numExamples_ = 0;
+  DeferredData deferred_;
+  std::future<Result<data::Dataset>> loading_;
+  std::chrono::steady_clock::time_point loadStarted_;
+  std::optional<data::Dataset> owned_;  // loaded deferred data
+  bool dataFailed_ = false;
   ParticipantOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   ParticipantStats stats_;

@@ -12,7 +12,10 @@
 // The adaptive mode samples by priority only while it pays: it keeps a smoothed
 // estimate of the variance reduction tau_vr = (1 - ||g - u||^2 / ||g||^2)^(-1/2), with g
 // the normalized scores of the latest scored examples and u uniform, and prioritizes
-// while tau_vr exceeds the cost threshold (B + 3b) / 3b. Otherwise it returns uniform
+// while tau_vr exceeds the cost of a prioritized step relative to a uniform one,
+// (B + 2b) / 3b: the drawn examples run backward from the scoring pass's activations,
+// so they need no second forward pass ((B + 3b) / 3b with maxScoreAge > 0, when they
+// may have missed that pass). Otherwise it returns uniform
 // minibatches and refreshes tau_vr from the softmax outputs of the training step itself
 // (observe()), so the estimate costs no extra forward pass while the sampler is off.
 //
@@ -46,7 +49,7 @@ struct SamplerOptions {
   float lambda = 0.1f;        // uniform mix in (0, 1]; bounds the weights by 1 / lambda
   int candidateFactor = 3;    // B = candidateFactor * b candidates scored per step
   float tauSmoothing = 0.9f;  // a_tau: tau <- a tau + (1 - a) tau_now
-  float threshold = 0.0f;     // tau_vr needed to prioritize; 0 means (B + 3b) / 3b
+  float threshold = 0.0f;     // tau_vr needed to prioritize; 0 means the cost ratio above
   float ageing = 0.999f;      // per-step factor on table scores that were not refreshed
   int maxScoreAge = 0;        // > 0: a candidate scored at most this many steps ago takes its
                               // aged table score instead of a forward pass (cheaper steps,
@@ -60,6 +63,15 @@ struct Minibatch {
   std::span<const int32_t> labels;
   std::span<const float> weights;  // all 1 for a uniform minibatch
   bool prioritized = false;
+
+  // A prioritized minibatch whose examples were all in the scoring pass also comes as
+  // its distinct examples: their rows in that pass (ascending), features, labels and
+  // weights summed over the draws of each, ready for Model::backwardRows() on the model
+  // that next() scored with (normalizer b). Empty otherwise.
+  std::span<const uint32_t> scoredRows;
+  std::span<const float> rowFeatures;
+  std::span<const int32_t> rowLabels;
+  std::span<const float> rowWeights;
 };
 
 class Sampler {
@@ -117,6 +129,13 @@ class Sampler {
   std::vector<uint64_t> scoredAt_;  // step of that score, for ageing
 
   // Workspaces, grown to the largest b seen.
+  std::vector<int32_t> rowOf_;      // per candidate: its row in the scoring pass, or -1
+  std::vector<float> drawnWeight_;  // per candidate: summed weight of its draws (0: not drawn)
+  std::vector<uint32_t> drawn_;     // per minibatch slot: the candidate drawn
+  std::vector<uint32_t> rows_;      // distinct drawn candidates' rows in the scoring pass
+  std::vector<float> rowX_;
+  std::vector<int32_t> rowY_;
+  std::vector<float> rowW_;
   std::vector<uint32_t> candidates_;
   std::vector<int32_t> candidateLabels_;
   std::vector<float> candidateX_;    // features of the candidates that need a forward pass

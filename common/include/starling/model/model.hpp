@@ -113,6 +113,18 @@ class Model {
   // error (asserted). The softmax outputs stay readable through probabilities().
   float forwardBackward(const float* x, const int32_t* y, const float* weights, int batch, std::span<float> grad);
 
+  // The backward pass of selected rows of the last forward() call, reusing that call's
+  // activations instead of a second forward pass: rows are distinct positions in that
+  // batch, ascending; x holds the inputs of those rows only (rows.size() rows of
+  // inputDim() floats), y and weights (null: all 1) one entry per row. Returns
+  // (1/normalizer) * sum_i w_i * CE_i and writes its gradient into grad, like
+  // forwardBackward() on a batch of normalizer rows in which a row drawn k times appears
+  // k times (its weight here being the sum of those k weights). The parameters must not
+  // have changed since that forward() call. Afterwards the activations of the other
+  // rows are gone and probabilities() holds the selected rows.
+  float backwardRows(const float* x, std::span<const uint32_t> rows, const int32_t* y, const float* weights,
+                     int normalizer, std::span<float> grad);
+
   // Forward only: returns the softmax outputs, batch rows of numClasses() floats,
   // in a view that stays valid until the next call on this Model.
   std::span<const float> forward(const float* x, int batch);

@@ -71,7 +71,7 @@ struct RoundEngine::OpenRound {
   std::vector<std::unique_ptr<Pending>> received;
   std::vector<ParticipantResult> closed;  // dropped, rejected
   // Streaming aggregation: the norms of every update received on time, and the
-  // running sums (see RoundEngine::accumulate).
+  // running sums (see RoundEngine::settle).
   std::vector<double> norms;
   double weightSum = 0;  // sum of w_k = n_k / sqrt(1 + s_k)
   double stepSum = 0;    // sum of w_k * steps_k

@@ -67,6 +67,10 @@ struct Options {
   // top-k (ALGORITHMS.md §1; docs/benchmarks-federation.md has the runs that chose
   // it). ADACOMM and priority sampling stay off: they cost accuracy and bytes there.
   int fullTau = 1504;
+  // tau on the 2-class fleet (0 = fullTau): a fleet known to be non-IID may be given a
+  // lower tau-max (ALGORITHMS.md §6).
+  int fullShardTau = 0;
+  double fullMomentum = 0;  // client momentum in the full runs
   bool fullAdaptiveTau = false;
   bool fullPriority = false;
   std::string only;    // run only the configuration of this name
@@ -179,7 +183,7 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
                                 "--batch-size",
                                 std::to_string(o.batch),
                                 "--momentum",
-                                "0",
+                                fmt::format("{}", c.full ? o.fullMomentum : 0.0),
                                 "--step-budgets",
                                 "false",
                                 "--test-data",
@@ -189,7 +193,8 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
   auto add = [&](std::initializer_list<std::string> more) { a.insert(a.end(), more); };
   if (c.full) {
     // tau-max bounds the initial tau too: raise it when a longer tau is asked for.
-    add({"--tau", std::to_string(o.fullTau), "--tau-max", std::to_string(std::max(o.fullTau, 1000))});
+    const int tau = c.partition != "iid" && o.fullShardTau > 0 ? o.fullShardTau : o.fullTau;
+    add({"--tau", std::to_string(tau), "--tau-max", std::to_string(std::max(tau, 1000))});
     add({"--uplink", o.fullUplink, "--uplink-density", fmt::format("{}", o.fullUpDensity), "--downlink", o.fullDownlink,
          "--downlink-density", fmt::format("{}", o.fullDownDensity), "--fp16-values", "true", "--error-feedback",
          "true", "--adaptive-tau", o.fullAdaptiveTau ? "true" : "false", "--priority-sampling",
@@ -322,6 +327,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: bench-federation [--data DIR] [--only NAME] [--rounds N] [--timeout S] [--keep]\n"
                "       [--full-up-density F] [--full-down-density F] [--full-tau N] [--full-uplink NAME]\n"
+               "       [--full-shard-tau N] [--full-momentum F] [--full-downlink NAME]\n"
                "       [--full-adaptive-tau] [--full-priority]\n"
                "NAME is one of fedavg-iid, full-iid, fedavg-shard, full-shard.\n");
 }
@@ -354,6 +360,12 @@ bool parseOptions(int argc, char** argv, Options& o) {
       o.fullDownDensity = std::atof(v->c_str());
     } else if (a == "--full-tau" && (v = next())) {
       o.fullTau = std::atoi(v->c_str());
+    } else if (a == "--full-shard-tau" && (v = next())) {
+      o.fullShardTau = std::atoi(v->c_str());
+    } else if (a == "--full-momentum" && (v = next())) {
+      o.fullMomentum = std::atof(v->c_str());
+    } else if (a == "--full-downlink" && (v = next())) {
+      o.fullDownlink = *v;
     } else if (a == "--full-uplink" && (v = next())) {
       o.fullUplink = *v;
     } else {

@@ -1,6 +1,7 @@
 #include "starling/compression/compressed.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace starling::compression {
@@ -98,6 +99,38 @@ Status expand(const Compressed& c, std::span<float> out) {
     }
   }
   return Status::ok();
+}
+
+Result<double> l2Norm(const Compressed& c) {
+  STARLING_RETURN_IF_ERROR(checkShape(c, c.count));
+  double sum = 0;
+  switch (c.encoding) {
+    case Encoding::kDense32:
+    case Encoding::kDense16:
+    case Encoding::kTopK:
+    case Encoding::kRandK:
+      for (float v : c.values)
+        sum += static_cast<double>(v) * static_cast<double>(v);
+      break;
+    case Encoding::kScaledSign:
+      // Every element of a block has the block's magnitude.
+      for (std::size_t b = 0; b < c.scales.size(); ++b) {
+        const std::size_t begin = b * c.block;
+        const std::size_t end = std::min<std::size_t>(begin + c.block, c.count);
+        const double scale = c.scales[b];
+        sum += static_cast<double>(end - begin) * scale * scale;
+      }
+      break;
+    case Encoding::kQsgd: {
+      const float step = c.scales[0] / static_cast<float>(c.qsgdLevels);
+      for (std::size_t i = 0; i < c.count; ++i) {
+        const double v = qsgdValue(step, c.levels[i], false);
+        sum += v * v;
+      }
+      break;
+    }
+  }
+  return std::sqrt(sum);
 }
 
 Status addScaled(const Compressed& c, float alpha, std::span<float> acc) {

@@ -14,9 +14,21 @@ namespace starling::compression {
 static_assert(std::endian::native == std::endian::little,
               "the payload codec copies little-endian floats as they are in memory");
 
+namespace {
+constexpr std::size_t kScalarBytes = 1 + 4 + 4 + 1 + 1 + 1 + 4 + 4 + 8;
+}  // namespace
+
 std::size_t Payload::byteSize() const {
-  constexpr std::size_t kScalars = 1 + 4 + 4 + 1 + 1 + 1 + 4 + 4 + 8;
-  return kScalars + indices.size() + values.size() + 4 * scales.size();
+  return kScalarBytes + indices.size() + values.size() + 4 * scales.size();
+}
+
+std::size_t PayloadView::byteSize() const {
+  return kScalarBytes + indices.size() + values.size() + 4 * scales.size();
+}
+
+PayloadView viewOf(const Payload& p) {
+  return {p.encoding, p.count,     p.selected, p.indexFormat, p.indices, p.valueFormat,
+          p.values,   p.levelBits, p.levels,   p.block,       p.scales,  p.seed};
 }
 
 namespace {
@@ -98,7 +110,7 @@ void putFloats(const std::vector<float>& values, ValueFormat format, std::vector
   }
 }
 
-Status getFloats(const Payload& p, std::size_t n, std::vector<float>& out) {
+Status getFloats(const PayloadView& p, std::size_t n, std::vector<float>& out) {
   const std::size_t width = p.valueFormat == ValueFormat::kFp32 ? 4 : 2;
   if (p.values.size() != n * width) {
     return malformed(str(p.values.size()) + " bytes of " + valueFormatName(p.valueFormat) + " values for " + str(n) +
@@ -121,7 +133,7 @@ Status getFloats(const Payload& p, std::size_t n, std::vector<float>& out) {
   return Status::ok();
 }
 
-Status requireFormats(const Payload& p, IndexFormat index, bool fp) {
+Status requireFormats(const PayloadView& p, IndexFormat index, bool fp) {
   if (p.indexFormat != index) {
     return malformed(encodingName(p.encoding) + " payload with index format " + indexFormatName(p.indexFormat));
   }
@@ -174,7 +186,7 @@ Status encodeIndices(const Compressed& c, Payload& out) {
   return Status::ok();
 }
 
-Status decodeIndices(const Payload& p, std::vector<std::uint32_t>& out) {
+Status decodeIndices(const PayloadView& p, std::vector<std::uint32_t>& out) {
   const std::uint32_t n = p.selected;
   out.resize(n);
   if (p.indexFormat == IndexFormat::kBitmap) {
@@ -294,6 +306,10 @@ Status encode(const Compressed& c, Payload& out) {
 }
 
 Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out) {
+  return decode(viewOf(p), expectedCount, out);
+}
+
+Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out) {
   if (p.count != expectedCount) {
     return {StatusCode::kOutOfRange,
             "compressed tensor of " + str(p.count) + " elements where " + str(expectedCount) + " are expected"};
@@ -365,7 +381,7 @@ Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out) {
         return malformed("sign bits set beyond element " + str(p.count));
       }
       out.block = p.block;
-      out.scales = p.scales;
+      out.scales.assign(p.scales.begin(), p.scales.end());
       out.signs.assign(words, 0);
       for (std::size_t b = 0; b < bytes; ++b) {
         out.signs[b / 8] |= static_cast<std::uint64_t>(p.values[b]) << (8 * (b % 8));
@@ -397,7 +413,7 @@ Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out) {
                          str(bytes) + ")");
       }
       out.qsgdLevels = p.levels;
-      out.scales = p.scales;
+      out.scales.assign(p.scales.begin(), p.scales.end());
       out.seed = p.seed;
       out.levels.resize(p.count);
       out.signs.assign(words, 0);

@@ -52,4 +52,25 @@ Result<Payload> fromWire(const fb::CompressedTensor* tensor) {
   return p;
 }
 
+// viewWire reads the scales in place, as floats: the wire is little-endian.
+static_assert(FLATBUFFERS_LITTLEENDIAN, "viewWire assumes a little-endian host");
+
+Result<PayloadView> viewWire(const fb::CompressedTensor* tensor) {
+  if (tensor == nullptr) return Status{StatusCode::kMalformed, "compressed tensor is missing"};
+  PayloadView p;
+  p.encoding = static_cast<Encoding>(tensor->encoding());
+  p.count = tensor->count();
+  p.selected = tensor->selected();
+  p.indexFormat = static_cast<IndexFormat>(tensor->index_format());
+  if (const auto* v = tensor->indices()) p.indices = {v->data(), v->size()};
+  p.valueFormat = static_cast<ValueFormat>(tensor->value_format());
+  if (const auto* v = tensor->values()) p.values = {v->data(), v->size()};
+  p.levelBits = tensor->level_bits();
+  p.levels = tensor->levels();
+  p.block = tensor->block();
+  if (const auto* v = tensor->scales()) p.scales = {v->data(), v->size()};
+  p.seed = tensor->seed();
+  return p;
+}
+
 }  // namespace starling::compression

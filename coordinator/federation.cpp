@@ -194,7 +194,8 @@ void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello&
 void Federation::update(const std::shared_ptr<Session>& session, const fb::Update& u) {
   const std::string& id = session->clientId();
   const auto d = static_cast<uint32_t>(engine_->model().size());
-  auto payload = compression::fromWire(u.delta());
+  // Decoded straight from the received frame: no intermediate Payload copy.
+  auto payload = compression::viewWire(u.delta());
   IncomingUpdate in;
   Status st = payload ? compression::decode(*payload, d, in.delta) : payload.status();
   if (!st) {

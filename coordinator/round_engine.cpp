@@ -19,11 +19,13 @@ uint64_t splitmix(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-double l2(std::span<const float> v) {
-  double s = 0;
-  for (float x : v)
-    s += double(x) * double(x);
-  return std::sqrt(s);
+// The norm check needs this many norms before a median means something.
+constexpr std::size_t kMinNormsToJudge = 3;
+
+// The element at size / 2 of the sorted values (the upper median).
+double upperMedian(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
 }
 
 bool usesDensity(const std::string& name) {
@@ -43,13 +45,15 @@ struct RoundEngine::Client {
   double stepsPerMs = 0;              // measured speed (EWMA), 0 = unknown
 };
 
-// An update that will be aggregated.
+// An update that will be aggregated. Its delta is released once it has been added
+// to the round's running sum (or rejected): only the record and the norm stay.
 struct RoundEngine::Pending {
   ParticipantResult record;
   uint64_t round = 0;
   uint32_t staleness = 0;
   compression::Compressed delta;
   double norm = 0;
+  bool settled = false;  // added to the sum or rejected; delta released
 };
 
 struct RoundEngine::OpenRound {
@@ -66,6 +70,11 @@ struct RoundEngine::OpenRound {
   std::map<std::string, ParticipantResult> outstanding;  // assigned, no update yet
   std::vector<std::unique_ptr<Pending>> received;
   std::vector<ParticipantResult> closed;  // dropped, rejected
+  // Streaming aggregation: the norms of every update received on time, and the
+  // running sums (see RoundEngine::settle).
+  std::vector<double> norms;
+  double weightSum = 0;  // sum of w_k = n_k / sqrt(1 + s_k)
+  double stepSum = 0;    // sum of w_k * steps_k
 };
 
 RoundEngine::RoundEngine(EngineConfig config, std::vector<float> model)
@@ -299,6 +308,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   open_->upDensity = usesDensity(config_.uplink) ? upSchedule_->density(commits_) : 1.0;
   open_->downDensity = usesDensity(config_.downlink) ? downSchedule_->density(commits_) : 1.0;
   open_->selected = static_cast<uint32_t>(idle.size());
+  aggregate_.assign(model_.size(), 0.0f);  // the round's running sum
   for (Client* c : idle) {
     Action act{Action::Kind::kAssign, c->id, makeAssignment(*c, open_->round, nowMs), {}, {}, 0};
     uint64_t wire = 0;
@@ -373,9 +383,9 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   p->round = u.round;
   p->record.round = u.round;
   p->staleness = static_cast<uint32_t>(commitsSince(u.baseRound));
-  std::vector<float> dense(model_.size());
-  if (Status st = compression::expand(u.delta, dense); !st) return updateRejected(id, u.round, st.message(), nowMs);
-  p->norm = l2(dense);
+  auto norm = compression::l2Norm(u.delta);  // from the compressed form: nothing is expanded
+  if (!norm) return updateRejected(id, u.round, norm.status().message(), nowMs);
+  p->norm = *norm;
   if (!std::isfinite(p->norm)) return updateRejected(id, u.round, "update contains NaN or Inf", nowMs);
   p->delta = std::move(u.delta);
   ParticipantResult& rec = p->record;
@@ -403,7 +413,9 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
     rec.bytesDownWire = a->second.bytesDownWire;
     open_->outstanding.erase(a);
     rec.outcome = "accepted";
+    open_->norms.push_back(p->norm);
     open_->received.push_back(std::move(p));
+    settleReceived();
     if (open_->received.size() >= config_.clientsPerRound) {
       closeRound(nowMs, out);
     } else if (open_->outstanding.empty()) {
@@ -437,9 +449,9 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
 
 uint64_t RoundEngine::commitsSince(uint64_t baseRound) const {
   if (baseRound == committedRound_) return 0;
-  auto first = std::find_if(log_.begin(), log_.end(), [&](const LogEntry& e) { return e.previousRound == baseRound; });
-  if (first == log_.end()) return uint64_t(config_.maxStaleness) + 1;  // older than the log: too stale
-  return static_cast<uint64_t>(std::distance(first, log_.end()));
+  auto first = std::find(previousRounds_.begin(), previousRounds_.end(), baseRound);
+  if (first == previousRounds_.end()) return uint64_t(config_.maxStaleness) + 1;  // older than we know: too stale
+  return static_cast<uint64_t>(std::distance(first, previousRounds_.end()));
 }
 
 RoundSummary RoundEngine::summaryOf(const OpenRound& r, int64_t nowMs) {
@@ -461,48 +473,35 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   OpenRound& r = *open_;
   RoundSummary s = summaryOf(r, nowMs);
 
-  // Reject updates whose norm is far above the round's median.
+  // Updates still held (the round has fewer than kMinNormsToJudge norms so far) and
+  // late updates are judged now, together, against the median of all the round's norms.
+  std::vector<double> norms = r.norms;
+  for (const auto& p : late_)
+    norms.push_back(p->norm);
+  const bool check = config_.maxNormRatio > 0 && norms.size() >= kMinNormsToJudge;
+  const double limit = check ? config_.maxNormRatio * upperMedian(std::move(norms)) : 0;
   std::vector<std::unique_ptr<Pending>> use;
   for (auto& p : r.received)
     use.push_back(std::move(p));
   for (auto& p : late_)
     use.push_back(std::move(p));
   late_.clear();
+  for (auto& p : use)
+    if (!p->settled) settle(*p, limit);
   std::vector<ParticipantResult> records = std::move(r.closed);
-  if (config_.maxNormRatio > 0 && use.size() >= 3) {
-    std::vector<double> norms;
-    for (const auto& p : use)
-      norms.push_back(p->norm);
-    std::nth_element(norms.begin(), norms.begin() + norms.size() / 2, norms.end());
-    const double limit = config_.maxNormRatio * norms[norms.size() / 2];
-    for (auto& p : use) {
-      if (p->norm > limit) {
-        p->record.outcome = "rejected";
-        p->record.reason =
-            fmt::format("update norm {:.3g} is over {} x the round's median", p->norm, config_.maxNormRatio);
-      }
-    }
-  }
 
-  // Weights: examples x 1/sqrt(1 + staleness); FedNova-style normalization by steps.
-  double wsum = 0, stepSum = 0, lossSum = 0, lossW = 0;
+  // Delta = (stepSum / weightSum) * sum_k (w_k / weightSum) q_k / steps_k: the running
+  // sum holds sum_k (w_k / steps_k) q_k (see settle()).
+  double lossSum = 0, lossW = 0;
   for (const auto& p : use) {
-    if (p->record.outcome == "rejected") continue;
-    const double w = double(p->record.examples) / std::sqrt(1.0 + p->staleness);
-    wsum += w;
-    stepSum += w * p->record.steps;
-    if (p->staleness == 0) {
-      lossSum += double(p->record.examples) * p->record.lossStart;
-      lossW += double(p->record.examples);
-    }
+    if (p->record.outcome == "rejected" || p->staleness > 0) continue;
+    lossSum += double(p->record.examples) * p->record.lossStart;
+    lossW += double(p->record.examples);
   }
-  aggregate_.assign(model_.size(), 0.0f);
-  const double tauEff = wsum > 0 ? stepSum / wsum : 0;
-  for (const auto& p : use) {
-    if (p->record.outcome == "rejected") continue;
-    const double w = double(p->record.examples) / std::sqrt(1.0 + p->staleness) / wsum;
-    const double normalize = tauEff / double(p->record.steps);
-    (void)compression::addScaled(p->delta, static_cast<float>(w * normalize), aggregate_);
+  if (r.weightSum > 0) {
+    const auto scale = static_cast<float>(r.stepSum / (r.weightSum * r.weightSum));
+    for (float& x : aggregate_)
+      x *= scale;
   }
 
   // Server-side compression of the broadcast, with its own error feedback.
@@ -523,8 +522,19 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     const uint64_t before = modelChecksum_;
     modelChecksum_ = checksum64(model_);
     log_.push_back({r.round, committedRound_, before, modelChecksum_, payload});
-    while (log_.size() > config_.catchUpRounds)
+    previousRounds_.push_back(committedRound_);
+    while (previousRounds_.size() > config_.catchUpRounds)
+      previousRounds_.pop_front();
+    // A client that catches up receives every entry from its round on; once the log
+    // holds more bytes than the dense model, the oldest entry is worth less than the
+    // dense copy a client that far behind gets instead (with uncompressed broadcasts,
+    // one entry is already the model's size).
+    logBytes_ += payload->byteSize();
+    const std::size_t denseBytes = model_.size() * sizeof(float);
+    while (log_.size() > config_.catchUpRounds || (log_.size() > 1 && logBytes_ > denseBytes)) {
+      logBytes_ -= log_.front().payload->byteSize();
       log_.pop_front();
+    }
     committedRound_ = r.round;
     denseCache_.reset();
     ++commits_;
@@ -571,6 +581,32 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     out.push_back({Action::Kind::kFinished, {}, {}, {}, {}, 0});
   else
     maybeStartRound(nowMs, out);
+}
+
+void RoundEngine::settle(Pending& p, double limit) {
+  OpenRound& r = *open_;
+  if (limit > 0 && p.norm > limit) {
+    p.record.outcome = "rejected";
+    p.record.reason = fmt::format("update norm {:.3g} is over {} x the round's median", p.norm, config_.maxNormRatio);
+  } else {
+    // Weights: examples x 1/sqrt(1 + staleness); FedNova-style normalization by steps
+    // is applied at the close, when the sums are complete.
+    const double w = double(p.record.examples) / std::sqrt(1.0 + p.staleness);
+    r.weightSum += w;
+    r.stepSum += w * p.record.steps;
+    (void)compression::addScaled(p.delta, static_cast<float>(w / double(p.record.steps)), aggregate_);
+  }
+  p.delta = compression::Compressed{};  // releases its buffers
+  p.settled = true;
+}
+
+void RoundEngine::settleReceived() {
+  OpenRound& r = *open_;
+  const bool check = config_.maxNormRatio > 0;
+  if (check && r.norms.size() < kMinNormsToJudge) return;  // held until a median means something
+  const double limit = check ? config_.maxNormRatio * upperMedian(r.norms) : 0;
+  for (auto& p : r.received)
+    if (!p->settled) settle(*p, limit);
 }
 
 void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::vector<Action>& out) {

@@ -4,6 +4,7 @@
 #include "starling/compression/payload.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -83,10 +84,48 @@ TEST_CASE("decode(encode(C(x))) reproduces C(x) bit for bit, also through the wi
           auto fromTable = fromWire(flatbuffers::GetRoot<wire::fb::CompressedTensor>(builder.GetBufferPointer()));
           REQUIRE(fromTable.isOk());
           REQUIRE(*fromTable == p);
+          // Decoding in place from the table gives the same tensor as from the copy.
+          auto view = viewWire(flatbuffers::GetRoot<wire::fb::CompressedTensor>(builder.GetBufferPointer()));
+          REQUIRE(view.isOk());
+          CHECK(view->byteSize() == p.byteSize());
+          Compressed fromView;
+          REQUIRE(decode(*view, static_cast<std::uint32_t>(d), fromView).isOk());
+          REQUIRE(fromView == q);
+          // The norm from the compressed form is the norm of the expanded tensor.
+          auto norm = l2Norm(back);
+          REQUIRE(norm.isOk());
+          CHECK(*norm == Approx(std::sqrt(sqNorm(dense(back)))).epsilon(1e-9).margin(1e-30));
         }
       }
     }
   }
+}
+
+TEST_CASE("a view decodes like its payload and rejects what the payload would", "[payload][malformed]") {
+  Payload p = encoded("topk", {}, 1000, 0.01);
+  Compressed a, b;
+  REQUIRE(decode(p, 1000, a).isOk());
+  REQUIRE(decode(viewOf(p), 1000, b).isOk());
+  CHECK(a == b);
+  p.values.pop_back();  // a truncated value
+  const Status fromPayload = decodeStatus(p);
+  const Status fromView = decode(viewOf(p), p.count, b);
+  CHECK_FALSE(fromPayload.isOk());
+  CHECK(fromView.toString() == fromPayload.toString());
+  CHECK_FALSE(viewWire(nullptr).isOk());
+}
+
+TEST_CASE("l2Norm reads the compressed form and refuses an inconsistent tensor", "[payload]") {
+  Compressed c;
+  c.encoding = Encoding::kTopK;
+  c.count = 10;
+  c.indices = {1, 4};
+  c.values = {3.0f, -4.0f};
+  CHECK(*l2Norm(c) == 5.0);
+  c.values.push_back(1.0f);  // more values than indices
+  CHECK_FALSE(l2Norm(c).isOk());
+  c.values = {std::nanf(""), 1.0f};
+  CHECK_FALSE(std::isfinite(*l2Norm(c)));
 }
 
 TEST_CASE("top-k indices use delta varints or a bitmap, whichever is smaller", "[payload]") {

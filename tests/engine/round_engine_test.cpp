@@ -257,7 +257,9 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
   config.overSelection = 1.5;
   config.minGoal = 1;
   config.downlink = "topk";
-  config.downlinkDensity = 0.1;  // catching up 3 rounds costs less than the dense model
+  // Sparse enough that the broadcasts a returning client needs are fewer bytes than
+  // the dense model (the engine drops log entries beyond that).
+  config.downlinkDensity = 0.1;
   auto engine = RoundEngine::create(config, initialModel()).value();
   std::map<std::string, ClientModel> models;
   int64_t now = 0;
@@ -449,4 +451,125 @@ TEST_CASE("shutting down abandons the round in flight and starts no other", "[en
   CHECK_FALSE(only(acts, Kind::kVerdict)[0].verdict.accepted);
   CHECK(only(acts, Kind::kAssign).empty());
   CHECK(only(engine->clientJoined("c", 100, 0, 0, 30), Kind::kAssign).empty());
+}
+
+TEST_CASE("the streaming sum equals the batch formula for sparse updates of unequal examples and steps",
+          "[engine][streaming]") {
+  auto config = smallConfig(5);
+  config.maxNormRatio = 0;  // no check: every update is summed on arrival
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c", "d", "e"})
+    acts = engine->clientJoined(id, 100, 0, 0, 0);
+  REQUIRE(only(acts, Kind::kAssign).size() == 5);
+  // Batch: Delta = (sum_k n_k steps_k / N) * sum_k (n_k / N) q_k / steps_k, N = sum_k n_k.
+  std::vector<double> q(kDim * 5, 0.0);
+  const uint64_t examples[] = {100, 250, 40, 600, 10};
+  const uint32_t steps[] = {10, 25, 4, 7, 60};
+  double n = 0, stepsWeighted = 0;
+  for (int k = 0; k < 5; ++k) {
+    n += double(examples[k]);
+    stepsWeighted += double(examples[k]) * steps[k];
+  }
+  int k = 0;
+  for (const char* id : {"a", "b", "c", "d", "e"}) {
+    // A sparse update: every third coordinate, shifted per client, so the supports overlap in part.
+    compression::Compressed c;
+    c.encoding = compression::Encoding::kTopK;
+    c.count = kDim;
+    for (uint32_t i = static_cast<uint32_t>(k); i < kDim; i += 3) {
+      c.indices.push_back(i);
+      c.values.push_back(std::sin(float(i + 7 * k)) * float(k + 1));
+      q[k * kDim + i] = c.values.back();
+    }
+    IncomingUpdate u = update(1, 0, filled(0.0f), examples[k], steps[k]);
+    u.delta = c;
+    acts = engine->updateArrived(id, std::move(u), 10 + k);
+    ++k;
+  }
+  REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+  REQUIRE(only(acts, Kind::kRoundEnded)[0].summary.accepted == 5);
+  auto expected = initialModel();
+  for (std::size_t i = 0; i < kDim; ++i) {
+    double delta = 0;
+    for (int j = 0; j < 5; ++j)
+      delta += double(examples[j]) / n * q[j * kDim + i] / steps[j];
+    delta *= stepsWeighted / n;
+    CHECK(engine->model()[i] == Approx(double(expected[i]) - delta).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+TEST_CASE("the norm check judges early updates once three norms are in, later ones on arrival",
+          "[engine][rejection][streaming]") {
+  auto config = smallConfig(5);
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  for (const char* id : {"a", "b", "c", "d", "e"})
+    engine->clientJoined(id, 100, 0, 0, 0);
+  // The outlier arrives first: held until the median of three norms can judge it.
+  engine->updateArrived("a", update(1, 0, filled(500.0f)), 1);
+  engine->updateArrived("b", update(1, 0, filled(1.0f)), 2);
+  engine->updateArrived("c", update(1, 0, filled(2.0f)), 3);
+  engine->updateArrived("e", update(1, 0, filled(3.0f)), 4);
+  // Another outlier arrives last: judged on arrival against the median of the five norms.
+  auto acts = engine->updateArrived("d", update(1, 0, filled(900.0f)), 5);
+  auto ended = only(acts, Kind::kRoundEnded);
+  REQUIRE(ended.size() == 1);
+  std::map<std::string, std::string> outcome;
+  for (const auto& p : ended[0].summary.participants)
+    outcome[p.clientId] = p.outcome;
+  CHECK(outcome["a"] == "rejected");
+  CHECK(outcome["d"] == "rejected");
+  CHECK(outcome["b"] == "accepted");
+  CHECK(ended[0].summary.accepted == 3);
+  for (const auto& v : only(acts, Kind::kVerdict))
+    CHECK(v.verdict.accepted == (v.clientId != "a" && v.clientId != "d"));
+  // Delta = mean(1, 2, 3) = 2.
+  CHECK(engine->model()[0] == Approx(initialModel()[0] - 2.0f));
+}
+
+TEST_CASE("uncompressed broadcasts keep one log entry; staleness is still counted past the log",
+          "[engine][catchup][stragglers]") {
+  auto config = smallConfig(2);
+  config.rounds = 10;
+  config.overSelection = 1.5;  // 3 of 2
+  config.minClients = 3;
+  config.maxStaleness = 2;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  engine->clientJoined("a", 100, 0, 0, 0);
+  engine->clientJoined("b", 100, 0, 0, 0);
+  auto acts = engine->clientJoined("c", 100, 0, 0, 0);
+  REQUIRE(only(acts, Kind::kAssign).size() == 3);
+  // Round 1 commits with a and b; c keeps training on round 1's assignment.
+  engine->updateArrived("a", update(1, 0, filled(0.1f)), 1);
+  acts = engine->updateArrived("b", update(1, 0, filled(0.1f)), 2);
+  REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+  // d joins: round 2 runs with a, b and d, and commits with a and b.
+  acts = engine->clientJoined("d", 100, 0, 0, 3);
+  REQUIRE(only(acts, Kind::kAssign).size() == 3);
+  engine->updateArrived("a", update(2, 1, filled(0.1f)), 4);
+  acts = engine->updateArrived("b", update(2, 1, filled(0.1f)), 5);
+  REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+  REQUIRE(engine->committedRound() == 2);
+  // c's round-1 update is two commits stale: accepted, and round 3 starts with a, b, c.
+  acts = engine->updateArrived("c", update(1, 0, filled(0.3f)), 6);
+  REQUIRE(only(acts, Kind::kVerdict).size() == 1);
+  CHECK(only(acts, Kind::kVerdict)[0].verdict.accepted);
+  // c holds round 0: two dense broadcasts are more bytes than the model, and only the
+  // newest is kept, so c is sent the dense model.
+  bool sawC = false;
+  for (const auto& a : only(acts, Kind::kAssign)) {
+    if (a.clientId != "c") continue;
+    sawC = true;
+    CHECK(a.assignment.denseModel != nullptr);
+    CHECK(a.assignment.broadcasts.empty());
+  }
+  CHECK(sawC);
+  engine->updateArrived("a", update(3, 2, filled(0.1f)), 7);
+  acts = engine->updateArrived("b", update(3, 2, filled(0.1f)), 8);
+  auto ended = only(acts, Kind::kRoundEnded);
+  REQUIRE(ended.size() == 1);
+  bool late = false;
+  for (const auto& p : ended[0].summary.participants)
+    late |= p.clientId == "c" && p.outcome == "late-applied" && p.staleness == 2;
+  CHECK(late);
 }

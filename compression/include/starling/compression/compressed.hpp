@@ -63,6 +63,11 @@ inline float qsgdValue(float step, std::uint8_t level, bool negative) {
 // Writes the dense tensor C(v) into out (out.size() must equal c.count).
 Status expand(const Compressed& c, std::span<float> out);
 
+// ||C(v)||_2, computed from the compressed form (sparse encodings read only their
+// selected values; nothing is expanded). Accumulated in double. Fails like expand()
+// on an inconsistent tensor; NaN or Inf values give a non-finite norm.
+Result<double> l2Norm(const Compressed& c);
+
 // acc[i] += alpha * C(v)[i] for every element (sparse encodings touch only their
 // selected elements). acc.size() must equal c.count.
 Status addScaled(const Compressed& c, float alpha, std::span<float> acc);

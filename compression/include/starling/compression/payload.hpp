@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "starling/compression/compressed.hpp"
@@ -46,11 +47,35 @@ struct Payload {
   friend bool operator==(const Payload&, const Payload&) = default;
 };
 
+// A Payload whose variable-length parts live elsewhere (e.g. in a received frame):
+// decoding from it skips the copy into a Payload. Valid while those bytes are.
+struct PayloadView {
+  Encoding encoding = Encoding::kDense32;
+  std::uint32_t count = 0;
+  std::uint32_t selected = 0;
+  IndexFormat indexFormat = IndexFormat::kNone;
+  std::span<const std::uint8_t> indices;
+  ValueFormat valueFormat = ValueFormat::kFp32;
+  std::span<const std::uint8_t> values;
+  std::uint8_t levelBits = 0;
+  std::uint32_t levels = 0;
+  std::uint32_t block = 0;
+  std::span<const float> scales;
+  std::uint64_t seed = 0;
+
+  // The same estimate as Payload::byteSize().
+  std::size_t byteSize() const;
+};
+
+// A view of p's fields (valid while p is alive and unchanged).
+PayloadView viewOf(const Payload& p);
+
 // Fails (kInvalidArgument) only on a Compressed that violates its own invariants.
 Status encode(const Compressed& c, Payload& out);
 
 // Decodes a payload for a tensor of expectedCount elements into out (reusing its
 // buffers). On error out is unspecified.
+Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out);
 Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out);
 
 // Bytes of the LEB128 varint of x (1 to 5).

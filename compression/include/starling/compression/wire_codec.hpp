@@ -20,4 +20,8 @@ flatbuffers::Offset<wire::fb::CompressedTensor> toWire(flatbuffers::FlatBufferBu
 // are copied as they are (decode() rejects unknown ones). A null table is kMalformed.
 Result<Payload> fromWire(const wire::fb::CompressedTensor* tensor);
 
+// The same fields as fromWire, without copying: the view points into the verified
+// table's buffer and is valid while that buffer is. decode() takes it directly.
+Result<PayloadView> viewWire(const wire::fb::CompressedTensor* tensor);
+
 }  // namespace starling::compression

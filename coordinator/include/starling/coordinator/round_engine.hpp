@@ -233,6 +233,11 @@ class RoundEngine {
   static RoundSummary summaryOf(const OpenRound& r, int64_t nowMs);
   void closeRound(int64_t nowMs, std::vector<Action>& out);
   void abandonRound(const std::string& reason, int64_t nowMs, std::vector<Action>& out);
+  // Streaming aggregation: adds p to the open round's running sum (aggregate_), or
+  // rejects it when its norm is over limit (0 = no limit), and releases its delta.
+  void settle(Pending& p, double limit);
+  // Settles the open round's held on-time updates once there are enough norms to judge them.
+  void settleReceived();
   Assignment makeAssignment(Client& c, uint64_t round, int64_t nowMs);
   uint32_t tauFor(const Client& c) const;
   double lrFor(uint64_t round) const;
@@ -250,10 +255,14 @@ class RoundEngine {
   uint64_t commits_ = 0;
   std::map<std::string, std::unique_ptr<Client>> clients_;  // ordered: deterministic iteration
   std::unique_ptr<OpenRound> open_;
-  std::vector<std::unique_ptr<Pending>> late_;            // late updates waiting for the next aggregation
-  std::vector<ParticipantResult> orphans_;                // records to attach to the next round
-  std::deque<LogEntry> log_;                              // recent broadcasts, oldest first
-  std::vector<float> aggregate_;                          // scratch: the round's Delta
+  std::vector<std::unique_ptr<Pending>> late_;  // late updates waiting for the next aggregation
+  std::vector<ParticipantResult> orphans_;      // records to attach to the next round
+  std::deque<LogEntry> log_;                    // recent broadcasts, oldest first
+  std::size_t logBytes_ = 0;                    // sum of the log's payload byteSize()
+  // The round each of the last catchUpRounds commits started from, oldest first: how
+  // stale an update is (the log may be shorter, when its bytes are capped).
+  std::deque<uint64_t> previousRounds_;
+  std::vector<float> aggregate_;                          // the open round's running sum, then its Delta
   std::shared_ptr<const std::vector<float>> denseCache_;  // model_ as of committed_, shared by assignments
   std::unique_ptr<compression::Compressor> down_;
   std::unique_ptr<compression::DensitySchedule> upSchedule_, downSchedule_;

@@ -83,6 +83,7 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("server.ca", c.ca, "CA certificate (overrides certs)");
   bind("server.cert", c.cert, "coordinator certificate (overrides certs)");
   bind("server.key", c.key, "coordinator private key (overrides certs)");
+  bind("server.crl", c.crl, "CA revocation list (default: crl.pem in certs, when it exists)");
   bind("server.db", c.db, "SQLite database: rounds, participants, checkpoints; resumed when it exists");
   bind("server.max-frame-bytes", c.maxFrameBytes, "largest frame accepted from a client");
   bind("server.handshake-timeout-ms", c.handshakeTimeoutMs, "time a client has to finish the TLS handshake");

@@ -63,6 +63,9 @@ struct LibsvmOptions {
   // 0 infers the number of classes as the largest class + 1.
   int numClasses = 0;
   LibsvmLabels labels = LibsvmLabels::kAuto;
+  // The densified examples may take at most this many bytes (examples x featureDim
+  // x 4): one line "1 2000000000:1" would otherwise ask for 8 GB. kOutOfRange above.
+  std::size_t maxDenseBytes = std::size_t(1) << 30;
 };
 
 // LIBSVM / SVMlight: "label index:value index:value ... [# comment]", indices strictly

@@ -88,6 +88,7 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("server.max-frame-bytes", c.maxFrameBytes, "largest frame accepted from a client");
   bind("server.handshake-timeout-ms", c.handshakeTimeoutMs, "time a client has to finish the TLS handshake");
   bind("server.idle-timeout-ms", c.idleTimeoutMs, "a client silent this long is disconnected");
+  bind("server.frame-timeout-ms", c.frameTimeoutMs, "time a client has to deliver a frame whose header arrived");
   bind("server.heartbeat-ms", c.heartbeatMs, "a quiet connection gets a heartbeat this often; clients answer");
   bind("server.max-connections", c.maxConnections, "connections beyond this are closed at once");
 }
@@ -131,6 +132,8 @@ Status ConfigBinder::validate(const DaemonConfig& c) {
   if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");
   if (!(e.downlinkDensity > 0 && e.downlinkDensity <= 1)) return bad("downlink-density must be in (0, 1]");
   if (c.task.batchSize < 1) return bad("batch-size must be at least 1");
+  if (c.handshakeTimeoutMs < 1 || c.frameTimeoutMs < 1 || c.idleTimeoutMs < 1)
+    return bad("handshake-timeout-ms, frame-timeout-ms and idle-timeout-ms must be at least 1");
   return Status::ok();
 }
 

@@ -103,6 +103,7 @@ int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLev
   options.listen = *listen;
   options.limits.maxFrameBytes = config.maxFrameBytes;
   options.limits.handshakeTimeout = std::chrono::milliseconds(config.handshakeTimeoutMs);
+  options.limits.frameTimeout = std::chrono::milliseconds(config.frameTimeoutMs);
   // A client is silent while it trains: it may take up to the round's deadline,
   // then answers the heartbeat it missed.
   options.heartbeatMs = config.heartbeatMs;

@@ -29,6 +29,7 @@ struct DaemonConfig {
   uint32_t maxFrameBytes = 16u << 20;
   int64_t handshakeTimeoutMs = 10'000;
   int64_t idleTimeoutMs = 120'000;
+  int64_t frameTimeoutMs = 60'000;
   uint32_t heartbeatMs = 30'000;
   std::size_t maxConnections = 10'000;
 };

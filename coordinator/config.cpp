@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <cmath>
+#include <limits>
 #include <type_traits>
+#include <utility>
 
 namespace starling::coordinator {
 
@@ -23,16 +26,23 @@ void ConfigBinder::bind(const std::string& key, T& field, const std::string& hel
       if (!node->is_string()) return wrong("a string");
       field = node->as_string()->get();
     } else if constexpr (std::is_floating_point_v<T>) {
+      double v = 0;
       if (node->is_integer())
-        field = static_cast<T>(node->as_integer()->get());
+        v = static_cast<double>(node->as_integer()->get());
       else if (node->is_floating_point())
-        field = static_cast<T>(node->as_floating_point()->get());
+        v = node->as_floating_point()->get();
       else
         return wrong("a number");
+      // Converting a double beyond T's range is undefined; NaN and inf are never meant.
+      if (!std::isfinite(v) || std::fabs(v) > static_cast<double>(std::numeric_limits<T>::max()))
+        return wrong("a finite number");
+      field = static_cast<T>(v);
     } else {
       if (!node->is_integer()) return wrong("an integer");
       const int64_t v = node->as_integer()->get();
       if (v < 0 && std::is_unsigned_v<T>) return wrong("0 or more");
+      // A value beyond the field's type would wrap silently (4294967297 -> 1).
+      if (!std::in_range<T>(v)) return wrong(fmt::format("at most {}", std::numeric_limits<T>::max()).c_str());
       field = static_cast<T>(v);
     }
     return Status::ok();

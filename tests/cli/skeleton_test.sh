@@ -81,12 +81,17 @@ config_error() {  # config_error FILE_TEXT EXPECTED [FLAGS...]
   local expect=$2
   shift 2
   local out
-  out=$("$coord_bin" run --config "$work/bad.toml" --certs "$work/certs" --db "$work/bad.db" "$@" 2>&1)
+  # timeout: a file that is wrongly accepted starts a coordinator that would not stop.
+  out=$(timeout 20 "$coord_bin" run --config "$work/bad.toml" --certs "$work/certs" --db "$work/bad.db" "$@" 2>&1)
   [ $? -ne 0 ] && grep -q "$expect" <<<"$out" || { echo "  said: $out"; return 1; }
 }
 check "an unknown setting in the config file is named" \
   config_error $'[task]\nroundz = 3' "bad.toml: unknown setting 'task.roundz'"
 check "a setting of the wrong type is named" config_error $'[task]\nrounds = "many"' "'task.rounds' must be an integer"
+check "an integer beyond its setting's type is refused, not wrapped" \
+  config_error $'[server]\nmax-frame-bytes = 4294967297' "'server.max-frame-bytes' must be at most 4294967295"
+check "a number beyond a float setting is refused" \
+  config_error $'[train]\nmomentum = 1e300' "'train.momentum' must be a finite number"
 check "a TOML syntax error gives file, line and column" config_error $'[task\nrounds = 3' "bad.toml:1:"
 check "flags override the file" \
   config_error $'[train]\ntau = 5\ntau-max = 100' "tau (5) <= tau-max (4)" --tau-max 4

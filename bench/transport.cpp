@@ -109,9 +109,10 @@ struct Endpoints {
 double throughput(bool tls, const Pki& pki, std::size_t size, std::size_t count) {
   Endpoints ep;
   auto serverTls =
-      net::TlsContext::create(net::TlsRole::kServer, {pki.ca.certPem, pki.server.certPem, pki.server.keyPem}).value();
+      net::TlsContext::create(net::TlsRole::kServer, {pki.ca.certPem, pki.server.certPem, pki.server.keyPem, {}})
+          .value();
   auto clientTls = net::TlsContext::create(net::TlsRole::kClient,
-                                           {pki.ca.certPem, pki.client.certPem, pki.client.keyPem}, "localhost")
+                                           {pki.ca.certPem, pki.client.certPem, pki.client.keyPem, {}}, "localhost")
                        .value();
   const std::size_t total = size * count;
   std::thread receiver([&] {
@@ -158,9 +159,10 @@ double throughput(bool tls, const Pki& pki, std::size_t size, std::size_t count)
 double handshakesPerSecond(const Pki& pki, double budgetSeconds) {
   Endpoints ep;
   auto serverTls =
-      net::TlsContext::create(net::TlsRole::kServer, {pki.ca.certPem, pki.server.certPem, pki.server.keyPem}).value();
+      net::TlsContext::create(net::TlsRole::kServer, {pki.ca.certPem, pki.server.certPem, pki.server.keyPem, {}})
+          .value();
   auto clientTls = net::TlsContext::create(net::TlsRole::kClient,
-                                           {pki.ca.certPem, pki.client.certPem, pki.client.keyPem}, "localhost")
+                                           {pki.ca.certPem, pki.client.certPem, pki.client.keyPem, {}}, "localhost")
                        .value();
   std::promise<int> countPromise;
   auto counted = countPromise.get_future();

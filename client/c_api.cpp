@@ -268,7 +268,7 @@ int starling_client_create(const starling_client_config* config, starling_client
     if (!key) return c->fail(key.status());
     const std::string serverName = config->server_name != nullptr ? config->server_name : endpoint->host;
     auto tls =
-        net::TlsContext::create(net::TlsRole::kClient, {std::move(*ca), std::move(*cert), std::move(*key)}, serverName);
+        net::TlsContext::create(net::TlsRole::kClient, {std::move(*ca), std::move(*cert), std::move(*key), {}}, serverName);
     if (!tls) return c->fail(tls.status());
 
     c->endpoint = *endpoint;

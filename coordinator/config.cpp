@@ -4,7 +4,10 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <type_traits>
+#include <utility>
 
 namespace starling::coordinator {
 
@@ -24,16 +27,23 @@ void ConfigBinder::bind(const std::string& key, T& field, const std::string& hel
       if (!node->is_string()) return wrong("a string");
       field = node->as_string()->get();
     } else if constexpr (std::is_floating_point_v<T>) {
+      double v = 0;
       if (node->is_integer())
-        field = static_cast<T>(node->as_integer()->get());
+        v = static_cast<double>(node->as_integer()->get());
       else if (node->is_floating_point())
-        field = static_cast<T>(node->as_floating_point()->get());
+        v = node->as_floating_point()->get();
       else
         return wrong("a number");
+      // Converting a double beyond T's range is undefined; NaN and inf are never meant.
+      if (!std::isfinite(v) || std::fabs(v) > static_cast<double>(std::numeric_limits<T>::max()))
+        return wrong("a finite number");
+      field = static_cast<T>(v);
     } else {
       if (!node->is_integer()) return wrong("an integer");
       const int64_t v = node->as_integer()->get();
       if (v < 0 && std::is_unsigned_v<T>) return wrong("0 or more");
+      // A value beyond the field's type would wrap silently (4294967297 -> 1).
+      if (!std::in_range<T>(v)) return wrong(fmt::format("at most {}", std::numeric_limits<T>::max()).c_str());
       field = static_cast<T>(v);
     }
     return Status::ok();
@@ -93,11 +103,12 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("server.ca", c.ca, "CA certificate (overrides certs)");
   bind("server.cert", c.cert, "coordinator certificate (overrides certs)");
   bind("server.key", c.key, "coordinator private key (overrides certs)");
+  bind("server.crl", c.crl, "CA revocation list (default: crl.pem in certs, when it exists)");
   bind("server.db", c.db, "SQLite database: rounds, participants, checkpoints; resumed when it exists");
   bind("server.max-frame-bytes", c.maxFrameBytes, "largest frame accepted from a client");
   bind("server.handshake-timeout-ms", c.handshakeTimeoutMs, "time a client has to finish the TLS handshake");
   bind("server.idle-timeout-ms", c.idleTimeoutMs, "a client silent this long is disconnected");
-  bind("server.frame-timeout-ms", c.frameTimeoutMs, "time a client has to send the rest of a frame it began");
+  bind("server.frame-timeout-ms", c.frameTimeoutMs, "time a client has to deliver a frame whose header arrived");
   bind("server.heartbeat-ms", c.heartbeatMs, "a quiet connection gets a heartbeat this often; clients answer");
   bind("server.max-connections", c.maxConnections, "connections beyond this are closed at once");
 }
@@ -147,6 +158,8 @@ Status ConfigBinder::validate(const DaemonConfig& c) {
   if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");
   if (!(e.downlinkDensity > 0 && e.downlinkDensity <= 1)) return bad("downlink-density must be in (0, 1]");
   if (c.task.batchSize < 1) return bad("batch-size must be at least 1");
+  if (c.handshakeTimeoutMs < 1 || c.frameTimeoutMs < 1 || c.idleTimeoutMs < 1)
+    return bad("handshake-timeout-ms, frame-timeout-ms and idle-timeout-ms must be at least 1");
   return Status::ok();
 }
 

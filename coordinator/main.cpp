@@ -2,6 +2,7 @@
 //
 //   starling-coordinator init --out DIR --clients N [--hostname H]... [--days D]
 //   starling-coordinator run [--config FILE] [--certs DIR] [--listen HOST:PORT] [...]
+//   starling-coordinator revoke --certs DIR [--client ID]... [--cert FILE]... [--days D]
 //   starling-coordinator report --db FILE [--format table|csv|json]
 
 #include <CLI/CLI.hpp>
@@ -37,6 +38,17 @@ int runInit(const net::InitOptions& options) {
   return 0;
 }
 
+int runRevoke(const net::RevokeOptions& options) {
+  auto revoked = net::revokeCertificates(options);
+  if (!revoked) return fail(revoked.status().message());
+  for (const auto& c : *revoked)
+    std::cout << "revoked " << c.commonName << " (serial " << c.serial << ")\n";
+  const std::string crl =
+      options.crlPath.empty() ? (std::filesystem::path(options.certsDir) / "crl.pem").string() : options.crlPath;
+  std::cout << "wrote " << crl << "; a running coordinator applies it when restarted\n";
+  return 0;
+}
+
 int runReport(const std::string& db, const std::string& format) {
   auto fmt = coordinator::parseReportFormat(format);
   if (!fmt) return fail(fmt.status().message());
@@ -63,6 +75,19 @@ int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLev
   auto identity =
       net::loadIdentity(in(config.ca, "ca.crt"), in(config.cert, "coordinator.crt"), in(config.key, "coordinator.key"));
   if (!identity) return fail(identity.status().message());
+  // The revocation list: --crl, else crl.pem beside the certificates if there is one.
+  std::string crlPath = config.crl;
+  if (crlPath.empty() && !config.certs.empty() &&
+      std::filesystem::exists(std::filesystem::path(config.certs) / "crl.pem"))
+    crlPath = (std::filesystem::path(config.certs) / "crl.pem").string();
+  if (!crlPath.empty()) {
+    auto crl = net::readTextFile(crlPath, "revocation list");
+    if (!crl) return fail(crl.status().message());
+    identity->crlPem = std::move(*crl);
+    auto serials = net::checkRevocationList(identity->caPem, identity->crlPem);
+    if (!serials) return fail(crlPath + ": " + serials.status().message());
+    (*log)->info("revocation list {}: {} certificate(s) revoked", crlPath, serials->size());
+  }
   auto tls = net::TlsContext::create(net::TlsRole::kServer, *identity);
   if (!tls) return fail(tls.status().message());
   auto listen = net::parseEndpoint(config.listen);
@@ -144,6 +169,15 @@ int main(int argc, char** argv) {
   runCmd->add_option("--config", configFile, "TOML file with [task] [train] [compression] [eval] [output] [server]");
   coordinator::ConfigBinder binder(*runCmd, config);
 
+  net::RevokeOptions revoke;
+  auto* revokeCmd = app.add_subcommand("revoke", "add client certificates to the CA's revocation list (crl.pem)");
+  revokeCmd->add_option("--certs", revoke.certsDir, "directory with ca.crt and ca.key (and the clients' .crt)")
+      ->required();
+  revokeCmd->add_option("--client", revoke.clients, "client to revoke: its certificate is DIR/ID.crt (repeatable)");
+  revokeCmd->add_option("--cert", revoke.certFiles, "a certificate file to revoke (repeatable)");
+  revokeCmd->add_option("--crl", revoke.crlPath, "revocation list to update (default: DIR/crl.pem)");
+  revokeCmd->add_option("--days", revoke.days, "the list's validity; revoke with no --client renews it");
+
   std::string db = "starling.db";
   std::string format = "table";
   auto* reportCmd = app.add_subcommand("report", "print rounds, traffic, accuracy, tau and stragglers from a database");
@@ -156,6 +190,7 @@ int main(int argc, char** argv) {
     return runInit(init);
   }
   if (reportCmd->parsed()) return runReport(db, format);
+  if (revokeCmd->parsed()) return runRevoke(revoke);
   if (!configFile.empty()) {
     Status st = binder.applyFile(configFile);
     if (!st) return fail(st.message());

@@ -187,6 +187,15 @@ Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options
         path, maxIndexLine,
         "index " + std::to_string(maxIndex) + " makes " + std::to_string(n) + " dense examples too large for memory");
   }
+  if (n * dim > options.maxDenseBytes / sizeof(float)) {
+    const bool inferred = options.featureDim == 0;
+    return Status(StatusCode::kOutOfRange, path + ":" + std::to_string(inferred ? maxIndexLine : 1) + ": " +
+                                               std::to_string(n) + " examples of " + std::to_string(dim) +
+                                               " features take " + std::to_string(n * dim * sizeof(float)) +
+                                               " bytes densified, over the limit of " +
+                                               std::to_string(options.maxDenseBytes) +
+                                               (inferred ? " (the largest index sets the features)" : ""));
+  }
   std::vector<float> dense(n * dim, 0.0f);
   for (std::size_t r = 0; r < n; ++r) {
     for (std::size_t k = rowStart[r]; k < rowStart[r + 1]; ++k)

@@ -6,8 +6,11 @@
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecp.h>
 #include <mbedtls/entropy.h>
+#include <mbedtls/md.h>
 #include <mbedtls/oid.h>
+#include <mbedtls/pem.h>
 #include <mbedtls/pk.h>
+#include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +19,8 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "starling/net/tls_context.hpp"
 
@@ -246,6 +251,15 @@ Result<KeyPair> issueCertificate(const KeyPair& ca, const CertificateRequest& re
   return KeyPair{std::move(*pem), std::move(*cert)};
 }
 
+Result<std::string> readTextFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(StatusCode::kNotFound, fmt::format("cannot open {} '{}'", what, path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status(StatusCode::kIo, fmt::format("cannot read {} '{}'", what, path));
+  return text.str();
+}
+
 Status writeTextFile(const std::string& path, const std::string& text, unsigned mode) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Status(StatusCode::kIo, fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
@@ -303,6 +317,243 @@ Status writeCertificateDirectory(const InitOptions& options) {
     STARLING_RETURN_IF_ERROR(save(name, *client));
   }
   return Status::ok();
+}
+
+}  // namespace starling::net
+
+// ---- revocation ----
+
+namespace starling::net {
+namespace {
+
+struct Crl {
+  mbedtls_x509_crl ctx;
+  Crl() { mbedtls_x509_crl_init(&ctx); }
+  ~Crl() { mbedtls_x509_crl_free(&ctx); }
+  Crl(const Crl&) = delete;
+  Crl& operator=(const Crl&) = delete;
+};
+
+// A DER tag-length-value (lengths up to 2^24 - 1: a CRL of ~400,000 entries).
+std::string derTlv(unsigned char tag, const std::string& content) {
+  std::string out(1, static_cast<char>(tag));
+  const std::size_t len = content.size();
+  if (len < 0x80) {
+    out.push_back(static_cast<char>(len));
+  } else if (len <= 0xff) {
+    out += {'\x81', static_cast<char>(len)};
+  } else if (len <= 0xffff) {
+    out += {'\x82', static_cast<char>(len >> 8), static_cast<char>(len & 0xff)};
+  } else {
+    out += {'\x83', static_cast<char>(len >> 16), static_cast<char>((len >> 8) & 0xff), static_cast<char>(len & 0xff)};
+  }
+  return out + content;
+}
+
+std::string raw(const mbedtls_x509_buf& b) {
+  return std::string(reinterpret_cast<const char*>(b.p), b.len);
+}
+
+std::string hex(const mbedtls_x509_buf& b) {
+  std::string out;
+  for (std::size_t i = 0; i < b.len; ++i)
+    out += fmt::format("{:02x}", b.p[i]);
+  return out;
+}
+
+// RFC 5280 Time: UTCTime for 1950..2049, GeneralizedTime otherwise.
+std::string derTime(int year, int mon, int day, int hour, int min, int sec) {
+  if (year >= 1950 && year < 2050)
+    return derTlv(0x17, fmt::format("{:02}{:02}{:02}{:02}{:02}{:02}Z", year % 100, mon, day, hour, min, sec));
+  return derTlv(0x18, fmt::format("{:04}{:02}{:02}{:02}{:02}{:02}Z", year, mon, day, hour, min, sec));
+}
+
+std::string derTime(std::chrono::system_clock::time_point t) {
+  std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return derTime(tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+std::string derTime(const mbedtls_x509_time& t) {
+  return derTime(t.year, t.mon, t.day, t.hour, t.min, t.sec);
+}
+
+std::string x509TimeText(const mbedtls_x509_time& t) {
+  return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC", t.year, t.mon, t.day, t.hour, t.min, t.sec);
+}
+
+// Parses a PEM CRL and checks it is one list, issued and signed by ca, and current.
+Status parseCrl(Crl& crl, const mbedtls_x509_crt& ca, const std::string& crlPem) {
+  int rc = mbedtls_x509_crl_parse(&crl.ctx, bytes(crlPem), crlPem.size() + 1);
+  if (rc != 0) return Status(StatusCode::kInvalidArgument, "parsing the revocation list: " + mbedtlsErrorString(rc));
+  if (crl.ctx.next != nullptr)
+    return Status(StatusCode::kInvalidArgument, "the revocation list file holds more than one list");
+  if (crl.ctx.issuer_raw.len != ca.subject_raw.len ||
+      std::memcmp(crl.ctx.issuer_raw.p, ca.subject_raw.p, ca.subject_raw.len) != 0)
+    return Status(StatusCode::kInvalidArgument, "the revocation list was not issued by the CA");
+  const mbedtls_md_info_t* md = mbedtls_md_info_from_type(crl.ctx.sig_md);
+  unsigned char hash[MBEDTLS_MD_MAX_SIZE];
+  if (md == nullptr || mbedtls_md(md, crl.ctx.tbs.p, crl.ctx.tbs.len, hash) != 0)
+    return Status(StatusCode::kInvalidArgument, "the revocation list uses an unsupported signature hash");
+  rc = mbedtls_pk_verify_ext(crl.ctx.sig_pk, crl.ctx.sig_opts, const_cast<mbedtls_pk_context*>(&ca.pk), crl.ctx.sig_md,
+                             hash, mbedtls_md_get_size(md), crl.ctx.sig.p, crl.ctx.sig.len);
+  if (rc != 0) return Status(StatusCode::kInvalidArgument, "the revocation list's signature is not the CA's");
+  if (mbedtls_x509_time_is_past(&crl.ctx.next_update))
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the revocation list expired on {}; renew it with `starling-coordinator revoke`",
+                              x509TimeText(crl.ctx.next_update)));
+  return Status::ok();
+}
+
+Status parseCa(Crt& crt, const std::string& caPem) {
+  int rc = mbedtls_x509_crt_parse(&crt.ctx, bytes(caPem), caPem.size() + 1);
+  if (rc != 0) return Status(StatusCode::kInvalidArgument, "parsing the CA certificate: " + mbedtlsErrorString(rc));
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<CertificateInfo> describeCertificate(const std::string& certPem) {
+  Crt crt;
+  int rc = mbedtls_x509_crt_parse(&crt.ctx, bytes(certPem), certPem.size() + 1);
+  if (rc != 0) return Status(StatusCode::kInvalidArgument, "parsing the certificate: " + mbedtlsErrorString(rc));
+  CertificateInfo info;
+  info.serial = hex(crt.ctx.serial);
+  for (const mbedtls_x509_name* n = &crt.ctx.subject; n != nullptr; n = n->next)
+    if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) info.commonName = raw(n->val);
+  return info;
+}
+
+Result<std::vector<std::string>> checkRevocationList(const std::string& caPem, const std::string& crlPem) {
+  Crt ca;
+  STARLING_RETURN_IF_ERROR(parseCa(ca, caPem));
+  Crl crl;
+  STARLING_RETURN_IF_ERROR(parseCrl(crl, ca.ctx, crlPem));
+  std::vector<std::string> serials;
+  for (const mbedtls_x509_crl_entry* e = &crl.ctx.entry; e != nullptr && e->raw.p != nullptr; e = e->next)
+    serials.push_back(hex(e->serial));
+  return serials;
+}
+
+Result<std::string> updateRevocationList(const KeyPair& ca, const std::string& currentCrlPem,
+                                         const std::vector<std::string>& revokeCertPems,
+                                         std::chrono::system_clock::time_point thisUpdate,
+                                         std::chrono::system_clock::time_point nextUpdate) {
+  if (nextUpdate <= thisUpdate) return Status(StatusCode::kInvalidArgument, "the revocation list would expire at once");
+  Crt caCrt;
+  STARLING_RETURN_IF_ERROR(parseCa(caCrt, ca.certPem));
+  Pk caKey;
+  int rc = mbedtls_pk_parse_key(&caKey.ctx, bytes(ca.keyPem), ca.keyPem.size() + 1, nullptr, 0);
+  if (rc != 0) return Status(StatusCode::kInvalidArgument, "parsing the CA key: " + mbedtlsErrorString(rc));
+  if (mbedtls_pk_check_pair(&caCrt.ctx.pk, &caKey.ctx) != 0)
+    return Status(StatusCode::kInvalidArgument, "the CA key does not belong to the CA certificate");
+
+  // revokedCertificates: the current entries with their dates, then the new ones.
+  std::string entries;
+  std::vector<std::string> listed;
+  auto add = [&](const std::string& serialContent, const std::string& date) {
+    for (const auto& s : listed)
+      if (s == serialContent) return;
+    listed.push_back(serialContent);
+    entries += derSequence(derTlv(0x02, serialContent) + date);
+  };
+  if (!currentCrlPem.empty()) {
+    Crl current;
+    STARLING_RETURN_IF_ERROR(parseCrl(current, caCrt.ctx, currentCrlPem));
+    for (const mbedtls_x509_crl_entry* e = &current.ctx.entry; e != nullptr && e->raw.p != nullptr; e = e->next)
+      add(raw(e->serial), derTime(e->revocation_date));
+  }
+  for (const auto& pem : revokeCertPems) {
+    Crt crt;
+    rc = mbedtls_x509_crt_parse(&crt.ctx, bytes(pem), pem.size() + 1);
+    if (rc != 0)
+      return Status(StatusCode::kInvalidArgument, "parsing a certificate to revoke: " + mbedtlsErrorString(rc));
+    uint32_t flags = 0;
+    rc = mbedtls_x509_crt_verify(&crt.ctx, &caCrt.ctx, nullptr, nullptr, &flags, nullptr, nullptr);
+    // An expired certificate may still be revoked; one from another CA may not.
+    if (rc != 0 && (flags & ~(MBEDTLS_X509_BADCERT_EXPIRED | MBEDTLS_X509_BADCERT_FUTURE)) != 0)
+      return Status(StatusCode::kInvalidArgument,
+                    "a certificate to revoke was not issued by this CA: " + describeVerifyFlags(flags));
+    add(raw(crt.ctx.serial), derTime(thisUpdate));
+  }
+
+  // ecdsa-with-SHA256, without parameters (RFC 5758).
+  const std::string algorithm =
+      derSequence(derTlv(0x06, std::string(MBEDTLS_OID_ECDSA_SHA256, MBEDTLS_OID_SIZE(MBEDTLS_OID_ECDSA_SHA256))));
+  std::string tbs = derTlv(0x02, std::string(1, '\x01'))  // version v2
+                    + algorithm + raw(caCrt.ctx.subject_raw) + derTime(thisUpdate) + derTime(nextUpdate);
+  if (!entries.empty()) tbs += derSequence(entries);
+  tbs = derSequence(tbs);
+
+  Rng rng;
+  STARLING_RETURN_IF_ERROR(rng.seed());
+  unsigned char hash[32];
+  rc = mbedtls_md(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), bytes(tbs), tbs.size(), hash);
+  if (rc != 0) return fail("hashing the revocation list", rc);
+  unsigned char sig[MBEDTLS_PK_SIGNATURE_MAX_SIZE];
+  std::size_t sigLen = 0;
+  rc = mbedtls_pk_sign(&caKey.ctx, MBEDTLS_MD_SHA256, hash, sizeof hash, sig, &sigLen, mbedtls_ctr_drbg_random,
+                       &rng.drbg);
+  if (rc != 0) return fail("signing the revocation list", rc);
+  const std::string der = derSequence(
+      tbs + algorithm + derTlv(0x03, std::string(1, '\0') + std::string(reinterpret_cast<char*>(sig), sigLen)));
+
+  std::string pem(der.size() * 2 + 256, '\0');
+  std::size_t olen = 0;
+  rc = mbedtls_pem_write_buffer("-----BEGIN X509 CRL-----\n", "-----END X509 CRL-----\n", bytes(der), der.size(),
+                                reinterpret_cast<unsigned char*>(pem.data()), pem.size(), &olen);
+  if (rc != 0) return fail("writing the revocation list", rc);
+  pem.resize(std::strlen(pem.c_str()));
+  return pem;
+}
+
+Result<std::vector<CertificateInfo>> revokeCertificates(const RevokeOptions& options) {
+  if (options.certsDir.empty())
+    return Status(StatusCode::kInvalidArgument, "give --certs DIR (with ca.crt and ca.key)");
+  if (options.days < 1) return Status(StatusCode::kInvalidArgument, "--days must be at least 1");
+  auto in = [&](const std::string& name) { return (std::filesystem::path(options.certsDir) / name).string(); };
+  std::vector<std::string> paths = options.certFiles;
+  for (const auto& c : options.clients) {
+    if (c.empty() || c.find('/') != std::string::npos || c.front() == '.')
+      return Status(StatusCode::kInvalidArgument, fmt::format("'{}' is not a client name", c));
+    paths.push_back(in(c + ".crt"));
+  }
+  auto caCert = readTextFile(in("ca.crt"), "CA certificate");
+  if (!caCert) return caCert.status();
+  auto caKey = readTextFile(in("ca.key"), "CA key");
+  if (!caKey) return caKey.status();
+  const KeyPair ca{std::move(*caKey), std::move(*caCert)};
+
+  std::vector<std::string> pems;
+  std::vector<CertificateInfo> infos;
+  for (const auto& p : paths) {
+    auto text = readTextFile(p, "certificate");
+    if (!text) return text.status();
+    auto info = describeCertificate(*text);
+    if (!info) return Status(info.status().code(), fmt::format("'{}': {}", p, info.status().message()));
+    pems.push_back(std::move(*text));
+    infos.push_back(*info);
+  }
+  const std::string crlPath = options.crlPath.empty() ? in("crl.pem") : options.crlPath;
+  std::string current;
+  if (std::filesystem::exists(crlPath)) {
+    auto text = readTextFile(crlPath, "revocation list");
+    if (!text) return text.status();
+    current = std::move(*text);
+  }
+  using namespace std::chrono;
+  const auto now = system_clock::now();
+  // Same skew allowance as the certificates: a coordinator whose clock is up to an
+  // hour behind still sees the list as current and the entries as revoked.
+  auto crl = updateRevocationList(ca, current, pems, now - hours(1), now + hours(24) * options.days);
+  if (!crl) return crl.status();
+  const std::string tmp = crlPath + ".tmp";
+  STARLING_RETURN_IF_ERROR(writeTextFile(tmp, *crl, 0644));
+  std::error_code ec;
+  std::filesystem::rename(tmp, crlPath, ec);
+  if (ec) return Status(StatusCode::kIo, fmt::format("cannot replace '{}': {}", crlPath, ec.message()));
+  return infos;
 }
 
 }  // namespace starling::net

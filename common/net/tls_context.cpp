@@ -5,10 +5,13 @@
 #include <mbedtls/error.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
 
 #include <fstream>
 #include <sstream>
+
+#include "starling/net/certificates.hpp"
 
 namespace starling::net {
 namespace {
@@ -78,6 +81,7 @@ struct TlsContext::Impl {
   mbedtls_entropy_context entropy;
   mbedtls_ctr_drbg_context drbg;
   mbedtls_x509_crt ca;
+  mbedtls_x509_crl crl;
   mbedtls_x509_crt cert;
   mbedtls_pk_context key;
   mbedtls_ssl_config conf;
@@ -86,6 +90,7 @@ struct TlsContext::Impl {
     mbedtls_entropy_init(&entropy);
     mbedtls_ctr_drbg_init(&drbg);
     mbedtls_x509_crt_init(&ca);
+    mbedtls_x509_crl_init(&crl);
     mbedtls_x509_crt_init(&cert);
     mbedtls_pk_init(&key);
     mbedtls_ssl_config_init(&conf);
@@ -94,6 +99,7 @@ struct TlsContext::Impl {
     mbedtls_ssl_config_free(&conf);
     mbedtls_pk_free(&key);
     mbedtls_x509_crt_free(&cert);
+    mbedtls_x509_crl_free(&crl);
     mbedtls_x509_crt_free(&ca);
     mbedtls_ctr_drbg_free(&drbg);
     mbedtls_entropy_free(&entropy);
@@ -140,6 +146,15 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const
 
   if ((rc = mbedtls_x509_crt_parse(&s.ca, pem(identity.caPem), identity.caPem.size() + 1)) != 0)
     return Status(StatusCode::kInvalidArgument, "parsing the CA certificate: " + mbedtlsErrorString(rc));
+  const bool haveCrl = !identity.crlPem.empty();
+  if (haveCrl) {
+    // Checked here (issuer, signature, expiry) so that an unusable list stops the
+    // coordinator at start instead of mbedTLS ignoring it, or refusing everyone.
+    auto serials = checkRevocationList(identity.caPem, identity.crlPem);
+    if (!serials) return serials.status();
+    if ((rc = mbedtls_x509_crl_parse(&s.crl, pem(identity.crlPem), identity.crlPem.size() + 1)) != 0)
+      return Status(StatusCode::kInvalidArgument, "parsing the revocation list: " + mbedtlsErrorString(rc));
+  }
   const bool haveCert = !identity.certPem.empty();
   if (haveCert) {
     if ((rc = mbedtls_x509_crt_parse(&s.cert, pem(identity.certPem), identity.certPem.size() + 1)) != 0)
@@ -157,7 +172,7 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const
   if (rc != 0) return Status(StatusCode::kInternal, "TLS defaults: " + mbedtlsErrorString(rc));
   mbedtls_ssl_conf_rng(&s.conf, mbedtls_ctr_drbg_random, &s.drbg);
   mbedtls_ssl_conf_authmode(&s.conf, MBEDTLS_SSL_VERIFY_REQUIRED);
-  mbedtls_ssl_conf_ca_chain(&s.conf, &s.ca, nullptr);
+  mbedtls_ssl_conf_ca_chain(&s.conf, &s.ca, haveCrl ? &s.crl : nullptr);
   mbedtls_ssl_conf_min_version(&s.conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
   mbedtls_ssl_conf_ciphersuites(&s.conf, kCipherSuites);
   mbedtls_ssl_conf_curves(&s.conf, kCurves);

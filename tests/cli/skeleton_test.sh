@@ -81,12 +81,17 @@ config_error() {  # config_error FILE_TEXT EXPECTED [FLAGS...]
   local expect=$2
   shift 2
   local out
-  out=$("$coord_bin" run --config "$work/bad.toml" --certs "$work/certs" --db "$work/bad.db" "$@" 2>&1)
+  # timeout: a file that is wrongly accepted starts a coordinator that would not stop.
+  out=$(timeout 20 "$coord_bin" run --config "$work/bad.toml" --certs "$work/certs" --db "$work/bad.db" "$@" 2>&1)
   [ $? -ne 0 ] && grep -q "$expect" <<<"$out" || { echo "  said: $out"; return 1; }
 }
 check "an unknown setting in the config file is named" \
   config_error $'[task]\nroundz = 3' "bad.toml: unknown setting 'task.roundz'"
 check "a setting of the wrong type is named" config_error $'[task]\nrounds = "many"' "'task.rounds' must be an integer"
+check "an integer beyond its setting's type is refused, not wrapped" \
+  config_error $'[server]\nmax-frame-bytes = 4294967297' "'server.max-frame-bytes' must be at most 4294967295"
+check "a number beyond a float setting is refused" \
+  config_error $'[train]\nmomentum = 1e300' "'train.momentum' must be a finite number"
 check "a TOML syntax error gives file, line and column" config_error $'[task\nrounds = 3' "bad.toml:1:"
 check "flags override the file" \
   config_error $'[train]\ntau = 5\ntau-max = 100' "tau (5) <= tau-max (4)" --tau-max 4
@@ -98,8 +103,50 @@ coord_pid=""
 check "the coordinator stops cleanly on SIGTERM" test $rc -eq 0
 check "and reports what it saw" grep -q "stopped: .* 3 joined" "$work/coord.log"
 
+# Revocation: revoke client-1, restart; client-1 is refused, client-0 still joins.
+check "revoke writes the CA's revocation list" \
+  bash -c "'$coord_bin' revoke --certs '$work/certs' --client client-1 | grep -q 'revoked client-1 (serial '"
+check "revoking again keeps the list and adds to it" \
+  bash -c "'$coord_bin' revoke --certs '$work/certs' --client client-2 >/dev/null && test -f '$work/certs/crl.pem'"
+check "revoking a certificate of another CA is refused" \
+  bash -c "! '$coord_bin' revoke --certs '$work/certs' --cert '$work/other/client-0.crt' 2>/dev/null"
+"$coord_bin" run --certs "$work/certs" --db "$work/revoked.db" --listen 127.0.0.1:0 >"$work/coord2.log" 2>&1 &
+coord_pid=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/coord2.log")
+  [ -n "$port" ] && break
+  sleep 0.05
+done
+check "the restarted coordinator loads the list" grep -q "revocation list .*crl.pem: 2 certificate(s) revoked" "$work/coord2.log"
+check "a revoked client is refused at the handshake" \
+  refused "refused the TLS handshake" --certs "$work/certs" --id client-1
+eventually_logged() {  # eventually_logged PATTERN FILE: within 5 s
+  for _ in $(seq 50); do
+    grep -q "$1" "$2" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+check "the coordinator logs that it was revoked" \
+  eventually_logged "refused .*the certificate has been revoked" "$work/coord2.log"
+check "a client that is not revoked still joins" \
+  "$client_bin" --coordinator "127.0.0.1:$port" --certs "$work/certs" --id client-0 --log-level warn
+kill -TERM "$coord_pid"
+wait "$coord_pid"
+coord_pid=""
+foreign_crl() {  # a list signed by another CA: the coordinator does not start
+  "$coord_bin" revoke --certs "$work/other" >/dev/null || return 1
+  local out
+  out=$(timeout 10 "$coord_bin" run --certs "$work/certs" --crl "$work/other/crl.pem" --db "$work/x.db" 2>&1)
+  [ $? -ne 0 ] && grep -q "crl.pem: the revocation list's signature is not the CA's" <<<"$out" ||
+    { echo "  said: $out"; return 1; }
+}
+check "a revocation list of another CA stops the coordinator with a reason" foreign_crl
+
 if [ $failures -ne 0 ]; then
   echo "--- coordinator log ---"
   cat "$work/coord.log"
+  [ -f "$work/coord2.log" ] && { echo "--- restarted coordinator log ---"; cat "$work/coord2.log"; }
 fi
 exit $((failures > 0))

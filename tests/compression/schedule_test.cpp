@@ -44,15 +44,21 @@ TEST_CASE("controlled density returns what the controller set last", "[schedule]
   CHECK(c.set(std::numeric_limits<double>::quiet_NaN()).code() == StatusCode::kInvalidArgument);
   CHECK(c.density(5) == 0.004);
   SECTION("set and density may run on different threads") {
+    // Catch2 v2 assertions are not thread-safe: the writer only counts its failures
+    // and the test thread checks the count once the writer has joined.
+    int failedSets = 0;
     std::thread writer([&] {
       for (int i = 1; i <= 1000; ++i)
-        REQUIRE(c.set(i / 1000.0).isOk());
+        if (!c.set(i / 1000.0).isOk()) ++failedSets;
     });
+    int outOfRange = 0;
     for (int i = 0; i < 1000; ++i) {
       const double d = c.density(0);
-      REQUIRE((d > 0.0 && d <= 1.0));
+      if (!(d > 0.0 && d <= 1.0)) ++outOfRange;
     }
     writer.join();
+    CHECK(failedSets == 0);
+    CHECK(outOfRange == 0);
     CHECK(c.density(0) == 1.0);
   }
 }

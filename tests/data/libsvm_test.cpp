@@ -126,3 +126,26 @@ TEST_CASE("malformed LIBSVM files are refused with the file and the line", "[lib
     refused("1\n0\n", ": ", "no features");
   }
 }
+
+// Found by fuzz-libsvm (tests/fuzz/corpus/libsvm/regression-*): a two-line file
+// whose index 1888888888 asked for 15 GB of dense floats (out of memory), and
+// files of 18 and 27 bytes that asked for 726 and 705 MB (a fuzzer timeout, 12 s
+// to zero-fill under ASan), which a 1 GiB limit still let through.
+TEST_CASE("a LIBSVM file whose densified examples would not fit is refused before allocating", "[libsvm]") {
+  TempDir dir;
+  const std::string path = dir.write("huge.svm", "0 1888888888:88\n8\n");
+  auto d = loadLibsvm(path);
+  REQUIRE_FALSE(d.isOk());
+  CHECK(d.status().code() == StatusCode::kOutOfRange);
+  CHECK_THAT(d.status().message(), Catch::StartsWith(path + ":1: 2 examples of 1888888888 features take"));
+  CHECK_THAT(d.status().message(), Catch::Contains("over the limit of 268435456"));
+  auto slow = loadLibsvm(dir.write("slow.svm", "0 188:888 88208812:8\n\n\n820"));
+  CHECK(slow.status().code() == StatusCode::kOutOfRange);
+
+  SECTION("the limit is an option") {
+    LibsvmOptions options;
+    options.maxDenseBytes = 16;  // 4 floats
+    CHECK(loadLibsvm(dir.write("small.svm", "0 1:1 2:1\n1 2:1\n"), options).isOk());
+    CHECK(loadLibsvm(dir.write("over.svm", "0 1:1 2:1\n1 3:1\n"), options).status().code() == StatusCode::kOutOfRange);
+  }
+}

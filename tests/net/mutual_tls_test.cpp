@@ -72,7 +72,7 @@ TEST_CASE("the coordinator refuses clients it cannot authenticate, saying why", 
   RunningServer server(pki);
 
   SECTION("no client certificate") {
-    auto tls = net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, "", ""}, "localhost").value();
+    auto tls = net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, "", "", ""}, "localhost").value();
     auto r = join(server, tls);
     REQUIRE_FALSE(r.isOk());
     CHECK(r.status().code() == StatusCode::kUnauthenticated);
@@ -82,7 +82,7 @@ TEST_CASE("the coordinator refuses clients it cannot authenticate, saying why", 
     Pki other;
     auto stranger = other.client("client-0");
     auto tls =
-        net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, stranger.certPem, stranger.keyPem}, "localhost")
+        net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, stranger.certPem, stranger.keyPem, ""}, "localhost")
             .value();
     auto r = join(server, tls);
     REQUIRE_FALSE(r.isOk());

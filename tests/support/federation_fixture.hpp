@@ -54,6 +54,7 @@ class CaptureSink : public spdlog::sinks::base_sink<std::mutex> {
 struct Pki {
   net::KeyPair ca;
   net::KeyPair coordinator;
+  std::string crlPem;  // the coordinator's revocation list, if any
 
   static std::chrono::system_clock::time_point now() { return std::chrono::system_clock::now(); }
 
@@ -70,8 +71,8 @@ struct Pki {
     return net::issueCertificate(ca, {net::CertificateKind::kClient, name, {}, now() + validFrom, now() + validTo})
         .value();
   }
-  net::TlsIdentity serverIdentity() const { return {ca.certPem, coordinator.certPem, coordinator.keyPem}; }
-  net::TlsIdentity clientIdentity(const net::KeyPair& kp) const { return {ca.certPem, kp.certPem, kp.keyPem}; }
+  net::TlsIdentity serverIdentity() const { return {ca.certPem, coordinator.certPem, coordinator.keyPem, crlPem}; }
+  net::TlsIdentity clientIdentity(const net::KeyPair& kp) const { return {ca.certPem, kp.certPem, kp.keyPem, {}}; }
   std::shared_ptr<const net::TlsContext> clientContext(const net::KeyPair& kp,
                                                        std::string serverName = "localhost") const {
     return net::TlsContext::create(net::TlsRole::kClient, clientIdentity(kp), std::move(serverName)).value();

@@ -63,6 +63,10 @@ struct LibsvmOptions {
   // 0 infers the number of classes as the largest class + 1.
   int numClasses = 0;
   LibsvmLabels labels = LibsvmLabels::kAuto;
+  // The densified examples may take at most this many bytes (examples x featureDim
+  // x 4): one line "1 2000000000:1" would otherwise ask for 8 GB. kOutOfRange above.
+  // 256 MiB holds Fashion-MNIST's 60,000 x 784 training examples (188 MB).
+  std::size_t maxDenseBytes = std::size_t(1) << 28;
 };
 
 // LIBSVM / SVMlight: "label index:value index:value ... [# comment]", indices strictly

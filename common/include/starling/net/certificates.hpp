@@ -49,6 +49,48 @@ struct InitOptions {
 // for i in 0..clients-1 into outDir (created if missing; keys mode 0600).
 Status writeCertificateDirectory(const InitOptions& options);
 
+// ---- revocation ----
+//
+// A revoked client is named in the CA's certificate revocation list (CRL, X.509 v2,
+// PEM "X509 CRL", signed by the CA key). The coordinator loads it at start and the
+// handshake refuses any certificate whose serial number it lists.
+
+// A CRL signed by ca listing every entry of currentCrlPem (empty: none; it must be
+// signed by ca) plus the serials of revokeCertPems (each must be issued by ca).
+// thisUpdate is also the revocation date of the new entries; after nextUpdate the
+// coordinator refuses to start with the list (renew it by running revoke again).
+Result<std::string> updateRevocationList(const KeyPair& ca, const std::string& currentCrlPem,
+                                         const std::vector<std::string>& revokeCertPems,
+                                         std::chrono::system_clock::time_point thisUpdate,
+                                         std::chrono::system_clock::time_point nextUpdate);
+
+// Serial numbers (lowercase hex) a CRL lists, after checking it is signed by caPem;
+// an error says why the list is unusable (unparsable, another issuer, bad signature,
+// expired).
+Result<std::vector<std::string>> checkRevocationList(const std::string& caPem, const std::string& crlPem);
+
+// Serial number (lowercase hex) and subject CN of a PEM certificate.
+struct CertificateInfo {
+  std::string serial;
+  std::string commonName;
+};
+Result<CertificateInfo> describeCertificate(const std::string& certPem);
+
+struct RevokeOptions {
+  std::string certsDir;                // holds ca.crt, ca.key and <client>.crt
+  std::vector<std::string> clients;    // "client-3": revokes certsDir/client-3.crt
+  std::vector<std::string> certFiles;  // other certificates to revoke, by path
+  std::string crlPath;                 // default: certsDir/crl.pem (updated in place)
+  int days = 30;                       // the list's validity (nextUpdate)
+};
+
+// Adds the certificates to the CRL (creating it if missing; with none to add, renews
+// it) and replaces the file atomically. Returns the certificates it added.
+Result<std::vector<CertificateInfo>> revokeCertificates(const RevokeOptions& options);
+
+// Reads a whole file; the error names `what` and the path.
+Result<std::string> readTextFile(const std::string& path, const char* what);
+
 // Writes text to path atomically enough for key material (mode applies on create).
 Status writeTextFile(const std::string& path, const std::string& text, unsigned mode);
 

@@ -4,7 +4,8 @@
 //
 // Mutual authentication is always on: a coordinator requires a client certificate
 // signed by its CA, a client requires the coordinator's certificate to be signed by
-// the same CA and to carry the expected host name. TLS 1.2 only (mbedTLS 2.28),
+// the same CA and to carry the expected host name; certificates on the CA's
+// revocation list (TlsIdentity::crlPem) are refused. TLS 1.2 only (mbedTLS 2.28),
 // ECDHE with AES-GCM or ChaCha20-Poly1305.
 //
 // Thread safety: immutable after create(); shared by every connection of a process
@@ -26,6 +27,9 @@ struct TlsIdentity {
   std::string caPem;
   std::string certPem;  // may be empty only for tests of refusal (no client cert)
   std::string keyPem;
+  // The CA's certificate revocation list (PEM), or empty. A coordinator refuses, at
+  // the handshake, a client certificate whose serial number the list names.
+  std::string crlPem;
 };
 
 // Reads the three PEM files; the error names the file that is missing or unreadable.

@@ -22,7 +22,7 @@
 
 namespace starling::wire {
 
-namespace fb = ::starling::wire::fb;
+// (The generated schema lives in starling::wire::fb.)
 
 inline constexpr uint16_t kProtocolVersion = 1;
 inline constexpr std::size_t kFrameHeaderBytes = 8;

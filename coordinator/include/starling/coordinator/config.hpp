@@ -24,6 +24,7 @@ struct DaemonConfig {
   std::string listen = "127.0.0.1:7443";
   std::string certs;          // directory with ca.crt, coordinator.crt, coordinator.key
   std::string ca, cert, key;  // override the files in certs
+  std::string crl;            // revocation list; default certs/crl.pem when it exists
   std::string db = "starling.db";
   uint32_t maxFrameBytes = 16u << 20;
   int64_t handshakeTimeoutMs = 10'000;

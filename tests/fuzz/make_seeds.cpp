@@ -1,0 +1,124 @@
+// Writes the generated part of the seed corpus: one valid frame per message type
+// and one payload per compressor, for fuzz-frame and fuzz-payload. Run by hand when
+// the wire format changes:   build/tests/fuzz/fuzz-make-seeds tests/fuzz/corpus
+// (the CSV, LIBSVM, IDX and TOML seeds are written by hand).
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "starling/compression/compressor.hpp"
+#include "starling/compression/payload.hpp"
+#include "starling/compression/wire_codec.hpp"
+#include "starling/wire/frame.hpp"
+
+namespace {
+
+using namespace starling;
+namespace fb = wire::fb;
+
+void save(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    std::exit(1);
+  }
+}
+
+// A payload in fuzz_payload.cpp's input layout.
+std::vector<uint8_t> payloadInput(const compression::Payload& p) {
+  std::vector<uint8_t> out;
+  auto put = [&](const void* v, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(v);
+    out.insert(out.end(), b, b + n);
+  };
+  const uint8_t head[4] = {static_cast<uint8_t>(p.encoding), static_cast<uint8_t>(p.indexFormat),
+                           static_cast<uint8_t>(p.valueFormat), p.levelBits};
+  put(head, 4);
+  put(&p.count, 4);
+  put(&p.selected, 4);
+  put(&p.levels, 4);
+  put(&p.block, 4);
+  put(&p.seed, 8);
+  auto bytes = [&](const void* v, size_t n) {
+    const auto len = static_cast<uint16_t>(n);
+    put(&len, 2);
+    put(v, n);
+  };
+  bytes(p.indices.data(), p.indices.size());
+  bytes(p.values.data(), p.values.size());
+  bytes(p.scales.data(), p.scales.size() * sizeof(float));
+  // fuzz_payload expects the receiver's count when the input's size is even.
+  if (out.size() % 2 != 0) out.push_back(0);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: fuzz-make-seeds CORPUS_DIR\n");
+    return 2;
+  }
+  const std::filesystem::path root(argv[1]);
+  std::filesystem::create_directories(root / "frame");
+  std::filesystem::create_directories(root / "payload");
+
+  std::vector<float> v(40);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = std::sin(float(i)) * (i % 3 == 0 ? 2.0f : 0.5f);
+  struct Case {
+    const char* name;
+    compression::CompressorOptions options;
+    double density;
+  };
+  compression::CompressorOptions fp16;
+  fp16.values = compression::ValueFormat::kFp16;
+  compression::CompressorOptions smallBlocks;
+  smallBlocks.signBlock = 16;
+  const Case cases[] = {{"identity", {}, 1.0}, {"fp16", {}, 1.0},          {"topk", {}, 0.1}, {"topk", fp16, 0.5},
+                        {"randk", {}, 0.25},   {"sign", smallBlocks, 1.0}, {"qsgd", {}, 1.0}};
+  std::vector<compression::Payload> payloads;
+  for (const auto& c : cases) {
+    auto comp = compression::makeCompressor(c.name, c.options).value();
+    compression::Compressed out;
+    if (!comp->compress(v, {c.density, 7}, out) || !compression::encode(out, payloads.emplace_back())) {
+      std::fprintf(stderr, "cannot compress with %s\n", c.name);
+      return 1;
+    }
+    save(root / "payload" / ("seed-" + std::to_string(payloads.size()) + "-" + c.name), payloadInput(payloads.back()));
+  }
+
+  flatbuffers::FlatBufferBuilder b(1024);
+  auto frame = [&](const char* name, auto body) {
+    save(root / "frame" / (std::string("seed-") + name), wire::finishFrame(b, body));
+    b.Clear();
+  };
+  frame("hello", fb::CreateHelloDirect(b, "client-0", nullptr, 600, "linux-x86_64", 3, 42));
+  {
+    auto hyper = fb::CreateHyperParameters(b, 0.05f, 0.9f, 0.0f, 32, 5, 0.0f, false, 1);
+    auto comp = fb::CreateCompressionSettingsDirect(b, "topk", 0.1f, "identity", 1.0f, true, false);
+    auto model = compression::toWire(b, payloads[0]);
+    frame("welcome",
+          fb::CreateWelcomeDirect(b, "client-0", "demo", "mlp:4-10", hyper, comp, 3, model, 9, 30000, 2, 20, 1));
+  }
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    auto delta = compression::toWire(b, payloads[i]);
+    frame(("update-" + std::to_string(i)).c_str(), fb::CreateUpdate(b, 4, 3, 600, 5, 2.3f, 1.9f, delta, 1200));
+  }
+  {
+    std::vector<flatbuffers::Offset<fb::CompressedTensor>> log = {compression::toWire(b, payloads[2]),
+                                                                  compression::toWire(b, payloads[5])};
+    frame("round-assign", fb::CreateRoundAssignDirect(b, 5, 3, 5, 0.05f, 0.1f, 60000, &log, 77, 0));
+  }
+  frame("round-result", fb::CreateRoundResultDirect(b, 4, false, "update norm is over 20 x the round's median"));
+  frame("heartbeat", fb::CreateHeartbeat(b, 123456));
+  frame("bye", fb::CreateByeDirect(b, "training complete", true));
+  frame("error", fb::CreateErrorDirect(b, fb::ErrorCode::Unexpected, "unexpected Welcome message from a client"));
+  std::printf("wrote %zu payload and %zu frame seeds to %s\n", payloads.size(), payloads.size() + 7, root.c_str());
+  return 0;
+}

@@ -3,14 +3,15 @@
 // One real `starling-coordinator run` process on 127.0.0.1, and in this process N
 // clients (default 1,000), each the real client runtime (client::Participant, mutual
 // TLS, its own certificate, a 60-example Fashion-MNIST shard). The clients live in
-// groups of G on their own thread and io_context; a group stays for a random 20-60 s,
+// groups of G on their own thread and io_context, started over the first minute; a
+// group stays for a random 20-60 s,
 // then leaves at once (its io_context is stopped and destroyed, so every socket closes
 // mid-whatever, as when an app is killed), stays away 1-5 s and comes back with fresh
 // state, so it must catch up. Rounds of K clients run all along with a short deadline.
 //
 // Every 5 s the coordinator's resident set (VmRSS) and open file descriptors are read
-// from /proc. The baseline is the mean over the minute after warm-up (all groups
-// started, the first rounds done); the end value the mean over the last minute. At the
+// from /proc. The baseline is the mean over the minute after warm-up (90 s: all
+// groups started, the first rounds done); the end value the mean over the last minute. At the
 // end the coordinator gets SIGTERM, and `report --format json` must show every round
 // committed or abandoned with a reason: rounds_lost counts the others and any gap.
 //
@@ -279,17 +280,18 @@ int main(int argc, char** argv) {
     groups.push_back(std::make_unique<Group>(std::move(members), endpoint, log));
   }
 
-  // The schedule: groups start staggered over the first 10 s, then live 20-60 s and
-  // stay away 1-5 s, again and again.
+  // The schedule: groups start staggered over the first minute (a fleet ramps up;
+  // a thousand TLS handshakes at once would take the coordinator's one thread
+  // several seconds), then live 20-60 s and stay away 1-5 s, again and again.
   std::mt19937_64 rng(o.seed);
   auto uniform = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
   const auto t0 = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  const double endS = o.minutes * 60;
   std::vector<double> nextChange(groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g)
-    nextChange[g] = 10.0 * static_cast<double>(g) / static_cast<double>(groups.size());
-  const double endS = o.minutes * 60;
-  const double warmupS = std::min(60.0, endS / 4);
+    nextChange[g] = std::min(60.0, endS / 4) * static_cast<double>(g) / static_cast<double>(groups.size());
+  const double warmupS = std::min(90.0, endS / 3);
   const double windowS = std::min(60.0, endS / 4);
 
   std::vector<Sample> samples;

@@ -34,6 +34,7 @@
 #include "starling/client/participant.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/data/partition.hpp"
+
 #include "support/process.hpp"
 
 namespace {
@@ -327,8 +328,7 @@ int main(int argc, char** argv) {
         samples.push_back(*s);
         if (samples.size() % 6 == 1)
           std::cout << fmt::format("{:>6.0f}  {:>8.1f}  {:>5}  {:>4}/{:<3}  {:>9}  {:>9}  {:>7}\n", t, s->rssMiB,
-                                   s->fds, running, groups.size(), s->committed, s->abandoned,
-                                   joins - joinsAtLastPrint)
+                                   s->fds, running, groups.size(), s->committed, s->abandoned, joins - joinsAtLastPrint)
                     << std::flush;
         if (samples.size() % 6 == 1) joinsAtLastPrint = joins;
       }
@@ -352,7 +352,8 @@ int main(int argc, char** argv) {
     waitFor(coord);
   }
   const std::string reportPath = dir + "/report.json";
-  const bool reported = runToFile({kCoordinatorBin, "report", "--db", dir + "/soak.db", "--format", "json"}, reportPath);
+  const bool reported =
+      runToFile({kCoordinatorBin, "report", "--db", dir + "/soak.db", "--format", "json"}, reportPath);
   int committed = 0, abandonedWithReason = 0, lost = 0, highest = 0;
   for (const std::string& line : reportRoundLines(readFile(reportPath))) {
     int round = static_cast<int>(jsonNumber(line, "round").value_or(0));
@@ -378,8 +379,8 @@ int main(int argc, char** argv) {
   const bool exitedCleanly = !diedEarly && exitedOk(coord);
 
   std::cout << "\n"
-            << fmt::format("{:<34} {:>14} {:>14} {:>10}  {}\n", "coordinator", "after warm-up", "last minute",
-                           "growth", "goal")
+            << fmt::format("{:<34} {:>14} {:>14} {:>10}  {}\n", "coordinator", "after warm-up", "last minute", "growth",
+                           "goal")
             << fmt::format("{:<34} {:>14.1f} {:>14.1f} {:>9.1f}%  <= {}%: {}\n", "resident set (MiB)", rss0, rss1,
                            rssGrowth, kGoalRssGrowthPct, std::abs(rssGrowth) <= kGoalRssGrowthPct ? "met" : "MISSED")
             << fmt::format("{:<34} {:>14.1f} {:>14.1f} {:>10.1f}  flat: {}\n", "open file descriptors", fd0, fd1,
@@ -390,11 +391,12 @@ int main(int argc, char** argv) {
                            abandonedWithReason, lost, lost == 0 && reported ? "met" : "MISSED")
             << fmt::format("clients: {} group lives of {} clients, {} participants ended with an error\n", lives,
                            o.groupSize, failures)
-            << fmt::format("coordinator: {}\n", exitedCleanly ? "stopped cleanly on SIGTERM"
-                                                              : "FAILED (see " + coordLog + ")");
-  std::cout << fmt::format("summary: clients={} minutes={:.1f} rss_growth_pct={:.1f} fd_growth={:.0f} "
-                           "rounds_committed={} rounds_lost={}\n",
-                           o.clients, stoppedAt / 60, rssGrowth, fdGrowth, committed, lost);
+            << fmt::format("coordinator: {}\n",
+                           exitedCleanly ? "stopped cleanly on SIGTERM" : "FAILED (see " + coordLog + ")");
+  std::cout << fmt::format(
+      "summary: clients={} minutes={:.1f} rss_growth_pct={:.1f} fd_growth={:.0f} "
+      "rounds_committed={} rounds_lost={}\n",
+      o.clients, stoppedAt / 60, rssGrowth, fdGrowth, committed, lost);
   if (!o.keep && exitedCleanly && reported) fs::remove_all(dir);
   return exitedCleanly && reported && lost == 0 ? 0 : 1;
 }

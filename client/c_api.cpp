@@ -267,8 +267,8 @@ int starling_client_create(const starling_client_config* config, starling_client
     auto key = pemOf(config->key_pem, config->key_file, "key");
     if (!key) return c->fail(key.status());
     const std::string serverName = config->server_name != nullptr ? config->server_name : endpoint->host;
-    auto tls =
-        net::TlsContext::create(net::TlsRole::kClient, {std::move(*ca), std::move(*cert), std::move(*key), {}}, serverName);
+    auto tls = net::TlsContext::create(net::TlsRole::kClient, {std::move(*ca), std::move(*cert), std::move(*key), {}},
+                                       serverName);
     if (!tls) return c->fail(tls.status());
 
     c->endpoint = *endpoint;

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <asio/connect.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
-#include <algorithm>
 #include <charconv>
 
 namespace starling::net {
@@ -120,8 +120,8 @@ asio::awaitable<Result<Connection>> connect(asio::any_io_executor executor, Endp
   // the coordinator's port when the coordinator restarts: let it go at once.
   asio::error_code lec;
   if (socket.local_endpoint(lec) == ep && !lec)
-    co_return Status(StatusCode::kIo,
-                     fmt::format("cannot connect to {}: nothing is listening (the socket met itself)", endpoint.toString()));
+    co_return Status(StatusCode::kIo, fmt::format("cannot connect to {}: nothing is listening (the socket met itself)",
+                                                  endpoint.toString()));
   socket.set_option(asio::ip::tcp::no_delay(true));
   Connection conn(std::make_shared<TlsStream>(std::move(socket), std::move(context)), limits);
   Status st = co_await conn.handshake();

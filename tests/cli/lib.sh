@@ -1,7 +1,7 @@
 # Shared by the real-process tests in tests/cli (sourced, not run). The caller sets
 # coord_bin, client_bin and data; this makes $work, kills every started process on
 # exit, and provides:
-#   check NAME COMMAND...       runs COMMAND, prints "ok   - NAME" or "FAIL - NAME"
+#   check NAME COMMAND...       (check.sh) runs COMMAND, prints "ok   - NAME" or "FAIL - NAME"
 #   launch_coordinator LOG ARGS...  `run --certs $work/certs --listen 127.0.0.1:${port:-0} ARGS`,
 #                                    output to $work/LOG.log; waits for the port, sets coord_pid and port
 #   start_client I LOG [ARGS...]  client-I on shard I/${shards:-3}, sets client_pid[I]
@@ -25,17 +25,7 @@ cleanup() {
 trap cleanup EXIT
 declare -a client_pid
 
-failures=0
-check() {
-  local name=$1
-  shift
-  if "$@"; then
-    echo "ok   - $name"
-  else
-    echo "FAIL - $name"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 launch_coordinator() {
   local name=$1

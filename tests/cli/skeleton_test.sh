@@ -13,17 +13,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failures=0
-check() {  # check NAME COMMAND...: passes when COMMAND succeeds
-  local name=$1
-  shift
-  if "$@"; then
-    echo "ok   - $name"
-  else
-    echo "FAIL - $name"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "$0")/check.sh"
 
 "$coord_bin" init --out "$work/certs" --clients 3 >/dev/null || { echo "FAIL - init"; exit 1; }
 "$coord_bin" init --out "$work/other" --clients 1 >/dev/null || { echo "FAIL - init other"; exit 1; }

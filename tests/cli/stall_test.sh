@@ -15,17 +15,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failures=0
-check() {  # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@"; then
-    echo "ok   - $name"
-  else
-    echo "FAIL - $name"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "$0")/check.sh"
 eventually_logged() {  # eventually_logged PATTERN: in the coordinator's log within 10 s
   for _ in $(seq 100); do
     grep -q "$1" "$work/coord.log" && return 0

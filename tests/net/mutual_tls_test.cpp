@@ -81,9 +81,9 @@ TEST_CASE("the coordinator refuses clients it cannot authenticate, saying why", 
   SECTION("a certificate from another CA") {
     Pki other;
     auto stranger = other.client("client-0");
-    auto tls =
-        net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, stranger.certPem, stranger.keyPem, ""}, "localhost")
-            .value();
+    auto tls = net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, stranger.certPem, stranger.keyPem, ""},
+                                       "localhost")
+                   .value();
     auto r = join(server, tls);
     REQUIRE_FALSE(r.isOk());
     CHECK_THAT(r.status().message(), Catch::Contains("refused the TLS handshake"));

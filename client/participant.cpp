@@ -264,7 +264,7 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
   const auto d = static_cast<uint32_t>(xhat_.size());
   compression::Compressed c;
   if (a.model() != nullptr) {
-    auto p = compression::fromWire(a.model());
+    auto p = compression::viewWire(a.model());
     Status st = p ? compression::decode(*p, d, c) : p.status();
     if (st) st = compression::expand(c, xhat_);
     if (!st) return st.withContext("the coordinator's model");
@@ -272,7 +272,7 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
   }
   if (a.broadcast() != nullptr) {
     for (const auto* t : *a.broadcast()) {
-      auto p = compression::fromWire(t);
+      auto p = compression::viewWire(t);
       Status st = p ? compression::decode(*p, d, c) : p.status();
       if (st) st = compression::addScaled(c, -1.0f, xhat_);
       if (!st) return st.withContext("a broadcast");
@@ -297,23 +297,32 @@ Result<std::vector<uint8_t>> Participant::train(const fb::RoundAssign& a) {
   req.seed = mix(seed_, a.round());
   auto stats = trainer_->run(xhat_, req, delta_);
   if (!stats) return stats.status();
-  compression::Compressed q;
-  const compression::CompressParams params{a.density() > 0 ? a.density() : 1.0, mix(seed_, a.round() + 1)};
-  Status st = errorFeedback_ ? memory_->compress(delta_, *uplink_, params, q) : uplink_->compress(delta_, params, q);
-  if (!st) return st.withContext(fmt::format("compressing the update of round {}", a.round()));
+  // The compressed form, its encoding, the Flatbuffers builder and the frame are each
+  // model-sized when the uplink is dense: each is freed as soon as the next one is
+  // made, so no more than two of them are alive at once (the client's peak memory).
+  std::size_t selected = 0, payloadBytes = 0;
   compression::Payload payload;
-  STARLING_RETURN_IF_ERROR(compression::encode(q, payload));
-  flatbuffers::FlatBufferBuilder b(payload.byteSize() + 256);
+  {
+    compression::Compressed q;
+    const compression::CompressParams params{a.density() > 0 ? a.density() : 1.0, mix(seed_, a.round() + 1)};
+    Status st = errorFeedback_ ? memory_->compress(delta_, *uplink_, params, q) : uplink_->compress(delta_, params, q);
+    if (!st) return st.withContext(fmt::format("compressing the update of round {}", a.round()));
+    STARLING_RETURN_IF_ERROR(compression::encode(q, payload));
+    selected = q.selected();
+    payloadBytes = payload.byteSize();
+  }
+  flatbuffers::FlatBufferBuilder b(payloadBytes + 256);
   auto tensor = compression::toWire(b, payload);
+  payload = {};
   auto update = fb::CreateUpdate(b, a.round(), a.base_round(), stats->examples, static_cast<uint32_t>(stats->steps),
                                  static_cast<float>(stats->lossStart), static_cast<float>(stats->lossEnd), tensor,
                                  static_cast<uint32_t>(stats->seconds * 1000.0));
   pendingRound_ = errorFeedback_ ? a.round() : 0;
   ++stats_.roundsTrained;
-  stats_.bytesUp += payload.byteSize();
+  stats_.bytesUp += payloadBytes;
   stats_.lastLoss = stats->lossEnd;
   log_->info("round {}: {} steps, loss {:.4f} -> {:.4f}, sent {} of {} values ({} bytes)", a.round(), stats->steps,
-             stats->lossStart, stats->lossEnd, q.selected(), xhat_.size(), payload.byteSize());
+             stats->lossStart, stats->lossEnd, selected, xhat_.size(), payloadBytes);
   return wire::finishFrame(b, update);
 }
 

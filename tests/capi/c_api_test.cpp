@@ -3,7 +3,6 @@
 
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
-#include <asio/post.hpp>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -15,12 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "starling/coordinator/federation.hpp"
-#include "starling/coordinator/server.hpp"
-#include "starling/coordinator/store.hpp"
-
 #include "starling_client.h"
-#include "support/federation_fixture.hpp"
+#include "support/running_federation.hpp"
 
 extern "C" int starling_capi_c_check(void);
 
@@ -56,45 +51,18 @@ int fillFromClusters(void* user, size_t index, float* features, int32_t* label) 
 }
 
 // A coordinator running a Federation of the task below on its own thread.
-class Coordinator {
+class Coordinator : public RunningFederation {
  public:
-  Coordinator(const Pki& pki, coordinator::EngineConfig engine) : sink_(std::make_shared<CaptureSink>()) {
-    log_ = std::make_shared<spdlog::logger>("coordinator", sink_);
-    log_->set_level(spdlog::level::debug);
-    coordinator::TaskConfig task;
-    task.name = "capi-test";
-    task.model = "mlp:4-8-3";
-    task.batchSize = 8;
-    federation_ =
-        coordinator::Federation::create(io_, engine, task, coordinator::Store::open(":memory:").value(), log_).value();
-    coordinator::ServerOptions options;
-    options.listen = {"127.0.0.1", 0};
-    options.task = task.name;
-    options.modelSpec = task.model;
-    auto tls = net::TlsContext::create(net::TlsRole::kServer, pki.serverIdentity()).value();
-    server_ = std::make_unique<coordinator::Server>(io_, tls, options, log_, federation_);
-    federation_->onFinished([this](const Status&) { server_->stop(); });
-    port_ = server_->start().value();
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~Coordinator() {
-    // Abandons a round in flight (and its deadline timer), then stops the server.
-    federation_->shutdown("the test is over");
-    asio::post(io_, [this] { server_->stop(); });
-    thread_.join();
-    if (std::getenv("STARLING_TEST_LOG") != nullptr)
-      std::fprintf(stderr, "--- coordinator log ---\n%s", sink_->all().c_str());
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  Coordinator(const Pki& pki, const coordinator::EngineConfig& engine) : RunningFederation(pki, engine, task()) {}
 
  private:
-  asio::io_context io_;
-  std::shared_ptr<CaptureSink> sink_;
-  std::shared_ptr<spdlog::logger> log_;
-  std::shared_ptr<coordinator::Federation> federation_;
-  std::unique_ptr<coordinator::Server> server_;
-  uint16_t port_ = 0;
-  std::thread thread_;
+  static coordinator::TaskConfig task() {
+    coordinator::TaskConfig t;
+    t.name = "capi-test";
+    t.model = "mlp:4-8-3";
+    t.batchSize = 8;
+    return t;
+  }
 };
 
 coordinator::EngineConfig smallFederation(uint64_t rounds, uint32_t clients) {

@@ -3,7 +3,6 @@
 #include "starling/client/participant.hpp"
 
 #include <asio/io_context.hpp>
-#include <asio/post.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
@@ -11,11 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "starling/coordinator/federation.hpp"
-#include "starling/coordinator/server.hpp"
-#include "starling/coordinator/store.hpp"
-
-#include "support/federation_fixture.hpp"
+#include "support/running_federation.hpp"
 
 using namespace starling;
 using namespace starling::testing;
@@ -24,51 +19,29 @@ using namespace std::chrono_literals;
 namespace {
 
 // A one-client federation of mlp:2-4-2 for `rounds` rounds, on its own thread.
-class SmallFederation {
+class SmallFederation : public RunningFederation {
  public:
-  SmallFederation(const Pki& pki, uint64_t rounds) : sink_(std::make_shared<CaptureSink>()) {
-    log_ = std::make_shared<spdlog::logger>("coordinator", sink_);
-    log_->set_level(spdlog::level::debug);
-    coordinator::EngineConfig engine;
-    engine.rounds = rounds;
-    engine.clientsPerRound = 1;
-    engine.overSelection = 1.0;
-    engine.minClients = 1;
-    engine.deadlineMs = 20'000;
-    engine.tau = 10;
-    engine.lr = 0.1;
-    coordinator::TaskConfig task;
-    task.name = "deferred-data";
-    task.model = "mlp:2-4-2";
-    task.batchSize = 4;
-    federation_ =
-        coordinator::Federation::create(io_, engine, task, coordinator::Store::open(":memory:").value(), log_).value();
-    coordinator::ServerOptions options;
-    options.listen = {"127.0.0.1", 0};
-    options.task = task.name;
-    options.modelSpec = task.model;
-    auto tls = net::TlsContext::create(net::TlsRole::kServer, pki.serverIdentity()).value();
-    server_ = std::make_unique<coordinator::Server>(io_, tls, options, log_, federation_);
-    federation_->onFinished([this](const Status&) { server_->stop(); });
-    port_ = server_->start().value();
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~SmallFederation() {
-    federation_->shutdown("the test is over");
-    asio::post(io_, [this] { server_->stop(); });
-    thread_.join();
-  }
-  net::Endpoint endpoint() const { return {"127.0.0.1", port_}; }
-  CaptureSink& log() { return *sink_; }
+  SmallFederation(const Pki& pki, uint64_t rounds) : RunningFederation(pki, engine(rounds), task()) {}
 
  private:
-  asio::io_context io_;
-  std::shared_ptr<CaptureSink> sink_;
-  std::shared_ptr<spdlog::logger> log_;
-  std::shared_ptr<coordinator::Federation> federation_;
-  std::unique_ptr<coordinator::Server> server_;
-  uint16_t port_ = 0;
-  std::thread thread_;
+  static coordinator::EngineConfig engine(uint64_t rounds) {
+    coordinator::EngineConfig e;
+    e.rounds = rounds;
+    e.clientsPerRound = 1;
+    e.overSelection = 1.0;
+    e.minClients = 1;
+    e.deadlineMs = 20'000;
+    e.tau = 10;
+    e.lr = 0.1;
+    return e;
+  }
+  static coordinator::TaskConfig task() {
+    coordinator::TaskConfig t;
+    t.name = "deferred-data";
+    t.model = "mlp:2-4-2";
+    t.batchSize = 4;
+    return t;
+  }
 };
 
 // n examples of two classes on either side of the line x0 = x1.

@@ -1,0 +1,67 @@
+#pragma once
+// Test support: a coordinator Federation of one task behind a real Server on
+// 127.0.0.1 (port 0), with an in-memory store, running on its own thread. Used by
+// the suites that drive real clients against it (client, capi).
+
+#include <spdlog/logger.h>
+
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "starling/coordinator/federation.hpp"
+#include "starling/coordinator/server.hpp"
+#include "starling/coordinator/store.hpp"
+
+#include "support/federation_fixture.hpp"
+
+namespace starling::testing {
+
+class RunningFederation {
+ public:
+  RunningFederation(const Pki& pki, const coordinator::EngineConfig& engine, const coordinator::TaskConfig& task)
+      : sink_(std::make_shared<CaptureSink>()) {
+    log_ = std::make_shared<spdlog::logger>("coordinator", sink_);
+    log_->set_level(spdlog::level::debug);
+    federation_ =
+        coordinator::Federation::create(io_, engine, task, coordinator::Store::open(":memory:").value(), log_).value();
+    coordinator::ServerOptions options;
+    options.listen = {"127.0.0.1", 0};
+    options.task = task.name;
+    options.modelSpec = task.model;
+    auto tls = net::TlsContext::create(net::TlsRole::kServer, pki.serverIdentity()).value();
+    server_ = std::make_unique<coordinator::Server>(io_, tls, options, log_, federation_);
+    federation_->onFinished([this](const Status&) { server_->stop(); });
+    port_ = server_->start().value();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  RunningFederation(const RunningFederation&) = delete;
+  RunningFederation& operator=(const RunningFederation&) = delete;
+  ~RunningFederation() {
+    // Abandons a round in flight (and its deadline timer), then stops the server.
+    federation_->shutdown("the test is over");
+    asio::post(io_, [this] { server_->stop(); });
+    thread_.join();
+    if (std::getenv("STARLING_TEST_LOG") != nullptr)
+      std::fprintf(stderr, "--- coordinator log ---\n%s", sink_->all().c_str());
+  }
+
+  net::Endpoint endpoint() const { return {"127.0.0.1", port_}; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  CaptureSink& log() { return *sink_; }
+
+ private:
+  asio::io_context io_;
+  std::shared_ptr<CaptureSink> sink_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::shared_ptr<coordinator::Federation> federation_;
+  std::unique_ptr<coordinator::Server> server_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace starling::testing

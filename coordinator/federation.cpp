@@ -261,25 +261,16 @@ void Federation::perform(std::vector<Action> actions) {
         wakeAt(act.atMs);
         break;
       case Action::Kind::kRoundEnded: {
-        std::optional<model::Evaluation> evaluation;
-        const RoundSummary& s = act.summary;
-        if (s.committed && testSet_ && task_.evalEvery > 0 && engine_->commits() % task_.evalEvery == 0) {
-          (void)evalModel_->setParams(engine_->model());
-          auto e = evalModel_->evaluate(*testSet_);
-          if (e) evaluation = *e;
+        RoundSummary& s = act.summary;
+        // The round and its checkpoint go to disk before the next round's assignments
+        // (which follow this action) go out; the evaluation runs meanwhile.
+        if (!persist(s)) return;
+        if (s.committed && testSet_ && task_.evalEvery > 0 && engine_->commits() % task_.evalEvery == 0)
+          startEvaluation(std::move(s));
+        else {
+          finishEvaluation();  // rounds are reported in order
+          report(s, std::nullopt);
         }
-        if (!persist(s, evaluation)) return;
-        if (s.committed) {
-          log_->info(
-              "round {:>3} committed: {}loss {:.4f} | up {} down {} | tau {} | density {:.4g}/{:.4g} | "
-              "{}/{} returned, {} stragglers",
-              s.round, evaluation ? fmt::format("accuracy {:.2f}% ", 100 * evaluation->accuracy) : "", s.trainLossStart,
-              megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity, s.downlinkDensity,
-              s.returned, s.selected, s.stragglers);
-        } else {
-          log_->warn("round {:>3} abandoned: {}", s.round, s.reason);
-        }
-        if (roundCallback_) roundCallback_({s, evaluation});
         break;
       }
       case Action::Kind::kFinished:
@@ -289,7 +280,7 @@ void Federation::perform(std::vector<Action> actions) {
   }
 }
 
-bool Federation::persist(const RoundSummary& s, const std::optional<model::Evaluation>& evaluation) {
+bool Federation::persist(const RoundSummary& s) {
   RoundRecord r;
   r.round = s.round;
   r.status = s.committed ? RoundStatus::kCommitted : RoundStatus::kAbandoned;
@@ -307,10 +298,6 @@ bool Federation::persist(const RoundSummary& s, const std::optional<model::Evalu
   r.bytesDownRaw = static_cast<int64_t>(s.bytesDownRaw);
   r.bytesDownWire = static_cast<int64_t>(s.bytesDownWire);
   r.trainLossStart = s.trainLossStart;
-  if (evaluation) {
-    r.testLoss = evaluation->loss;
-    r.testAccuracy = evaluation->accuracy;
-  }
   r.startedMs = wallEpochMs_ + s.startedMs;
   r.endedMs = wallEpochMs_ + s.endedMs;
   r.modelChecksum = s.committed ? s.modelChecksum : 0;
@@ -335,6 +322,55 @@ bool Federation::persist(const RoundSummary& s, const std::optional<model::Evalu
   return true;
 }
 
+void Federation::report(const RoundSummary& s, const std::optional<model::Evaluation>& evaluation) {
+  if (s.committed) {
+    if (evaluation) {
+      if (Status st = store_->recordEvaluation(s.round, evaluation->loss, evaluation->accuracy); !st)
+        log_->error("{}", st.message());  // the round itself is on disk
+    }
+    log_->info(
+        "round {:>3} committed: {}loss {:.4f} | up {} down {} | tau {} | density {:.4g}/{:.4g} | "
+        "{}/{} returned, {} stragglers",
+        s.round, evaluation ? fmt::format("accuracy {:.2f}% ", 100 * evaluation->accuracy) : "", s.trainLossStart,
+        megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity, s.downlinkDensity, s.returned,
+        s.selected, s.stragglers);
+  } else {
+    log_->warn("round {:>3} abandoned: {}", s.round, s.reason);
+  }
+  if (roundCallback_) roundCallback_({s, evaluation});
+}
+
+void Federation::startEvaluation(RoundSummary summary) {
+  finishEvaluation();  // one at a time: the worker owns evalModel_ until it is done
+  std::vector<float> params(engine_->model().begin(), engine_->model().end());
+  const uint64_t round = summary.round;
+  evaluating_.emplace(std::move(summary));
+  std::weak_ptr<Federation> weak = weak_from_this();
+  // The worker touches only evalModel_, testSet_ and its own copy of the model; the
+  // strand takes the result when it posts back (or earlier, waiting, when it must).
+  evaluation_ =
+      std::async(std::launch::async, [this, weak, round, params = std::move(params)]() -> Result<model::Evaluation> {
+        Status st = evalModel_->setParams(params);
+        Result<model::Evaluation> e = st ? evalModel_->evaluate(*testSet_) : Result<model::Evaluation>(st);
+        asio::post(strand_, [weak, round] {
+          auto self = weak.lock();
+          // Only if the strand has not taken this result already (a later round's
+          // evaluation may be in flight by now: waiting for it here would stall the strand).
+          if (self && self->evaluating_ && self->evaluating_->round == round) self->finishEvaluation();
+        });
+        return e;
+      });
+}
+
+void Federation::finishEvaluation() {
+  if (!evaluation_.valid()) return;
+  Result<model::Evaluation> e = evaluation_.get();
+  RoundSummary s = std::move(*evaluating_);
+  evaluating_.reset();
+  if (!e) log_->error("evaluating the model of round {}: {}", s.round, e.status().message());
+  report(s, e ? std::optional<model::Evaluation>(*e) : std::nullopt);
+}
+
 void Federation::wakeAt(int64_t atMs) {
   timer_.expires_at(epoch_ + std::chrono::milliseconds(atMs));
   timer_.async_wait([self = shared_from_this()](const std::error_code& ec) {
@@ -345,6 +381,7 @@ void Federation::wakeAt(int64_t atMs) {
 
 void Federation::finish(const Status& status) {
   if (done_) return;
+  finishEvaluation();  // the last round's accuracy is recorded before the end
   done_ = true;
   timer_.cancel();
   if (status.isOk()) {
@@ -370,6 +407,7 @@ void Federation::finish(const Status& status) {
 void Federation::shutdown(const std::string& reason) {
   asio::post(strand_, [self = shared_from_this(), reason] {
     if (self->done_) return;
+    self->finishEvaluation();
     self->log_->info("shutting down: {}", reason);
     // A round in flight is abandoned and recorded; its participants roll back.
     self->perform(self->engine_->shutdown("coordinator stopping (" + reason + ")", self->nowMs()));

@@ -262,6 +262,7 @@ struct Store::Impl {
   std::unique_ptr<sqlite::Statement> upsertClient;
   std::unique_ptr<sqlite::Statement> clientExists;
   std::unique_ptr<sqlite::Statement> roundStatus;
+  std::unique_ptr<sqlite::Statement> setEvaluation;
   std::unique_ptr<sqlite::Statement> lastRound;
   std::unique_ptr<sqlite::Statement> insertCheckpoint;
   std::unique_ptr<sqlite::Statement> pruneCheckpoints;
@@ -297,6 +298,9 @@ Status Store::Impl::prepareAll() {
        fmt::format("INSERT OR REPLACE INTO clients ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", kClientColumns)},
       {&clientExists, "SELECT 1 FROM clients WHERE id = ?1"},
       {&roundStatus, "SELECT status FROM rounds WHERE round = ?1"},
+      {&setEvaluation,
+       "UPDATE rounds SET test_loss = ?2, test_accuracy = ?3 WHERE round = ?1 AND status = 'committed' "
+       "RETURNING round"},
       {&lastRound, "SELECT max(round) FROM rounds"},
       {&insertCheckpoint,
        "INSERT INTO checkpoints (round, model, model_checksum, server_memory, memory_checksum, engine_state, "
@@ -693,6 +697,23 @@ Status Store::recordRejection(const ParticipantRecord& participant) {
   bindParticipant(*d.upsertParticipant, participant);
   if (Status s = d.upsertParticipant->run(); !s) return fail(s);
   if (Status s = tx.commit(); !s) return fail(s);
+  return Status::ok();
+}
+
+Status Store::recordEvaluation(uint64_t round, double testLoss, double testAccuracy) {
+  Impl& d = *impl_;
+  auto fail = [&](const Status& s) {
+    return Status(s.code(),
+                  fmt::format("recording the evaluation of round {} in '{}': {}", round, d.path, s.message()));
+  };
+  if (round > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return fail(invalid("the round number does not fit in 63 bits"));
+  // A single statement is its own transaction.
+  d.setEvaluation->bind(1, toSql(round)).bind(2, testLoss).bind(3, testAccuracy);
+  Result<bool> updated = d.setEvaluation->step();
+  d.setEvaluation->reset();
+  if (!updated) return fail(updated.status());
+  if (!*updated) return fail(invalid("no committed round has that number"));
   return Status::ok();
 }
 

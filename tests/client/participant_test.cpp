@@ -2,14 +2,18 @@
 // connection answered while the loader runs, and trains once the data is there.
 #include "starling/client/participant.hpp"
 
+#include <fmt/format.h>
+
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "data/temp_files.hpp"
 #include "support/running_federation.hpp"
 
 using namespace starling;
@@ -120,4 +124,79 @@ TEST_CASE("deferred data that does not match the announced count ends the run", 
   CHECK_THAT(st.message(), Catch::Contains("50 examples loaded, 100 announced"));
   CHECK(p.stats().connections == 1);  // not retried
   CHECK(p.stats().roundsTrained == 0);
+}
+
+namespace {
+
+// n random 28x28 images with labels i % 10, as Fashion-MNIST's test split in dir.
+void writeTestSplit(const data::test::TempDir& dir, uint32_t n) {
+  auto header = [](std::vector<uint8_t>& out, uint8_t dims, std::initializer_list<uint32_t> sizes) {
+    out.insert(out.end(), {0, 0, 8, dims});
+    for (uint32_t v : sizes)
+      out.insert(out.end(), {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)});
+  };
+  std::vector<uint8_t> images, labels;
+  header(images, 3, {n, 28, 28});
+  header(labels, 1, {n});
+  std::mt19937 rng(7);
+  for (uint32_t i = 0; i < n * 784; ++i)
+    images.push_back(static_cast<uint8_t>(rng()));
+  for (uint32_t i = 0; i < n; ++i)
+    labels.push_back(static_cast<uint8_t>(i % 10));
+  dir.write("t10k-images-idx3-ubyte", images);
+  dir.write("t10k-labels-idx1-ubyte", labels);
+}
+
+}  // namespace
+
+TEST_CASE("the coordinator evaluates every committed round on a worker and reports them in order",
+          "[participant][evaluation]") {
+  data::test::TempDir dir;
+  writeTestSplit(dir, 64);
+  coordinator::EngineConfig engine;
+  engine.rounds = 5;
+  engine.clientsPerRound = 1;
+  engine.overSelection = 1.0;
+  engine.minClients = 1;
+  engine.deadlineMs = 20'000;
+  engine.tau = 4;
+  engine.lr = 0.05;
+  coordinator::TaskConfig task;
+  task.name = "evaluated";
+  task.model = "mlp:784-8-10";
+  task.batchSize = 8;
+  task.testData = dir.file("");
+  Pki pki;
+  RunningFederation fed(pki, engine, task);
+
+  std::vector<float> x(64 * 784);
+  std::vector<int32_t> y(64);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (float& v : x)
+    v = u(rng);
+  for (std::size_t i = 0; i < y.size(); ++i)
+    y[i] = static_cast<int32_t>(i % 10);
+  auto shard = data::Dataset::fromFloats(std::move(x), std::move(y), 784, 10).value();
+  client::ParticipantOptions o;
+  o.coordinator = fed.endpoint();
+  o.id = "client-0";
+  o.giveUpAfter = 10s;
+  client::Participant p(shard, o, std::make_shared<spdlog::logger>("client", std::make_shared<CaptureSink>()));
+  Status st = runParticipant(p, pki, pki.client("client-0"));
+  INFO(st.message());
+  REQUIRE(st.isOk());
+  REQUIRE(p.stats().roundsTrained == 5);
+
+  // Every round's line carries its accuracy, rounds in order, and the last one is
+  // there before "training complete".
+  const std::string log = fed.log().all();
+  std::size_t at = 0;
+  for (int r = 1; r <= 5; ++r) {
+    const std::size_t line = log.find(fmt::format("round {:>3} committed: accuracy ", r), at);
+    INFO(log);
+    REQUIRE(line != std::string::npos);
+    at = line;
+  }
+  CHECK(log.find("training complete", at) != std::string::npos);
 }

@@ -60,6 +60,35 @@ TEST_CASE("a new store is empty and at the current schema version", "[store]") {
   requireOk(store->checkIntegrity());
 }
 
+TEST_CASE("a committed round's evaluation is recorded after the round", "[store]") {
+  TempDir dir;
+  auto store = openOrFail(dir.file("eval.db"));
+  RoundRecord round = makeRound(1);
+  round.testLoss.reset();
+  round.testAccuracy.reset();
+  requireOk(store->commitRound(round, std::vector<ParticipantRecord>{}, makeCheckpoint(1),
+                               std::vector<ClientRecord>{}));
+  RoundRecord expected = (*store->rounds())[0];
+  REQUIRE_FALSE(expected.testAccuracy.has_value());
+
+  requireOk(store->recordEvaluation(1, 0.375, 0.8125));
+  expected.testLoss = 0.375;
+  expected.testAccuracy = 0.8125;
+  CHECK((*store->rounds())[0] == expected);  // and nothing else changed
+
+  SECTION("refused for a round never recorded, and for an abandoned one") {
+    Status missing = store->recordEvaluation(2, 0.5, 0.5);
+    CHECK(missing.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(missing.message(), Catch::Contains("round 2") && Catch::Contains("no committed round"));
+    RoundRecord abandoned = makeRound(2);
+    abandoned.status = RoundStatus::kAbandoned;
+    abandoned.reason = "deadline";
+    requireOk(store->recordAbandonedRound(abandoned, std::vector<ParticipantRecord>{}));
+    CHECK(store->recordEvaluation(2, 0.5, 0.5).code() == StatusCode::kInvalidArgument);
+    CHECK((*store->rounds())[0].testAccuracy == 0.8125);
+  }
+}
+
 TEST_CASE("every record comes back as it was stored", "[store]") {
   TempDir dir;
   auto store = openOrFail(dir.file("trip.db"));

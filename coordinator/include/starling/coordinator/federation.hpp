@@ -5,8 +5,10 @@
 // per ended round, the checkpoint with it, so a restarted coordinator resumes from
 // the last committed round.
 //
-// Threading: every engine call, store write and evaluation runs on one strand;
-// SessionHandler callbacks arrive on session strands and are posted onto it.
+// Threading: every engine call and store write runs on one strand; SessionHandler
+// callbacks arrive on session strands and are posted onto it. Evaluating the global
+// model on the held-out set runs on a worker thread while the next round trains:
+// the round is committed first, its accuracy recorded when the worker is done.
 
 #include <spdlog/logger.h>
 
@@ -15,6 +17,7 @@
 #include <asio/strand.hpp>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -85,7 +88,13 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   void perform(std::vector<Action> actions);
   void sendTo(const std::string& clientId, Frame frame);
   Frame assignFrame(const Assignment& a);
-  bool persist(const RoundSummary& summary, const std::optional<model::Evaluation>& evaluation);
+  bool persist(const RoundSummary& summary);
+  // Reports an ended round: the log line, the recorded accuracy, the callback.
+  void report(const RoundSummary& summary, const std::optional<model::Evaluation>& evaluation);
+  // Evaluates the current global model on the worker, then reports `summary`.
+  void startEvaluation(RoundSummary summary);
+  // Waits for an evaluation in flight, if any, and reports its round.
+  void finishEvaluation();
   void finish(const Status& status);
   void wakeAt(int64_t atMs);
 
@@ -105,6 +114,10 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   bool done_ = false;
   std::function<void(const Status&)> finished_;
   std::function<void(const RoundReport&)> roundCallback_;
+  // The evaluation in flight (on a worker; it uses evalModel_ and testSet_ only) and
+  // the round it reports. Declared last: destroying the future waits for the worker.
+  std::optional<RoundSummary> evaluating_;
+  std::future<Result<model::Evaluation>> evaluation_;
 };
 
 }  // namespace starling::coordinator

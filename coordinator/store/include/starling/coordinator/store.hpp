@@ -196,6 +196,11 @@ class Store {
   // never recorded is not stored (the caller logs it).
   Status recordRejection(const ParticipantRecord& participant);
 
+  // Sets the test loss and accuracy of a committed round, in its own transaction: the
+  // daemon evaluates the global model while the next round trains, after the round
+  // itself is on disk. kInvalidArgument when no committed round has that number.
+  Status recordEvaluation(uint64_t round, double testLoss, double testAccuracy);
+
   // Inserts or replaces one client row.
   Status upsertClient(const ClientRecord& client);
 

@@ -111,6 +111,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("server.frame-timeout-ms", c.frameTimeoutMs, "time a client has to deliver a frame whose header arrived");
   bind("server.heartbeat-ms", c.heartbeatMs, "a quiet connection gets a heartbeat this often; clients answer");
   bind("server.max-connections", c.maxConnections, "connections beyond this are closed at once");
+  bind("server.threads", c.threads,
+       "threads running TLS handshakes and connections (0 = one per core, at most 4); rounds run on one strand");
 }
 
 Status ConfigBinder::applyFile(const std::string& path) {
@@ -160,6 +162,7 @@ Status ConfigBinder::validate(const DaemonConfig& c) {
   if (c.task.batchSize < 1) return bad("batch-size must be at least 1");
   if (c.handshakeTimeoutMs < 1 || c.frameTimeoutMs < 1 || c.idleTimeoutMs < 1)
     return bad("handshake-timeout-ms, frame-timeout-ms and idle-timeout-ms must be at least 1");
+  if (c.threads > 64) return bad("threads must be at most 64 (0 = one per core)");
   return Status::ok();
 }
 

@@ -6,8 +6,11 @@
 //   starling-coordinator report --db FILE [--format table|csv|json]
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/signal_set.hpp>
+#include <asio/strand.hpp>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -95,7 +98,12 @@ int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLev
   auto store = coordinator::Store::open(config.db);
   if (!store) return fail(store.status().message());
 
-  asio::io_context io(1);
+  // Every connection runs on its own strand and the rounds on the federation's, so
+  // the io_context can run on several threads: TLS handshakes and record encryption
+  // for different clients proceed in parallel.
+  const unsigned threads =
+      config.threads > 0 ? config.threads : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  asio::io_context io(static_cast<int>(threads));
   auto federation = coordinator::Federation::create(io, config.engine, config.task, std::move(*store), *log);
   if (!federation) return fail(federation.status().message());
 
@@ -117,15 +125,19 @@ int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLev
   if (!port) return fail(port.status().message());
 
   int exitCode = 0;
-  asio::signal_set signals(io, SIGINT, SIGTERM);
+  asio::signal_set signals(asio::make_strand(io), SIGINT, SIGTERM);
   (*federation)->onFinished([&](const Status& st) {
     if (!st && st.code() != StatusCode::kClosed) {
       (*log)->error("stopping: {}", st.message());
       exitCode = 1;
     }
     server.stop();
-    std::error_code ignored;
-    signals.cancel(ignored);  // nothing else to wait for: let io.run() return
+    // Nothing else to wait for: let io.run() return (on the signals' strand, as this
+    // runs on the federation's).
+    asio::post(signals.get_executor(), [&signals] {
+      std::error_code ignored;
+      signals.cancel(ignored);
+    });
   });
   signals.async_wait([&](const std::error_code& ec, int signo) {
     if (ec) return;
@@ -137,7 +149,12 @@ int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLev
     std::error_code ignored;
     signals.cancel(ignored);
   }
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads; ++i)
+    pool.emplace_back([&io] { io.run(); });
   io.run();
+  for (auto& t : pool)
+    t.join();
   const auto& c = server.counters();
   (*log)->info("stopped: {} connections, {} joined, {} refused, {} dropped", c.accepted.load(), c.joined.load(),
                c.refused.load(), c.dropped.load());

@@ -101,7 +101,7 @@ Server::Server(asio::io_context& io, std::shared_ptr<const net::TlsContext> tls,
       options_(std::move(options)),
       log_(std::move(log)),
       handler_(std::move(handler)),
-      acceptor_(io) {}
+      acceptor_(asio::make_strand(io)) {}
 
 Server::~Server() {
   stop();
@@ -126,7 +126,7 @@ Result<uint16_t> Server::start() {
   if (ec)
     return Status(StatusCode::kIo, fmt::format("cannot listen on {}: {}", options_.listen.toString(), ec.message()));
   const uint16_t port = acceptor_.local_endpoint().port();
-  asio::co_spawn(io_, acceptLoop(), asio::detached);
+  asio::co_spawn(acceptor_.get_executor(), acceptLoop(), asio::detached);
   log_->info("listening on {}:{} (mutual TLS, max frame {} bytes)", address.to_string(), port,
              options_.limits.maxFrameBytes);
   return port;

@@ -1,7 +1,9 @@
 #pragma once
 // Test support: a coordinator Federation of one task behind a real Server on
-// 127.0.0.1 (port 0), with an in-memory store, running on its own thread. Used by
-// the suites that drive real clients against it (client, capi).
+// 127.0.0.1 (port 0), with an in-memory store, on an io_context run by `threads`
+// threads of its own (as the daemon runs it: connections on their strands, rounds on
+// the federation's). Used by the suites that drive real clients against it (client,
+// capi), which ThreadSanitizer runs too.
 
 #include <spdlog/logger.h>
 
@@ -12,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "starling/coordinator/federation.hpp"
 #include "starling/coordinator/server.hpp"
@@ -23,8 +26,9 @@ namespace starling::testing {
 
 class RunningFederation {
  public:
-  RunningFederation(const Pki& pki, const coordinator::EngineConfig& engine, const coordinator::TaskConfig& task)
-      : sink_(std::make_shared<CaptureSink>()) {
+  RunningFederation(const Pki& pki, const coordinator::EngineConfig& engine, const coordinator::TaskConfig& task,
+                    int threads = 3)
+      : io_(threads), sink_(std::make_shared<CaptureSink>()) {
     log_ = std::make_shared<spdlog::logger>("coordinator", sink_);
     log_->set_level(spdlog::level::debug);
     federation_ =
@@ -37,7 +41,8 @@ class RunningFederation {
     server_ = std::make_unique<coordinator::Server>(io_, tls, options, log_, federation_);
     federation_->onFinished([this](const Status&) { server_->stop(); });
     port_ = server_->start().value();
-    thread_ = std::thread([this] { io_.run(); });
+    for (int i = 0; i < threads; ++i)
+      threads_.emplace_back([this] { io_.run(); });
   }
   RunningFederation(const RunningFederation&) = delete;
   RunningFederation& operator=(const RunningFederation&) = delete;
@@ -45,7 +50,8 @@ class RunningFederation {
     // Abandons a round in flight (and its deadline timer), then stops the server.
     federation_->shutdown("the test is over");
     asio::post(io_, [this] { server_->stop(); });
-    thread_.join();
+    for (auto& t : threads_)
+      t.join();
     if (std::getenv("STARLING_TEST_LOG") != nullptr)
       std::fprintf(stderr, "--- coordinator log ---\n%s", sink_->all().c_str());
   }
@@ -61,7 +67,7 @@ class RunningFederation {
   std::shared_ptr<coordinator::Federation> federation_;
   std::unique_ptr<coordinator::Server> server_;
   uint16_t port_ = 0;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace starling::testing

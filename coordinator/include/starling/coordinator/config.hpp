@@ -32,6 +32,7 @@ struct DaemonConfig {
   int64_t frameTimeoutMs = 60'000;
   uint32_t heartbeatMs = 30'000;
   std::size_t maxConnections = 10'000;
+  uint32_t threads = 0;  // network threads (TLS handshakes, connections); 0 = one per core, at most 4
 };
 
 // Binds every setting of config to a flag of app and remembers its file key.

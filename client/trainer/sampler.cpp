@@ -32,6 +32,9 @@ void Sampler::reseed(uint64_t seed) {
 
 double Sampler::threshold(int /*b*/) const {
   if (options_.threshold > 0.0f) return options_.threshold;
+  // Drawing from the table costs no forward pass: only its bookkeeping, a few percent of
+  // a step (docs/model.md).
+  if (options_.proposal == Proposal::kTable) return kTableThreshold;
   // The cost of a prioritized step relative to a uniform one, B = candidateFactor * b,
   // counting a forward pass as a third of a training step (ALGORITHMS.md section 4):
   // the B candidates are forwarded and the b drawn ones run backward from those
@@ -89,7 +92,9 @@ void Sampler::ensure(int b) {
 Minibatch Sampler::next(model::Model& model, int b) {
   assert(b > 0 && dataset_->size() > 0);
   ensure(b);
-  Minibatch mb = prioritizing() ? priority(model, b) : uniform(b);
+  Minibatch mb = !prioritizing()                         ? uniform(b)
+                 : options_.proposal == Proposal::kTable ? fromTable(b)
+                                                         : priority(model, b);
   ++step_;
   return mb;
 }
@@ -203,7 +208,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
     }
     drawnWeight_[j] = 0.0f;
   }
-  lastUniform_ = false;
+  lastUniform_ = lastTable_ = false;
   ++prioritizedSteps_;
   Minibatch mb{{idx_.data(), static_cast<std::size_t>(b)},
                {x_.data(), static_cast<std::size_t>(b) * d},
@@ -225,6 +230,29 @@ Minibatch Sampler::priority(model::Model& model, int b) {
 }
 
 void Sampler::observe(std::span<const float> probabilities, int classes) {
+  if (options_.proposal == Proposal::kTable && (lastUniform_ || lastTable_) &&
+      options_.mode != SamplingMode::kUniform) {
+    const std::size_t b = probabilities.size() / static_cast<std::size_t>(classes);
+    assert(b <= idx_.size());
+    double weights = 0.0;
+    double sum = 0.0;
+    double sumSq = 0.0;
+    for (std::size_t i = 0; i < b; ++i) {
+      const float s = scoreRow(probabilities.data() + i * classes, classes, y_[i]);
+      setKey(idx_[i], s, step_ - 1);
+      weights += w_[i];
+      sum += static_cast<double>(w_[i]) * s;
+      sumSq += static_cast<double>(w_[i]) * s * s;
+    }
+    // The importance weights make these estimates of the mean score and the mean squared
+    // score over the data (the drawn examples lean to high scores).
+    const double mean = weights > 0.0 ? sum / weights : 0.0;
+    prior_ = prior_ == 0.0 ? mean : 0.9 * prior_ + 0.1 * mean;
+    const double now = mean > 0.0 ? std::sqrt(sumSq / weights) / mean : 1.0;
+    tau_ = options_.tauSmoothing * tau_ + (1.0 - options_.tauSmoothing) * now;
+    lastUniform_ = lastTable_ = false;
+    return;
+  }
   if (!lastUniform_ || options_.mode == SamplingMode::kUniform) return;
   const std::size_t b = probabilities.size() / static_cast<std::size_t>(classes);
   assert(b <= idx_.size());
@@ -235,6 +263,117 @@ void Sampler::observe(std::span<const float> probabilities, int classes) {
   }
   updateTau({scores_.data(), b});
   lastUniform_ = false;
+}
+
+void Sampler::setKey(uint32_t i, float score, uint64_t at) {
+  if (keys_.empty()) rebase();  // first use: every example unseen
+  table_[i] = score;
+  scoredAt_[i] = at;
+  if (unseenPos_[i] != UINT32_MAX) {
+    const uint32_t pos = unseenPos_[i];
+    const uint32_t last = unseen_.back();
+    unseen_[pos] = last;
+    unseenPos_[last] = pos;
+    unseen_.pop_back();
+    unseenPos_[i] = UINT32_MAX;
+  }
+  keys_[i] = score * static_cast<float>(std::pow(static_cast<double>(options_.ageing),
+                                                 -static_cast<double>(at) + static_cast<double>(keyBase_)));
+  const std::size_t block = i / kBlock;
+  const std::size_t end = std::min(keys_.size(), (block + 1) * kBlock);
+  double sum = 0.0;
+  for (std::size_t k = block * kBlock; k < end; ++k)
+    sum += keys_[k];
+  blockSum_[block] = sum;
+}
+
+void Sampler::rebase() {
+  const std::size_t n = dataset_->size();
+  if (keys_.empty()) {
+    keys_.assign(n, 0.0f);
+    blockSum_.assign((n + kBlock - 1) / kBlock, 0.0);
+    unseen_.resize(n);
+    unseenPos_.resize(n);
+    for (std::size_t i = 0; i < n; ++i)
+      unseen_[i] = unseenPos_[i] = static_cast<uint32_t>(i);
+    keyBase_ = step_;
+    return;
+  }
+  const double factor = std::pow(static_cast<double>(options_.ageing), static_cast<double>(step_ - keyBase_));
+  for (std::size_t block = 0; block < blockSum_.size(); ++block) {
+    double sum = 0.0;
+    for (std::size_t k = block * kBlock; k < std::min(n, (block + 1) * kBlock); ++k) {
+      keys_[k] = static_cast<float>(keys_[k] * factor);
+      sum += keys_[k];
+    }
+    blockSum_[block] = sum;
+  }
+  keyBase_ = step_;
+}
+
+Minibatch Sampler::fromTable(int b) {
+  const std::size_t d = dataset_->featureDim();
+  const std::size_t n = dataset_->size();
+  if (keys_.empty()) rebase();
+  double scale = std::pow(static_cast<double>(options_.ageing), -static_cast<double>(step_ - keyBase_));
+  if (scale > 1e15) {
+    rebase();
+    scale = 1.0;
+  }
+  double seenMass = 0.0;
+  for (double s : blockSum_)
+    seenMass += s;
+  const double priorKey = prior_ * scale;
+  const double unseenMass = static_cast<double>(unseen_.size()) * priorKey;
+  const double total = seenMass + unseenMass;
+  const double lambda = total > 0.0 ? options_.lambda : 1.0;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(n - 1));
+  for (int j = 0; j < b; ++j) {
+    uint32_t i = 0;
+    if (u(rng_) < lambda) {
+      i = pick(rng_);
+    } else {
+      double r = u(rng_) * total;
+      if (r < unseenMass) {
+        i = unseen_[std::min<std::size_t>(static_cast<std::size_t>(r / priorKey), unseen_.size() - 1)];
+      } else {
+        r -= unseenMass;
+        std::size_t block = 0;
+        while (block + 1 < blockSum_.size() && r >= blockSum_[block]) {
+          r -= blockSum_[block];
+          ++block;
+        }
+        const std::size_t end = std::min(n, (block + 1) * kBlock);
+        std::size_t k = block * kBlock;
+        std::size_t lastPositive = k;
+        for (; k < end; ++k) {
+          if (keys_[k] > 0.0f) lastPositive = k;
+          if (r < keys_[k]) break;
+          r -= keys_[k];
+        }
+        i = static_cast<uint32_t>(k < end ? k : lastPositive);  // rounding: the last one with mass
+      }
+    }
+    const double key = unseenPos_[i] != UINT32_MAX ? priorKey : keys_[i];
+    const double p = (total > 0.0 ? (1.0 - lambda) * key / total : 0.0) + lambda / static_cast<double>(n);
+    idx_[j] = i;
+    y_[j] = dataset_->label(i);
+    w_[j] = static_cast<float>(1.0 / (static_cast<double>(n) * p));
+  }
+  dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
+  lastTable_ = true;
+  lastUniform_ = false;
+  ++prioritizedSteps_;
+  return {{idx_.data(), static_cast<std::size_t>(b)},
+          {x_.data(), static_cast<std::size_t>(b) * d},
+          {y_.data(), static_cast<std::size_t>(b)},
+          {w_.data(), static_cast<std::size_t>(b)},
+          true,
+          {},
+          {},
+          {},
+          {}};
 }
 
 void Sampler::updateTau(std::span<const float> scores) {

@@ -266,47 +266,48 @@ void Sampler::observe(std::span<const float> probabilities, int classes) {
 }
 
 void Sampler::setKey(uint32_t i, float score, uint64_t at) {
-  if (keys_.empty()) rebase();  // first use: every example unseen
+  if (keys_.empty()) rebase();  // first use: every example unscored
   table_[i] = score;
   scoredAt_[i] = at;
-  if (unseenPos_[i] != UINT32_MAX) {
-    const uint32_t pos = unseenPos_[i];
-    const uint32_t last = unseen_.back();
-    unseen_[pos] = last;
-    unseenPos_[last] = pos;
-    unseen_.pop_back();
-    unseenPos_[i] = UINT32_MAX;
-  }
-  keys_[i] = score * static_cast<float>(std::pow(static_cast<double>(options_.ageing),
-                                                 -static_cast<double>(at) + static_cast<double>(keyBase_)));
+  const double up =
+      std::pow(static_cast<double>(options_.ageing), -static_cast<double>(at) + static_cast<double>(keyBase_));
+  keys_[i] = static_cast<float>(score * up);
+  ages_[i] = static_cast<float>(up);
   const std::size_t block = i / kBlock;
   const std::size_t end = std::min(keys_.size(), (block + 1) * kBlock);
-  double sum = 0.0;
-  for (std::size_t k = block * kBlock; k < end; ++k)
-    sum += keys_[k];
-  blockSum_[block] = sum;
+  double keySum = 0.0;
+  double ageSum = 0.0;
+  for (std::size_t k = block * kBlock; k < end; ++k) {
+    keySum += keys_[k];
+    ageSum += ages_[k];
+  }
+  blockKey_[block] = keySum;
+  blockAge_[block] = ageSum;
 }
 
 void Sampler::rebase() {
   const std::size_t n = dataset_->size();
   if (keys_.empty()) {
     keys_.assign(n, 0.0f);
-    blockSum_.assign((n + kBlock - 1) / kBlock, 0.0);
-    unseen_.resize(n);
-    unseenPos_.resize(n);
-    for (std::size_t i = 0; i < n; ++i)
-      unseen_[i] = unseenPos_[i] = static_cast<uint32_t>(i);
+    ages_.assign(n, 0.0f);
+    blockKey_.assign((n + kBlock - 1) / kBlock, 0.0);
+    blockAge_.assign(blockKey_.size(), 0.0);
+    blockMass_.assign(blockKey_.size(), 0.0);
     keyBase_ = step_;
     return;
   }
   const double factor = std::pow(static_cast<double>(options_.ageing), static_cast<double>(step_ - keyBase_));
-  for (std::size_t block = 0; block < blockSum_.size(); ++block) {
-    double sum = 0.0;
+  for (std::size_t block = 0; block < blockKey_.size(); ++block) {
+    double keySum = 0.0;
+    double ageSum = 0.0;
     for (std::size_t k = block * kBlock; k < std::min(n, (block + 1) * kBlock); ++k) {
       keys_[k] = static_cast<float>(keys_[k] * factor);
-      sum += keys_[k];
+      ages_[k] = static_cast<float>(ages_[k] * factor);
+      keySum += keys_[k];
+      ageSum += ages_[k];
     }
-    blockSum_[block] = sum;
+    blockKey_[block] = keySum;
+    blockAge_[block] = ageSum;
   }
   keyBase_ = step_;
 }
@@ -315,17 +316,23 @@ Minibatch Sampler::fromTable(int b) {
   const std::size_t d = dataset_->featureDim();
   const std::size_t n = dataset_->size();
   if (keys_.empty()) rebase();
-  double scale = std::pow(static_cast<double>(options_.ageing), -static_cast<double>(step_ - keyBase_));
-  if (scale > 1e15) {
+  // Example i's score: m + (s_i - m) ageing^(t - t_i), m the running mean score (an
+  // example never scored has s_i = m). With key_i = s_i ageing^-(t_i - t0) and
+  // age_i = ageing^-(t_i - t0) (both 0 when never scored) and down = ageing^(t - t0),
+  // that is m + down (key_i - m age_i): sums over blocks stay valid as t moves on.
+  double down = std::pow(static_cast<double>(options_.ageing), static_cast<double>(step_ - keyBase_));
+  if (down < 1e-6) {
     rebase();
-    scale = 1.0;
+    down = 1.0;
   }
-  double seenMass = 0.0;
-  for (double s : blockSum_)
-    seenMass += s;
-  const double priorKey = prior_ * scale;
-  const double unseenMass = static_cast<double>(unseen_.size()) * priorKey;
-  const double total = seenMass + unseenMass;
+  const double m = prior_;
+  auto mass = [&](std::size_t k) { return std::max(0.0, m + down * (keys_[k] - m * ages_[k])); };
+  double total = 0.0;
+  for (std::size_t block = 0; block < blockKey_.size(); ++block) {
+    const double size = static_cast<double>(std::min(n, (block + 1) * kBlock) - block * kBlock);
+    blockMass_[block] = std::max(0.0, m * size + down * (blockKey_[block] - m * blockAge_[block]));
+    total += blockMass_[block];
+  }
   const double lambda = total > 0.0 ? options_.lambda : 1.0;
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(n - 1));
@@ -335,28 +342,23 @@ Minibatch Sampler::fromTable(int b) {
       i = pick(rng_);
     } else {
       double r = u(rng_) * total;
-      if (r < unseenMass) {
-        i = unseen_[std::min<std::size_t>(static_cast<std::size_t>(r / priorKey), unseen_.size() - 1)];
-      } else {
-        r -= unseenMass;
-        std::size_t block = 0;
-        while (block + 1 < blockSum_.size() && r >= blockSum_[block]) {
-          r -= blockSum_[block];
-          ++block;
-        }
-        const std::size_t end = std::min(n, (block + 1) * kBlock);
-        std::size_t k = block * kBlock;
-        std::size_t lastPositive = k;
-        for (; k < end; ++k) {
-          if (keys_[k] > 0.0f) lastPositive = k;
-          if (r < keys_[k]) break;
-          r -= keys_[k];
-        }
-        i = static_cast<uint32_t>(k < end ? k : lastPositive);  // rounding: the last one with mass
+      std::size_t block = 0;
+      while (block + 1 < blockMass_.size() && r >= blockMass_[block]) {
+        r -= blockMass_[block];
+        ++block;
       }
+      const std::size_t end = std::min(n, (block + 1) * kBlock);
+      std::size_t k = block * kBlock;
+      std::size_t lastPositive = k;
+      for (; k < end; ++k) {
+        const double mk = mass(k);
+        if (mk > 0.0) lastPositive = k;
+        if (r < mk) break;
+        r -= mk;
+      }
+      i = static_cast<uint32_t>(k < end ? k : lastPositive);  // rounding: the last one with mass
     }
-    const double key = unseenPos_[i] != UINT32_MAX ? priorKey : keys_[i];
-    const double p = (total > 0.0 ? (1.0 - lambda) * key / total : 0.0) + lambda / static_cast<double>(n);
+    const double p = (total > 0.0 ? (1.0 - lambda) * mass(i) / total : 0.0) + lambda / static_cast<double>(n);
     idx_[j] = i;
     y_[j] = dataset_->label(i);
     w_[j] = static_cast<float>(1.0 / (static_cast<double>(n) * p));

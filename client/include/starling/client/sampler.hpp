@@ -5,11 +5,12 @@
 // Priority sampling comes from one of two proposals (docs/model.md):
 //
 // kTable (the default): draw the b examples straight from the whole data set by the
-// aged score table, p_i = (1 - lambda) s_i / sum(s) + lambda / N, weight each
-// w_i = 1 / (N p_i) <= 1 / lambda. An example not scored yet counts with the running
-// mean score. The scores come from the softmax outputs of the training steps themselves
-// (observe()), so a prioritized step costs what a uniform one does; the scores are
-// older than a scoring pass's.
+// score table, p_i = (1 - lambda) s_i / sum(s) + lambda / N, weight each
+// w_i = 1 / (N p_i) <= 1 / lambda. An example's score s_i = m + (t_i - m) ageing^age
+// reverts with age to m, the running mean score, from t_i, the score its last training
+// step measured (an example never scored has s_i = m). The scores come from the softmax
+// outputs of the training steps themselves (observe()), so a prioritized step costs what
+// a uniform one does; the scores are older than a scoring pass's.
 //
 // kCandidates (ALGORITHMS.md section 4): draw B = candidateFactor * b candidates
 // uniformly, score each with a forward pass, score_j = ||softmax(z_j) - onehot(y_j)||, set
@@ -62,10 +63,11 @@ enum class Proposal {
   // ALGORITHMS.md section 4: B = candidateFactor * b uniform candidates, scored by a
   // forward pass, b of them drawn by score.
   kCandidates,
-  // The whole data set: b examples drawn straight from the aged score table,
+  // The whole data set: b examples drawn straight from the score table,
   // p_i = (1 - lambda) s_i / sum(s) + lambda / N, w_i = 1 / (N p_i) <= 1 / lambda;
-  // an example not scored yet counts with the running mean score. The scores come
-  // from the training steps' own softmax outputs (observe()): no scoring pass.
+  // a score reverts with age to the running mean score, which an example not scored
+  // yet counts with. The scores come from the training steps' own softmax outputs
+  // (observe()): no scoring pass.
   kTable,
 };
 
@@ -76,6 +78,7 @@ struct SamplerOptions {
   float tauSmoothing = 0.9f;  // a_tau: tau <- a tau + (1 - a) tau_now
   float threshold = 0.0f;     // tau_vr needed to prioritize; 0 means the cost ratio above
   float ageing = 0.999f;      // per-step factor on table scores that were not refreshed
+                              // (under kTable on their distance to the mean score)
   Proposal proposal = Proposal::kTable;
   int maxScoreAge = 0;  // > 0: a candidate scored at most this many steps ago takes its
                         // aged table score instead of a forward pass (cheaper steps,
@@ -159,16 +162,18 @@ class Sampler {
   uint64_t uniformSteps_ = 0;
   uint64_t scoredExamples_ = 0;
 
-  // kTable: per example table_[i] * ageing^-(scoredAt_[i] - keyBase_), summed per block
-  // of kBlock examples, and the examples never scored (with their positions in it).
+  // kTable: per example key_i = table_[i] ageing^-(scoredAt_[i] - keyBase_) and
+  // age_i = ageing^-(scoredAt_[i] - keyBase_) (both 0 while unscored), summed per block of
+  // kBlock examples (fromTable() has the formula).
   static constexpr std::size_t kBlock = 256;
   bool lastTable_ = false;
   uint64_t keyBase_ = 0;
-  double prior_ = 0.0;  // running weighted mean of observed scores, for unscored examples
+  double prior_ = 0.0;  // m: running weighted mean of observed scores
   std::vector<float> keys_;
-  std::vector<double> blockSum_;
-  std::vector<uint32_t> unseen_;
-  std::vector<uint32_t> unseenPos_;  // UINT32_MAX once scored
+  std::vector<float> ages_;
+  std::vector<double> blockKey_;
+  std::vector<double> blockAge_;
+  std::vector<double> blockMass_;  // scratch of fromTable()
 
   std::vector<float> table_;        // latest score per example
   std::vector<uint64_t> scoredAt_;  // step of that score, for ageing

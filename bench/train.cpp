@@ -8,15 +8,17 @@
 //   2. centralized test accuracy of the MLP after 5 epochs (lr 0.01) and of the small
 //      CNN cnn:1x28x28-c16k5-p2-c32k5-p2-f128-10 after --cnn-epochs (4) epochs (lr 0.01
 //      for two epochs, then divided by 5 per epoch), both batch 32, momentum 0.9;
-//   3. priority vs uniform sampling: gradient steps and training seconds (scoring
-//      passes included, evaluations excluded) until the MLP first reaches 85% test
-//      accuracy, evaluated every --eval-every (100) steps, mean over --seeds (3)
-//      initializations; the ratios are uniform / priority (always on), and uniform /
-//      adaptive (the tau_vr switch, what starling-client runs) for adaptive_*.
+//   3. priority vs uniform sampling: gradient steps and training seconds, wall-clock and
+//      thread CPU time (scoring passes included, evaluations excluded) until the MLP
+//      first reaches 85% test accuracy, evaluated every --eval-every (100) steps, mean
+//      over --seeds (16) initializations, the rows taking turns seed by seed; the ratios
+//      are uniform / priority (always on, table proposal), and uniform / adaptive (the
+//      tau_vr switch, what starling-client runs) for adaptive_*; the last row is
+//      ALGORITHMS.md's scheme (B = 3b candidates scored by a forward pass).
 // Last line:
 //   summary: ex_per_s_b32=X torch_ex_per_s_b32=Y mlp_acc_5ep=A cnn_acc=B
 //            priority_step_ratio=C priority_wall_ratio=D client_bin_mb=E client_rss_mib=F
-//            adaptive_step_ratio=G adaptive_wall_ratio=H
+//            adaptive_step_ratio=G adaptive_wall_ratio=H priority_cpu_ratio=I
 //   4. the starling-client binary: size of a stripped copy (E, 10^6 bytes) and that
 //      copy's peak RSS (F, MiB, wait4's ru_maxrss) training on --shard 0/10 (6,000
 //      examples) for 3 rounds against a starling-coordinator process on 127.0.0.1
@@ -34,6 +36,7 @@
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +54,7 @@
 
 namespace {
 
+using starling::client::Proposal;
 using starling::client::SamplingMode;
 using starling::client::Trainer;
 using starling::client::TrainerOptions;
@@ -66,7 +70,7 @@ struct Args {
   std::string torchScript;
   int cnnEpochs = 4;
   int evalEvery = 100;
-  int seeds = 3;
+  int seeds = 16;
   bool quick = false;                           // smaller runs, for a smoke test
   std::string only;                             // one section: throughput, accuracy, sampling or client (empty: all)
   std::string clientBin = STARLING_CLIENT_BIN;  // set by bench/meson.build
@@ -88,14 +92,14 @@ Model build(const char* spec, uint64_t seed) {
 // A trainer that keeps its momentum across run() calls, so that consecutive runs are
 // one continuous SGD trajectory.
 Trainer makeTrainer(const char* spec, const Dataset& train, int batch, SamplingMode mode, uint64_t initSeed = 1,
-                    int maxScoreAge = 0) {
+                    Proposal proposal = Proposal::kTable) {
   TrainerOptions options;
   options.batchSize = batch;
   options.momentum = 0.9f;
   options.resetMomentum = false;
   options.lossProbe = 0;
   options.sampler.mode = mode;
-  options.sampler.maxScoreAge = maxScoreAge;
+  options.sampler.proposal = proposal;
   auto t = Trainer::create(build(spec, initSeed), train, options);
   if (!t) die(t.status().toString());
   return std::move(t).value();
@@ -160,22 +164,32 @@ std::vector<std::pair<int, double>> runTorch(const Args& args, std::string& note
   return out;
 }
 
+// This thread's CPU seconds: steadier than wall-clock on a shared machine.
+double threadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 struct ToTarget {
-  int steps = -1;      // -1: not reached
-  double seconds = 0;  // training seconds until then
+  int steps = -1;         // -1: not reached
+  double seconds = 0;     // training seconds until then (wall-clock)
+  double cpuSeconds = 0;  // the same, in this thread's CPU time
   int prioritized = 0;
   double finalAccuracy = 0;
 };
 
-ToTarget stepsTo(double target, SamplingMode mode, int maxScoreAge, const Dataset& train, const Dataset& test,
+ToTarget stepsTo(double target, SamplingMode mode, Proposal proposal, const Dataset& train, const Dataset& test,
                  const Args& args, int maxSteps, uint64_t initSeed) {
-  Trainer t = makeTrainer(kMlp, train, 32, mode, initSeed, maxScoreAge);
+  Trainer t = makeTrainer(kMlp, train, 32, mode, initSeed, proposal);
   ToTarget r;
   uint64_t seed = 1000 * initSeed;
   for (int done = 0; done < maxSteps;) {
     std::vector<float> base(t.model().params().begin(), t.model().params().end());
     std::vector<float> delta(base.size());
+    const double cpu = threadCpuSeconds();
     auto stats = t.run(base, TrainRequest{args.evalEvery, 0.01f, seed++}, delta);
+    r.cpuSeconds += threadCpuSeconds() - cpu;
     if (!stats) die(stats.status().toString());
     r.seconds += stats->seconds;
     r.prioritized += stats->prioritizedSteps;
@@ -457,32 +471,36 @@ int main(int argc, char** argv) {
   const double target = args.quick ? 0.70 : 0.85;
   const int maxSteps = args.quick ? 2000 : 30000;
   if (runs("sampling"))
-    std::printf("\n%-44s %8s %10s %12s %10s\n", "MLP to 85% test acc, b 32, mean of seeds", "steps", "train s",
-                "prioritized", "last acc");
+    std::printf("\n%-50s %8s %8s %8s %12s %9s\n", "MLP to 85% test acc, b 32, mean of seeds", "steps", "train s",
+                "cpu s", "prioritized", "last acc");
   struct Row {
     const char* name;
     SamplingMode mode;
-    int maxScoreAge;
+    Proposal proposal;
     ToTarget r;
-  };
-  Row rows[] = {{"uniform", SamplingMode::kUniform, 0, {}},
-                {"priority (always, B = 3b, lambda 0.1)", SamplingMode::kPriority, 0, {}},
-                {"adaptive (tau_vr switch)", SamplingMode::kAdaptive, 0, {}},
-                {"priority, table scores <= 500 steps old", SamplingMode::kPriority, 500, {}}};
-  for (Row& row : rows) {
-    if (!runs("sampling")) break;
-    // Mean over seeds: steps to a target are noisy (test accuracy wobbles about 1%
-    // from one evaluation to the next at that stage).
     int reached = 0;
-    for (int s = 1; s <= args.seeds; ++s) {
-      ToTarget one = stepsTo(target, row.mode, row.maxScoreAge, train, test, args, maxSteps, static_cast<uint64_t>(s));
+  };
+  Row rows[] = {{"uniform", SamplingMode::kUniform, Proposal::kTable, {}},
+                {"priority (always, table proposal, lambda 0.1)", SamplingMode::kPriority, Proposal::kTable, {}},
+                {"adaptive (tau_vr switch, table proposal)", SamplingMode::kAdaptive, Proposal::kTable, {}},
+                {"priority (always, B = 3b scored candidates)", SamplingMode::kPriority, Proposal::kCandidates, {}}};
+  // Mean over seeds: steps to a target are noisy (test accuracy wobbles about 1% from
+  // one evaluation to the next at that stage). The rows take turns seed by seed, so that
+  // a change in the machine's load falls on all of them.
+  for (int s = 1; s <= args.seeds && runs("sampling"); ++s)
+    for (Row& row : rows) {
+      ToTarget one = stepsTo(target, row.mode, row.proposal, train, test, args, maxSteps, static_cast<uint64_t>(s));
       if (one.steps < 0) continue;
-      ++reached;
+      ++row.reached;
       row.r.steps = (row.r.steps < 0 ? 0 : row.r.steps) + one.steps;
       row.r.seconds += one.seconds;
+      row.r.cpuSeconds += one.cpuSeconds;
       row.r.prioritized += one.prioritized;
       row.r.finalAccuracy += one.finalAccuracy;
     }
+  for (Row& row : rows) {
+    if (!runs("sampling")) break;
+    const int reached = row.reached;
     char steps[32];
     if (reached < args.seeds) {
       row.r.steps = -1;
@@ -490,20 +508,23 @@ int main(int argc, char** argv) {
     } else {
       row.r.steps /= reached;
       row.r.seconds /= reached;
+      row.r.cpuSeconds /= reached;
       row.r.prioritized /= reached;
       row.r.finalAccuracy /= reached;
       std::snprintf(steps, sizeof steps, "%d", row.r.steps);
     }
-    std::printf("%-44s %8s %10.2f %12d %9.2f%%\n", row.name, steps, row.r.seconds, row.r.prioritized,
-                100 * row.r.finalAccuracy);
+    std::printf("%-50s %8s %8.2f %8.2f %12d %8.2f%%\n", row.name, steps, row.r.seconds, row.r.cpuSeconds,
+                row.r.prioritized, 100 * row.r.finalAccuracy);
   }
   const ToTarget& u = rows[0].r;
   const ToTarget& p = rows[1].r;
   char stepRatio[32] = "n/a";
   char wallRatio[32] = "n/a";
+  char cpuRatio[32] = "n/a";
   if (u.steps > 0 && p.steps > 0) {
     std::snprintf(stepRatio, sizeof stepRatio, "%.2f", static_cast<double>(u.steps) / p.steps);
     std::snprintf(wallRatio, sizeof wallRatio, "%.2f", u.seconds / p.seconds);
+    std::snprintf(cpuRatio, sizeof cpuRatio, "%.2f", u.cpuSeconds / p.cpuSeconds);
   }
   const ToTarget& a = rows[2].r;
   char adaptiveStepRatio[32] = "n/a";
@@ -531,7 +552,8 @@ int main(int argc, char** argv) {
   std::printf(
       "\nsummary: ex_per_s_b32=%.0f torch_ex_per_s_b32=%s mlp_acc_5ep=%.4f cnn_acc=%.4f "
       "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=%s client_rss_mib=%s "
-      "adaptive_step_ratio=%s adaptive_wall_ratio=%s\n",
-      exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio, binCol, rssCol, adaptiveStepRatio, adaptiveWallRatio);
+      "adaptive_step_ratio=%s adaptive_wall_ratio=%s priority_cpu_ratio=%s\n",
+      exPerS32, torchCol, mlpAcc, cnnAcc, stepRatio, wallRatio, binCol, rssCol, adaptiveStepRatio, adaptiveWallRatio,
+      cpuRatio);
   return 0;
 }

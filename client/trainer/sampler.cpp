@@ -32,6 +32,9 @@ void Sampler::reseed(uint64_t seed) {
 
 double Sampler::threshold(int /*b*/) const {
   if (options_.threshold > 0.0f) return options_.threshold;
+  // Drawing from the table costs no forward pass: only its bookkeeping, a few percent of
+  // a step (docs/model.md).
+  if (options_.proposal == Proposal::kTable) return kTableThreshold;
   // The cost of a prioritized step relative to a uniform one, B = candidateFactor * b,
   // counting a forward pass as a third of a training step (ALGORITHMS.md section 4):
   // the B candidates are forwarded and the b drawn ones run backward from those
@@ -89,7 +92,9 @@ void Sampler::ensure(int b) {
 Minibatch Sampler::next(model::Model& model, int b) {
   assert(b > 0 && dataset_->size() > 0);
   ensure(b);
-  Minibatch mb = prioritizing() ? priority(model, b) : uniform(b);
+  Minibatch mb = !prioritizing()                         ? uniform(b)
+                 : options_.proposal == Proposal::kTable ? fromTable(b)
+                                                         : priority(model, b);
   ++step_;
   return mb;
 }
@@ -203,7 +208,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
     }
     drawnWeight_[j] = 0.0f;
   }
-  lastUniform_ = false;
+  lastUniform_ = lastTable_ = false;
   ++prioritizedSteps_;
   Minibatch mb{{idx_.data(), static_cast<std::size_t>(b)},
                {x_.data(), static_cast<std::size_t>(b) * d},
@@ -225,6 +230,29 @@ Minibatch Sampler::priority(model::Model& model, int b) {
 }
 
 void Sampler::observe(std::span<const float> probabilities, int classes) {
+  if (options_.proposal == Proposal::kTable && (lastUniform_ || lastTable_) &&
+      options_.mode != SamplingMode::kUniform) {
+    const std::size_t b = probabilities.size() / static_cast<std::size_t>(classes);
+    assert(b <= idx_.size());
+    double weights = 0.0;
+    double sum = 0.0;
+    double sumSq = 0.0;
+    for (std::size_t i = 0; i < b; ++i) {
+      const float s = scoreRow(probabilities.data() + i * classes, classes, y_[i]);
+      setKey(idx_[i], s, step_ - 1);
+      weights += w_[i];
+      sum += static_cast<double>(w_[i]) * s;
+      sumSq += static_cast<double>(w_[i]) * s * s;
+    }
+    // The importance weights make these estimates of the mean score and the mean squared
+    // score over the data (the drawn examples lean to high scores).
+    const double mean = weights > 0.0 ? sum / weights : 0.0;
+    prior_ = prior_ == 0.0 ? mean : 0.9 * prior_ + 0.1 * mean;
+    const double now = mean > 0.0 ? std::sqrt(sumSq / weights) / mean : 1.0;
+    tau_ = options_.tauSmoothing * tau_ + (1.0 - options_.tauSmoothing) * now;
+    lastUniform_ = lastTable_ = false;
+    return;
+  }
   if (!lastUniform_ || options_.mode == SamplingMode::kUniform) return;
   const std::size_t b = probabilities.size() / static_cast<std::size_t>(classes);
   assert(b <= idx_.size());
@@ -235,6 +263,119 @@ void Sampler::observe(std::span<const float> probabilities, int classes) {
   }
   updateTau({scores_.data(), b});
   lastUniform_ = false;
+}
+
+void Sampler::setKey(uint32_t i, float score, uint64_t at) {
+  if (keys_.empty()) rebase();  // first use: every example unscored
+  table_[i] = score;
+  scoredAt_[i] = at;
+  const double up =
+      std::pow(static_cast<double>(options_.ageing), -static_cast<double>(at) + static_cast<double>(keyBase_));
+  keys_[i] = static_cast<float>(score * up);
+  ages_[i] = static_cast<float>(up);
+  const std::size_t block = i / kBlock;
+  const std::size_t end = std::min(keys_.size(), (block + 1) * kBlock);
+  double keySum = 0.0;
+  double ageSum = 0.0;
+  for (std::size_t k = block * kBlock; k < end; ++k) {
+    keySum += keys_[k];
+    ageSum += ages_[k];
+  }
+  blockKey_[block] = keySum;
+  blockAge_[block] = ageSum;
+}
+
+void Sampler::rebase() {
+  const std::size_t n = dataset_->size();
+  if (keys_.empty()) {
+    keys_.assign(n, 0.0f);
+    ages_.assign(n, 0.0f);
+    blockKey_.assign((n + kBlock - 1) / kBlock, 0.0);
+    blockAge_.assign(blockKey_.size(), 0.0);
+    blockMass_.assign(blockKey_.size(), 0.0);
+    keyBase_ = step_;
+    return;
+  }
+  const double factor = std::pow(static_cast<double>(options_.ageing), static_cast<double>(step_ - keyBase_));
+  for (std::size_t block = 0; block < blockKey_.size(); ++block) {
+    double keySum = 0.0;
+    double ageSum = 0.0;
+    for (std::size_t k = block * kBlock; k < std::min(n, (block + 1) * kBlock); ++k) {
+      keys_[k] = static_cast<float>(keys_[k] * factor);
+      ages_[k] = static_cast<float>(ages_[k] * factor);
+      keySum += keys_[k];
+      ageSum += ages_[k];
+    }
+    blockKey_[block] = keySum;
+    blockAge_[block] = ageSum;
+  }
+  keyBase_ = step_;
+}
+
+Minibatch Sampler::fromTable(int b) {
+  const std::size_t d = dataset_->featureDim();
+  const std::size_t n = dataset_->size();
+  if (keys_.empty()) rebase();
+  // Example i's score: m + (s_i - m) ageing^(t - t_i), m the running mean score (an
+  // example never scored has s_i = m). With key_i = s_i ageing^-(t_i - t0) and
+  // age_i = ageing^-(t_i - t0) (both 0 when never scored) and down = ageing^(t - t0),
+  // that is m + down (key_i - m age_i): sums over blocks stay valid as t moves on.
+  double down = std::pow(static_cast<double>(options_.ageing), static_cast<double>(step_ - keyBase_));
+  if (down < 1e-6) {
+    rebase();
+    down = 1.0;
+  }
+  const double m = prior_;
+  auto mass = [&](std::size_t k) { return std::max(0.0, m + down * (keys_[k] - m * ages_[k])); };
+  double total = 0.0;
+  for (std::size_t block = 0; block < blockKey_.size(); ++block) {
+    const double size = static_cast<double>(std::min(n, (block + 1) * kBlock) - block * kBlock);
+    blockMass_[block] = std::max(0.0, m * size + down * (blockKey_[block] - m * blockAge_[block]));
+    total += blockMass_[block];
+  }
+  const double lambda = total > 0.0 ? options_.lambda : 1.0;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(n - 1));
+  for (int j = 0; j < b; ++j) {
+    uint32_t i = 0;
+    if (u(rng_) < lambda) {
+      i = pick(rng_);
+    } else {
+      double r = u(rng_) * total;
+      std::size_t block = 0;
+      while (block + 1 < blockMass_.size() && r >= blockMass_[block]) {
+        r -= blockMass_[block];
+        ++block;
+      }
+      const std::size_t end = std::min(n, (block + 1) * kBlock);
+      std::size_t k = block * kBlock;
+      std::size_t lastPositive = k;
+      for (; k < end; ++k) {
+        const double mk = mass(k);
+        if (mk > 0.0) lastPositive = k;
+        if (r < mk) break;
+        r -= mk;
+      }
+      i = static_cast<uint32_t>(k < end ? k : lastPositive);  // rounding: the last one with mass
+    }
+    const double p = (total > 0.0 ? (1.0 - lambda) * mass(i) / total : 0.0) + lambda / static_cast<double>(n);
+    idx_[j] = i;
+    y_[j] = dataset_->label(i);
+    w_[j] = static_cast<float>(1.0 / (static_cast<double>(n) * p));
+  }
+  dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
+  lastTable_ = true;
+  lastUniform_ = false;
+  ++prioritizedSteps_;
+  return {{idx_.data(), static_cast<std::size_t>(b)},
+          {x_.data(), static_cast<std::size_t>(b) * d},
+          {y_.data(), static_cast<std::size_t>(b)},
+          {w_.data(), static_cast<std::size_t>(b)},
+          true,
+          {},
+          {},
+          {},
+          {}};
 }
 
 void Sampler::updateTau(std::span<const float> scores) {

@@ -97,7 +97,9 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
                                                  mb.rowWeights.data(), b, grad_)
                            : model_.forwardBackward(mb.features.data(), mb.labels.data(),
                                                     mb.prioritized ? mb.weights.data() : nullptr, b, grad_);
-    if (!mb.prioritized) sampler_.observe(model_.probabilities(), model_.numClasses());
+    // The step's own softmax outputs refresh the score table (the sampler ignores them
+    // when it scored these examples already).
+    if (mb.scoredRows.empty()) sampler_.observe(model_.probabilities(), model_.numClasses());
     if (step == 0 && probeSize == 0) stats.lossStart = loss;
     lastLoss = loss;
     stats.prioritizedSteps += mb.prioritized ? 1 : 0;

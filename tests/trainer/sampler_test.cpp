@@ -8,6 +8,7 @@
 
 #include "toy_data.hpp"
 
+using starling::client::Proposal;
 using starling::client::Sampler;
 using starling::client::SamplerOptions;
 using starling::client::SamplingMode;
@@ -44,25 +45,38 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
   SamplerOptions options;
   options.mode = SamplingMode::kPriority;
   options.lambda = 0.1f;
-  bool reuse = GENERATE(false, true);
+  const int scheme = GENERATE(0, 1, 2);
+  const bool table = scheme == 0;
+  const bool reuse = scheme == 2;
+  options.proposal = table ? Proposal::kTable : Proposal::kCandidates;
   options.maxScoreAge = reuse ? 1000 : 0;  // table scores stand in for most forward passes
-  INFO("maxScoreAge " << options.maxScoreAge);
+  INFO("proposal " << (table ? "table" : "candidates") << ", maxScoreAge " << options.maxScoreAge);
   Sampler sampler(data, options, 5);
   const int b = 4;
   const int draws = 20000;
   std::vector<double> weighted(d, 0.0);
   std::vector<double> unweighted(d, 0.0);
+  // Per example: its weights summed over its draws, / (draws * b). Unbiasedness means
+  // E[w 1{drawn}] = 1 / N for every example, a stronger check than the mean gradient
+  // (where errors of different examples could cancel).
+  std::vector<double> mass(data.size(), 0.0);
+  std::vector<int> count(data.size(), 0);
   float maxWeight = 0.0f;
   float minWeight = 1e9f;
   Model scorer = model;  // the sampler's forward passes must not disturb the gradients
   for (int t = 0; t < draws; ++t) {
     auto mb = sampler.next(scorer, b);
     REQUIRE(mb.prioritized);
-    for (float w : mb.weights) {
+    for (std::size_t j = 0; j < mb.weights.size(); ++j) {
+      const float w = mb.weights[j];
       maxWeight = std::max(maxWeight, w);
       minWeight = std::min(minWeight, w);
+      mass[mb.indices[j]] += static_cast<double>(w) / (static_cast<double>(draws) * b);
+      ++count[mb.indices[j]];
     }
     model.forwardBackward(mb.features.data(), mb.labels.data(), mb.weights.data(), b, g);
+    // The trainer feeds every step's softmax outputs back; the table proposal lives on them.
+    sampler.observe(model.probabilities(), model.numClasses());
     for (std::size_t i = 0; i < d; ++i)
       weighted[i] += g[i] / draws;
     model.forwardBackward(mb.features.data(), mb.labels.data(), nullptr, b, g);
@@ -81,9 +95,30 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
   CHECK(maxWeight > 1.5f);  // the weights do vary
   CHECK(minWeight < 0.8f);
   CHECK(sampler.prioritizedSteps() == static_cast<uint64_t>(draws));
+  const double n = static_cast<double>(data.size());
+  double worst = 0.0;
+  double meanError = 0.0;
+  int minCount = draws * b;
+  int maxCount = 0;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const double error = std::abs(mass[i] * n - 1.0);
+    worst = std::max(worst, error);
+    meanError += error / n;
+    minCount = std::min(minCount, count[i]);
+    maxCount = std::max(maxCount, count[i]);
+  }
+  INFO("relative error of the examples' weighted frequencies: mean "
+       << meanError << ", largest " << worst << "; draws per example " << minCount << " to " << maxCount);
+  // The rarest examples are drawn about 400 times with weights up to 10: a few percent
+  // of noise each. Unweighted, the frequencies differ by a factor of 3 or more.
+  CHECK(meanError < 0.04);
+  CHECK(worst < 0.2);
+  CHECK(maxCount > 3 * minCount);  // the draws do favour some examples
   // With reuse an example is rescored only once its score is over 1000 steps old: about
   // 40 * 20 scorings instead of 240,000.
-  if (reuse)
+  if (table)
+    CHECK(sampler.scoredExamples() == 0);  // no scoring pass at all
+  else if (reuse)
     CHECK(sampler.scoredExamples() <= 2 * data.size() * (draws / 1000));
   else
     CHECK(sampler.scoredExamples() == static_cast<uint64_t>(draws) * 3 * b);
@@ -92,20 +127,26 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
 TEST_CASE("weights are bounded by 1/lambda for any lambda", "[sampler]") {
   auto data = starling::client::test::blobs(60, 4, 3, 3, 2.0f);
   Model model = toyModel("mlp:4-3", 8);
-  for (float lambda : {0.05f, 0.1f, 0.5f, 1.0f}) {
-    DYNAMIC_SECTION("lambda " << lambda) {
-      SamplerOptions options;
-      options.mode = SamplingMode::kPriority;
-      options.lambda = lambda;
-      Sampler sampler(data, options, 1);
-      float maxWeight = 0.0f;
-      for (int t = 0; t < 500; ++t)
-        for (float w : sampler.next(model, 8).weights)
-          maxWeight = std::max(maxWeight, w);
-      CHECK(maxWeight <= 1.0f / lambda + 1e-4f);
-      if (lambda == 1.0f) CHECK(maxWeight == Approx(1.0f));
+  for (Proposal proposal : {Proposal::kTable, Proposal::kCandidates})
+    for (float lambda : {0.05f, 0.1f, 0.5f, 1.0f}) {
+      DYNAMIC_SECTION("proposal " << static_cast<int>(proposal) << ", lambda " << lambda) {
+        SamplerOptions options;
+        options.mode = SamplingMode::kPriority;
+        options.proposal = proposal;
+        options.lambda = lambda;
+        Sampler sampler(data, options, 1);
+        float maxWeight = 0.0f;
+        for (int t = 0; t < 500; ++t) {
+          auto mb = sampler.next(model, 8);
+          for (float w : mb.weights)
+            maxWeight = std::max(maxWeight, w);
+          std::vector<float> x(mb.features.begin(), mb.features.end());
+          sampler.observe(model.forward(x.data(), 8), model.numClasses());
+        }
+        CHECK(maxWeight <= 1.0f / lambda + 1e-4f);
+        if (lambda == 1.0f) CHECK(maxWeight == Approx(1.0f));
+      }
     }
-  }
 }
 
 TEST_CASE("uniform minibatches carry unit weights and cost no extra forward pass", "[sampler]") {
@@ -153,8 +194,11 @@ TEST_CASE("the variance-reduction switch prioritizes only while it pays", "[samp
       prioritized += step(sampler, flat) ? 1 : 0;
     CHECK(prioritized == 0);
     CHECK(sampler.tauVr() == Approx(1.0).epsilon(1e-3));
+    CHECK(sampler.threshold(8) == Approx(Sampler::kTableThreshold));  // the table proposal costs no forward pass
     // (B + 2b) / 3b for B = 3b: the drawn rows need no second forward pass.
-    CHECK(sampler.threshold(8) == Approx(5.0 / 3.0));
+    SamplerOptions candidates;
+    candidates.proposal = Proposal::kCandidates;
+    CHECK(Sampler(data, candidates, 1).threshold(8) == Approx(5.0 / 3.0));
   }
   SECTION("skewed scores switch it on once tau_vr passes the threshold") {
     Model model = toyModel("mlp:4-3", 2);
@@ -208,6 +252,7 @@ TEST_CASE("a prioritized minibatch's distinct rows give its gradient without a s
   Model model = toyModel("mlp:6-5-3", 4);
   SamplerOptions options;
   options.mode = SamplingMode::kPriority;
+  options.proposal = Proposal::kCandidates;
   Sampler sampler(data, options, 3);
   const int b = 8;
   std::vector<float> expected(model.numParams());

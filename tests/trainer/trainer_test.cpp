@@ -9,6 +9,7 @@
 #include "toy_data.hpp"
 
 using starling::StatusCode;
+using starling::client::Proposal;
 using starling::client::SamplingMode;
 using starling::client::Trainer;
 using starling::client::TrainerOptions;
@@ -29,36 +30,38 @@ double norm(const std::vector<float>& v) {
 
 TEST_CASE("local SGD converges on a separable toy problem", "[trainer]") {
   auto data = starling::client::test::blobs(400, 8, 4, 1);
-  for (SamplingMode mode : {SamplingMode::kUniform, SamplingMode::kPriority}) {
-    DYNAMIC_SECTION("sampling mode " << static_cast<int>(mode)) {
-      TrainerOptions options;
-      options.batchSize = 16;
-      options.sampler.mode = mode;
-      auto trainer = Trainer::create(toyModel("mlp:8-16-4", 3), data, options);
-      REQUIRE(trainer.isOk());
-      std::vector<float> base(trainer->model().params().begin(), trainer->model().params().end());
-      std::vector<float> delta(base.size());
-      auto before = trainer->model().evaluate(data);
-      REQUIRE(before.isOk());
-      auto stats = trainer->run(base, TrainRequest{300, 0.05f, 7}, delta);
-      REQUIRE(stats.isOk());
-      auto after = trainer->model().evaluate(data);
-      REQUIRE(after.isOk());
-      CHECK(stats->steps == 300);
-      CHECK(stats->examples == 300u * 16u);
-      CHECK(stats->lossEnd < 0.2 * stats->lossStart);
-      CHECK(stats->lossStart == Approx(before->loss).epsilon(0.5));
-      CHECK(after->accuracy >= 0.97);
-      CHECK(stats->seconds > 0.0);
-      if (mode == SamplingMode::kPriority) {
-        CHECK(stats->prioritizedSteps == 300);
-        CHECK(stats->scoredExamples == 300u * 48u);
-      } else {
-        CHECK(stats->prioritizedSteps == 0);
-        CHECK(stats->scoredExamples == 0);
+  for (SamplingMode mode : {SamplingMode::kUniform, SamplingMode::kPriority})
+    for (Proposal proposal : {Proposal::kTable, Proposal::kCandidates}) {
+      DYNAMIC_SECTION("sampling mode " << static_cast<int>(mode) << ", proposal " << static_cast<int>(proposal)) {
+        TrainerOptions options;
+        options.batchSize = 16;
+        options.sampler.mode = mode;
+        options.sampler.proposal = proposal;
+        auto trainer = Trainer::create(toyModel("mlp:8-16-4", 3), data, options);
+        REQUIRE(trainer.isOk());
+        std::vector<float> base(trainer->model().params().begin(), trainer->model().params().end());
+        std::vector<float> delta(base.size());
+        auto before = trainer->model().evaluate(data);
+        REQUIRE(before.isOk());
+        auto stats = trainer->run(base, TrainRequest{300, 0.05f, 7}, delta);
+        REQUIRE(stats.isOk());
+        auto after = trainer->model().evaluate(data);
+        REQUIRE(after.isOk());
+        CHECK(stats->steps == 300);
+        CHECK(stats->examples == 300u * 16u);
+        CHECK(stats->lossEnd < 0.2 * stats->lossStart);
+        CHECK(stats->lossStart == Approx(before->loss).epsilon(0.5));
+        CHECK(after->accuracy >= 0.97);
+        CHECK(stats->seconds > 0.0);
+        if (mode == SamplingMode::kPriority) {
+          CHECK(stats->prioritizedSteps == 300);
+          CHECK(stats->scoredExamples == (proposal == Proposal::kTable ? 0u : 300u * 48u));
+        } else {
+          CHECK(stats->prioritizedSteps == 0);
+          CHECK(stats->scoredExamples == 0);
+        }
       }
     }
-  }
 }
 
 TEST_CASE("run returns xhat - x and leaves x in the model", "[trainer]") {

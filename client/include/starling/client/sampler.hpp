@@ -2,26 +2,40 @@
 // Sampler: chooses the minibatches of local SGD, uniformly or by priority
 // (docs/model.md, ALGORITHMS.md section 4; Katharopoulos & Fleuret, ICML 2018).
 //
-// Priority sampling: draw B = candidateFactor * b candidates uniformly, score each with
-// a forward pass, score_j = ||softmax(z_j) - onehot(y_j)||, set
+// Priority sampling comes from one of two proposals (docs/model.md):
+//
+// kTable (the default): draw the b examples straight from the whole data set by the
+// score table, p_i = (1 - lambda) s_i / sum(s) + lambda / N, weight each
+// w_i = 1 / (N p_i) <= 1 / lambda. An example's score s_i = m + (t_i - m) ageing^age
+// reverts with age to m, the running mean score, from t_i, the score its last training
+// step measured (an example never scored has s_i = m). The scores come from the softmax
+// outputs of the training steps themselves (observe()), so a prioritized step costs what
+// a uniform one does; the scores are older than a scoring pass's.
+//
+// kCandidates (ALGORITHMS.md section 4): draw B = candidateFactor * b candidates
+// uniformly, score each with a forward pass, score_j = ||softmax(z_j) - onehot(y_j)||, set
 // p_j = (1 - lambda) score_j / sum(score) + lambda / B, draw b of them with replacement
-// by p and weight each w_j = 1 / (B p_j). The weighted minibatch gradient
-// (1/b) sum_j w_j grad l_j is then an unbiased estimate of the full-data gradient, and
-// every weight is at most 1 / lambda.
+// by p and weight each w_j = 1 / (B p_j).
+//
+// Either way the b draws are independent given the table (or the candidates), so the
+// weighted minibatch gradient (1/b) sum_j w_j grad l_j is an unbiased estimate of the
+// full-data gradient, and every weight is at most 1 / lambda.
 //
 // The adaptive mode samples by priority only while it pays: it keeps a smoothed
 // estimate of the variance reduction tau_vr = (1 - ||g - u||^2 / ||g||^2)^(-1/2), with g
 // the normalized scores of the latest scored examples and u uniform, and prioritizes
-// while tau_vr exceeds the cost of a prioritized step relative to a uniform one,
-// (B + 2b) / 3b: the drawn examples run backward from the scoring pass's activations,
-// so they need no second forward pass ((B + 3b) / 3b with maxScoreAge > 0, when they
-// may have missed that pass). Otherwise it returns uniform
-// minibatches and refreshes tau_vr from the softmax outputs of the training step itself
-// (observe()), so the estimate costs no extra forward pass while the sampler is off.
+// while tau_vr exceeds the cost of a prioritized step relative to a uniform one. For
+// kCandidates that is (B + 2b) / 3b: the drawn examples run backward from the scoring
+// pass's activations, so they need no second forward pass ((B + 3b) / 3b with
+// maxScoreAge > 0, when they may have missed that pass); for kTable it is
+// kTableThreshold. While it is off it returns uniform minibatches and refreshes tau_vr
+// (and, for kTable, the table) from the softmax outputs of the training step itself
+// (observe()), so the estimate costs no extra forward pass. Under kTable the scores of
+// prioritized minibatches are weighted by w to estimate tau_vr over the data.
 //
-// With maxScoreAge > 0 the score table stands in for the forward pass: candidates
-// scored recently enough (by a scoring pass or a training step) take their aged table
-// score, and only the others are scored. Any p gives an unbiased estimate with
+// With kCandidates and maxScoreAge > 0 the score table stands in for the forward pass:
+// candidates scored recently enough (by a scoring pass or a training step) take their
+// aged table score, and only the others are scored. Any p gives an unbiased estimate with
 // w = 1 / (B p); staler scores only reduce the variance less.
 //
 // Ownership and threads: the Sampler borrows the Dataset (it must outlive the Sampler)
@@ -44,6 +58,19 @@ enum class SamplingMode {
   kPriority,  // always priority (for tests and experiments)
 };
 
+// Where a prioritized minibatch comes from.
+enum class Proposal {
+  // ALGORITHMS.md section 4: B = candidateFactor * b uniform candidates, scored by a
+  // forward pass, b of them drawn by score.
+  kCandidates,
+  // The whole data set: b examples drawn straight from the score table,
+  // p_i = (1 - lambda) s_i / sum(s) + lambda / N, w_i = 1 / (N p_i) <= 1 / lambda;
+  // a score reverts with age to the running mean score, which an example not scored
+  // yet counts with. The scores come from the training steps' own softmax outputs
+  // (observe()): no scoring pass.
+  kTable,
+};
+
 struct SamplerOptions {
   SamplingMode mode = SamplingMode::kAdaptive;
   float lambda = 0.1f;        // uniform mix in (0, 1]; bounds the weights by 1 / lambda
@@ -51,9 +78,11 @@ struct SamplerOptions {
   float tauSmoothing = 0.9f;  // a_tau: tau <- a tau + (1 - a) tau_now
   float threshold = 0.0f;     // tau_vr needed to prioritize; 0 means the cost ratio above
   float ageing = 0.999f;      // per-step factor on table scores that were not refreshed
-  int maxScoreAge = 0;        // > 0: a candidate scored at most this many steps ago takes its
-                              // aged table score instead of a forward pass (cheaper steps,
-                              // staler scores; still unbiased, the weights use the same p)
+                              // (under kTable on their distance to the mean score)
+  Proposal proposal = Proposal::kTable;
+  int maxScoreAge = 0;  // > 0: a candidate scored at most this many steps ago takes its
+                        // aged table score instead of a forward pass (cheaper steps,
+                        // staler scores; still unbiased, the weights use the same p)
 };
 
 // One minibatch: b rows of features, labels, importance weights and dataset indices.
@@ -86,8 +115,9 @@ class Sampler {
   // valid until the next call.
   Minibatch next(model::Model& model, int b);
 
-  // Feeds the softmax outputs (b x classes) of the training step on the last uniform
-  // minibatch, refreshing the score table and tau_vr. A no-op after a prioritized one
+  // Feeds the softmax outputs (b x classes) of the training step on the last minibatch
+  // (its b rows in order), refreshing the score table and tau_vr. Needed after uniform
+  // minibatches, and after every minibatch under kTable; a no-op after a kCandidates one
   // (its candidates were scored already).
   void observe(std::span<const float> probabilities, int classes);
 
@@ -104,6 +134,10 @@ class Sampler {
   // 0 for an example never scored.
   float score(uint32_t i) const;
 
+  // The default threshold of the table proposal: tau_vr >= 1 always, so it prioritizes
+  // once the scores differ by a little more than the bookkeeping costs.
+  static constexpr double kTableThreshold = 1.05;
+
   // Counters since construction.
   uint64_t prioritizedSteps() const { return prioritizedSteps_; }
   uint64_t uniformSteps() const { return uniformSteps_; }
@@ -112,6 +146,9 @@ class Sampler {
  private:
   Minibatch uniform(int b);
   Minibatch priority(model::Model& model, int b);
+  Minibatch fromTable(int b);
+  void setKey(uint32_t i, float score, uint64_t at);
+  void rebase();
   void updateTau(std::span<const float> scores);
   void ensure(int b);
 
@@ -124,6 +161,19 @@ class Sampler {
   uint64_t prioritizedSteps_ = 0;
   uint64_t uniformSteps_ = 0;
   uint64_t scoredExamples_ = 0;
+
+  // kTable: per example key_i = table_[i] ageing^-(scoredAt_[i] - keyBase_) and
+  // age_i = ageing^-(scoredAt_[i] - keyBase_) (both 0 while unscored), summed per block of
+  // kBlock examples (fromTable() has the formula).
+  static constexpr std::size_t kBlock = 256;
+  bool lastTable_ = false;
+  uint64_t keyBase_ = 0;
+  double prior_ = 0.0;  // m: running weighted mean of observed scores
+  std::vector<float> keys_;
+  std::vector<float> ages_;
+  std::vector<double> blockKey_;
+  std::vector<double> blockAge_;
+  std::vector<double> blockMass_;  // scratch of fromTable()
 
   std::vector<float> table_;        // latest score per example
   std::vector<uint64_t> scoredAt_;  // step of that score, for ageing

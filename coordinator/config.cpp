@@ -75,6 +75,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.max-staleness", e.maxStaleness, "late updates up to this many rounds old are applied");
   bind("task.max-norm-ratio", e.maxNormRatio, "reject updates with a norm over this x the round's median (0 = off)");
   bind("task.catch-up-rounds", e.catchUpRounds, "broadcasts kept for clients that missed rounds");
+  bind("task.catch-up-by-value", e.catchUpByValue,
+       "a client that missed rounds may get the current values of the coordinates changed since (when smaller)");
+  bind("task.clients-initialize", e.clientsInitialize,
+       "a client holding nothing builds the round-0 model from the spec and seed, then catches up");
   bind("task.seed", e.seed, "seed of selection and seeded compressors");
   bind("train.lr", e.lr, "learning rate");
   bind("train.lr-decay", e.lrDecay, "lr x this per committed round");

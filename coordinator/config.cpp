@@ -87,6 +87,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("train.tau-min", e.tauMin, "ADACOMM and step budgets: fewest local steps");
   bind("train.tau-max", e.tauMax, "ADACOMM: most local steps");
   bind("train.step-budgets", e.stepBudgets, "give slow clients fewer steps so they meet the deadline");
+  bind("train.budget-quantile", e.budgetQuantile,
+       "also cap each client's steps at the time the selected client at this speed quantile needs for tau (0 = off)");
   bind("train.batch-size", t.batchSize, "minibatch size");
   bind("train.momentum", t.momentum, "momentum of local SGD");
   bind("train.weight-decay", t.weightDecay, "weight decay of local SGD");

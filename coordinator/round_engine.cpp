@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -65,6 +66,7 @@ struct RoundEngine::OpenRound {
   double upDensity = 1;
   double downDensity = 1;
   uint32_t selected = 0;
+  double budgetMs = std::numeric_limits<double>::infinity();  // compute time per client (budgetQuantile)
   uint64_t bytesDownRaw = 0;
   uint64_t bytesDownWire = 0;
   std::map<std::string, ParticipantResult> outstanding;  // assigned, no update yet
@@ -181,9 +183,10 @@ double RoundEngine::lrFor(uint64_t commits) const {
   return config_.lr * std::pow(config_.lrDecay, static_cast<double>(commits));
 }
 
-uint32_t RoundEngine::tauFor(const Client& c) const {
+uint32_t RoundEngine::tauFor(const Client& c, double budgetMs) const {
   if (!config_.stepBudgets || c.stepsPerMs <= 0) return tau_;
-  const double affordable = c.stepsPerMs * config_.budgetFraction * static_cast<double>(config_.deadlineMs);
+  const double affordable =
+      c.stepsPerMs * std::min(budgetMs, config_.budgetFraction * static_cast<double>(config_.deadlineMs));
   const auto budget = static_cast<uint32_t>(std::clamp(std::floor(affordable), 0.0, 4e9));
   return std::clamp(std::min(tau_, budget), config_.tauMin, std::max(config_.tauMin, tau_));
 }
@@ -279,7 +282,7 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
   Assignment a;
   a.round = round;
   a.baseRound = committedRound_;
-  a.tau = tauFor(c);
+  a.tau = tauFor(c, open_->budgetMs);
   a.lr = static_cast<float>(open_->lr);
   a.uplinkDensity = static_cast<float>(open_->upDensity);
   a.deadlineMs = nowMs + config_.deadlineMs;
@@ -360,6 +363,16 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   open_->upDensity = usesDensity(config_.uplink) ? upSchedule_->density(commits_) : 1.0;
   open_->downDensity = usesDensity(config_.downlink) ? downSchedule_->density(commits_) : 1.0;
   open_->selected = static_cast<uint32_t>(idle.size());
+  if (config_.stepBudgets && config_.budgetQuantile > 0) {
+    std::vector<double> speeds;
+    for (const Client* c : idle)
+      if (c->stepsPerMs > 0) speeds.push_back(c->stepsPerMs);
+    if (!speeds.empty()) {
+      std::sort(speeds.begin(), speeds.end());
+      const double q = std::min(config_.budgetQuantile, 1.0) * static_cast<double>(speeds.size() - 1);
+      open_->budgetMs = static_cast<double>(tau_) / speeds[static_cast<std::size_t>(std::floor(q))];
+    }
+  }
   aggregate_.assign(model_.size(), 0.0f);  // the round's running sum
   for (Client* c : idle) {
     Action act{Action::Kind::kAssign, c->id, makeAssignment(*c, open_->round, nowMs), {}, {}, 0};

@@ -57,6 +57,12 @@ struct EngineConfig {
   // budgetFraction of the deadline gets fewer (at least tauMin).
   bool stepBudgets = true;
   double budgetFraction = 0.8;
+  // And, when in (0, 1], no selected client of measured speed is given more steps than
+  // it can do in the time the client at this quantile of the round's measured speeds
+  // (0 = the slowest, 0.5 = the median) needs for tau: the slowest devices do fewer
+  // steps instead of setting the round's time (Dynamic Batch Size, Ye et al. 2020);
+  // the aggregation already normalizes by steps. 0 = off: the deadline alone.
+  double budgetQuantile = 0;
 
   // Compression (names as compression::makeCompressor takes them).
   std::string uplink = "identity";
@@ -259,7 +265,7 @@ class RoundEngine {
   // The current values of the coordinates changed after `round` (cached per round
   // until the next commit).
   std::shared_ptr<const compression::Payload> valuesSince(uint64_t round);
-  uint32_t tauFor(const Client& c) const;
+  uint32_t tauFor(const Client& c, double budgetMs) const;
   double lrFor(uint64_t round) const;
   void updateTau(double roundLoss);
   uint32_t minGoal() const;

@@ -280,7 +280,7 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
     Status st = p ? compression::decode(*p, d, c) : p.status();
     if (st) st = compression::overwrite(c, xhat_);
     if (!st) return st.withContext("the coordinator's catch-up values");
-    log_->debug("catching up from round {} to {}: {} coordinates by value", heldRound_, a.base_round(), c.selected());
+    log_->info("catching up from round {} to {}: {} coordinates by value", heldRound_, a.base_round(), c.selected());
   }
   if (a.broadcast() != nullptr) {
     for (const auto* t : *a.broadcast()) {

@@ -79,12 +79,10 @@ Status Participant::finishLoading() {
 Status Participant::welcome(const fb::Welcome& w) {
   if (Status loaded = finishLoading(); !loaded) return loaded;
   if (Status setup = setUpTask(w); !setup) return setup;
-  if (heldRound_ == 0) {
-    // Nothing held: build the round-0 model as the coordinator did; the first
-    // assignment's checksum proves it (or brings a dense copy).
-    trainer_->model().initialize(w.init_seed());
-    std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
-  }
+  initSeed_ = w.init_seed();
+  // Nothing held: build the round-0 model as the coordinator did; the first
+  // assignment catches up from it and its checksum proves it (or brings a dense copy).
+  if (heldRound_ == 0) buildInitialModel();
   // Settle the update that was in flight when the last connection ended.
   if (pendingRound_ > 0) settle(w.last_accepted_round() >= pendingRound_, pendingRound_);
   log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w.task()), str(w.client_id()),
@@ -260,6 +258,12 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   return Status::ok();
 }
 
+void Participant::buildInitialModel() {
+  trainer_->model().initialize(initSeed_);
+  std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
+  heldRound_ = 0;
+}
+
 Status Participant::catchUp(const fb::RoundAssign& a) {
   const auto d = static_cast<uint32_t>(xhat_.size());
   compression::Compressed c;
@@ -269,6 +273,14 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
     if (st) st = compression::expand(c, xhat_);
     if (!st) return st.withContext("the coordinator's model");
     ++stats_.resyncs;
+  }
+  if (a.values() != nullptr) {
+    // The current values of the coordinates that changed since the round we hold.
+    auto p = compression::fromWire(a.values());
+    Status st = p ? compression::decode(*p, d, c) : p.status();
+    if (st) st = compression::overwrite(c, xhat_);
+    if (!st) return st.withContext("the coordinator's catch-up values");
+    log_->info("catching up from round {} to {}: {} coordinates by value", heldRound_, a.base_round(), c.selected());
   }
   if (a.broadcast() != nullptr) {
     for (const auto* t : *a.broadcast()) {
@@ -282,7 +294,8 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
   stats_.heldRound = heldRound_;
   stats_.checksum = checksum64(xhat_);
   if (stats_.checksum != a.base_checksum()) {
-    heldRound_ = 0;
+    // Back to a model we can name (round 0); the coordinator sends the dense one next.
+    buildInitialModel();
     return Status(StatusCode::kMalformed,
                   fmt::format("model checksum mismatch after catching up to round {} ({:016x}, expected {:016x})",
                               a.base_round(), stats_.checksum, a.base_checksum()));

@@ -166,4 +166,12 @@ Status addScaled(const Compressed& c, float alpha, std::span<float> acc) {
   return Status::ok();
 }
 
+Status overwrite(const Compressed& c, std::span<float> out) {
+  STARLING_RETURN_IF_ERROR(checkShape(c, out.size()));
+  if (c.encoding != Encoding::kTopK && c.encoding != Encoding::kRandK) return expand(c, out);
+  for (std::size_t j = 0; j < c.indices.size(); ++j)
+    out[c.indices[j]] = c.values[j];
+  return Status::ok();
+}
+
 }  // namespace starling::compression

@@ -75,6 +75,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.max-staleness", e.maxStaleness, "late updates up to this many rounds old are applied");
   bind("task.max-norm-ratio", e.maxNormRatio, "reject updates with a norm over this x the round's median (0 = off)");
   bind("task.catch-up-rounds", e.catchUpRounds, "broadcasts kept for clients that missed rounds");
+  bind("task.catch-up-by-value", e.catchUpByValue,
+       "a client that missed rounds may get the current values of the coordinates changed since (when smaller)");
+  bind("task.clients-initialize", e.clientsInitialize,
+       "a client holding nothing builds the round-0 model from the spec and seed, then catches up");
   bind("task.seed", e.seed, "seed of selection and seeded compressors");
   bind("train.lr", e.lr, "learning rate");
   bind("train.lr-decay", e.lrDecay, "lr x this per committed round");
@@ -83,6 +87,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("train.tau-min", e.tauMin, "ADACOMM and step budgets: fewest local steps");
   bind("train.tau-max", e.tauMax, "ADACOMM: most local steps");
   bind("train.step-budgets", e.stepBudgets, "give slow clients fewer steps so they meet the deadline");
+  bind("train.budget-quantile", e.budgetQuantile,
+       "also cap each client's steps at the time the selected client at this speed quantile needs for tau (0 = off)");
   bind("train.batch-size", t.batchSize, "minibatch size");
   bind("train.momentum", t.momentum, "momentum of local SGD");
   bind("train.weight-decay", t.weightDecay, "weight decay of local SGD");

@@ -229,8 +229,10 @@ std::vector<uint8_t> encodeAssignment(const Assignment& a, uint32_t deadlineInMs
     (void)compression::encode(c, p);
     dense = compression::toWire(b, p);
   }
+  flatbuffers::Offset<fb::CompressedTensor> values;
+  if (a.values) values = compression::toWire(b, *a.values);
   auto assign = fb::CreateRoundAssignDirect(b, a.round, a.baseRound, a.tau, a.lr, a.uplinkDensity, deadlineInMs,
-                                            &broadcasts, a.baseChecksum, dense);
+                                            &broadcasts, a.baseChecksum, dense, values);
   return wire::finishFrame(b, assign);
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -65,6 +66,7 @@ struct RoundEngine::OpenRound {
   double upDensity = 1;
   double downDensity = 1;
   uint32_t selected = 0;
+  double budgetMs = std::numeric_limits<double>::infinity();  // compute time per client (budgetQuantile)
   uint64_t bytesDownRaw = 0;
   uint64_t bytesDownWire = 0;
   std::map<std::string, ParticipantResult> outstanding;  // assigned, no update yet
@@ -100,6 +102,10 @@ Result<std::unique_ptr<RoundEngine>> RoundEngine::resume(EngineConfig config, co
   STARLING_RETURN_IF_ERROR(e->restoreState(snap.state));
   if (e->memory_ && !snap.serverMemory.empty()) STARLING_RETURN_IF_ERROR(e->memory_->restore(snap.serverMemory));
   e->modelChecksum_ = checksum64(e->model_);
+  // Which coordinates changed before the checkpoint is not kept: all of them may have.
+  std::fill(e->changedAt_.begin(), e->changedAt_.end(),
+            static_cast<uint32_t>(std::min<uint64_t>(e->committedRound_, UINT32_MAX)));
+  e->history_.assign(1, {e->committedRound_, e->modelChecksum_});
   return e;
 }
 
@@ -130,7 +136,42 @@ Status RoundEngine::init() {
     memory_.emplace(std::move(*mem));
   }
   modelChecksum_ = checksum64(model_);
+  changedAt_.assign(c.catchUpByValue ? model_.size() : 0, 0);
+  history_.assign(1, {committedRound_, modelChecksum_});
   return Status::ok();
+}
+
+bool RoundEngine::knownModel(uint64_t round, uint64_t checksum) const {
+  for (const auto& [r, sum] : history_)
+    if (r == round && sum == checksum) return true;
+  for (const auto& entry : log_)
+    if ((entry.round == round && entry.checksumAfter == checksum) ||
+        (entry.previousRound == round && entry.checksumBefore == checksum))
+      return true;
+  return false;
+}
+
+std::shared_ptr<const compression::Payload> RoundEngine::valuesSince(uint64_t round) {
+  if (changedAt_.size() != model_.size() || committedRound_ > UINT32_MAX) return nullptr;
+  auto& slot = valueCache_[round];
+  if (slot) return slot;
+  compression::Compressed c;
+  c.encoding = compression::Encoding::kTopK;
+  c.valueFormat = compression::ValueFormat::kFp32;
+  c.count = static_cast<uint32_t>(model_.size());
+  for (std::size_t i = 0; i < changedAt_.size(); ++i) {
+    if (changedAt_[i] <= round) continue;
+    c.indices.push_back(static_cast<uint32_t>(i));
+    c.values.push_back(model_[i]);
+  }
+  if (c.indices.empty()) {  // nothing changed (only zeros were broadcast): one coordinate, unchanged
+    c.indices.push_back(0);
+    c.values.push_back(model_[0]);
+  }
+  auto p = std::make_shared<compression::Payload>();
+  if (!compression::encode(c, *p)) return nullptr;
+  slot = std::move(p);
+  return slot;
 }
 
 uint64_t RoundEngine::lastAcceptedRound(const std::string& id) const {
@@ -142,9 +183,10 @@ double RoundEngine::lrFor(uint64_t commits) const {
   return config_.lr * std::pow(config_.lrDecay, static_cast<double>(commits));
 }
 
-uint32_t RoundEngine::tauFor(const Client& c) const {
+uint32_t RoundEngine::tauFor(const Client& c, double budgetMs) const {
   if (!config_.stepBudgets || c.stepsPerMs <= 0) return tau_;
-  const double affordable = c.stepsPerMs * config_.budgetFraction * static_cast<double>(config_.deadlineMs);
+  const double affordable =
+      c.stepsPerMs * std::min(budgetMs, config_.budgetFraction * static_cast<double>(config_.deadlineMs));
   const auto budget = static_cast<uint32_t>(std::clamp(std::floor(affordable), 0.0, 4e9));
   return std::clamp(std::min(tau_, budget), config_.tauMin, std::max(config_.tauMin, tau_));
 }
@@ -170,18 +212,14 @@ std::vector<Action> RoundEngine::clientJoined(const std::string& id, uint64_t ex
   c.connected = true;
   c.examples = examples;
   c.busy = false;  // whatever it was doing for us was lost with its connection
-  // Trust the model it holds only if we can name that model: the current one, or
-  // one the broadcast log can bring forward.
+  // Trust the model it holds only if we can name that model: the current one, or an
+  // earlier one we remember. A client holding nothing builds the round-0 model itself
+  // when clientsInitialize (the checksum of its first assignment proves it).
   c.heldRound.reset();
-  if (heldRound == committedRound_ && heldChecksum == modelChecksum_) {
+  if ((heldRound == committedRound_ && heldChecksum == modelChecksum_) || knownModel(heldRound, heldChecksum))
     c.heldRound = heldRound;
-  } else {
-    for (const auto& entry : log_) {
-      if ((entry.round == heldRound && entry.checksumAfter == heldChecksum) ||
-          (entry.previousRound == heldRound && entry.checksumBefore == heldChecksum))
-        c.heldRound = heldRound;
-    }
-  }
+  else if (heldRound == 0 && heldChecksum == 0 && config_.clientsInitialize)
+    c.heldRound = 0;
   std::vector<Action> out;
   if (finished()) return out;
   maybeStartRound(nowMs, out);
@@ -244,35 +282,52 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
   Assignment a;
   a.round = round;
   a.baseRound = committedRound_;
-  a.tau = tauFor(c);
+  a.tau = tauFor(c, open_->budgetMs);
   a.lr = static_cast<float>(open_->lr);
   a.uplinkDensity = static_cast<float>(open_->upDensity);
   a.deadlineMs = nowMs + config_.deadlineMs;
   a.baseChecksum = modelChecksum_;
-  if (!c.heldRound && committedRound_ == 0 && commits_ == 0 && config_.clientsInitialize) c.heldRound = 0;
   if (!c.heldRound || *c.heldRound != committedRound_) {
-    bool viaLog = false;
+    // Whichever is the fewest bytes: the dense model, the broadcasts since the
+    // client's round (a client that missed a few dense broadcasts would otherwise
+    // download several models' worth), or the current values of the coordinates they
+    // touched.
+    enum class Via { kDense, kLog, kValues } via = Via::kDense;
+    std::size_t best = model_.size() * sizeof(float);
+    auto first = log_.end();
+    std::shared_ptr<const compression::Payload> values;
     if (c.heldRound) {
-      // The log covers the rounds after heldRound when its first entry starts there.
       // The log is a chain (each entry starts where the previous one ended): it can
       // bring the client forward if some entry starts at the model it holds.
-      auto first =
+      first =
           std::find_if(log_.begin(), log_.end(), [&](const LogEntry& e) { return e.previousRound == *c.heldRound; });
-      viaLog = first != log_.end();
-      // Only while the broadcasts are smaller than the dense model: a client that
-      // missed a few dense (identity) broadcasts would otherwise download several
-      // models' worth to catch up.
-      std::size_t logBytes = 0;
-      for (auto e = first; viaLog && e != log_.end(); ++e)
-        logBytes += e->payload->byteSize();
-      viaLog = viaLog && logBytes < model_.size() * sizeof(float);
-      if (viaLog)
+      if (first != log_.end()) {
+        std::size_t logBytes = 0;
+        for (auto e = first; e != log_.end(); ++e)
+          logBytes += e->payload->byteSize();
+        if (logBytes < best) {
+          best = logBytes;
+          via = Via::kLog;
+        }
+      }
+      if (config_.catchUpByValue) values = valuesSince(*c.heldRound);
+      if (values && values->byteSize() < best) {
+        best = values->byteSize();
+        via = Via::kValues;
+      }
+    }
+    switch (via) {
+      case Via::kLog:
         for (auto e = first; e != log_.end(); ++e)
           a.broadcasts.push_back(e->payload);
-    }
-    if (!viaLog) {
-      if (!denseCache_) denseCache_ = std::make_shared<const std::vector<float>>(model_);
-      a.denseModel = denseCache_;
+        break;
+      case Via::kValues:
+        a.values = std::move(values);
+        break;
+      case Via::kDense:
+        if (!denseCache_) denseCache_ = std::make_shared<const std::vector<float>>(model_);
+        a.denseModel = denseCache_;
+        break;
     }
   }
   c.heldRound = committedRound_;
@@ -308,6 +363,16 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   open_->upDensity = usesDensity(config_.uplink) ? upSchedule_->density(commits_) : 1.0;
   open_->downDensity = usesDensity(config_.downlink) ? downSchedule_->density(commits_) : 1.0;
   open_->selected = static_cast<uint32_t>(idle.size());
+  if (config_.stepBudgets && config_.budgetQuantile > 0) {
+    std::vector<double> speeds;
+    for (const Client* c : idle)
+      if (c->stepsPerMs > 0) speeds.push_back(c->stepsPerMs);
+    if (!speeds.empty()) {
+      std::sort(speeds.begin(), speeds.end());
+      const double q = std::min(config_.budgetQuantile, 1.0) * static_cast<double>(speeds.size() - 1);
+      open_->budgetMs = static_cast<double>(tau_) / speeds[static_cast<std::size_t>(std::floor(q))];
+    }
+  }
   aggregate_.assign(model_.size(), 0.0f);  // the round's running sum
   for (Client* c : idle) {
     Action act{Action::Kind::kAssign, c->id, makeAssignment(*c, open_->round, nowMs), {}, {}, 0};
@@ -315,6 +380,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     for (const auto& b : act.assignment.broadcasts)
       wire += b->byteSize();
     if (act.assignment.denseModel) wire += act.assignment.denseModel->size() * sizeof(float);
+    if (act.assignment.values) wire += act.assignment.values->byteSize();
     open_->bytesDownWire += wire;
     open_->bytesDownRaw += model_.size() * sizeof(float) * std::max<std::size_t>(1, act.assignment.broadcasts.size());
     ParticipantResult rec;
@@ -521,6 +587,19 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     (void)compression::addScaled(q, -1.0f, model_);
     const uint64_t before = modelChecksum_;
     modelChecksum_ = checksum64(model_);
+    if (changedAt_.size() == model_.size()) {
+      const auto stamp = static_cast<uint32_t>(std::min<uint64_t>(r.round, UINT32_MAX));
+      if (q.encoding == compression::Encoding::kTopK || q.encoding == compression::Encoding::kRandK) {
+        for (uint32_t i : q.indices)
+          changedAt_[i] = stamp;
+      } else {
+        std::fill(changedAt_.begin(), changedAt_.end(), stamp);
+      }
+    }
+    valueCache_.clear();
+    history_.emplace_back(r.round, modelChecksum_);
+    while (history_.size() > std::max<std::size_t>(1, config_.checksumHistory))
+      history_.pop_front();
     log_.push_back({r.round, committedRound_, before, modelChecksum_, payload});
     previousRounds_.push_back(committedRound_);
     while (previousRounds_.size() > config_.catchUpRounds)

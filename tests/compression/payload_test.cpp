@@ -394,3 +394,23 @@ TEST_CASE("corrupted Flatbuffers never reach decode unverified", "[payload][malf
     (void)decode(*p, 2000, out);
   }
 }
+
+TEST_CASE("overwrite sets the sent elements and leaves the others", "[payload]") {
+  Compressed c;
+  c.encoding = Encoding::kTopK;
+  c.count = 6;
+  c.indices = {1, 4};
+  c.values = {-2.5f, 7.0f};
+  std::vector<float> out{1, 2, 3, 4, 5, 6};
+  REQUIRE(overwrite(c, out).isOk());
+  CHECK(out == std::vector<float>{1, -2.5f, 3, 4, 7.0f, 6});
+  // A dense tensor replaces every element; a wrong size is refused.
+  Compressed d;
+  d.encoding = Encoding::kDense32;
+  d.count = 6;
+  d.values = {0, 0, 0, 0, 0, 9};
+  REQUIRE(overwrite(d, out).isOk());
+  CHECK(out == d.values);
+  std::vector<float> small(3);
+  CHECK_FALSE(overwrite(c, small).isOk());
+}

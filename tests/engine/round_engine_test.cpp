@@ -73,6 +73,11 @@ struct ClientModel {
   // Applies an assignment's catch-up and reports whether the checksum matches.
   bool apply(const Assignment& a) {
     if (a.denseModel) model = *a.denseModel;
+    if (a.values) {
+      compression::Compressed v;
+      REQUIRE(compression::decode(*a.values, static_cast<uint32_t>(model.size()), v).isOk());
+      REQUIRE(compression::overwrite(v, model).isOk());
+    }
     for (const auto& b : a.broadcasts) {
       compression::Compressed q;
       REQUIRE(compression::decode(*b, static_cast<uint32_t>(model.size()), q).isOk());
@@ -292,14 +297,21 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
   engine->clientLeft("a", "connection lost", ++now);
   acts = play(acts, {"a"});
   REQUIRE(engine->committedRound() == 3);
-  // "c" arrives knowing nothing and gets the dense model with "b" in round 4.
+  // "c" arrives holding nothing: it builds the round-0 model (clientsInitialize) and
+  // is caught up from there with "b" in round 4, without the dense model.
+  models["c"].model = initialModel();
   acts = engine->clientJoined("c", 100, 0, 0, ++now);
-  bool sawDense = false;
-  for (const auto& a : only(acts, Kind::kAssign))
-    sawDense |= a.clientId == "c" && a.assignment.denseModel != nullptr;
-  CHECK(sawDense);
+  bool sawC = false;
+  for (const auto& a : only(acts, Kind::kAssign)) {
+    if (a.clientId != "c") continue;
+    sawC = true;
+    CHECK(a.assignment.denseModel == nullptr);
+    CHECK((a.assignment.values != nullptr || !a.assignment.broadcasts.empty()));
+  }
+  CHECK(sawC);
   acts = play(acts);
-  // "a" comes back holding round 2: the log brings it forward through rounds 3 and 4.
+  // "a" comes back holding round 2: the log (or, when fewer bytes, the values of the
+  // coordinates rounds 3 and 4 changed) brings it forward.
   models["a"] = aHeld;
   engine->clientJoined("a", 100, aHeld.round, checksum64(aHeld.model), ++now);
   acts = play(acts);
@@ -308,7 +320,7 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
     if (a.clientId != "a") continue;
     sawA = true;
     CHECK(a.assignment.denseModel == nullptr);
-    CHECK(a.assignment.broadcasts.size() >= 2);
+    CHECK((a.assignment.broadcasts.size() >= 2 || a.assignment.values != nullptr));
   }
   // (play() already required every client's checksum to match.)
   if (!sawA) {
@@ -373,6 +385,34 @@ TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budge
     u.durationMs = 5000;  // 0.02 steps per ms: 10 steps fit in half the deadline
     auto next = only(e2->updateArrived("slow", u, 5000), Kind::kAssign).at(0).assignment;
     CHECK(next.tau == 10);
+  }
+  SECTION("with a budget quantile, slower clients get the time the quantile's client needs for tau") {
+    auto budget = smallConfig(3);
+    budget.stepBudgets = true;
+    budget.tau = 100;
+    budget.deadlineMs = 1'000'000;  // the deadline does not bind
+    budget.budgetQuantile = 0.5;
+    auto e2 = RoundEngine::create(budget, initialModel()).value();
+    e2->clientJoined("fast", 100, 0, 0, 0);
+    e2->clientJoined("mid", 100, 0, 0, 0);
+    auto acts = e2->clientJoined("slow", 100, 0, 0, 0);
+    for (const auto& a : only(acts, Kind::kAssign))
+      CHECK(a.assignment.tau == 100);  // no speed measured yet
+    // 100 steps in 100, 200 and 400 ms: the median needs 200 ms for tau.
+    auto u = [](uint32_t ms) {
+      auto x = update(1, 0, filled(0.01f), 100, 100);
+      x.durationMs = ms;
+      return x;
+    };
+    e2->updateArrived("fast", u(100), 100);
+    e2->updateArrived("mid", u(200), 200);
+    acts = e2->updateArrived("slow", u(400), 400);
+    std::map<std::string, uint32_t> tau;
+    for (const auto& a : only(acts, Kind::kAssign))
+      tau[a.clientId] = a.assignment.tau;
+    CHECK(tau["fast"] == 100);
+    CHECK(tau["mid"] == 100);
+    CHECK(tau["slow"] == 50);
   }
 }
 
@@ -572,4 +612,104 @@ TEST_CASE("uncompressed broadcasts keep one log entry; staleness is still counte
   for (const auto& p : ended[0].summary.participants)
     late |= p.clientId == "c" && p.outcome == "late-applied" && p.staleness == 2;
   CHECK(late);
+}
+
+TEST_CASE("catch-up by value: the changed coordinates' current values, bit for bit the replayed model",
+          "[engine][catchup]") {
+  auto config = smallConfig(2);
+  config.rounds = 40;
+  config.minGoal = 1;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.05;  // 3 of 64 coordinates a round
+  config.catchUpRounds = 4;       // the log cannot reach back far
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  int64_t now = 0;
+  // Two clients train every round; their deltas touch different coordinates each round.
+  auto train = [&](std::vector<Action> acts, std::map<std::string, ClientModel>& models) {
+    std::vector<Action> all;
+    for (const auto& a : only(acts, Kind::kAssign)) {
+      REQUIRE(models[a.clientId].apply(a.assignment));
+      CHECK(models[a.clientId].model == std::vector<float>(engine->model().begin(), engine->model().end()));
+      std::vector<float> delta(kDim, 0.0f);
+      for (std::size_t i = 0; i < 4; ++i)
+        delta[(a.assignment.round * 5 + i * 7) % kDim] = 0.5f + 0.1f * float(i);
+      for (auto& x :
+           engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), ++now))
+        all.push_back(x);
+    }
+    return all;
+  };
+  std::map<std::string, ClientModel> models;
+  models["a"].model = models["b"].model = initialModel();
+  engine->clientJoined("a", 100, 0, 0, 0);
+  auto acts = engine->clientJoined("b", 100, 0, 0, 0);
+  ClientModel atRound3;
+  for (int r = 0; r < 12; ++r) {
+    acts = train(acts, models);
+    if (models["a"].round == 3) atRound3 = models["a"];
+  }
+  REQUIRE(engine->committedRound() == 12);
+  REQUIRE(atRound3.round == 3);
+  // a and b leave between rounds; c (holding nothing) and d (holding round 3) join.
+  engine->clientLeft("a", "bye", ++now);
+  engine->clientLeft("b", "bye", ++now);
+  std::map<std::string, ClientModel> late;
+  late["c"].model = initialModel();
+  late["d"] = atRound3;
+  engine->clientJoined("c", 100, 0, 0, ++now);
+  acts = engine->clientJoined("d", 100, 3, checksum64(atRound3.model), ++now);
+  auto assigns = only(acts, Kind::kAssign);
+  REQUIRE(assigns.size() == 2);
+  for (const auto& a : assigns) {
+    INFO(a.clientId);
+    // The log holds the last 4 broadcasts only: the values bring them forward, in
+    // fewer bytes than the dense model, and the model is the engine's to the bit.
+    CHECK(a.assignment.denseModel == nullptr);
+    CHECK(a.assignment.broadcasts.empty());
+    REQUIRE(a.assignment.values != nullptr);
+    CHECK(a.assignment.values->byteSize() < kDim * sizeof(float));
+  }
+  acts = train(acts, late);  // apply() requires the checksum; train() the exact model
+  // A client naming a model with a wrong checksum is not trusted: the dense model.
+  engine->clientJoined("a", 100, 11, 0, ++now);
+  late["a"].model = initialModel();  // (what it holds does not matter)
+  late["a"].round = 11;
+  bool sawA = false;
+  for (int r = 0; r < 6 && !sawA; ++r) {
+    for (const auto& a : only(acts, Kind::kAssign))
+      if (a.clientId == "a") {
+        sawA = true;
+        CHECK(a.assignment.denseModel != nullptr);
+      }
+    acts = train(acts, late);
+  }
+  CHECK(sawA);
+
+  SECTION("a client that reports a checksum mismatch gets the dense model") {
+    auto e2 = RoundEngine::create(config, initialModel()).value();
+    e2->clientJoined("x", 100, 0, 0, 0);
+    auto acts2 = e2->clientJoined("y", 100, 0, 0, 0);
+    REQUIRE(only(acts2, Kind::kAssign).size() == 2);
+    for (const auto& a : only(acts2, Kind::kAssign))
+      CHECK(a.assignment.denseModel == nullptr);  // round 1: both build the round-0 model
+    e2->clientOutOfSync("x");
+    e2->updateArrived("x", update(1, 0, filled(0.1f)), 1);
+    acts2 = e2->updateArrived("y", update(1, 0, filled(0.1f)), 2);
+    bool sawX = false;
+    for (const auto& a : only(acts2, Kind::kAssign)) {
+      if (a.clientId != "x") continue;
+      sawX = true;
+      CHECK(a.assignment.denseModel != nullptr);
+    }
+    CHECK(sawX);
+  }
+  SECTION("without clientsInitialize, a client holding nothing gets the dense model") {
+    auto c2 = config;
+    c2.clientsInitialize = false;
+    auto e2 = RoundEngine::create(c2, initialModel()).value();
+    e2->clientJoined("x", 100, 0, 0, 0);
+    auto acts2 = e2->clientJoined("y", 100, 0, 0, 0);
+    for (const auto& a : only(acts2, Kind::kAssign))
+      CHECK(a.assignment.denseModel != nullptr);
+  }
 }

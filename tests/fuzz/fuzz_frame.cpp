@@ -79,6 +79,7 @@ void read(const wire::Message& m) {
         for (const auto* t : *a->broadcast())
           tensor(t);
       tensor(a->model());
+      tensor(a->values());
       sink = sink + a->round() + a->tau();
       break;
     }

@@ -62,9 +62,11 @@ struct SimSettings {
   double targetAccuracy = 0.85;                  // for "bytes and time to target"
   double maxVirtualHours = 1000;                 // stops a strategy that never finishes
   bool stopAtTarget = false;                     // end a strategy at its first round at the target
-  // Clients ship with the round-0 model (an app that bundles it) and say so when they
-  // join; otherwise, as starling-client does, they hold nothing and a client first
-  // selected after round 1 downloads the dense model.
+  // Clients ship with the round-0 model (an app that bundles it) and name it, with its
+  // checksum, when they join; otherwise they say they hold nothing, as starling-client
+  // does (it builds the round-0 model from Welcome). Under the engine's
+  // clientsInitialize (the default) both are caught up from round 0 alike; without
+  // it a client holding nothing downloads the dense model.
   bool preloadedModel = false;
 };
 

@@ -29,7 +29,8 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.max-virtual-hours", s.maxVirtualHours, "stop a strategy after this much virtual time");
   b.bind("sim.stop-at-target", s.stopAtTarget, "end each strategy once it reaches the target accuracy");
   b.bind("sim.preloaded-model", s.preloadedModel,
-         "clients hold the round-0 model when they join (catch up from the log, see catch-up-rounds)");
+         "clients join saying they hold the round-0 model (its checksum); without it they say they hold "
+         "nothing, as starling-client does, which the engine treats alike under clients-initialize");
 }
 
 Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, const coordinator::DaemonConfig& base,

@@ -95,6 +95,7 @@ class Participant {
   Status welcome(const wire::fb::Welcome& welcome);
   Status setUpTask(const wire::fb::Welcome& welcome);
   Status catchUp(const wire::fb::RoundAssign& assign);
+  void buildInitialModel();  // xhat_ <- the round-0 model; holds round 0
   Result<std::vector<uint8_t>> train(const wire::fb::RoundAssign& assign);
   void settle(bool accepted, uint64_t round);
 
@@ -118,6 +119,7 @@ class Participant {
   uint64_t heldRound_ = 0;     // 0 = nothing held
   uint64_t pendingRound_ = 0;  // round of the update awaiting a verdict (0 = none)
   uint64_t seed_ = 0;
+  uint64_t initSeed_ = 0;  // Welcome's: the round-0 model is the spec initialized with it
 };
 
 }  // namespace starling::client

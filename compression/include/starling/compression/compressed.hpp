@@ -72,4 +72,9 @@ Result<double> l2Norm(const Compressed& c);
 // selected elements). acc.size() must equal c.count.
 Status addScaled(const Compressed& c, float alpha, std::span<float> acc);
 
+// out[i] = C(v)[i] for every element the tensor sends (kTopK, kRandK: its indices;
+// every other encoding: all elements, as expand()); the others are left as they are.
+// Catch-up by value: the sender's current values of the coordinates that changed.
+Status overwrite(const Compressed& c, std::span<float> out);
+
 }  // namespace starling::compression

@@ -57,6 +57,12 @@ struct EngineConfig {
   // budgetFraction of the deadline gets fewer (at least tauMin).
   bool stepBudgets = true;
   double budgetFraction = 0.8;
+  // And, when in (0, 1], no selected client of measured speed is given more steps than
+  // it can do in the time the client at this quantile of the round's measured speeds
+  // (0 = the slowest, 0.5 = the median) needs for tau: the slowest devices do fewer
+  // steps instead of setting the round's time (Dynamic Batch Size, Ye et al. 2020);
+  // the aggregation already normalizes by steps. 0 = off: the deadline alone.
+  double budgetQuantile = 0;
 
   // Compression (names as compression::makeCompressor takes them).
   std::string uplink = "identity";
@@ -68,8 +74,20 @@ struct EngineConfig {
   bool errorFeedback = true;  // server-side memory on the broadcast
 
   uint32_t catchUpRounds = 20;  // broadcasts kept for catch-up; older clients get the dense model
-  // Before the first commit, clients build the round-0 model themselves (from the
-  // spec and the initialization seed in Welcome) instead of receiving it.
+  // Catch-up by value: a client that missed rounds may instead be sent the current
+  // fp32 values of every coordinate changed since the model it holds, which it
+  // overwrites: the same model, bit for bit, as replaying the broadcasts. The engine
+  // sends whichever of the broadcast log, these values and the dense model is the
+  // fewest bytes. It costs one uint32 per parameter (the round that last changed it).
+  bool catchUpByValue = true;
+  // Committed rounds whose model checksum is kept (16 bytes each), to recognize the
+  // model a returning client holds; a client holding an older one gets the dense model.
+  uint32_t checksumHistory = 100'000;
+  // Clients build the round-0 model themselves (from the spec and the initialization
+  // seed in Welcome): a client that says it holds nothing is taken to hold the round-0
+  // model and is caught up from it like any other (log, values or dense, whichever is
+  // smallest). The assignment's checksum proves it; a client whose checksum does not
+  // match reports it (clientOutOfSync) and gets the dense model next time.
   bool clientsInitialize = true;
   uint64_t seed = 1;
 };
@@ -83,8 +101,11 @@ struct Assignment {
   float uplinkDensity = 1;
   int64_t deadlineMs = 0;  // absolute, engine time
   // Bring the client to baseRound: either a dense model to replace its own, or the
-  // broadcasts of rounds (its round, baseRound] to subtract in order, or neither.
+  // current values of the coordinates changed since its round to overwrite (a sparse
+  // fp32 tensor, see compression::overwrite), or the broadcasts of rounds (its round,
+  // baseRound] to subtract in order, or none of them. At most one is set.
   std::shared_ptr<const std::vector<float>> denseModel;
+  std::shared_ptr<const compression::Payload> values;
   std::vector<std::shared_ptr<const compression::Payload>> broadcasts;
   uint64_t baseChecksum = 0;  // checksum64 of the model after applying them
 };
@@ -239,7 +260,12 @@ class RoundEngine {
   // Settles the open round's held on-time updates once there are enough norms to judge them.
   void settleReceived();
   Assignment makeAssignment(Client& c, uint64_t round, int64_t nowMs);
-  uint32_t tauFor(const Client& c) const;
+  // Whether (round, checksum) names a committed model the engine remembers.
+  bool knownModel(uint64_t round, uint64_t checksum) const;
+  // The current values of the coordinates changed after `round` (cached per round
+  // until the next commit).
+  std::shared_ptr<const compression::Payload> valuesSince(uint64_t round);
+  uint32_t tauFor(const Client& c, double budgetMs) const;
   double lrFor(uint64_t round) const;
   void updateTau(double roundLoss);
   uint32_t minGoal() const;
@@ -264,6 +290,15 @@ class RoundEngine {
   std::deque<uint64_t> previousRounds_;
   std::vector<float> aggregate_;                          // the open round's running sum, then its Delta
   std::shared_ptr<const std::vector<float>> denseCache_;  // model_ as of committed_, shared by assignments
+  // Catch-up by value. changedAt_[i]: the last round whose broadcast touched
+  // coordinate i (0 = none since round 0; after a resume, every entry is the resumed
+  // round: an older client gets every coordinate, or the dense model). history_: the
+  // (round, checksum) of the last checksumHistory committed models, oldest first.
+  // valueCache_: valuesSince() by round, cleared at every commit (at most one entry per
+  // distinct round among the clients assigned since, each smaller than the model).
+  std::vector<uint32_t> changedAt_;
+  std::deque<std::pair<uint64_t, uint64_t>> history_;
+  std::map<uint64_t, std::shared_ptr<const compression::Payload>> valueCache_;
   std::unique_ptr<compression::Compressor> down_;
   std::unique_ptr<compression::DensitySchedule> upSchedule_, downSchedule_;
   std::optional<compression::ErrorFeedback> memory_;

@@ -71,8 +71,14 @@ struct Options {
   // lower tau-max (ALGORITHMS.md §6).
   int fullShardTau = 0;
   double fullMomentum = 0;  // client momentum in the full runs
+  double fullLr = 0;        // client lr in the full runs (0 = lr)
+  // Server learning rate on the compressed aggregate (coordinator `--server-lr`).
+  double fullServerLr = 1;
   bool fullAdaptiveTau = false;
   bool fullPriority = false;
+  // Extra coordinator arguments of the full runs, as given (--full-arg, repeatable):
+  // for exploring settings the bench has no flag of its own for.
+  std::vector<std::string> fullExtra;
   std::string only;    // run only the configuration of this name
   int timeoutS = 600;  // per configuration
   bool keep = false;   // keep the temporary directory
@@ -179,7 +185,7 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
                                 "--over-selection",
                                 "1.0",
                                 "--lr",
-                                fmt::format("{}", o.lr),
+                                fmt::format("{}", c.full && o.fullLr > 0 ? o.fullLr : o.lr),
                                 "--batch-size",
                                 std::to_string(o.batch),
                                 "--momentum",
@@ -198,7 +204,8 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
     add({"--uplink", o.fullUplink, "--uplink-density", fmt::format("{}", o.fullUpDensity), "--downlink", o.fullDownlink,
          "--downlink-density", fmt::format("{}", o.fullDownDensity), "--fp16-values", "true", "--error-feedback",
          "true", "--adaptive-tau", o.fullAdaptiveTau ? "true" : "false", "--priority-sampling",
-         o.fullPriority ? "true" : "false"});
+         o.fullPriority ? "true" : "false", "--server-lr", fmt::format("{}", o.fullServerLr)});
+    a.insert(a.end(), o.fullExtra.begin(), o.fullExtra.end());
   } else {
     add({"--tau", std::to_string(o.tau), "--uplink", "identity", "--downlink", "identity", "--error-feedback", "false",
          "--adaptive-tau", "false", "--priority-sampling", "false"});
@@ -328,7 +335,8 @@ void usage() {
                "usage: bench-federation [--data DIR] [--only NAME] [--rounds N] [--timeout S] [--keep]\n"
                "       [--full-up-density F] [--full-down-density F] [--full-tau N] [--full-uplink NAME]\n"
                "       [--full-shard-tau N] [--full-momentum F] [--full-downlink NAME]\n"
-               "       [--full-adaptive-tau] [--full-priority]\n"
+               "       [--full-adaptive-tau] [--full-priority] [--full-lr F] [--full-server-lr F]\n"
+               "       [--full-arg ARG]...\n"
                "NAME is one of fedavg-iid, full-iid, fedavg-shard, full-shard.\n");
 }
 
@@ -368,6 +376,12 @@ bool parseOptions(int argc, char** argv, Options& o) {
       o.fullDownlink = *v;
     } else if (a == "--full-uplink" && (v = next())) {
       o.fullUplink = *v;
+    } else if (a == "--full-server-lr" && (v = next())) {
+      o.fullServerLr = std::atof(v->c_str());
+    } else if (a == "--full-lr" && (v = next())) {
+      o.fullLr = std::atof(v->c_str());
+    } else if (a == "--full-arg" && (v = next())) {
+      o.fullExtra.push_back(*v);
     } else {
       return false;
     }
@@ -431,10 +445,11 @@ int main(int argc, char** argv) {
       o.rounds, o.clients, o.lr, o.batch, o.tau);
   std::printf(
       "full: tau %d (%.0f local epochs), uplink %s %g%%, downlink %s %g%%, fp16 values, error feedback both ends, "
-      "ADACOMM %s, "
+      "server lr %g, ADACOMM %s, "
       "priority sampling %s.\n",
       o.fullTau, o.fullTau / static_cast<double>(o.tau), o.fullUplink.c_str(), o.fullUpDensity * 100,
-      o.fullDownlink.c_str(), o.fullDownDensity * 100, o.fullAdaptiveTau ? "on" : "off", o.fullPriority ? "on" : "off");
+      o.fullDownlink.c_str(), o.fullDownDensity * 100, o.fullServerLr, o.fullAdaptiveTau ? "on" : "off",
+      o.fullPriority ? "on" : "off");
   std::printf("Flower 1.6: the same job measured earlier on this machine (not installable here), for reference.\n\n");
 
   int roundF = 0, roundU = 0;

@@ -276,7 +276,7 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
   }
   if (a.values() != nullptr) {
     // The current values of the coordinates that changed since the round we hold.
-    auto p = compression::fromWire(a.values());
+    auto p = compression::viewWire(a.values());
     Status st = p ? compression::decode(*p, d, c) : p.status();
     if (st) st = compression::overwrite(c, xhat_);
     if (!st) return st.withContext("the coordinator's catch-up values");

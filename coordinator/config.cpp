@@ -82,6 +82,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.seed", e.seed, "seed of selection and seeded compressors");
   bind("train.lr", e.lr, "learning rate");
   bind("train.lr-decay", e.lrDecay, "lr x this per committed round");
+  bind("train.server-lr", e.serverLr, "server learning rate on the aggregate (1 = FedAvg)");
+  bind("train.extrapolate", e.extrapolate, "FedExP: extrapolate the server step when the updates disagree");
+  bind("train.server-momentum", e.serverMomentum, "server momentum on the aggregate, in [0, 1) (FedAvgM)");
+  bind("train.momentum-masking", e.momentumMasking, "zero server momentum where the broadcast sent a coordinate");
   bind("train.tau", e.tau, "local steps per round (initial, with ADACOMM)");
   bind("train.adaptive-tau", e.adaptiveTau, "ADACOMM: adapt tau to the loss");
   bind("train.tau-min", e.tauMin, "ADACOMM and step budgets: fewest local steps");

@@ -332,10 +332,10 @@ void Federation::report(const RoundSummary& s, const std::optional<model::Evalua
     }
     log_->info(
         "round {:>3} committed: {}loss {:.4f} | up {} down {} | tau {} | density {:.4g}/{:.4g} | "
-        "{}/{} returned, {} stragglers",
+        "server step {:.3g} | {}/{} returned, {} stragglers",
         s.round, evaluation ? fmt::format("accuracy {:.2f}% ", 100 * evaluation->accuracy) : "", s.trainLossStart,
-        megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity, s.downlinkDensity, s.returned,
-        s.selected, s.stragglers);
+        megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity, s.downlinkDensity, s.serverStep,
+        s.returned, s.selected, s.stragglers);
   } else {
     log_->warn("round {:>3} abandoned: {}", s.round, s.reason);
   }

@@ -77,6 +77,7 @@ struct RoundEngine::OpenRound {
   std::vector<double> norms;
   double weightSum = 0;  // sum of w_k = n_k / sqrt(1 + s_k)
   double stepSum = 0;    // sum of w_k * steps_k
+  double normSqSum = 0;  // sum of w_k * (||q_k|| / steps_k)^2, for FedExP
 };
 
 RoundEngine::RoundEngine(EngineConfig config, std::vector<float> model)
@@ -116,6 +117,10 @@ Status RoundEngine::init() {
   if (c.overSelection < 1.0) return Status(StatusCode::kInvalidArgument, "over-selection must be at least 1.0");
   if (c.deadlineMs <= 0) return Status(StatusCode::kInvalidArgument, "the deadline must be positive");
   if (!(c.lr > 0)) return Status(StatusCode::kInvalidArgument, "the learning rate must be positive");
+  if (!(c.serverLr > 0) || !std::isfinite(c.serverLr))
+    return Status(StatusCode::kInvalidArgument, "the server learning rate must be positive");
+  if (!(c.serverMomentum >= 0 && c.serverMomentum < 1))
+    return Status(StatusCode::kInvalidArgument, "server momentum must be in [0, 1)");
   if (c.tau == 0 || c.tauMin == 0 || c.tauMin > c.tauMax)
     return Status(StatusCode::kInvalidArgument, "need 1 <= tauMin <= tauMax and tau >= 1");
   auto down = compression::makeCompressor(
@@ -570,6 +575,33 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
       x *= scale;
   }
 
+  // The server optimizer (EngineConfig::serverLr, extrapolate, serverMomentum).
+  double step = config_.serverLr;
+  if (config_.extrapolate && r.weightSum > 0) {
+    // Each update enters Delta as a_k = (stepSum / W) q_k / steps_k with weight w_k / W:
+    // sum_k (w_k / W) ||a_k||^2 = (stepSum / W)^2 normSqSum / W.
+    const double unit = r.stepSum / r.weightSum;
+    const double spread = unit * unit * r.normSqSum / r.weightSum;
+    double meanSq = 0;
+    for (float x : aggregate_)
+      meanSq += double(x) * double(x);
+    if (meanSq > 0 && std::isfinite(spread)) step *= std::max(1.0, spread / (2.0 * meanSq));
+  }
+  s.serverStep = step;
+  if (config_.serverMomentum > 0) {
+    if (velocity_.size() != aggregate_.size()) velocity_.assign(aggregate_.size(), 0.0f);
+    const auto beta = static_cast<float>(config_.serverMomentum);
+    for (std::size_t i = 0; i < aggregate_.size(); ++i) {
+      velocity_[i] = beta * velocity_[i] + aggregate_[i];
+      aggregate_[i] = velocity_[i];
+    }
+  }
+  if (step != 1.0) {
+    const auto eta = static_cast<float>(step);
+    for (float& x : aggregate_)
+      x *= eta;
+  }
+
   // Server-side compression of the broadcast, with its own error feedback.
   compression::Compressed q;
   const compression::CompressParams params{r.downDensity, config_.seed * 0x100000001b3ull + r.round};
@@ -585,6 +617,9 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     auto payload = std::make_shared<compression::Payload>();
     (void)compression::encode(q, *payload);
     (void)compression::addScaled(q, -1.0f, model_);
+    if (!velocity_.empty() && config_.momentumMasking && q.encoding == compression::Encoding::kTopK)
+      for (uint32_t i : q.indices)
+        velocity_[i] = 0.0f;
     const uint64_t before = modelChecksum_;
     modelChecksum_ = checksum64(model_);
     if (changedAt_.size() == model_.size()) {
@@ -673,6 +708,8 @@ void RoundEngine::settle(Pending& p, double limit) {
     const double w = double(p.record.examples) / std::sqrt(1.0 + p.staleness);
     r.weightSum += w;
     r.stepSum += w * p.record.steps;
+    const double perStep = p.norm / double(p.record.steps);
+    r.normSqSum += w * perStep * perStep;
     (void)compression::addScaled(p.delta, static_cast<float>(w / double(p.record.steps)), aggregate_);
   }
   p.delta = compression::Compressed{};  // releases its buffers

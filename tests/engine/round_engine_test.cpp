@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -711,5 +712,106 @@ TEST_CASE("catch-up by value: the changed coordinates' current values, bit for b
     auto acts2 = e2->clientJoined("y", 100, 0, 0, 0);
     for (const auto& a : only(acts2, Kind::kAssign))
       CHECK(a.assignment.denseModel != nullptr);
+  }
+}
+
+namespace {
+
+std::string clientName(uint32_t j) {
+  std::string s = "c";
+  s.push_back(static_cast<char>('0' + j));
+  return s;
+}
+
+// One round of k clients "c0".."c(k-1)"; client j sends delta(j). Returns the summary.
+RoundSummary runOneRound(RoundEngine& engine, uint32_t k, uint64_t round,
+                         const std::function<std::vector<float>(uint32_t)>& delta) {
+  std::vector<Action> acts;
+  for (uint32_t j = 0; j < k; ++j)
+    acts = engine.updateArrived(clientName(j), update(round, round - 1, delta(j)), int64_t(round * 100 + j));
+  auto ended = only(acts, Kind::kRoundEnded);
+  REQUIRE(ended.size() == 1);
+  return ended[0].summary;
+}
+
+std::unique_ptr<RoundEngine> engineOf(EngineConfig config, uint32_t k) {
+  config.maxNormRatio = 0;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  for (uint32_t j = 0; j < k; ++j)
+    engine->clientJoined(clientName(j), 100, 0, 0, 0);
+  return engine;
+}
+
+}  // namespace
+
+TEST_CASE("FedExP: agreeing updates take a step of 1, orthogonal ones of K / 2", "[engine][server-optimizer]") {
+  auto config = smallConfig(4);
+  config.extrapolate = true;
+  SECTION("identical updates: the plain mean") {
+    auto engine = engineOf(config, 4);
+    auto s = runOneRound(*engine, 4, 1, [](uint32_t) { return filled(0.5f); });
+    CHECK(s.serverStep == Approx(1.0));
+    for (std::size_t i = 0; i < kDim; ++i)
+      CHECK(engine->model()[i] == Approx(initialModel()[i] - 0.5f));
+  }
+  SECTION("disjoint supports of equal norm: sum ||a_k||^2 / (2 K ||mean||^2) = K / 2") {
+    auto engine = engineOf(config, 4);
+    auto s = runOneRound(*engine, 4, 1, [](uint32_t j) {
+      std::vector<float> v(kDim, 0.0f);
+      for (std::size_t i = j; i < kDim; i += 4)
+        v[i] = 1.0f;
+      return v;
+    });
+    CHECK(s.serverStep == Approx(2.0));
+    // Each coordinate: mean 1/4, times 2.
+    for (std::size_t i = 0; i < kDim; ++i)
+      CHECK(engine->model()[i] == Approx(initialModel()[i] - 0.5f));
+  }
+  SECTION("off: the mean, step 1") {
+    config.extrapolate = false;
+    auto engine = engineOf(config, 4);
+    auto s = runOneRound(*engine, 4, 1, [](uint32_t j) {
+      std::vector<float> v(kDim, 0.0f);
+      v[j] = 1.0f;
+      return v;
+    });
+    CHECK(s.serverStep == Approx(1.0));
+    CHECK(engine->model()[0] == Approx(initialModel()[0] - 0.25f));
+  }
+}
+
+TEST_CASE("server lr and momentum scale the aggregate; masking drops momentum where a coordinate was sent",
+          "[engine][server-optimizer]") {
+  auto config = smallConfig(2);
+  config.serverMomentum = 0.5;
+  config.serverLr = 2.0;
+  SECTION("dense broadcast: u = 0.5 u + Delta, the model moves by 2 u") {
+    auto engine = engineOf(config, 2);
+    runOneRound(*engine, 2, 1, [](uint32_t) { return filled(1.0f); });
+    CHECK(engine->model()[3] == Approx(initialModel()[3] - 2.0f));
+    runOneRound(*engine, 2, 2, [](uint32_t) { return filled(1.0f); });
+    CHECK(engine->model()[3] == Approx(initialModel()[3] - 2.0f - 3.0f));
+  }
+  SECTION("top-k broadcast with masking: a coordinate that was sent starts its momentum again") {
+    config.downlink = "topk";
+    config.downlinkDensity = 1.0 / double(kDim);  // one coordinate a round
+    config.serverLr = 1.0;
+    auto engine = engineOf(config, 2);
+    auto grow = [](uint32_t) {
+      std::vector<float> v(kDim, 0.0f);
+      v[5] = 1.0f;
+      return v;
+    };
+    runOneRound(*engine, 2, 1, grow);
+    CHECK(engine->model()[5] == Approx(initialModel()[5] - 1.0f));
+    runOneRound(*engine, 2, 2, grow);  // u was zeroed at 5: u = 1 again, not 1.5
+    CHECK(engine->model()[5] == Approx(initialModel()[5] - 2.0f));
+  }
+  SECTION("invalid settings are refused") {
+    config.serverMomentum = 1.0;
+    CHECK(!RoundEngine::create(config, initialModel()));
+    config.serverMomentum = 0;
+    config.serverLr = 0;
+    CHECK(!RoundEngine::create(config, initialModel()));
   }
 }

@@ -46,6 +46,20 @@ struct EngineConfig {
   // Learning rate: lr_r = lr * lrDecay^(r - 1).
   double lr = 0.05;
   double lrDecay = 1.0;
+  // Server optimizer on the aggregate, before the downlink compressor:
+  //   u <- serverMomentum u + Delta;  p_s = serverLr u + ebar
+  // (FedAvgM, Hsu et al. 2019; serverLr 1 and serverMomentum 0 are plain FedAvg).
+  // With momentumMasking, u is zeroed where the broadcast sent a coordinate (DGC's
+  // momentum factor masking), so what was applied is not applied again.
+  double serverLr = 1.0;
+  // FedExP (Jhunjhunwala et al., ICLR 2023): the server step is extrapolated by
+  //   eta_g = max(1, sum_k w_k ||Delta_k||^2 / (2 W ||Delta||^2)),
+  // (W = sum_k w_k; Delta_k the step-normalized updates as received, Delta their
+  // weighted mean), which is 1 when the updates agree and grows as they disagree
+  // (heterogeneous clients), on top of serverLr.
+  bool extrapolate = false;
+  double serverMomentum = 0.0;
+  bool momentumMasking = true;
 
   // Local steps: ADACOMM (Wang & Joshi 2019) when adaptiveTau, else tau every round.
   uint32_t tau = 50;
@@ -149,6 +163,7 @@ struct RoundSummary {
   uint32_t stragglers = 0;
   uint64_t bytesUpRaw = 0, bytesUpWire = 0, bytesDownRaw = 0, bytesDownWire = 0;
   double trainLossStart = 0;  // example-weighted loss at the shared model
+  double serverStep = 1;      // the server's step on the aggregate: serverLr x the FedExP factor
   int64_t startedMs = 0, endedMs = 0;
   uint64_t modelChecksum = 0;
   std::vector<ParticipantResult> participants;
@@ -289,6 +304,7 @@ class RoundEngine {
   // stale an update is (the log may be shorter, when its bytes are capped).
   std::deque<uint64_t> previousRounds_;
   std::vector<float> aggregate_;                          // the open round's running sum, then its Delta
+  std::vector<float> velocity_;                           // server momentum u (empty when off)
   std::shared_ptr<const std::vector<float>> denseCache_;  // model_ as of committed_, shared by assignments
   // Catch-up by value. changedAt_[i]: the last round whose broadcast touched
   // coordinate i (0 = none since round 0; after a resume, every entry is the resumed

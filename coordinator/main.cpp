@@ -5,6 +5,8 @@
 //   starling-coordinator revoke --certs DIR [--client ID]... [--cert FILE]... [--days D]
 //   starling-coordinator report --db FILE [--format table|csv|json]
 
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <asio/io_context.hpp>
@@ -66,6 +68,11 @@ int runReport(const std::string& db, const std::string& format) {
 }
 
 int runDaemon(const coordinator::DaemonConfig& config, const std::string& logLevel) {
+  // One malloc arena for all threads: the network threads and the evaluation worker
+  // would otherwise each get one, whose freed pages the others cannot reuse (peak
+  // RSS of a 10-client FedAvg federation: 51 MiB with one, 57 with two, 58-62 with
+  // glibc's default; per-thread caches keep small allocations uncontended).
+  mallopt(M_ARENA_MAX, 1);
   auto log = makeLogger("coordinator", logLevel);
   if (!log) return fail(log.status().message());
   Status valid = coordinator::ConfigBinder::validate(config);

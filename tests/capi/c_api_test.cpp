@@ -50,31 +50,15 @@ int fillFromClusters(void* user, size_t index, float* features, int32_t* label) 
   return 0;
 }
 
-// A coordinator running a Federation of the task below on its own thread.
+// A coordinator running a Federation of the capi-test task on threads of its own.
 class Coordinator : public RunningFederation {
  public:
-  Coordinator(const Pki& pki, const coordinator::EngineConfig& engine) : RunningFederation(pki, engine, task()) {}
-
- private:
-  static coordinator::TaskConfig task() {
-    coordinator::TaskConfig t;
-    t.name = "capi-test";
-    t.model = "mlp:4-8-3";
-    t.batchSize = 8;
-    return t;
-  }
+  Coordinator(const Pki& pki, const coordinator::EngineConfig& engine)
+      : RunningFederation(pki, engine, smallTask("capi-test", "mlp:4-8-3", 8)) {}
 };
 
 coordinator::EngineConfig smallFederation(uint64_t rounds, uint32_t clients) {
-  coordinator::EngineConfig e;
-  e.rounds = rounds;
-  e.clientsPerRound = clients;
-  e.overSelection = 1.0;
-  e.minClients = clients;
-  e.deadlineMs = 20'000;
-  e.tau = 20;
-  e.lr = 0.1;
-  return e;
+  return smallEngine(rounds, clients, 20, 0.1);
 }
 
 // Log lines a client sent to its callback.

@@ -22,30 +22,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A one-client federation of mlp:2-4-2 for `rounds` rounds, on its own thread.
+// A one-client federation of mlp:2-4-2 for `rounds` rounds, on its own threads.
 class SmallFederation : public RunningFederation {
  public:
-  SmallFederation(const Pki& pki, uint64_t rounds) : RunningFederation(pki, engine(rounds), task()) {}
-
- private:
-  static coordinator::EngineConfig engine(uint64_t rounds) {
-    coordinator::EngineConfig e;
-    e.rounds = rounds;
-    e.clientsPerRound = 1;
-    e.overSelection = 1.0;
-    e.minClients = 1;
-    e.deadlineMs = 20'000;
-    e.tau = 10;
-    e.lr = 0.1;
-    return e;
-  }
-  static coordinator::TaskConfig task() {
-    coordinator::TaskConfig t;
-    t.name = "deferred-data";
-    t.model = "mlp:2-4-2";
-    t.batchSize = 4;
-    return t;
-  }
+  SmallFederation(const Pki& pki, uint64_t rounds)
+      : RunningFederation(pki, smallEngine(rounds, 1, 10, 0.1), smallTask("deferred-data", "mlp:2-4-2", 4)) {}
 };
 
 // n examples of two classes on either side of the line x0 = x1.
@@ -153,21 +134,10 @@ TEST_CASE("the coordinator evaluates every committed round on a worker and repor
           "[participant][evaluation]") {
   data::test::TempDir dir;
   writeTestSplit(dir, 64);
-  coordinator::EngineConfig engine;
-  engine.rounds = 5;
-  engine.clientsPerRound = 1;
-  engine.overSelection = 1.0;
-  engine.minClients = 1;
-  engine.deadlineMs = 20'000;
-  engine.tau = 4;
-  engine.lr = 0.05;
-  coordinator::TaskConfig task;
-  task.name = "evaluated";
-  task.model = "mlp:784-8-10";
-  task.batchSize = 8;
+  coordinator::TaskConfig task = smallTask("evaluated", "mlp:784-8-10", 8);
   task.testData = dir.file("");
   Pki pki;
-  RunningFederation fed(pki, engine, task);
+  RunningFederation fed(pki, smallEngine(5, 1, 4, 0.05), task);
 
   std::vector<float> x(64 * 784);
   std::vector<int32_t> y(64);

@@ -24,6 +24,28 @@
 
 namespace starling::testing {
 
+// The engine of a small test federation: every one of `clients` in every round,
+// a 20 s deadline, tau steps at learning rate lr.
+inline coordinator::EngineConfig smallEngine(uint64_t rounds, uint32_t clients, uint32_t tau, double lr) {
+  coordinator::EngineConfig e;
+  e.rounds = rounds;
+  e.clientsPerRound = clients;
+  e.overSelection = 1.0;
+  e.minClients = clients;
+  e.deadlineMs = 20'000;
+  e.tau = tau;
+  e.lr = lr;
+  return e;
+}
+
+inline coordinator::TaskConfig smallTask(std::string name, std::string model, int batchSize) {
+  coordinator::TaskConfig t;
+  t.name = std::move(name);
+  t.model = std::move(model);
+  t.batchSize = batchSize;
+  return t;
+}
+
 class RunningFederation {
  public:
   RunningFederation(const Pki& pki, const coordinator::EngineConfig& engine, const coordinator::TaskConfig& task,

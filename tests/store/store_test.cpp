@@ -66,8 +66,8 @@ TEST_CASE("a committed round's evaluation is recorded after the round", "[store]
   RoundRecord round = makeRound(1);
   round.testLoss.reset();
   round.testAccuracy.reset();
-  requireOk(store->commitRound(round, std::vector<ParticipantRecord>{}, makeCheckpoint(1),
-                               std::vector<ClientRecord>{}));
+  requireOk(
+      store->commitRound(round, std::vector<ParticipantRecord>{}, makeCheckpoint(1), std::vector<ClientRecord>{}));
   RoundRecord expected = (*store->rounds())[0];
   REQUIRE_FALSE(expected.testAccuracy.has_value());
 

@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "starling/coordinator/config_file.hpp"
+
 namespace starling::coordinator {
 
 template <typename T>
@@ -125,15 +127,20 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "threads running TLS handshakes and connections (0 = one per core, at most 4); rounds run on one strand");
 }
 
-Status ConfigBinder::applyFile(const std::string& path) {
-  toml::table file;
+Status parseConfigFile(const std::string& path, toml::table& out) {
   try {
-    file = toml::parse_file(path);
+    out = toml::parse_file(path);
   } catch (const toml::parse_error& err) {
     const auto& where = err.source().begin;
     return Status(StatusCode::kInvalidArgument,
                   fmt::format("{}:{}:{}: {}", path, where.line, where.column, err.description()));
   }
+  return Status::ok();
+}
+
+Status ConfigBinder::applyFile(const std::string& path) {
+  toml::table file;
+  STARLING_RETURN_IF_ERROR(parseConfigFile(path, file));
   return applyTable(&file, path);
 }
 

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "starling/coordinator/config_file.hpp"
+
 #include "sim.hpp"
 
 namespace starling::sim {
@@ -36,13 +38,7 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
 Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, const coordinator::DaemonConfig& base,
                   std::vector<Strategy>& strategies) {
   toml::table file;
-  try {
-    file = toml::parse_file(path);
-  } catch (const toml::parse_error& err) {
-    const auto& where = err.source().begin;
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("{}:{}:{}: {}", path, where.line, where.column, err.description()));
-  }
+  STARLING_RETURN_IF_ERROR(coordinator::parseConfigFile(path, file));
   STARLING_RETURN_IF_ERROR(binder.applyTable(&file, path, {"strategy"}));
   strategies.clear();
   const toml::node* list = file.get("strategy");

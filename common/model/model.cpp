@@ -141,17 +141,23 @@ void compactRows(float* buffer, std::size_t width, std::span<const uint32_t> row
     if (rows[k] != k) std::copy_n(buffer + rows[k] * width, width, buffer + k * width);
 }
 
+// Runs every layer on a batch of x into net's activations; returns the last layer's.
+const float* forwardLayers(Network& net, const float* params, const float* x, int batch) {
+  net.reserve(batch);
+  const float* in = x;
+  for (std::size_t l = 0; l < net.layers.size(); ++l) {
+    detail::forwardLayer(net.layers[l], params, in, net.acts[l].data(), batch, net);
+    in = net.acts[l].data();
+  }
+  return in;
+}
+
 }  // namespace
 
 float Model::forwardBackward(const float* x, const int32_t* y, const float* weights, int batch, std::span<float> grad) {
   assert(batch > 0 && grad.size() == params_.size());
   Network& net = *net_;
-  net.reserve(batch);
-  const float* in = x;
-  for (std::size_t l = 0; l < net.layers.size(); ++l) {
-    detail::forwardLayer(net.layers[l], params_.data(), in, net.acts[l].data(), batch, net);
-    in = net.acts[l].data();
-  }
+  forwardLayers(net, params_.data(), x, batch);
   return lossAndBackward(net, params_.data(), x, y, weights, batch, batch, grad.data());
 }
 
@@ -169,12 +175,7 @@ float Model::backwardRows(const float* x, std::span<const uint32_t> rows, const 
 std::span<const float> Model::forward(const float* x, int batch) {
   assert(batch > 0);
   Network& net = *net_;
-  net.reserve(batch);
-  const float* in = x;
-  for (std::size_t l = 0; l < net.layers.size(); ++l) {
-    detail::forwardLayer(net.layers[l], params_.data(), in, net.acts[l].data(), batch, net);
-    in = net.acts[l].data();
-  }
+  const float* in = forwardLayers(net, params_.data(), x, batch);
   softmaxCrossEntropy(in, nullptr, nullptr, batch, batch, net.classes, net.probs.data(), nullptr);
   net.lastBatch = batch;
   return probabilities();

@@ -28,6 +28,8 @@
 //
 // Usage: bench-train [--data DIR] [--torch-script PATH] [--cnn-epochs N] [--eval-every STEPS]
 //                    [--seeds N] [--quick] [--client-bin PATH] [--coordinator-bin PATH]
+//                    [--rows uniform,table,adaptive,candidates] (the sampling rows to run)
+//                    [--lambda F] [--ageing F] [--candidate-factor N]   (priority sampler options)
 //                    [--only throughput|accuracy|sampling|client]
 // --only runs one section; the summary then shows 0 or n/a for what was not measured.
 
@@ -74,12 +76,23 @@ struct Args {
   bool quick = false;                           // smaller runs, for a smoke test
   std::string only;                             // one section: throughput, accuracy, sampling or client (empty: all)
   std::string clientBin = STARLING_CLIENT_BIN;  // set by bench/meson.build
-  std::string coordinatorBin = STARLING_COORDINATOR_BIN;  // set by bench/meson.build
+  std::string coordinatorBin = STARLING_COORDINATOR_BIN;   // set by bench/meson.build
+  starling::client::SamplerOptions sampler;                // --lambda, --ageing, --candidate-factor
+  std::string rows = "uniform,table,adaptive,candidates";  // --rows: the sampling rows to run
 };
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "bench-train: %s\n", what.c_str());
   std::exit(1);
+}
+
+// A number in (0, 1] for option name, or exit naming both.
+float number(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  const float v = std::strtof(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(v > 0.0f && v <= 1.0f))
+    die(name + " takes a number in (0, 1], not '" + text + "'");
+  return v;
 }
 
 Model build(const char* spec, uint64_t seed) {
@@ -92,8 +105,9 @@ Model build(const char* spec, uint64_t seed) {
 // A trainer that keeps its momentum across run() calls, so that consecutive runs are
 // one continuous SGD trajectory.
 Trainer makeTrainer(const char* spec, const Dataset& train, int batch, SamplingMode mode, uint64_t initSeed = 1,
-                    Proposal proposal = Proposal::kTable) {
+                    Proposal proposal = Proposal::kTable, const starling::client::SamplerOptions& sampler = {}) {
   TrainerOptions options;
+  options.sampler = sampler;
   options.batchSize = batch;
   options.momentum = 0.9f;
   options.resetMomentum = false;
@@ -181,7 +195,7 @@ struct ToTarget {
 
 ToTarget stepsTo(double target, SamplingMode mode, Proposal proposal, const Dataset& train, const Dataset& test,
                  const Args& args, int maxSteps, uint64_t initSeed) {
-  Trainer t = makeTrainer(kMlp, train, 32, mode, initSeed, proposal);
+  Trainer t = makeTrainer(kMlp, train, 32, mode, initSeed, proposal, args.sampler);
   ToTarget r;
   uint64_t seed = 1000 * initSeed;
   for (int done = 0; done < maxSteps;) {
@@ -371,6 +385,15 @@ int main(int argc, char** argv) {
       args.seeds = std::max(1, std::atoi(value().c_str()));
     else if (a == "--quick")
       args.quick = true;
+    else if (a == "--rows")
+      args.rows = value();
+    else if (a == "--lambda")
+      args.sampler.lambda = number(a, value());
+    else if (a == "--ageing")
+      args.sampler.ageing = number(a, value());
+    else if (a == "--candidate-factor")
+      args.sampler.candidateFactor = std::max(1, std::atoi(value().c_str()));
+
     else if (a == "--only")
       args.only = value();
     else if (a == "--client-bin")
@@ -470,25 +493,34 @@ int main(int argc, char** argv) {
   // 3. Priority vs uniform sampling to 85%.
   const double target = args.quick ? 0.70 : 0.85;
   const int maxSteps = args.quick ? 2000 : 30000;
-  if (runs("sampling"))
-    std::printf("\n%-50s %8s %8s %8s %12s %9s\n", "MLP to 85% test acc, b 32, mean of seeds", "steps", "train s",
-                "cpu s", "prioritized", "last acc");
+  if (runs("sampling")) {
+    std::printf("\nsampler: lambda %g, ageing %g, B = %db (--lambda, --ageing, --candidate-factor), %d seeds\n",
+                args.sampler.lambda, args.sampler.ageing, args.sampler.candidateFactor, args.seeds);
+    std::printf("%-50s %8s %8s %8s %12s %9s\n", "MLP to 85% test acc, b 32, mean of seeds", "steps", "train s", "cpu s",
+                "prioritized", "last acc");
+  }
   struct Row {
+    const char* key;  // its name in --rows
     const char* name;
     SamplingMode mode;
     Proposal proposal;
     ToTarget r;
     int reached = 0;
   };
-  Row rows[] = {{"uniform", SamplingMode::kUniform, Proposal::kTable, {}},
-                {"priority (always, table proposal, lambda 0.1)", SamplingMode::kPriority, Proposal::kTable, {}},
-                {"adaptive (tau_vr switch, table proposal)", SamplingMode::kAdaptive, Proposal::kTable, {}},
-                {"priority (always, B = 3b scored candidates)", SamplingMode::kPriority, Proposal::kCandidates, {}}};
+  Row rows[] = {
+      {"uniform", "uniform", SamplingMode::kUniform, Proposal::kTable, {}},
+      {"table", "priority (always, table proposal)", SamplingMode::kPriority, Proposal::kTable, {}},
+      {"adaptive", "adaptive (tau_vr switch, table proposal)", SamplingMode::kAdaptive, Proposal::kTable, {}},
+      {"candidates", "priority (always, B candidates scored)", SamplingMode::kPriority, Proposal::kCandidates, {}}};
+  auto chosen = [&](const Row& row) {
+    return ("," + args.rows + ",").find(std::string(",") + row.key + ",") != std::string::npos;
+  };
   // Mean over seeds: steps to a target are noisy (test accuracy wobbles about 1% from
   // one evaluation to the next at that stage). The rows take turns seed by seed, so that
   // a change in the machine's load falls on all of them.
   for (int s = 1; s <= args.seeds && runs("sampling"); ++s)
     for (Row& row : rows) {
+      if (!chosen(row)) continue;
       ToTarget one = stepsTo(target, row.mode, row.proposal, train, test, args, maxSteps, static_cast<uint64_t>(s));
       if (one.steps < 0) continue;
       ++row.reached;
@@ -500,6 +532,7 @@ int main(int argc, char** argv) {
     }
   for (Row& row : rows) {
     if (!runs("sampling")) break;
+    if (!chosen(row)) continue;
     const int reached = row.reached;
     char steps[32];
     if (reached < args.seeds) {

@@ -11,7 +11,7 @@
 //   3. priority vs uniform sampling: gradient steps and training seconds, wall-clock and
 //      thread CPU time (scoring passes included, evaluations excluded) until the MLP
 //      first reaches 85% test accuracy, evaluated every --eval-every (100) steps, mean
-//      over --seeds (16) initializations, the rows taking turns seed by seed; the ratios
+//      over --seeds (32) initializations, the rows taking turns seed by seed; the ratios
 //      are uniform / priority (always on, table proposal), and uniform / adaptive (the
 //      tau_vr switch, what starling-client runs) for adaptive_*; the last row is
 //      ALGORITHMS.md's scheme (B = 3b candidates scored by a forward pass).
@@ -72,7 +72,7 @@ struct Args {
   std::string torchScript;
   int cnnEpochs = 4;
   int evalEvery = 100;
-  int seeds = 16;
+  int seeds = 32;  // steps to 85% vary by ~400 per seed: 16 seeds left ~100 steps of noise
   bool quick = false;                           // smaller runs, for a smoke test
   std::string only;                             // one section: throughput, accuracy, sampling or client (empty: all)
   std::string clientBin = STARLING_CLIENT_BIN;  // set by bench/meson.build

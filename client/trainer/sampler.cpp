@@ -58,7 +58,13 @@ bool Sampler::prioritizing() const {
 float Sampler::score(uint32_t i) const {
   if (i >= table_.size()) return 0.0f;
   const uint64_t age = step_ - scoredAt_[i];
-  return table_[i] * static_cast<float>(std::pow(static_cast<double>(options_.ageing), static_cast<double>(age)));
+  const double decay = std::pow(static_cast<double>(options_.ageing), static_cast<double>(age));
+  if (options_.proposal == Proposal::kTable) {
+    // What fromTable() draws by: m + (t_i - m) ageing^age, and m when never scored.
+    const bool scored = !ages_.empty() && ages_[i] > 0.0f;
+    return static_cast<float>(scored ? prior_ + (table_[i] - prior_) * decay : prior_);
+  }
+  return table_[i] * static_cast<float>(decay);
 }
 
 void Sampler::ensure(int b) {

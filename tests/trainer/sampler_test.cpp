@@ -229,22 +229,37 @@ TEST_CASE("the variance-reduction switch prioritizes only while it pays", "[samp
 TEST_CASE("the score table keeps the latest score and ages it", "[sampler]") {
   auto data = starling::client::test::blobs(10, 4, 2, 1, 2.0f);
   Model model = toyModel("mlp:4-2", 3);
-  SamplerOptions options;
-  options.threshold = 50.0f;  // stays uniform: the table is refreshed by observe() only
-  options.ageing = 0.5f;
-  Sampler sampler(data, options, 1);
-  auto mb = sampler.next(model, 2);
-  const uint32_t i = mb.indices[0];
-  CHECK(sampler.score(i) == 0.0f);  // never scored yet
-  std::vector<float> x(mb.features.begin(), mb.features.end());
-  sampler.observe(model.forward(x.data(), 2), model.numClasses());
-  const float fresh = sampler.score(i);
-  CHECK(fresh > 0.0f);
-  CHECK(fresh <= std::sqrt(2.0f));  // ||p - onehot|| <= sqrt(2)
-  for (int t = 0; t < 3; ++t)
-    (void)sampler.next(model, 2);  // steps that do not refresh the table
-  CHECK(sampler.score(i) == Approx(fresh * 0.125f));
-  CHECK(sampler.score(1000) == 0.0f);
+  for (Proposal proposal : {Proposal::kTable, Proposal::kCandidates}) {
+    CAPTURE(proposal == Proposal::kTable);
+    SamplerOptions options;
+    options.threshold = 50.0f;  // stays uniform: the table is refreshed by observe() only
+    options.ageing = 0.5f;
+    options.proposal = proposal;
+    Sampler sampler(data, options, 1);
+    auto mb = sampler.next(model, 2);
+    const uint32_t i = mb.indices[0];
+    CHECK(sampler.score(i) == 0.0f);  // never scored yet
+    std::vector<float> x(mb.features.begin(), mb.features.end());
+    sampler.observe(model.forward(x.data(), 2), model.numClasses());
+    const float fresh = sampler.score(i);
+    CHECK(fresh > 0.0f);
+    CHECK(fresh <= std::sqrt(2.0f));  // ||p - onehot|| <= sqrt(2)
+    for (int t = 0; t < 3; ++t)
+      (void)sampler.next(model, 2);  // steps that do not refresh the table
+    if (proposal == Proposal::kTable) {
+      // Reverts to the mean score of the observed rows, which an unscored example has.
+      const double m = sampler.meanScore();
+      CHECK(m > 0.0);
+      CHECK(sampler.score(i) == Approx(m + (fresh - m) * 0.125));
+      uint32_t unscored = 0;
+      while (unscored == mb.indices[0] || unscored == mb.indices[1])
+        ++unscored;
+      CHECK(sampler.score(unscored) == Approx(m));
+    } else {
+      CHECK(sampler.score(i) == Approx(fresh * 0.125f));
+    }
+    CHECK(sampler.score(1000) == 0.0f);
+  }
 }
 
 TEST_CASE("a prioritized minibatch's distinct rows give its gradient without a second forward pass", "[sampler]") {

@@ -130,9 +130,14 @@ class Sampler {
   void setTauVr(double tau) { tau_ = tau; }
   double threshold(int b) const;
 
-  // The score of example i in the table, aged by ageing^(steps since it was scored);
-  // 0 for an example never scored.
+  // The score of example i in the table, aged by the steps since it was scored: under
+  // kTable the score it is drawn by, m + (t_i - m) ageing^age, reverting to m =
+  // meanScore() (m for an example never scored); under kCandidates t_i ageing^age
+  // (0 for an example never scored).
   float score(uint32_t i) const;
+  // kTable: m, the running mean score that ageing scores revert to (0 before the first
+  // observe()).
+  double meanScore() const { return prior_; }
 
   // The default threshold of the table proposal: tau_vr >= 1 always, so it prioritizes
   // once the scores differ by a little more than the bookkeeping costs.

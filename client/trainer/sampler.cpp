@@ -105,6 +105,17 @@ Minibatch Sampler::next(model::Model& model, int b) {
   return mb;
 }
 
+Minibatch Sampler::batch(int b, bool prioritized) const {
+  const std::size_t n = static_cast<std::size_t>(b);
+  Minibatch mb;
+  mb.indices = {idx_.data(), n};
+  mb.features = {x_.data(), n * dataset_->featureDim()};
+  mb.labels = {y_.data(), n};
+  mb.weights = {w_.data(), n};
+  mb.prioritized = prioritized;
+  return mb;
+}
+
 Minibatch Sampler::uniform(int b) {
   const std::size_t d = dataset_->featureDim();
   std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(dataset_->size() - 1));
@@ -116,15 +127,7 @@ Minibatch Sampler::uniform(int b) {
   dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
   lastUniform_ = true;
   ++uniformSteps_;
-  return {{idx_.data(), static_cast<std::size_t>(b)},
-          {x_.data(), static_cast<std::size_t>(b) * d},
-          {y_.data(), static_cast<std::size_t>(b)},
-          {w_.data(), static_cast<std::size_t>(b)},
-          false,
-          {},
-          {},
-          {},
-          {}};
+  return batch(b, false);
 }
 
 Minibatch Sampler::priority(model::Model& model, int b) {
@@ -216,15 +219,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
   }
   lastUniform_ = lastTable_ = false;
   ++prioritizedSteps_;
-  Minibatch mb{{idx_.data(), static_cast<std::size_t>(b)},
-               {x_.data(), static_cast<std::size_t>(b) * d},
-               {y_.data(), static_cast<std::size_t>(b)},
-               {w_.data(), static_cast<std::size_t>(b)},
-               true,
-               {},
-               {},
-               {},
-               {}};
+  Minibatch mb = batch(b, true);
   if (allScored) {
     const std::size_t m = rows_.size();
     mb.scoredRows = {rows_.data(), m};
@@ -373,15 +368,7 @@ Minibatch Sampler::fromTable(int b) {
   lastTable_ = true;
   lastUniform_ = false;
   ++prioritizedSteps_;
-  return {{idx_.data(), static_cast<std::size_t>(b)},
-          {x_.data(), static_cast<std::size_t>(b) * d},
-          {y_.data(), static_cast<std::size_t>(b)},
-          {w_.data(), static_cast<std::size_t>(b)},
-          true,
-          {},
-          {},
-          {},
-          {}};
+  return batch(b, true);
 }
 
 void Sampler::updateTau(std::span<const float> scores) {

@@ -149,6 +149,7 @@ class Sampler {
   uint64_t scoredExamples() const { return scoredExamples_; }  // extra forward-pass examples
 
  private:
+  Minibatch batch(int b, bool prioritized) const;  // views of the first b rows of the workspaces
   Minibatch uniform(int b);
   Minibatch priority(model::Model& model, int b);
   Minibatch fromTable(int b);

@@ -108,6 +108,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("compression.uplink-density", e.uplinkDensity, "fraction kept by top-k / rand-k uplink");
   bind("compression.downlink", e.downlink, "coordinator -> clients compressor");
   bind("compression.downlink-density", e.downlinkDensity, "fraction kept by top-k / rand-k downlink");
+  bind("compression.downlink-shared", e.downlinkShared,
+       "GlueFL shared mask: fraction of a top-k broadcast's coordinates kept from the previous one's (0 = off)");
   bind("compression.warmup-rounds", e.warmupRounds, "DGC warm-up: rounds of falling density");
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
   bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");

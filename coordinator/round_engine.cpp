@@ -8,6 +8,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "starling/compression/fp16.hpp"
 #include "starling/util/checksum.hpp"
 
 namespace starling::coordinator {
@@ -32,6 +33,59 @@ double upperMedian(std::vector<double> v) {
 bool usesDensity(const std::string& name) {
   return name == "topk" || name == "topk-sampled" || name == "randk";
 }
+
+// GlueFL's shared mask on the downlink (Chen et al., MLSys 2023): of the k coordinates
+// a top-k broadcast sends, round(shared x k) are those of largest |v| among the previous
+// broadcast's coordinates, the others those of largest |v| among the rest (ties: the
+// lower index). Over g rounds the broadcasts then touch at most k + (g - 1)(k - shared k)
+// coordinates, which keeps catch-up by value small for clients that missed rounds.
+class SharedMaskTopK final : public compression::Compressor {
+ public:
+  SharedMaskTopK(compression::ValueFormat values, double shared) : values_(values), shared_(shared) {}
+  std::string_view name() const override { return "topk-shared"; }
+  Status compress(std::span<const float> v, const compression::CompressParams& params,
+                  compression::Compressed& out) override {
+    STARLING_RETURN_IF_ERROR(compression::checkInput(v));
+    auto k = compression::selectedCount(v.size(), params.density);
+    if (!k) return k.status();
+    auto larger = [&](uint32_t a, uint32_t b) {
+      const float ma = std::fabs(v[a]), mb = std::fabs(v[b]);
+      return ma != mb ? ma > mb : a < b;
+    };
+    std::vector<uint32_t> kept = std::move(mask_);
+    const auto keep = std::min<std::size_t>(kept.size(), static_cast<std::size_t>(std::lround(shared_ * *k)));
+    std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(keep), kept.end(), larger);
+    kept.resize(keep);
+    taken_.assign(v.size(), 0);
+    for (uint32_t i : kept)
+      taken_[i] = 1;
+    rest_.clear();
+    for (uint32_t i = 0; i < v.size(); ++i)
+      if (!taken_[i]) rest_.push_back(i);
+    const std::size_t more = std::min<std::size_t>(*k - keep, rest_.size());
+    std::nth_element(rest_.begin(), rest_.begin() + static_cast<std::ptrdiff_t>(more), rest_.end(), larger);
+    kept.insert(kept.end(), rest_.begin(), rest_.begin() + static_cast<std::ptrdiff_t>(more));
+    std::sort(kept.begin(), kept.end());
+    mask_ = std::move(kept);
+    out.clear();
+    out.encoding = compression::Encoding::kTopK;
+    out.count = static_cast<uint32_t>(v.size());
+    out.valueFormat = values_;
+    out.indices = mask_;
+    out.values.resize(mask_.size());
+    for (std::size_t j = 0; j < mask_.size(); ++j)
+      out.values[j] = v[mask_[j]];
+    if (values_ == compression::ValueFormat::kFp16) compression::roundToHalfSaturating(out.values, out.values);
+    return Status::ok();
+  }
+
+ private:
+  compression::ValueFormat values_;
+  double shared_;
+  std::vector<uint32_t> mask_;  // the previous broadcast's coordinates, increasing
+  std::vector<uint8_t> taken_;
+  std::vector<uint32_t> rest_;
+};
 
 }  // namespace
 
@@ -138,6 +192,13 @@ Status RoundEngine::init() {
       c.downlink, {c.fp16Values ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32});
   if (!down) return down.status().withContext("downlink compressor");
   down_ = std::move(*down);
+  if (c.downlinkShared > 0) {
+    if (!(c.downlinkShared < 1) || (c.downlink != "topk" && c.downlink != "topk-sampled"))
+      return Status(StatusCode::kInvalidArgument,
+                    "a downlink shared mask needs a topk downlink and a fraction in [0, 1)");
+    down_ = std::make_unique<SharedMaskTopK>(
+        c.fp16Values ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32, c.downlinkShared);
+  }
   auto up = compression::makeCompressor(c.uplink);
   if (!up) return up.status().withContext("uplink compressor");
   auto upSchedule = compression::WarmupDensity::create(c.uplinkDensity, c.warmupRounds);

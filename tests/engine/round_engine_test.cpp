@@ -999,3 +999,54 @@ TEST_CASE("sticky sampling is deterministic for a seed and resumes with its grou
     CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
   }
 }
+
+TEST_CASE("downlink shared mask: each broadcast keeps 3/4 of the previous one's coordinates, catch-up stays exact",
+          "[engine][shared-mask]") {
+  auto config = smallConfig(2);
+  config.rounds = 12;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.25;  // 16 of 64
+  config.fp16Values = true;
+  config.downlinkShared = 0.75;  // 12 kept, 4 new
+  config.minClients = 5;         // 2 of 5 a round: clients miss rounds and catch up
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  std::map<std::string, ClientModel> clients;
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c", "d", "e"}) {
+    clients[id].model = initialModel();
+    acts = engine->clientJoined(id, 100, 0, 0, 0);
+  }
+  std::set<std::size_t> previous, touched;
+  std::vector<float> before(engine->model().begin(), engine->model().end());
+  for (int r = 1; r <= 12; ++r) {
+    auto assigns = only(acts, Kind::kAssign);
+    REQUIRE(assigns.size() == 2);
+    for (const auto& a : assigns) {
+      CHECK(clients[a.clientId].apply(a.assignment));  // checksum of the caught-up model
+      std::vector<float> delta(kDim);
+      for (std::size_t i = 0; i < kDim; ++i)
+        delta[i] = std::sin(float(i * 7 + 3 * r) + float(a.clientId[0]));
+      acts = engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), 10 * r);
+    }
+    REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+    std::set<std::size_t> changed;
+    for (std::size_t i = 0; i < kDim; ++i)
+      if (engine->model()[i] != before[i]) changed.insert(i);
+    before.assign(engine->model().begin(), engine->model().end());
+    CHECK(changed.size() <= 16);
+    if (r > 1) {
+      std::size_t shared = 0;
+      for (std::size_t i : changed)
+        shared += previous.count(i);
+      CHECK(shared >= 12);
+    }
+    previous = changed;
+    touched.insert(changed.begin(), changed.end());
+  }
+  CHECK(touched.size() <= 16 + 11 * 4);
+
+  SECTION("only with a top-k downlink") {
+    config.downlink = "identity";
+    CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
+  }
+}

@@ -98,6 +98,12 @@ struct EngineConfig {
   uint32_t warmupRounds = 0;  // DGC warm-up of both densities
   bool fp16Values = false;    // top-k / rand-k values as fp16
   bool errorFeedback = true;  // server-side memory on the broadcast
+  // GlueFL's shared mask (top-k downlink only; 0 = off, < 1): this fraction of a
+  // broadcast's k coordinates are the largest among the previous broadcast's, the rest
+  // the largest among the others, so that the coordinates changed over g rounds grow by
+  // (1 - downlinkShared) k a round instead of up to k (cheaper catch-up by value). The
+  // mask is not checkpointed: the first broadcast after a resume is plain top-k.
+  double downlinkShared = 0;
 
   uint32_t catchUpRounds = 20;  // broadcasts kept for catch-up; older clients get the dense model
   // Catch-up by value: a client that missed rounds may instead be sent the current

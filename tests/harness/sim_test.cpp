@@ -242,6 +242,7 @@ TEST_CASE("the example config reads shared settings, [sim] and per-strategy over
   CHECK(all.config.engine.rounds == 100);  // shared, not overridden
   CHECK(all.config.engine.stickyClients == 40);
   CHECK(all.config.engine.stickyFraction == Approx(0.8));
+  CHECK(all.config.engine.downlinkShared == Approx(0.8));
   CHECK(strategies[5].config.engine.stickyClients == 0);  // all-on-uniform: the default
 
   SECTION("a [sim] key inside a strategy is an error") {

@@ -182,6 +182,9 @@ Status ConfigBinder::validate(const DaemonConfig& c) {
       e.stickyClients < static_cast<uint64_t>(std::ceil(e.clientsPerRound * e.overSelection - 1e-9)))
     return bad("sticky-clients must be 0 (off) or at least ceil(clients-per-round x over-selection)");
   if (!(e.stickyFraction >= 0 && e.stickyFraction <= 1)) return bad("sticky-fraction must be in [0, 1]");
+  if (!(e.downlinkShared >= 0 && e.downlinkShared < 1)) return bad("downlink-shared must be in [0, 1)");
+  if (e.downlinkShared > 0 && e.downlink != "topk" && e.downlink != "topk-sampled")
+    return bad("downlink-shared needs a topk or topk-sampled downlink");
   if (e.tauMin == 0 || e.tauMin > e.tauMax || e.tau < e.tauMin || e.tau > e.tauMax)
     return bad(fmt::format("need 1 <= tau-min ({}) <= tau ({}) <= tau-max ({})", e.tauMin, e.tau, e.tauMax));
   if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");

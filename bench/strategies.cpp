@@ -50,6 +50,13 @@ struct Options {
   // All on: each selected client of measured speed gets the steps it can do in the
   // time the median of the round's measured speeds needs for tau (0 = off).
   double budgetQuantile = 0.5;
+  // All on: sticky client sampling (GlueFL): a group of this many recently selected
+  // clients supplies stickyFraction of each round's selected (0 = off).
+  uint32_t stickyClients = 40;
+  double stickyFraction = 0.8;
+  // All on: GlueFL's shared downlink mask, the fraction of a broadcast's coordinates
+  // kept from the previous broadcast's (0 = off).
+  double downlinkShared = 0.8;
   bool skipStrategies = false, skipSim10k = false;
 };
 
@@ -105,12 +112,23 @@ std::vector<sim::Strategy> strategies(const Options& o) {
   s.name = "+priority sampling";
   s.config.task.prioritySampling = true;
   out.push_back(s);
-  s.name = fmt::format("all on, tau {}", o.fullTau);
+  s.name = fmt::format("+tau {}, 0.2%/0.4%, budgets", o.fullTau);
   s.config.engine.tau = o.fullTau;
   s.config.engine.budgetQuantile = o.budgetQuantile;
   s.config.engine.uplinkDensity = 0.002;
   s.config.engine.downlinkDensity = 0.004;
   out.push_back(s);
+  if (o.stickyClients > 0) {
+    s.name = fmt::format("all on: +sticky {} ({:.0f}%)", o.stickyClients, o.stickyFraction * 100);
+    s.config.engine.stickyClients = o.stickyClients;
+    s.config.engine.stickyFraction = o.stickyFraction;
+    out.push_back(s);
+  }
+  if (o.downlinkShared > 0) {
+    s.name = fmt::format("all on: +shared mask {:.0f}%", o.downlinkShared * 100);
+    s.config.engine.downlinkShared = o.downlinkShared;
+    out.push_back(s);
+  }
   return out;
 }
 
@@ -178,6 +196,7 @@ int usage() {
   std::fprintf(
       stderr,
       "usage: bench-strategies [--data DIR] [--rounds N] [--tau N] [--full-tau N] [--lr F] [--budget-quantile Q]\n"
+      "       [--sticky-clients N (0 = off)] [--sticky-fraction F] [--downlink-shared F (0 = off)]\n"
       "       [--test-examples N] [--sim10k-rounds N] [--sim10k-tau N] [--skip-strategies] [--skip-sim10k]\n");
   return 2;
 }
@@ -204,6 +223,12 @@ int main(int argc, char** argv) {
       o.fullTau = static_cast<uint32_t>(std::atoi(v));
     else if (a == "--budget-quantile" && (v = next()))
       o.budgetQuantile = std::atof(v);
+    else if (a == "--sticky-clients" && (v = next()))
+      o.stickyClients = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--sticky-fraction" && (v = next()))
+      o.stickyFraction = std::atof(v);
+    else if (a == "--downlink-shared" && (v = next()))
+      o.downlinkShared = std::atof(v);
     else if (a == "--lr" && (v = next()))
       o.lr = std::atof(v);
     else if (a == "--test-examples" && (v = next()))
@@ -224,8 +249,11 @@ int main(int argc, char** argv) {
     std::printf(
         "bench/strategies: MLP 784-200-200-10, 100 clients Dirichlet 0.5, 10/round (13 selected), up 1 Mbit/s, "
         "down 5 Mbit/s,\n100 ms latency, speeds over 10x (fastest 2 GFLOP/s), 10%% dropout; lr %g, tau %u (all on: "
-        "%u, budgets at speed quantile %g); each strategy stops at 85%% or %llu rounds.\n\n",
-        o.lr, o.tau, o.fullTau, o.budgetQuantile, static_cast<unsigned long long>(o.rounds));
+        "%u, budgets at speed quantile %g, sticky group %u drawing %g of the selected, shared mask %g); each strategy "
+        "stops at 85%% or "
+        "%llu rounds.\n\n",
+        o.lr, o.tau, o.fullTau, o.budgetQuantile, o.stickyClients, o.stickyFraction, o.downlinkShared,
+        static_cast<unsigned long long>(o.rounds));
     auto fl = sim::Fleet::create(fleet(o), "mlp:784-200-200-10");
     if (!fl) {
       std::fprintf(stderr, "bench-strategies: %s\n", fl.status().message().c_str());

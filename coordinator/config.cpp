@@ -71,6 +71,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.rounds", e.rounds, "committed rounds to train");
   bind("task.clients-per-round", e.clientsPerRound, "updates that close a round (K)");
   bind("task.over-selection", e.overSelection, "assign to ceil(K x this) clients");
+  bind("task.sticky-clients", e.stickyClients,
+       "sticky client sampling (GlueFL): size of the group of recently selected clients (0 = off: uniform)");
+  bind("task.sticky-fraction", e.stickyFraction,
+       "sticky sampling: fraction of the selected drawn from the sticky group, the rest from the other clients");
   bind("task.min-clients", e.minClients, "idle clients needed to start a round (0 = K)");
   bind("task.min-goal", e.minGoal, "fewer updates at the deadline abandon the round (0 = ceil(K/2))");
   bind("task.deadline-ms", e.deadlineMs, "time from assignment to a round's deadline");
@@ -104,6 +108,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("compression.uplink-density", e.uplinkDensity, "fraction kept by top-k / rand-k uplink");
   bind("compression.downlink", e.downlink, "coordinator -> clients compressor");
   bind("compression.downlink-density", e.downlinkDensity, "fraction kept by top-k / rand-k downlink");
+  bind("compression.downlink-shared", e.downlinkShared,
+       "GlueFL shared mask: fraction of a top-k broadcast's coordinates kept from the previous one's (0 = off)");
   bind("compression.warmup-rounds", e.warmupRounds, "DGC warm-up: rounds of falling density");
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
   bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");
@@ -172,6 +178,13 @@ Status ConfigBinder::validate(const DaemonConfig& c) {
   if (e.rounds == 0) return bad("rounds must be at least 1");
   if (e.clientsPerRound == 0) return bad("clients-per-round must be at least 1");
   if (e.overSelection < 1.0) return bad("over-selection must be at least 1.0");
+  if (e.stickyClients > 0 &&
+      e.stickyClients < static_cast<uint64_t>(std::ceil(e.clientsPerRound * e.overSelection - 1e-9)))
+    return bad("sticky-clients must be 0 (off) or at least ceil(clients-per-round x over-selection)");
+  if (!(e.stickyFraction >= 0 && e.stickyFraction <= 1)) return bad("sticky-fraction must be in [0, 1]");
+  if (!(e.downlinkShared >= 0 && e.downlinkShared < 1)) return bad("downlink-shared must be in [0, 1)");
+  if (e.downlinkShared > 0 && e.downlink != "topk" && e.downlink != "topk-sampled")
+    return bad("downlink-shared needs a topk or topk-sampled downlink");
   if (e.tauMin == 0 || e.tauMin > e.tauMax || e.tau < e.tauMin || e.tau > e.tauMax)
     return bad(fmt::format("need 1 <= tau-min ({}) <= tau ({}) <= tau-max ({})", e.tauMin, e.tau, e.tauMax));
   if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");

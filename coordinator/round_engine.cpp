@@ -8,6 +8,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "starling/compression/fp16.hpp"
 #include "starling/util/checksum.hpp"
 
 namespace starling::coordinator {
@@ -33,6 +34,59 @@ bool usesDensity(const std::string& name) {
   return name == "topk" || name == "topk-sampled" || name == "randk";
 }
 
+// GlueFL's shared mask on the downlink (Chen et al., MLSys 2023): of the k coordinates
+// a top-k broadcast sends, round(shared x k) are those of largest |v| among the previous
+// broadcast's coordinates, the others those of largest |v| among the rest (ties: the
+// lower index). Over g rounds the broadcasts then touch at most k + (g - 1)(k - shared k)
+// coordinates, which keeps catch-up by value small for clients that missed rounds.
+class SharedMaskTopK final : public compression::Compressor {
+ public:
+  SharedMaskTopK(compression::ValueFormat values, double shared) : values_(values), shared_(shared) {}
+  std::string_view name() const override { return "topk-shared"; }
+  Status compress(std::span<const float> v, const compression::CompressParams& params,
+                  compression::Compressed& out) override {
+    STARLING_RETURN_IF_ERROR(compression::checkInput(v));
+    auto k = compression::selectedCount(v.size(), params.density);
+    if (!k) return k.status();
+    auto larger = [&](uint32_t a, uint32_t b) {
+      const float ma = std::fabs(v[a]), mb = std::fabs(v[b]);
+      return ma != mb ? ma > mb : a < b;
+    };
+    std::vector<uint32_t> kept = std::move(mask_);
+    const auto keep = std::min<std::size_t>(kept.size(), static_cast<std::size_t>(std::lround(shared_ * *k)));
+    std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(keep), kept.end(), larger);
+    kept.resize(keep);
+    taken_.assign(v.size(), 0);
+    for (uint32_t i : kept)
+      taken_[i] = 1;
+    rest_.clear();
+    for (uint32_t i = 0; i < v.size(); ++i)
+      if (!taken_[i]) rest_.push_back(i);
+    const std::size_t more = std::min<std::size_t>(*k - keep, rest_.size());
+    std::nth_element(rest_.begin(), rest_.begin() + static_cast<std::ptrdiff_t>(more), rest_.end(), larger);
+    kept.insert(kept.end(), rest_.begin(), rest_.begin() + static_cast<std::ptrdiff_t>(more));
+    std::sort(kept.begin(), kept.end());
+    mask_ = std::move(kept);
+    out.clear();
+    out.encoding = compression::Encoding::kTopK;
+    out.count = static_cast<uint32_t>(v.size());
+    out.valueFormat = values_;
+    out.indices = mask_;
+    out.values.resize(mask_.size());
+    for (std::size_t j = 0; j < mask_.size(); ++j)
+      out.values[j] = v[mask_[j]];
+    if (values_ == compression::ValueFormat::kFp16) compression::roundToHalfSaturating(out.values, out.values);
+    return Status::ok();
+  }
+
+ private:
+  compression::ValueFormat values_;
+  double shared_;
+  std::vector<uint32_t> mask_;  // the previous broadcast's coordinates, increasing
+  std::vector<uint8_t> taken_;
+  std::vector<uint32_t> rest_;
+};
+
 }  // namespace
 
 struct RoundEngine::Client {
@@ -44,6 +98,8 @@ struct RoundEngine::Client {
   uint64_t lastAssigned = 0;          // the last round assigned to it
   uint64_t lastAccepted = 0;          // last round whose update of its was applied
   double stepsPerMs = 0;              // measured speed (EWMA), 0 = unknown
+  bool sticky = false;                // of lastAssigned: drawn from the sticky group
+  double selectionWeight = 1.0;       // of lastAssigned (EngineConfig::stickyClients)
 };
 
 // An update that will be aggregated. Its delta is released once it has been added
@@ -121,12 +177,28 @@ Status RoundEngine::init() {
     return Status(StatusCode::kInvalidArgument, "the server learning rate must be positive");
   if (!(c.serverMomentum >= 0 && c.serverMomentum < 1))
     return Status(StatusCode::kInvalidArgument, "server momentum must be in [0, 1)");
+  if (c.stickyClients > 0) {
+    const auto want = static_cast<uint64_t>(std::ceil(c.clientsPerRound * c.overSelection - 1e-9));
+    if (c.stickyClients < want)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("sticky clients ({}) must be at least the clients selected per round ({})",
+                                c.stickyClients, want));
+    if (!(c.stickyFraction >= 0 && c.stickyFraction <= 1))
+      return Status(StatusCode::kInvalidArgument, "the sticky fraction must be in [0, 1]");
+  }
   if (c.tau == 0 || c.tauMin == 0 || c.tauMin > c.tauMax)
     return Status(StatusCode::kInvalidArgument, "need 1 <= tauMin <= tauMax and tau >= 1");
   auto down = compression::makeCompressor(
       c.downlink, {c.fp16Values ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32});
   if (!down) return down.status().withContext("downlink compressor");
   down_ = std::move(*down);
+  if (c.downlinkShared > 0) {
+    if (!(c.downlinkShared < 1) || (c.downlink != "topk" && c.downlink != "topk-sampled"))
+      return Status(StatusCode::kInvalidArgument,
+                    "a downlink shared mask needs a topk downlink and a fraction in [0, 1)");
+    down_ = std::make_unique<SharedMaskTopK>(
+        c.fp16Values ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32, c.downlinkShared);
+  }
   auto up = compression::makeCompressor(c.uplink);
   if (!up) return up.status().withContext("uplink compressor");
   auto upSchedule = compression::WarmupDensity::create(c.uplinkDensity, c.warmupRounds);
@@ -353,11 +425,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     if (c->connected && !c->busy) idle.push_back(c.get());
   const uint32_t need = config_.minClients > 0 ? config_.minClients : config_.clientsPerRound;
   if (idle.size() < need || idle.empty()) return;
-  // Deterministic shuffle (clients_ is ordered by id), then take the first n.
-  for (std::size_t i = idle.size(); i > 1; --i)
-    std::swap(idle[i - 1], idle[splitmix(rng_) % i]);
-  const auto want = static_cast<std::size_t>(std::ceil(config_.clientsPerRound * config_.overSelection - 1e-9));
-  idle.resize(std::min(idle.size(), want));
+  const std::vector<Pick> picks = select(std::move(idle), nextRound_);
 
   open_ = std::make_unique<OpenRound>();
   open_->round = nextRound_++;
@@ -367,11 +435,11 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   open_->lr = lrFor(commits_);
   open_->upDensity = usesDensity(config_.uplink) ? upSchedule_->density(commits_) : 1.0;
   open_->downDensity = usesDensity(config_.downlink) ? downSchedule_->density(commits_) : 1.0;
-  open_->selected = static_cast<uint32_t>(idle.size());
+  open_->selected = static_cast<uint32_t>(picks.size());
   if (config_.stepBudgets && config_.budgetQuantile > 0) {
     std::vector<double> speeds;
-    for (const Client* c : idle)
-      if (c->stepsPerMs > 0) speeds.push_back(c->stepsPerMs);
+    for (const Pick& p : picks)
+      if (p.client->stepsPerMs > 0) speeds.push_back(p.client->stepsPerMs);
     if (!speeds.empty()) {
       std::sort(speeds.begin(), speeds.end());
       const double q = std::min(config_.budgetQuantile, 1.0) * static_cast<double>(speeds.size() - 1);
@@ -379,7 +447,8 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     }
   }
   aggregate_.assign(model_.size(), 0.0f);  // the round's running sum
-  for (Client* c : idle) {
+  for (const Pick& pick : picks) {
+    Client* c = pick.client;
     Action act{Action::Kind::kAssign, c->id, makeAssignment(*c, open_->round, nowMs), {}, {}, 0};
     uint64_t wire = 0;
     for (const auto& b : act.assignment.broadcasts)
@@ -393,12 +462,69 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     rec.clientId = c->id;
     rec.assignedMs = nowMs;
     c->lastAssigned = open_->round;
+    c->sticky = pick.sticky;
+    c->selectionWeight = pick.weight;
     rec.bytesDownWire = wire;
+    rec.sticky = pick.sticky;
+    rec.selectionWeight = pick.weight;
     open_->outstanding.emplace(c->id, rec);
     c->busy = true;
     out.push_back(std::move(act));
   }
   out.push_back({Action::Kind::kWakeAt, {}, {}, {}, {}, open_->deadlineMs});
+}
+
+std::vector<RoundEngine::Pick> RoundEngine::select(std::vector<Client*> idle, uint64_t round) {
+  const auto want = static_cast<std::size_t>(std::ceil(config_.clientsPerRound * config_.overSelection - 1e-9));
+  auto shuffle = [&](std::vector<Client*>& v) {  // deterministic: clients_ is ordered by id
+    for (std::size_t i = v.size(); i > 1; --i)
+      std::swap(v[i - 1], v[splitmix(rng_) % i]);
+  };
+  std::vector<Pick> picks;
+  if (config_.stickyClients == 0) {
+    shuffle(idle);
+    idle.resize(std::min(idle.size(), want));
+    for (Client* c : idle)
+      picks.push_back({c, false, 1.0});
+    return picks;
+  }
+  // GlueFL: cs of the n selected from the group's idle members, the other ns from the
+  // other idle clients (either part takes more when the other runs short). A member is
+  // selected with probability cs / s, another client with ns / o; uniform sampling
+  // selects each with n / N, so the selection weights are (n / N) / (cs / s) and
+  // (n / N) / (ns / o): E[selected x weight] = n / N for every idle client, given the group.
+  std::vector<Client*> members, others;
+  for (Client* c : idle)
+    (sticky_.count(c->id) > 0 ? members : others).push_back(c);
+  shuffle(members);
+  shuffle(others);
+  const std::size_t n = std::min(idle.size(), want);
+  std::size_t cs = std::min(members.size(), static_cast<std::size_t>(std::lround(config_.stickyFraction * double(n))));
+  const std::size_t ns = std::min(others.size(), n - cs);
+  cs = std::min(members.size(), n - ns);
+  const double uniform = double(n) / double(idle.size());
+  for (std::size_t i = 0; i < cs; ++i)
+    picks.push_back({members[i], true, uniform * double(members.size()) / double(cs)});
+  for (std::size_t i = 0; i < ns; ++i)
+    picks.push_back({others[i], false, uniform * double(others.size()) / double(ns)});
+  // Every participant is (now) a member, assigned this round; the members assigned
+  // longest ago leave (ties: the smallest id first, for determinism).
+  for (const Pick& p : picks)
+    sticky_[p.client->id] = round;
+  while (sticky_.size() > config_.stickyClients) {
+    auto oldest = sticky_.begin();
+    for (auto it = sticky_.begin(); it != sticky_.end(); ++it)
+      if (it->second < oldest->second) oldest = it;
+    sticky_.erase(oldest);
+  }
+  return picks;
+}
+
+std::vector<std::string> RoundEngine::stickyGroup() const {
+  std::vector<std::string> out;
+  for (const auto& [id, round] : sticky_)
+    out.push_back(id);
+  return out;
 }
 
 std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t round, const std::string& reason,
@@ -470,6 +596,10 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   rec.bytesUpWire = u.bytesWire;
   rec.durationMs = u.durationMs;
   rec.staleness = p->staleness;
+  if (u.round == c.lastAssigned) {  // else rejected below
+    rec.sticky = c.sticky;
+    rec.selectionWeight = c.selectionWeight;
+  }
   if (u.durationMs > 0) {
     const double speed = double(u.steps) / double(u.durationMs);
     c.stepsPerMs = c.stepsPerMs > 0 ? 0.5 * c.stepsPerMs + 0.5 * speed : speed;
@@ -566,8 +696,8 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   double lossSum = 0, lossW = 0;
   for (const auto& p : use) {
     if (p->record.outcome == "rejected" || p->staleness > 0) continue;
-    lossSum += double(p->record.examples) * p->record.lossStart;
-    lossW += double(p->record.examples);
+    lossSum += double(p->record.examples) * p->record.selectionWeight * p->record.lossStart;
+    lossW += double(p->record.examples) * p->record.selectionWeight;
   }
   if (r.weightSum > 0) {
     const auto scale = static_cast<float>(r.stepSum / (r.weightSum * r.weightSum));
@@ -705,7 +835,8 @@ void RoundEngine::settle(Pending& p, double limit) {
   } else {
     // Weights: examples x 1/sqrt(1 + staleness); FedNova-style normalization by steps
     // is applied at the close, when the sums are complete.
-    const double w = double(p.record.examples) / std::sqrt(1.0 + p.staleness);
+    // With sticky sampling, x the selection weight (unbiased for uniform sampling's sum).
+    const double w = double(p.record.examples) * p.record.selectionWeight / std::sqrt(1.0 + p.staleness);
     r.weightSum += w;
     r.stepSum += w * p.record.steps;
     const double perStep = p.norm / double(p.record.steps);
@@ -788,6 +919,8 @@ std::string RoundEngine::serializeState() const {
     << "\nloss0 " << lossF0_ << "\nloss " << lossF_ << "\nhaveLoss " << (haveLoss_ ? 1 : 0) << "\nrng " << rng_ << "\n";
   for (const auto& [id, c] : clients_)
     if (c->lastAccepted > 0) o << "accepted " << id << " " << c->lastAccepted << "\n";
+  for (const auto& [id, round] : sticky_)
+    o << "sticky " << id << " " << round << "\n";
   return o.str();
 }
 
@@ -828,6 +961,11 @@ Status RoundEngine::restoreState(const std::string& state) {
         }
         c->lastAccepted = round;
       }
+    } else if (key == "sticky") {
+      std::string id;
+      uint64_t round = 0;
+      ok = static_cast<bool>(in >> id >> round);
+      if (ok) sticky_[id] = round;
     } else {
       return Status(StatusCode::kMalformed, fmt::format("engine state, entry {}: unknown key '{}'", line, key));
     }

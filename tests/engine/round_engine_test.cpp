@@ -2,6 +2,9 @@
 
 #include "starling/coordinator/round_engine.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -813,5 +816,237 @@ TEST_CASE("server lr and momentum scale the aggregate; masking drops momentum wh
     config.serverMomentum = 0;
     config.serverLr = 0;
     CHECK(!RoundEngine::create(config, initialModel()));
+  }
+}
+
+namespace {
+
+// 20 clients c00..c19, 4 updates a round, all selected at once (minClients 20),
+// a sticky group of 6 with 3 of the 4 drawn from it.
+EngineConfig stickyConfig() {
+  auto config = smallConfig(4);
+  config.rounds = 1000;
+  config.minClients = 20;
+  config.stickyClients = 6;
+  config.stickyFraction = 0.75;
+  return config;
+}
+
+std::string clientName(int i) {
+  return fmt::format("c{:02d}", i);
+}
+
+std::vector<Action> joinAll(RoundEngine& e, uint64_t heldRound = 0, uint64_t heldChecksum = 0) {
+  std::vector<Action> acts;
+  for (int i = 0; i < 20; ++i)
+    acts = e.clientJoined(clientName(i), 100, heldRound, heldChecksum, 0);
+  return acts;
+}
+
+// Every assigned client answers at once with filled(its number + 1): returns the round's summary.
+RoundSummary answer(RoundEngine& e, std::vector<Action>& acts) {
+  auto assigns = only(acts, Kind::kAssign);
+  REQUIRE(!assigns.empty());
+  for (const auto& a : assigns) {
+    const float v = float(std::stoi(a.clientId.substr(1)) + 1);
+    acts = e.updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, filled(v)), 10);
+  }
+  auto ended = only(acts, Kind::kRoundEnded);
+  REQUIRE(ended.size() == 1);
+  return ended[0].summary;
+}
+
+}  // namespace
+
+TEST_CASE("sticky sampling: counts from each group, rotation, weights in the aggregate", "[engine][sticky]") {
+  auto engine = RoundEngine::create(stickyConfig(), initialModel()).value();
+  auto acts = joinAll(*engine);
+  std::map<std::string, uint64_t> lastAssigned;
+  std::set<std::string> everMember;
+  std::vector<std::string> group;  // as of the previous round's selection
+  for (int r = 1; r <= 40; ++r) {
+    const std::vector<std::string> before = group;
+    group = engine->stickyGroup();
+    auto assigns = only(acts, Kind::kAssign);
+    REQUIRE(assigns.size() == 4);
+    for (const auto& a : assigns)
+      lastAssigned[a.clientId] = a.assignment.round;
+    const float modelBefore = engine->model()[0];
+    const RoundSummary s = answer(*engine, acts);
+    REQUIRE(s.committed);
+    uint32_t sticky = 0;
+    double wSum = 0, wvSum = 0;
+    for (const auto& p : s.participants) {
+      const bool wasMember = std::find(before.begin(), before.end(), p.clientId) != before.end();
+      CHECK(p.sticky == wasMember);
+      sticky += p.sticky ? 1 : 0;
+      // n / N = 4 / 20 over (drawn / available) of its part.
+      const double expected = p.sticky ? 0.2 * double(before.size()) / 3.0 : 0.2 * double(20 - before.size()) / 1.0;
+      CHECK(p.selectionWeight == Approx(r == 1 ? 1.0 : expected));
+      wSum += p.selectionWeight;
+      wvSum += p.selectionWeight * (std::stoi(p.clientId.substr(1)) + 1);
+    }
+    // Round 1: no group yet, 4 uniform draws; then 3 members and 1 other.
+    CHECK(sticky == (r == 1 ? 0u : 3u));
+    // Equal examples and steps: Delta is the selection-weighted mean of the updates.
+    CHECK(engine->model()[0] == Approx(modelBefore - wvSum / wSum).epsilon(1e-5));
+    // The group is the 6 clients assigned most recently (ties: the larger id stays).
+    std::vector<std::pair<uint64_t, std::string>> recent;
+    for (const auto& [id, round] : lastAssigned)
+      recent.push_back({round, id});
+    std::sort(recent.rbegin(), recent.rend());
+    std::vector<std::string> expectedGroup;
+    for (std::size_t i = 0; i < std::min<std::size_t>(6, recent.size()); ++i)
+      expectedGroup.push_back(recent[i].second);
+    std::sort(expectedGroup.begin(), expectedGroup.end());
+    CHECK(group == expectedGroup);
+    // Once full (round 4 on), one member a round leaves and the new one joins.
+    if (r >= 4) {
+      std::vector<std::string> kept;
+      std::set_intersection(before.begin(), before.end(), group.begin(), group.end(), std::back_inserter(kept));
+      CHECK(kept.size() == 5);
+    }
+    everMember.insert(group.begin(), group.end());
+  }
+  CHECK(everMember.size() >= 15);  // 6 + 37 draws from the 14 outside: it rotates through the fleet
+}
+
+TEST_CASE("sticky sampling: given the group, E[selected x weight] is uniform sampling's n / N for every client",
+          "[engine][sticky]") {
+  auto engine = RoundEngine::create(stickyConfig(), initialModel()).value();
+  auto acts = joinAll(*engine);
+  for (int r = 0; r < 10; ++r)
+    answer(*engine, acts);
+  const auto snap = engine->snapshot();
+  const auto group = engine->stickyGroup();
+  REQUIRE(group.size() == 6);
+  // Resume the same state with different random draws.
+  const auto rngAt = snap.state.find("\nrng ");
+  REQUIRE(rngAt != std::string::npos);
+  const auto rngEnd = snap.state.find('\n', rngAt + 1);
+  constexpr int kDraws = 4000;
+  std::map<std::string, double> weighted, selected;
+  for (int i = 0; i < kDraws; ++i) {
+    EngineSnapshot s = snap;
+    s.state = snap.state.substr(0, rngAt) + fmt::format("\nrng {}", 1000 + i) + snap.state.substr(rngEnd);
+    auto e = RoundEngine::resume(stickyConfig(), s).value();
+    REQUIRE(e->stickyGroup() == group);
+    auto a = joinAll(*e, snap.round, checksum64(snap.model));
+    for (const auto& p : answer(*e, a).participants) {
+      weighted[p.clientId] += p.selectionWeight;
+      selected[p.clientId] += 1;
+    }
+  }
+  for (int i = 0; i < 20; ++i) {
+    const std::string id = clientName(i);
+    const bool member = std::find(group.begin(), group.end(), id) != group.end();
+    INFO(id << (member ? " (member)" : ""));
+    // Sampling is far from uniform: members 3/6, the others 1/14 ...
+    CHECK(selected[id] / kDraws == Approx(member ? 0.5 : 1.0 / 14).margin(0.03));
+    // ... and the weights make up for it (sd of the mean: 0.0032 members, 0.011 others).
+    CHECK(weighted[id] / kDraws == Approx(0.2).margin(0.045));
+  }
+}
+
+TEST_CASE("sticky sampling is deterministic for a seed and resumes with its group", "[engine][sticky][resume]") {
+  auto trace = [](uint64_t seed, int rounds) {
+    auto config = stickyConfig();
+    config.seed = seed;
+    auto e = RoundEngine::create(config, initialModel()).value();
+    auto acts = joinAll(*e);
+    std::vector<std::string> out;
+    for (int r = 0; r < rounds; ++r) {
+      for (const auto& a : only(acts, Kind::kAssign))
+        out.push_back(a.clientId);
+      answer(*e, acts);
+    }
+    return out;
+  };
+  CHECK(trace(1, 15) == trace(1, 15));
+  CHECK(trace(1, 15) != trace(2, 15));
+
+  auto engine = RoundEngine::create(stickyConfig(), initialModel()).value();
+  auto acts = joinAll(*engine);
+  for (int r = 0; r < 8; ++r)
+    answer(*engine, acts);
+  const auto snap = engine->snapshot();
+  auto resumed = RoundEngine::resume(stickyConfig(), snap).value();
+  CHECK(resumed->stickyGroup() == engine->stickyGroup());
+  CHECK(resumed->snapshot().state == snap.state);
+  // Both resumed copies go on alike, drawing members from the restored group.
+  auto other = RoundEngine::resume(stickyConfig(), snap).value();
+  const auto group = resumed->stickyGroup();
+  std::vector<std::string> a, b;
+  for (auto* e : {resumed.get(), other.get()}) {
+    auto act = joinAll(*e, snap.round, checksum64(snap.model));
+    auto& out = e == resumed.get() ? a : b;
+    for (int r = 0; r < 5; ++r) {
+      const RoundSummary s = answer(*e, act);
+      for (const auto& p : s.participants) {
+        out.push_back(p.clientId);
+        if (r == 0) CHECK(p.sticky == (std::find(group.begin(), group.end(), p.clientId) != group.end()));
+      }
+    }
+  }
+  CHECK(a == b);
+
+  SECTION("invalid settings are refused") {
+    auto config = stickyConfig();
+    config.stickyClients = 3;  // fewer than the 4 selected
+    CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
+    config.stickyClients = 6;
+    config.stickyFraction = 1.5;
+    CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
+  }
+}
+
+TEST_CASE("downlink shared mask: each broadcast keeps 3/4 of the previous one's coordinates, catch-up stays exact",
+          "[engine][shared-mask]") {
+  auto config = smallConfig(2);
+  config.rounds = 12;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.25;  // 16 of 64
+  config.fp16Values = true;
+  config.downlinkShared = 0.75;  // 12 kept, 4 new
+  config.minClients = 5;         // 2 of 5 a round: clients miss rounds and catch up
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  std::map<std::string, ClientModel> clients;
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c", "d", "e"}) {
+    clients[id].model = initialModel();
+    acts = engine->clientJoined(id, 100, 0, 0, 0);
+  }
+  std::set<std::size_t> previous, touched;
+  std::vector<float> before(engine->model().begin(), engine->model().end());
+  for (int r = 1; r <= 12; ++r) {
+    auto assigns = only(acts, Kind::kAssign);
+    REQUIRE(assigns.size() == 2);
+    for (const auto& a : assigns) {
+      CHECK(clients[a.clientId].apply(a.assignment));  // checksum of the caught-up model
+      std::vector<float> delta(kDim);
+      for (std::size_t i = 0; i < kDim; ++i)
+        delta[i] = std::sin(float(i * 7 + 3 * r) + float(a.clientId[0]));
+      acts = engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), 10 * r);
+    }
+    REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+    std::set<std::size_t> changed;
+    for (std::size_t i = 0; i < kDim; ++i)
+      if (engine->model()[i] != before[i]) changed.insert(i);
+    before.assign(engine->model().begin(), engine->model().end());
+    CHECK(changed.size() <= 16);
+    if (r > 1) {
+      std::size_t shared = 0;
+      for (std::size_t i : changed)
+        shared += previous.count(i);
+      CHECK(shared >= 12);
+    }
+    previous = changed;
+    touched.insert(changed.begin(), changed.end());
+  }
+  CHECK(touched.size() <= 16 + 11 * 4);
+
+  SECTION("only with a top-k downlink") {
+    config.downlink = "identity";
+    CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
   }
 }

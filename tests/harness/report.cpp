@@ -24,13 +24,13 @@ std::optional<double> StrategyResult::finalAccuracy() const {
 std::string roundsCsv(const StrategyResult& result) {
   std::string out =
       "round,committed,virtual_s,bytes_up,bytes_down,total_bytes,accuracy,test_loss,train_loss,tau,density_up,"
-      "density_down,selected,participants,stragglers,dropped\n";
+      "density_down,selected,participants,stragglers,dropped,sticky,payload_down,payload_down_sticky\n";
   auto opt = [](const std::optional<double>& v) { return v ? fmt::format("{:.4f}", *v) : std::string(); };
   for (const auto& r : result.rounds)
-    out += fmt::format("{},{},{:.3f},{},{},{},{},{},{:.4f},{},{:.6g},{:.6g},{},{},{},{}\n", r.round,
+    out += fmt::format("{},{},{:.3f},{},{},{},{},{},{:.4f},{},{:.6g},{:.6g},{},{},{},{},{},{},{}\n", r.round,
                        r.committed ? 1 : 0, r.virtualSeconds, r.bytesUp, r.bytesDown, r.totalBytes, opt(r.accuracy),
                        opt(r.testLoss), r.trainLoss, r.tau, r.uplinkDensity, r.downlinkDensity, r.selected,
-                       r.participants, r.stragglers, r.dropped);
+                       r.participants, r.stragglers, r.dropped, r.sticky, r.payloadDown, r.payloadDownSticky);
   return out;
 }
 

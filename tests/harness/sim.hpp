@@ -107,6 +107,11 @@ struct RoundRow {
   uint32_t tau = 0;
   double uplinkDensity = 1, downlinkDensity = 1;
   uint32_t selected = 0, participants = 0, stragglers = 0, dropped = 0;
+  // Sticky sampling: the selected drawn from the sticky group, and the catch-up payload
+  // bytes (log, values or dense model, without the frames) sent to all the selected and
+  // to those drawn from the group.
+  uint32_t sticky = 0;
+  uint64_t payloadDown = 0, payloadDownSticky = 0;
 };
 
 struct StrategyResult {

@@ -228,7 +228,7 @@ TEST_CASE("the example config reads shared settings, [sim] and per-strategy over
   CHECK(settings.clients == 100);
   CHECK(settings.partition == "dirichlet:0.5");
   CHECK(settings.dropout == 0.25);  // the flag overrides the file's 0.1
-  REQUIRE(strategies.size() == 6);
+  REQUIRE(strategies.size() == 7);
   CHECK(strategies[0].name == "fedavg-fp32");
   CHECK(strategies[0].config.engine.uplink == "identity");
   CHECK_FALSE(strategies[0].config.engine.errorFeedback);
@@ -240,6 +240,10 @@ TEST_CASE("the example config reads shared settings, [sim] and per-strategy over
   CHECK(all.config.engine.adaptiveTau);
   CHECK(all.config.task.prioritySampling);
   CHECK(all.config.engine.rounds == 100);  // shared, not overridden
+  CHECK(all.config.engine.stickyClients == 40);
+  CHECK(all.config.engine.stickyFraction == Approx(0.8));
+  CHECK(all.config.engine.downlinkShared == Approx(0.8));
+  CHECK(strategies[5].config.engine.stickyClients == 0);  // all-on-uniform: the default
 
   SECTION("a [sim] key inside a strategy is an error") {
     const auto path = std::filesystem::temp_directory_path() / "starling-sim-bad.toml";

@@ -254,6 +254,14 @@ Status Run::perform(std::vector<Action> actions) {
         row.participants = sum.accepted;
         row.stragglers = sum.stragglers;
         row.dropped = roundDropped_;
+        for (const auto& p : sum.participants) {
+          if (p.round != sum.round) continue;  // a late update's record: its assignment was counted in its round
+          row.payloadDown += p.bytesDownWire;
+          if (p.sticky) {
+            ++row.sticky;
+            row.payloadDownSticky += p.bytesDownWire;
+          }
+        }
         const uint32_t every = std::max<uint32_t>(1, strategy_.config.task.evalEvery);
         if (sum.committed && (engine_->commits() % every == 0 || engine_->finished())) {
           STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->model()));

@@ -42,6 +42,18 @@ struct EngineConfig {
   int64_t deadlineMs = 60'000;    // from assignment to the round's deadline
   uint32_t maxStaleness = 2;      // S: a late update from round r - s is used while s <= S
   double maxNormRatio = 20.0;     // reject updates with ||q|| > ratio * median (0 = off)
+  // Sticky client sampling (GlueFL, Chen et al., MLSys 2023). 0 = off: the selected are
+  // drawn uniformly from the idle clients. Otherwise the engine keeps a sticky group of
+  // at most stickyClients clients: each round draws round(stickyFraction x n) of the n
+  // selected from the group's idle members and the rest uniformly from the other idle
+  // clients, who join the group in place of the members assigned longest ago (so the
+  // group is always the stickyClients clients assigned most recently, ties by id).
+  // Members were assigned recently: catching them up takes a few broadcasts. Each
+  // update's weight is multiplied by its selection weight, (n / N) / P(selected) over
+  // the N idle clients, so that the weighted sum is unbiased for uniform sampling's.
+  // Must be at least ceil(K * overSelection).
+  uint32_t stickyClients = 0;
+  double stickyFraction = 0.8;
 
   // Learning rate: lr_r = lr * lrDecay^(r - 1).
   double lr = 0.05;
@@ -86,6 +98,12 @@ struct EngineConfig {
   uint32_t warmupRounds = 0;  // DGC warm-up of both densities
   bool fp16Values = false;    // top-k / rand-k values as fp16
   bool errorFeedback = true;  // server-side memory on the broadcast
+  // GlueFL's shared mask (top-k downlink only; 0 = off, < 1): this fraction of a
+  // broadcast's k coordinates are the largest among the previous broadcast's, the rest
+  // the largest among the others, so that the coordinates changed over g rounds grow by
+  // (1 - downlinkShared) k a round instead of up to k (cheaper catch-up by value). The
+  // mask is not checkpointed: the first broadcast after a resume is plain top-k.
+  double downlinkShared = 0;
 
   uint32_t catchUpRounds = 20;  // broadcasts kept for catch-up; older clients get the dense model
   // Catch-up by value: a client that missed rounds may instead be sent the current
@@ -147,6 +165,10 @@ struct ParticipantResult {
   uint64_t bytesDownWire = 0;
   uint32_t staleness = 0;
   uint32_t durationMs = 0;
+  // Sticky sampling: drawn from the sticky group, and the factor its aggregation weight
+  // is multiplied by (1 under uniform sampling; see EngineConfig::stickyClients).
+  bool sticky = false;
+  double selectionWeight = 1.0;
 };
 
 struct RoundSummary {
@@ -246,6 +268,8 @@ class RoundEngine {
   EngineSnapshot snapshot() const;
   const EngineConfig& config() const { return config_; }
   uint32_t currentTau() const { return tau_; }
+  // The sticky group (EngineConfig::stickyClients), ordered by id; empty when off.
+  std::vector<std::string> stickyGroup() const;
 
   ~RoundEngine();
   RoundEngine(const RoundEngine&) = delete;
@@ -274,6 +298,14 @@ class RoundEngine {
   void settle(Pending& p, double limit);
   // Settles the open round's held on-time updates once there are enough norms to judge them.
   void settleReceived();
+  // Picks the round's participants from the idle clients (uniform or sticky), with
+  // each one's selection weight and group; updates the sticky group.
+  struct Pick {
+    Client* client = nullptr;
+    bool sticky = false;
+    double weight = 1.0;
+  };
+  std::vector<Pick> select(std::vector<Client*> idle, uint64_t round);
   Assignment makeAssignment(Client& c, uint64_t round, int64_t nowMs);
   // Whether (round, checksum) names a committed model the engine remembers.
   bool knownModel(uint64_t round, uint64_t checksum) const;
@@ -325,6 +357,8 @@ class RoundEngine {
   bool haveLoss_ = false;
   uint64_t rng_ = 0;
   bool stopping_ = false;
+  // Sticky sampling: the group's members and the last round each was assigned.
+  std::map<std::string, uint64_t> sticky_;
 };
 
 }  // namespace starling::coordinator

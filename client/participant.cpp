@@ -230,6 +230,7 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   to.momentum = hyper->momentum();
   to.weightDecay = hyper->weight_decay();
   to.clipNorm = hyper->clip_norm();
+  to.proxMu = hyper->prox_mu();
   to.sampler.mode = hyper->priority_sampling() ? SamplingMode::kAdaptive : SamplingMode::kUniform;
   const std::size_t d = model->numParams();
   auto trainer = Trainer::create(std::move(*model), *shard_, to);

@@ -99,6 +99,7 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("train.momentum", t.momentum, "momentum of local SGD");
   bind("train.weight-decay", t.weightDecay, "weight decay of local SGD");
   bind("train.clip-norm", t.clipNorm, "clip each minibatch gradient to this L2 norm (0 = off)");
+  bind("train.prox-mu", t.proxMu, "FedProx: clients add mu/2 ||x - xhat||^2 to their local objective (0 = off)");
   bind("train.priority-sampling", t.prioritySampling, "clients sample minibatches by priority");
   bind("compression.uplink", e.uplink, "client -> coordinator: identity, fp16, topk, topk-sampled, randk, sign, qsgd");
   bind("compression.uplink-density", e.uplinkDensity, "fraction kept by top-k / rand-k uplink");

@@ -178,7 +178,7 @@ void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello&
   flatbuffers::FlatBufferBuilder b(512);
   auto hyper = fb::CreateHyperParameters(b, static_cast<float>(ec.lr), task_.momentum, task_.weightDecay,
                                          static_cast<uint32_t>(task_.batchSize), ec.tau, task_.clipNorm,
-                                         task_.prioritySampling, ec.seed);
+                                         task_.prioritySampling, ec.seed, task_.proxMu);
   auto compression = fb::CreateCompressionSettingsDirect(b, ec.uplink.c_str(), static_cast<float>(ec.uplinkDensity),
                                                          ec.downlink.c_str(), static_cast<float>(ec.downlinkDensity),
                                                          ec.errorFeedback, ec.fp16Values);

@@ -142,6 +142,7 @@ Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downU
   to.momentum = task.momentum;
   to.weightDecay = task.weightDecay;
   to.clipNorm = task.clipNorm;
+  to.proxMu = task.proxMu;
   to.sampler.mode = task.prioritySampling ? client::SamplingMode::kAdaptive : client::SamplingMode::kUniform;
   const data::Dataset shard = fleet_.train().subset(fc.examples);
   auto trainer = client::Trainer::create(*prototype_, shard, to);

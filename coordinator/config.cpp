@@ -88,6 +88,13 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("train.extrapolate", e.extrapolate, "FedExP: extrapolate the server step when the updates disagree");
   bind("train.server-momentum", e.serverMomentum, "server momentum on the aggregate, in [0, 1) (FedAvgM)");
   bind("train.momentum-masking", e.momentumMasking, "zero server momentum where the broadcast sent a coordinate");
+  bind("train.server-optimizer", e.serverOptimizer,
+       "server optimizer on the aggregate: sgd (server-lr, server-momentum), adam or yogi (FedAdam, FedYogi)");
+  bind("train.server-beta1", e.serverBeta1, "adam / yogi: first-moment decay");
+  bind("train.server-beta2", e.serverBeta2, "adam / yogi: second-moment decay");
+  bind("train.server-eps", e.serverEps, "adam / yogi: adaptivity eps (tau in Reddi et al.)");
+  bind("train.sender-mean", e.senderMean,
+       "average each coordinate over the updates that sent it, not over all of them (sparse uplinks)");
   bind("train.tau", e.tau, "local steps per round (initial, with ADACOMM)");
   bind("train.adaptive-tau", e.adaptiveTau, "ADACOMM: adapt tau to the loss");
   bind("train.tau-min", e.tauMin, "ADACOMM and step budgets: fewest local steps");

@@ -246,7 +246,9 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   errorFeedback_ = comp->error_feedback();
   memory_.reset();  // two model-sized buffers: only when the task uses them
   if (errorFeedback_) {
-    auto mem = compression::ErrorFeedback::create(d);
+    compression::ErrorFeedbackOptions eo;
+    eo.maxErrorRatio = comp->error_cap();
+    auto mem = compression::ErrorFeedback::create(d, eo);
     if (!mem) return mem.status();
     memory_.emplace(std::move(*mem));
   }

@@ -115,6 +115,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("compression.warmup-rounds", e.warmupRounds, "DGC warm-up: rounds of falling density");
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
   bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");
+  bind("compression.uplink-error-cap", t.uplinkErrorCap,
+       "clients scale their memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");
+  bind("compression.downlink-error-cap", e.downlinkErrorCap,
+       "the coordinator scales its memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");
   bind("eval.test-data", t.testData, "Fashion-MNIST directory to evaluate on (empty = none)");
   bind("eval.eval-every", t.evalEvery, "evaluate every N committed rounds");
   bind("output.model-file", t.modelOut, "file the final model is saved to (empty = none)");

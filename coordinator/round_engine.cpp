@@ -146,7 +146,9 @@ Status RoundEngine::init() {
   upSchedule_ = std::move(*upSchedule);
   downSchedule_ = std::move(*downSchedule);
   if (c.errorFeedback) {
-    auto mem = compression::ErrorFeedback::create(model_.size());
+    compression::ErrorFeedbackOptions eo;
+    eo.maxErrorRatio = c.downlinkErrorCap;
+    auto mem = compression::ErrorFeedback::create(model_.size(), eo);
     if (!mem) return mem.status();
     memory_.emplace(std::move(*mem));
   }

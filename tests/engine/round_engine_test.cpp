@@ -914,3 +914,24 @@ TEST_CASE("FedAdam and FedYogi: the server step follows the hand-computed moment
     CHECK(!RoundEngine::create(config, initialModel()));
   }
 }
+
+TEST_CASE("downlink-error-cap scales the server memory to cap x ||p|| after a commit", "[engine][compression]") {
+  auto config = smallConfig(1);
+  config.downlink = "topk";
+  config.downlinkDensity = 1.0 / double(kDim);  // one coordinate a round
+  auto memoryNorm = [](const RoundEngine& e) {
+    double s = 0;
+    for (float x : e.snapshot().serverMemory)
+      s += double(x) * double(x);
+    return std::sqrt(s);
+  };
+  // Delta = 1 everywhere: ||p|| = 8 (64 ones); top-1 sends one, the memory keeps 63.
+  for (double cap : {0.0, 0.5}) {
+    DYNAMIC_SECTION("cap " << cap) {
+      config.downlinkErrorCap = cap;
+      auto engine = engineOf(config, 1);
+      runOneRound(*engine, 1, 1, [](uint32_t) { return filled(1.0f); });
+      CHECK(memoryNorm(*engine) == Approx(cap > 0 ? 0.5 * 8.0 : std::sqrt(63.0)).epsilon(1e-5));
+    }
+  }
+}

@@ -116,7 +116,9 @@ compression::ErrorFeedback* Run::memoryOf(std::size_t i) {
         break;
       }
     }
-    auto mem = compression::ErrorFeedback::create(engine_->model().size());
+    compression::ErrorFeedbackOptions eo;
+    eo.maxErrorRatio = strategy_.config.task.uplinkErrorCap;
+    auto mem = compression::ErrorFeedback::create(engine_->model().size(), eo);
     if (!mem) return nullptr;
     c.memory = std::make_unique<compression::ErrorFeedback>(std::move(*mem));
     ++withMemory_;

@@ -104,6 +104,9 @@ struct EngineConfig {
   uint32_t warmupRounds = 0;  // DGC warm-up of both densities
   bool fp16Values = false;    // top-k / rand-k values as fp16
   bool errorFeedback = true;  // server-side memory on the broadcast
+  // After each commit the server memory is scaled to ||ebar|| <= cap ||p_s|| (0 = no
+  // cap; see compression::ErrorFeedbackOptions::maxErrorRatio). It drops mass.
+  double downlinkErrorCap = 0.0;
 
   uint32_t catchUpRounds = 20;  // broadcasts kept for catch-up; older clients get the dense model
   // Catch-up by value: a client that missed rounds may instead be sent the current

@@ -230,6 +230,7 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   to.momentum = hyper->momentum();
   to.weightDecay = hyper->weight_decay();
   to.clipNorm = hyper->clip_norm();
+  to.proxMu = hyper->prox_mu();
   to.sampler.mode = hyper->priority_sampling() ? SamplingMode::kAdaptive : SamplingMode::kUniform;
   const std::size_t d = model->numParams();
   auto trainer = Trainer::create(std::move(*model), *shard_, to);
@@ -245,7 +246,9 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   errorFeedback_ = comp->error_feedback();
   memory_.reset();  // two model-sized buffers: only when the task uses them
   if (errorFeedback_) {
-    auto mem = compression::ErrorFeedback::create(d);
+    compression::ErrorFeedbackOptions eo;
+    eo.maxErrorRatio = comp->error_cap();
+    auto mem = compression::ErrorFeedback::create(d, eo);
     if (!mem) return mem.status();
     memory_.emplace(std::move(*mem));
   }

@@ -92,6 +92,13 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("train.extrapolate", e.extrapolate, "FedExP: extrapolate the server step when the updates disagree");
   bind("train.server-momentum", e.serverMomentum, "server momentum on the aggregate, in [0, 1) (FedAvgM)");
   bind("train.momentum-masking", e.momentumMasking, "zero server momentum where the broadcast sent a coordinate");
+  bind("train.server-optimizer", e.serverOptimizer,
+       "server optimizer on the aggregate: sgd (server-lr, server-momentum), adam or yogi (FedAdam, FedYogi)");
+  bind("train.server-beta1", e.serverBeta1, "adam / yogi: first-moment decay");
+  bind("train.server-beta2", e.serverBeta2, "adam / yogi: second-moment decay");
+  bind("train.server-eps", e.serverEps, "adam / yogi: adaptivity eps (tau in Reddi et al.)");
+  bind("train.sender-mean", e.senderMean,
+       "average each coordinate over the updates that sent it, not over all of them (sparse uplinks)");
   bind("train.tau", e.tau, "local steps per round (initial, with ADACOMM)");
   bind("train.adaptive-tau", e.adaptiveTau, "ADACOMM: adapt tau to the loss");
   bind("train.tau-min", e.tauMin, "ADACOMM and step budgets: fewest local steps");
@@ -103,6 +110,7 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("train.momentum", t.momentum, "momentum of local SGD");
   bind("train.weight-decay", t.weightDecay, "weight decay of local SGD");
   bind("train.clip-norm", t.clipNorm, "clip each minibatch gradient to this L2 norm (0 = off)");
+  bind("train.prox-mu", t.proxMu, "FedProx: clients add mu/2 ||x - xhat||^2 to their local objective (0 = off)");
   bind("train.priority-sampling", t.prioritySampling, "clients sample minibatches by priority");
   bind("compression.uplink", e.uplink, "client -> coordinator: identity, fp16, topk, topk-sampled, randk, sign, qsgd");
   bind("compression.uplink-density", e.uplinkDensity, "fraction kept by top-k / rand-k uplink");
@@ -113,6 +121,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("compression.warmup-rounds", e.warmupRounds, "DGC warm-up: rounds of falling density");
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
   bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");
+  bind("compression.uplink-error-cap", t.uplinkErrorCap,
+       "clients scale their memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");
+  bind("compression.downlink-error-cap", e.downlinkErrorCap,
+       "the coordinator scales its memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");
   bind("eval.test-data", t.testData, "Fashion-MNIST directory to evaluate on (empty = none)");
   bind("eval.eval-every", t.evalEvery, "evaluate every N committed rounds");
   bind("output.model-file", t.modelOut, "file the final model is saved to (empty = none)");

@@ -186,6 +186,16 @@ Status RoundEngine::init() {
     if (!(c.stickyFraction >= 0 && c.stickyFraction <= 1))
       return Status(StatusCode::kInvalidArgument, "the sticky fraction must be in [0, 1]");
   }
+  if (c.serverOptimizer != "sgd" && c.serverOptimizer != "adam" && c.serverOptimizer != "yogi")
+    return Status(StatusCode::kInvalidArgument, "server optimizer must be sgd, adam or yogi");
+  if (c.serverOptimizer != "sgd") {
+    if (c.serverMomentum > 0 || c.extrapolate)
+      return Status(StatusCode::kInvalidArgument,
+                    "server momentum and extrapolate belong to the sgd server optimizer, not " + c.serverOptimizer);
+    if (!(c.serverBeta1 >= 0 && c.serverBeta1 < 1) || !(c.serverBeta2 >= 0 && c.serverBeta2 < 1) ||
+        !(c.serverEps > 0) || !std::isfinite(c.serverEps))
+      return Status(StatusCode::kInvalidArgument, "server betas must be in [0, 1) and eps positive");
+  }
   if (c.tau == 0 || c.tauMin == 0 || c.tauMin > c.tauMax)
     return Status(StatusCode::kInvalidArgument, "need 1 <= tauMin <= tauMax and tau >= 1");
   auto down = compression::makeCompressor(
@@ -208,7 +218,9 @@ Status RoundEngine::init() {
   upSchedule_ = std::move(*upSchedule);
   downSchedule_ = std::move(*downSchedule);
   if (c.errorFeedback) {
-    auto mem = compression::ErrorFeedback::create(model_.size());
+    compression::ErrorFeedbackOptions eo;
+    eo.maxErrorRatio = c.downlinkErrorCap;
+    auto mem = compression::ErrorFeedback::create(model_.size(), eo);
     if (!mem) return mem.status();
     memory_.emplace(std::move(*mem));
   }
@@ -447,6 +459,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     }
   }
   aggregate_.assign(model_.size(), 0.0f);  // the round's running sum
+  if (config_.senderMean) coverage_.assign(model_.size(), 0.0f);
   for (const Pick& pick : picks) {
     Client* c = pick.client;
     Action act{Action::Kind::kAssign, c->id, makeAssignment(*c, open_->round, nowMs), {}, {}, 0};
@@ -703,6 +716,9 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     const auto scale = static_cast<float>(r.stepSum / (r.weightSum * r.weightSum));
     for (float& x : aggregate_)
       x *= scale;
+    if (config_.senderMean)
+      for (std::size_t i = 0; i < aggregate_.size(); ++i)
+        if (coverage_[i] > 0) aggregate_[i] *= static_cast<float>(r.weightSum / coverage_[i]);
   }
 
   // The server optimizer (EngineConfig::serverLr, extrapolate, serverMomentum).
@@ -718,7 +734,28 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     if (meanSq > 0 && std::isfinite(spread)) step *= std::max(1.0, spread / (2.0 * meanSq));
   }
   s.serverStep = step;
-  if (config_.serverMomentum > 0) {
+  if (config_.serverOptimizer != "sgd") {
+    const bool yogi = config_.serverOptimizer == "yogi";
+    const auto eps = static_cast<float>(config_.serverEps);
+    if (velocity_.size() != aggregate_.size()) velocity_.assign(aggregate_.size(), 0.0f);
+    if (secondMoment_.size() != aggregate_.size()) secondMoment_.assign(aggregate_.size(), yogi ? eps * eps : 0.0f);
+    const auto b1 = static_cast<float>(config_.serverBeta1);
+    const auto b2 = static_cast<float>(config_.serverBeta2);
+    const auto eta = static_cast<float>(step);
+    for (std::size_t i = 0; i < aggregate_.size(); ++i) {
+      const float g = aggregate_[i];
+      const float g2 = g * g;
+      float& m = velocity_[i];
+      float& v = secondMoment_[i];
+      m = b1 * m + (1.0f - b1) * g;
+      if (yogi)
+        v -= (1.0f - b2) * g2 * (v > g2 ? 1.0f : (v < g2 ? -1.0f : 0.0f));
+      else
+        v = b2 * v + (1.0f - b2) * g2;
+      aggregate_[i] = eta * m / (std::sqrt(v) + eps);
+    }
+    step = 1.0;  // applied above
+  } else if (config_.serverMomentum > 0) {
     if (velocity_.size() != aggregate_.size()) velocity_.assign(aggregate_.size(), 0.0f);
     const auto beta = static_cast<float>(config_.serverMomentum);
     for (std::size_t i = 0; i < aggregate_.size(); ++i) {
@@ -842,6 +879,17 @@ void RoundEngine::settle(Pending& p, double limit) {
     const double perStep = p.norm / double(p.record.steps);
     r.normSqSum += w * perStep * perStep;
     (void)compression::addScaled(p.delta, static_cast<float>(w / double(p.record.steps)), aggregate_);
+    if (config_.senderMean) {
+      const bool sparse =
+          p.delta.encoding == compression::Encoding::kTopK || p.delta.encoding == compression::Encoding::kRandK;
+      if (sparse) {
+        for (uint32_t i : p.delta.indices)
+          coverage_[i] += static_cast<float>(w);
+      } else {
+        for (float& c : coverage_)
+          c += static_cast<float>(w);
+      }
+    }
   }
   p.delta = compression::Compressed{};  // releases its buffers
   p.settled = true;

@@ -22,6 +22,8 @@ Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset
   if (!(options.momentum >= 0.0f && options.momentum < 1.0f)) return bad("momentum must be in [0, 1)");
   if (!(options.weightDecay >= 0.0f)) return bad("weight decay must be >= 0");
   if (!(options.clipNorm >= 0.0f)) return bad("clip norm must be >= 0 (0 turns clipping off)");
+  if (!(options.proxMu >= 0.0f) || !std::isfinite(options.proxMu))
+    return bad("proximal mu must be finite and >= 0 (0 turns FedProx off)");
   if (!(options.sampler.lambda > 0.0f && options.sampler.lambda <= 1.0f))
     return bad("sampler lambda must be in (0, 1]");
   if (options.sampler.candidateFactor < 1) return bad("sampler candidate factor must be >= 1");
@@ -85,6 +87,7 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
   const int b = options_.batchSize;
   const float mu = options_.momentum;
   const float wd = options_.weightDecay;
+  const float prox = options_.proxMu;
   const float eta = request.lr;
   Eigen::Map<const Eigen::VectorXf> g(grad_.data(), static_cast<Eigen::Index>(d));
   double lastLoss = 0.0;
@@ -110,14 +113,24 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
       if (norm > options_.clipNorm) scale = options_.clipNorm / norm;
     }
     // m <- mu m + g;  x <- x - eta (m + wd x), in one pass over the three vectors (the
-    // update is memory-bound: two passes cost a third of a step for the MLP).
+    // update is memory-bound: two passes cost a third of a step for the MLP). With
+    // FedProx, g also holds the proximal term's gradient prox (x - xhat).
     float* xs = model_.params().data();
     float* ms = momentum_.data();
     const float* gs = grad_.data();
-    for (std::size_t i = 0; i < d; ++i) {
-      const float mi = mu * ms[i] + scale * gs[i];
-      ms[i] = mi;
-      xs[i] -= eta * (mi + wd * xs[i]);
+    if (prox > 0.0f) {
+      const float* bs = base.data();
+      for (std::size_t i = 0; i < d; ++i) {
+        const float mi = mu * ms[i] + scale * gs[i] + prox * (xs[i] - bs[i]);
+        ms[i] = mi;
+        xs[i] -= eta * (mi + wd * xs[i]);
+      }
+    } else {
+      for (std::size_t i = 0; i < d; ++i) {
+        const float mi = mu * ms[i] + scale * gs[i];
+        ms[i] = mi;
+        xs[i] -= eta * (mi + wd * xs[i]);
+      }
     }
   }
   stats.steps = request.steps;

@@ -1050,3 +1050,123 @@ TEST_CASE("downlink shared mask: each broadcast keeps 3/4 of the previous one's 
     CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
   }
 }
+
+TEST_CASE("mean over senders: each coordinate is averaged over the updates that carry it",
+          "[engine][server-optimizer]") {
+  auto config = smallConfig(3);
+  config.senderMean = true;
+  config.maxNormRatio = 0;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  for (const char* id : {"a", "b", "c"})
+    engine->clientJoined(id, 100, 0, 0, 0);
+  // a: sparse {0: 1, 1: 2}, 100 examples, 10 steps; b: sparse {1: 4, 2: 3}, 300
+  // examples, 20 steps; c: dense 0.5 everywhere, 100 examples, 10 steps.
+  auto sparse = [](std::vector<uint32_t> idx, std::vector<float> val) {
+    compression::Compressed c;
+    c.encoding = compression::Encoding::kTopK;
+    c.count = kDim;
+    c.indices = std::move(idx);
+    c.values = std::move(val);
+    return c;
+  };
+  IncomingUpdate ua = update(1, 0, filled(0.0f), 100, 10);
+  ua.delta = sparse({0, 1}, {1.0f, 2.0f});
+  IncomingUpdate ub = update(1, 0, filled(0.0f), 300, 20);
+  ub.delta = sparse({1, 2}, {4.0f, 3.0f});
+  engine->updateArrived("a", std::move(ua), 10);
+  engine->updateArrived("b", std::move(ub), 11);
+  auto acts = engine->updateArrived("c", update(1, 0, filled(0.5f), 100, 10), 12);
+  REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+  // By hand: W = 500, stepSum = 100*10 + 300*20 + 100*10 = 8000, unit = stepSum / W = 16.
+  // Coordinate i: unit * sum_{k sent i} w_k q_ki / steps_k / W_i.
+  const double unit = 16.0;
+  const double d0 = unit * (100 * 1.0 / 10 + 100 * 0.5 / 10) / 200;                   // a, c
+  const double d1 = unit * (100 * 2.0 / 10 + 300 * 4.0 / 20 + 100 * 0.5 / 10) / 500;  // a, b, c
+  const double d2 = unit * (300 * 3.0 / 20 + 100 * 0.5 / 10) / 400;                   // b, c
+  const double d3 = unit * (100 * 0.5 / 10) / 100;                                    // c only
+  const auto m0 = initialModel();
+  CHECK(engine->model()[0] == Approx(m0[0] - d0).epsilon(1e-5));
+  CHECK(engine->model()[1] == Approx(m0[1] - d1).epsilon(1e-5));
+  CHECK(engine->model()[2] == Approx(m0[2] - d2).epsilon(1e-5));
+  CHECK(engine->model()[3] == Approx(m0[3] - d3).epsilon(1e-5));
+  // Off, coordinate 0 is averaged over all three: unit * (1 + 0.5) * 10 / 500.
+  SECTION("off: the mean over all updates") {
+    config.senderMean = false;
+    auto plain = RoundEngine::create(config, initialModel()).value();
+    for (const char* id : {"a", "b", "c"})
+      plain->clientJoined(id, 100, 0, 0, 0);
+    IncomingUpdate pa = update(1, 0, filled(0.0f), 100, 10);
+    pa.delta = sparse({0, 1}, {1.0f, 2.0f});
+    IncomingUpdate pb = update(1, 0, filled(0.0f), 300, 20);
+    pb.delta = sparse({1, 2}, {4.0f, 3.0f});
+    plain->updateArrived("a", std::move(pa), 10);
+    plain->updateArrived("b", std::move(pb), 11);
+    plain->updateArrived("c", update(1, 0, filled(0.5f), 100, 10), 12);
+    CHECK(plain->model()[0] == Approx(m0[0] - unit * 15.0 / 500).epsilon(1e-5));
+    CHECK(plain->model()[0] != Approx(engine->model()[0]).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("FedAdam and FedYogi: the server step follows the hand-computed moments", "[engine][server-optimizer]") {
+  auto config = smallConfig(2);
+  config.serverLr = 0.1;
+  config.serverBeta1 = 0.9;
+  config.serverBeta2 = 0.5;
+  config.serverEps = 1e-3;
+  // Two rounds: Delta = 1 everywhere, then 0.1 (both clients send the same, steps 10:
+  // the step-normalized mean is the update itself).
+  const double deltas[] = {1.0, 0.1};
+  for (const char* opt : {"adam", "yogi"}) {
+    DYNAMIC_SECTION(opt) {
+      config.serverOptimizer = opt;
+      const bool yogi = std::string(opt) == "yogi";
+      auto engine = engineOf(config, 2);
+      double m = 0, v = yogi ? 1e-6 : 0, x = initialModel()[7];
+      for (int r = 0; r < 2; ++r) {
+        const double g = deltas[r];
+        m = 0.9 * m + 0.1 * g;
+        if (yogi)
+          v -= 0.5 * g * g * (v > g * g ? 1.0 : -1.0);
+        else
+          v = 0.5 * v + 0.5 * g * g;
+        x -= 0.1 * m / (std::sqrt(v) + 1e-3);
+        runOneRound(*engine, 2, uint64_t(r + 1), [&](uint32_t) { return filled(float(g)); });
+        CHECK(engine->model()[7] == Approx(x).epsilon(1e-5));
+      }
+      // Adam's v fell to 0.255 in round 2, Yogi's only to 0.495: the two differ.
+      CHECK(v == Approx(yogi ? 0.495001 : 0.255).epsilon(1e-6));
+    }
+  }
+  SECTION("refused with sgd-only settings or bad betas") {
+    config.serverOptimizer = "adam";
+    config.serverMomentum = 0.5;
+    CHECK(!RoundEngine::create(config, initialModel()));
+    config.serverMomentum = 0;
+    config.serverBeta2 = 1.0;
+    CHECK(!RoundEngine::create(config, initialModel()));
+    config.serverBeta2 = 0.99;
+    config.serverOptimizer = "lamb";
+    CHECK(!RoundEngine::create(config, initialModel()));
+  }
+}
+
+TEST_CASE("downlink-error-cap scales the server memory to cap x ||p|| after a commit", "[engine][compression]") {
+  auto config = smallConfig(1);
+  config.downlink = "topk";
+  config.downlinkDensity = 1.0 / double(kDim);  // one coordinate a round
+  auto memoryNorm = [](const RoundEngine& e) {
+    double s = 0;
+    for (float x : e.snapshot().serverMemory)
+      s += double(x) * double(x);
+    return std::sqrt(s);
+  };
+  // Delta = 1 everywhere: ||p|| = 8 (64 ones); top-1 sends one, the memory keeps 63.
+  for (double cap : {0.0, 0.5}) {
+    DYNAMIC_SECTION("cap " << cap) {
+      config.downlinkErrorCap = cap;
+      auto engine = engineOf(config, 1);
+      runOneRound(*engine, 1, 1, [](uint32_t) { return filled(1.0f); });
+      CHECK(memoryNorm(*engine) == Approx(cap > 0 ? 0.5 * 8.0 : std::sqrt(63.0)).epsilon(1e-5));
+    }
+  }
+}

@@ -116,7 +116,9 @@ compression::ErrorFeedback* Run::memoryOf(std::size_t i) {
         break;
       }
     }
-    auto mem = compression::ErrorFeedback::create(engine_->model().size());
+    compression::ErrorFeedbackOptions eo;
+    eo.maxErrorRatio = strategy_.config.task.uplinkErrorCap;
+    auto mem = compression::ErrorFeedback::create(engine_->model().size(), eo);
     if (!mem) return nullptr;
     c.memory = std::make_unique<compression::ErrorFeedback>(std::move(*mem));
     ++withMemory_;
@@ -142,6 +144,7 @@ Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downU
   to.momentum = task.momentum;
   to.weightDecay = task.weightDecay;
   to.clipNorm = task.clipNorm;
+  to.proxMu = task.proxMu;
   to.sampler.mode = task.prioritySampling ? client::SamplingMode::kAdaptive : client::SamplingMode::kUniform;
   const data::Dataset shard = fleet_.train().subset(fc.examples);
   auto trainer = client::Trainer::create(*prototype_, shard, to);

@@ -1,5 +1,5 @@
 // Trainer: local SGD converges, returns xhat - x, is deterministic, and applies
-// momentum, weight decay and clipping as documented.
+// momentum, weight decay, clipping and FedProx's proximal term as documented.
 #include "starling/client/trainer.hpp"
 
 #include <catch2/catch.hpp>
@@ -150,6 +150,35 @@ TEST_CASE("momentum, weight decay and clipping follow the documented update", "[
     for (std::size_t i = 0; i < d; ++i)
       CHECK(delta[i] == Approx(base[i] - xs[i]).margin(1e-5));
   }
+  SECTION("FedProx adds mu (x - xhat) to the gradient") {
+    // Three steps: the first is plain (x = xhat), the next two are pulled back to xhat.
+    options.proxMu = 0.7f;
+    std::vector<float> xs = base;
+    std::vector<float> mom(d, 0.0f);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> g = gradientAt(xs);
+      for (std::size_t i = 0; i < d; ++i) {
+        mom[i] = 0.5f * mom[i] + g[i] + 0.7f * (xs[i] - base[i]);
+        xs[i] -= lr * (mom[i] + 0.1f * xs[i]);
+      }
+    }
+    auto trainer = Trainer::create(reference, data, options);
+    REQUIRE(trainer.isOk());
+    std::vector<float> delta(d);
+    REQUIRE(trainer->run(base, TrainRequest{3, lr, 3}, delta).isOk());
+    for (std::size_t i = 0; i < d; ++i)
+      CHECK(delta[i] == Approx(base[i] - xs[i]).margin(1e-5));
+    // And the term changes the result: without it the run ends elsewhere.
+    options.proxMu = 0.0f;
+    auto plain = Trainer::create(reference, data, options);
+    REQUIRE(plain.isOk());
+    std::vector<float> plainDelta(d);
+    REQUIRE(plain->run(base, TrainRequest{3, lr, 3}, plainDelta).isOk());
+    double diff = 0;
+    for (std::size_t i = 0; i < d; ++i)
+      diff += std::abs(double(plainDelta[i]) - double(delta[i]));
+    CHECK(diff > 1e-3);
+  }
   SECTION("clipping bounds the gradient norm") {
     options.momentum = 0.0f;
     options.weightDecay = 0.0f;
@@ -189,6 +218,9 @@ TEST_CASE("the trainer refuses what it cannot use", "[trainer]") {
     CHECK_FALSE(Trainer::create(toyModel("mlp:5-3", 1), data, options).isOk());
     options = {};
     options.momentum = 1.0f;
+    CHECK_FALSE(Trainer::create(toyModel("mlp:5-3", 1), data, options).isOk());
+    options = {};
+    options.proxMu = -0.1f;
     CHECK_FALSE(Trainer::create(toyModel("mlp:5-3", 1), data, options).isOk());
   }
   SECTION("a base of the wrong size") {

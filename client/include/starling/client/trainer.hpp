@@ -29,6 +29,8 @@ struct TrainerOptions {
   float momentum = 0.9f;      // mu; 0 disables momentum
   float weightDecay = 0.0f;   // wd, applied as x <- x - eta (m + wd x)
   float clipNorm = 0.0f;      // clip each minibatch gradient to this global L2 norm; 0 = off
+  float proxMu = 0.0f;        // FedProx (Li et al. 2020): mu (x - xhat) is added to each
+                              // (clipped) minibatch gradient; 0 = off
   bool resetMomentum = true;  // start every run() with m = 0 (else keep it across runs)
   int lossProbe = 256;        // examples (fixed per run) to measure loss at start and end;
                               // 0 = use the first and the last minibatch losses instead

@@ -40,6 +40,8 @@ struct TaskConfig {
   float momentum = 0.0f;
   float weightDecay = 0.0f;
   float clipNorm = 0.0f;
+  float uplinkErrorCap = 0.0f;    // clients' uplink memory: ||e|| <= cap ||p|| after each commit (0 = off)
+  float proxMu = 0.0f;            // FedProx: clients add mu/2 ||x - xhat||^2 to their local objective
   bool prioritySampling = false;  // clients sample by priority (adaptive)
   std::string testData;           // Fashion-MNIST directory for evaluation ("" = none)
   uint32_t evalEvery = 1;         // evaluate every N committed rounds

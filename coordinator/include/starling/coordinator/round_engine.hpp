@@ -72,6 +72,24 @@ struct EngineConfig {
   bool extrapolate = false;
   double serverMomentum = 0.0;
   bool momentumMasking = true;
+  // Mean over senders: each coordinate of Delta is the weighted mean over the updates
+  // that carry it (a sparse update carries its indices, a dense one every coordinate)
+  // instead of over all of them, i.e. coordinate i is scaled by W / W_i with W_i the
+  // weight of the updates that sent i. Sparse updates whose supports barely overlap
+  // (non-IID clients) then enter at their own size instead of 1/K of it.
+  bool senderMean = false;
+  // Adaptive server optimizer (FedAdam / FedYogi, Reddi et al., ICLR 2021) in place of
+  // serverMomentum, with Delta the pseudo-gradient:
+  //   m <- b1 m + (1 - b1) Delta
+  //   v <- b2 v + (1 - b2) Delta^2                   (adam)
+  //   v <- v - (1 - b2) Delta^2 sign(v - Delta^2)    (yogi; v starts at eps^2)
+  //   p_s = serverLr m / (sqrt(v) + eps) + ebar
+  // "sgd" is the step above (serverLr, serverMomentum, extrapolate). momentumMasking
+  // zeroes m where the broadcast sent a coordinate, as it does u.
+  std::string serverOptimizer = "sgd";
+  double serverBeta1 = 0.9;
+  double serverBeta2 = 0.99;
+  double serverEps = 1e-3;
 
   // Local steps: ADACOMM (Wang & Joshi 2019) when adaptiveTau, else tau every round.
   uint32_t tau = 50;
@@ -104,6 +122,9 @@ struct EngineConfig {
   // (1 - downlinkShared) k a round instead of up to k (cheaper catch-up by value). The
   // mask is not checkpointed: the first broadcast after a resume is plain top-k.
   double downlinkShared = 0;
+  // After each commit the server memory is scaled to ||ebar|| <= cap ||p_s|| (0 = no
+  // cap; see compression::ErrorFeedbackOptions::maxErrorRatio). It drops mass.
+  double downlinkErrorCap = 0.0;
 
   uint32_t catchUpRounds = 20;  // broadcasts kept for catch-up; older clients get the dense model
   // Catch-up by value: a client that missed rounds may instead be sent the current
@@ -337,6 +358,8 @@ class RoundEngine {
   std::deque<uint64_t> previousRounds_;
   std::vector<float> aggregate_;                          // the open round's running sum, then its Delta
   std::vector<float> velocity_;                           // server momentum u (empty when off)
+  std::vector<float> coverage_;                           // senderMean: W_i of the open round
+  std::vector<float> secondMoment_;                       // adam / yogi: v (m is velocity_)
   std::shared_ptr<const std::vector<float>> denseCache_;  // model_ as of committed_, shared by assignments
   // Catch-up by value. changedAt_[i]: the last round whose broadcast touched
   // coordinate i (0 = none since round 0; after a resume, every entry is the resumed

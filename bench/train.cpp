@@ -72,7 +72,7 @@ struct Args {
   std::string torchScript;
   int cnnEpochs = 4;
   int evalEvery = 100;
-  int seeds = 32;  // steps to 85% vary by ~400 per seed: 16 seeds left ~100 steps of noise
+  int seeds = 32;                               // steps to 85% vary by ~400 per seed: 16 seeds left ~100 steps of noise
   bool quick = false;                           // smaller runs, for a smoke test
   std::string only;                             // one section: throughput, accuracy, sampling or client (empty: all)
   std::string clientBin = STARLING_CLIENT_BIN;  // set by bench/meson.build

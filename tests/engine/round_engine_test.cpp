@@ -1056,26 +1056,30 @@ TEST_CASE("mean over senders: each coordinate is averaged over the updates that 
   auto config = smallConfig(3);
   config.senderMean = true;
   config.maxNormRatio = 0;
-  auto engine = RoundEngine::create(config, initialModel()).value();
-  for (const char* id : {"a", "b", "c"})
-    engine->clientJoined(id, 100, 0, 0, 0);
   // a: sparse {0: 1, 1: 2}, 100 examples, 10 steps; b: sparse {1: 4, 2: 3}, 300
-  // examples, 20 steps; c: dense 0.5 everywhere, 100 examples, 10 steps.
-  auto sparse = [](std::vector<uint32_t> idx, std::vector<float> val) {
-    compression::Compressed c;
-    c.encoding = compression::Encoding::kTopK;
-    c.count = kDim;
-    c.indices = std::move(idx);
-    c.values = std::move(val);
-    return c;
+  // examples, 20 steps; c: dense 0.5 everywhere, 100 examples, 10 steps. Returns the
+  // actions of the last arrival.
+  auto runRound = [](RoundEngine& e) {
+    for (const char* id : {"a", "b", "c"})
+      e.clientJoined(id, 100, 0, 0, 0);
+    auto sparse = [](std::vector<uint32_t> idx, std::vector<float> val) {
+      compression::Compressed c;
+      c.encoding = compression::Encoding::kTopK;
+      c.count = kDim;
+      c.indices = std::move(idx);
+      c.values = std::move(val);
+      return c;
+    };
+    IncomingUpdate ua = update(1, 0, filled(0.0f), 100, 10);
+    ua.delta = sparse({0, 1}, {1.0f, 2.0f});
+    IncomingUpdate ub = update(1, 0, filled(0.0f), 300, 20);
+    ub.delta = sparse({1, 2}, {4.0f, 3.0f});
+    e.updateArrived("a", std::move(ua), 10);
+    e.updateArrived("b", std::move(ub), 11);
+    return e.updateArrived("c", update(1, 0, filled(0.5f), 100, 10), 12);
   };
-  IncomingUpdate ua = update(1, 0, filled(0.0f), 100, 10);
-  ua.delta = sparse({0, 1}, {1.0f, 2.0f});
-  IncomingUpdate ub = update(1, 0, filled(0.0f), 300, 20);
-  ub.delta = sparse({1, 2}, {4.0f, 3.0f});
-  engine->updateArrived("a", std::move(ua), 10);
-  engine->updateArrived("b", std::move(ub), 11);
-  auto acts = engine->updateArrived("c", update(1, 0, filled(0.5f), 100, 10), 12);
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  auto acts = runRound(*engine);
   REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
   // By hand: W = 500, stepSum = 100*10 + 300*20 + 100*10 = 8000, unit = stepSum / W = 16.
   // Coordinate i: unit * sum_{k sent i} w_k q_ki / steps_k / W_i.
@@ -1093,15 +1097,7 @@ TEST_CASE("mean over senders: each coordinate is averaged over the updates that 
   SECTION("off: the mean over all updates") {
     config.senderMean = false;
     auto plain = RoundEngine::create(config, initialModel()).value();
-    for (const char* id : {"a", "b", "c"})
-      plain->clientJoined(id, 100, 0, 0, 0);
-    IncomingUpdate pa = update(1, 0, filled(0.0f), 100, 10);
-    pa.delta = sparse({0, 1}, {1.0f, 2.0f});
-    IncomingUpdate pb = update(1, 0, filled(0.0f), 300, 20);
-    pb.delta = sparse({1, 2}, {4.0f, 3.0f});
-    plain->updateArrived("a", std::move(pa), 10);
-    plain->updateArrived("b", std::move(pb), 11);
-    plain->updateArrived("c", update(1, 0, filled(0.5f), 100, 10), 12);
+    REQUIRE(only(runRound(*plain), Kind::kRoundEnded).size() == 1);
     CHECK(plain->model()[0] == Approx(m0[0] - unit * 15.0 / 500).epsilon(1e-5));
     CHECK(plain->model()[0] != Approx(engine->model()[0]).epsilon(1e-4));
   }

@@ -239,7 +239,7 @@ Status Participant::setUpTask(const fb::Welcome& w) {
                   "this client's data cannot train the coordinator's model: " + trainer.status().message());
   trainer_.emplace(std::move(*trainer));
   compression::CompressorOptions co;
-  co.values = comp->fp16_values() ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32;
+  co.values = compression::sparseValueFormat(comp->fp16_values(), comp->uplink_ternary());
   auto up = compression::makeCompressor(str(comp->uplink()), co);
   if (!up) return Status(StatusCode::kInvalidArgument, "uplink compressor: " + up.status().message());
   uplink_ = std::move(*up);

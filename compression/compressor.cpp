@@ -44,13 +44,15 @@ Status checkInput(std::span<const float> v) {
 }
 
 Result<std::unique_ptr<Compressor>> makeCompressor(std::string_view name, const CompressorOptions& options) {
-  const bool valuesOk = options.values == ValueFormat::kFp32 || options.values == ValueFormat::kFp16;
+  const bool fpValues = options.values == ValueFormat::kFp32 || options.values == ValueFormat::kFp16;
   if (name == "identity") return std::unique_ptr<Compressor>(new IdentityCompressor());
   if (name == "fp16") return std::unique_ptr<Compressor>(new Fp16Compressor());
   if (name == "topk" || name == "topk-sampled" || name == "randk") {
-    if (!valuesOk) {
-      return Status{StatusCode::kInvalidArgument,
-                    std::string(name) + " sends fp32 or fp16 values, not " + valueFormatName(options.values)};
+    const bool ternary = options.values == ValueFormat::kSignBits && name != "randk";
+    if (!fpValues && !ternary) {
+      return Status{StatusCode::kInvalidArgument, std::string(name) + " sends fp32 or fp16 values" +
+                                                      (name == "randk" ? "" : " or sign bits") + ", not " +
+                                                      valueFormatName(options.values)};
     }
     if (name == "randk") {
       return std::unique_ptr<Compressor>(new RandKCompressor(RandKOptions{options.values, options.randkRescale}));

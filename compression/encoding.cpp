@@ -34,6 +34,8 @@ std::string indexFormatName(IndexFormat format) {
       return "delta-varint";
     case IndexFormat::kBitmap:
       return "bitmap";
+    case IndexFormat::kRice:
+      return "rice";
   }
   return unknown(static_cast<unsigned>(format));
 }

@@ -1,8 +1,10 @@
 #include "starling/compression/payload.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "starling/compression/fp16.hpp"
@@ -86,6 +88,8 @@ class BitReader {
   }
   // The bits left in the current byte (the padding after the last field).
   std::uint64_t rest() const { return acc_; }
+  // Bits consumed so far (fields returned by get()).
+  std::size_t consumed() const { return pos_ * 8 - bits_; }
 
  private:
   const std::uint8_t* data_;
@@ -133,6 +137,25 @@ Status getFloats(const PayloadView& p, std::size_t n, std::vector<float>& out) {
   return Status::ok();
 }
 
+// Top-k with sign-bit values: one scale, one bit per selected element.
+Status getTernary(const PayloadView& p, Compressed& out) {
+  const std::size_t n = p.selected;
+  if (p.scales.size() != 1) return malformed("top-k sign-bit payload with " + str(p.scales.size()) + " scales");
+  const float scale = p.scales[0];
+  if (!(std::isfinite(scale) && scale >= 0.0f)) return malformed("top-k sign-bit scale is negative or not finite");
+  const std::size_t bytes = (n + 7) / 8;
+  if (p.values.size() != bytes) {
+    return malformed(str(p.values.size()) + " bytes of sign bits for " + str(n) + " values (expected " + str(bytes) +
+                     ")");
+  }
+  if (n % 8 != 0 && (p.values.back() >> (n % 8)) != 0) return malformed("sign bits set beyond value " + str(n));
+  out.values.resize(n);
+  for (std::size_t j = 0; j < n; ++j)
+    out.values[j] = ((p.values[j >> 3] >> (j & 7)) & 1u) != 0 ? -scale : scale;
+  out.scales.assign(1, scale);
+  return Status::ok();
+}
+
 Status requireFormats(const PayloadView& p, IndexFormat index, bool fp) {
   if (p.indexFormat != index) {
     return malformed(encodingName(p.encoding) + " payload with index format " + indexFormatName(p.indexFormat));
@@ -151,6 +174,57 @@ void putSignBytes(const std::vector<std::uint64_t>& words, std::uint32_t count, 
   }
 }
 
+// Golomb-Rice coding of the gaps between increasing indices (the first index, then
+// index - previous - 1): for gaps of a geometric-like distribution with mean m, the
+// best r is near log2(m ln 2), and the cost is within a few percent of the entropy.
+constexpr unsigned kMaxRiceBits = 24;
+
+std::uint32_t riceGap(const std::vector<std::uint32_t>& indices, std::size_t j) {
+  return j == 0 ? indices[0] : indices[j] - indices[j - 1] - 1;
+}
+
+// Bits of the coded gaps (without the leading byte of r).
+std::uint64_t riceBits(const std::vector<std::uint32_t>& indices, unsigned r) {
+  std::uint64_t bits = 0;
+  for (std::size_t j = 0; j < indices.size(); ++j)
+    bits += (riceGap(indices, j) >> r) + 1 + r;
+  return bits;
+}
+
+// The r of the fewest bits among those around log2(mean gap x ln 2).
+unsigned bestRiceBits(const std::vector<std::uint32_t>& indices, std::uint32_t count) {
+  const double meanGap = static_cast<double>(count) / static_cast<double>(indices.size());
+  const double guess = std::log2(std::max(1.0, meanGap * 0.6931471805599453));
+  const int centre = std::clamp(static_cast<int>(guess), 0, static_cast<int>(kMaxRiceBits));
+  unsigned best = static_cast<unsigned>(centre);
+  std::uint64_t bestBits = riceBits(indices, best);
+  for (int r = std::max(0, centre - 2); r <= std::min<int>(kMaxRiceBits, centre + 2); ++r) {
+    const std::uint64_t bits = riceBits(indices, static_cast<unsigned>(r));
+    if (bits < bestBits) {
+      bestBits = bits;
+      best = static_cast<unsigned>(r);
+    }
+  }
+  return best;
+}
+
+void putRice(const std::vector<std::uint32_t>& indices, unsigned r, std::vector<std::uint8_t>& out) {
+  out.clear();
+  out.push_back(static_cast<std::uint8_t>(r));
+  BitWriter writer(out);
+  for (std::size_t j = 0; j < indices.size(); ++j) {
+    const std::uint32_t gap = riceGap(indices, j);
+    for (std::uint32_t ones = gap >> r; ones > 0;) {
+      const unsigned width = std::min<std::uint32_t>(ones, 24);
+      writer.put((1u << width) - 1, width);
+      ones -= width;
+    }
+    writer.put(0, 1);
+    if (r > 0) writer.put(gap & ((1u << r) - 1), r);
+  }
+  writer.finish();
+}
+
 Status encodeIndices(const Compressed& c, Payload& out) {
   std::size_t varintBytes = 0;
   std::uint32_t previous = 0;
@@ -163,6 +237,17 @@ Status encodeIndices(const Compressed& c, Payload& out) {
     previous = i;
   }
   const std::size_t bitmapBytes = (static_cast<std::size_t>(c.count) + 7) / 8;
+  std::size_t riceBytes = std::numeric_limits<std::size_t>::max();
+  unsigned r = 0;
+  if (!c.indices.empty()) {
+    r = bestRiceBits(c.indices, c.count);
+    riceBytes = 1 + static_cast<std::size_t>((riceBits(c.indices, r) + 7) / 8);
+  }
+  if (riceBytes < varintBytes && riceBytes < bitmapBytes) {
+    out.indexFormat = IndexFormat::kRice;
+    putRice(c.indices, r, out.indices);
+    return Status::ok();
+  }
   if (bitmapBytes < varintBytes) {
     out.indexFormat = IndexFormat::kBitmap;
     out.indices.assign(bitmapBytes, 0);
@@ -183,6 +268,41 @@ Status encodeIndices(const Compressed& c, Payload& out) {
     }
     *dst++ = static_cast<std::uint8_t>(x);
   }
+  return Status::ok();
+}
+
+Status decodeRice(const PayloadView& p, std::vector<std::uint32_t>& out) {
+  const std::uint32_t n = p.selected;
+  if (p.indices.empty()) return malformed("rice indices without their parameter byte");
+  const unsigned r = p.indices[0];
+  if (r > kMaxRiceBits) return malformed("rice parameter " + str(r) + " above " + str(kMaxRiceBits));
+  const std::size_t size = p.indices.size() - 1;
+  const std::uint64_t available = 8 * static_cast<std::uint64_t>(size);
+  BitReader reader(p.indices.data() + 1, size);
+  std::uint64_t next = 0;  // the smallest index the next one may take
+  for (std::uint32_t j = 0; j < n; ++j) {
+    std::uint64_t quotient = 0;
+    while (reader.get(1) == 1) {
+      ++quotient;
+      if ((quotient << r) >= p.count) {
+        return malformed("rice gap " + str(j) + " of " + str(n) + " runs past " + str(p.count) + " elements");
+      }
+    }
+    const std::uint64_t gap = (quotient << r) | (r > 0 ? reader.get(r) : 0);
+    if (reader.consumed() > available) {
+      return malformed("rice indices truncated at index " + str(j) + " of " + str(n));
+    }
+    const std::uint64_t index = next + gap;
+    if (index >= p.count) {
+      return malformed("index " + str(index) + " at position " + str(j) + " out of range for " + str(p.count) +
+                       " elements");
+    }
+    out[j] = static_cast<std::uint32_t>(index);
+    next = index + 1;
+  }
+  const std::size_t used = (reader.consumed() + 7) / 8;
+  if (used != size) return malformed(str(size - used) + " trailing bytes after " + str(n) + " rice indices");
+  if (reader.rest() != 0) return malformed("rice indices with nonzero padding bits");
   return Status::ok();
 }
 
@@ -210,6 +330,7 @@ Status decodeIndices(const PayloadView& p, std::vector<std::uint32_t>& out) {
     if (m != n) return malformed("index bitmap holds " + str(m) + " elements, selected says " + str(n));
     return Status::ok();
   }
+  if (p.indexFormat == IndexFormat::kRice) return decodeRice(p, out);
   if (p.indexFormat != IndexFormat::kDeltaVarint) {
     return malformed("top-k payload with index format " + indexFormatName(p.indexFormat));
   }
@@ -265,7 +386,23 @@ Status encode(const Compressed& c, Payload& out) {
       putFloats(c.values, c.valueFormat, out.values);
       return Status::ok();
     case Encoding::kTopK:
-      if (c.values.size() != c.indices.size() || !fp) return invalid("inconsistent top-k tensor");
+      if (c.values.size() != c.indices.size()) return invalid("inconsistent top-k tensor");
+      if (c.valueFormat == ValueFormat::kSignBits) {
+        // Ternary: every value is +scale or -scale, one sign bit each.
+        if (c.scales.size() != 1 || !(c.scales[0] >= 0.0f) || !std::isfinite(c.scales[0])) {
+          return invalid("top-k sign-bit tensor needs one finite scale >= 0");
+        }
+        const float scale = c.scales[0];
+        out.values.assign((c.values.size() + 7) / 8, 0);
+        for (std::size_t j = 0; j < c.values.size(); ++j) {
+          const float v = c.values[j];
+          if (v != scale && v != -scale) return invalid("top-k sign-bit value " + str(j) + " is not +-scale");
+          if (std::signbit(v)) out.values[j >> 3] |= static_cast<std::uint8_t>(1u << (j & 7));
+        }
+        out.scales = c.scales;
+        return encodeIndices(c, out);
+      }
+      if (!fp) return invalid("inconsistent top-k tensor");
       STARLING_RETURN_IF_ERROR(encodeIndices(c, out));
       putFloats(c.values, c.valueFormat, out.values);
       return Status::ok();
@@ -347,11 +484,16 @@ Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out
         randKIndices(p.seed, p.count, p.selected, bitmap, out.indices);
         return Status::ok();
       }
-      if (p.indexFormat != IndexFormat::kDeltaVarint && p.indexFormat != IndexFormat::kBitmap) {
+      if (p.indexFormat != IndexFormat::kDeltaVarint && p.indexFormat != IndexFormat::kBitmap &&
+          p.indexFormat != IndexFormat::kRice) {
         return malformed("top-k payload with index format " + indexFormatName(p.indexFormat));
       }
-      STARLING_RETURN_IF_ERROR(requireFormats(p, p.indexFormat, true));
-      STARLING_RETURN_IF_ERROR(getFloats(p, p.selected, out.values));
+      if (p.valueFormat == ValueFormat::kSignBits) {
+        STARLING_RETURN_IF_ERROR(getTernary(p, out));
+      } else {
+        STARLING_RETURN_IF_ERROR(requireFormats(p, p.indexFormat, true));
+        STARLING_RETURN_IF_ERROR(getFloats(p, p.selected, out.values));
+      }
       return decodeIndices(p, out.indices);
     }
     case Encoding::kScaledSign: {

@@ -201,7 +201,19 @@ Status TopKCompressor::compress(std::span<const float> v, const CompressParams& 
   Status status = options_.sampled ? compressSampled(v, *k, params.seed, out) : compressExact(v, *k, out);
   if (!status) return status;
   if (options_.values == ValueFormat::kFp16) roundToHalfSaturating(out.values, out.values);
+  if (options_.values == ValueFormat::kSignBits) makeTernary(out);
   return Status::ok();
+}
+
+void makeTernary(Compressed& c) {
+  double sum = 0.0;
+  for (float v : c.values)
+    sum += std::fabs(static_cast<double>(v));
+  const float scale = c.values.empty() ? 0.0f : static_cast<float>(sum / static_cast<double>(c.values.size()));
+  for (float& v : c.values)
+    v = std::signbit(v) ? -scale : scale;
+  c.valueFormat = ValueFormat::kSignBits;
+  c.scales.assign(1, scale);
 }
 
 Status TopKCompressor::compressExact(std::span<const float> v, std::uint32_t k, Compressed& out) {

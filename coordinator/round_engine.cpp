@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "starling/compression/fp16.hpp"
+#include "starling/compression/topk.hpp"
 #include "starling/util/checksum.hpp"
 
 namespace starling::coordinator {
@@ -76,6 +77,7 @@ class SharedMaskTopK final : public compression::Compressor {
     for (std::size_t j = 0; j < mask_.size(); ++j)
       out.values[j] = v[mask_[j]];
     if (values_ == compression::ValueFormat::kFp16) compression::roundToHalfSaturating(out.values, out.values);
+    if (values_ == compression::ValueFormat::kSignBits) compression::makeTernary(out);
     return Status::ok();
   }
 
@@ -198,18 +200,20 @@ Status RoundEngine::init() {
   }
   if (c.tau == 0 || c.tauMin == 0 || c.tauMin > c.tauMax)
     return Status(StatusCode::kInvalidArgument, "need 1 <= tauMin <= tauMax and tau >= 1");
-  auto down = compression::makeCompressor(
-      c.downlink, {c.fp16Values ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32});
+  auto isTopK = [](const std::string& name) { return name == "topk" || name == "topk-sampled"; };
+  if ((c.uplinkTernary && !isTopK(c.uplink)) || (c.downlinkTernary && !isTopK(c.downlink)))
+    return Status(StatusCode::kInvalidArgument, "ternary values need a topk or topk-sampled compressor on that link");
+  const auto downValues = compression::sparseValueFormat(c.fp16Values, c.downlinkTernary);
+  auto down = compression::makeCompressor(c.downlink, {downValues});
   if (!down) return down.status().withContext("downlink compressor");
   down_ = std::move(*down);
   if (c.downlinkShared > 0) {
     if (!(c.downlinkShared < 1) || (c.downlink != "topk" && c.downlink != "topk-sampled"))
       return Status(StatusCode::kInvalidArgument,
                     "a downlink shared mask needs a topk downlink and a fraction in [0, 1)");
-    down_ = std::make_unique<SharedMaskTopK>(
-        c.fp16Values ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32, c.downlinkShared);
+    down_ = std::make_unique<SharedMaskTopK>(downValues, c.downlinkShared);
   }
-  auto up = compression::makeCompressor(c.uplink);
+  auto up = compression::makeCompressor(c.uplink, {compression::sparseValueFormat(c.fp16Values, c.uplinkTernary)});
   if (!up) return up.status().withContext("uplink compressor");
   auto upSchedule = compression::WarmupDensity::create(c.uplinkDensity, c.warmupRounds);
   if (!upSchedule) return upSchedule.status().withContext("uplink density");

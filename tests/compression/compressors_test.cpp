@@ -121,6 +121,10 @@ TEST_CASE("makeCompressor rejects unknown names and unusable options", "[contrac
   o = {};
   o.values = ValueFormat::kLevels;
   CHECK_FALSE(makeCompressor("topk", o).isOk());
+  o.values = ValueFormat::kSignBits;  // ternary values: top-k only
+  CHECK(makeCompressor("topk", o).isOk());
+  CHECK(makeCompressor("topk-sampled", o).isOk());
+  CHECK_FALSE(makeCompressor("randk", o).isOk());
 }
 
 TEST_CASE("selectedCount rounds density * d and clamps it to [1, d]", "[contract]") {
@@ -193,6 +197,24 @@ TEST_CASE("top-k with fp16 values sends the fp16 rounding of the selected values
   REQUIRE(q.indices == referenceTopK(v, 100));
   for (std::size_t j = 0; j < q.indices.size(); ++j) {
     REQUIRE(q.values[j] == halfToFloat(floatToHalf(v[q.indices[j]])));
+  }
+}
+
+TEST_CASE("ternary top-k sends the signs of the top k and their mean magnitude", "[topk]") {
+  for (bool sampled : {false, true}) {
+    TopKCompressor c({ValueFormat::kSignBits, sampled});
+    const auto v = gaussian(100000, 12);
+    Compressed q;
+    REQUIRE(c.compress(v, {0.01, 3}, q).isOk());
+    REQUIRE(q.valueFormat == ValueFormat::kSignBits);
+    REQUIRE(q.indices == referenceTopK(v, 1000));
+    double sum = 0;
+    for (std::uint32_t i : q.indices)
+      sum += std::fabs(v[i]);
+    REQUIRE(q.scales.size() == 1);
+    CHECK(q.scales[0] == Approx(sum / 1000).epsilon(1e-6));
+    for (std::size_t j = 0; j < q.indices.size(); ++j)
+      REQUIRE(q.values[j] == (v[q.indices[j]] < 0 ? -q.scales[0] : q.scales[0]));
   }
 }
 

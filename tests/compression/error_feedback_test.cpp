@@ -81,6 +81,18 @@ TEST_CASE("error feedback telescopes: sum(sent) + e_final == sum(inputs)", "[err
   }
 }
 
+TEST_CASE("error feedback telescopes with ternary top-k values too", "[error-feedback]") {
+  CompressorOptions o = efOptions();
+  o.values = ValueFormat::kSignBits;
+  for (const char* name : {"topk", "topk-sampled"}) {
+    DYNAMIC_SECTION(name) {
+      auto c = make(name, o);
+      CHECK(telescopingError(*c, 5000, 60, 0.02, [](int) { return false; }) < 1e-4);
+      CHECK(telescopingError(*c, 5000, 60, 0.02, [](int r) { return r % 3 == 1; }) < 1e-4);
+    }
+  }
+}
+
 TEST_CASE("error feedback: the memory is e = p - q after a commit", "[error-feedback]") {
   auto c = make("topk");
   auto ef = makeEf(6);

@@ -27,6 +27,10 @@ std::vector<std::pair<std::string, CompressorOptions>> variants() {
   half.values = ValueFormat::kFp16;
   out.emplace_back("topk", half);
   out.emplace_back("randk", half);
+  CompressorOptions ternary;
+  ternary.values = ValueFormat::kSignBits;
+  out.emplace_back("topk", ternary);
+  out.emplace_back("topk-sampled", ternary);
   CompressorOptions o;
   o.signBlock = 7;
   out.emplace_back("sign", o);
@@ -128,14 +132,32 @@ TEST_CASE("l2Norm reads the compressed form and refuses an inconsistent tensor",
   CHECK_FALSE(std::isfinite(*l2Norm(c)));
 }
 
-TEST_CASE("top-k indices use delta varints or a bitmap, whichever is smaller", "[payload]") {
-  SECTION("sparse: delta varints") {
-    const Payload p = encoded("topk", {}, 100000, 0.01);
+TEST_CASE("top-k indices use delta varints, Rice-coded gaps or a bitmap, whichever is smallest", "[payload]") {
+  SECTION("one index: a delta varint") {
+    const Payload p = encoded("topk", {}, 1000, 0.001);
     CHECK(p.indexFormat == IndexFormat::kDeltaVarint);
-    CHECK(p.indices.size() < 100000 / 8);
+    CHECK(p.indices.size() <= 2);
+  }
+  SECTION("sparse: Rice-coded gaps, near the entropy of the index set") {
+    for (double density : {0.001, 0.004, 0.012, 0.05}) {
+      const std::size_t d = 200000;
+      const Payload p = encoded("topk", {}, d, density);
+      CHECK(p.indexFormat == IndexFormat::kRice);
+      // log2(C(d, k)) ~ d H(k/d) bits: Rice coding stays within 10% of it.
+      const double k = static_cast<double>(p.selected), q = k / d;
+      const double entropyBits = d * (-q * std::log2(q) - (1 - q) * std::log2(1 - q));
+      INFO("density " << density << ": " << p.indices.size() << " bytes, entropy " << entropyBits / 8);
+      CHECK(8.0 * static_cast<double>(p.indices.size()) <= 1.1 * entropyBits + 16);
+      std::size_t varint = 0;
+      Compressed q2;
+      REQUIRE(decode(p, p.count, q2).isOk());
+      for (std::size_t j = 0; j < q2.indices.size(); ++j)
+        varint += varintSize(j == 0 ? q2.indices[0] : q2.indices[j] - q2.indices[j - 1]);
+      CHECK(p.indices.size() < varint);
+    }
   }
   SECTION("dense selection: bitmap") {
-    const Payload p = encoded("topk", {}, 100000, 0.3);
+    const Payload p = encoded("topk", {}, 100000, 0.6);
     CHECK(p.indexFormat == IndexFormat::kBitmap);
     CHECK(p.indices.size() == 12500);
   }
@@ -154,7 +176,10 @@ TEST_CASE("the encodings cost the bits per element the design promises", "[paylo
   const auto bits = [&](const Payload& p) { return 8.0 * static_cast<double>(p.byteSize()) / d; };
   CHECK(bits(encoded("identity", {}, d, 1)) == Approx(32).epsilon(0.001));
   CHECK(bits(encoded("fp16", {}, d, 1)) == Approx(16).epsilon(0.001));
-  CHECK(bits(encoded("topk", half, d, 0.01)) <= 0.3);
+  CHECK(bits(encoded("topk", half, d, 0.01)) <= 0.26);  // 16 + ~8.6 index bits, x 0.01
+  CompressorOptions ternary;
+  ternary.values = ValueFormat::kSignBits;
+  CHECK(bits(encoded("topk", ternary, d, 0.01)) <= 0.1);  // 1 + ~8.6 bits, x 0.01
   CHECK(bits(encoded("sign", {}, d, 1)) <= 1.05);
   CHECK(bits(encoded("qsgd", {}, d, 1)) == Approx(5).epsilon(0.001));  // s = 15: 4 + 1
   CHECK(bits(encoded("randk", half, d, 0.01)) == Approx(0.16).epsilon(0.01));
@@ -228,6 +253,65 @@ TEST_CASE("decode names what is wrong with a malformed payload", "[payload][malf
     expectError(bad, StatusCode::kMalformed, "holds 2 elements");
     bad.indices.resize(124);
     expectError(bad, StatusCode::kMalformed, "bitmap of 124 bytes");
+  }
+  SECTION("Rice indices: parameter, truncation, overrun, padding, trailing bytes") {
+    // Indices 3, 10, 200 by hand: r = 5; gaps 3, 6, 189 = 5 x 32 + 29, LSB first:
+    // 0 11000 | 0 01100 | 11111 0 10111 (23 bits, one padding bit).
+    Payload rice = p;
+    rice.indexFormat = IndexFormat::kRice;
+    rice.indices = {5, 0x06, 0xf3, 0x75};
+    Compressed back;
+    REQUIRE(decode(rice, 1000, back).isOk());
+    CHECK(back.indices == std::vector<std::uint32_t>{3, 10, 200});
+    Payload bad = rice;
+    bad.indices[0] = 25;
+    expectError(bad, StatusCode::kMalformed, "rice parameter 25");
+    bad = rice;
+    bad.indices.resize(1);
+    expectError(bad, StatusCode::kMalformed, "truncated");
+    bad.indices.clear();
+    expectError(bad, StatusCode::kMalformed, "parameter byte");
+    bad = rice;
+    bad.indices.push_back(0);
+    expectError(bad, StatusCode::kMalformed, "trailing");
+    bad = rice;
+    bad.indices.back() |= 0x80;  // a padding bit
+    expectError(bad, StatusCode::kMalformed, "padding");
+    bad = rice;
+    bad.indices.assign(1 + 200, 0xff);  // a unary run longer than the tensor
+    bad.indices[0] = 0;
+    expectError(bad, StatusCode::kMalformed, "runs past 1000");
+    bad = rice;
+    bad.count = 200;  // index 200 out of range
+    expectError(bad, StatusCode::kMalformed, "out of range");
+  }
+  SECTION("ternary top-k: scale, sign bytes, stray bits") {
+    Compressed c;
+    c.encoding = Encoding::kTopK;
+    c.count = 1000;
+    c.indices = {3, 10, 200};
+    c.values = {0.5f, -0.5f, 0.5f};
+    c.valueFormat = ValueFormat::kSignBits;
+    c.scales = {0.5f};
+    Payload t;
+    REQUIRE(encode(c, t).isOk());
+    CHECK(t.values == std::vector<std::uint8_t>{0x02});
+    Compressed back;
+    REQUIRE(decode(t, 1000, back).isOk());
+    CHECK(back == c);
+    Payload bad = t;
+    bad.scales = {-1.0f};
+    expectError(bad, StatusCode::kMalformed, "scale is negative or not finite");
+    bad.scales = {0.5f, 0.5f};
+    expectError(bad, StatusCode::kMalformed, "with 2 scales");
+    bad = t;
+    bad.values = {0x0a};
+    expectError(bad, StatusCode::kMalformed, "sign bits set beyond value 3");
+    bad.values = {0x02, 0};
+    expectError(bad, StatusCode::kMalformed, "2 bytes of sign bits for 3 values");
+    Compressed notTernary = c;
+    notTernary.values[1] = -0.25f;
+    CHECK(encode(notTernary, t).code() == StatusCode::kInvalidArgument);
   }
   SECTION("non-finite values") {
     Payload bad = p;

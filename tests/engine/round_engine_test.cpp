@@ -1051,6 +1051,55 @@ TEST_CASE("downlink shared mask: each broadcast keeps 3/4 of the previous one's 
   }
 }
 
+TEST_CASE("ternary downlink: every broadcast value is +-s, clients catch up exactly, config checked",
+          "[engine][compression]") {
+  auto config = smallConfig(2);
+  config.rounds = 6;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.25;  // 16 of 64
+  config.downlinkTernary = true;
+  config.minClients = 5;  // 2 of 5 a round: clients miss rounds and catch up from the log
+  config.catchUpByValue = false;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  std::map<std::string, ClientModel> clients;
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c", "d", "e"}) {
+    clients[id].model = initialModel();
+    acts = engine->clientJoined(id, 100, 0, 0, 0);
+  }
+  std::size_t broadcasts = 0;
+  for (int r = 1; r <= 6; ++r) {
+    auto assigns = only(acts, Kind::kAssign);
+    REQUIRE(assigns.size() == 2);
+    for (const auto& a : assigns) {
+      for (const auto& b : a.assignment.broadcasts) {
+        CHECK(b->valueFormat == compression::ValueFormat::kSignBits);
+        REQUIRE(b->scales.size() == 1);
+        CHECK(b->values.size() == (b->selected + 7) / 8);
+        ++broadcasts;
+      }
+      CHECK(clients[a.clientId].apply(a.assignment));  // checksum of the caught-up model
+      std::vector<float> delta(kDim);
+      for (std::size_t i = 0; i < kDim; ++i)
+        delta[i] = std::cos(float(i * 5 + 2 * r) + float(a.clientId[0]));
+      acts = engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), 10 * r);
+    }
+    REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+  }
+  CHECK(broadcasts > 0);
+
+  SECTION("only on top-k links") {
+    config.downlink = "identity";
+    CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
+    config.downlink = "topk";
+    config.uplinkTernary = true;
+    config.uplink = "randk";
+    CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
+    config.uplink = "topk-sampled";
+    CHECK(RoundEngine::create(config, initialModel()).isOk());
+  }
+}
+
 TEST_CASE("mean over senders: each coordinate is averaged over the updates that carry it",
           "[engine][server-optimizer]") {
   auto config = smallConfig(3);

@@ -80,8 +80,10 @@ int main(int argc, char** argv) {
   fp16.values = compression::ValueFormat::kFp16;
   compression::CompressorOptions smallBlocks;
   smallBlocks.signBlock = 16;
+  compression::CompressorOptions ternary;  // sign-bit values; 10 of 40 indices: Rice-coded
+  ternary.values = compression::ValueFormat::kSignBits;
   const Case cases[] = {{"identity", {}, 1.0}, {"fp16", {}, 1.0},          {"topk", {}, 0.1}, {"topk", fp16, 0.5},
-                        {"randk", {}, 0.25},   {"sign", smallBlocks, 1.0}, {"qsgd", {}, 1.0}};
+                        {"randk", {}, 0.25},   {"sign", smallBlocks, 1.0}, {"qsgd", {}, 1.0}, {"topk", ternary, 0.25}};
   std::vector<compression::Payload> payloads;
   for (const auto& c : cases) {
     auto comp = compression::makeCompressor(c.name, c.options).value();

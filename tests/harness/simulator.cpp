@@ -304,7 +304,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   if (!engine) return engine.status().withContext("strategy '" + strategy_.name + "'");
   engine_ = std::move(*engine);
   compression::CompressorOptions co;
-  co.values = dc.engine.fp16Values ? compression::ValueFormat::kFp16 : compression::ValueFormat::kFp32;
+  co.values = compression::sparseValueFormat(dc.engine.fp16Values, dc.engine.uplinkTernary);
   auto up = compression::makeCompressor(dc.engine.uplink, co);
   if (!up) return up.status().withContext("uplink compressor");
   uplink_ = std::move(*up);

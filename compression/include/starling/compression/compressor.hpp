@@ -46,7 +46,8 @@ class Compressor {
 
 // Options of every compressor, with the defaults makeCompressor() uses.
 struct CompressorOptions {
-  // Values of top-k and rand-k: kFp32 or kFp16.
+  // Values of top-k and rand-k: kFp32 or kFp16; top-k also kSignBits (sparse ternary,
+  // makeTernary in topk.hpp).
   ValueFormat values = ValueFormat::kFp32;
   // Scaled sign: elements per l1 scale. 1024 costs 1 + 32/1024 bits per element.
   std::uint32_t signBlock = 1024;
@@ -59,6 +60,12 @@ struct CompressorOptions {
   // (use false under error feedback).
   bool randkRescale = false;
 };
+
+// The value format of top-k and rand-k under a task's switches: sign bits (ternary,
+// top-k only) over fp16 over fp32.
+inline ValueFormat sparseValueFormat(bool fp16, bool ternary) {
+  return ternary ? ValueFormat::kSignBits : fp16 ? ValueFormat::kFp16 : ValueFormat::kFp32;
+}
 
 // Names: "identity", "fp16", "topk", "topk-sampled", "randk", "sign", "qsgd".
 Result<std::unique_ptr<Compressor>> makeCompressor(std::string_view name, const CompressorOptions& options = {});

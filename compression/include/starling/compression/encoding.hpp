@@ -24,13 +24,16 @@ enum class IndexFormat : std::uint8_t {
   kNone = 0,         // dense, or derived from the seed
   kDeltaVarint = 1,  // increasing indices: the first absolute, then gaps, LEB128
   kBitmap = 2,       // one bit per element of the tensor, LSB first
+  kRice = 3,         // a byte r, then each gap (first index, then index - previous - 1)
+                     // Golomb-Rice coded: gap >> r in unary (ones, then a zero), then
+                     // its low r bits; LSB-first bit stream, zero padding
 };
 
 enum class ValueFormat : std::uint8_t {
   kFp32 = 0,      // little-endian IEEE binary32
   kFp16 = 1,      // little-endian IEEE binary16
   kLevels = 2,    // per element: `level_bits` bits of level, then one sign bit
-  kSignBits = 3,  // one bit per element, 1 = negative
+  kSignBits = 3,  // one bit per element, 1 = negative (top-k: each value is +-scale)
 };
 
 // "top-k", "fp16", ... or "unknown(9)" for a value outside the enumerators.

@@ -23,9 +23,19 @@
 namespace starling::compression {
 
 struct TopKOptions {
-  ValueFormat values = ValueFormat::kFp32;  // kFp32 or kFp16
+  // kFp32, kFp16, or kSignBits: sparse ternary (makeTernary below).
+  ValueFormat values = ValueFormat::kFp32;
   bool sampled = false;
 };
+
+// Sparse ternary values (STC, Sattler et al. 2019): replaces the values of a top-k
+// tensor by +s or -s (their signs), s = the mean magnitude of the selected values, and
+// sets valueFormat = kSignBits, scales = {s}. On the wire one bit per value and one
+// float. Still a contraction: with T the k selected elements,
+// ||C(v) - v||^2 = ||v||^2 - k s^2 and k s^2 = (sum_T |v_i|)^2 / k >= ||v_T||^2 / k
+// >= ||v||^2 / d, so delta >= 1/d (top-k alone has k/d). Error feedback keeps the
+// magnitudes it rounds away.
+void makeTernary(Compressed& c);
 
 // What the last compress() call did; for tests and benchmarks.
 struct TopKStats {

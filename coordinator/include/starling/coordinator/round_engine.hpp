@@ -115,6 +115,10 @@ struct EngineConfig {
   double downlinkDensity = 1.0;
   uint32_t warmupRounds = 0;  // DGC warm-up of both densities
   bool fp16Values = false;    // top-k / rand-k values as fp16
+  // Sparse ternary top-k values (compression::makeTernary): one sign bit per value and
+  // one scale per tensor instead of fp16/fp32; the clients' uplink and the broadcast.
+  bool uplinkTernary = false;
+  bool downlinkTernary = false;
   bool errorFeedback = true;  // server-side memory on the broadcast
   // GlueFL's shared mask (top-k downlink only; 0 = off, < 1): this fraction of a
   // broadcast's k coordinates are the largest among the previous broadcast's, the rest

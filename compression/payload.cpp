@@ -137,12 +137,20 @@ Status getFloats(const PayloadView& p, std::size_t n, std::vector<float>& out) {
   return Status::ok();
 }
 
-// Top-k with sign-bit values: one scale, one bit per selected element.
+// Top-k with sign-bit values: one scale per block of values, one bit per value.
 Status getTernary(const PayloadView& p, Compressed& out) {
   const std::size_t n = p.selected;
-  if (p.scales.size() != 1) return malformed("top-k sign-bit payload with " + str(p.scales.size()) + " scales");
-  const float scale = p.scales[0];
-  if (!(std::isfinite(scale) && scale >= 0.0f)) return malformed("top-k sign-bit scale is negative or not finite");
+  if (p.block == 0) return malformed("top-k sign-bit payload with a block of 0 values");
+  const std::size_t blocks = (n + p.block - 1) / p.block;
+  if (p.scales.size() != blocks) {
+    return malformed("top-k sign-bit payload with " + str(p.scales.size()) + " scales for " + str(blocks) +
+                     " blocks");
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    if (!(std::isfinite(p.scales[b]) && p.scales[b] >= 0.0f)) {
+      return malformed("top-k sign-bit scale " + str(b) + " is negative or not finite");
+    }
+  }
   const std::size_t bytes = (n + 7) / 8;
   if (p.values.size() != bytes) {
     return malformed(str(p.values.size()) + " bytes of sign bits for " + str(n) + " values (expected " + str(bytes) +
@@ -150,9 +158,12 @@ Status getTernary(const PayloadView& p, Compressed& out) {
   }
   if (n % 8 != 0 && (p.values.back() >> (n % 8)) != 0) return malformed("sign bits set beyond value " + str(n));
   out.values.resize(n);
-  for (std::size_t j = 0; j < n; ++j)
+  for (std::size_t j = 0; j < n; ++j) {
+    const float scale = p.scales[j / p.block];
     out.values[j] = ((p.values[j >> 3] >> (j & 7)) & 1u) != 0 ? -scale : scale;
-  out.scales.assign(1, scale);
+  }
+  out.block = p.block;
+  out.scales.assign(p.scales.begin(), p.scales.end());
   return Status::ok();
 }
 
@@ -388,17 +399,19 @@ Status encode(const Compressed& c, Payload& out) {
     case Encoding::kTopK:
       if (c.values.size() != c.indices.size()) return invalid("inconsistent top-k tensor");
       if (c.valueFormat == ValueFormat::kSignBits) {
-        // Ternary: every value is +scale or -scale, one sign bit each.
-        if (c.scales.size() != 1 || !(c.scales[0] >= 0.0f) || !std::isfinite(c.scales[0])) {
-          return invalid("top-k sign-bit tensor needs one finite scale >= 0");
+        // Ternary: value j is +-scales[j / block], one sign bit each.
+        if (c.block == 0 || c.scales.size() != (c.values.size() + c.block - 1) / c.block) {
+          return invalid("top-k sign-bit tensor needs one scale per block of values");
         }
-        const float scale = c.scales[0];
         out.values.assign((c.values.size() + 7) / 8, 0);
         for (std::size_t j = 0; j < c.values.size(); ++j) {
-          const float v = c.values[j];
-          if (v != scale && v != -scale) return invalid("top-k sign-bit value " + str(j) + " is not +-scale");
+          const float v = c.values[j], scale = c.scales[j / c.block];
+          if (!(scale >= 0.0f) || !std::isfinite(scale) || (v != scale && v != -scale)) {
+            return invalid("top-k sign-bit value " + str(j) + " is not +-its block's scale");
+          }
           if (std::signbit(v)) out.values[j >> 3] |= static_cast<std::uint8_t>(1u << (j & 7));
         }
+        out.block = c.block;
         out.scales = c.scales;
         return encodeIndices(c, out);
       }

@@ -206,14 +206,20 @@ Status TopKCompressor::compress(std::span<const float> v, const CompressParams& 
 }
 
 void makeTernary(Compressed& c) {
-  double sum = 0.0;
-  for (float v : c.values)
-    sum += std::fabs(static_cast<double>(v));
-  const float scale = c.values.empty() ? 0.0f : static_cast<float>(sum / static_cast<double>(c.values.size()));
-  for (float& v : c.values)
-    v = std::signbit(v) ? -scale : scale;
+  const std::size_t n = c.values.size();
   c.valueFormat = ValueFormat::kSignBits;
-  c.scales.assign(1, scale);
+  c.block = kTernaryBlock;
+  c.scales.assign((n + kTernaryBlock - 1) / kTernaryBlock, 0.0f);
+  for (std::size_t b = 0; b < c.scales.size(); ++b) {
+    const std::size_t begin = b * kTernaryBlock, end = std::min(n, begin + kTernaryBlock);
+    double sum = 0.0;
+    for (std::size_t j = begin; j < end; ++j)
+      sum += std::fabs(static_cast<double>(c.values[j]));
+    const float scale = static_cast<float>(sum / static_cast<double>(end - begin));
+    c.scales[b] = scale;
+    for (std::size_t j = begin; j < end; ++j)
+      c.values[j] = std::signbit(c.values[j]) ? -scale : scale;
+  }
 }
 
 Status TopKCompressor::compressExact(std::span<const float> v, std::uint32_t k, Compressed& out) {

@@ -200,7 +200,7 @@ TEST_CASE("top-k with fp16 values sends the fp16 rounding of the selected values
   }
 }
 
-TEST_CASE("ternary top-k sends the signs of the top k and their mean magnitude", "[topk]") {
+TEST_CASE("ternary top-k sends the signs of the top k and each block's mean magnitude", "[topk]") {
   for (bool sampled : {false, true}) {
     TopKCompressor c({ValueFormat::kSignBits, sampled});
     const auto v = gaussian(100000, 12);
@@ -208,13 +208,17 @@ TEST_CASE("ternary top-k sends the signs of the top k and their mean magnitude",
     REQUIRE(c.compress(v, {0.01, 3}, q).isOk());
     REQUIRE(q.valueFormat == ValueFormat::kSignBits);
     REQUIRE(q.indices == referenceTopK(v, 1000));
-    double sum = 0;
-    for (std::uint32_t i : q.indices)
-      sum += std::fabs(v[i]);
-    REQUIRE(q.scales.size() == 1);
-    CHECK(q.scales[0] == Approx(sum / 1000).epsilon(1e-6));
-    for (std::size_t j = 0; j < q.indices.size(); ++j)
-      REQUIRE(q.values[j] == (v[q.indices[j]] < 0 ? -q.scales[0] : q.scales[0]));
+    REQUIRE(q.block == kTernaryBlock);
+    REQUIRE(q.scales.size() == (1000 + kTernaryBlock - 1) / kTernaryBlock);
+    for (std::size_t b = 0; b < q.scales.size(); ++b) {
+      const std::size_t begin = b * kTernaryBlock, end = std::min<std::size_t>(1000, begin + kTernaryBlock);
+      double sum = 0;
+      for (std::size_t j = begin; j < end; ++j)
+        sum += std::fabs(v[q.indices[j]]);
+      CHECK(q.scales[b] == Approx(sum / static_cast<double>(end - begin)).epsilon(1e-6));
+      for (std::size_t j = begin; j < end; ++j)
+        REQUIRE(q.values[j] == (v[q.indices[j]] < 0 ? -q.scales[b] : q.scales[b]));
+    }
   }
 }
 

@@ -290,9 +290,10 @@ TEST_CASE("decode names what is wrong with a malformed payload", "[payload][malf
     c.encoding = Encoding::kTopK;
     c.count = 1000;
     c.indices = {3, 10, 200};
-    c.values = {0.5f, -0.5f, 0.5f};
+    c.values = {0.5f, -0.5f, 0.25f};
     c.valueFormat = ValueFormat::kSignBits;
-    c.scales = {0.5f};
+    c.block = 2;
+    c.scales = {0.5f, 0.25f};
     Payload t;
     REQUIRE(encode(c, t).isOk());
     CHECK(t.values == std::vector<std::uint8_t>{0x02});
@@ -300,17 +301,19 @@ TEST_CASE("decode names what is wrong with a malformed payload", "[payload][malf
     REQUIRE(decode(t, 1000, back).isOk());
     CHECK(back == c);
     Payload bad = t;
-    bad.scales = {-1.0f};
-    expectError(bad, StatusCode::kMalformed, "scale is negative or not finite");
-    bad.scales = {0.5f, 0.5f};
-    expectError(bad, StatusCode::kMalformed, "with 2 scales");
+    bad.scales = {0.5f, -1.0f};
+    expectError(bad, StatusCode::kMalformed, "scale 1 is negative or not finite");
+    bad.scales = {0.5f};
+    expectError(bad, StatusCode::kMalformed, "with 1 scales for 2 blocks");
+    bad.block = 0;
+    expectError(bad, StatusCode::kMalformed, "block of 0 values");
     bad = t;
     bad.values = {0x0a};
     expectError(bad, StatusCode::kMalformed, "sign bits set beyond value 3");
     bad.values = {0x02, 0};
     expectError(bad, StatusCode::kMalformed, "2 bytes of sign bits for 3 values");
     Compressed notTernary = c;
-    notTernary.values[1] = -0.25f;
+    notTernary.values[1] = -0.25f;  // not +-its block's 0.5
     CHECK(encode(notTernary, t).code() == StatusCode::kInvalidArgument);
   }
   SECTION("non-finite values") {

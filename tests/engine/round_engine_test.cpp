@@ -12,6 +12,7 @@
 #include <set>
 
 #include "starling/compression/compressor.hpp"
+#include "starling/compression/topk.hpp"
 #include "starling/util/checksum.hpp"
 
 using namespace starling;
@@ -1074,7 +1075,7 @@ TEST_CASE("ternary downlink: every broadcast value is +-s, clients catch up exac
     for (const auto& a : assigns) {
       for (const auto& b : a.assignment.broadcasts) {
         CHECK(b->valueFormat == compression::ValueFormat::kSignBits);
-        REQUIRE(b->scales.size() == 1);
+        REQUIRE(b->scales.size() == (b->selected + compression::kTernaryBlock - 1) / compression::kTernaryBlock);
         CHECK(b->values.size() == (b->selected + 7) / 8);
         ++broadcasts;
       }

@@ -20,8 +20,8 @@ struct Compressed {
   std::uint32_t count = 0;  // elements of the full tensor
 
   // kDense32, kDense16, kTopK, kRandK: kFp32 or kFp16; kScaledSign: kSignBits;
-  // kQsgd: kLevels; kTopK may also be kSignBits (sparse ternary: every entry of
-  // `values` is +scales[0] or -scales[0]). With kFp16 every entry of `values` is
+  // kQsgd: kLevels; kTopK may also be kSignBits (sparse ternary: entry j of `values`
+  // is +scales[j / block] or -scales[j / block]). With kFp16 every entry of `values` is
   // exactly representable in binary16 (the compressor rounded it).
   ValueFormat valueFormat = ValueFormat::kFp32;
 
@@ -36,7 +36,7 @@ struct Compressed {
   std::vector<std::uint64_t> signs;
   // kScaledSign: elements per block, and one scale (mean |v| of the block) per block.
   // kQsgd: scales = {scale}; element i is sign_i * scale * level_i / qsgdLevels.
-  // kTopK with kSignBits: scales = {the magnitude of every value}.
+  // kTopK with kSignBits: value j is +-scales[j / block].
   std::uint32_t block = 0;
   std::vector<float> scales;
   // kQsgd: the level of each element, in [0, qsgdLevels].

@@ -33,7 +33,7 @@ enum class ValueFormat : std::uint8_t {
   kFp32 = 0,      // little-endian IEEE binary32
   kFp16 = 1,      // little-endian IEEE binary16
   kLevels = 2,    // per element: `level_bits` bits of level, then one sign bit
-  kSignBits = 3,  // one bit per element, 1 = negative (top-k: each value is +-scale)
+  kSignBits = 3,  // one bit per element, 1 = negative (top-k: +-its block's scale)
 };
 
 // "top-k", "fp16", ... or "unknown(9)" for a value outside the enumerators.

@@ -3,9 +3,11 @@
 // table without Flatbuffers (wire_codec.hpp converts to and from the table).
 //
 // Encoding choices (docs/compression.md has the bit costs):
-// - top-k indices: delta + LEB128 varint or a bitmap, whichever is smaller;
-// - values: fp32 or fp16 as the Compressed says; scaled sign: sign bits + per-block
-//   scales; QSGD: packed (level, sign) fields + one scale; rand-k: the seed only.
+// - top-k indices: delta + LEB128 varint, Rice-coded gaps or a bitmap, whichever is
+//   smallest;
+// - values: fp32 or fp16 as the Compressed says, or sign bits + per-block scales
+//   (ternary top-k); scaled sign: sign bits + per-block scales; QSGD: packed
+//   (level, sign) fields + one scale; rand-k: the seed only.
 // decode(encode(c)) == c, and expand() of the two is bit-identical.
 //
 // decode() treats the payload as hostile: it never reads out of bounds, never
@@ -36,8 +38,8 @@ struct Payload {
   std::vector<std::uint8_t> values;
   std::uint8_t levelBits = 0;  // kQsgd: bits per level
   std::uint32_t levels = 0;    // kQsgd: s
-  std::uint32_t block = 0;     // kScaledSign: elements per scale
-  std::vector<float> scales;   // kScaledSign: one per block; kQsgd: {scale}
+  std::uint32_t block = 0;     // kScaledSign: elements per scale; ternary top-k: values per scale
+  std::vector<float> scales;   // kScaledSign, ternary top-k: one per block; kQsgd: {scale}
   std::uint64_t seed = 0;      // kRandK, kQsgd
 
   // Bytes of the variable-length parts plus the scalar fields: an estimate of the wire

@@ -29,12 +29,15 @@ struct TopKOptions {
 };
 
 // Sparse ternary values (STC, Sattler et al. 2019): replaces the values of a top-k
-// tensor by +s or -s (their signs), s = the mean magnitude of the selected values, and
-// sets valueFormat = kSignBits, scales = {s}. On the wire one bit per value and one
-// float. Still a contraction: with T the k selected elements,
-// ||C(v) - v||^2 = ||v||^2 - k s^2 and k s^2 = (sum_T |v_i|)^2 / k >= ||v_T||^2 / k
-// >= ||v||^2 / d, so delta >= 1/d (top-k alone has k/d). Error feedback keeps the
-// magnitudes it rounds away.
+// tensor by +s or -s (their signs), s = the mean magnitude of the selected values of
+// its block: kTernaryBlock consecutive selected values (in index order, so a block lies
+// within a layer or spans two, and layers of different scales keep them). Sets
+// valueFormat = kSignBits, block = kTernaryBlock, one scale per block. On the wire one
+// bit per value plus 32 / kTernaryBlock. Still a contraction: in each block B of the
+// selected set, sum_B (|v_i| - s_B)^2 = ||v_B||^2 - |B| s_B^2, so
+// ||C(v) - v||^2 = ||v||^2 - sum_B |B| s_B^2, and |B| s_B^2 >= ||v_B||^2 / |B|, so
+// delta >= 1/d (top-k alone has k/d). Error feedback keeps the magnitudes rounded away.
+inline constexpr std::uint32_t kTernaryBlock = 256;
 void makeTernary(Compressed& c);
 
 // What the last compress() call did; for tests and benchmarks.

@@ -116,7 +116,7 @@ struct EngineConfig {
   uint32_t warmupRounds = 0;  // DGC warm-up of both densities
   bool fp16Values = false;    // top-k / rand-k values as fp16
   // Sparse ternary top-k values (compression::makeTernary): one sign bit per value and
-  // one scale per tensor instead of fp16/fp32; the clients' uplink and the broadcast.
+  // one scale per 256 values instead of fp16/fp32; the clients' uplink and the broadcast.
   bool uplinkTernary = false;
   bool downlinkTernary = false;
   bool errorFeedback = true;  // server-side memory on the broadcast

@@ -106,6 +106,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("train.step-budgets", e.stepBudgets, "give slow clients fewer steps so they meet the deadline");
   bind("train.budget-quantile", e.budgetQuantile,
        "also cap each client's steps at the time the selected client at this speed quantile needs for tau (0 = off)");
+  bind("train.budget-tau-factor", e.budgetTauFactor,
+       "with budget-quantile: faster clients use that time for more steps, up to this x tau (1 = off)");
   bind("train.batch-size", t.batchSize, "minibatch size");
   bind("train.momentum", t.momentum, "momentum of local SGD");
   bind("train.weight-decay", t.weightDecay, "weight decay of local SGD");
@@ -202,6 +204,7 @@ Status ConfigBinder::validate(const DaemonConfig& c) {
     return bad("downlink-shared needs a topk or topk-sampled downlink");
   if (e.tauMin == 0 || e.tauMin > e.tauMax || e.tau < e.tauMin || e.tau > e.tauMax)
     return bad(fmt::format("need 1 <= tau-min ({}) <= tau ({}) <= tau-max ({})", e.tauMin, e.tau, e.tauMax));
+  if (!(e.budgetTauFactor >= 1)) return bad("budget-tau-factor must be at least 1 (1 = off)");
   if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");
   if (!(e.downlinkDensity > 0 && e.downlinkDensity <= 1)) return bad("downlink-density must be in (0, 1]");
   if (c.task.batchSize < 1) return bad("batch-size must be at least 1");

@@ -188,6 +188,8 @@ Status RoundEngine::init() {
     if (!(c.stickyFraction >= 0 && c.stickyFraction <= 1))
       return Status(StatusCode::kInvalidArgument, "the sticky fraction must be in [0, 1]");
   }
+  if (!(c.budgetTauFactor >= 1))
+    return Status(StatusCode::kInvalidArgument, "the budget tau factor must be at least 1 (1 = off)");
   if (c.serverOptimizer != "sgd" && c.serverOptimizer != "adam" && c.serverOptimizer != "yogi")
     return Status(StatusCode::kInvalidArgument, "server optimizer must be sgd, adam or yogi");
   if (c.serverOptimizer != "sgd") {
@@ -281,7 +283,11 @@ uint32_t RoundEngine::tauFor(const Client& c, double budgetMs) const {
   const double affordable =
       c.stepsPerMs * std::min(budgetMs, config_.budgetFraction * static_cast<double>(config_.deadlineMs));
   const auto budget = static_cast<uint32_t>(std::clamp(std::floor(affordable), 0.0, 4e9));
-  return std::clamp(std::min(tau_, budget), config_.tauMin, std::max(config_.tauMin, tau_));
+  // Time budgets: a client faster than the quantile's may use its time for more than tau.
+  uint32_t most = tau_;
+  if (config_.budgetTauFactor > 1 && std::isfinite(budgetMs))
+    most = static_cast<uint32_t>(std::clamp(std::floor(config_.budgetTauFactor * tau_), double(tau_), 4e9));
+  return std::clamp(std::min(most, budget), config_.tauMin, std::max(config_.tauMin, most));
 }
 
 std::vector<Action> RoundEngine::start(int64_t nowMs) {

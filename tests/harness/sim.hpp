@@ -112,6 +112,16 @@ struct RoundRow {
   // to those drawn from the group.
   uint32_t sticky = 0;
   uint64_t payloadDown = 0, payloadDownSticky = 0;
+  // Where the round's time went (docs/simulation.md, session 6): when it started, and
+  // of its on-time accepted updates the steps (least, mean, most), the longest compute,
+  // and the update that closed the round (the last to arrive): its compute and the rest
+  // of its time from assignment to arrival (both links, their latencies).
+  double startedSeconds = 0;
+  uint32_t stepsMin = 0, stepsMax = 0;
+  double stepsMean = 0;
+  double computeMaxSeconds = 0;
+  double closerComputeSeconds = 0, closerLinkSeconds = 0;
+  uint32_t closerSteps = 0;
 };
 
 struct StrategyResult {

@@ -1,6 +1,7 @@
 // runStrategy: the event loop of the simulated federation (see sim.hpp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <list>
@@ -257,6 +258,9 @@ Status Run::perform(std::vector<Action> actions) {
         row.participants = sum.accepted;
         row.stragglers = sum.stragglers;
         row.dropped = roundDropped_;
+        row.startedSeconds = double(sum.startedMs) / 1e3;
+        int64_t closerMs = -1;
+        uint32_t onTime = 0;
         for (const auto& p : sum.participants) {
           if (p.round != sum.round) continue;  // a late update's record: its assignment was counted in its round
           row.payloadDown += p.bytesDownWire;
@@ -264,7 +268,20 @@ Status Run::perform(std::vector<Action> actions) {
             ++row.sticky;
             row.payloadDownSticky += p.bytesDownWire;
           }
+          if (p.outcome != "accepted" || !p.returnedMs) continue;
+          row.stepsMin = onTime == 0 ? p.steps : std::min(row.stepsMin, p.steps);
+          row.stepsMax = std::max(row.stepsMax, p.steps);
+          row.stepsMean += p.steps;
+          ++onTime;
+          row.computeMaxSeconds = std::max(row.computeMaxSeconds, double(p.durationMs) / 1e3);
+          if (*p.returnedMs > closerMs) {
+            closerMs = *p.returnedMs;
+            row.closerSteps = p.steps;
+            row.closerComputeSeconds = double(p.durationMs) / 1e3;
+            row.closerLinkSeconds = double(*p.returnedMs - p.assignedMs - int64_t(p.durationMs)) / 1e3;
+          }
         }
+        if (onTime > 0) row.stepsMean /= onTime;
         const uint32_t every = std::max<uint32_t>(1, strategy_.config.task.evalEvery);
         if (sum.committed && (engine_->commits() % every == 0 || engine_->finished())) {
           STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->model()));

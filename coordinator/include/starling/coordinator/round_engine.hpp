@@ -107,6 +107,11 @@ struct EngineConfig {
   // steps instead of setting the round's time (Dynamic Batch Size, Ye et al. 2020);
   // the aggregation already normalizes by steps. 0 = off: the deadline alone.
   double budgetQuantile = 0;
+  // Time budgets (with budgetQuantile): a client faster than the quantile's is not
+  // stopped at tau but given the steps it can do in the same time, up to
+  // budgetTauFactor x tau, so every measured client trains for about the quantile's
+  // time and the fast devices do more of the steps. 1 = off: tau is every client's most.
+  double budgetTauFactor = 1.0;
 
   // Compression (names as compression::makeCompressor takes them).
   std::string uplink = "identity";

@@ -65,18 +65,21 @@ struct Options {
   int tau = 188;  // one local epoch: ceil(6,000 / 32)
   double lr = 0.05;
   int batch = 32;
-  // Fully on: double top-k with error feedback on both ends, fp16 values.
+  // Fully on: double top-k with error feedback on both ends, ternary values.
   std::string fullUplink = "topk-sampled";
-  double fullUpDensity = 0.012;
+  double fullUpDensity = 0.072;
   std::string fullDownlink = "topk";
-  double fullDownDensity = 0.008;
-  // Eight local epochs at 1.2% up / 0.8% down with server lr 2: more local steps is
-  // what pays under top-k (ALGORITHMS.md §1); the server lr and the doubled densities
-  // (session 4, docs/benchmarks-federation.md) make each round move the model further,
-  // which the 2-class shards need and which also brings IID to 84% in fewer bytes. The
-  // uplink's sparsity is what costs the 2-class shards most (session 5): 1.2% up
-  // instead of 0.4% ends 1.7 points higher there and swings less, for 106x instead of
-  // 158x on IID.
+  double fullDownDensity = 0.048;
+  // Values of both links: "ternary" (sign bits + one scale per 256 values, Rice-coded
+  // indices; session 6) or "fp16". At equal bytes ternary sends about 3x the
+  // coordinates, and density is what the 2-class shards need: 7.2% / 4.8% ternary
+  // ends there 2 points above 1.2% / 0.8% fp16 (docs/benchmarks-federation.md).
+  std::string fullValues = "ternary";
+  // Eight local epochs with server lr 2: more local steps is what pays under top-k
+  // (ALGORITHMS.md §1); the server lr (session 4, docs/benchmarks-federation.md) makes
+  // each round move the model further, which the 2-class shards need and which also
+  // brings IID to 84% in fewer bytes. The uplink's sparsity is what costs the 2-class
+  // shards most (session 5); ternary values (session 6) buy the density.
   // ADACOMM and priority sampling stay off: they cost accuracy and bytes there.
   int fullTau = 1504;
   // tau on the 2-class fleet (0 = fullTau): a fleet known to be non-IID may be given a
@@ -213,6 +216,8 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
     // tau-max bounds the initial tau too: raise it when a longer tau is asked for.
     const int tau = c.partition != "iid" && o.fullShardTau > 0 ? o.fullShardTau : o.fullTau;
     add({"--tau", std::to_string(tau), "--tau-max", std::to_string(std::max(tau, 1000))});
+    const std::string ternary = o.fullValues == "ternary" ? "true" : "false";
+    add({"--uplink-ternary", ternary, "--downlink-ternary", ternary});
     add({"--uplink", o.fullUplink, "--uplink-density", fmt::format("{}", o.fullUpDensity), "--downlink", o.fullDownlink,
          "--downlink-density", fmt::format("{}", o.fullDownDensity), "--fp16-values", "true", "--error-feedback",
          "true", "--adaptive-tau", o.fullAdaptiveTau ? "true" : "false", "--priority-sampling",
@@ -378,7 +383,7 @@ void usage() {
                "       [--full-up-density F] [--full-down-density F] [--full-tau N] [--full-uplink NAME]\n"
                "       [--full-shard-tau N] [--full-momentum F] [--full-downlink NAME]\n"
                "       [--full-adaptive-tau] [--full-priority] [--full-lr F] [--full-server-lr F]\n"
-               "       [--full-arg ARG]...\n"
+               "       [--full-values ternary|fp16] [--full-arg ARG]...\n"
                "NAME is one of fedavg-iid, full-iid, fedavg-shard, full-shard.\n");
 }
 
@@ -422,6 +427,8 @@ bool parseOptions(int argc, char** argv, Options& o) {
       o.fullServerLr = std::atof(v->c_str());
     } else if (a == "--full-lr" && (v = next())) {
       o.fullLr = std::atof(v->c_str());
+    } else if (a == "--full-values" && (v = next()) && (*v == "ternary" || *v == "fp16")) {
+      o.fullValues = *v;
     } else if (a == "--full-arg" && (v = next())) {
       o.fullExtra.push_back(*v);
     } else {
@@ -490,12 +497,12 @@ int main(int argc, char** argv) {
       "%d rounds of %d clients, lr %g, batch %d, momentum 0; FedAvg: tau %d (one local epoch), fp32 both ways;\n",
       o.rounds, o.clients, o.lr, o.batch, o.tau);
   std::printf(
-      "full: tau %d (%.0f local epochs), uplink %s %g%%, downlink %s %g%%, fp16 values, error feedback both ends, "
+      "full: tau %d (%.0f local epochs), uplink %s %g%%, downlink %s %g%%, %s values, error feedback both ends, "
       "server lr %g, ADACOMM %s, "
       "priority sampling %s.\n",
       o.fullTau, o.fullTau / static_cast<double>(o.tau), o.fullUplink.c_str(), o.fullUpDensity * 100,
-      o.fullDownlink.c_str(), o.fullDownDensity * 100, o.fullServerLr, o.fullAdaptiveTau ? "on" : "off",
-      o.fullPriority ? "on" : "off");
+      o.fullDownlink.c_str(), o.fullDownDensity * 100, o.fullValues.c_str(), o.fullServerLr,
+      o.fullAdaptiveTau ? "on" : "off", o.fullPriority ? "on" : "off");
   std::printf("Flower 1.6: the same job measured earlier on this machine (not installable here), for reference.\n\n");
 
   int roundF = 0, roundU = 0;

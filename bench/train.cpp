@@ -30,6 +30,7 @@
 //                    [--seeds N] [--quick] [--client-bin PATH] [--coordinator-bin PATH]
 //                    [--rows uniform,table,adaptive,candidates] (the sampling rows to run)
 //                    [--lambda F] [--ageing F] [--candidate-factor N]   (priority sampler options)
+//                    [--scouts N] [--scout-sweep]   (table proposal: N scouts per step, uniform or a sweep)
 //                    [--only throughput|accuracy|sampling|client]
 // --only runs one section; the summary then shows 0 or n/a for what was not measured.
 
@@ -393,6 +394,10 @@ int main(int argc, char** argv) {
       args.sampler.ageing = number(a, value());
     else if (a == "--candidate-factor")
       args.sampler.candidateFactor = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--scouts")
+      args.sampler.scouts = std::max(0, std::atoi(value().c_str()));
+    else if (a == "--scout-sweep")
+      args.sampler.scoutSweep = true;
 
     else if (a == "--only")
       args.only = value();
@@ -494,8 +499,11 @@ int main(int argc, char** argv) {
   const double target = args.quick ? 0.70 : 0.85;
   const int maxSteps = args.quick ? 2000 : 30000;
   if (runs("sampling")) {
-    std::printf("\nsampler: lambda %g, ageing %g, B = %db (--lambda, --ageing, --candidate-factor), %d seeds\n",
-                args.sampler.lambda, args.sampler.ageing, args.sampler.candidateFactor, args.seeds);
+    std::printf(
+        "\nsampler: lambda %g, ageing %g, B = %db, scouts %d%s (--lambda, --ageing, --candidate-factor, --scouts), %d "
+        "seeds\n",
+        args.sampler.lambda, args.sampler.ageing, args.sampler.candidateFactor, args.sampler.scouts,
+        args.sampler.scoutSweep ? " (sweep)" : "", args.seeds);
     std::printf("%-50s %8s %8s %8s %12s %9s\n", "MLP to 85% test acc, b 32, mean of seeds", "steps", "train s", "cpu s",
                 "prioritized", "last acc");
   }

@@ -71,11 +71,14 @@ void Sampler::ensure(int b) {
   const std::size_t d = dataset_->featureDim();
   const std::size_t bb = static_cast<std::size_t>(b);
   const std::size_t big = bb * static_cast<std::size_t>(options_.candidateFactor);
-  if (idx_.size() < bb) {
-    idx_.resize(bb);
-    x_.resize(bb * d);
-    y_.resize(bb);
-    w_.resize(bb);
+  // Under kTable the scouts follow the minibatch in idx_, x_ and y_.
+  const std::size_t rows =
+      bb + (options_.proposal == Proposal::kTable ? static_cast<std::size_t>(std::max(0, options_.scouts)) : 0);
+  if (idx_.size() < rows) {
+    idx_.resize(rows);
+    x_.resize(rows * d);
+    y_.resize(rows);
+    w_.resize(rows);
   }
   if (candidates_.size() < big) {
     candidates_.resize(big);
@@ -247,6 +250,11 @@ void Sampler::observe(std::span<const float> probabilities, int classes) {
     }
     // The importance weights make these estimates of the mean score and the mean squared
     // score over the data (the drawn examples lean to high scores).
+    // Scouts are uniform draws: weight 1 each.
+    weights += static_cast<double>(scoutCount_);
+    sum += scoutSum_;
+    scoutCount_ = 0;
+    scoutSum_ = 0.0;
     const double mean = weights > 0.0 ? sum / weights : 0.0;
     prior_ = prior_ == 0.0 ? mean : 0.9 * prior_ + 0.1 * mean;
     const double now = mean > 0.0 ? std::sqrt(sumSq / weights) / mean : 1.0;
@@ -364,11 +372,53 @@ Minibatch Sampler::fromTable(int b) {
     y_[j] = dataset_->label(i);
     w_[j] = static_cast<float>(1.0 / (static_cast<double>(n) * p));
   }
-  dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
+  // The scouts: rows b.. of the same buffers, forwarded with the minibatch only to
+  // refresh their scores (they take no part in the draws above nor in the gradient).
+  const int scouts = std::max(0, options_.scouts);
+  for (int k = 0; k < scouts; ++k) {
+    uint32_t i = 0;
+    if (options_.scoutSweep) {
+      if (sweep_.empty()) {
+        sweep_.resize(n);
+        for (std::size_t e = 0; e < n; ++e)
+          sweep_[e] = static_cast<uint32_t>(e);
+        std::shuffle(sweep_.begin(), sweep_.end(), rng_);
+      }
+      i = sweep_[sweepAt_];
+      sweepAt_ = sweepAt_ + 1 == n ? 0 : sweepAt_ + 1;
+    } else {
+      i = pick(rng_);
+    }
+    idx_[b + k] = i;
+    y_[b + k] = dataset_->label(i);
+    w_[b + k] = 0.0f;
+  }
+  const std::size_t rows = static_cast<std::size_t>(b + scouts);
+  dataset_->gather({idx_.data(), rows}, {x_.data(), rows * d});
   lastTable_ = true;
   lastUniform_ = false;
+  lastScouts_ = scouts;
+  lastBatch_ = b;
   ++prioritizedSteps_;
-  return batch(b, true);
+  Minibatch mb = batch(b, true);
+  if (scouts > 0) {
+    mb.scouts = scouts;
+    mb.forwardFeatures = {x_.data(), rows * d};
+  }
+  return mb;
+}
+
+void Sampler::observeScouts(std::span<const float> probabilities, int classes) {
+  if (!lastTable_ || lastScouts_ == 0) return;
+  const std::size_t s = probabilities.size() / static_cast<std::size_t>(classes);
+  assert(s == static_cast<std::size_t>(lastScouts_));
+  const std::size_t b = static_cast<std::size_t>(lastBatch_);
+  for (std::size_t k = 0; k < s; ++k) {
+    const float score = scoreRow(probabilities.data() + k * classes, classes, y_[b + k]);
+    setKey(idx_[b + k], score, step_ - 1);
+    scoutSum_ += score;
+  }
+  scoutCount_ += s;
 }
 
 void Sampler::updateTau(std::span<const float> scores) {

@@ -83,6 +83,12 @@ struct SamplerOptions {
   int maxScoreAge = 0;  // > 0: a candidate scored at most this many steps ago takes its
                         // aged table score instead of a forward pass (cheaper steps,
                         // staler scores; still unbiased, the weights use the same p)
+  int scouts = 0;           // kTable: extra examples per prioritized step, forwarded with the
+                            // minibatch (one forward pass over b + scouts rows) only to
+                            // refresh their table scores; they do not enter the gradient
+  bool scoutSweep = false;  // scouts walk a random permutation of the data set (every
+                            // example rescored once per N / scouts steps) instead of being
+                            // drawn uniformly with replacement
 };
 
 // One minibatch: b rows of features, labels, importance weights and dataset indices.
@@ -101,6 +107,12 @@ struct Minibatch {
   std::span<const float> rowFeatures;
   std::span<const int32_t> rowLabels;
   std::span<const float> rowWeights;
+
+  // kTable with SamplerOptions::scouts > 0: the scouts' count and the features of the
+  // b minibatch rows followed by the scouts' rows ((b + scouts) x featureDim), for one
+  // forward pass; Sampler::observeScouts() takes the scouts' softmax outputs.
+  int scouts = 0;
+  std::span<const float> forwardFeatures;
 };
 
 class Sampler {
@@ -120,6 +132,11 @@ class Sampler {
   // minibatches, and after every minibatch under kTable; a no-op after a kCandidates one
   // (its candidates were scored already).
   void observe(std::span<const float> probabilities, int classes);
+
+  // Feeds the softmax outputs (scouts x classes) of the last minibatch's scouts (see
+  // Minibatch::scouts), before observe(): their scores go into the table and into the
+  // running mean score.
+  void observeScouts(std::span<const float> probabilities, int classes);
 
   // Whether the next minibatch will be prioritized.
   bool prioritizing() const;
@@ -180,6 +197,12 @@ class Sampler {
   std::vector<double> blockKey_;
   std::vector<double> blockAge_;
   std::vector<double> blockMass_;  // scratch of fromTable()
+  int lastScouts_ = 0;             // scouts of the last minibatch, rows lastBatch_.. of x_ and idx_
+  int lastBatch_ = 0;
+  double scoutSum_ = 0.0;          // their summed scores and count, for observe()'s mean
+  std::size_t scoutCount_ = 0;
+  std::vector<uint32_t> sweep_;    // scoutSweep: a permutation of the data set
+  std::size_t sweepAt_ = 0;
 
   std::vector<float> table_;        // latest score per example
   std::vector<uint64_t> scoredAt_;  // step of that score, for ageing

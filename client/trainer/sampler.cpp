@@ -280,18 +280,14 @@ void Sampler::setKey(uint32_t i, float score, uint64_t at) {
   scoredAt_[i] = at;
   const double up =
       std::pow(static_cast<double>(options_.ageing), -static_cast<double>(at) + static_cast<double>(keyBase_));
+  const float oldKey = keys_[i];
+  const float oldAge = ages_[i];
   keys_[i] = static_cast<float>(score * up);
   ages_[i] = static_cast<float>(up);
+  // The block sums move by the change (rebase() sums them afresh).
   const std::size_t block = i / kBlock;
-  const std::size_t end = std::min(keys_.size(), (block + 1) * kBlock);
-  double keySum = 0.0;
-  double ageSum = 0.0;
-  for (std::size_t k = block * kBlock; k < end; ++k) {
-    keySum += keys_[k];
-    ageSum += ages_[k];
-  }
-  blockKey_[block] = keySum;
-  blockAge_[block] = ageSum;
+  blockKey_[block] += static_cast<double>(keys_[i]) - oldKey;
+  blockAge_[block] += static_cast<double>(ages_[i]) - oldAge;
 }
 
 void Sampler::rebase() {
@@ -378,13 +374,12 @@ Minibatch Sampler::fromTable(int b) {
   for (int k = 0; k < scouts; ++k) {
     uint32_t i = 0;
     if (options_.scoutSweep) {
-      if (sweep_.empty()) {
-        sweep_.resize(n);
-        for (std::size_t e = 0; e < n; ++e)
-          sweep_[e] = static_cast<uint32_t>(e);
-        std::shuffle(sweep_.begin(), sweep_.end(), rng_);
+      // In data-set order from a random start: sequential reads for gather().
+      if (!sweepStarted_) {
+        sweepAt_ = pick(rng_);
+        sweepStarted_ = true;
       }
-      i = sweep_[sweepAt_];
+      i = static_cast<uint32_t>(sweepAt_);
       sweepAt_ = sweepAt_ + 1 == n ? 0 : sweepAt_ + 1;
     } else {
       i = pick(rng_);

@@ -86,7 +86,7 @@ struct SamplerOptions {
   int scouts = 0;           // kTable: extra examples per prioritized step, forwarded with the
                             // minibatch (one forward pass over b + scouts rows) only to
                             // refresh their table scores; they do not enter the gradient
-  bool scoutSweep = false;  // scouts walk a random permutation of the data set (every
+  bool scoutSweep = false;  // scouts walk the data set in order from a random start (every
                             // example rescored once per N / scouts steps) instead of being
                             // drawn uniformly with replacement
 };
@@ -201,7 +201,7 @@ class Sampler {
   int lastBatch_ = 0;
   double scoutSum_ = 0.0;          // their summed scores and count, for observe()'s mean
   std::size_t scoutCount_ = 0;
-  std::vector<uint32_t> sweep_;    // scoutSweep: a permutation of the data set
+  bool sweepStarted_ = false;      // scoutSweep: the next scout, in data-set order
   std::size_t sweepAt_ = 0;
 
   std::vector<float> table_;        // latest score per example

@@ -32,9 +32,11 @@ void Sampler::reseed(uint64_t seed) {
 
 double Sampler::threshold(int /*b*/) const {
   if (options_.threshold > 0.0f) return options_.threshold;
-  // Drawing from the table costs no forward pass: only its bookkeeping, a few percent of
-  // a step (docs/model.md).
-  if (options_.proposal == Proposal::kTable) return kTableThreshold;
+  // Drawing from the table costs no scoring pass: its bookkeeping, a few percent of a
+  // step (docs/model.md), and the scouts' share of the forward pass, a third of a step
+  // for b of them.
+  if (options_.proposal == Proposal::kTable)
+    return kTableThreshold + std::max(0.0, static_cast<double>(options_.scoutFactor)) / 3.0;
   // The cost of a prioritized step relative to a uniform one, B = candidateFactor * b,
   // counting a forward pass as a third of a training step (ALGORITHMS.md section 4):
   // the B candidates are forwarded and the b drawn ones run backward from those
@@ -72,8 +74,7 @@ void Sampler::ensure(int b) {
   const std::size_t bb = static_cast<std::size_t>(b);
   const std::size_t big = bb * static_cast<std::size_t>(options_.candidateFactor);
   // Under kTable the scouts follow the minibatch in idx_, x_ and y_.
-  const std::size_t rows =
-      bb + (options_.proposal == Proposal::kTable ? static_cast<std::size_t>(std::max(0, options_.scouts)) : 0);
+  const std::size_t rows = bb + static_cast<std::size_t>(scoutCount(b));
   if (idx_.size() < rows) {
     idx_.resize(rows);
     x_.resize(rows * d);
@@ -370,7 +371,7 @@ Minibatch Sampler::fromTable(int b) {
   }
   // The scouts: rows b.. of the same buffers, forwarded with the minibatch only to
   // refresh their scores (they take no part in the draws above nor in the gradient).
-  const int scouts = std::max(0, options_.scouts);
+  const int scouts = scoutCount(b);
   for (int k = 0; k < scouts; ++k) {
     uint32_t i = 0;
     if (options_.scoutSweep) {
@@ -403,6 +404,11 @@ Minibatch Sampler::fromTable(int b) {
   return mb;
 }
 
+int Sampler::scoutCount(int b) const {
+  if (options_.proposal != Proposal::kTable || !(options_.scoutFactor > 0.0f)) return 0;
+  return static_cast<int>(std::lround(static_cast<double>(options_.scoutFactor) * b));
+}
+
 void Sampler::observeScouts(std::span<const float> probabilities, int classes) {
   if (!lastTable_ || lastScouts_ == 0) return;
   const std::size_t s = probabilities.size() / static_cast<std::size_t>(classes);
@@ -414,6 +420,7 @@ void Sampler::observeScouts(std::span<const float> probabilities, int classes) {
     scoutSum_ += score;
   }
   scoutCount_ += s;
+  scoredExamples_ += s;
 }
 
 void Sampler::updateTau(std::span<const float> scores) {

@@ -27,7 +27,8 @@ Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset
   if (!(options.sampler.lambda > 0.0f && options.sampler.lambda <= 1.0f))
     return bad("sampler lambda must be in (0, 1]");
   if (options.sampler.candidateFactor < 1) return bad("sampler candidate factor must be >= 1");
-  if (options.sampler.scouts < 0) return bad("sampler scouts must be >= 0");
+  if (!(options.sampler.scoutFactor >= 0.0f && options.sampler.scoutFactor <= 64.0f))
+    return bad("sampler scout factor must be in [0, 64]");
   if (options.lossProbe < 0) return bad("loss probe must be >= 0");
   return Trainer(std::move(model), dataset, options);
 }
@@ -107,8 +108,8 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
       const int classes = model_.numClasses();
       std::span<const float> probs = model_.forward(mb.forwardFeatures.data(), b + mb.scouts);
       sampler_.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), classes);
-      loss = model_.backwardRows(mb.features.data(), {firstRows_.data(), static_cast<std::size_t>(b)},
-                                 mb.labels.data(), mb.weights.data(), b, grad_);
+      loss = model_.backwardRows(mb.features.data(), {firstRows_.data(), static_cast<std::size_t>(b)}, mb.labels.data(),
+                                 mb.weights.data(), b, grad_);
     } else if (!mb.scoredRows.empty()) {
       loss = model_.backwardRows(mb.rowFeatures.data(), mb.scoredRows, mb.rowLabels.data(), mb.rowWeights.data(), b,
                                  grad_);

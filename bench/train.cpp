@@ -32,7 +32,6 @@
 //                    [--lambda F] [--ageing F] [--candidate-factor N]   (priority sampler options)
 //                    [--scout-factor F] [--scout-uniform]   (table proposal: F b scouts per step, a sweep
 //                                                            of the data set or uniform draws)
-//                    [--scout-skip-fresh]   (the sweep passes over scores younger than N / 2s steps)
 //                    [--only throughput|accuracy|sampling|client|approx]
 // --only approx (not part of the full run): how a cheap 2x2-pooled forward pass ranks
 // examples against exact scores, beside table scores 100 and 500 steps old.
@@ -551,8 +550,6 @@ int main(int argc, char** argv) {
       args.sampler.scoutFactor = std::clamp(static_cast<float>(std::atof(value().c_str())), 0.0f, 64.0f);
     else if (a == "--scout-uniform")
       args.sampler.scoutSweep = false;
-    else if (a == "--scout-skip-fresh")
-      args.sampler.scoutSkipFresh = true;
 
     else if (a == "--only")
       args.only = value();

@@ -372,8 +372,6 @@ Minibatch Sampler::fromTable(int b) {
   // The scouts: rows b.. of the same buffers, forwarded with the minibatch only to
   // refresh their scores (they take no part in the draws above nor in the gradient).
   const int scouts = scoutCount(b);
-  int skips = 0;
-  const uint64_t fresh = scouts > 0 ? n / (2 * static_cast<uint64_t>(scouts)) : 0;
   for (int k = 0; k < scouts; ++k) {
     uint32_t i = 0;
     if (options_.scoutSweep) {
@@ -384,14 +382,6 @@ Minibatch Sampler::fromTable(int b) {
       }
       i = static_cast<uint32_t>(sweepAt_);
       sweepAt_ = sweepAt_ + 1 == n ? 0 : sweepAt_ + 1;
-      // Optionally pass over examples whose score is younger than half a sweep (the
-      // draws refreshed them), a bounded number of times per step.
-      while (options_.scoutSkipFresh && skips < 8 * scouts && !ages_.empty() && ages_[i] > 0.0f &&
-             step_ - scoredAt_[i] < fresh) {
-        ++skips;
-        i = static_cast<uint32_t>(sweepAt_);
-        sweepAt_ = sweepAt_ + 1 == n ? 0 : sweepAt_ + 1;
-      }
     } else {
       i = pick(rng_);
     }

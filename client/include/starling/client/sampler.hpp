@@ -84,18 +84,16 @@ struct SamplerOptions {
   float ageing = 0.999f;      // per-step factor on table scores that were not refreshed
                               // (under kTable on their distance to the mean score)
   Proposal proposal = Proposal::kTable;
-  int maxScoreAge = 0;          // > 0: a candidate scored at most this many steps ago takes its
-                                // aged table score instead of a forward pass (cheaper steps,
-                                // staler scores; still unbiased, the weights use the same p)
-  float scoutFactor = 0.75f;    // kTable: s = round(scoutFactor * b) scouts per prioritized
-                                // step, forwarded with the minibatch (one forward pass over
-                                // b + s rows) only to refresh their table scores; they do not
-                                // enter the gradient. 0 turns them off
-  bool scoutSkipFresh = false;  // the sweep passes over examples scored less than
-                                // N / (2 s) steps ago (experimental)
-  bool scoutSweep = true;       // scouts walk the data set in order from a random start (every
-                                // example rescored once per N / s steps) instead of being drawn
-                                // uniformly with replacement
+  int maxScoreAge = 0;        // > 0: a candidate scored at most this many steps ago takes its
+                              // aged table score instead of a forward pass (cheaper steps,
+                              // staler scores; still unbiased, the weights use the same p)
+  float scoutFactor = 0.75f;  // kTable: s = round(scoutFactor * b) scouts per prioritized
+                              // step, forwarded with the minibatch (one forward pass over
+                              // b + s rows) only to refresh their table scores; they do not
+                              // enter the gradient. 0 turns them off
+  bool scoutSweep = true;     // scouts walk the data set in order from a random start (every
+                              // example rescored once per N / s steps) instead of being drawn
+                              // uniformly with replacement
 };
 
 // One minibatch: b rows of features, labels, importance weights and dataset indices.

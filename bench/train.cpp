@@ -30,7 +30,11 @@
 //                    [--seeds N] [--quick] [--client-bin PATH] [--coordinator-bin PATH]
 //                    [--rows uniform,table,adaptive,candidates] (the sampling rows to run)
 //                    [--lambda F] [--ageing F] [--candidate-factor N]   (priority sampler options)
-//                    [--only throughput|accuracy|sampling|client]
+//                    [--scout-factor F] [--scout-uniform]   (table proposal: F b scouts per step, a sweep
+//                                                            of the data set or uniform draws)
+//                    [--only throughput|accuracy|sampling|client|approx]
+// --only approx (not part of the full run): how a cheap 2x2-pooled forward pass ranks
+// examples against exact scores, beside table scores 100 and 500 steps old.
 // --only runs one section; the summary then shows 0 or n/a for what was not measured.
 
 #include <fcntl.h>
@@ -42,11 +46,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -215,6 +222,152 @@ ToTarget stepsTo(double target, SamplingMode mode, Proposal proposal, const Data
     }
   }
   return r;
+}
+
+// ---- --only approx: how well a cheap forward pass ranks examples (session 6) ----
+//
+// The approximate pass of mlp:784-200-200-10 sees 2x2-average-pooled 14x14 inputs
+// through W0' (200 x 196, each column the sum of the four W0 columns of its 2x2 block);
+// the other layers are the model's. It costs 81k of the 199k multiply-adds per example.
+
+// ||softmax(z) - onehot(label)|| of the logits z of one example.
+float scoreOfLogits(const float* z, int classes, int32_t label) {
+  float zmax = z[0];
+  for (int c = 1; c < classes; ++c)
+    zmax = std::max(zmax, z[c]);
+  float p[16];
+  float sum = 0.0f;
+  for (int c = 0; c < classes; ++c)
+    sum += p[c] = std::exp(z[c] - zmax);
+  float s = 0.0f;
+  for (int c = 0; c < classes; ++c) {
+    const float d = p[c] / sum - (c == label ? 1.0f : 0.0f);
+    s += d * d;
+  }
+  return std::sqrt(s);
+}
+
+// out[o] = relu?(b[o] + sum_i w[o * in + i] x[i]).
+void denseRow(const float* w, const float* b, const float* x, int in, int out, bool relu, float* y) {
+  for (int o = 0; o < out; ++o) {
+    float acc = b[o];
+    const float* row = w + static_cast<std::size_t>(o) * in;
+    for (int i = 0; i < in; ++i)
+      acc += row[i] * x[i];
+    y[o] = relu ? std::max(acc, 0.0f) : acc;
+  }
+}
+
+// Scores examples idx with the pooled pass of the MLP whose parameters are params.
+std::vector<float> approxScores(std::span<const float> params, const Dataset& data, const std::vector<uint32_t>& idx) {
+  constexpr int kIn = 784, kH = 200, kPooled = 196, kClasses = 10;
+  const float* w0 = params.data();
+  const float* b0 = w0 + kH * kIn;
+  const float* w1 = b0 + kH;
+  const float* b1 = w1 + kH * kH;
+  const float* w2 = b1 + kH;
+  const float* b2 = w2 + kClasses * kH;
+  std::vector<float> pooledW(static_cast<std::size_t>(kH) * kPooled, 0.0f);
+  for (int o = 0; o < kH; ++o)
+    for (int r = 0; r < 28; ++r)
+      for (int c = 0; c < 28; ++c)
+        pooledW[static_cast<std::size_t>(o) * kPooled + (r / 2) * 14 + c / 2] +=
+            w0[static_cast<std::size_t>(o) * kIn + r * 28 + c];
+  std::vector<float> x(kIn), pooled(kPooled), h0(kH), h1(kH), z(kClasses);
+  std::vector<float> out(idx.size());
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    data.gather({&idx[k], 1}, x);
+    for (int r = 0; r < 14; ++r)
+      for (int c = 0; c < 14; ++c)
+        pooled[r * 14 + c] = 0.25f * (x[(2 * r) * 28 + 2 * c] + x[(2 * r) * 28 + 2 * c + 1] +
+                                      x[(2 * r + 1) * 28 + 2 * c] + x[(2 * r + 1) * 28 + 2 * c + 1]);
+    denseRow(pooledW.data(), b0, pooled.data(), kPooled, kH, true, h0.data());
+    denseRow(w1, b1, h0.data(), kH, kH, true, h1.data());
+    denseRow(w2, b2, h1.data(), kH, kClasses, false, z.data());
+    out[k] = scoreOfLogits(z.data(), kClasses, data.label(idx[k]));
+  }
+  return out;
+}
+
+std::vector<double> ranks(const std::vector<float>& v) {
+  std::vector<uint32_t> order(v.size());
+  for (uint32_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (std::size_t k = 0; k < order.size(); ++k)
+    r[order[k]] = static_cast<double>(k);
+  return r;
+}
+
+// Spearman's rank correlation (ties broken by order: the scores are continuous).
+double spearman(const std::vector<float>& a, const std::vector<float>& b) {
+  const std::vector<double> ra = ranks(a), rb = ranks(b);
+  const double n = static_cast<double>(a.size());
+  double d2 = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    d2 += (ra[i] - rb[i]) * (ra[i] - rb[i]);
+  return 1.0 - 6.0 * d2 / (n * (n * n - 1.0));
+}
+
+// The share of a's top quarter that is also in b's top quarter.
+double topQuarterOverlap(const std::vector<float>& a, const std::vector<float>& b) {
+  const std::vector<double> ra = ranks(a), rb = ranks(b);
+  const double cut = 0.75 * static_cast<double>(a.size());
+  int both = 0, top = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (ra[i] >= cut) {
+      ++top;
+      both += rb[i] >= cut ? 1 : 0;
+    }
+  return top > 0 ? static_cast<double>(both) / top : 0.0;
+}
+
+// Trains the MLP uniformly and, at a few points, compares on 4,096 training examples the
+// exact scores with the pooled pass's and with the exact scores of 100 and 500 steps
+// before (what a table holds).
+void approxSection(const Dataset& train) {
+  std::printf("\n%-34s %8s %12s %12s %12s %12s\n", "scores vs exact (4096 examples)", "step", "pooled rho",
+              "pooled top25", "100 old rho", "500 old rho");
+  Trainer t = makeTrainer(kMlp, train, 32, SamplingMode::kUniform);
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(train.size() - 1));
+  std::vector<uint32_t> idx(4096);
+  for (uint32_t& i : idx)
+    i = pick(rng);
+  std::vector<float> x(idx.size() * train.featureDim());
+  train.gather(idx, x);
+  auto exact = [&]() {
+    std::span<const float> p = t.model().forward(x.data(), static_cast<int>(idx.size()));
+    std::vector<float> s(idx.size());
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      float acc = 0.0f;
+      for (int c = 0; c < 10; ++c) {
+        const float d = p[k * 10 + c] - (c == train.label(idx[k]) ? 1.0f : 0.0f);
+        acc += d * d;
+      }
+      s[k] = std::sqrt(acc);
+    }
+    return s;
+  };
+  int done = 0;
+  uint64_t seed = 1;
+  std::vector<std::pair<int, std::vector<float>>> history;  // exact scores by step
+  for (int at : {100, 400, 500, 900, 1000, 1500, 1900, 2000}) {
+    advance(t, at - done, 0.01f, seed++);
+    done = at;
+    history.emplace_back(at, exact());
+    if (at != 100 && at != 500 && at != 1000 && at != 2000) continue;  // the others: for the staleness columns
+    const std::vector<float>& now = history.back().second;
+    const std::vector<float> pooled = approxScores(t.model().params(), train, idx);
+    auto old = [&](int ago) {
+      for (const auto& [step, scores] : history)
+        if (step == at - ago) return spearman(now, scores);
+      return std::nan("");
+    };
+    std::printf("%-34s %8d %12.3f %12.3f %12.3f %12.3f\n", "", at, spearman(now, pooled),
+                topQuarterOverlap(now, pooled), old(100), old(500));
+  }
 }
 
 // ---- 4. the starling-client binary: stripped size, peak RSS on a 6,000-example shard ----
@@ -393,6 +546,10 @@ int main(int argc, char** argv) {
       args.sampler.ageing = number(a, value());
     else if (a == "--candidate-factor")
       args.sampler.candidateFactor = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--scout-factor")
+      args.sampler.scoutFactor = std::clamp(static_cast<float>(std::atof(value().c_str())), 0.0f, 64.0f);
+    else if (a == "--scout-uniform")
+      args.sampler.scoutSweep = false;
 
     else if (a == "--only")
       args.only = value();
@@ -402,6 +559,12 @@ int main(int argc, char** argv) {
       args.coordinatorBin = value();
     else
       die("unknown argument " + a + " (see the comment at the top of bench/train.cpp)");
+  }
+  if (args.only == "approx") {  // not part of the full run
+    auto fm = starling::data::loadFashionMnist(args.data);
+    if (!fm) die(fm.status().toString());
+    approxSection(fm->train);
+    return 0;
   }
   if (!args.only.empty() && args.only != "throughput" && args.only != "accuracy" && args.only != "sampling" &&
       args.only != "client")
@@ -494,8 +657,11 @@ int main(int argc, char** argv) {
   const double target = args.quick ? 0.70 : 0.85;
   const int maxSteps = args.quick ? 2000 : 30000;
   if (runs("sampling")) {
-    std::printf("\nsampler: lambda %g, ageing %g, B = %db (--lambda, --ageing, --candidate-factor), %d seeds\n",
-                args.sampler.lambda, args.sampler.ageing, args.sampler.candidateFactor, args.seeds);
+    std::printf(
+        "\nsampler: lambda %g, ageing %g, B = %db, %gb scouts%s (--lambda, --ageing, --candidate-factor, "
+        "--scout-factor), %d seeds\n",
+        args.sampler.lambda, args.sampler.ageing, args.sampler.candidateFactor, args.sampler.scoutFactor,
+        args.sampler.scoutSweep ? " (sweep)" : " (uniform)", args.seeds);
     std::printf("%-50s %8s %8s %8s %12s %9s\n", "MLP to 85% test acc, b 32, mean of seeds", "steps", "train s", "cpu s",
                 "prioritized", "last acc");
   }

@@ -32,9 +32,11 @@ void Sampler::reseed(uint64_t seed) {
 
 double Sampler::threshold(int /*b*/) const {
   if (options_.threshold > 0.0f) return options_.threshold;
-  // Drawing from the table costs no forward pass: only its bookkeeping, a few percent of
-  // a step (docs/model.md).
-  if (options_.proposal == Proposal::kTable) return kTableThreshold;
+  // Drawing from the table costs no scoring pass: its bookkeeping, a few percent of a
+  // step (docs/model.md), and the scouts' share of the forward pass, a third of a step
+  // for b of them.
+  if (options_.proposal == Proposal::kTable)
+    return kTableThreshold + std::max(0.0, static_cast<double>(options_.scoutFactor)) / 3.0;
   // The cost of a prioritized step relative to a uniform one, B = candidateFactor * b,
   // counting a forward pass as a third of a training step (ALGORITHMS.md section 4):
   // the B candidates are forwarded and the b drawn ones run backward from those
@@ -71,11 +73,13 @@ void Sampler::ensure(int b) {
   const std::size_t d = dataset_->featureDim();
   const std::size_t bb = static_cast<std::size_t>(b);
   const std::size_t big = bb * static_cast<std::size_t>(options_.candidateFactor);
-  if (idx_.size() < bb) {
-    idx_.resize(bb);
-    x_.resize(bb * d);
-    y_.resize(bb);
-    w_.resize(bb);
+  // Under kTable the scouts follow the minibatch in idx_, x_ and y_.
+  const std::size_t rows = bb + static_cast<std::size_t>(scoutCount(b));
+  if (idx_.size() < rows) {
+    idx_.resize(rows);
+    x_.resize(rows * d);
+    y_.resize(rows);
+    w_.resize(rows);
   }
   if (candidates_.size() < big) {
     candidates_.resize(big);
@@ -247,6 +251,11 @@ void Sampler::observe(std::span<const float> probabilities, int classes) {
     }
     // The importance weights make these estimates of the mean score and the mean squared
     // score over the data (the drawn examples lean to high scores).
+    // Scouts are uniform draws: weight 1 each.
+    weights += static_cast<double>(scoutCount_);
+    sum += scoutSum_;
+    scoutCount_ = 0;
+    scoutSum_ = 0.0;
     const double mean = weights > 0.0 ? sum / weights : 0.0;
     prior_ = prior_ == 0.0 ? mean : 0.9 * prior_ + 0.1 * mean;
     const double now = mean > 0.0 ? std::sqrt(sumSq / weights) / mean : 1.0;
@@ -272,18 +281,14 @@ void Sampler::setKey(uint32_t i, float score, uint64_t at) {
   scoredAt_[i] = at;
   const double up =
       std::pow(static_cast<double>(options_.ageing), -static_cast<double>(at) + static_cast<double>(keyBase_));
+  const float oldKey = keys_[i];
+  const float oldAge = ages_[i];
   keys_[i] = static_cast<float>(score * up);
   ages_[i] = static_cast<float>(up);
+  // The block sums move by the change (rebase() sums them afresh).
   const std::size_t block = i / kBlock;
-  const std::size_t end = std::min(keys_.size(), (block + 1) * kBlock);
-  double keySum = 0.0;
-  double ageSum = 0.0;
-  for (std::size_t k = block * kBlock; k < end; ++k) {
-    keySum += keys_[k];
-    ageSum += ages_[k];
-  }
-  blockKey_[block] = keySum;
-  blockAge_[block] = ageSum;
+  blockKey_[block] += static_cast<double>(keys_[i]) - oldKey;
+  blockAge_[block] += static_cast<double>(ages_[i]) - oldAge;
 }
 
 void Sampler::rebase() {
@@ -364,11 +369,58 @@ Minibatch Sampler::fromTable(int b) {
     y_[j] = dataset_->label(i);
     w_[j] = static_cast<float>(1.0 / (static_cast<double>(n) * p));
   }
-  dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
+  // The scouts: rows b.. of the same buffers, forwarded with the minibatch only to
+  // refresh their scores (they take no part in the draws above nor in the gradient).
+  const int scouts = scoutCount(b);
+  for (int k = 0; k < scouts; ++k) {
+    uint32_t i = 0;
+    if (options_.scoutSweep) {
+      // In data-set order from a random start: sequential reads for gather().
+      if (!sweepStarted_) {
+        sweepAt_ = pick(rng_);
+        sweepStarted_ = true;
+      }
+      i = static_cast<uint32_t>(sweepAt_);
+      sweepAt_ = sweepAt_ + 1 == n ? 0 : sweepAt_ + 1;
+    } else {
+      i = pick(rng_);
+    }
+    idx_[b + k] = i;
+    y_[b + k] = dataset_->label(i);
+    w_[b + k] = 0.0f;
+  }
+  const std::size_t rows = static_cast<std::size_t>(b + scouts);
+  dataset_->gather({idx_.data(), rows}, {x_.data(), rows * d});
   lastTable_ = true;
   lastUniform_ = false;
+  lastScouts_ = scouts;
+  lastBatch_ = b;
   ++prioritizedSteps_;
-  return batch(b, true);
+  Minibatch mb = batch(b, true);
+  if (scouts > 0) {
+    mb.scouts = scouts;
+    mb.forwardFeatures = {x_.data(), rows * d};
+  }
+  return mb;
+}
+
+int Sampler::scoutCount(int b) const {
+  if (options_.proposal != Proposal::kTable || !(options_.scoutFactor > 0.0f)) return 0;
+  return static_cast<int>(std::lround(static_cast<double>(options_.scoutFactor) * b));
+}
+
+void Sampler::observeScouts(std::span<const float> probabilities, int classes) {
+  if (!lastTable_ || lastScouts_ == 0) return;
+  const std::size_t s = probabilities.size() / static_cast<std::size_t>(classes);
+  assert(s == static_cast<std::size_t>(lastScouts_));
+  const std::size_t b = static_cast<std::size_t>(lastBatch_);
+  for (std::size_t k = 0; k < s; ++k) {
+    const float score = scoreRow(probabilities.data() + k * classes, classes, y_[b + k]);
+    setKey(idx_[b + k], score, step_ - 1);
+    scoutSum_ += score;
+  }
+  scoutCount_ += s;
+  scoredExamples_ += s;
 }
 
 void Sampler::updateTau(std::span<const float> scores) {

@@ -27,6 +27,8 @@ Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset
   if (!(options.sampler.lambda > 0.0f && options.sampler.lambda <= 1.0f))
     return bad("sampler lambda must be in (0, 1]");
   if (options.sampler.candidateFactor < 1) return bad("sampler candidate factor must be >= 1");
+  if (!(options.sampler.scoutFactor >= 0.0f && options.sampler.scoutFactor <= 64.0f))
+    return bad("sampler scout factor must be in [0, 64]");
   if (options.lossProbe < 0) return bad("loss probe must be >= 0");
   return Trainer(std::move(model), dataset, options);
 }
@@ -37,7 +39,11 @@ Trainer::Trainer(model::Model model, const data::Dataset& dataset, TrainerOption
       options_(options),
       sampler_(dataset, options.sampler, 0),
       grad_(model_.numParams(), 0.0f),
-      momentum_(model_.numParams(), 0.0f) {}
+      momentum_(model_.numParams(), 0.0f),
+      firstRows_(static_cast<std::size_t>(std::max(1, options.batchSize))) {
+  for (std::size_t i = 0; i < firstRows_.size(); ++i)
+    firstRows_[i] = static_cast<uint32_t>(i);
+}
 
 double Trainer::probeLoss(std::span<const uint32_t> probe) {
   const int n = static_cast<int>(probe.size());
@@ -95,11 +101,22 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
     Minibatch mb = sampler_.next(model_, b);
     // A prioritized minibatch was forwarded already, as rows of the scoring pass on
     // model_: only its distinct rows run backward, from those activations.
-    const float loss = !mb.scoredRows.empty()
-                           ? model_.backwardRows(mb.rowFeatures.data(), mb.scoredRows, mb.rowLabels.data(),
-                                                 mb.rowWeights.data(), b, grad_)
-                           : model_.forwardBackward(mb.features.data(), mb.labels.data(),
-                                                    mb.prioritized ? mb.weights.data() : nullptr, b, grad_);
+    float loss = 0.0f;
+    if (mb.scouts > 0) {
+      // Scouts ride along in the forward pass (b + scouts rows); only the b minibatch
+      // rows, the first ones, run backward.
+      const int classes = model_.numClasses();
+      std::span<const float> probs = model_.forward(mb.forwardFeatures.data(), b + mb.scouts);
+      sampler_.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), classes);
+      loss = model_.backwardRows(mb.features.data(), {firstRows_.data(), static_cast<std::size_t>(b)}, mb.labels.data(),
+                                 mb.weights.data(), b, grad_);
+    } else if (!mb.scoredRows.empty()) {
+      loss = model_.backwardRows(mb.rowFeatures.data(), mb.scoredRows, mb.rowLabels.data(), mb.rowWeights.data(), b,
+                                 grad_);
+    } else {
+      loss = model_.forwardBackward(mb.features.data(), mb.labels.data(), mb.prioritized ? mb.weights.data() : nullptr,
+                                    b, grad_);
+    }
     // The step's own softmax outputs refresh the score table (the sampler ignores them
     // when it scored these examples already).
     if (mb.scoredRows.empty()) sampler_.observe(model_.probabilities(), model_.numClasses());

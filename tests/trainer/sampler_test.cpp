@@ -45,12 +45,17 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
   SamplerOptions options;
   options.mode = SamplingMode::kPriority;
   options.lambda = 0.1f;
-  const int scheme = GENERATE(0, 1, 2);
-  const bool table = scheme == 0;
+  // 0: table; 1: candidates; 2: candidates with table scores; 3, 4: table with scouts
+  // (a sweep, uniform draws).
+  const int scheme = GENERATE(0, 1, 2, 3, 4);
+  const bool table = scheme == 0 || scheme >= 3;
   const bool reuse = scheme == 2;
   options.proposal = table ? Proposal::kTable : Proposal::kCandidates;
   options.maxScoreAge = reuse ? 1000 : 0;  // table scores stand in for most forward passes
-  INFO("proposal " << (table ? "table" : "candidates") << ", maxScoreAge " << options.maxScoreAge);
+  options.scoutFactor = scheme >= 3 ? 0.75f : 0.0f;
+  options.scoutSweep = scheme == 3;
+  INFO("proposal " << (table ? "table" : "candidates") << ", maxScoreAge " << options.maxScoreAge << ", scouts "
+                   << options.scoutFactor << (options.scoutSweep ? " (sweep)" : ""));
   Sampler sampler(data, options, 5);
   const int b = 4;
   const int draws = 20000;
@@ -67,6 +72,12 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
   for (int t = 0; t < draws; ++t) {
     auto mb = sampler.next(scorer, b);
     REQUIRE(mb.prioritized);
+    if (mb.scouts > 0) {
+      // As the trainer does: one forward pass over the minibatch and its scouts.
+      const int classes = scorer.numClasses();
+      auto probs = scorer.forward(mb.forwardFeatures.data(), b + mb.scouts);
+      sampler.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), classes);
+    }
     for (std::size_t j = 0; j < mb.weights.size(); ++j) {
       const float w = mb.weights[j];
       maxWeight = std::max(maxWeight, w);
@@ -116,8 +127,8 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
   CHECK(maxCount > 3 * minCount);  // the draws do favour some examples
   // With reuse an example is rescored only once its score is over 1000 steps old: about
   // 40 * 20 scorings instead of 240,000.
-  if (table)
-    CHECK(sampler.scoredExamples() == 0);  // no scoring pass at all
+  if (table)  // no scoring pass at all; the scouts (3 a step) are counted
+    CHECK(sampler.scoredExamples() == (scheme >= 3 ? static_cast<uint64_t>(draws) * 3 : 0u));
   else if (reuse)
     CHECK(sampler.scoredExamples() <= 2 * data.size() * (draws / 1000));
   else
@@ -194,7 +205,12 @@ TEST_CASE("the variance-reduction switch prioritizes only while it pays", "[samp
       prioritized += step(sampler, flat) ? 1 : 0;
     CHECK(prioritized == 0);
     CHECK(sampler.tauVr() == Approx(1.0).epsilon(1e-3));
-    CHECK(sampler.threshold(8) == Approx(Sampler::kTableThreshold));  // the table proposal costs no forward pass
+    // The table proposal pays no scoring pass: its bookkeeping and its 0.75 b scouts'
+    // share of the forward pass (a third of a step for b).
+    CHECK(sampler.threshold(8) == Approx(Sampler::kTableThreshold + 0.25));
+    SamplerOptions noScouts;
+    noScouts.scoutFactor = 0.0f;
+    CHECK(Sampler(data, noScouts, 1).threshold(8) == Approx(Sampler::kTableThreshold));
     // (B + 2b) / 3b for B = 3b: the drawn rows need no second forward pass.
     SamplerOptions candidates;
     candidates.proposal = Proposal::kCandidates;
@@ -304,4 +320,67 @@ TEST_CASE("a prioritized minibatch's distinct rows give its gradient without a s
   for (int t = 0; t < 50 && !sawNoRows; ++t)
     sawNoRows = stale.next(model, b).scoredRows.empty();
   CHECK(sawNoRows);
+}
+
+TEST_CASE("scouts share the minibatch's forward pass and refresh their table scores", "[sampler]") {
+  auto data = starling::client::test::blobs(40, 6, 3, 11, 2.5f);
+  Model model = toyModel("mlp:6-5-3", 4);
+  const int classes = model.numClasses();
+  SamplerOptions options;
+  options.mode = SamplingMode::kPriority;
+  options.proposal = Proposal::kTable;
+  options.scoutFactor = 0.5f;  // 4 scouts for b = 8
+  options.ageing = 0.5f;
+  Sampler sampler(data, options, 3);
+  const int b = 8;
+  std::vector<uint32_t> firstRows(b);
+  for (int i = 0; i < b; ++i)
+    firstRows[i] = static_cast<uint32_t>(i);
+  std::vector<float> expected(model.numParams());
+  std::vector<float> got(model.numParams());
+  std::vector<int> scouted(data.size(), 0);
+  std::vector<float> x(data.featureDim());
+  for (int t = 0; t < 30; ++t) {
+    auto mb = sampler.next(model, b);
+    REQUIRE(mb.scouts == 4);
+    REQUIRE(mb.forwardFeatures.size() == static_cast<std::size_t>(b + 4) * data.featureDim());
+    // The minibatch's rows come first, unchanged.
+    REQUIRE(std::equal(mb.features.begin(), mb.features.end(), mb.forwardFeatures.begin()));
+    std::vector<uint32_t> scouts(mb.indices.data() + b, mb.indices.data() + b + 4);  // rows after the minibatch
+    // Sweep: consecutive examples of the data set, wrapping around.
+    for (std::size_t k = 1; k < scouts.size(); ++k)
+      REQUIRE(scouts[k] == (scouts[k - 1] + 1) % data.size());
+    for (uint32_t i : scouts)
+      ++scouted[i];
+
+    Model twin = model;  // the separate pass the shared one replaces
+    const float expectedLoss =
+        twin.forwardBackward(mb.features.data(), mb.labels.data(), mb.weights.data(), b, expected);
+    auto probs = model.forward(mb.forwardFeatures.data(), b + 4);
+    sampler.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), classes);
+    const float loss = model.backwardRows(mb.features.data(), firstRows, mb.labels.data(), mb.weights.data(), b, got);
+    CHECK(loss == Approx(expectedLoss).epsilon(1e-5));
+    for (std::size_t i = 0; i < got.size(); ++i)
+      REQUIRE(got[i] == Approx(expected[i]).epsilon(1e-4).margin(1e-6));
+    sampler.observe(model.probabilities(), classes);
+
+    // A scout's table score is its fresh score ||p - onehot||, unless it was also in
+    // the minibatch (whose own score, from the same parameters, is the same).
+    for (uint32_t i : scouts) {
+      data.gather({&i, 1}, x);
+      auto p = twin.forward(x.data(), 1);
+      float s = 0.0f;
+      for (int c = 0; c < classes; ++c) {
+        const float d = p[c] - (c == data.label(i) ? 1.0f : 0.0f);
+        s += d * d;
+      }
+      // score() reverts it to the mean by one step's ageing (next() counted the step).
+      const double m = sampler.meanScore();
+      CHECK(sampler.score(i) == Approx(m + (std::sqrt(s) - m) * 0.5).epsilon(1e-4));
+    }
+  }
+  // 30 steps of 4 scouts sweep the 40 examples three times.
+  for (int c : scouted)
+    CHECK(c == 3);
+  CHECK(sampler.scoredExamples() == 30u * 4u);
 }

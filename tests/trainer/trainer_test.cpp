@@ -55,7 +55,8 @@ TEST_CASE("local SGD converges on a separable toy problem", "[trainer]") {
         CHECK(stats->seconds > 0.0);
         if (mode == SamplingMode::kPriority) {
           CHECK(stats->prioritizedSteps == 300);
-          CHECK(stats->scoredExamples == (proposal == Proposal::kTable ? 0u : 300u * 48u));
+          // The table proposal's scouts (0.75 b a step) ride in the training step's forward pass.
+          CHECK(stats->scoredExamples == (proposal == Proposal::kTable ? 300u * 12u : 300u * 48u));
         } else {
           CHECK(stats->prioritizedSteps == 0);
           CHECK(stats->scoredExamples == 0);
@@ -222,6 +223,11 @@ TEST_CASE("the trainer refuses what it cannot use", "[trainer]") {
     options = {};
     options.proxMu = -0.1f;
     CHECK_FALSE(Trainer::create(toyModel("mlp:5-3", 1), data, options).isOk());
+    options = {};
+    options.sampler.scoutFactor = -1.0f;
+    CHECK_FALSE(Trainer::create(toyModel("mlp:5-3", 1), data, options).isOk());
+    options.sampler.scoutFactor = 0.0f;  // no scouts
+    CHECK(Trainer::create(toyModel("mlp:5-3", 1), data, options).isOk());
   }
   SECTION("a base of the wrong size") {
     auto t = Trainer::create(toyModel("mlp:5-3", 1), data);

@@ -9,17 +9,21 @@
 // w_i = 1 / (N p_i) <= 1 / lambda. An example's score s_i = m + (t_i - m) ageing^age
 // reverts with age to m, the running mean score, from t_i, the score its last training
 // step measured (an example never scored has s_i = m). The scores come from the softmax
-// outputs of the training steps themselves (observe()), so a prioritized step costs what
-// a uniform one does; the scores are older than a scoring pass's.
+// outputs of the training steps themselves (observe()) and from s = scoutFactor * b
+// scouts per step: examples taken in data-set order (a sweep from a random start) and
+// forwarded in the same pass as the minibatch, only for their scores (observeScouts()).
+// So a prioritized step costs a uniform one plus the scouts' share of the forward pass;
+// the scouts keep every score younger than N / s steps.
 //
 // kCandidates (ALGORITHMS.md section 4): draw B = candidateFactor * b candidates
 // uniformly, score each with a forward pass, score_j = ||softmax(z_j) - onehot(y_j)||, set
 // p_j = (1 - lambda) score_j / sum(score) + lambda / B, draw b of them with replacement
 // by p and weight each w_j = 1 / (B p_j).
 //
-// Either way the b draws are independent given the table (or the candidates), so the
-// weighted minibatch gradient (1/b) sum_j w_j grad l_j is an unbiased estimate of the
-// full-data gradient, and every weight is at most 1 / lambda.
+// Either way the b draws are independent given the table (or the candidates; scouts
+// only change the table of later steps), so the weighted minibatch gradient
+// (1/b) sum_j w_j grad l_j is an unbiased estimate of the full-data gradient, and every
+// weight is at most 1 / lambda.
 //
 // The adaptive mode samples by priority only while it pays: it keeps a smoothed
 // estimate of the variance reduction tau_vr = (1 - ||g - u||^2 / ||g||^2)^(-1/2), with g
@@ -28,10 +32,10 @@
 // kCandidates that is (B + 2b) / 3b: the drawn examples run backward from the scoring
 // pass's activations, so they need no second forward pass ((B + 3b) / 3b with
 // maxScoreAge > 0, when they may have missed that pass); for kTable it is
-// kTableThreshold. While it is off it returns uniform minibatches and refreshes tau_vr
-// (and, for kTable, the table) from the softmax outputs of the training step itself
-// (observe()), so the estimate costs no extra forward pass. Under kTable the scores of
-// prioritized minibatches are weighted by w to estimate tau_vr over the data.
+// kTableThreshold + scoutFactor / 3. While it is off it returns uniform minibatches and
+// refreshes tau_vr (and, for kTable, the table) from the softmax outputs of the training
+// step itself (observe()), so the estimate costs no extra forward pass. Under kTable the
+// scores of prioritized minibatches are weighted by w to estimate tau_vr over the data.
 //
 // With kCandidates and maxScoreAge > 0 the score table stands in for the forward pass:
 // candidates scored recently enough (by a scoring pass or a training step) take their
@@ -80,9 +84,16 @@ struct SamplerOptions {
   float ageing = 0.999f;      // per-step factor on table scores that were not refreshed
                               // (under kTable on their distance to the mean score)
   Proposal proposal = Proposal::kTable;
-  int maxScoreAge = 0;  // > 0: a candidate scored at most this many steps ago takes its
-                        // aged table score instead of a forward pass (cheaper steps,
-                        // staler scores; still unbiased, the weights use the same p)
+  int maxScoreAge = 0;        // > 0: a candidate scored at most this many steps ago takes its
+                              // aged table score instead of a forward pass (cheaper steps,
+                              // staler scores; still unbiased, the weights use the same p)
+  float scoutFactor = 0.75f;  // kTable: s = round(scoutFactor * b) scouts per prioritized
+                              // step, forwarded with the minibatch (one forward pass over
+                              // b + s rows) only to refresh their table scores; they do not
+                              // enter the gradient. 0 turns them off
+  bool scoutSweep = true;     // scouts walk the data set in order from a random start (every
+                              // example rescored once per N / s steps) instead of being drawn
+                              // uniformly with replacement
 };
 
 // One minibatch: b rows of features, labels, importance weights and dataset indices.
@@ -101,6 +112,12 @@ struct Minibatch {
   std::span<const float> rowFeatures;
   std::span<const int32_t> rowLabels;
   std::span<const float> rowWeights;
+
+  // kTable with SamplerOptions::scoutFactor > 0: the scouts' count and the features of the
+  // b minibatch rows followed by the scouts' rows ((b + scouts) x featureDim), for one
+  // forward pass; Sampler::observeScouts() takes the scouts' softmax outputs.
+  int scouts = 0;
+  std::span<const float> forwardFeatures;
 };
 
 class Sampler {
@@ -121,6 +138,11 @@ class Sampler {
   // (its candidates were scored already).
   void observe(std::span<const float> probabilities, int classes);
 
+  // Feeds the softmax outputs (scouts x classes) of the last minibatch's scouts (see
+  // Minibatch::scouts), before observe(): their scores go into the table and into the
+  // running mean score.
+  void observeScouts(std::span<const float> probabilities, int classes);
+
   // Whether the next minibatch will be prioritized.
   bool prioritizing() const;
   double tauVr() const { return tau_; }
@@ -139,8 +161,9 @@ class Sampler {
   // observe()).
   double meanScore() const { return prior_; }
 
-  // The default threshold of the table proposal: tau_vr >= 1 always, so it prioritizes
-  // once the scores differ by a little more than the bookkeeping costs.
+  // The threshold of the table proposal without scouts: tau_vr >= 1 always, so it
+  // prioritizes once the scores differ by a little more than the bookkeeping costs.
+  // Scouts add scoutFactor / 3 (a forward pass is a third of a step).
   static constexpr double kTableThreshold = 1.05;
 
   // Counters since construction.
@@ -157,6 +180,7 @@ class Sampler {
   void rebase();
   void updateTau(std::span<const float> scores);
   void ensure(int b);
+  int scoutCount(int b) const;  // s for a minibatch of b
 
   const data::Dataset* dataset_;
   SamplerOptions options_;
@@ -180,6 +204,12 @@ class Sampler {
   std::vector<double> blockKey_;
   std::vector<double> blockAge_;
   std::vector<double> blockMass_;  // scratch of fromTable()
+  int lastScouts_ = 0;             // scouts of the last minibatch, rows lastBatch_.. of x_ and idx_
+  int lastBatch_ = 0;
+  double scoutSum_ = 0.0;  // their summed scores and count, for observe()'s mean
+  std::size_t scoutCount_ = 0;
+  bool sweepStarted_ = false;  // scoutSweep: the next scout, in data-set order
+  std::size_t sweepAt_ = 0;
 
   std::vector<float> table_;        // latest score per example
   std::vector<uint64_t> scoredAt_;  // step of that score, for ageing

@@ -83,6 +83,7 @@ class Trainer {
   std::vector<uint32_t> probe_;
   std::vector<float> probeX_;
   std::vector<int32_t> probeY_;
+  std::vector<uint32_t> firstRows_;  // 0, 1, ..., b - 1: the minibatch rows of a pass with scouts
 };
 
 }  // namespace starling::client

@@ -57,6 +57,8 @@ struct Options {
   // All on: GlueFL's shared downlink mask, the fraction of a broadcast's coordinates
   // kept from the previous broadcast's (0 = off).
   double downlinkShared = 0.8;
+  // All on: ternary values (sign bits + one scale per 256 values) on both links.
+  bool ternary = true;
   bool skipStrategies = false, skipSim10k = false;
 };
 
@@ -129,6 +131,11 @@ std::vector<sim::Strategy> strategies(const Options& o) {
     s.config.engine.downlinkShared = o.downlinkShared;
     out.push_back(s);
   }
+  if (o.ternary) {
+    s.name = "all on: +ternary values";
+    s.config.engine.uplinkTernary = s.config.engine.downlinkTernary = true;
+    out.push_back(s);
+  }
   return out;
 }
 
@@ -161,6 +168,7 @@ Sim10k runSim10k(const Options& o) {
     e.downlink = "topk";
     e.downlinkDensity = 0.004;
     e.fp16Values = true;
+    e.uplinkTernary = e.downlinkTernary = o.ternary;
     e.errorFeedback = true;
     st.config.task.evalEvery = 10;
     uint64_t rounds = 0;
@@ -197,7 +205,8 @@ int usage() {
       stderr,
       "usage: bench-strategies [--data DIR] [--rounds N] [--tau N] [--full-tau N] [--lr F] [--budget-quantile Q]\n"
       "       [--sticky-clients N (0 = off)] [--sticky-fraction F] [--downlink-shared F (0 = off)]\n"
-      "       [--test-examples N] [--sim10k-rounds N] [--sim10k-tau N] [--skip-strategies] [--skip-sim10k]\n");
+      "       [--no-ternary] [--test-examples N] [--sim10k-rounds N] [--sim10k-tau N] [--skip-strategies]\n"
+      "       [--skip-sim10k]\n");
   return 2;
 }
 
@@ -211,6 +220,8 @@ int main(int argc, char** argv) {
     const char* v = nullptr;
     if (a == "--skip-strategies")
       o.skipStrategies = true;
+    else if (a == "--no-ternary")
+      o.ternary = false;
     else if (a == "--skip-sim10k")
       o.skipSim10k = true;
     else if (a == "--data" && (v = next()))

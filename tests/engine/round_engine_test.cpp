@@ -391,19 +391,21 @@ TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budge
     auto next = only(e2->updateArrived("slow", u, 5000), Kind::kAssign).at(0).assignment;
     CHECK(next.tau == 10);
   }
-  SECTION("with a budget quantile, slower clients get the time the quantile's client needs for tau") {
+  // Clients fast, mid and slow at 1, 0.5 and 0.25 steps per ms, budgets at the median
+  // (which needs 200 ms for tau 100): the taus of the next round's assignments.
+  auto quantileBudgets = [](double factor) {
     auto budget = smallConfig(3);
     budget.stepBudgets = true;
     budget.tau = 100;
     budget.deadlineMs = 1'000'000;  // the deadline does not bind
     budget.budgetQuantile = 0.5;
+    budget.budgetTauFactor = factor;
     auto e2 = RoundEngine::create(budget, initialModel()).value();
     e2->clientJoined("fast", 100, 0, 0, 0);
     e2->clientJoined("mid", 100, 0, 0, 0);
     auto acts = e2->clientJoined("slow", 100, 0, 0, 0);
     for (const auto& a : only(acts, Kind::kAssign))
-      CHECK(a.assignment.tau == 100);  // no speed measured yet
-    // 100 steps in 100, 200 and 400 ms: the median needs 200 ms for tau.
+      CHECK(a.assignment.tau == 100);  // no speed measured yet: tau, not factor x tau
     auto u = [](uint32_t ms) {
       auto x = update(1, 0, filled(0.01f), 100, 100);
       x.durationMs = ms;
@@ -415,36 +417,17 @@ TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budge
     std::map<std::string, uint32_t> tau;
     for (const auto& a : only(acts, Kind::kAssign))
       tau[a.clientId] = a.assignment.tau;
+    return tau;
+  };
+  SECTION("with a budget quantile, slower clients get the time the quantile's client needs for tau") {
+    auto tau = quantileBudgets(1.0);
     CHECK(tau["fast"] == 100);
     CHECK(tau["mid"] == 100);
     CHECK(tau["slow"] == 50);
   }
   SECTION("with a budget tau factor, faster clients use the quantile's time for more steps, up to factor x tau") {
     for (const double factor : {1.5, 3.0}) {
-      auto budget = smallConfig(3);
-      budget.stepBudgets = true;
-      budget.tau = 100;
-      budget.deadlineMs = 1'000'000;
-      budget.budgetQuantile = 0.5;
-      budget.budgetTauFactor = factor;
-      auto e2 = RoundEngine::create(budget, initialModel()).value();
-      e2->clientJoined("fast", 100, 0, 0, 0);
-      e2->clientJoined("mid", 100, 0, 0, 0);
-      auto acts = e2->clientJoined("slow", 100, 0, 0, 0);
-      for (const auto& a : only(acts, Kind::kAssign))
-        CHECK(a.assignment.tau == 100);  // no speed measured yet: tau, not factor x tau
-      auto u = [](uint32_t ms) {
-        auto x = update(1, 0, filled(0.01f), 100, 100);
-        x.durationMs = ms;
-        return x;
-      };
-      // 1, 0.5 and 0.25 steps per ms; the median needs 200 ms for tau.
-      e2->updateArrived("fast", u(100), 100);
-      e2->updateArrived("mid", u(200), 200);
-      acts = e2->updateArrived("slow", u(400), 400);
-      std::map<std::string, uint32_t> tau;
-      for (const auto& a : only(acts, Kind::kAssign))
-        tau[a.clientId] = a.assignment.tau;
+      auto tau = quantileBudgets(factor);
       CHECK(tau["fast"] == (factor == 1.5 ? 150u : 200u));  // 200 steps fit in 200 ms, at most factor x tau
       CHECK(tau["mid"] == 100);
       CHECK(tau["slow"] == 50);

@@ -122,9 +122,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "GlueFL shared mask: fraction of a top-k broadcast's coordinates kept from the previous one's (0 = off)");
   bind("compression.warmup-rounds", e.warmupRounds, "DGC warm-up: rounds of falling density");
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
-  bind("compression.uplink-ternary", e.uplinkTernary, "top-k uplink values as sign bits + one scale (sparse ternary)");
+  bind("compression.uplink-ternary", e.uplinkTernary,
+       "top-k uplink values as sign bits + one scale per 256 values (sparse ternary)");
   bind("compression.downlink-ternary", e.downlinkTernary,
-       "top-k broadcast values as sign bits + one scale (sparse ternary)");
+       "top-k broadcast values as sign bits + one scale per 256 values (sparse ternary)");
   bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");
   bind("compression.uplink-error-cap", t.uplinkErrorCap,
        "clients scale their memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");

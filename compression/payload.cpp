@@ -143,8 +143,7 @@ Status getTernary(const PayloadView& p, Compressed& out) {
   if (p.block == 0) return malformed("top-k sign-bit payload with a block of 0 values");
   const std::size_t blocks = (n + p.block - 1) / p.block;
   if (p.scales.size() != blocks) {
-    return malformed("top-k sign-bit payload with " + str(p.scales.size()) + " scales for " + str(blocks) +
-                     " blocks");
+    return malformed("top-k sign-bit payload with " + str(p.scales.size()) + " scales for " + str(blocks) + " blocks");
   }
   for (std::size_t b = 0; b < blocks; ++b) {
     if (!(std::isfinite(p.scales[b]) && p.scales[b] >= 0.0f)) {

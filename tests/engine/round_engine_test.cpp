@@ -1015,6 +1015,34 @@ TEST_CASE("sticky sampling is deterministic for a seed and resumes with its grou
   }
 }
 
+// Five clients a..e join an engine that runs rounds of 2, so clients miss rounds and
+// catch up. For `rounds` rounds each assigned client is shown to inspect(assignment),
+// applies its assignment (the checksum must match) and sends a delta of sin(i * 7 + 3 r
+// + its name); afterRound(r) runs once each round has ended.
+template <typename Inspect, typename AfterRound>
+void runFiveClients(RoundEngine& engine, int rounds, Inspect inspect, AfterRound afterRound) {
+  std::map<std::string, ClientModel> clients;
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c", "d", "e"}) {
+    clients[id].model = initialModel();
+    acts = engine.clientJoined(id, 100, 0, 0, 0);
+  }
+  for (int r = 1; r <= rounds; ++r) {
+    auto assigns = only(acts, Kind::kAssign);
+    REQUIRE(assigns.size() == 2);
+    for (const auto& a : assigns) {
+      inspect(a.assignment);
+      CHECK(clients[a.clientId].apply(a.assignment));  // checksum of the caught-up model
+      std::vector<float> delta(kDim);
+      for (std::size_t i = 0; i < kDim; ++i)
+        delta[i] = std::sin(float(i * 7 + 3 * r) + float(a.clientId[0]));
+      acts = engine.updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), 10 * r);
+    }
+    REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+    afterRound(r);
+  }
+}
+
 TEST_CASE("downlink shared mask: each broadcast keeps 3/4 of the previous one's coordinates, catch-up stays exact",
           "[engine][shared-mask]") {
   auto config = smallConfig(2);
@@ -1025,39 +1053,25 @@ TEST_CASE("downlink shared mask: each broadcast keeps 3/4 of the previous one's 
   config.downlinkShared = 0.75;  // 12 kept, 4 new
   config.minClients = 5;         // 2 of 5 a round: clients miss rounds and catch up
   auto engine = RoundEngine::create(config, initialModel()).value();
-  std::map<std::string, ClientModel> clients;
-  std::vector<Action> acts;
-  for (const char* id : {"a", "b", "c", "d", "e"}) {
-    clients[id].model = initialModel();
-    acts = engine->clientJoined(id, 100, 0, 0, 0);
-  }
   std::set<std::size_t> previous, touched;
   std::vector<float> before(engine->model().begin(), engine->model().end());
-  for (int r = 1; r <= 12; ++r) {
-    auto assigns = only(acts, Kind::kAssign);
-    REQUIRE(assigns.size() == 2);
-    for (const auto& a : assigns) {
-      CHECK(clients[a.clientId].apply(a.assignment));  // checksum of the caught-up model
-      std::vector<float> delta(kDim);
-      for (std::size_t i = 0; i < kDim; ++i)
-        delta[i] = std::sin(float(i * 7 + 3 * r) + float(a.clientId[0]));
-      acts = engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), 10 * r);
-    }
-    REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
-    std::set<std::size_t> changed;
-    for (std::size_t i = 0; i < kDim; ++i)
-      if (engine->model()[i] != before[i]) changed.insert(i);
-    before.assign(engine->model().begin(), engine->model().end());
-    CHECK(changed.size() <= 16);
-    if (r > 1) {
-      std::size_t shared = 0;
-      for (std::size_t i : changed)
-        shared += previous.count(i);
-      CHECK(shared >= 12);
-    }
-    previous = changed;
-    touched.insert(changed.begin(), changed.end());
-  }
+  runFiveClients(
+      *engine, 12, [](const Assignment&) {},
+      [&](int r) {
+        std::set<std::size_t> changed;
+        for (std::size_t i = 0; i < kDim; ++i)
+          if (engine->model()[i] != before[i]) changed.insert(i);
+        before.assign(engine->model().begin(), engine->model().end());
+        CHECK(changed.size() <= 16);
+        if (r > 1) {
+          std::size_t shared = 0;
+          for (std::size_t i : changed)
+            shared += previous.count(i);
+          CHECK(shared >= 12);
+        }
+        previous = changed;
+        touched.insert(changed.begin(), changed.end());
+      });
   CHECK(touched.size() <= 16 + 11 * 4);
 
   SECTION("only with a top-k downlink") {
@@ -1076,31 +1090,18 @@ TEST_CASE("ternary downlink: every broadcast value is +-s, clients catch up exac
   config.minClients = 5;  // 2 of 5 a round: clients miss rounds and catch up from the log
   config.catchUpByValue = false;
   auto engine = RoundEngine::create(config, initialModel()).value();
-  std::map<std::string, ClientModel> clients;
-  std::vector<Action> acts;
-  for (const char* id : {"a", "b", "c", "d", "e"}) {
-    clients[id].model = initialModel();
-    acts = engine->clientJoined(id, 100, 0, 0, 0);
-  }
   std::size_t broadcasts = 0;
-  for (int r = 1; r <= 6; ++r) {
-    auto assigns = only(acts, Kind::kAssign);
-    REQUIRE(assigns.size() == 2);
-    for (const auto& a : assigns) {
-      for (const auto& b : a.assignment.broadcasts) {
-        CHECK(b->valueFormat == compression::ValueFormat::kSignBits);
-        REQUIRE(b->scales.size() == (b->selected + compression::kTernaryBlock - 1) / compression::kTernaryBlock);
-        CHECK(b->values.size() == (b->selected + 7) / 8);
-        ++broadcasts;
-      }
-      CHECK(clients[a.clientId].apply(a.assignment));  // checksum of the caught-up model
-      std::vector<float> delta(kDim);
-      for (std::size_t i = 0; i < kDim; ++i)
-        delta[i] = std::cos(float(i * 5 + 2 * r) + float(a.clientId[0]));
-      acts = engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), 10 * r);
-    }
-    REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
-  }
+  runFiveClients(
+      *engine, 6,
+      [&](const Assignment& a) {
+        for (const auto& b : a.broadcasts) {
+          CHECK(b->valueFormat == compression::ValueFormat::kSignBits);
+          REQUIRE(b->scales.size() == (b->selected + compression::kTernaryBlock - 1) / compression::kTernaryBlock);
+          CHECK(b->values.size() == (b->selected + 7) / 8);
+          ++broadcasts;
+        }
+      },
+      [](int) {});
   CHECK(broadcasts > 0);
 
   SECTION("only on top-k links") {

@@ -88,6 +88,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.seed", e.seed, "seed of selection and seeded compressors");
   bind("train.lr", e.lr, "learning rate");
   bind("train.lr-decay", e.lrDecay, "lr x this per committed round");
+  bind("train.model-ema", e.modelEma,
+       "evaluate and save a moving average of the committed models, xbar <- this xbar + (1 - this) x (0 = off)");
   bind("train.server-lr", e.serverLr, "server learning rate on the aggregate (1 = FedAvg)");
   bind("train.extrapolate", e.extrapolate, "FedExP: extrapolate the server step when the updates disagree");
   bind("train.server-momentum", e.serverMomentum, "server momentum on the aggregate, in [0, 1) (FedAvgM)");

@@ -87,7 +87,7 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     if (cp.model.size() != model->numParams())
       return Status(StatusCode::kMalformed, fmt::format("checkpoint of round {} has {} parameters, '{}' has {}",
                                                         cp.round, cp.model.size(), f->task_.model, model->numParams()));
-    auto engineR = RoundEngine::resume(engine, {cp.round, cp.model, cp.serverMemory, cp.engineState});
+    auto engineR = RoundEngine::resume(engine, {cp.round, cp.model, cp.serverMemory, cp.engineState, cp.vectors});
     if (!engineR) return engineR.status().withContext(fmt::format("resuming from round {}", cp.round));
     f->engine_ = std::move(*engineR);
     if (f->engine_->modelChecksum() != cp.modelChecksum && cp.modelChecksum != 0)
@@ -309,7 +309,11 @@ bool Federation::persist(const RoundSummary& s) {
   Status st;
   if (s.committed) {
     EngineSnapshot snap = engine_->snapshot();
-    Checkpoint cp{snap.round, std::move(snap.model), std::move(snap.serverMemory), std::move(snap.state),
+    Checkpoint cp{snap.round,
+                  std::move(snap.model),
+                  std::move(snap.serverMemory),
+                  std::move(snap.state),
+                  std::move(snap.vectors),
                   engine_->modelChecksum()};
     st = store_->commitRound(r, participants, cp);
   } else {
@@ -344,7 +348,7 @@ void Federation::report(const RoundSummary& s, const std::optional<model::Evalua
 
 void Federation::startEvaluation(RoundSummary summary) {
   finishEvaluation();  // one at a time: the worker owns evalModel_ until it is done
-  std::vector<float> params(engine_->model().begin(), engine_->model().end());
+  std::vector<float> params(engine_->servedModel().begin(), engine_->servedModel().end());
   const uint64_t round = summary.round;
   evaluating_.emplace(std::move(summary));
   std::weak_ptr<Federation> weak = weak_from_this();
@@ -388,12 +392,13 @@ void Federation::finish(const Status& status) {
   timer_.cancel();
   if (status.isOk()) {
     if (!task_.modelOut.empty()) {
-      (void)evalModel_->setParams(engine_->model());
+      (void)evalModel_->setParams(engine_->servedModel());
       if (Status st = evalModel_->save(task_.modelOut); !st)
         log_->error("saving the final model: {}", st.message());
       else
-        log_->info("final model (round {}, checksum {:016x}) saved to {}", engine_->committedRound(),
-                   engine_->modelChecksum(), task_.modelOut);
+        log_->info("final model (round {}{}, checksum {:016x}) saved to {}", engine_->committedRound(),
+                   engine_->config().modelEma > 0 ? ", moving average" : "", checksum64(engine_->servedModel()),
+                   task_.modelOut);
     }
     flatbuffers::FlatBufferBuilder b(64);
     auto bye = share(wire::finishFrame(b, fb::CreateByeDirect(b, "training complete", true)));

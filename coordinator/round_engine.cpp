@@ -160,6 +160,23 @@ Result<std::unique_ptr<RoundEngine>> RoundEngine::resume(EngineConfig config, co
   e->rng_ = e->config_.seed;
   STARLING_RETURN_IF_ERROR(e->restoreState(snap.state));
   if (e->memory_ && !snap.serverMemory.empty()) STARLING_RETURN_IF_ERROR(e->memory_->restore(snap.serverMemory));
+  const EngineConfig& c = e->config_;
+  const bool sgd = c.serverOptimizer == "sgd";
+  const std::pair<const char*, std::vector<float>*> used[] = {
+      {"server-momentum", sgd && c.serverMomentum > 0 ? &e->velocity_ : nullptr},
+      {"server-first-moment", !sgd ? &e->velocity_ : nullptr},
+      {"server-second-moment", !sgd ? &e->secondMoment_ : nullptr},
+      {"model-average", c.modelEma > 0 ? &e->average_ : nullptr},
+  };
+  for (const auto& [name, values] : snap.vectors) {
+    if (values.size() != e->model_.size())
+      return Status(StatusCode::kMalformed, fmt::format("checkpoint's vector '{}' has {} values, the model {}", name,
+                                                        values.size(), e->model_.size()));
+    const auto* slot = std::find_if(std::begin(used), std::end(used), [&](const auto& u) { return name == u.first; });
+    if (slot == std::end(used))
+      return Status(StatusCode::kMalformed, fmt::format("checkpoint holds an unknown vector '{}'", name));
+    if (slot->second != nullptr) *slot->second = values;
+  }
   e->modelChecksum_ = checksum64(e->model_);
   // Which coordinates changed before the checkpoint is not kept: all of them may have.
   std::fill(e->changedAt_.begin(), e->changedAt_.end(),
@@ -179,6 +196,8 @@ Status RoundEngine::init() {
     return Status(StatusCode::kInvalidArgument, "the server learning rate must be positive");
   if (!(c.serverMomentum >= 0 && c.serverMomentum < 1))
     return Status(StatusCode::kInvalidArgument, "server momentum must be in [0, 1)");
+  if (!(c.modelEma >= 0 && c.modelEma < 1))
+    return Status(StatusCode::kInvalidArgument, "the model EMA decay must be in [0, 1) (0 = off)");
   if (c.stickyClients > 0) {
     const auto want = static_cast<uint64_t>(std::ceil(c.clientsPerRound * c.overSelection - 1e-9));
     if (c.stickyClients < want)
@@ -829,6 +848,15 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     committedRound_ = r.round;
     denseCache_.reset();
     ++commits_;
+    if (config_.modelEma > 0) {
+      if (average_.empty()) {
+        average_ = model_;
+      } else {
+        const auto a = static_cast<float>(config_.modelEma);
+        for (std::size_t i = 0; i < model_.size(); ++i)
+          average_[i] = a * average_[i] + (1.0f - a) * model_[i];
+      }
+    }
   }
 
   for (auto& p : use) {
@@ -967,6 +995,10 @@ EngineSnapshot RoundEngine::snapshot() const {
   s.model = model_;
   if (memory_) s.serverMemory.assign(memory_->memory().begin(), memory_->memory().end());
   s.state = serializeState();
+  if (!velocity_.empty())
+    s.vectors[config_.serverOptimizer == "sgd" ? "server-momentum" : "server-first-moment"] = velocity_;
+  if (!secondMoment_.empty()) s.vectors["server-second-moment"] = secondMoment_;
+  if (!average_.empty()) s.vectors["model-average"] = average_;
   return s;
 }
 

@@ -21,7 +21,8 @@ namespace {
 // "STLG": marks the file as a Starling coordinator database (PRAGMA application_id).
 constexpr int64_t kApplicationId = 0x53544c47;
 
-// Schema version 1. docs/state.md explains every table; keep the two in step.
+// Schema version 1, then what version 2 adds (kSchemaV2). docs/state.md explains
+// every table; keep the two in step.
 // Unsigned 64-bit values (rounds, checksums) are stored as the signed integer with
 // the same bits.
 constexpr const char* kSchemaV1 = R"sql(
@@ -96,6 +97,19 @@ CREATE TABLE checkpoints (
   engine_state    BLOB NOT NULL,
   state_checksum  INTEGER NOT NULL
 );
+)sql";
+
+// Version 2: the engine's other model-sized vectors of a checkpoint, by name (server
+// momentum, adaptive moments, the served moving average). Pruning a checkpoint deletes
+// its vectors. A version-1 database is upgraded by running this.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE checkpoint_vectors (
+  round    INTEGER NOT NULL REFERENCES checkpoints (round) ON DELETE CASCADE,
+  name     TEXT NOT NULL,
+  data     BLOB NOT NULL,
+  checksum INTEGER NOT NULL,
+  PRIMARY KEY (round, name)
+) WITHOUT ROWID;
 )sql";
 
 constexpr const char* kRoundColumns =
@@ -267,6 +281,8 @@ struct Store::Impl {
   std::unique_ptr<sqlite::Statement> insertCheckpoint;
   std::unique_ptr<sqlite::Statement> pruneCheckpoints;
   std::unique_ptr<sqlite::Statement> latestCheckpoint;
+  std::unique_ptr<sqlite::Statement> insertVector;   // null on a version-1 database read as it is
+  std::unique_ptr<sqlite::Statement> selectVectors;  // likewise
   std::unique_ptr<sqlite::Statement> selectRounds;
   std::unique_ptr<sqlite::Statement> selectParticipants;
   std::unique_ptr<sqlite::Statement> selectParticipantsOfRound;
@@ -277,6 +293,8 @@ struct Store::Impl {
   Status prepareAll();
   Status initialize();
   Status createSchema();
+  Status upgradeFrom1();
+  int64_t version = 0;  // the file's schema version once initialized
 };
 
 Status Store::Impl::prepareAll() {
@@ -319,7 +337,14 @@ Status Store::Impl::prepareAll() {
       {&setMeta, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)"},
       {&getMeta, "SELECT value FROM meta WHERE key = ?1"},
   };
-  for (const Entry& e : entries) {
+  std::vector<Entry> all = entries;
+  if (version >= 2) {
+    all.push_back(
+        {&insertVector, "INSERT INTO checkpoint_vectors (round, name, data, checksum) VALUES (?1, ?2, ?3, ?4)"});
+    all.push_back(
+        {&selectVectors, "SELECT name, data, checksum FROM checkpoint_vectors WHERE round = ?1 ORDER BY name"});
+  }
+  for (const Entry& e : all) {
     Result<std::unique_ptr<sqlite::Statement>> stmt = db->prepare(e.sql);
     if (!stmt) return stmt.status();
     *e.target = std::move(*stmt);
@@ -335,8 +360,21 @@ Status Store::Impl::createSchema() {
   if (!tables) return tables.status();
   if (*tables != 0) return Status::ok();  // rolled back; initialize() re-reads the header
   STARLING_RETURN_IF_ERROR(db->exec(kSchemaV1));
+  STARLING_RETURN_IF_ERROR(db->exec(kSchemaV2));
   STARLING_RETURN_IF_ERROR(db->exec(fmt::format("PRAGMA application_id = {}", kApplicationId)));
   STARLING_RETURN_IF_ERROR(db->exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion)));
+  return tx.commit();
+}
+
+Status Store::Impl::upgradeFrom1() {
+  sqlite::Transaction tx(*db);
+  STARLING_RETURN_IF_ERROR(tx.begin());
+  // Checked again inside the write lock: another process may have upgraded it.
+  Result<int64_t> v = queryInt(*db, "PRAGMA user_version");
+  if (!v) return v.status();
+  if (*v != 1) return Status::ok();  // rolled back; the caller re-reads the version
+  STARLING_RETURN_IF_ERROR(db->exec(kSchemaV2));
+  STARLING_RETURN_IF_ERROR(db->exec("PRAGMA user_version = 2"));
   return tx.commit();
 }
 
@@ -368,11 +406,12 @@ Status Store::Impl::initialize() {
     return {StatusCode::kMalformed,
             fmt::format("database '{}' is not a Starling coordinator database (application id {:#x})", path, *appId)};
   }
-  if (!fresh && *version != kSchemaVersion) {
+  if (!fresh && *version != kSchemaVersion && *version != 1) {
     return {StatusCode::kUnsupported,
             fmt::format("database '{}' has schema version {}; this build of starling-coordinator reads version {}",
                         path, *version, kSchemaVersion)};
   }
+  this->version = *version;
   if (options.readOnly) {
     if (fresh) {
       return {StatusCode::kNotFound, fmt::format("database '{}' holds no Starling state (empty file)", path)};
@@ -397,6 +436,16 @@ Status Store::Impl::initialize() {
   }
   if (Status s = db->exec("PRAGMA synchronous = FULL"); !s) return fail(s);
 
+  if (*version == 1) {
+    if (Status s = upgradeFrom1(); !s) return fail(s.withContext("upgrading schema version 1 to 2"));
+    Result<int64_t> v = queryInt(*db, "PRAGMA user_version");
+    if (!v) return fail(v.status());
+    if (*v != kSchemaVersion) {
+      return {StatusCode::kMalformed,
+              fmt::format("database '{}' was changed by another program while being upgraded", path)};
+    }
+    this->version = *v;
+  }
   if (fresh) {
     Status created = createSchema();
     if (!created) return fail(created);
@@ -409,6 +458,7 @@ Status Store::Impl::initialize() {
       return {StatusCode::kMalformed,
               fmt::format("database '{}' was changed by another program while being created", path)};
     }
+    this->version = *v;
   }
 
   if (options.maxSizeBytes > 0) {
@@ -658,6 +708,11 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
         .bindBlob(6, asBytes(checkpoint->engineState))
         .bind(7, toSql(fnv1a(asBytes(checkpoint->engineState))));
     if (Status s = c.run(); !s) return fail(s.withContext("checkpoint"));
+    for (const auto& [name, values] : checkpoint->vectors) {
+      const std::vector<unsigned char> bytes = encodeFloats(values);
+      d.insertVector->bind(1, toSql(checkpoint->round)).bind(2, name).bindBlob(3, bytes).bind(4, toSql(fnv1a(bytes)));
+      if (Status s = d.insertVector->run(); !s) return fail(s.withContext(fmt::format("checkpoint vector '{}'", name)));
+    }
     d.pruneCheckpoints->bind(1, static_cast<int64_t>(d.options.keepCheckpoints));
     if (Status s = d.pruneCheckpoints->run(); !s) return fail(s.withContext("pruning old checkpoints"));
     stage("checkpoint");
@@ -766,6 +821,34 @@ Result<std::optional<Checkpoint>> Store::latestCheckpoint() {
   }
   s.reset();
   if (!bad.isOk()) return bad;
+  if (d.selectVectors) {
+    sqlite::Statement& v = *d.selectVectors;
+    v.bind(1, toSql(cp.round));
+    while (true) {
+      Result<bool> more = v.step();
+      if (!more) {
+        v.reset();
+        return more.status().withContext(context);
+      }
+      if (!*more) break;
+      std::string name(v.text(0));
+      const std::span<const unsigned char> data = v.blob(1);
+      const uint64_t stored = fromSql(v.int64(2));
+      if (data.size() % sizeof(float) != 0) {
+        bad = Status(StatusCode::kMalformed,
+                     fmt::format("{}: checkpoint of round {} is corrupt: vector '{}' is a float blob of {} bytes",
+                                 context, cp.round, name, data.size()));
+        break;
+      }
+      if (fnv1a(data) != stored) {
+        bad = corrupt(fmt::format("vector '{}'", name), stored, fnv1a(data));
+        break;
+      }
+      cp.vectors.emplace(std::move(name), decodeFloats(data));
+    }
+    v.reset();
+    if (!bad.isOk()) return bad;
+  }
   return std::optional<Checkpoint>(std::move(cp));
 }
 

@@ -482,6 +482,107 @@ TEST_CASE("a resumed engine continues exactly where the snapshot was taken", "[e
   }
 }
 
+TEST_CASE("a resume keeps server momentum, adaptive moments and the moving average", "[engine][resume]") {
+  auto config = smallConfig(2);
+  config.rounds = 10;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.25;
+  config.modelEma = 0.5;
+  const std::string optimizer = GENERATE("sgd", "adam");
+  std::vector<std::string> names = {"model-average", "server-momentum"};
+  if (optimizer == "sgd") {
+    config.serverMomentum = 0.9;
+  } else {
+    config.serverOptimizer = optimizer;
+    names = {"model-average", "server-first-moment", "server-second-moment"};
+  }
+  INFO("server optimizer " << optimizer);
+  // Updates arrive in client order (the streaming sum depends on the order).
+  auto run = [&](RoundEngine& e, std::vector<Action> acts, int rounds) {
+    for (int r = 0; r < rounds; ++r) {
+      auto assigns = only(acts, Kind::kAssign);
+      std::sort(assigns.begin(), assigns.end(),
+                [](const Action& x, const Action& y) { return x.clientId < y.clientId; });
+      for (const auto& a : assigns) {
+        std::vector<float> delta(kDim);
+        for (std::size_t i = 0; i < kDim; ++i)
+          delta[i] = std::sin(float(i) * (a.clientId == "a" ? 1.0f : 0.7f) + float(e.commits()));
+        acts = e.updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta),
+                               100 * int64_t(a.assignment.round));
+      }
+    }
+    return acts;
+  };
+  auto original = RoundEngine::create(config, initialModel()).value();
+  original->clientJoined("a", 100, 0, 0, 0);
+  auto pending = run(*original, original->clientJoined("b", 100, 0, 0, 0), 3);
+  const EngineSnapshot snap = original->snapshot();
+  std::vector<std::string> have;
+  for (const auto& [name, values] : snap.vectors) {
+    have.push_back(name);
+    CHECK(values.size() == kDim);
+  }
+  CHECK(have == names);
+  // The served model is the moving average, not the global model.
+  CHECK(checksum64(original->servedModel()) != original->modelChecksum());
+
+  // The original goes on; an engine resumed from the snapshot, its clients rejoining
+  // with the snapshot's model, goes through the same updates: the same models, bit for
+  // bit. (Its rounds are numbered one higher: the original's round 4 was open.)
+  run(*original, pending, 2);
+  auto resumed = RoundEngine::resume(config, snap).value();
+  CHECK(resumed->snapshot().vectors == snap.vectors);
+  resumed->clientJoined("a", 100, snap.round, checksum64(snap.model), 1000);
+  run(*resumed, resumed->clientJoined("b", 100, snap.round, checksum64(snap.model), 1000), 2);
+  CHECK(resumed->commits() == original->commits());
+  CHECK(resumed->modelChecksum() == original->modelChecksum());
+  CHECK(checksum64(resumed->servedModel()) == checksum64(original->servedModel()));
+
+  // Without the vectors (what a checkpoint held before they were stored) it diverges.
+  EngineSnapshot bare = snap;
+  bare.vectors.clear();
+  auto forgetful = RoundEngine::resume(config, bare).value();
+  forgetful->clientJoined("a", 100, snap.round, checksum64(snap.model), 1000);
+  run(*forgetful, forgetful->clientJoined("b", 100, snap.round, checksum64(snap.model), 1000), 2);
+  CHECK(forgetful->modelChecksum() != original->modelChecksum());
+
+  SECTION("a vector of the wrong size or an unknown name is refused") {
+    EngineSnapshot bad = snap;
+    bad.vectors["model-average"].pop_back();
+    CHECK_THAT(RoundEngine::resume(config, bad).status().message(), Catch::Contains("'model-average' has 63 values"));
+    bad = snap;
+    bad.vectors["velocity"] = snap.model;
+    CHECK_THAT(RoundEngine::resume(config, bad).status().message(), Catch::Contains("unknown vector 'velocity'"));
+  }
+}
+
+TEST_CASE("the model EMA is the average of the committed models and is what is served", "[engine]") {
+  auto config = smallConfig(1);
+  config.modelEma = 0.75;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  CHECK(checksum64(engine->servedModel()) == engine->modelChecksum());  // nothing committed yet
+  auto acts = engine->clientJoined("a", 100, 0, 0, 0);
+  std::vector<float> expected;
+  for (int r = 1; r <= 3; ++r) {
+    auto a = only(acts, Kind::kAssign).at(0).assignment;
+    acts = engine->updateArrived("a", update(a.round, a.baseRound, filled(0.5f * float(r))), 10 * r);
+    const auto model = engine->model();
+    if (expected.empty())
+      expected.assign(model.begin(), model.end());
+    else
+      for (std::size_t i = 0; i < kDim; ++i)
+        expected[i] = 0.75f * expected[i] + 0.25f * model[i];
+  }
+  const auto served = engine->servedModel();
+  REQUIRE(served.size() == kDim);
+  for (std::size_t i = 0; i < kDim; ++i)
+    CHECK(served[i] == expected[i]);
+  CHECK(checksum64(served) != engine->modelChecksum());
+
+  config.modelEma = 1.0;
+  CHECK_THAT(RoundEngine::create(config, initialModel()).status().message(), Catch::Contains("EMA"));
+}
+
 TEST_CASE("training finishes after the configured number of committed rounds", "[engine]") {
   auto config = smallConfig(1);
   config.rounds = 2;

@@ -284,7 +284,7 @@ Status Run::perform(std::vector<Action> actions) {
         if (onTime > 0) row.stepsMean /= onTime;
         const uint32_t every = std::max<uint32_t>(1, strategy_.config.task.evalEvery);
         if (sum.committed && (engine_->commits() % every == 0 || engine_->finished())) {
-          STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->model()));
+          STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->servedModel()));
           auto e = evalModel_->evaluate(fleet_.test());
           if (!e) return e.status();
           row.accuracy = e->accuracy;

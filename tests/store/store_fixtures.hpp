@@ -114,6 +114,12 @@ inline Checkpoint makeCheckpoint(uint64_t round, std::size_t size = 1000) {
   }
   cp.model[0] = -0.0f;  // bit-exact, not just equal
   cp.engineState = std::string("controller\0tau=5;rng=", 21) + std::to_string(round);
+  cp.vectors["model-average"].resize(size);
+  cp.vectors["server-momentum"].resize(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    cp.vectors["model-average"][i] = static_cast<float>(round) + static_cast<float>(i) / 8192.0f;
+    cp.vectors["server-momentum"][i] = -static_cast<float>(i % 97) / 64.0f;
+  }
   return cp;
 }
 

@@ -142,6 +142,7 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
     CHECK(got.serverMemory == cp.serverMemory);
     CHECK(got.engineState == cp.engineState);  // with its embedded NUL
     CHECK(got.modelChecksum == starling::checksum64(cp.model));
+    CHECK(got.vectors == cp.vectors);
   }
   SECTION("abandoned rounds, with their reason and no checkpoint") {
     RoundRecord abandoned = makeRound(5);
@@ -318,6 +319,7 @@ TEST_CASE("reopening a database resumes from the last committed round", "[store]
   CHECK(std::memcmp((*latest)->model.data(), expected.model.data(), expected.model.size() * sizeof(float)) == 0);
   CHECK((*latest)->serverMemory == expected.serverMemory);
   CHECK((*latest)->engineState == expected.engineState);
+  CHECK((*latest)->vectors == expected.vectors);
   CHECK(**store->lastRecordedRound() == 6);
   CHECK(**store->meta("task") == "fashion-mnist mlp");
   CHECK(store->rounds()->size() == 6);
@@ -339,6 +341,21 @@ TEST_CASE("only the last checkpoints are kept", "[store]") {
   ro.readOnly = true;
   auto reader = openOrFail(dir.file("prune.db"), ro);
   CHECK((*reader->latestCheckpoint())->round == 6);
+  // Pruning a checkpoint deletes its vectors too.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(dir.file("prune.db").c_str(), &db) == SQLITE_OK);
+  auto count = [&](const char* sql) {
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    const int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+  };
+  CHECK(count("SELECT count(*) FROM checkpoints") == 2);
+  CHECK(count("SELECT count(*) FROM checkpoint_vectors") == 4);
+  CHECK(count("SELECT count(*) FROM checkpoint_vectors WHERE round < 5") == 0);
+  sqlite3_close(db);
 
   SECTION("keepCheckpoints must be at least one") {
     StoreOptions none;
@@ -361,7 +378,9 @@ TEST_CASE("a corrupt checkpoint is reported, not loaded", "[store]") {
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
     const char* sql = GENERATE("UPDATE checkpoints SET model = CAST(zeroblob(4000) AS BLOB) WHERE round = 2",
                                "UPDATE checkpoints SET engine_state = CAST('tampered' AS BLOB) WHERE round = 2",
-                               "UPDATE checkpoints SET server_memory = substr(server_memory, 1, 3998) WHERE round = 2");
+                               "UPDATE checkpoints SET server_memory = substr(server_memory, 1, 3998) WHERE round = 2",
+                               "UPDATE checkpoint_vectors SET data = CAST(zeroblob(4000) AS BLOB) WHERE round = 2",
+                               "UPDATE checkpoint_vectors SET data = substr(data, 1, 3998) WHERE round = 2");
     REQUIRE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
@@ -372,6 +391,52 @@ TEST_CASE("a corrupt checkpoint is reported, not loaded", "[store]") {
   CHECK_THAT(latest.status().message(), Catch::Contains("checkpoint of round 2 is corrupt"));
   // The rest of the store still reads.
   CHECK(store->rounds()->size() == 2);
+}
+
+TEST_CASE("a version-1 database is read as it is and upgraded when opened for writing", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("v1.db");
+  {
+    auto store = openOrFail(path);
+    commitSimpleRound(*store, 1);
+  }
+  // What a version-1 build left: no checkpoint_vectors table.
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "DROP TABLE checkpoint_vectors; PRAGMA user_version = 1", nullptr, nullptr, nullptr) ==
+            SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto version = [&] {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    const int v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+  };
+  {
+    StoreOptions ro;
+    ro.readOnly = true;
+    auto reader = openOrFail(path, ro);
+    auto latest = reader->latestCheckpoint();
+    REQUIRE(latest.isOk());
+    CHECK((*latest)->round == 1);
+    CHECK((*latest)->vectors.empty());
+    CHECK(reader->rounds()->size() == 1);
+  }
+  CHECK(version() == 1);  // reading changed nothing
+  auto store = openOrFail(path);
+  CHECK(version() == Store::kSchemaVersion);
+  CHECK((*store->latestCheckpoint())->vectors.empty());
+  commitSimpleRound(*store, 2);
+  CHECK((*store->latestCheckpoint())->vectors == makeCheckpoint(2).vectors);
+  CHECK(store->rounds()->size() == 2);
+  requireOk(store->checkIntegrity());
 }
 
 TEST_CASE("a file that is not a Starling database is refused", "[store]") {

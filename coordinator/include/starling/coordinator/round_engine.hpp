@@ -57,6 +57,12 @@ struct EngineConfig {
 
   // Learning rate: lr_r = lr * lrDecay^(r - 1).
   double lr = 0.05;
+  // The served model (evaluated each round and saved at the end): an exponential
+  // moving average of the committed models, xbar <- modelEma xbar + (1 - modelEma) x
+  // after each commit, starting from the first model committed after start or resume
+  // (Polyak averaging; tail averaging in federated learning smooths the round-to-round
+  // swings of non-IID clients). Clients still train from x. 0 = off: xbar = x.
+  double modelEma = 0.0;
   double lrDecay = 1.0;
   // Server optimizer on the aggregate, before the downlink compressor:
   //   u <- serverMomentum u + Delta;  p_s = serverLr u + ebar
@@ -257,6 +263,11 @@ struct EngineSnapshot {
   std::vector<float> model;
   std::vector<float> serverMemory;
   std::string state;  // controller and schedule, as text (see serializeState)
+  // The other model-sized state, by name, present only when in use: "server-momentum"
+  // (sgd's u), "server-first-moment" and "server-second-moment" (adam / yogi's m, v) and
+  // "model-average" (modelEma's xbar). resume() takes those its configuration uses
+  // and starts the others from zero, as a fresh engine does.
+  std::map<std::string, std::vector<float>> vectors;
 };
 
 class RoundEngine {
@@ -294,6 +305,9 @@ class RoundEngine {
   uint64_t lastAcceptedRound(const std::string& id) const;
   bool finished() const { return commits_ >= config_.rounds; }
   std::span<const float> model() const { return model_; }
+  // The model to evaluate and to save: the moving average (EngineConfig::modelEma)
+  // once there is one, else model().
+  std::span<const float> servedModel() const { return average_.empty() ? model() : average_; }
   uint64_t modelChecksum() const { return modelChecksum_; }
   EngineSnapshot snapshot() const;
   const EngineConfig& config() const { return config_; }
@@ -369,6 +383,7 @@ class RoundEngine {
   std::vector<float> velocity_;                           // server momentum u (empty when off)
   std::vector<float> coverage_;                           // senderMean: W_i of the open round
   std::vector<float> secondMoment_;                       // adam / yogi: v (m is velocity_)
+  std::vector<float> average_;                            // modelEma: xbar (empty until the first commit)
   std::shared_ptr<const std::vector<float>> denseCache_;  // model_ as of committed_, shared by assignments
   // Catch-up by value. changedAt_[i]: the last round whose broadcast touched
   // coordinate i (0 = none since round 0; after a resume, every entry is the resumed

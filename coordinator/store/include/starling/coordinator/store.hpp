@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -129,6 +130,10 @@ struct Checkpoint {
   std::vector<float> model;         // global model after the round
   std::vector<float> serverMemory;  // server-side error-feedback memory (may be empty)
   std::string engineState;          // opaque bytes from the round engine (controller, schedule, rng)
+  // The engine's other model-sized state by name (server momentum, adaptive moments,
+  // the served moving average; see coordinator::EngineSnapshot::vectors). Each is stored
+  // with its own checksum (table checkpoint_vectors, schema version 2).
+  std::map<std::string, std::vector<float>> vectors;
   // 64-bit FNV-1a over the model's little-endian fp32 bytes (the same function as
   // starling::checksum64). commitRound fills it in when 0 and refuses a
   // checkpoint whose non-zero checksum does not match its model.
@@ -158,13 +163,15 @@ struct StoreOptions {
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of
-  // kSchemaVersion. Failures: the file cannot be opened or created (kIo), is read-only
-  // when opened for writing (kIo, "database 'x.db' is read-only"), is not a Starling
-  // database (kMalformed), or has another schema version (kUnsupported).
+  // kSchemaVersion, or of version 1, which opening for writing upgrades in one
+  // transaction (version 2 adds the checkpoint_vectors table; a read-only open reads
+  // version 1 as it is, its checkpoints without vectors). Failures: the file cannot be opened or created (kIo), is
+  // read-only when opened for writing (kIo, "database 'x.db' is read-only"), is not a Starling database (kMalformed),
+  // or has another schema version (kUnsupported).
   static Result<std::unique_ptr<Store>> open(const std::string& path, const StoreOptions& options = {});
 
   ~Store();

@@ -89,14 +89,20 @@ struct Options {
   double fullLr = 0;        // client lr in the full runs (0 = lr)
   // Server learning rate on the compressed aggregate (coordinator `--server-lr`).
   double fullServerLr = 2;
+  // The served model of the full runs is a moving average of the committed models,
+  // xbar <- 0.5 xbar + 0.5 x (coordinator `--model-ema`; session 7): on 2-class shards
+  // the sparse updates with error feedback move the global model back and forth from
+  // round to round by a point or more, and the average keeps the gain without the swing.
+  double fullModelEma = 0.5;
   bool fullAdaptiveTau = false;
   bool fullPriority = false;
   // Extra coordinator arguments of the full runs, as given (--full-arg, repeatable):
   // for exploring settings the bench has no flag of its own for.
   std::vector<std::string> fullExtra;
-  std::string only;    // run only the configuration of this name
-  int timeoutS = 600;  // per configuration
-  bool keep = false;   // keep the temporary directory
+  std::vector<std::string> fedavgExtra;  // the same for the FedAvg runs (--fedavg-arg)
+  std::string only;                      // run only the configuration of this name
+  int timeoutS = 600;                    // per configuration
+  bool keep = false;                     // keep the temporary directory
 };
 
 struct Config {
@@ -222,10 +228,12 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
          "--downlink-density", fmt::format("{}", o.fullDownDensity), "--fp16-values", "true", "--error-feedback",
          "true", "--adaptive-tau", o.fullAdaptiveTau ? "true" : "false", "--priority-sampling",
          o.fullPriority ? "true" : "false", "--server-lr", fmt::format("{}", o.fullServerLr)});
+    add({"--model-ema", fmt::format("{}", o.fullModelEma)});
     a.insert(a.end(), o.fullExtra.begin(), o.fullExtra.end());
   } else {
     add({"--tau", std::to_string(o.tau), "--uplink", "identity", "--downlink", "identity", "--error-feedback", "false",
          "--adaptive-tau", "false", "--priority-sampling", "false"});
+    a.insert(a.end(), o.fedavgExtra.begin(), o.fedavgExtra.end());
   }
   return a;
 }
@@ -383,7 +391,7 @@ void usage() {
                "       [--full-up-density F] [--full-down-density F] [--full-tau N] [--full-uplink NAME]\n"
                "       [--full-shard-tau N] [--full-momentum F] [--full-downlink NAME]\n"
                "       [--full-adaptive-tau] [--full-priority] [--full-lr F] [--full-server-lr F]\n"
-               "       [--full-values ternary|fp16] [--full-arg ARG]...\n"
+               "       [--full-model-ema F] [--full-values ternary|fp16] [--full-arg ARG]... [--fedavg-arg ARG]...\n"
                "NAME is one of fedavg-iid, full-iid, fedavg-shard, full-shard.\n");
 }
 
@@ -425,12 +433,16 @@ bool parseOptions(int argc, char** argv, Options& o) {
       o.fullUplink = *v;
     } else if (a == "--full-server-lr" && (v = next())) {
       o.fullServerLr = std::atof(v->c_str());
+    } else if (a == "--full-model-ema" && (v = next())) {
+      o.fullModelEma = std::atof(v->c_str());
     } else if (a == "--full-lr" && (v = next())) {
       o.fullLr = std::atof(v->c_str());
     } else if (a == "--full-values" && (v = next()) && (*v == "ternary" || *v == "fp16")) {
       o.fullValues = *v;
     } else if (a == "--full-arg" && (v = next())) {
       o.fullExtra.push_back(*v);
+    } else if (a == "--fedavg-arg" && (v = next())) {
+      o.fedavgExtra.push_back(*v);
     } else {
       return false;
     }

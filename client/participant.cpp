@@ -11,6 +11,7 @@
 #include "starling/compression/payload.hpp"
 #include "starling/compression/wire_codec.hpp"
 #include "starling/util/checksum.hpp"
+#include "starling/wire/capabilities.hpp"
 
 namespace starling::client {
 namespace fb = wire::fb;
@@ -109,7 +110,9 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
       ++stats_.connections;
       st = co_await session(*conn, welcomed);
       if (st.isOk() || dataFailed_) co_return st;
-      if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kUnauthenticated) co_return st;
+      if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kUnauthenticated ||
+          st.code() == StatusCode::kUnsupported)
+        co_return st;
     }
     if (welcomed) {
       failingSince = std::chrono::steady_clock::now();
@@ -130,8 +133,9 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
 
 asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcomed) {
   flatbuffers::FlatBufferBuilder b(256);
-  std::vector<flatbuffers::Offset<flatbuffers::String>> caps{b.CreateString("topk"), b.CreateString("fp16"),
-                                                             b.CreateString("priority-sampling")};
+  std::vector<flatbuffers::Offset<flatbuffers::String>> caps;
+  for (std::string_view c : wire::kClientCapabilities)
+    caps.push_back(b.CreateString(c.data(), c.size()));
   auto hello = fb::CreateHelloDirect(b, options_.id.c_str(), &caps, numExamples_, "linux", heldRound_,
                                      heldRound_ > 0 ? checksum64(xhat_) : 0);
   Status st = co_await conn.send(wire::finishFrame(b, hello));
@@ -209,7 +213,9 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
       }
       case fb::Body::Error: {
         const auto* e = msg->as<fb::Error>();
-        co_return Status(StatusCode::kClosed, "the coordinator reported an error: " + str(e->message()));
+        // Missing capabilities will be missing at the next connection too: give up.
+        co_return Status(e->code() == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
+                         "the coordinator reported an error: " + str(e->message()));
       }
       default:
         co_return Status(StatusCode::kMalformed, fmt::format("unexpected {} from the coordinator", msg->typeName()));

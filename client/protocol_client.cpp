@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "starling/wire/capabilities.hpp"
+
 namespace starling::client {
 namespace fb = wire::fb;
 
@@ -15,8 +17,9 @@ std::string str(const flatbuffers::String* s) {
 // An Error frame from the coordinator, as a Status.
 Status coordinatorError(const wire::Message& msg) {
   const auto* err = msg.as<fb::Error>();
-  return Status(StatusCode::kClosed, fmt::format("the coordinator closed the session: {} ({})", str(err->message()),
-                                                 fb::EnumNameErrorCode(err->code())));
+  return Status(err->code() == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
+                fmt::format("the coordinator closed the session: {} ({})", str(err->message()),
+                            fb::EnumNameErrorCode(err->code())));
 }
 
 }  // namespace
@@ -29,7 +32,9 @@ asio::awaitable<Result<Task>> joinAndLeave(asio::any_io_executor executor, std::
             conn->peer().commonName);
 
   flatbuffers::FlatBufferBuilder b(256);
-  std::vector<flatbuffers::Offset<flatbuffers::String>> caps{b.CreateString("fp16"), b.CreateString("topk")};
+  std::vector<flatbuffers::Offset<flatbuffers::String>> caps;
+  for (std::string_view c : wire::kClientCapabilities)
+    caps.push_back(b.CreateString(c.data(), c.size()));
   auto hello = fb::CreateHelloDirect(b, options.id.c_str(), &caps, options.numExamples, "linux");
   Status st = co_await conn->send(wire::finishFrame(b, hello));
   if (!st) co_return st.withContext("sending Hello");

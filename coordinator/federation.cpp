@@ -1,6 +1,7 @@
 #include "starling/coordinator/federation.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <asio/post.hpp>
@@ -8,6 +9,7 @@
 #include "starling/compression/wire_codec.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/util/checksum.hpp"
+#include "starling/wire/capabilities.hpp"
 
 namespace starling::coordinator {
 namespace fb = wire::fb;
@@ -104,6 +106,7 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     f->engine_ = std::move(*engineR);
   }
 
+  f->required_ = requiredCapabilities(f->engine_->config(), f->task_);
   if (!f->task_.testData.empty()) {
     auto test = data::loadFashionMnistSplit(f->task_.testData, data::FashionMnistSplit::kTest);
     if (!test) return test.status().withContext("evaluation data");
@@ -157,8 +160,37 @@ void Federation::handle(const std::shared_ptr<Session>& session, const wire::Mes
   }
 }
 
+std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskConfig& t) {
+  std::vector<std::string> need;
+  auto add = [&](bool when, std::string_view name) {
+    if (when) need.emplace_back(name);
+  };
+  const bool sparseDown = e.downlink == "topk" || e.downlink == "topk-sampled";
+  add(sparseDown || e.catchUpByValue, wire::kCapRiceIndices);
+  add(e.uplinkTernary || e.downlinkTernary, wire::kCapTernaryValues);
+  add(e.catchUpByValue, wire::kCapCatchUpValues);
+  add(e.clientsInitialize, wire::kCapInitialize);
+  add(t.prioritySampling, wire::kCapPrioritySampling);
+  add(t.proxMu > 0, wire::kCapProx);
+  add(t.uplinkErrorCap > 0, wire::kCapErrorCap);
+  return need;
+}
+
 void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello& h) {
   const std::string& id = session->clientId();
+  std::vector<std::string> offered;
+  if (h.capabilities() != nullptr)
+    for (const auto* c : *h.capabilities())
+      offered.push_back(c->str());
+  if (auto missing = wire::missingCapabilities(required_, offered); !missing.empty()) {
+    const std::string why =
+        fmt::format("this task needs capabilities the client lacks: {} (a newer starling-client has them)",
+                    fmt::join(missing, ", "));
+    log_->warn("refused {} from {}: {}", id, session->peer().address, why);
+    session->send(share(wire::makeErrorFrame(fb::ErrorCode::Unsupported, why)));
+    session->close();
+    return;
+  }
   if (auto old = sessions_.find(id); old != sessions_.end() && old->second != session) {
     log_->info("{} reconnected; closing its previous connection", id);
     old->second->close();

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "starling/wire/capabilities.hpp"
+
 #include "data/temp_files.hpp"
 #include "support/running_federation.hpp"
 
@@ -169,4 +171,65 @@ TEST_CASE("the coordinator evaluates every committed round on a worker and repor
     at = line;
   }
   CHECK(waitFor(fed.log(), "training complete", 5s));
+}
+
+TEST_CASE("a client lacking a capability the task needs is refused at Hello, by name", "[participant][capabilities]") {
+  Pki pki;
+  auto engine = smallEngine(1, 1, 10, 0.1);
+  engine.uplink = "topk";
+  engine.uplinkDensity = 0.5;
+  engine.downlink = "topk";
+  engine.downlinkDensity = 0.5;
+  engine.uplinkTernary = true;
+  engine.downlinkTernary = true;
+  const auto task = smallTask("capabilities", "mlp:2-4-2", 4);
+  const auto required = coordinator::requiredCapabilities(engine, task);
+  CHECK(wire::missingCapabilities(required, {"ternary-values"}) ==
+        std::vector<std::string>{"rice-indices", "catch-up-values", "initialize"});
+  RunningFederation fed(pki, engine, task);
+
+  // An older client: it lists only what the first protocol had.
+  struct Outcome {
+    std::optional<wire::fb::ErrorCode> code;
+    std::string message;
+    bool closed = false;
+  };
+  auto tls = pki.clientContext(pki.client("client-1"));
+  Outcome out = runCoroutine([&](asio::any_io_executor ex) -> asio::awaitable<Outcome> {
+    Outcome o;
+    auto conn = co_await net::connect(ex, fed.endpoint(), tls, {});
+    REQUIRE(conn.isOk());
+    flatbuffers::FlatBufferBuilder b;
+    std::vector<flatbuffers::Offset<flatbuffers::String>> caps{b.CreateString("topk"), b.CreateString("fp16")};
+    Status sent = co_await conn->send(wire::finishFrame(b, wire::fb::CreateHelloDirect(b, "client-1", &caps, 64)));
+    REQUIRE(sent.isOk());
+    auto reply = co_await conn->receive();
+    if (reply && reply->type() == wire::fb::Body::Error) {
+      o.code = reply->as<wire::fb::Error>()->code();
+      o.message = reply->as<wire::fb::Error>()->message()->str();
+      reply = co_await conn->receive();
+    }
+    o.closed = !reply && reply.status().code() == StatusCode::kClosed;
+    co_return o;
+  });
+  REQUIRE(out.code.has_value());
+  CHECK(*out.code == wire::fb::ErrorCode::Unsupported);
+  for (const char* name : {"rice-indices", "ternary-values", "catch-up-values", "initialize"})
+    CHECK_THAT(out.message, Catch::Contains(name));
+  CHECK(out.closed);
+  CHECK(fed.log().contains("refused client-1"));
+  CHECK_FALSE(fed.log().contains("client-1 joined"));
+
+  // This build's client has them all: it joins and trains the round.
+  auto log = std::make_shared<spdlog::logger>("client", std::make_shared<CaptureSink>());
+  client::ParticipantOptions o;
+  o.coordinator = fed.endpoint();
+  o.id = "client-0";
+  o.giveUpAfter = 10s;
+  const data::Dataset shard = halves(64);
+  client::Participant p(shard, o, log);
+  Status st = runParticipant(p, pki, pki.client("client-0"));
+  INFO(st.message());
+  REQUIRE(st.isOk());
+  CHECK(p.stats().roundsTrained == 1);
 }

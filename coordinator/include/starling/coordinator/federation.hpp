@@ -54,6 +54,11 @@ struct RoundReport {
   std::optional<model::Evaluation> evaluation;
 };
 
+// The capabilities (starling/wire/capabilities.hpp) a client must list in Hello to
+// take part in this task: the formats it will be sent and the features it is asked
+// to use. A client lacking any is refused at Hello with an Error naming them.
+std::vector<std::string> requiredCapabilities(const EngineConfig& engine, const TaskConfig& task);
+
 // The RoundAssign frame (header + body) the daemon sends for an assignment;
 // deadlineInMs is the time left until its deadline. The simulator sizes its links
 // with the same bytes.
@@ -103,6 +108,7 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   asio::io_context& io_;
   asio::strand<asio::io_context::executor_type> strand_;
   TaskConfig task_;
+  std::vector<std::string> required_;  // requiredCapabilities() of the task
   std::unique_ptr<Store> store_;
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<RoundEngine> engine_;

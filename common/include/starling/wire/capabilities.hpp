@@ -1,0 +1,51 @@
+#pragma once
+// Capabilities: what a client implements beyond protocol version 1's first messages.
+//
+// A client lists them in Hello.capabilities. The coordinator works out which ones its
+// task needs (coordinator::requiredCapabilities) and refuses a client that lacks any
+// with an Error of code Unsupported naming them, instead of sending payloads the
+// client would reject as malformed one round later. A client that lists nothing is
+// taken to implement none of them. Names are never reused for something else; a new
+// wire format or client-side feature gets a new name here.
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace starling::wire {
+
+// Top-k indices as Golomb-Rice coded gaps (IndexFormat Rice).
+inline constexpr std::string_view kCapRiceIndices = "rice-indices";
+// Top-k values as sign bits with one scale per block (ValueFormat SignBits on a top-k).
+inline constexpr std::string_view kCapTernaryValues = "ternary-values";
+// Catch-up by value: RoundAssign.values, the current values of the changed coordinates.
+inline constexpr std::string_view kCapCatchUpValues = "catch-up-values";
+// Priority sampling of minibatches (HyperParameters.priority_sampling).
+inline constexpr std::string_view kCapPrioritySampling = "priority-sampling";
+// FedProx's proximal term (HyperParameters.prox_mu).
+inline constexpr std::string_view kCapProx = "fedprox";
+// A cap on the uplink error-feedback memory (CompressionSettings.error_cap).
+inline constexpr std::string_view kCapErrorCap = "error-cap";
+// Building the round-0 model from the spec and Welcome.init_seed.
+inline constexpr std::string_view kCapInitialize = "initialize";
+
+// Everything starling-client of this build implements.
+inline constexpr std::array<std::string_view, 7> kClientCapabilities = {
+    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues, kCapPrioritySampling,
+    kCapProx,        kCapErrorCap,      kCapInitialize};
+
+// The names in `required` that `offered` lacks, in the order of `required`.
+inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,
+                                                    const std::vector<std::string>& offered) {
+  std::vector<std::string> missing;
+  for (const std::string& r : required) {
+    bool found = false;
+    for (const std::string& o : offered)
+      found = found || o == r;
+    if (!found) missing.push_back(r);
+  }
+  return missing;
+}
+
+}  // namespace starling::wire

@@ -1,11 +1,12 @@
 // Trainer: local SGD with momentum, weight decay and clipping over sampled minibatches.
 #include "starling/client/trainer.hpp"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
+
+#include "starling/model/fixed_order_sum.hpp"
 
 namespace starling::client {
 
@@ -95,7 +96,6 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
   const float wd = options_.weightDecay;
   const float prox = options_.proxMu;
   const float eta = request.lr;
-  Eigen::Map<const Eigen::VectorXf> g(grad_.data(), static_cast<Eigen::Index>(d));
   double lastLoss = 0.0;
   for (int step = 0; step < request.steps; ++step) {
     Minibatch mb = sampler_.next(model_, b);
@@ -126,7 +126,7 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
 
     float scale = 1.0f;
     if (options_.clipNorm > 0.0f) {
-      const float norm = g.norm();
+      const float norm = std::sqrt(model::fixedOrderSquaredNorm(grad_));
       if (norm > options_.clipNorm) scale = options_.clipNorm / norm;
     }
     // m <- mu m + g;  x <- x - eta (m + wd x), in one pass over the three vectors (the

@@ -9,6 +9,8 @@
 #include <cassert>
 #include <limits>
 
+#include "starling/model/fixed_order_sum.hpp"
+
 #include "network.hpp"
 
 namespace starling::model::detail {
@@ -74,7 +76,12 @@ void denseBackward(const Layer& l, const float* params, const float* x, const fl
   Eigen::Map<RowMat> dw(grad + l.weightOffset, out, in);
   Eigen::Map<Vec> db(grad + l.biasOffset, out);
   dw.noalias() = dys * xs.transpose();
-  db = dys.rowwise().sum();
+  // Column by column rather than dys.rowwise().sum(): Eigen would sum the rows of db
+  // before the first aligned one differently from the rest (fixed_order_sum.hpp). Each
+  // element adds its n terms in order wherever grad lies.
+  db.setZero();
+  for (int j = 0; j < n; ++j)
+    db += dys.col(j);
   if (dx != nullptr) {
     Eigen::Map<const RowMat> w(params + l.weightOffset, out, in);
     Eigen::Map<ColMat> dxs(dx, in, n);
@@ -113,7 +120,8 @@ void convBackward(const Layer& l, const float* params, const float* x, const flo
     im2col(l, x + static_cast<std::size_t>(i) * l.in.size(), net.col.data());
     Eigen::Map<const RowMat> dys(dy + static_cast<std::size_t>(i) * l.out.size(), out, p);
     dw.noalias() += dys * col.transpose();
-    db += dys.rowwise().sum();
+    for (int o = 0; o < out; ++o)
+      db(o) += fixedOrderSum({dys.row(o).data(), static_cast<std::size_t>(p)});
     if (dx != nullptr) {
       float* dxi = dx + static_cast<std::size_t>(i) * l.in.size();
       std::fill(dxi, dxi + l.in.size(), 0.0f);

@@ -511,10 +511,10 @@ int main(int argc, char** argv) {
   std::printf(
       "full: tau %d (%.0f local epochs), uplink %s %g%%, downlink %s %g%%, %s values, error feedback both ends, "
       "server lr %g, ADACOMM %s, "
-      "priority sampling %s.\n",
+      "priority sampling %s,\nserved model: moving average xbar <- %g xbar + %g x of the committed models.\n",
       o.fullTau, o.fullTau / static_cast<double>(o.tau), o.fullUplink.c_str(), o.fullUpDensity * 100,
       o.fullDownlink.c_str(), o.fullDownDensity * 100, o.fullValues.c_str(), o.fullServerLr,
-      o.fullAdaptiveTau ? "on" : "off", o.fullPriority ? "on" : "off");
+      o.fullAdaptiveTau ? "on" : "off", o.fullPriority ? "on" : "off", o.fullModelEma, 1 - o.fullModelEma);
   std::printf("Flower 1.6: the same job measured earlier on this machine (not installable here), for reference.\n\n");
 
   int roundF = 0, roundU = 0;

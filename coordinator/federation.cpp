@@ -45,6 +45,8 @@ ParticipantRecord toRecord(const ParticipantResult& p, int64_t wallEpochMs) {
   r.bytesUpWire = static_cast<int64_t>(p.bytesUpWire);
   r.bytesDownWire = static_cast<int64_t>(p.bytesDownWire);
   r.staleness = p.staleness;
+  r.sticky = p.sticky;
+  r.selectionWeight = p.selectionWeight;
   return r;
 }
 

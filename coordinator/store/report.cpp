@@ -188,12 +188,13 @@ std::string formatCsv(const ReportData& data) {
   out += "\n";
   out +=
       "round,client_id,outcome,reason,staleness,assigned_ms,returned_ms,duration_ms,steps,examples,bytes_up_raw,"
-      "bytes_up_wire,bytes_down_wire\n";
+      "bytes_up_wire,bytes_down_wire,sticky,selection_weight\n";
   for (const ParticipantRecord& p : data.participants) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.round, csvField(p.clientId),
-                       participantOutcomeName(p.outcome), csvField(p.reason), p.staleness, p.assignedMs,
-                       p.returnedMs ? fmt::format("{}", *p.returnedMs) : std::string(), p.durationMs, p.steps,
-                       p.examples, p.bytesUpRaw, p.bytesUpWire, p.bytesDownWire);
+    out +=
+        fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.round, csvField(p.clientId),
+                    participantOutcomeName(p.outcome), csvField(p.reason), p.staleness, p.assignedMs,
+                    p.returnedMs ? fmt::format("{}", *p.returnedMs) : std::string(), p.durationMs, p.steps, p.examples,
+                    p.bytesUpRaw, p.bytesUpWire, p.bytesDownWire, p.sticky ? 1 : 0, csvNumber(p.selectionWeight));
   }
   return out;
 }
@@ -319,6 +320,8 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
                .num("bytes_up_raw", p.bytesUpRaw)
                .num("bytes_up_wire", p.bytesUpWire)
                .num("bytes_down_wire", p.bytesDownWire)
+               .add("sticky", p.sticky ? "true" : "false")
+               .real("selection_weight", p.selectionWeight)
                .done();
   }
   out += first ? "],\n" : "\n  ],\n";

@@ -99,10 +99,13 @@ CREATE TABLE checkpoints (
 );
 )sql";
 
-// Version 2: the engine's other model-sized vectors of a checkpoint, by name (server
+// Version 2: each participant's sticky flag and selection weight (sticky client
+// sampling), and the engine's other model-sized vectors of a checkpoint, by name (server
 // momentum, adaptive moments, the served moving average). Pruning a checkpoint deletes
 // its vectors. A version-1 database is upgraded by running this.
 constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE participants ADD COLUMN sticky INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE participants ADD COLUMN selection_weight REAL NOT NULL DEFAULT 1;
 CREATE TABLE checkpoint_vectors (
   round    INTEGER NOT NULL REFERENCES checkpoints (round) ON DELETE CASCADE,
   name     TEXT NOT NULL,
@@ -119,7 +122,11 @@ constexpr const char* kRoundColumns =
 
 constexpr const char* kParticipantColumns =
     "round, client_id, outcome, reason, assigned_ms, returned_ms, duration_ms, steps, examples, loss_start, "
-    "loss_end, bytes_up_raw, bytes_up_wire, bytes_down_wire, staleness";
+    "loss_end, bytes_up_raw, bytes_up_wire, bytes_down_wire, staleness, sticky, selection_weight";
+// What a version-1 file (read as it is) gives for the last two.
+constexpr const char* kParticipantColumnsV1 =
+    "round, client_id, outcome, reason, assigned_ms, returned_ms, duration_ms, steps, examples, loss_start, "
+    "loss_end, bytes_up_raw, bytes_up_wire, bytes_down_wire, staleness, 0, 1.0";
 
 constexpr const char* kClientColumns =
     "id, cert_fingerprint, first_seen_ms, last_seen_ms, examples, speed_examples_per_s, reliability, "
@@ -130,7 +137,8 @@ constexpr const char* kParticipantUpdate =
     "assigned_ms = excluded.assigned_ms, returned_ms = excluded.returned_ms, duration_ms = excluded.duration_ms, "
     "steps = excluded.steps, examples = excluded.examples, loss_start = excluded.loss_start, "
     "loss_end = excluded.loss_end, bytes_up_raw = excluded.bytes_up_raw, bytes_up_wire = excluded.bytes_up_wire, "
-    "bytes_down_wire = excluded.bytes_down_wire, staleness = excluded.staleness";
+    "bytes_down_wire = excluded.bytes_down_wire, staleness = excluded.staleness, sticky = excluded.sticky, "
+    "selection_weight = excluded.selection_weight";
 
 int64_t toSql(uint64_t value) {
   return std::bit_cast<int64_t>(value);
@@ -283,6 +291,13 @@ struct Store::Impl {
   std::unique_ptr<sqlite::Statement> latestCheckpoint;
   std::unique_ptr<sqlite::Statement> insertVector;   // null on a version-1 database read as it is
   std::unique_ptr<sqlite::Statement> selectVectors;  // likewise
+  // kUnsupported on a version-1 file opened read-only, whose writing statements are not
+  // prepared.
+  Status writable() const {
+    if (insertParticipant) return Status::ok();
+    return {StatusCode::kUnsupported,
+            "the database has schema version 1 and was opened read-only; open it for writing to upgrade it"};
+  }
   std::unique_ptr<sqlite::Statement> selectRounds;
   std::unique_ptr<sqlite::Statement> selectParticipants;
   std::unique_ptr<sqlite::Statement> selectParticipantsOfRound;
@@ -304,14 +319,13 @@ Status Store::Impl::prepareAll() {
   };
   const std::string participantInsert = fmt::format(
       "INSERT INTO participants ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-      "?14, ?15)",
+      "?14, ?15, ?16, ?17)",
       kParticipantColumns);
+  const char* participantColumns = version >= 2 ? kParticipantColumns : kParticipantColumnsV1;
   const std::vector<Entry> entries = {
       {&insertRound, fmt::format("INSERT INTO rounds ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
                                  "?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
                                  kRoundColumns)},
-      {&insertParticipant, participantInsert},
-      {&upsertParticipant, participantInsert + kParticipantUpdate},
       {&upsertClient,
        fmt::format("INSERT OR REPLACE INTO clients ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", kClientColumns)},
       {&clientExists, "SELECT 1 FROM clients WHERE id = ?1"},
@@ -330,15 +344,19 @@ Status Store::Impl::prepareAll() {
        "FROM checkpoints ORDER BY round DESC LIMIT 1"},
       {&selectRounds, fmt::format("SELECT {} FROM rounds ORDER BY round", kRoundColumns)},
       {&selectParticipants,
-       fmt::format("SELECT {} FROM participants ORDER BY round, client_id, outcome", kParticipantColumns)},
+       fmt::format("SELECT {} FROM participants ORDER BY round, client_id, outcome", participantColumns)},
       {&selectParticipantsOfRound,
-       fmt::format("SELECT {} FROM participants WHERE round = ?1 ORDER BY client_id, outcome", kParticipantColumns)},
+       fmt::format("SELECT {} FROM participants WHERE round = ?1 ORDER BY client_id, outcome", participantColumns)},
       {&selectClients, fmt::format("SELECT {} FROM clients ORDER BY id", kClientColumns)},
       {&setMeta, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)"},
       {&getMeta, "SELECT value FROM meta WHERE key = ?1"},
   };
   std::vector<Entry> all = entries;
+  // A version-1 file read as it is has neither the new columns nor the table: nothing
+  // that writes them is prepared (a write then fails in writable()).
   if (version >= 2) {
+    all.push_back({&insertParticipant, participantInsert});
+    all.push_back({&upsertParticipant, participantInsert + kParticipantUpdate});
     all.push_back(
         {&insertVector, "INSERT INTO checkpoint_vectors (round, name, data, checksum) VALUES (?1, ?2, ?3, ?4)"});
     all.push_back(
@@ -551,7 +569,9 @@ void bindParticipant(sqlite::Statement& s, const ParticipantRecord& p) {
       .bind(12, p.bytesUpRaw)
       .bind(13, p.bytesUpWire)
       .bind(14, p.bytesDownWire)
-      .bind(15, p.staleness);
+      .bind(15, p.staleness)
+      .bind(16, int64_t{p.sticky ? 1 : 0})
+      .bind(17, p.selectionWeight);
 }
 
 void bindClient(sqlite::Statement& s, const ClientRecord& c) {
@@ -587,6 +607,7 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
   auto fail = [&](const Status& s) {
     return Status(s.code(), fmt::format("{}: {}; the round was not recorded", context, s.message()));
   };
+  if (Status w = d.writable(); !w) return fail(w);
 
   // Checks that need no database, before any write.
   if (record.round > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -729,6 +750,7 @@ Status Store::recordRejection(const ParticipantRecord& participant) {
       fmt::format("recording the {} update of client '{}' for round {} in '{}'",
                   participantOutcomeName(participant.outcome), participant.clientId, participant.round, d.path);
   auto fail = [&](const Status& s) { return Status(s.code(), fmt::format("{}: {}", context, s.message())); };
+  if (Status w = d.writable(); !w) return fail(w);
   if (participant.outcome != ParticipantOutcome::kRejected &&
       participant.outcome != ParticipantOutcome::kLateDiscarded) {
     return fail(invalid("only rejected and late-discarded updates are recorded outside a round"));
@@ -929,6 +951,8 @@ Result<std::vector<ParticipantRecord>> Store::participants(std::optional<uint64_
     p.bytesUpWire = s.int64(12);
     p.bytesDownWire = s.int64(13);
     p.staleness = s.int64(14);
+    p.sticky = s.int64(15) != 0;
+    p.selectionWeight = s.real(16);
     out.push_back(std::move(p));
   }
   return out;

@@ -324,7 +324,7 @@ TEST_CASE("the CSV is two tables with a fixed number of columns", "[report]") {
   const std::size_t roundColumns = records[0].size();
   const std::size_t participantColumns = records[5].size();
   CHECK(roundColumns == 21);
-  CHECK(participantColumns == 13);
+  CHECK(participantColumns == 15);
   for (std::size_t i = 1; i <= 3; ++i)
     CHECK(records[i].size() == roundColumns);
   for (std::size_t i = 6; i < records.size(); ++i)
@@ -338,6 +338,10 @@ TEST_CASE("the CSV is two tables with a fixed number of columns", "[report]") {
   CHECK(records[2][17].empty());                          // not evaluated
   CHECK(records[1][20] == "7250");                        // duration_ms
   CHECK(records[5][1] == "client_id");
+  CHECK(records[5][13] == "sticky");
+  CHECK(records[5][14] == "selection_weight");
+  for (std::size_t i = 6; i < records.size(); ++i)
+    CHECK(((records[i][13] == "1" && records[i][14] == "0.625") || (records[i][13] == "0" && records[i][14] == "2.5")));
   bool sawRejection = false;
   for (std::size_t i = 6; i < records.size(); ++i) {
     if (records[i][2] == "rejected") {
@@ -367,6 +371,8 @@ TEST_CASE("the JSON is valid and holds the numbers", "[report]") {
   CHECK_THAT(text, Catch::Contains("\"rounds_abandoned\": 1"));
   CHECK_THAT(text, Catch::Contains("\"compression_up\": 50"));
   CHECK_THAT(text, Catch::Contains("\"returned_ms\": null"));
+  CHECK_THAT(text, Catch::Contains("\"sticky\": true, \"selection_weight\": 0.625"));
+  CHECK_THAT(text, Catch::Contains("\"sticky\": false, \"selection_weight\": 2.5"));
   // 64-bit checksums as hex strings: JSON numbers lose precision beyond 2^53.
   CHECK_THAT(text, Catch::Contains(
                        fmt::format("\"model_checksum\": \"{:#018x}\"", starling::checksum64(makeCheckpoint(1).model))));

@@ -98,6 +98,8 @@ inline ParticipantRecord makeParticipant(uint64_t round, int client, Participant
   p.bytesUpRaw = 400'000;
   p.bytesUpWire = 8'000 + client;
   p.bytesDownWire = 52'000;
+  p.sticky = client % 2 == 1;  // odd clients drawn from the sticky group
+  p.selectionWeight = p.sticky ? 0.625 : 2.5;
   return p;
 }
 

@@ -404,8 +404,10 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
   {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db, "DROP TABLE checkpoint_vectors; PRAGMA user_version = 1", nullptr, nullptr, nullptr) ==
-            SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP COLUMN sticky; "
+                         "ALTER TABLE participants DROP COLUMN selection_weight; PRAGMA user_version = 1",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto version = [&] {
@@ -428,6 +430,16 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
     CHECK((*latest)->round == 1);
     CHECK((*latest)->vectors.empty());
     CHECK(reader->rounds()->size() == 1);
+    // Participants of a version-1 file: not sticky, weight 1.
+    auto participants = reader->participants();
+    REQUIRE(participants.isOk());
+    REQUIRE(participants->size() == 3);
+    for (const ParticipantRecord& p : *participants) {
+      CHECK_FALSE(p.sticky);
+      CHECK(p.selectionWeight == 1.0);
+    }
+    CHECK(reader->recordRejection(makeParticipant(1, 4, ParticipantOutcome::kRejected, "bad")).code() ==
+          StatusCode::kUnsupported);
   }
   CHECK(version() == 1);  // reading changed nothing
   auto store = openOrFail(path);
@@ -435,6 +447,11 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
   CHECK((*store->latestCheckpoint())->vectors.empty());
   commitSimpleRound(*store, 2);
   CHECK((*store->latestCheckpoint())->vectors == makeCheckpoint(2).vectors);
+  CHECK(*store->participants(2) ==
+        std::vector<ParticipantRecord>{
+            makeParticipant(2, 1, ParticipantOutcome::kAccepted), makeParticipant(2, 2, ParticipantOutcome::kAccepted),
+            makeParticipant(2, 3, ParticipantOutcome::kStraggler, "deadline passed after 30 s")});
+  CHECK_FALSE((*store->participants(1))[0].sticky);  // rows of version 1: the defaults
   CHECK(store->rounds()->size() == 2);
   requireOk(store->checkIntegrity());
 }

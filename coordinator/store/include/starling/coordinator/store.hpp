@@ -120,6 +120,10 @@ struct ParticipantRecord {
   int64_t bytesUpWire = 0;
   int64_t bytesDownWire = 0;
   int64_t staleness = 0;  // rounds between the base round and the round that used or discarded it
+  // Sticky client sampling (schema version 2; 0 and 1 in a version-1 file): drawn from
+  // the sticky group, and the factor its aggregation weight was multiplied by.
+  bool sticky = false;
+  double selectionWeight = 1.0;
 
   bool operator==(const ParticipantRecord&) const = default;
 };

@@ -83,6 +83,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.catch-up-rounds", e.catchUpRounds, "broadcasts kept for clients that missed rounds");
   bind("task.catch-up-by-value", e.catchUpByValue,
        "a client that missed rounds may get the current values of the coordinates changed since (when smaller)");
+  bind("task.catch-up-xor-rounds", e.catchUpXorRounds,
+       "catch-up values as XORs with the client's, coded by leading zeros, for clients up to this many commits "
+       "behind (0 = off: fp32 values)");
   bind("task.clients-initialize", e.clientsInitialize,
        "a client holding nothing builds the round-0 model from the spec and seed, then catches up");
   bind("task.seed", e.seed, "seed of selection and seeded compressors");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -255,13 +256,23 @@ std::shared_ptr<const compression::Payload> RoundEngine::valuesSince(uint64_t ro
   c.valueFormat = compression::ValueFormat::kFp32;
   c.count = static_cast<uint32_t>(model_.size());
   for (std::size_t i = 0; i < changedAt_.size(); ++i) {
-    if (changedAt_[i] <= round) continue;
-    c.indices.push_back(static_cast<uint32_t>(i));
-    c.values.push_back(model_[i]);
+    if (changedAt_[i] > round) c.indices.push_back(static_cast<uint32_t>(i));
   }
-  if (c.indices.empty()) {  // nothing changed (only zeros were broadcast): one coordinate, unchanged
-    c.indices.push_back(0);
-    c.values.push_back(model_[0]);
+  if (c.indices.empty()) c.indices.push_back(0);  // nothing changed (only zeros were broadcast): one, unchanged
+  // Every commit after `round` in the undo log: the client's value at each changed
+  // coordinate is the one before the first of them that changed it.
+  if (!undo_.empty() && undo_.front().previousRound <= round) {
+    xorBase_.resize(model_.size());
+    xorBase_[0] = model_[0];
+    for (auto e = undo_.rbegin(); e != undo_.rend() && e->previousRound >= round; ++e)
+      for (std::size_t j = 0; j < e->indices.size(); ++j)
+        xorBase_[e->indices[j]] = e->before[j];
+    c.valueFormat = compression::ValueFormat::kXor32;
+    for (uint32_t i : c.indices)
+      c.xorWords.push_back(std::bit_cast<uint32_t>(model_[i]) ^ std::bit_cast<uint32_t>(xorBase_[i]));
+  } else {
+    for (uint32_t i : c.indices)
+      c.values.push_back(model_[i]);
   }
   auto p = std::make_shared<compression::Payload>();
   if (!compression::encode(c, *p)) return nullptr;
@@ -793,6 +804,20 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   } else {
     auto payload = std::make_shared<compression::Payload>();
     (void)compression::encode(q, *payload);
+    if (config_.catchUpXorRounds > 0 && changedAt_.size() == model_.size()) {
+      if (q.encoding == compression::Encoding::kTopK || q.encoding == compression::Encoding::kRandK) {
+        Undo& u = undo_.emplace_back();
+        u.previousRound = committedRound_;
+        u.indices = q.indices;
+        u.before.reserve(q.indices.size());
+        for (uint32_t i : q.indices)
+          u.before.push_back(model_[i]);
+        while (undo_.size() > config_.catchUpXorRounds)
+          undo_.pop_front();
+      } else {
+        undo_.clear();  // every coordinate changed: older clients get the plain values
+      }
+    }
     (void)compression::addScaled(q, -1.0f, model_);
     if (!velocity_.empty() && config_.momentumMasking && q.encoding == compression::Encoding::kTopK)
       for (uint32_t i : q.indices)

@@ -3,6 +3,7 @@
 
 #include "starling/compression/payload.hpp"
 
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -448,11 +449,17 @@ TEST_CASE("randomly corrupted payloads decode to an error or a valid tensor, nev
           continue;
         }
         ++accepted;
-        // Whatever decode accepts is a tensor expand() can use, with finite values.
+        // Whatever decode accepts is a tensor expand() can use, with finite values, or
+        // XOR catch-up words, one per index, that only overwrite() applies.
         std::vector<float> dense(out.count);
-        REQUIRE(expand(out, dense).isOk());
-        for (float x : dense)
-          REQUIRE(std::isfinite(x));
+        if (out.valueFormat == ValueFormat::kXor32) {
+          REQUIRE(out.xorWords.size() == out.indices.size());
+          CHECK_FALSE(expand(out, dense).isOk());
+        } else {
+          REQUIRE(expand(out, dense).isOk());
+          for (float x : dense)
+            REQUIRE(std::isfinite(x));
+        }
         Payload again;
         REQUIRE(encode(out, again).isOk());
       }
@@ -500,4 +507,129 @@ TEST_CASE("overwrite sets the sent elements and leaves the others", "[payload]")
   CHECK(out == d.values);
   std::vector<float> small(3);
   CHECK_FALSE(overwrite(c, small).isOk());
+}
+
+TEST_CASE("XOR catch-up words: Rice-coded leading zeros, bit for bit, malformed ones named", "[payload][xor]") {
+  // What a client holds and the sender's current values: most moved by a few percent,
+  // some not at all, some changed sign.
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr std::uint32_t kCount = 5000;
+  std::vector<float> held(kCount), now(kCount);
+  Compressed c;
+  c.encoding = Encoding::kTopK;
+  c.count = kCount;
+  c.valueFormat = ValueFormat::kXor32;
+  for (std::uint32_t i = 0; i < kCount; ++i) {
+    held[i] = now[i] = 0.05f * normal(rng);
+    if (i % 3 != 0) continue;
+    if (i % 60 == 3)
+      now[i] = -held[i];
+    else if (i % 21 != 6)
+      now[i] = held[i] * (1.0f + 0.05f * normal(rng));
+    c.indices.push_back(i);
+    c.xorWords.push_back(std::bit_cast<std::uint32_t>(now[i]) ^ std::bit_cast<std::uint32_t>(held[i]));
+  }
+  Payload p;
+  REQUIRE(encode(c, p).isOk());
+  CHECK(p.valueFormat == ValueFormat::kXor32);
+  CHECK(p.values.size() < 3 * c.indices.size());  // under 24 bits a value, fp32 takes 32
+  Compressed back;
+  REQUIRE(decode(p, kCount, back).isOk());
+  CHECK(back == c);
+  flatbuffers::FlatBufferBuilder b;
+  b.Finish(toWire(b, p));
+  auto viewed = viewWire(flatbuffers::GetRoot<wire::fb::CompressedTensor>(b.GetBufferPointer()));
+  REQUIRE(viewed.isOk());
+  Compressed fromWire;
+  REQUIRE(decode(*viewed, kCount, fromWire).isOk());
+  CHECK(fromWire == c);
+
+  std::vector<float> model = held;
+  REQUIRE(overwrite(back, model).isOk());
+  for (std::uint32_t i = 0; i < kCount; ++i)
+    REQUIRE(std::bit_cast<std::uint32_t>(model[i]) == std::bit_cast<std::uint32_t>(now[i]));
+  // The words are relative to a model: nothing to expand or add on their own.
+  std::vector<float> dense(kCount);
+  CHECK_FALSE(expand(back, dense).isOk());
+  CHECK_FALSE(addScaled(back, 1.0f, dense).isOk());
+  CHECK_FALSE(l2Norm(back).isOk());
+
+  SECTION("one word by hand: 5 has 29 leading zeros, then the bits 01 below its leading one") {
+    Compressed one;
+    one.encoding = Encoding::kTopK;
+    one.count = 10;
+    one.valueFormat = ValueFormat::kXor32;
+    one.indices = {4};
+    one.xorWords = {5};
+    Payload q;
+    REQUIRE(encode(one, q).isOk());
+    CHECK(q.values == std::vector<std::uint8_t>{29, 0, 0x02});  // m 29, r 0; 0 | 1 0
+  }
+  SECTION("a model the words were not made for: a non-finite result is refused, nothing written") {
+    Compressed bad;
+    bad.encoding = Encoding::kTopK;
+    bad.count = 3;
+    bad.valueFormat = ValueFormat::kXor32;
+    bad.indices = {0, 2};
+    bad.xorWords = {0, std::bit_cast<std::uint32_t>(1.0f) ^ 0x7fc00000u};  // 1.0 to NaN
+    std::vector<float> m{1.0f, 2.0f, 1.0f};
+    const Status s = overwrite(bad, m);
+    CHECK(s.code() == StatusCode::kMalformed);
+    CHECK_THAT(s.message(), Catch::Contains("not finite"));
+    CHECK(m == std::vector<float>{1.0f, 2.0f, 1.0f});
+    bad.xorWords.pop_back();
+    CHECK_FALSE(overwrite(bad, m).isOk());  // a word per index
+  }
+  SECTION("malformed: header, parameter, truncation, padding, trailing bytes, too many zeros, scales") {
+    const auto expectError = [&](const Payload& bad, const std::string& text) {
+      Compressed out;
+      const Status s = decode(bad, kCount, out);
+      INFO(s.toString());
+      REQUIRE_FALSE(s.isOk());
+      CHECK(s.code() == StatusCode::kMalformed);
+      CHECK_THAT(s.message(), Catch::Contains(text));
+    };
+    Payload bad = p;
+    bad.values.resize(1);
+    expectError(bad, "header bytes");
+    bad = p;
+    bad.values[0] = 33;
+    expectError(bad, "33 leading zeros");
+    bad = p;
+    bad.values[1] = 6;
+    expectError(bad, "Rice parameter 6");
+    bad = p;
+    bad.values.resize(p.values.size() - 2);
+    expectError(bad, "truncated");
+    bad = p;
+    bad.values.resize(10);
+    expectError(bad, "cannot hold");
+    bad = p;
+    bad.values.push_back(0);
+    expectError(bad, "trailing");
+    bad = p;
+    bad.scales = {1.0f};
+    expectError(bad, "scales");
+    Payload one;
+    one.encoding = Encoding::kTopK;
+    one.count = kCount;
+    one.selected = 1;
+    one.indexFormat = IndexFormat::kDeltaVarint;
+    one.indices = {4};
+    one.valueFormat = ValueFormat::kXor32;
+    one.values = {29, 0, 0x02};
+    Compressed out;
+    REQUIRE(decode(one, kCount, out).isOk());
+    CHECK(out.xorWords == std::vector<std::uint32_t>{5});
+    bad = one;
+    bad.values[2] = 0x0a;  // a padding bit
+    expectError(bad, "padding");
+    bad = one;
+    bad.values = {32, 0, 0x01};  // m 32, then a unary one: 33 zeros
+    expectError(bad, "more than 32 leading zeros");
+    bad = one;
+    bad.values = {30, 2, 0x06};  // m 30, r 2: quotient 0, remainder 3: 33 zeros
+    expectError(bad, "more than 32 leading zeros");
+  }
 }

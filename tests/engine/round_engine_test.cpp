@@ -1116,6 +1116,39 @@ TEST_CASE("ternary downlink: every broadcast value is +-s, clients catch up exac
   }
 }
 
+TEST_CASE("catch-up values as XORs with the client's model: bit for bit, plain values beyond the window",
+          "[engine][catchup][xor]") {
+  auto config = smallConfig(2);
+  config.rounds = 16;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.25;  // 16 of 64
+  config.downlinkShared = 0.75;
+  config.catchUpRounds = 1;  // the log reaches back one round: the others catch up by value
+  config.minClients = 5;     // 2 of 5 a round: clients miss rounds
+  const auto count = [&](uint32_t xorRounds) {
+    config.catchUpXorRounds = xorRounds;
+    auto engine = RoundEngine::create(config, initialModel()).value();
+    std::map<compression::ValueFormat, int> formats;
+    // runFiveClients checks each client's checksum after its catch-up.
+    runFiveClients(
+        *engine, 16,
+        [&](const Assignment& a) {
+          if (a.values) ++formats[a.values->valueFormat];
+        },
+        [](int) {});
+    return formats;
+  };
+  const auto all = count(100);
+  CHECK(all.count(compression::ValueFormat::kFp32) == 0);
+  CHECK(all.count(compression::ValueFormat::kXor32) == 1);
+  // A window of 2 commits: a client further behind gets the plain values.
+  const auto some = count(2);
+  CHECK(some.count(compression::ValueFormat::kFp32) == 1);
+  const auto none = count(0);
+  CHECK(none.count(compression::ValueFormat::kXor32) == 0);
+  CHECK(none.count(compression::ValueFormat::kFp32) == 1);
+}
+
 TEST_CASE("mean over senders: each coordinate is averaged over the updates that carry it",
           "[engine][server-optimizer]") {
   auto config = smallConfig(3);

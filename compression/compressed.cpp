@@ -173,20 +173,27 @@ Status addScaled(const Compressed& c, float alpha, std::span<float> acc) {
 
 Status overwrite(const Compressed& c, std::span<float> out) {
   if (c.encoding == Encoding::kTopK && c.valueFormat == ValueFormat::kXor32) {
-    if (out.size() != c.count || c.xorWords.size() != c.indices.size()) {
+    const std::uint32_t t = c.block;
+    if (out.size() != c.count || c.xorWords.size() != c.indices.size() || t > kMaxXorDroppedBits) {
       return {StatusCode::kInvalidArgument, "inconsistent XOR catch-up tensor"};
     }
+    const auto apply = [t](float x, std::uint32_t w) {
+      return std::bit_cast<float>(((std::bit_cast<std::uint32_t>(x) >> t) ^ w) << t);
+    };
     for (std::size_t j = 0; j < c.indices.size(); ++j) {
       const std::uint32_t i = c.indices[j];
       if (i >= c.count) return {StatusCode::kInvalidArgument, "index out of range"};
-      if (!std::isfinite(std::bit_cast<float>(std::bit_cast<std::uint32_t>(out[i]) ^ c.xorWords[j]))) {
+      if (t > 0 && (c.xorWords[j] >> (32 - t)) != 0) {
+        return {StatusCode::kInvalidArgument, "XOR catch-up word wider than " + std::to_string(32 - t) + " bits"};
+      }
+      if (!std::isfinite(apply(out[i], c.xorWords[j]))) {
         return {StatusCode::kMalformed, "XOR catch-up value " + std::to_string(j) + " (coordinate " +
                                             std::to_string(i) + ") is not finite: not the model it was made for"};
       }
     }
     for (std::size_t j = 0; j < c.indices.size(); ++j) {
       float& x = out[c.indices[j]];
-      x = std::bit_cast<float>(std::bit_cast<std::uint32_t>(x) ^ c.xorWords[j]);
+      x = apply(x, c.xorWords[j]);
     }
     return Status::ok();
   }

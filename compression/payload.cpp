@@ -506,6 +506,10 @@ Status encode(const Compressed& c, Payload& out) {
         if (c.xorWords.size() != c.indices.size() || !c.values.empty()) {
           return invalid("top-k XOR tensor needs one word per index and no values");
         }
+        if (c.block > kMaxXorDroppedBits) return invalid("top-k XOR tensor dropping " + str(c.block) + " bits");
+        for (std::uint32_t w : c.xorWords)
+          if (c.block > 0 && (w >> (32 - c.block)) != 0) return invalid("top-k XOR word wider than its bits");
+        out.block = c.block;
         putXorWords(c.xorWords, out.values);
         return encodeIndices(c, out);
       }
@@ -599,8 +603,19 @@ Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out
       if (p.valueFormat == ValueFormat::kSignBits) {
         STARLING_RETURN_IF_ERROR(getTernary(p, out));
       } else if (p.valueFormat == ValueFormat::kXor32) {
-        if (!p.scales.empty() || p.block != 0) return malformed("top-k XOR payload with scales");
+        if (!p.scales.empty()) return malformed("top-k XOR payload with scales");
+        if (p.block > kMaxXorDroppedBits) {
+          return malformed("top-k XOR payload dropping " + str(p.block) + " low bits (at most " +
+                           str(kMaxXorDroppedBits) + ")");
+        }
         STARLING_RETURN_IF_ERROR(getXorWords(p, out.xorWords));
+        for (std::size_t j = 0; j < out.xorWords.size(); ++j) {
+          if (p.block > 0 && (out.xorWords[j] >> (32 - p.block)) != 0) {
+            return malformed("XOR value " + str(j) + " wider than the " + str(32 - p.block) + " bits above the " +
+                             str(p.block) + " dropped");
+          }
+        }
+        out.block = p.block;
       } else {
         STARLING_RETURN_IF_ERROR(requireFormats(p, p.indexFormat, true));
         STARLING_RETURN_IF_ERROR(getFloats(p, p.selected, out.values));

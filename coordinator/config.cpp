@@ -127,6 +127,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
   bind("compression.uplink-ternary", e.uplinkTernary,
        "top-k uplink values as sign bits + one scale per 256 values (sparse ternary)");
+  bind("compression.model-mantissa-bits", e.modelMantissaBits,
+       "the global model's precision: coordinates a broadcast changes are rounded to this many mantissa bits "
+       "(23 = fp32)");
   bind("compression.downlink-ternary", e.downlinkTernary,
        "top-k broadcast values as sign bits + one scale per 256 values (sparse ternary)");
   bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "starling/compression/fp16.hpp"
+#include "starling/compression/precision.hpp"
 #include "starling/compression/topk.hpp"
 #include "starling/util/checksum.hpp"
 
@@ -201,6 +202,8 @@ Status RoundEngine::init() {
         !(c.serverEps > 0) || !std::isfinite(c.serverEps))
       return Status(StatusCode::kInvalidArgument, "server betas must be in [0, 1) and eps positive");
   }
+  if (c.modelMantissaBits == 0 || c.modelMantissaBits > compression::kFp32MantissaBits)
+    return Status(StatusCode::kInvalidArgument, "model mantissa bits must be in [1, 23]");
   if (c.tau == 0 || c.tauMin == 0 || c.tauMin > c.tauMax)
     return Status(StatusCode::kInvalidArgument, "need 1 <= tauMin <= tauMax and tau >= 1");
   auto isTopK = [](const std::string& name) { return name == "topk" || name == "topk-sampled"; };
@@ -258,7 +261,8 @@ std::shared_ptr<const compression::Payload> RoundEngine::valuesSince(uint64_t ro
   for (std::size_t i = 0; i < changedAt_.size(); ++i) {
     if (changedAt_[i] > round) c.indices.push_back(static_cast<uint32_t>(i));
   }
-  if (c.indices.empty()) c.indices.push_back(0);  // nothing changed (only zeros were broadcast): one, unchanged
+  const bool unchanged = c.indices.empty();
+  if (unchanged) c.indices.push_back(0);  // nothing changed (only zeros were broadcast): one, unchanged
   // Every commit after `round` in the undo log: the client's value at each changed
   // coordinate is the one before the first of them that changed it.
   if (!undo_.empty() && undo_.front().previousRound <= round) {
@@ -267,9 +271,13 @@ std::shared_ptr<const compression::Payload> RoundEngine::valuesSince(uint64_t ro
     for (auto e = undo_.rbegin(); e != undo_.rend() && e->previousRound >= round; ++e)
       for (std::size_t j = 0; j < e->indices.size(); ++j)
         xorBase_[e->indices[j]] = e->before[j];
+    // The changed coordinates' values have their low bits clear (modelMantissaBits):
+    // only the bits above them are sent.
     c.valueFormat = compression::ValueFormat::kXor32;
+    c.block = unchanged ? 0 : compression::kFp32MantissaBits - config_.modelMantissaBits;
     for (uint32_t i : c.indices)
-      c.xorWords.push_back(std::bit_cast<uint32_t>(model_[i]) ^ std::bit_cast<uint32_t>(xorBase_[i]));
+      c.xorWords.push_back((std::bit_cast<uint32_t>(model_[i]) >> c.block) ^
+                           (std::bit_cast<uint32_t>(xorBase_[i]) >> c.block));
   } else {
     for (uint32_t i : c.indices)
       c.values.push_back(model_[i]);
@@ -819,6 +827,7 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
       }
     }
     (void)compression::addScaled(q, -1.0f, model_);
+    (void)compression::roundChanged(q, config_.modelMantissaBits, model_);
     if (!velocity_.empty() && config_.momentumMasking && q.encoding == compression::Encoding::kTopK)
       for (uint32_t i : q.indices)
         velocity_[i] = 0.0f;

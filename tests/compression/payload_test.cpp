@@ -7,9 +7,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "starling/compression/precision.hpp"
 #include "starling/compression/wire_codec.hpp"
 
 #include "vectors.hpp"
@@ -631,5 +633,78 @@ TEST_CASE("XOR catch-up words: Rice-coded leading zeros, bit for bit, malformed 
     bad = one;
     bad.values = {30, 2, 0x06};  // m 30, r 2: quotient 0, remainder 3: 33 zeros
     expectError(bad, "more than 32 leading zeros");
+  }
+}
+
+TEST_CASE("model precision: rounding to n mantissa bits, and XOR words above the cleared bits", "[payload][xor]") {
+  // 1 + 2^-10 + 2^-11 (a tie at 10 bits) rounds to even: up to 1 + 2^-9; 1 + 2^-11 down to 1.
+  CHECK(roundMantissa(1.0f + 0x1p-10f + 0x1p-11f, 10) == 1.0f + 0x1p-9f);
+  CHECK(roundMantissa(1.0f + 0x1p-11f, 10) == 1.0f);
+  CHECK(roundMantissa(-(1.0f + 0x1p-10f + 0x1p-11f), 10) == -(1.0f + 0x1p-9f));
+  CHECK(roundMantissa(1.99999f, 4) == 2.0f);  // the carry raises the exponent
+  CHECK(roundMantissa(std::numeric_limits<float>::max(), 4) < std::numeric_limits<float>::infinity());
+  CHECK(roundMantissa(0.1f, 23) == 0.1f);
+  CHECK((std::bit_cast<std::uint32_t>(roundMantissa(0.1f, 10)) & 0x1fffu) == 0);
+
+  Compressed q;
+  q.encoding = Encoding::kTopK;
+  q.count = 4;
+  q.indices = {1, 3};
+  q.values = {0.5f, 0.5f};
+  std::vector<float> m{0.1f, 0.1f, 0.1f, 0.1f};
+  REQUIRE(roundChanged(q, 10, m).isOk());
+  CHECK(m[0] == 0.1f);  // not changed by q: left as it is
+  CHECK(m[1] == roundMantissa(0.1f, 10));
+  CHECK(m[1] != 0.1f);
+  CHECK_FALSE(roundChanged(q, 0, m).isOk());
+  CHECK_FALSE(roundChanged(q, 24, m).isOk());
+
+  // A client holding `held` catches up to `now`, whose values have 13 low bits clear:
+  // the words are the 19 bits above them, XORed.
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> held(300), now(300);
+  Compressed c;
+  c.encoding = Encoding::kTopK;
+  c.count = 300;
+  c.valueFormat = ValueFormat::kXor32;
+  c.block = 13;
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    held[i] = now[i] = 0.05f * normal(rng);  // full precision: never rounded
+    if (i % 2 != 0) continue;
+    now[i] = roundMantissa(held[i] * (1.0f + 0.5f * normal(rng)), 10);
+    c.indices.push_back(i);
+    c.xorWords.push_back((std::bit_cast<std::uint32_t>(now[i]) >> 13) ^ (std::bit_cast<std::uint32_t>(held[i]) >> 13));
+  }
+  Payload p;
+  REQUIRE(encode(c, p).isOk());
+  CHECK(p.block == 13);
+  CHECK(p.values.size() < 2 * c.indices.size());  // under 16 bits a value
+  Compressed back;
+  REQUIRE(decode(p, 300, back).isOk());
+  CHECK(back == c);
+  std::vector<float> model = held;
+  REQUIRE(overwrite(back, model).isOk());
+  for (std::uint32_t i = 0; i < 300; ++i)
+    REQUIRE(std::bit_cast<std::uint32_t>(model[i]) == std::bit_cast<std::uint32_t>(now[i]));
+
+  SECTION("malformed: too many dropped bits, a word wider than the bits above them") {
+    Payload bad = p;
+    bad.block = 23;
+    Compressed out;
+    Status s = decode(bad, 300, out);
+    CHECK(s.code() == StatusCode::kMalformed);
+    CHECK_THAT(s.message(), Catch::Contains("dropping 23 low bits"));
+    Compressed wide = c;
+    wide.block = 0;
+    wide.xorWords[0] = 0xffffffffu;  // 32 bits
+    REQUIRE(encode(wide, bad).isOk());
+    bad.block = 13;
+    s = decode(bad, 300, out);
+    CHECK(s.code() == StatusCode::kMalformed);
+    CHECK_THAT(s.message(), Catch::Contains("wider than the 19 bits"));
+    wide.block = 13;
+    CHECK_FALSE(encode(wide, bad).isOk());
+    CHECK_FALSE(overwrite(wide, model).isOk());
   }
 }

@@ -33,7 +33,9 @@ struct Compressed {
   std::vector<float> values;
   // kTopK with kXor32 (catch-up relative to a model the sender knows the receiver
   // holds): one word per index, the sender's fp32 bits XOR the receiver's current value
-  // there. Only overwrite() applies it; it has no values of its own to expand or add.
+  // there, both shifted right by `block` bits (the low bits every sent value has clear:
+  // see precision.hpp). Only overwrite() applies it; it has no values of its own to
+  // expand or add.
   std::vector<std::uint32_t> xorWords;
 
   // kScaledSign, kQsgd: bit i of word i / 64 set = element i is negative. Bits at and
@@ -41,7 +43,8 @@ struct Compressed {
   std::vector<std::uint64_t> signs;
   // kScaledSign: elements per block, and one scale (mean |v| of the block) per block.
   // kQsgd: scales = {scale}; element i is sign_i * scale * level_i / qsgdLevels.
-  // kTopK with kSignBits: value j is +-scales[j / block].
+  // kTopK with kSignBits: value j is +-scales[j / block]. kTopK with kXor32: the low
+  // bits the sent values have clear, at most kMaxXorDroppedBits.
   std::uint32_t block = 0;
   std::vector<float> scales;
   // kQsgd: the level of each element, in [0, qsgdLevels].
@@ -82,9 +85,10 @@ Status addScaled(const Compressed& c, float alpha, std::span<float> acc);
 // out[i] = C(v)[i] for every element the tensor sends (kTopK, kRandK: its indices;
 // every other encoding: all elements, as expand()); the others are left as they are.
 // Catch-up by value: the sender's current values of the coordinates that changed.
-// kXor32: out[i]'s bits are XORed with the word sent for i; fails (kMalformed, out
-// unchanged) when a result would not be finite, i.e. out is not the model the words
-// were made for.
+// kXor32: out[i] becomes ((bits of out[i]) >> block XOR the word sent for i) << block;
+// fails (kMalformed, out unchanged) when a result would not be finite, i.e. out is not
+// the model the words were made for.
+constexpr std::uint32_t kMaxXorDroppedBits = 22;
 Status overwrite(const Compressed& c, std::span<float> out);
 
 }  // namespace starling::compression

@@ -131,6 +131,12 @@ struct EngineConfig {
   // (1 - downlinkShared) k a round instead of up to k (cheaper catch-up by value). The
   // mask is not checkpointed: the first broadcast after a resume is plain top-k.
   double downlinkShared = 0;
+  // The global model's precision: after each broadcast the engine (and every client,
+  // replaying it) rounds the coordinates it changed to this many mantissa bits
+  // (compression::roundChanged; 23 = fp32, off), so the model's changed coordinates
+  // carry 1 + 8 + modelMantissaBits bits and catch-up XORs (catchUpXorRounds) send only
+  // those. The rounding error (at most 2^-(bits + 1) of a value) is dropped.
+  uint32_t modelMantissaBits = 23;
   // After each commit the server memory is scaled to ||ebar|| <= cap ||p_s|| (0 = no
   // cap; see compression::ErrorFeedbackOptions::maxErrorRatio). It drops mass.
   double downlinkErrorCap = 0.0;

@@ -59,6 +59,9 @@ struct Options {
   double downlinkShared = 0.8;
   // All on: ternary values (sign bits + one scale per 256 values) on both links.
   bool ternary = true;
+  // All on: the global model rounded to this many mantissa bits where a broadcast
+  // changes it, and catch-up values as XORs of those bits (23 = off).
+  uint32_t modelMantissaBits = 8;
   bool skipStrategies = false, skipSim10k = false;
 };
 
@@ -136,6 +139,12 @@ std::vector<sim::Strategy> strategies(const Options& o) {
     s.config.engine.uplinkTernary = s.config.engine.downlinkTernary = true;
     out.push_back(s);
   }
+  if (o.modelMantissaBits < 23) {
+    s.name = fmt::format("all on: +{}-bit model, XORs", o.modelMantissaBits);
+    s.config.engine.modelMantissaBits = o.modelMantissaBits;
+    s.config.engine.catchUpXorRounds = 300;
+    out.push_back(s);
+  }
   return out;
 }
 
@@ -205,8 +214,8 @@ int usage() {
       stderr,
       "usage: bench-strategies [--data DIR] [--rounds N] [--tau N] [--full-tau N] [--lr F] [--budget-quantile Q]\n"
       "       [--sticky-clients N (0 = off)] [--sticky-fraction F] [--downlink-shared F (0 = off)]\n"
-      "       [--no-ternary] [--test-examples N] [--sim10k-rounds N] [--sim10k-tau N] [--skip-strategies]\n"
-      "       [--skip-sim10k]\n");
+      "       [--no-ternary] [--model-mantissa-bits N (23 = off)] [--test-examples N] [--sim10k-rounds N]\n"
+      "       [--sim10k-tau N] [--skip-strategies] [--skip-sim10k]\n");
   return 2;
 }
 
@@ -240,6 +249,8 @@ int main(int argc, char** argv) {
       o.stickyFraction = std::atof(v);
     else if (a == "--downlink-shared" && (v = next()))
       o.downlinkShared = std::atof(v);
+    else if (a == "--model-mantissa-bits" && (v = next()))
+      o.modelMantissaBits = static_cast<uint32_t>(std::atoi(v));
     else if (a == "--lr" && (v = next()))
       o.lr = std::atof(v);
     else if (a == "--test-examples" && (v = next()))

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "starling/compression/payload.hpp"
+#include "starling/compression/precision.hpp"
 #include "starling/compression/wire_codec.hpp"
 #include "starling/util/checksum.hpp"
 #include "starling/wire/capabilities.hpp"
@@ -249,6 +250,10 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   auto up = compression::makeCompressor(str(comp->uplink()), co);
   if (!up) return Status(StatusCode::kInvalidArgument, "uplink compressor: " + up.status().message());
   uplink_ = std::move(*up);
+  if (comp->model_mantissa_bits() == 0 || comp->model_mantissa_bits() > compression::kFp32MantissaBits)
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the coordinator's model precision of {} mantissa bits", comp->model_mantissa_bits()));
+  mantissaBits_ = comp->model_mantissa_bits();
   errorFeedback_ = comp->error_feedback();
   memory_.reset();  // two model-sized buffers: only when the task uses them
   if (errorFeedback_) {
@@ -296,6 +301,7 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
       auto p = compression::viewWire(t);
       Status st = p ? compression::decode(*p, d, c) : p.status();
       if (st) st = compression::addScaled(c, -1.0f, xhat_);
+      if (st) st = compression::roundChanged(c, mantissaBits_, xhat_);  // as the coordinator did
       if (!st) return st.withContext("a broadcast");
     }
   }

@@ -1,6 +1,7 @@
 #include "starling/compression/compressed.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 
@@ -19,6 +20,7 @@ void Compressed::clear() {
   valueFormat = ValueFormat::kFp32;
   indices.clear();
   values.clear();
+  xorWords.clear();
   signs.clear();
   block = 0;
   scales.clear();
@@ -47,6 +49,9 @@ Status checkShape(const Compressed& c, std::size_t outSize) {
       return Status::ok();
     case Encoding::kTopK:
     case Encoding::kRandK:
+      if (c.valueFormat == ValueFormat::kXor32) {
+        return {StatusCode::kInvalidArgument, "XOR catch-up words apply to a model only (overwrite)"};
+      }
       if (c.values.size() != c.indices.size()) break;
       for (std::uint32_t i : c.indices) {
         if (i >= c.count) return {StatusCode::kInvalidArgument, "index out of range"};
@@ -167,6 +172,31 @@ Status addScaled(const Compressed& c, float alpha, std::span<float> acc) {
 }
 
 Status overwrite(const Compressed& c, std::span<float> out) {
+  if (c.encoding == Encoding::kTopK && c.valueFormat == ValueFormat::kXor32) {
+    const std::uint32_t t = c.block;
+    if (out.size() != c.count || c.xorWords.size() != c.indices.size() || t > kMaxXorDroppedBits) {
+      return {StatusCode::kInvalidArgument, "inconsistent XOR catch-up tensor"};
+    }
+    const auto apply = [t](float x, std::uint32_t w) {
+      return std::bit_cast<float>(((std::bit_cast<std::uint32_t>(x) >> t) ^ w) << t);
+    };
+    for (std::size_t j = 0; j < c.indices.size(); ++j) {
+      const std::uint32_t i = c.indices[j];
+      if (i >= c.count) return {StatusCode::kInvalidArgument, "index out of range"};
+      if (t > 0 && (c.xorWords[j] >> (32 - t)) != 0) {
+        return {StatusCode::kInvalidArgument, "XOR catch-up word wider than " + std::to_string(32 - t) + " bits"};
+      }
+      if (!std::isfinite(apply(out[i], c.xorWords[j]))) {
+        return {StatusCode::kMalformed, "XOR catch-up value " + std::to_string(j) + " (coordinate " +
+                                            std::to_string(i) + ") is not finite: not the model it was made for"};
+      }
+    }
+    for (std::size_t j = 0; j < c.indices.size(); ++j) {
+      float& x = out[c.indices[j]];
+      x = apply(x, c.xorWords[j]);
+    }
+    return Status::ok();
+  }
   STARLING_RETURN_IF_ERROR(checkShape(c, out.size()));
   if (c.encoding != Encoding::kTopK && c.encoding != Encoding::kRandK) return expand(c, out);
   for (std::size_t j = 0; j < c.indices.size(); ++j)

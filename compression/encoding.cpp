@@ -50,6 +50,8 @@ std::string valueFormatName(ValueFormat format) {
       return "levels";
     case ValueFormat::kSignBits:
       return "sign-bits";
+    case ValueFormat::kXor32:
+      return "xor32";
   }
   return unknown(static_cast<unsigned>(format));
 }

@@ -1,6 +1,7 @@
 #include "starling/compression/payload.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -281,6 +282,93 @@ Status encodeIndices(const Compressed& c, Payload& out) {
   return Status::ok();
 }
 
+// XOR words (kXor32): a byte m, the fewest leading zeros of any word; a byte r; then
+// per word the Golomb-Rice code of (its leading zeros - m) with parameter r and, for a
+// nonzero word, the 31 - zeros bits below its leading one. Catch-up words of a value
+// that moved little have the sign, the exponent and the top of the mantissa in common
+// with the receiver's: many leading zeros.
+constexpr unsigned kMaxXorRiceBits = 5;
+
+std::uint64_t xorBits(const std::array<std::uint64_t, 33>& histogram, unsigned m, unsigned r) {
+  std::uint64_t bits = 0;
+  for (unsigned z = m; z <= 32; ++z)
+    bits += histogram[z] * (((z - m) >> r) + 1 + r + (z < 32 ? 31 - z : 0));
+  return bits;
+}
+
+void putXorWords(const std::vector<std::uint32_t>& words, std::vector<std::uint8_t>& out) {
+  std::array<std::uint64_t, 33> histogram{};
+  unsigned m = 32;
+  for (std::uint32_t w : words) {
+    const auto z = static_cast<unsigned>(std::countl_zero(w));
+    ++histogram[z];
+    m = std::min(m, z);
+  }
+  unsigned r = 0;
+  for (unsigned t = 1; t <= kMaxXorRiceBits; ++t)
+    if (xorBits(histogram, m, t) < xorBits(histogram, m, r)) r = t;
+  out.clear();
+  out.push_back(static_cast<std::uint8_t>(m));
+  out.push_back(static_cast<std::uint8_t>(r));
+  BitWriter writer(out);
+  for (std::uint32_t w : words) {
+    const auto z = static_cast<unsigned>(std::countl_zero(w));
+    const unsigned g = z - m;
+    for (unsigned ones = g >> r; ones > 0;) {
+      const unsigned width = std::min(ones, 24u);
+      writer.put((1u << width) - 1, width);
+      ones -= width;
+    }
+    writer.put(0, 1);
+    if (r > 0) writer.put(g & ((1u << r) - 1), r);
+    if (z < 32) {
+      const unsigned low = 31 - z;  // the bits below the leading one
+      const std::uint32_t rest = w & ((std::uint32_t{1} << low) - 1);
+      writer.put(rest & 0xffffu, std::min(low, 16u));
+      if (low > 16) writer.put(rest >> 16, low - 16);
+    }
+  }
+  writer.finish();
+}
+
+Status getXorWords(const PayloadView& p, std::vector<std::uint32_t>& out) {
+  const std::uint32_t n = p.selected;
+  if (p.values.size() < 2) return malformed("XOR values without their two header bytes");
+  const unsigned m = p.values[0], r = p.values[1];
+  if (m > 32) return malformed("XOR values with " + str(m) + " leading zeros (at most 32)");
+  if (r > kMaxXorRiceBits) return malformed("XOR values with Rice parameter " + str(r));
+  const std::size_t size = p.values.size() - 2;
+  const std::uint64_t available = 8 * static_cast<std::uint64_t>(size);
+  if (static_cast<std::uint64_t>(n) * (1 + r) > available) {
+    return malformed(str(size) + " bytes of XOR values cannot hold " + str(n) + " words");
+  }
+  BitReader reader(p.values.data() + 2, size);
+  out.resize(n);
+  for (std::uint32_t j = 0; j < n; ++j) {
+    unsigned quotient = 0;
+    while (reader.get(1) == 1) {
+      if ((++quotient << r) > 32 - m) return malformed("XOR value " + str(j) + " has more than 32 leading zeros");
+    }
+    const unsigned z = m + ((quotient << r) | (r > 0 ? reader.get(r) : 0));
+    if (z > 32) return malformed("XOR value " + str(j) + " has more than 32 leading zeros");
+    std::uint32_t word = 0;
+    if (z < 32) {
+      const unsigned low = 31 - z;
+      std::uint32_t rest = reader.get(std::min(low, 16u));
+      if (low > 16) rest |= reader.get(low - 16) << 16;
+      word = (std::uint32_t{1} << low) | rest;
+    }
+    if (reader.consumed() > available) {
+      return malformed("XOR values truncated at value " + str(j) + " of " + str(n));
+    }
+    out[j] = word;
+  }
+  const std::size_t used = (reader.consumed() + 7) / 8;
+  if (used != size) return malformed(str(size - used) + " trailing bytes after " + str(n) + " XOR values");
+  if (reader.rest() != 0) return malformed("XOR values with nonzero padding bits");
+  return Status::ok();
+}
+
 Status decodeRice(const PayloadView& p, std::vector<std::uint32_t>& out) {
   const std::uint32_t n = p.selected;
   if (p.indices.empty()) return malformed("rice indices without their parameter byte");
@@ -396,8 +484,8 @@ Status encode(const Compressed& c, Payload& out) {
       putFloats(c.values, c.valueFormat, out.values);
       return Status::ok();
     case Encoding::kTopK:
-      if (c.values.size() != c.indices.size()) return invalid("inconsistent top-k tensor");
       if (c.valueFormat == ValueFormat::kSignBits) {
+        if (c.values.size() != c.indices.size()) return invalid("inconsistent top-k tensor");
         // Ternary: value j is +-scales[j / block], one sign bit each.
         if (c.block == 0 || c.scales.size() != (c.values.size() + c.block - 1) / c.block) {
           return invalid("top-k sign-bit tensor needs one scale per block of values");
@@ -414,6 +502,18 @@ Status encode(const Compressed& c, Payload& out) {
         out.scales = c.scales;
         return encodeIndices(c, out);
       }
+      if (c.valueFormat == ValueFormat::kXor32) {
+        if (c.xorWords.size() != c.indices.size() || !c.values.empty()) {
+          return invalid("top-k XOR tensor needs one word per index and no values");
+        }
+        if (c.block > kMaxXorDroppedBits) return invalid("top-k XOR tensor dropping " + str(c.block) + " bits");
+        for (std::uint32_t w : c.xorWords)
+          if (c.block > 0 && (w >> (32 - c.block)) != 0) return invalid("top-k XOR word wider than its bits");
+        out.block = c.block;
+        putXorWords(c.xorWords, out.values);
+        return encodeIndices(c, out);
+      }
+      if (c.values.size() != c.indices.size()) return invalid("inconsistent top-k tensor");
       if (!fp) return invalid("inconsistent top-k tensor");
       STARLING_RETURN_IF_ERROR(encodeIndices(c, out));
       putFloats(c.values, c.valueFormat, out.values);
@@ -502,6 +602,20 @@ Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out
       }
       if (p.valueFormat == ValueFormat::kSignBits) {
         STARLING_RETURN_IF_ERROR(getTernary(p, out));
+      } else if (p.valueFormat == ValueFormat::kXor32) {
+        if (!p.scales.empty()) return malformed("top-k XOR payload with scales");
+        if (p.block > kMaxXorDroppedBits) {
+          return malformed("top-k XOR payload dropping " + str(p.block) + " low bits (at most " +
+                           str(kMaxXorDroppedBits) + ")");
+        }
+        STARLING_RETURN_IF_ERROR(getXorWords(p, out.xorWords));
+        for (std::size_t j = 0; j < out.xorWords.size(); ++j) {
+          if (p.block > 0 && (out.xorWords[j] >> (32 - p.block)) != 0) {
+            return malformed("XOR value " + str(j) + " wider than the " + str(32 - p.block) + " bits above the " +
+                             str(p.block) + " dropped");
+          }
+        }
+        out.block = p.block;
       } else {
         STARLING_RETURN_IF_ERROR(requireFormats(p, p.indexFormat, true));
         STARLING_RETURN_IF_ERROR(getFloats(p, p.selected, out.values));

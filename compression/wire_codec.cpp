@@ -21,6 +21,7 @@ static_assert(static_cast<int>(ValueFormat::kFp32) == static_cast<int>(fb::Value
 static_assert(static_cast<int>(ValueFormat::kFp16) == static_cast<int>(fb::ValueFormat::Fp16));
 static_assert(static_cast<int>(ValueFormat::kLevels) == static_cast<int>(fb::ValueFormat::Levels));
 static_assert(static_cast<int>(ValueFormat::kSignBits) == static_cast<int>(fb::ValueFormat::SignBits));
+static_assert(static_cast<int>(ValueFormat::kXor32) == static_cast<int>(fb::ValueFormat::Xor32));
 static_assert(std::is_same_v<std::underlying_type_t<fb::Encoding>, std::uint8_t>);
 static_assert(std::is_same_v<std::underlying_type_t<fb::IndexFormat>, std::uint8_t>);
 static_assert(std::is_same_v<std::underlying_type_t<fb::ValueFormat>, std::uint8_t>);

@@ -83,6 +83,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.catch-up-rounds", e.catchUpRounds, "broadcasts kept for clients that missed rounds");
   bind("task.catch-up-by-value", e.catchUpByValue,
        "a client that missed rounds may get the current values of the coordinates changed since (when smaller)");
+  bind("task.catch-up-xor-rounds", e.catchUpXorRounds,
+       "catch-up values as XORs with the client's, coded by leading zeros, for clients up to this many commits "
+       "behind (0 = off: fp32 values)");
   bind("task.clients-initialize", e.clientsInitialize,
        "a client holding nothing builds the round-0 model from the spec and seed, then catches up");
   bind("task.seed", e.seed, "seed of selection and seeded compressors");
@@ -126,6 +129,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
   bind("compression.uplink-ternary", e.uplinkTernary,
        "top-k uplink values as sign bits + one scale per 256 values (sparse ternary)");
+  bind("compression.model-mantissa-bits", e.modelMantissaBits,
+       "the global model's precision: coordinates a broadcast changes are rounded to this many mantissa bits "
+       "(23 = fp32)");
   bind("compression.downlink-ternary", e.downlinkTernary,
        "top-k broadcast values as sign bits + one scale per 256 values (sparse ternary)");
   bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");

@@ -213,9 +213,10 @@ void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello&
   auto hyper = fb::CreateHyperParameters(b, static_cast<float>(ec.lr), task_.momentum, task_.weightDecay,
                                          static_cast<uint32_t>(task_.batchSize), ec.tau, task_.clipNorm,
                                          task_.prioritySampling, ec.seed, task_.proxMu);
-  auto compression = fb::CreateCompressionSettingsDirect(
-      b, ec.uplink.c_str(), static_cast<float>(ec.uplinkDensity), ec.downlink.c_str(),
-      static_cast<float>(ec.downlinkDensity), ec.errorFeedback, ec.fp16Values, task_.uplinkErrorCap, ec.uplinkTernary);
+  auto compression = fb::CreateCompressionSettingsDirect(b, ec.uplink.c_str(), static_cast<float>(ec.uplinkDensity),
+                                                         ec.downlink.c_str(), static_cast<float>(ec.downlinkDensity),
+                                                         ec.errorFeedback, ec.fp16Values, task_.uplinkErrorCap,
+                                                         ec.uplinkTernary, static_cast<uint8_t>(ec.modelMantissaBits));
   auto welcome = fb::CreateWelcomeDirect(b, id.c_str(), task_.name.c_str(), task_.model.c_str(), hyper, compression,
                                          engine_->committedRound(), 0, engine_->modelChecksum(), 30'000,
                                          engine_->lastAcceptedRound(id), ec.rounds, task_.initSeed);

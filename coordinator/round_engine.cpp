@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <sstream>
 
 #include "starling/compression/fp16.hpp"
+#include "starling/compression/precision.hpp"
 #include "starling/compression/topk.hpp"
 #include "starling/util/checksum.hpp"
 
@@ -219,6 +221,8 @@ Status RoundEngine::init() {
         !(c.serverEps > 0) || !std::isfinite(c.serverEps))
       return Status(StatusCode::kInvalidArgument, "server betas must be in [0, 1) and eps positive");
   }
+  if (c.modelMantissaBits == 0 || c.modelMantissaBits > compression::kFp32MantissaBits)
+    return Status(StatusCode::kInvalidArgument, "model mantissa bits must be in [1, 23]");
   if (c.tau == 0 || c.tauMin == 0 || c.tauMin > c.tauMax)
     return Status(StatusCode::kInvalidArgument, "need 1 <= tauMin <= tauMax and tau >= 1");
   auto isTopK = [](const std::string& name) { return name == "topk" || name == "topk-sampled"; };
@@ -274,13 +278,28 @@ std::shared_ptr<const compression::Payload> RoundEngine::valuesSince(uint64_t ro
   c.valueFormat = compression::ValueFormat::kFp32;
   c.count = static_cast<uint32_t>(model_.size());
   for (std::size_t i = 0; i < changedAt_.size(); ++i) {
-    if (changedAt_[i] <= round) continue;
-    c.indices.push_back(static_cast<uint32_t>(i));
-    c.values.push_back(model_[i]);
+    if (changedAt_[i] > round) c.indices.push_back(static_cast<uint32_t>(i));
   }
-  if (c.indices.empty()) {  // nothing changed (only zeros were broadcast): one coordinate, unchanged
-    c.indices.push_back(0);
-    c.values.push_back(model_[0]);
+  const bool unchanged = c.indices.empty();
+  if (unchanged) c.indices.push_back(0);  // nothing changed (only zeros were broadcast): one, unchanged
+  // Every commit after `round` in the undo log: the client's value at each changed
+  // coordinate is the one before the first of them that changed it.
+  if (!undo_.empty() && undo_.front().previousRound <= round) {
+    xorBase_.resize(model_.size());
+    xorBase_[0] = model_[0];
+    for (auto e = undo_.rbegin(); e != undo_.rend() && e->previousRound >= round; ++e)
+      for (std::size_t j = 0; j < e->indices.size(); ++j)
+        xorBase_[e->indices[j]] = e->before[j];
+    // The changed coordinates' values have their low bits clear (modelMantissaBits):
+    // only the bits above them are sent.
+    c.valueFormat = compression::ValueFormat::kXor32;
+    c.block = unchanged ? 0 : compression::kFp32MantissaBits - config_.modelMantissaBits;
+    for (uint32_t i : c.indices)
+      c.xorWords.push_back((std::bit_cast<uint32_t>(model_[i]) >> c.block) ^
+                           (std::bit_cast<uint32_t>(xorBase_[i]) >> c.block));
+  } else {
+    for (uint32_t i : c.indices)
+      c.values.push_back(model_[i]);
   }
   auto p = std::make_shared<compression::Payload>();
   if (!compression::encode(c, *p)) return nullptr;
@@ -812,7 +831,22 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   } else {
     auto payload = std::make_shared<compression::Payload>();
     (void)compression::encode(q, *payload);
+    if (config_.catchUpXorRounds > 0 && changedAt_.size() == model_.size()) {
+      if (q.encoding == compression::Encoding::kTopK || q.encoding == compression::Encoding::kRandK) {
+        Undo& u = undo_.emplace_back();
+        u.previousRound = committedRound_;
+        u.indices = q.indices;
+        u.before.reserve(q.indices.size());
+        for (uint32_t i : q.indices)
+          u.before.push_back(model_[i]);
+        while (undo_.size() > config_.catchUpXorRounds)
+          undo_.pop_front();
+      } else {
+        undo_.clear();  // every coordinate changed: older clients get the plain values
+      }
+    }
     (void)compression::addScaled(q, -1.0f, model_);
+    (void)compression::roundChanged(q, config_.modelMantissaBits, model_);
     if (!velocity_.empty() && config_.momentumMasking && q.encoding == compression::Encoding::kTopK)
       for (uint32_t i : q.indices)
         velocity_[i] = 0.0f;

@@ -3,12 +3,15 @@
 
 #include "starling/compression/payload.hpp"
 
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "starling/compression/precision.hpp"
 #include "starling/compression/wire_codec.hpp"
 
 #include "vectors.hpp"
@@ -448,11 +451,17 @@ TEST_CASE("randomly corrupted payloads decode to an error or a valid tensor, nev
           continue;
         }
         ++accepted;
-        // Whatever decode accepts is a tensor expand() can use, with finite values.
+        // Whatever decode accepts is a tensor expand() can use, with finite values, or
+        // XOR catch-up words, one per index, that only overwrite() applies.
         std::vector<float> dense(out.count);
-        REQUIRE(expand(out, dense).isOk());
-        for (float x : dense)
-          REQUIRE(std::isfinite(x));
+        if (out.valueFormat == ValueFormat::kXor32) {
+          REQUIRE(out.xorWords.size() == out.indices.size());
+          CHECK_FALSE(expand(out, dense).isOk());
+        } else {
+          REQUIRE(expand(out, dense).isOk());
+          for (float x : dense)
+            REQUIRE(std::isfinite(x));
+        }
         Payload again;
         REQUIRE(encode(out, again).isOk());
       }
@@ -500,4 +509,202 @@ TEST_CASE("overwrite sets the sent elements and leaves the others", "[payload]")
   CHECK(out == d.values);
   std::vector<float> small(3);
   CHECK_FALSE(overwrite(c, small).isOk());
+}
+
+TEST_CASE("XOR catch-up words: Rice-coded leading zeros, bit for bit, malformed ones named", "[payload][xor]") {
+  // What a client holds and the sender's current values: most moved by a few percent,
+  // some not at all, some changed sign.
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr std::uint32_t kCount = 5000;
+  std::vector<float> held(kCount), now(kCount);
+  Compressed c;
+  c.encoding = Encoding::kTopK;
+  c.count = kCount;
+  c.valueFormat = ValueFormat::kXor32;
+  for (std::uint32_t i = 0; i < kCount; ++i) {
+    held[i] = now[i] = 0.05f * normal(rng);
+    if (i % 3 != 0) continue;
+    if (i % 60 == 3)
+      now[i] = -held[i];
+    else if (i % 21 != 6)
+      now[i] = held[i] * (1.0f + 0.05f * normal(rng));
+    c.indices.push_back(i);
+    c.xorWords.push_back(std::bit_cast<std::uint32_t>(now[i]) ^ std::bit_cast<std::uint32_t>(held[i]));
+  }
+  Payload p;
+  REQUIRE(encode(c, p).isOk());
+  CHECK(p.valueFormat == ValueFormat::kXor32);
+  CHECK(p.values.size() < 3 * c.indices.size());  // under 24 bits a value, fp32 takes 32
+  Compressed back;
+  REQUIRE(decode(p, kCount, back).isOk());
+  CHECK(back == c);
+  flatbuffers::FlatBufferBuilder b;
+  b.Finish(toWire(b, p));
+  auto viewed = viewWire(flatbuffers::GetRoot<wire::fb::CompressedTensor>(b.GetBufferPointer()));
+  REQUIRE(viewed.isOk());
+  Compressed fromWire;
+  REQUIRE(decode(*viewed, kCount, fromWire).isOk());
+  CHECK(fromWire == c);
+
+  std::vector<float> model = held;
+  REQUIRE(overwrite(back, model).isOk());
+  for (std::uint32_t i = 0; i < kCount; ++i)
+    REQUIRE(std::bit_cast<std::uint32_t>(model[i]) == std::bit_cast<std::uint32_t>(now[i]));
+  // The words are relative to a model: nothing to expand or add on their own.
+  std::vector<float> dense(kCount);
+  CHECK_FALSE(expand(back, dense).isOk());
+  CHECK_FALSE(addScaled(back, 1.0f, dense).isOk());
+  CHECK_FALSE(l2Norm(back).isOk());
+
+  SECTION("one word by hand: 5 has 29 leading zeros, then the bits 01 below its leading one") {
+    Compressed one;
+    one.encoding = Encoding::kTopK;
+    one.count = 10;
+    one.valueFormat = ValueFormat::kXor32;
+    one.indices = {4};
+    one.xorWords = {5};
+    Payload q;
+    REQUIRE(encode(one, q).isOk());
+    CHECK(q.values == std::vector<std::uint8_t>{29, 0, 0x02});  // m 29, r 0; 0 | 1 0
+  }
+  SECTION("a model the words were not made for: a non-finite result is refused, nothing written") {
+    Compressed bad;
+    bad.encoding = Encoding::kTopK;
+    bad.count = 3;
+    bad.valueFormat = ValueFormat::kXor32;
+    bad.indices = {0, 2};
+    bad.xorWords = {0, std::bit_cast<std::uint32_t>(1.0f) ^ 0x7fc00000u};  // 1.0 to NaN
+    std::vector<float> m{1.0f, 2.0f, 1.0f};
+    const Status s = overwrite(bad, m);
+    CHECK(s.code() == StatusCode::kMalformed);
+    CHECK_THAT(s.message(), Catch::Contains("not finite"));
+    CHECK(m == std::vector<float>{1.0f, 2.0f, 1.0f});
+    bad.xorWords.pop_back();
+    CHECK_FALSE(overwrite(bad, m).isOk());  // a word per index
+  }
+  SECTION("malformed: header, parameter, truncation, padding, trailing bytes, too many zeros, scales") {
+    const auto expectError = [&](const Payload& bad, const std::string& text) {
+      Compressed out;
+      const Status s = decode(bad, kCount, out);
+      INFO(s.toString());
+      REQUIRE_FALSE(s.isOk());
+      CHECK(s.code() == StatusCode::kMalformed);
+      CHECK_THAT(s.message(), Catch::Contains(text));
+    };
+    Payload bad = p;
+    bad.values.resize(1);
+    expectError(bad, "header bytes");
+    bad = p;
+    bad.values[0] = 33;
+    expectError(bad, "33 leading zeros");
+    bad = p;
+    bad.values[1] = 6;
+    expectError(bad, "Rice parameter 6");
+    bad = p;
+    bad.values.resize(p.values.size() - 2);
+    expectError(bad, "truncated");
+    bad = p;
+    bad.values.resize(10);
+    expectError(bad, "cannot hold");
+    bad = p;
+    bad.values.push_back(0);
+    expectError(bad, "trailing");
+    bad = p;
+    bad.scales = {1.0f};
+    expectError(bad, "scales");
+    Payload one;
+    one.encoding = Encoding::kTopK;
+    one.count = kCount;
+    one.selected = 1;
+    one.indexFormat = IndexFormat::kDeltaVarint;
+    one.indices = {4};
+    one.valueFormat = ValueFormat::kXor32;
+    one.values = {29, 0, 0x02};
+    Compressed out;
+    REQUIRE(decode(one, kCount, out).isOk());
+    CHECK(out.xorWords == std::vector<std::uint32_t>{5});
+    bad = one;
+    bad.values[2] = 0x0a;  // a padding bit
+    expectError(bad, "padding");
+    bad = one;
+    bad.values = {32, 0, 0x01};  // m 32, then a unary one: 33 zeros
+    expectError(bad, "more than 32 leading zeros");
+    bad = one;
+    bad.values = {30, 2, 0x06};  // m 30, r 2: quotient 0, remainder 3: 33 zeros
+    expectError(bad, "more than 32 leading zeros");
+  }
+}
+
+TEST_CASE("model precision: rounding to n mantissa bits, and XOR words above the cleared bits", "[payload][xor]") {
+  // 1 + 2^-10 + 2^-11 (a tie at 10 bits) rounds to even: up to 1 + 2^-9; 1 + 2^-11 down to 1.
+  CHECK(roundMantissa(1.0f + 0x1p-10f + 0x1p-11f, 10) == 1.0f + 0x1p-9f);
+  CHECK(roundMantissa(1.0f + 0x1p-11f, 10) == 1.0f);
+  CHECK(roundMantissa(-(1.0f + 0x1p-10f + 0x1p-11f), 10) == -(1.0f + 0x1p-9f));
+  CHECK(roundMantissa(1.99999f, 4) == 2.0f);  // the carry raises the exponent
+  CHECK(roundMantissa(std::numeric_limits<float>::max(), 4) < std::numeric_limits<float>::infinity());
+  CHECK(roundMantissa(0.1f, 23) == 0.1f);
+  CHECK((std::bit_cast<std::uint32_t>(roundMantissa(0.1f, 10)) & 0x1fffu) == 0);
+
+  Compressed q;
+  q.encoding = Encoding::kTopK;
+  q.count = 4;
+  q.indices = {1, 3};
+  q.values = {0.5f, 0.5f};
+  std::vector<float> m{0.1f, 0.1f, 0.1f, 0.1f};
+  REQUIRE(roundChanged(q, 10, m).isOk());
+  CHECK(m[0] == 0.1f);  // not changed by q: left as it is
+  CHECK(m[1] == roundMantissa(0.1f, 10));
+  CHECK(m[1] != 0.1f);
+  CHECK_FALSE(roundChanged(q, 0, m).isOk());
+  CHECK_FALSE(roundChanged(q, 24, m).isOk());
+
+  // A client holding `held` catches up to `now`, whose values have 13 low bits clear:
+  // the words are the 19 bits above them, XORed.
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> held(300), now(300);
+  Compressed c;
+  c.encoding = Encoding::kTopK;
+  c.count = 300;
+  c.valueFormat = ValueFormat::kXor32;
+  c.block = 13;
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    held[i] = now[i] = 0.05f * normal(rng);  // full precision: never rounded
+    if (i % 2 != 0) continue;
+    now[i] = roundMantissa(held[i] * (1.0f + 0.5f * normal(rng)), 10);
+    c.indices.push_back(i);
+    c.xorWords.push_back((std::bit_cast<std::uint32_t>(now[i]) >> 13) ^ (std::bit_cast<std::uint32_t>(held[i]) >> 13));
+  }
+  Payload p;
+  REQUIRE(encode(c, p).isOk());
+  CHECK(p.block == 13);
+  CHECK(p.values.size() < 2 * c.indices.size());  // under 16 bits a value
+  Compressed back;
+  REQUIRE(decode(p, 300, back).isOk());
+  CHECK(back == c);
+  std::vector<float> model = held;
+  REQUIRE(overwrite(back, model).isOk());
+  for (std::uint32_t i = 0; i < 300; ++i)
+    REQUIRE(std::bit_cast<std::uint32_t>(model[i]) == std::bit_cast<std::uint32_t>(now[i]));
+
+  SECTION("malformed: too many dropped bits, a word wider than the bits above them") {
+    Payload bad = p;
+    bad.block = 23;
+    Compressed out;
+    Status s = decode(bad, 300, out);
+    CHECK(s.code() == StatusCode::kMalformed);
+    CHECK_THAT(s.message(), Catch::Contains("dropping 23 low bits"));
+    Compressed wide = c;
+    wide.block = 0;
+    wide.xorWords[0] = 0xffffffffu;  // 32 bits
+    REQUIRE(encode(wide, bad).isOk());
+    bad.block = 13;
+    s = decode(bad, 300, out);
+    CHECK(s.code() == StatusCode::kMalformed);
+    CHECK_THAT(s.message(), Catch::Contains("wider than the 19 bits"));
+    wide.block = 13;
+    CHECK_FALSE(encode(wide, bad).isOk());
+    CHECK_FALSE(overwrite(wide, model).isOk());
+  }
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <set>
 
 #include "starling/compression/compressor.hpp"
+#include "starling/compression/precision.hpp"
 #include "starling/compression/topk.hpp"
 #include "starling/util/checksum.hpp"
 
@@ -75,6 +77,7 @@ std::vector<Action> only(const std::vector<Action>& actions, Kind kind) {
 struct ClientModel {
   std::vector<float> model;
   uint64_t round = 0;
+  uint32_t mantissaBits = 23;  // the task's model precision: a broadcast's changes are rounded to it
   // Applies an assignment's catch-up and reports whether the checksum matches.
   bool apply(const Assignment& a) {
     if (a.denseModel) model = *a.denseModel;
@@ -87,6 +90,7 @@ struct ClientModel {
       compression::Compressed q;
       REQUIRE(compression::decode(*b, static_cast<uint32_t>(model.size()), q).isOk());
       REQUIRE(compression::addScaled(q, -1.0f, model).isOk());
+      REQUIRE(compression::roundChanged(q, mantissaBits, model).isOk());
     }
     round = a.baseRound;
     return checksum64(model) == a.baseChecksum;
@@ -1126,6 +1130,7 @@ void runFiveClients(RoundEngine& engine, int rounds, Inspect inspect, AfterRound
   std::vector<Action> acts;
   for (const char* id : {"a", "b", "c", "d", "e"}) {
     clients[id].model = initialModel();
+    clients[id].mantissaBits = engine.config().modelMantissaBits;
     acts = engine.clientJoined(id, 100, 0, 0, 0);
   }
   for (int r = 1; r <= rounds; ++r) {
@@ -1214,6 +1219,64 @@ TEST_CASE("ternary downlink: every broadcast value is +-s, clients catch up exac
     CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
     config.uplink = "topk-sampled";
     CHECK(RoundEngine::create(config, initialModel()).isOk());
+  }
+}
+
+TEST_CASE("catch-up values as XORs with the client's model: bit for bit, plain values beyond the window",
+          "[engine][catchup][xor]") {
+  auto config = smallConfig(2);
+  config.rounds = 16;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.25;  // 16 of 64
+  config.downlinkShared = 0.75;
+  config.catchUpRounds = 1;  // the log reaches back one round: the others catch up by value
+  config.minClients = 5;     // 2 of 5 a round: clients miss rounds
+  const auto count = [&](uint32_t xorRounds) {
+    config.catchUpXorRounds = xorRounds;
+    auto engine = RoundEngine::create(config, initialModel()).value();
+    std::map<compression::ValueFormat, int> formats;
+    // runFiveClients checks each client's checksum after its catch-up.
+    runFiveClients(
+        *engine, 16,
+        [&](const Assignment& a) {
+          if (a.values) ++formats[a.values->valueFormat];
+        },
+        [](int) {});
+    return formats;
+  };
+  const auto all = count(100);
+  CHECK(all.count(compression::ValueFormat::kFp32) == 0);
+  CHECK(all.count(compression::ValueFormat::kXor32) == 1);
+  // A window of 2 commits: a client further behind gets the plain values.
+  const auto some = count(2);
+  CHECK(some.count(compression::ValueFormat::kFp32) == 1);
+  const auto none = count(0);
+  CHECK(none.count(compression::ValueFormat::kXor32) == 0);
+  CHECK(none.count(compression::ValueFormat::kFp32) == 1);
+
+  SECTION("with the model rounded to 10 mantissa bits: the XORs drop the 13 cleared bits, still exact") {
+    config.modelMantissaBits = 10;
+    config.catchUpXorRounds = 100;
+    auto engine = RoundEngine::create(config, initialModel()).value();
+    const auto initial = initialModel();
+    int xors = 0;
+    runFiveClients(
+        *engine, 16,
+        [&](const Assignment& a) {
+          if (!a.values || a.values->valueFormat != compression::ValueFormat::kXor32) return;
+          CHECK(a.values->block == 13);
+          ++xors;
+        },
+        [&](int) {
+          // Every changed coordinate has its 13 low bits clear.
+          for (std::size_t i = 0; i < kDim; ++i)
+            if (engine->model()[i] != initial[i]) CHECK((std::bit_cast<uint32_t>(engine->model()[i]) & 0x1fffu) == 0);
+        });
+    CHECK(xors > 0);
+    config.modelMantissaBits = 0;
+    CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
+    config.modelMantissaBits = 24;
+    CHECK_FALSE(RoundEngine::create(config, initialModel()).isOk());
   }
 }
 

@@ -114,10 +114,11 @@ class Participant {
   std::unique_ptr<compression::Compressor> uplink_;
   std::optional<compression::ErrorFeedback> memory_;
   bool errorFeedback_ = true;
-  std::vector<float> xhat_;    // the shared global model
-  std::vector<float> delta_;   // scratch: xhat - x
-  uint64_t heldRound_ = 0;     // 0 = nothing held
-  uint64_t pendingRound_ = 0;  // round of the update awaiting a verdict (0 = none)
+  uint32_t mantissaBits_ = 23;  // the global model's precision: broadcasts' changes are rounded to it
+  std::vector<float> xhat_;     // the shared global model
+  std::vector<float> delta_;    // scratch: xhat - x
+  uint64_t heldRound_ = 0;      // 0 = nothing held
+  uint64_t pendingRound_ = 0;   // round of the update awaiting a verdict (0 = none)
   uint64_t seed_ = 0;
   uint64_t initSeed_ = 0;  // Welcome's: the round-0 model is the spec initialized with it
 };

@@ -21,22 +21,30 @@ struct Compressed {
 
   // kDense32, kDense16, kTopK, kRandK: kFp32 or kFp16; kScaledSign: kSignBits;
   // kQsgd: kLevels; kTopK may also be kSignBits (sparse ternary: entry j of `values`
-  // is +scales[j / block] or -scales[j / block]). With kFp16 every entry of `values` is
-  // exactly representable in binary16 (the compressor rounded it).
+  // is +scales[j / block] or -scales[j / block]) or kXor32 (`xorWords`). With kFp16
+  // every entry of `values` is exactly representable in binary16 (the compressor
+  // rounded it).
   ValueFormat valueFormat = ValueFormat::kFp32;
 
   // kTopK, kRandK: the strictly increasing positions of `values`. For kRandK they are
   // derived from `seed` and never sent.
   std::vector<std::uint32_t> indices;
-  // kDense32, kDense16: `count` values; kTopK, kRandK: one per index.
+  // kDense32, kDense16: `count` values; kTopK, kRandK: one per index. Empty for kXor32.
   std::vector<float> values;
+  // kTopK with kXor32 (catch-up relative to a model the sender knows the receiver
+  // holds): one word per index, the sender's fp32 bits XOR the receiver's current value
+  // there, both shifted right by `block` bits (the low bits every sent value has clear:
+  // see precision.hpp). Only overwrite() applies it; it has no values of its own to
+  // expand or add.
+  std::vector<std::uint32_t> xorWords;
 
   // kScaledSign, kQsgd: bit i of word i / 64 set = element i is negative. Bits at and
   // beyond `count` are zero; for kQsgd an element of level 0 has a clear bit.
   std::vector<std::uint64_t> signs;
   // kScaledSign: elements per block, and one scale (mean |v| of the block) per block.
   // kQsgd: scales = {scale}; element i is sign_i * scale * level_i / qsgdLevels.
-  // kTopK with kSignBits: value j is +-scales[j / block].
+  // kTopK with kSignBits: value j is +-scales[j / block]. kTopK with kXor32: the low
+  // bits the sent values have clear, at most kMaxXorDroppedBits.
   std::uint32_t block = 0;
   std::vector<float> scales;
   // kQsgd: the level of each element, in [0, qsgdLevels].
@@ -77,6 +85,10 @@ Status addScaled(const Compressed& c, float alpha, std::span<float> acc);
 // out[i] = C(v)[i] for every element the tensor sends (kTopK, kRandK: its indices;
 // every other encoding: all elements, as expand()); the others are left as they are.
 // Catch-up by value: the sender's current values of the coordinates that changed.
+// kXor32: out[i] becomes ((bits of out[i]) >> block XOR the word sent for i) << block;
+// fails (kMalformed, out unchanged) when a result would not be finite, i.e. out is not
+// the model the words were made for.
+constexpr std::uint32_t kMaxXorDroppedBits = 22;
 Status overwrite(const Compressed& c, std::span<float> out);
 
 }  // namespace starling::compression

@@ -34,6 +34,10 @@ enum class ValueFormat : std::uint8_t {
   kFp16 = 1,      // little-endian IEEE binary16
   kLevels = 2,    // per element: `level_bits` bits of level, then one sign bit
   kSignBits = 3,  // one bit per element, 1 = negative (top-k: +-its block's scale)
+  kXor32 = 4,     // top-k only: per value, its fp32 bits XOR the receiver's value at that
+                  // index; a byte m (the fewest leading zeros of any word), a byte r, then
+                  // per word the Golomb-Rice code (r) of its leading zeros - m and the
+                  // bits below its leading one; LSB-first bit stream, zero padding
 };
 
 // "top-k", "fp16", ... or "unknown(9)" for a value outside the enumerators.

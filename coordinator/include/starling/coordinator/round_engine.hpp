@@ -137,6 +137,12 @@ struct EngineConfig {
   // (1 - downlinkShared) k a round instead of up to k (cheaper catch-up by value). The
   // mask is not checkpointed: the first broadcast after a resume is plain top-k.
   double downlinkShared = 0;
+  // The global model's precision: after each broadcast the engine (and every client,
+  // replaying it) rounds the coordinates it changed to this many mantissa bits
+  // (compression::roundChanged; 23 = fp32, off), so the model's changed coordinates
+  // carry 1 + 8 + modelMantissaBits bits and catch-up XORs (catchUpXorRounds) send only
+  // those. The rounding error (at most 2^-(bits + 1) of a value) is dropped.
+  uint32_t modelMantissaBits = 23;
   // After each commit the server memory is scaled to ||ebar|| <= cap ||p_s|| (0 = no
   // cap; see compression::ErrorFeedbackOptions::maxErrorRatio). It drops mass.
   double downlinkErrorCap = 0.0;
@@ -148,6 +154,16 @@ struct EngineConfig {
   // sends whichever of the broadcast log, these values and the dense model is the
   // fewest bytes. It costs one uint32 per parameter (the round that last changed it).
   bool catchUpByValue = true;
+  // Catch-up values as XORs (with catchUpByValue; 0 = off): the engine keeps, for each of
+  // the last catchUpXorRounds commits, the values before it of the coordinates its
+  // broadcast changed (8 bytes a coordinate; meant for sparse downlinks), so it knows
+  // what a client within that many commits holds at every coordinate changed since, and
+  // sends each one's fp32 bits XOR the client's instead of the bits themselves: sign,
+  // exponent and top mantissa bits mostly cancel, and the words are coded by their
+  // leading zeros (compression::ValueFormat::kXor32). The client XORs them into its
+  // model: bit for bit the same model. Older clients, and any after a dense broadcast or
+  // a resume, get the plain values.
+  uint32_t catchUpXorRounds = 0;
   // Committed rounds whose model checksum is kept (16 bytes each), to recognize the
   // model a returning client holds; a client holding an older one gets the dense model.
   uint32_t checksumHistory = 100'000;
@@ -353,8 +369,9 @@ class RoundEngine {
   Assignment makeAssignment(Client& c, uint64_t round, int64_t nowMs);
   // Whether (round, checksum) names a committed model the engine remembers.
   bool knownModel(uint64_t round, uint64_t checksum) const;
-  // The current values of the coordinates changed after `round` (cached per round
-  // until the next commit).
+  // The current values of the coordinates changed after `round`, as XORs with the
+  // client's when the undo log reaches back to `round` (cached per round until the
+  // next commit).
   std::shared_ptr<const compression::Payload> valuesSince(uint64_t round);
   uint32_t tauFor(const Client& c, double budgetMs) const;
   double lrFor(uint64_t round) const;
@@ -392,6 +409,17 @@ class RoundEngine {
   // valueCache_: valuesSince() by round, cleared at every commit (at most one entry per
   // distinct round among the clients assigned since, each smaller than the model).
   std::vector<uint32_t> changedAt_;
+  // Catch-up XORs: the last catchUpXorRounds commits, oldest first, each with the
+  // coordinates its (sparse) broadcast changed and their values before it; consecutive
+  // (a dense broadcast or a resume empties it). xorBase_: valuesSince()'s scratch, the
+  // values a client's model holds at the changed coordinates.
+  struct Undo {
+    uint64_t previousRound = 0;
+    std::vector<uint32_t> indices;
+    std::vector<float> before;
+  };
+  std::deque<Undo> undo_;
+  std::vector<float> xorBase_;
   std::deque<std::pair<uint64_t, uint64_t>> history_;
   std::map<uint64_t, std::shared_ptr<const compression::Payload>> valueCache_;
   std::unique_ptr<compression::Compressor> down_;

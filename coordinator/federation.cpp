@@ -6,6 +6,7 @@
 
 #include <asio/post.hpp>
 
+#include "starling/compression/precision.hpp"
 #include "starling/compression/wire_codec.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/util/checksum.hpp"
@@ -171,6 +172,8 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   add(sparseDown || e.catchUpByValue, wire::kCapRiceIndices);
   add(e.uplinkTernary || e.downlinkTernary, wire::kCapTernaryValues);
   add(e.catchUpByValue, wire::kCapCatchUpValues);
+  add(e.catchUpByValue && e.catchUpXorRounds > 0, wire::kCapXorValues);
+  add(e.modelMantissaBits < compression::kFp32MantissaBits, wire::kCapModelPrecision);
   add(e.clientsInitialize, wire::kCapInitialize);
   add(t.prioritySampling, wire::kCapPrioritySampling);
   add(t.proxMu > 0, wire::kCapProx);

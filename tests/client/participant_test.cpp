@@ -182,10 +182,12 @@ TEST_CASE("a client lacking a capability the task needs is refused at Hello, by 
   engine.downlinkDensity = 0.5;
   engine.uplinkTernary = true;
   engine.downlinkTernary = true;
+  engine.catchUpXorRounds = 10;
+  engine.modelMantissaBits = 10;
   const auto task = smallTask("capabilities", "mlp:2-4-2", 4);
   const auto required = coordinator::requiredCapabilities(engine, task);
   CHECK(wire::missingCapabilities(required, {"ternary-values"}) ==
-        std::vector<std::string>{"rice-indices", "catch-up-values", "initialize"});
+        std::vector<std::string>{"rice-indices", "catch-up-values", "xor-values", "model-precision", "initialize"});
   RunningFederation fed(pki, engine, task);
 
   // An older client: it lists only what the first protocol had.
@@ -214,7 +216,8 @@ TEST_CASE("a client lacking a capability the task needs is refused at Hello, by 
   });
   REQUIRE(out.code.has_value());
   CHECK(*out.code == wire::fb::ErrorCode::Unsupported);
-  for (const char* name : {"rice-indices", "ternary-values", "catch-up-values", "initialize"})
+  for (const char* name :
+       {"rice-indices", "ternary-values", "catch-up-values", "xor-values", "model-precision", "initialize"})
     CHECK_THAT(out.message, Catch::Contains(name));
   CHECK(out.closed);
   CHECK(fed.log().contains("refused client-1"));

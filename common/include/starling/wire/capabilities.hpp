@@ -29,11 +29,15 @@ inline constexpr std::string_view kCapProx = "fedprox";
 inline constexpr std::string_view kCapErrorCap = "error-cap";
 // Building the round-0 model from the spec and Welcome.init_seed.
 inline constexpr std::string_view kCapInitialize = "initialize";
+// Catch-up values as XORs with the receiver's model (ValueFormat Xor32).
+inline constexpr std::string_view kCapXorValues = "xor-values";
+// Rounding the coordinates a broadcast changed (CompressionSettings.model_mantissa_bits).
+inline constexpr std::string_view kCapModelPrecision = "model-precision";
 
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 7> kClientCapabilities = {
-    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues, kCapPrioritySampling,
-    kCapProx,        kCapErrorCap,      kCapInitialize};
+inline constexpr std::array<std::string_view, 9> kClientCapabilities = {
+    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues, kCapPrioritySampling, kCapProx,
+    kCapErrorCap,    kCapInitialize,    kCapXorValues,     kCapModelPrecision};
 
 // The names in `required` that `offered` lacks, in the order of `required`.
 inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,

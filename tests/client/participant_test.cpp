@@ -69,6 +69,37 @@ client::ParticipantOptions optionsFor(const SmallFederation& f) {
   return o;
 }
 
+struct HelloOutcome {
+  std::optional<wire::fb::ErrorCode> code;  // the Error frame the coordinator answered with, if any
+  std::string message;
+  bool closed = false;  // the coordinator then closed the connection
+};
+
+// Connects as `id`, sends a Hello listing `capabilities`, and reports the answer.
+HelloOutcome helloWith(const RunningFederation& fed, const Pki& pki, const std::string& id,
+                       const std::vector<std::string>& capabilities) {
+  auto tls = pki.clientContext(pki.client(id));
+  return runCoroutine([&](asio::any_io_executor ex) -> asio::awaitable<HelloOutcome> {
+    HelloOutcome o;
+    auto conn = co_await net::connect(ex, fed.endpoint(), tls, {});
+    REQUIRE(conn.isOk());
+    flatbuffers::FlatBufferBuilder b;
+    std::vector<flatbuffers::Offset<flatbuffers::String>> caps;
+    for (const std::string& c : capabilities)
+      caps.push_back(b.CreateString(c));
+    Status sent = co_await conn->send(wire::finishFrame(b, wire::fb::CreateHelloDirect(b, id.c_str(), &caps, 64)));
+    REQUIRE(sent.isOk());
+    auto reply = co_await conn->receive();
+    if (reply && reply->type() == wire::fb::Body::Error) {
+      o.code = reply->as<wire::fb::Error>()->code();
+      o.message = reply->as<wire::fb::Error>()->message()->str();
+      reply = co_await conn->receive();
+    }
+    o.closed = !reply && reply.status().code() == StatusCode::kClosed;
+    co_return o;
+  });
+}
+
 }  // namespace
 
 TEST_CASE("a client with deferred data joins before its data loads, then trains", "[participant]") {
@@ -191,29 +222,7 @@ TEST_CASE("a client lacking a capability the task needs is refused at Hello, by 
   RunningFederation fed(pki, engine, task);
 
   // An older client: it lists only what the first protocol had.
-  struct Outcome {
-    std::optional<wire::fb::ErrorCode> code;
-    std::string message;
-    bool closed = false;
-  };
-  auto tls = pki.clientContext(pki.client("client-1"));
-  Outcome out = runCoroutine([&](asio::any_io_executor ex) -> asio::awaitable<Outcome> {
-    Outcome o;
-    auto conn = co_await net::connect(ex, fed.endpoint(), tls, {});
-    REQUIRE(conn.isOk());
-    flatbuffers::FlatBufferBuilder b;
-    std::vector<flatbuffers::Offset<flatbuffers::String>> caps{b.CreateString("topk"), b.CreateString("fp16")};
-    Status sent = co_await conn->send(wire::finishFrame(b, wire::fb::CreateHelloDirect(b, "client-1", &caps, 64)));
-    REQUIRE(sent.isOk());
-    auto reply = co_await conn->receive();
-    if (reply && reply->type() == wire::fb::Body::Error) {
-      o.code = reply->as<wire::fb::Error>()->code();
-      o.message = reply->as<wire::fb::Error>()->message()->str();
-      reply = co_await conn->receive();
-    }
-    o.closed = !reply && reply.status().code() == StatusCode::kClosed;
-    co_return o;
-  });
+  const HelloOutcome out = helloWith(fed, pki, "client-1", {"topk", "fp16"});
   REQUIRE(out.code.has_value());
   CHECK(*out.code == wire::fb::ErrorCode::Unsupported);
   for (const char* name :

@@ -117,6 +117,18 @@ std::string deadAddress() {
   return "127.0.0.1:" + std::to_string(port);
 }
 
+// Runs both clients to the end, each on a thread of its own; both must finish cleanly.
+void runBoth(Client& a, Client& b) {
+  int rcA = -1, rcB = -1;
+  std::thread ta([&] { rcA = starling_client_run(a.c); });
+  std::thread tb([&] { rcB = starling_client_run(b.c); });
+  ta.join();
+  tb.join();
+  INFO("client-0: " << starling_client_last_error(a.c) << "; client-1: " << starling_client_last_error(b.c));
+  REQUIRE(rcA == STARLING_OK);
+  REQUIRE(rcB == STARLING_OK);
+}
+
 }  // namespace
 
 TEST_CASE("the C header compiles as C99 and behaves from C", "[capi]") {
@@ -138,14 +150,7 @@ TEST_CASE("two embedded clients train a federation to completion through the C A
   CHECK(starling_client_data_size(b.c) == 240);
   CHECK(starling_client_state(a.c) == STARLING_STATE_IDLE);
 
-  int rcA = -1, rcB = -1;
-  std::thread ta([&] { rcA = starling_client_run(a.c); });
-  std::thread tb([&] { rcB = starling_client_run(b.c); });
-  ta.join();
-  tb.join();
-  INFO("client-0: " << starling_client_last_error(a.c) << "; client-1: " << starling_client_last_error(b.c));
-  REQUIRE(rcA == STARLING_OK);
-  REQUIRE(rcB == STARLING_OK);
+  runBoth(a, b);
   for (Client* cl : {&a, &b}) {
     CHECK(starling_client_state(cl->c) == STARLING_STATE_DONE);
     starling_client_stats s;
@@ -190,14 +195,7 @@ TEST_CASE("clients round replayed broadcasts to the model's precision and apply 
           STARLING_OK);
   REQUIRE(starling_client_set_data_f32(b.c, dataB.x.data(), dataB.y.data(), dataB.y.size(), kDim, kClasses) ==
           STARLING_OK);
-  int rcA = -1, rcB = -1;
-  std::thread ta([&] { rcA = starling_client_run(a.c); });
-  std::thread tb([&] { rcB = starling_client_run(b.c); });
-  ta.join();
-  tb.join();
-  INFO("client-0: " << starling_client_last_error(a.c) << "; client-1: " << starling_client_last_error(b.c));
-  REQUIRE(rcA == STARLING_OK);
-  REQUIRE(rcB == STARLING_OK);
+  runBoth(a, b);
   uint64_t trained = 0;
   for (Client* cl : {&a, &b}) {
     starling_client_stats s;

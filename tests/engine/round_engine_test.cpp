@@ -1120,6 +1120,17 @@ TEST_CASE("sticky sampling is deterministic for a seed and resumes with its grou
   }
 }
 
+// The engine of runFiveClients' tests: rounds of 2 of 5 clients, a top-k downlink of 16
+// of the 64 coordinates.
+EngineConfig fiveClientConfig(uint64_t rounds) {
+  auto config = smallConfig(2);
+  config.rounds = rounds;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.25;  // 16 of 64
+  config.minClients = 5;          // 2 of 5 a round: clients miss rounds and catch up
+  return config;
+}
+
 // Five clients a..e join an engine that runs rounds of 2, so clients miss rounds and
 // catch up. For `rounds` rounds each assigned client is shown to inspect(assignment),
 // applies its assignment (the checksum must match) and sends a delta of sin(i * 7 + 3 r
@@ -1151,13 +1162,9 @@ void runFiveClients(RoundEngine& engine, int rounds, Inspect inspect, AfterRound
 
 TEST_CASE("downlink shared mask: each broadcast keeps 3/4 of the previous one's coordinates, catch-up stays exact",
           "[engine][shared-mask]") {
-  auto config = smallConfig(2);
-  config.rounds = 12;
-  config.downlink = "topk";
-  config.downlinkDensity = 0.25;  // 16 of 64
+  auto config = fiveClientConfig(12);
   config.fp16Values = true;
   config.downlinkShared = 0.75;  // 12 kept, 4 new
-  config.minClients = 5;         // 2 of 5 a round: clients miss rounds and catch up
   auto engine = RoundEngine::create(config, initialModel()).value();
   std::set<std::size_t> previous, touched;
   std::vector<float> before(engine->model().begin(), engine->model().end());
@@ -1188,13 +1195,9 @@ TEST_CASE("downlink shared mask: each broadcast keeps 3/4 of the previous one's 
 
 TEST_CASE("ternary downlink: every broadcast value is +-s, clients catch up exactly, config checked",
           "[engine][compression]") {
-  auto config = smallConfig(2);
-  config.rounds = 6;
-  config.downlink = "topk";
-  config.downlinkDensity = 0.25;  // 16 of 64
+  auto config = fiveClientConfig(6);
   config.downlinkTernary = true;
-  config.minClients = 5;  // 2 of 5 a round: clients miss rounds and catch up from the log
-  config.catchUpByValue = false;
+  config.catchUpByValue = false;  // clients catch up from the log
   auto engine = RoundEngine::create(config, initialModel()).value();
   std::size_t broadcasts = 0;
   runFiveClients(
@@ -1224,13 +1227,9 @@ TEST_CASE("ternary downlink: every broadcast value is +-s, clients catch up exac
 
 TEST_CASE("catch-up values as XORs with the client's model: bit for bit, plain values beyond the window",
           "[engine][catchup][xor]") {
-  auto config = smallConfig(2);
-  config.rounds = 16;
-  config.downlink = "topk";
-  config.downlinkDensity = 0.25;  // 16 of 64
+  auto config = fiveClientConfig(16);
   config.downlinkShared = 0.75;
   config.catchUpRounds = 1;  // the log reaches back one round: the others catch up by value
-  config.minClients = 5;     // 2 of 5 a round: clients miss rounds
   const auto count = [&](uint32_t xorRounds) {
     config.catchUpXorRounds = xorRounds;
     auto engine = RoundEngine::create(config, initialModel()).value();

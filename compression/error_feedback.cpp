@@ -85,6 +85,26 @@ Status ErrorFeedback::missedRounds(std::uint32_t n) {
   return Status::ok();
 }
 
+Status ErrorFeedback::carry(std::span<const std::uint32_t> at, std::span<const float> extra) {
+  if (pending_) return {StatusCode::kInvalidArgument, "error feedback: resolve the pending update before carrying"};
+  if (at.empty()) {
+    if (extra.size() != memory_.size())
+      return {StatusCode::kInvalidArgument, "error feedback holds " + std::to_string(memory_.size()) +
+                                                " elements, carried " + std::to_string(extra.size())};
+    for (std::size_t i = 0; i < extra.size(); ++i)
+      memory_[i] += extra[i];
+    return Status::ok();
+  }
+  if (at.size() != extra.size())
+    return {StatusCode::kInvalidArgument, "error feedback: " + std::to_string(at.size()) + " indices for " +
+                                              std::to_string(extra.size()) + " values"};
+  for (std::uint32_t i : at)
+    if (i >= memory_.size()) return {StatusCode::kInvalidArgument, "error feedback: index out of range"};
+  for (std::size_t j = 0; j < at.size(); ++j)
+    memory_[at[j]] += extra[j];
+  return Status::ok();
+}
+
 void ErrorFeedback::reset() {
   std::fill(memory_.begin(), memory_.end(), 0.0f);
   pending_ = false;

@@ -846,7 +846,7 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
       }
     }
     (void)compression::addScaled(q, -1.0f, model_);
-    (void)compression::roundChanged(q, config_.modelMantissaBits, model_);
+    roundToPrecision(q);
     if (!velocity_.empty() && config_.momentumMasking && q.encoding == compression::Encoding::kTopK)
       for (uint32_t i : q.indices)
         velocity_[i] = 0.0f;
@@ -1008,6 +1008,29 @@ void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::ve
   open_.reset();
   out.push_back({Action::Kind::kRoundEnded, {}, {}, {}, std::move(s), 0});
   maybeStartRound(nowMs, out);
+}
+
+void RoundEngine::roundToPrecision(const compression::Compressed& q) {
+  if (config_.modelMantissaBits >= compression::kFp32MantissaBits) return;
+  const bool sparse = q.encoding == compression::Encoding::kTopK || q.encoding == compression::Encoding::kRandK;
+  // Rounding is compression too: the server memory keeps what it took from (or added
+  // to) the step, e <- e + (rounded - unrounded), so the applied steps plus the memory
+  // still add up to every aggregate (docs/compression.md, "The model's precision").
+  std::vector<float> before;
+  if (memory_) {
+    if (sparse) {
+      before.reserve(q.indices.size());
+      for (uint32_t i : q.indices)
+        before.push_back(model_[i]);
+    } else {
+      before = model_;
+    }
+  }
+  (void)compression::roundChanged(q, config_.modelMantissaBits, model_);
+  if (!memory_) return;
+  for (std::size_t j = 0; j < before.size(); ++j)
+    before[j] = model_[sparse ? q.indices[j] : j] - before[j];
+  (void)memory_->carry(sparse ? std::span<const uint32_t>(q.indices) : std::span<const uint32_t>(), before);
 }
 
 void RoundEngine::updateTau(double roundLoss) {

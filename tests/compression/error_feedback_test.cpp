@@ -221,3 +221,23 @@ TEST_CASE("the coordinator's downlink uses the same type over aggregated updates
   }
   CHECK(worst < 1e-3);
 }
+
+TEST_CASE("error feedback carries what the other side applied beyond q", "[error-feedback]") {
+  auto c = make("topk");
+  auto ef = makeEf(4);
+  Compressed q;
+  REQUIRE(ef.compress(std::vector<float>{1, -4, 2, 0}, *c, {0.25, 0}, q).isOk());  // q sends -4
+  CHECK(ef.carry({}, std::vector<float>(4, 1.0f)).code() == StatusCode::kInvalidArgument);  // pending
+  REQUIRE(ef.commit().isOk());
+  const std::vector<std::uint32_t> at = {1, 3};
+  REQUIRE(ef.carry(at, std::vector<float>{0.5f, -0.25f}).isOk());
+  CHECK(std::vector<float>(ef.memory().begin(), ef.memory().end()) == std::vector<float>{1, 0.5f, 2, -0.25f});
+  REQUIRE(ef.carry({}, std::vector<float>{1, 1, 1, 1}).isOk());
+  CHECK(std::vector<float>(ef.memory().begin(), ef.memory().end()) == std::vector<float>{2, 1.5f, 3, 0.75f});
+  // Mismatched sizes or an index out of range change nothing.
+  CHECK(ef.carry({}, std::vector<float>{1, 1, 1}).code() == StatusCode::kInvalidArgument);
+  CHECK(ef.carry(at, std::vector<float>{1}).code() == StatusCode::kInvalidArgument);
+  const std::vector<std::uint32_t> bad = {1, 4};
+  CHECK(ef.carry(bad, std::vector<float>{1, 1}).code() == StatusCode::kInvalidArgument);
+  CHECK(std::vector<float>(ef.memory().begin(), ef.memory().end()) == std::vector<float>{2, 1.5f, 3, 0.75f});
+}

@@ -1279,6 +1279,38 @@ TEST_CASE("catch-up values as XORs with the client's model: bit for bit, plain v
   }
 }
 
+TEST_CASE("the model's rounding goes into the server memory: applied steps + memory are the same at any precision",
+          "[engine][precision]") {
+  // The clients' deltas do not depend on the model, so every run aggregates the same
+  // updates; error feedback makes (x_0 - x_r) + e_r their sum whatever was rounded.
+  struct Run {
+    std::vector<float> model, total;
+  };
+  const auto run = [](uint32_t bits) {
+    auto config = fiveClientConfig(20);
+    config.modelMantissaBits = bits;
+    auto engine = RoundEngine::create(config, initialModel()).value();
+    runFiveClients(*engine, 20, [](const Assignment&) {}, [](int) {});
+    const auto memory = engine->snapshot().serverMemory;
+    REQUIRE(memory.size() == kDim);
+    const auto initial = initialModel();
+    Run out;
+    out.model.assign(engine->model().begin(), engine->model().end());
+    for (std::size_t i = 0; i < kDim; ++i)
+      out.total.push_back(initial[i] - out.model[i] + memory[i]);
+    return out;
+  };
+  const Run exact = run(23);
+  const Run coarse = run(4);  // 2^-5 relative: residuals far above float rounding
+  double modelGap = 0, totalGap = 0;
+  for (std::size_t i = 0; i < kDim; ++i) {
+    modelGap = std::max(modelGap, double(std::fabs(exact.model[i] - coarse.model[i])));
+    totalGap = std::max(totalGap, double(std::fabs(exact.total[i] - coarse.total[i])));
+  }
+  CHECK(modelGap > 1e-3);  // the rounding changed the model
+  CHECK(totalGap < 1e-4);  // and nothing was lost
+}
+
 TEST_CASE("mean over senders: each coordinate is averaged over the updates that carry it",
           "[engine][server-optimizer]") {
   auto config = smallConfig(3);

@@ -66,6 +66,12 @@ class ErrorFeedback {
   // update. Fails when saved.size() != size().
   Status restore(std::span<const float> saved);
 
+  // The other side applied more than the committed q (the coordinator's model rounding
+  // to `model-mantissa-bits`): e[i] += extra[j] for i = at[j] (at empty: every element,
+  // extra.size() == size()), so the sum above still holds. Fails while an update is
+  // pending, on mismatched sizes or an index out of range, changing nothing.
+  Status carry(std::span<const std::uint32_t> at, std::span<const float> extra);
+
   std::span<const float> memory() const { return memory_; }
   std::uint32_t consecutiveMissedRounds() const { return missed_; }
   // ||e|| / ||p|| after the last commit, before the cap (0 when ||p|| == 0).

@@ -376,6 +376,9 @@ class RoundEngine {
   uint32_t tauFor(const Client& c, double budgetMs) const;
   double lrFor(uint64_t round) const;
   void updateTau(double roundLoss);
+  // Rounds the coordinates q changed to the model's precision, the residual into the
+  // server memory.
+  void roundToPrecision(const compression::Compressed& q);
   uint32_t minGoal() const;
   uint64_t commitsSince(uint64_t baseRound) const;
   std::string serializeState() const;

@@ -133,6 +133,7 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
 }
 
 asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcomed) {
+  lastIndices_.reset();  // the coordinator forgets what this client held on reconnect
   flatbuffers::FlatBufferBuilder b(256);
   std::vector<flatbuffers::Offset<flatbuffers::String>> caps;
   for (std::string_view c : wire::kClientCapabilities)
@@ -279,8 +280,15 @@ void Participant::buildInitialModel() {
 }
 
 Status Participant::catchUp(const fb::RoundAssign& a) {
+  Status st = applyCatchUp(a);
+  if (!st) lastIndices_.reset();
+  return st;
+}
+
+Status Participant::applyCatchUp(const fb::RoundAssign& a) {
   const auto d = static_cast<uint32_t>(xhat_.size());
   compression::Compressed c;
+  if (a.model() != nullptr || a.values() != nullptr) lastIndices_.reset();
   if (a.model() != nullptr) {
     auto p = compression::viewWire(a.model());
     Status st = p ? compression::decode(*p, d, c) : p.status();
@@ -296,14 +304,22 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
     if (!st) return st.withContext("the coordinator's catch-up values");
     log_->info("catching up from round {} to {}: {} coordinates by value", heldRound_, a.base_round(), c.selected());
   }
-  if (a.broadcast() != nullptr) {
+  if (a.broadcast() != nullptr && a.broadcast()->size() > 0) {
+    // Relative indices are coded against the previous tensor's; the first tensor's
+    // against those of the last broadcast of the last replay (lastIndices_).
+    std::optional<std::vector<uint32_t>> previous = std::move(lastIndices_);
+    lastIndices_.reset();
     for (const auto* t : *a.broadcast()) {
       auto p = compression::viewWire(t);
-      Status st = p ? compression::decode(*p, d, c) : p.status();
+      Status st = p.status();
+      if (st) st = previous ? compression::decode(*p, d, *previous, c) : compression::decode(*p, d, c);
       if (st) st = compression::addScaled(c, -1.0f, xhat_);
       if (st) st = compression::roundChanged(c, mantissaBits_, xhat_);  // as the coordinator did
       if (!st) return st.withContext("a broadcast");
+      previous.reset();
+      if (c.encoding == compression::Encoding::kTopK) previous = std::move(c.indices);
     }
+    lastIndices_ = std::move(previous);
   }
   heldRound_ = a.base_round();
   stats_.heldRound = heldRound_;
@@ -311,6 +327,7 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
   if (stats_.checksum != a.base_checksum()) {
     // Back to a model we can name (round 0); the coordinator sends the dense one next.
     buildInitialModel();
+    lastIndices_.reset();
     return Status(StatusCode::kMalformed,
                   fmt::format("model checksum mismatch after catching up to round {} ({:016x}, expected {:016x})",
                               a.base_round(), stats_.checksum, a.base_checksum()));

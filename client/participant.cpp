@@ -8,6 +8,7 @@
 #include <asio/use_awaitable.hpp>
 #include <random>
 
+#include "starling/client/replay.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/compression/precision.hpp"
 #include "starling/compression/wire_codec.hpp"
@@ -305,21 +306,9 @@ Status Participant::applyCatchUp(const fb::RoundAssign& a) {
     log_->info("catching up from round {} to {}: {} coordinates by value", heldRound_, a.base_round(), c.selected());
   }
   if (a.broadcast() != nullptr && a.broadcast()->size() > 0) {
-    // Relative indices are coded against the previous tensor's; the first tensor's
-    // against those of the last broadcast of the last replay (lastIndices_).
-    std::optional<std::vector<uint32_t>> previous = std::move(lastIndices_);
-    lastIndices_.reset();
-    for (const auto* t : *a.broadcast()) {
-      auto p = compression::viewWire(t);
-      Status st = p.status();
-      if (st) st = previous ? compression::decode(*p, d, *previous, c) : compression::decode(*p, d, c);
-      if (st) st = compression::addScaled(c, -1.0f, xhat_);
-      if (st) st = compression::roundChanged(c, mantissaBits_, xhat_);  // as the coordinator did
-      if (!st) return st.withContext("a broadcast");
-      previous.reset();
-      if (c.encoding == compression::Encoding::kTopK) previous = std::move(c.indices);
-    }
-    lastIndices_ = std::move(previous);
+    // Relative indices: the first tensor's reference is the last replay's last indices.
+    Status st = replayBroadcasts(*a.broadcast(), mantissaBits_, lastIndices_, xhat_);
+    if (!st) return st.withContext("a broadcast");
   }
   heldRound_ = a.base_round();
   stats_.heldRound = heldRound_;

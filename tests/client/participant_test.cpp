@@ -227,18 +227,20 @@ TEST_CASE("a client lacking a capability the task needs is refused at Hello, by 
   engine.downlinkTernary = true;
   engine.catchUpXorRounds = 10;
   engine.modelMantissaBits = 10;
+  engine.downlinkRelativeIndices = true;
   const auto task = smallTask("capabilities", "mlp:2-4-2", 4);
   const auto required = coordinator::requiredCapabilities(engine, task);
   CHECK(wire::missingCapabilities(required, {"ternary-values"}) ==
-        std::vector<std::string>{"rice-indices", "catch-up-values", "xor-values", "model-precision", "initialize"});
+        std::vector<std::string>{"rice-indices", "catch-up-values", "xor-values", "model-precision", "relative-indices",
+                                 "initialize"});
   RunningFederation fed(pki, engine, task);
 
   // An older client: it lists only what the first protocol had.
   const HelloOutcome out = helloWith(fed, pki, "client-1", {"topk", "fp16"});
   REQUIRE(out.code.has_value());
   CHECK(*out.code == wire::fb::ErrorCode::Unsupported);
-  for (const char* name :
-       {"rice-indices", "ternary-values", "catch-up-values", "xor-values", "model-precision", "initialize"})
+  for (const char* name : {"rice-indices", "ternary-values", "catch-up-values", "xor-values", "model-precision",
+                           "relative-indices", "initialize"})
     CHECK_THAT(out.message, Catch::Contains(name));
   CHECK(out.closed);
   CHECK(fed.log().contains("refused client-1"));

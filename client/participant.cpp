@@ -307,8 +307,15 @@ Status Participant::applyCatchUp(const fb::RoundAssign& a) {
   }
   if (a.broadcast() != nullptr && a.broadcast()->size() > 0) {
     // Relative indices: the first tensor's reference is the last replay's last indices.
+    std::size_t relative = 0;
+    for (const auto* t : *a.broadcast())
+      relative += t != nullptr && t->index_format() == fb::IndexFormat::Relative ? 1 : 0;
+    const bool firstRelative = relative > 0 && a.broadcast()->Get(0) != nullptr &&
+                               a.broadcast()->Get(0)->index_format() == fb::IndexFormat::Relative;
     Status st = replayBroadcasts(*a.broadcast(), mantissaBits_, lastIndices_, xhat_);
     if (!st) return st.withContext("a broadcast");
+    log_->info("catching up from round {} to {}: {} broadcasts, {} with relative indices{}", heldRound_, a.base_round(),
+               a.broadcast()->size(), relative, firstRelative ? " (the first against the last replay's)" : "");
   }
   heldRound_ = a.base_round();
   stats_.heldRound = heldRound_;

@@ -8,6 +8,7 @@
 #include <asio/use_awaitable.hpp>
 #include <random>
 
+#include "starling/client/replay.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/compression/precision.hpp"
 #include "starling/compression/wire_codec.hpp"
@@ -133,6 +134,7 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
 }
 
 asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcomed) {
+  lastIndices_.reset();  // the coordinator forgets what this client held on reconnect
   flatbuffers::FlatBufferBuilder b(256);
   std::vector<flatbuffers::Offset<flatbuffers::String>> caps;
   for (std::string_view c : wire::kClientCapabilities)
@@ -279,8 +281,15 @@ void Participant::buildInitialModel() {
 }
 
 Status Participant::catchUp(const fb::RoundAssign& a) {
+  Status st = applyCatchUp(a);
+  if (!st) lastIndices_.reset();
+  return st;
+}
+
+Status Participant::applyCatchUp(const fb::RoundAssign& a) {
   const auto d = static_cast<uint32_t>(xhat_.size());
   compression::Compressed c;
+  if (a.model() != nullptr || a.values() != nullptr) lastIndices_.reset();
   if (a.model() != nullptr) {
     auto p = compression::viewWire(a.model());
     Status st = p ? compression::decode(*p, d, c) : p.status();
@@ -296,14 +305,17 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
     if (!st) return st.withContext("the coordinator's catch-up values");
     log_->info("catching up from round {} to {}: {} coordinates by value", heldRound_, a.base_round(), c.selected());
   }
-  if (a.broadcast() != nullptr) {
-    for (const auto* t : *a.broadcast()) {
-      auto p = compression::viewWire(t);
-      Status st = p ? compression::decode(*p, d, c) : p.status();
-      if (st) st = compression::addScaled(c, -1.0f, xhat_);
-      if (st) st = compression::roundChanged(c, mantissaBits_, xhat_);  // as the coordinator did
-      if (!st) return st.withContext("a broadcast");
-    }
+  if (a.broadcast() != nullptr && a.broadcast()->size() > 0) {
+    // Relative indices: the first tensor's reference is the last replay's last indices.
+    std::size_t relative = 0;
+    for (const auto* t : *a.broadcast())
+      relative += t != nullptr && t->index_format() == fb::IndexFormat::Relative ? 1 : 0;
+    const bool firstRelative = relative > 0 && a.broadcast()->Get(0) != nullptr &&
+                               a.broadcast()->Get(0)->index_format() == fb::IndexFormat::Relative;
+    Status st = replayBroadcasts(*a.broadcast(), mantissaBits_, lastIndices_, xhat_);
+    if (!st) return st.withContext("a broadcast");
+    log_->info("catching up from round {} to {}: {} broadcasts, {} with relative indices{}", heldRound_, a.base_round(),
+               a.broadcast()->size(), relative, firstRelative ? " (the first against the last replay's)" : "");
   }
   heldRound_ = a.base_round();
   stats_.heldRound = heldRound_;
@@ -311,6 +323,7 @@ Status Participant::catchUp(const fb::RoundAssign& a) {
   if (stats_.checksum != a.base_checksum()) {
     // Back to a model we can name (round 0); the coordinator sends the dense one next.
     buildInitialModel();
+    lastIndices_.reset();
     return Status(StatusCode::kMalformed,
                   fmt::format("model checksum mismatch after catching up to round {} ({:016x}, expected {:016x})",
                               a.base_round(), stats_.checksum, a.base_checksum()));

@@ -36,6 +36,8 @@ std::string indexFormatName(IndexFormat format) {
       return "bitmap";
     case IndexFormat::kRice:
       return "rice";
+    case IndexFormat::kRelative:
+      return "relative";
   }
   return unknown(static_cast<unsigned>(format));
 }

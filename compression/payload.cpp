@@ -219,9 +219,8 @@ unsigned bestRiceBits(const std::vector<std::uint32_t>& indices, std::uint32_t c
   return best;
 }
 
-void putRice(const std::vector<std::uint32_t>& indices, unsigned r, std::vector<std::uint8_t>& out) {
-  out.clear();
-  out.push_back(static_cast<std::uint8_t>(r));
+// Appends the Rice codes of the gaps (without r's byte), zero padding to a byte.
+void appendRiceGaps(const std::vector<std::uint32_t>& indices, unsigned r, std::vector<std::uint8_t>& out) {
   BitWriter writer(out);
   for (std::size_t j = 0; j < indices.size(); ++j) {
     const std::uint32_t gap = riceGap(indices, j);
@@ -234,6 +233,73 @@ void putRice(const std::vector<std::uint32_t>& indices, unsigned r, std::vector<
     if (r > 0) writer.put(gap & ((1u << r) - 1), r);
   }
   writer.finish();
+}
+
+void putRice(const std::vector<std::uint32_t>& indices, unsigned r, std::vector<std::uint8_t>& out) {
+  out.clear();
+  out.push_back(static_cast<std::uint8_t>(r));
+  appendRiceGaps(indices, r, out);
+}
+
+void putVarint(std::uint32_t x, std::vector<std::uint8_t>& out) {
+  while (x >= 0x80) {
+    out.push_back(static_cast<std::uint8_t>(x | 0x80));
+    x >>= 7;
+  }
+  out.push_back(static_cast<std::uint8_t>(x));
+}
+
+Status checkReference(std::span<const std::uint32_t> reference, std::uint32_t count) {
+  for (std::size_t j = 0; j < reference.size(); ++j) {
+    if (reference[j] >= count || (j > 0 && reference[j] <= reference[j - 1])) {
+      return invalid("reference indices must increase and lie below the tensor size (" + str(count) + "); position " +
+                     str(j) + " does not");
+    }
+  }
+  return Status::ok();
+}
+
+// IndexFormat::kRelative (encoding.hpp has the layout): the kept elements of the
+// reference as a bitmap over its positions or as Rice-coded positions, whichever is
+// smaller, then the other indices as Rice-coded gaps over the tensor.
+Status putRelative(const std::vector<std::uint32_t>& indices, std::uint32_t count,
+                   std::span<const std::uint32_t> reference, std::vector<std::uint8_t>& out) {
+  STARLING_RETURN_IF_ERROR(checkReference(reference, count));
+  std::vector<std::uint32_t> keptAt, fresh;  // positions in the reference; indices not in it
+  std::size_t q = 0;
+  for (std::uint32_t i : indices) {
+    while (q < reference.size() && reference[q] < i)
+      ++q;
+    if (q < reference.size() && reference[q] == i)
+      keptAt.push_back(static_cast<std::uint32_t>(q));
+    else
+      fresh.push_back(i);
+  }
+  const auto size = static_cast<std::uint32_t>(reference.size());
+  const std::size_t bitmapBytes = (reference.size() + 7) / 8;
+  unsigned r = 0;
+  std::size_t riceBytes = varintSize(static_cast<std::uint32_t>(keptAt.size())) + 1;
+  if (!keptAt.empty()) {
+    r = bestRiceBits(keptAt, size);
+    riceBytes += static_cast<std::size_t>((riceBits(keptAt, r) + 7) / 8);
+  }
+  out.clear();
+  if (riceBytes < bitmapBytes) {
+    out.push_back(1);
+    putVarint(static_cast<std::uint32_t>(keptAt.size()), out);
+    out.push_back(static_cast<std::uint8_t>(r));
+    appendRiceGaps(keptAt, r, out);
+  } else {
+    out.push_back(0);
+    const std::size_t base = out.size();
+    out.resize(base + bitmapBytes, 0);
+    for (std::uint32_t j : keptAt)
+      out[base + j / 8] |= static_cast<std::uint8_t>(1u << (j % 8));
+  }
+  const unsigned rf = fresh.empty() ? 0 : bestRiceBits(fresh, count);
+  out.push_back(static_cast<std::uint8_t>(rf));
+  appendRiceGaps(fresh, rf, out);
+  return Status::ok();
 }
 
 Status encodeIndices(const Compressed& c, Payload& out) {
@@ -369,44 +435,143 @@ Status getXorWords(const PayloadView& p, std::vector<std::uint32_t>& out) {
   return Status::ok();
 }
 
+// Reads n increasing values below limit, Rice coded with parameter r as appendRiceGaps
+// writes them, from data[0, size), into out[0, n), and checks the padding bits after
+// the last. used: the bytes they take. `what` names them in errors.
+Status getRiceGaps(const std::uint8_t* data, std::size_t size, unsigned r, std::uint32_t n, std::uint64_t limit,
+                   const std::string& what, std::uint32_t* out, std::size_t& used) {
+  const std::uint64_t available = 8 * static_cast<std::uint64_t>(size);
+  BitReader reader(data, size);
+  std::uint64_t next = 0;  // the smallest value the next one may take
+  for (std::uint32_t j = 0; j < n; ++j) {
+    std::uint64_t quotient = 0;
+    while (reader.get(1) == 1) {
+      ++quotient;
+      if ((quotient << r) >= limit) {
+        return malformed(what + ": gap " + str(j) + " of " + str(n) + " runs past " + str(limit) + " elements");
+      }
+    }
+    const std::uint64_t gap = (quotient << r) | (r > 0 ? reader.get(r) : 0);
+    if (reader.consumed() > available) return malformed(what + " truncated at index " + str(j) + " of " + str(n));
+    const std::uint64_t value = next + gap;
+    if (value >= limit) {
+      return malformed(what + ": index " + str(value) + " at position " + str(j) + " out of range for " + str(limit) +
+                       " elements");
+    }
+    out[j] = static_cast<std::uint32_t>(value);
+    next = value + 1;
+  }
+  used = (reader.consumed() + 7) / 8;
+  if (reader.rest() != 0) return malformed(what + " with nonzero padding bits");
+  return Status::ok();
+}
+
 Status decodeRice(const PayloadView& p, std::vector<std::uint32_t>& out) {
   const std::uint32_t n = p.selected;
   if (p.indices.empty()) return malformed("rice indices without their parameter byte");
   const unsigned r = p.indices[0];
   if (r > kMaxRiceBits) return malformed("rice parameter " + str(r) + " above " + str(kMaxRiceBits));
   const std::size_t size = p.indices.size() - 1;
-  const std::uint64_t available = 8 * static_cast<std::uint64_t>(size);
-  BitReader reader(p.indices.data() + 1, size);
-  std::uint64_t next = 0;  // the smallest index the next one may take
-  for (std::uint32_t j = 0; j < n; ++j) {
-    std::uint64_t quotient = 0;
-    while (reader.get(1) == 1) {
-      ++quotient;
-      if ((quotient << r) >= p.count) {
-        return malformed("rice gap " + str(j) + " of " + str(n) + " runs past " + str(p.count) + " elements");
-      }
-    }
-    const std::uint64_t gap = (quotient << r) | (r > 0 ? reader.get(r) : 0);
-    if (reader.consumed() > available) {
-      return malformed("rice indices truncated at index " + str(j) + " of " + str(n));
-    }
-    const std::uint64_t index = next + gap;
-    if (index >= p.count) {
-      return malformed("index " + str(index) + " at position " + str(j) + " out of range for " + str(p.count) +
-                       " elements");
-    }
-    out[j] = static_cast<std::uint32_t>(index);
-    next = index + 1;
-  }
-  const std::size_t used = (reader.consumed() + 7) / 8;
+  std::size_t used = 0;
+  STARLING_RETURN_IF_ERROR(getRiceGaps(p.indices.data() + 1, size, r, n, p.count, "rice indices", out.data(), used));
   if (used != size) return malformed(str(size - used) + " trailing bytes after " + str(n) + " rice indices");
-  if (reader.rest() != 0) return malformed("rice indices with nonzero padding bits");
   return Status::ok();
 }
 
-Status decodeIndices(const PayloadView& p, std::vector<std::uint32_t>& out) {
+Status decodeRelative(const PayloadView& p, std::span<const std::uint32_t> reference, std::vector<std::uint32_t>& out) {
+  const std::uint32_t n = p.selected;
+  STARLING_RETURN_IF_ERROR(checkReference(reference, p.count));
+  const std::uint8_t* data = p.indices.data();
+  const std::size_t size = p.indices.size();
+  if (size == 0) return malformed("relative indices without their header byte");
+  const unsigned form = data[0];
+  if (form > 1) {
+    return malformed("relative indices with header byte " + str(form) +
+                     " (0: kept positions as a bitmap, 1: Rice-coded kept positions)");
+  }
+  std::size_t pos = 1;
+  std::vector<std::uint32_t> kept;
+  if (form == 0) {
+    const std::size_t bytes = (reference.size() + 7) / 8;
+    if (size - pos < bytes) {
+      return malformed("relative indices truncated in the bitmap of kept positions (" + str(size - pos) + " of " +
+                       str(bytes) + " bytes)");
+    }
+    if (reference.size() % 8 != 0 && (data[pos + bytes - 1] >> (reference.size() % 8)) != 0) {
+      return malformed("relative indices' kept bitmap has bits set past the reference's " + str(reference.size()) +
+                       " elements");
+    }
+    for (std::size_t b = 0; b < bytes; ++b) {
+      unsigned bits = data[pos + b];
+      while (bits != 0) {
+        if (kept.size() == n) return malformed("relative indices keep more than the " + str(n) + " selected elements");
+        kept.push_back(reference[b * 8 + static_cast<std::size_t>(std::countr_zero(bits))]);
+        bits &= bits - 1;
+      }
+    }
+    pos += bytes;
+  } else {
+    std::uint64_t m = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      if (pos >= size) return malformed("relative indices truncated in their kept count");
+      const std::uint8_t byte = data[pos++];
+      if (shift == 28 && byte > 0x0f) return malformed("relative indices' kept count exceeds 32 bits");
+      m |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) break;
+    }
+    if (m > reference.size()) {
+      return malformed("relative indices keep " + str(m) + " elements of a reference of " + str(reference.size()));
+    }
+    if (m > n) return malformed("relative indices keep " + str(m) + " elements, more than the " + str(n) + " selected");
+    if (pos >= size) return malformed("relative indices truncated before the kept positions' rice parameter");
+    const unsigned r = data[pos++];
+    if (r > kMaxRiceBits)
+      return malformed("relative kept positions' rice parameter " + str(r) + " above " + str(kMaxRiceBits));
+    kept.resize(m);
+    std::size_t used = 0;
+    STARLING_RETURN_IF_ERROR(getRiceGaps(data + pos, size - pos, r, static_cast<std::uint32_t>(m), reference.size(),
+                                         "relative indices' kept positions", kept.data(), used));
+    for (std::uint32_t& x : kept)
+      x = reference[x];
+    pos += used;
+  }
+  if (pos >= size) return malformed("relative indices truncated before the new indices' rice parameter");
+  const unsigned r = data[pos++];
+  if (r > kMaxRiceBits)
+    return malformed("relative new indices' rice parameter " + str(r) + " above " + str(kMaxRiceBits));
+  const auto freshCount = static_cast<std::uint32_t>(n - kept.size());
+  std::vector<std::uint32_t> fresh(freshCount);
+  std::size_t used = 0;
+  STARLING_RETURN_IF_ERROR(
+      getRiceGaps(data + pos, size - pos, r, freshCount, p.count, "relative indices' new indices", fresh.data(), used));
+  if (pos + used != size) {
+    return malformed(str(size - pos - used) + " trailing bytes after " + str(n) + " relative indices");
+  }
+  // A new index is one the reference does not hold: one it holds is kept or dropped.
+  std::size_t q = 0;
+  for (std::size_t j = 0; j < fresh.size(); ++j) {
+    while (q < reference.size() && reference[q] < fresh[j])
+      ++q;
+    if (q < reference.size() && reference[q] == fresh[j]) {
+      const bool collides = std::binary_search(kept.begin(), kept.end(), fresh[j]);
+      return malformed("relative indices: new index " + str(fresh[j]) + " is in the reference" +
+                       (collides ? " and collides with a kept one" : ""));
+    }
+  }
+  out.resize(n);
+  std::merge(kept.begin(), kept.end(), fresh.begin(), fresh.end(), out.begin());
+  return Status::ok();
+}
+
+// reference: the list kRelative indices are coded against (null: none held).
+Status decodeIndices(const PayloadView& p, const std::span<const std::uint32_t>* reference,
+                     std::vector<std::uint32_t>& out) {
   const std::uint32_t n = p.selected;
   out.resize(n);
+  if (p.indexFormat == IndexFormat::kRelative) {
+    if (reference == nullptr) return malformed("relative indices without a reference");
+    return decodeRelative(p, *reference, out);
+  }
   if (p.indexFormat == IndexFormat::kBitmap) {
     const std::size_t bytes = (static_cast<std::size_t>(p.count) + 7) / 8;
     if (p.indices.size() != bytes) {
@@ -554,11 +719,40 @@ Status encode(const Compressed& c, Payload& out) {
   return invalid("cannot encode " + encodingName(c.encoding));
 }
 
+Status encodeRelative(const Compressed& c, std::span<const std::uint32_t> reference, Payload& out) {
+  if (c.encoding != Encoding::kTopK)
+    return invalid("relative indices need a top-k tensor, not " + encodingName(c.encoding));
+  STARLING_RETURN_IF_ERROR(encode(c, out));
+  out.indexFormat = IndexFormat::kRelative;
+  return putRelative(c.indices, c.count, reference, out.indices);
+}
+
+namespace {
+Status decodeWith(const PayloadView& p, std::uint32_t expectedCount, const std::span<const std::uint32_t>* reference,
+                  Compressed& out);
+}  // namespace
+
 Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out) {
-  return decode(viewOf(p), expectedCount, out);
+  return decodeWith(viewOf(p), expectedCount, nullptr, out);
 }
 
 Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out) {
+  return decodeWith(p, expectedCount, nullptr, out);
+}
+
+Status decode(const Payload& p, std::uint32_t expectedCount, std::span<const std::uint32_t> reference,
+              Compressed& out) {
+  return decodeWith(viewOf(p), expectedCount, &reference, out);
+}
+
+Status decode(const PayloadView& p, std::uint32_t expectedCount, std::span<const std::uint32_t> reference,
+              Compressed& out) {
+  return decodeWith(p, expectedCount, &reference, out);
+}
+
+namespace {
+Status decodeWith(const PayloadView& p, std::uint32_t expectedCount, const std::span<const std::uint32_t>* reference,
+                  Compressed& out) {
   if (p.count != expectedCount) {
     return {StatusCode::kOutOfRange,
             "compressed tensor of " + str(p.count) + " elements where " + str(expectedCount) + " are expected"};
@@ -597,7 +791,7 @@ Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out
         return Status::ok();
       }
       if (p.indexFormat != IndexFormat::kDeltaVarint && p.indexFormat != IndexFormat::kBitmap &&
-          p.indexFormat != IndexFormat::kRice) {
+          p.indexFormat != IndexFormat::kRice && p.indexFormat != IndexFormat::kRelative) {
         return malformed("top-k payload with index format " + indexFormatName(p.indexFormat));
       }
       if (p.valueFormat == ValueFormat::kSignBits) {
@@ -620,7 +814,7 @@ Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out
         STARLING_RETURN_IF_ERROR(requireFormats(p, p.indexFormat, true));
         STARLING_RETURN_IF_ERROR(getFloats(p, p.selected, out.values));
       }
-      return decodeIndices(p, out.indices);
+      return decodeIndices(p, reference, out.indices);
     }
     case Encoding::kScaledSign: {
       STARLING_RETURN_IF_ERROR(requireFormats(p, IndexFormat::kNone, false));
@@ -702,5 +896,6 @@ Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out
   }
   return {StatusCode::kUnsupported, "unknown encoding " + str(static_cast<unsigned>(p.encoding))};
 }
+}  // namespace
 
 }  // namespace starling::compression

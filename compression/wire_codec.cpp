@@ -17,6 +17,7 @@ static_assert(static_cast<int>(IndexFormat::kNone) == static_cast<int>(fb::Index
 static_assert(static_cast<int>(IndexFormat::kDeltaVarint) == static_cast<int>(fb::IndexFormat::DeltaVarint));
 static_assert(static_cast<int>(IndexFormat::kBitmap) == static_cast<int>(fb::IndexFormat::Bitmap));
 static_assert(static_cast<int>(IndexFormat::kRice) == static_cast<int>(fb::IndexFormat::Rice));
+static_assert(static_cast<int>(IndexFormat::kRelative) == static_cast<int>(fb::IndexFormat::Relative));
 static_assert(static_cast<int>(ValueFormat::kFp32) == static_cast<int>(fb::ValueFormat::Fp32));
 static_assert(static_cast<int>(ValueFormat::kFp16) == static_cast<int>(fb::ValueFormat::Fp16));
 static_assert(static_cast<int>(ValueFormat::kLevels) == static_cast<int>(fb::ValueFormat::Levels));

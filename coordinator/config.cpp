@@ -125,6 +125,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("compression.downlink-density", e.downlinkDensity, "fraction kept by top-k / rand-k downlink");
   bind("compression.downlink-shared", e.downlinkShared,
        "GlueFL shared mask: fraction of a top-k broadcast's coordinates kept from the previous one's (0 = off)");
+  bind("compression.downlink-relative-indices", e.downlinkRelativeIndices,
+       "log replays code each top-k broadcast's indices against the previous broadcast's, when smaller");
   bind("compression.warmup-rounds", e.warmupRounds, "DGC warm-up: rounds of falling density");
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
   bind("compression.uplink-ternary", e.uplinkTernary,
@@ -211,6 +213,8 @@ Status ConfigBinder::validate(const DaemonConfig& c) {
   if (!(e.downlinkShared >= 0 && e.downlinkShared < 1)) return bad("downlink-shared must be in [0, 1)");
   if (e.downlinkShared > 0 && e.downlink != "topk" && e.downlink != "topk-sampled")
     return bad("downlink-shared needs a topk or topk-sampled downlink");
+  if (e.downlinkRelativeIndices && e.downlink != "topk" && e.downlink != "topk-sampled")
+    return bad("downlink-relative-indices needs a topk or topk-sampled downlink");
   if (e.tauMin == 0 || e.tauMin > e.tauMax || e.tau < e.tauMin || e.tau > e.tauMax)
     return bad(fmt::format("need 1 <= tau-min ({}) <= tau ({}) <= tau-max ({})", e.tauMin, e.tau, e.tauMax));
   if (!(e.budgetTauFactor >= 1)) return bad("budget-tau-factor must be at least 1 (1 = off)");

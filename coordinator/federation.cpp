@@ -174,6 +174,7 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   add(e.catchUpByValue, wire::kCapCatchUpValues);
   add(e.catchUpByValue && e.catchUpXorRounds > 0, wire::kCapXorValues);
   add(e.modelMantissaBits < compression::kFp32MantissaBits, wire::kCapModelPrecision);
+  add(e.downlinkRelativeIndices, wire::kCapRelativeIndices);
   add(e.clientsInitialize, wire::kCapInitialize);
   add(t.prioritySampling, wire::kCapPrioritySampling);
   add(t.proxMu > 0, wire::kCapProx);

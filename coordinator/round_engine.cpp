@@ -104,6 +104,11 @@ struct RoundEngine::Client {
   double stepsPerMs = 0;              // measured speed (EWMA), 0 = unknown
   bool sticky = false;                // of lastAssigned: drawn from the sticky group
   double selectionWeight = 1.0;       // of lastAssigned (EngineConfig::stickyClients)
+  // The round of the broadcast whose indices the client holds as the reference for
+  // relative indices: the last entry of the last log replay it was sent. nullopt after
+  // a catch-up by value or a dense model, and whenever it (re)joins, leaves or is
+  // out of sync.
+  std::optional<uint64_t> indicesRound;
 };
 
 // An update that will be aggregated. Its delta is released once it has been added
@@ -238,6 +243,8 @@ Status RoundEngine::init() {
                     "a downlink shared mask needs a topk downlink and a fraction in [0, 1)");
     down_ = std::make_unique<SharedMaskTopK>(downValues, c.downlinkShared);
   }
+  if (c.downlinkRelativeIndices && !isTopK(c.downlink))
+    return Status(StatusCode::kInvalidArgument, "relative downlink indices need a topk or topk-sampled downlink");
   auto up = compression::makeCompressor(c.uplink, {compression::sparseValueFormat(c.fp16Values, c.uplinkTernary)});
   if (!up) return up.status().withContext("uplink compressor");
   auto upSchedule = compression::WarmupDensity::create(c.uplinkDensity, c.warmupRounds);
@@ -349,6 +356,7 @@ std::vector<Action> RoundEngine::clientJoined(const std::string& id, uint64_t ex
   c.connected = true;
   c.examples = examples;
   c.busy = false;  // whatever it was doing for us was lost with its connection
+  c.indicesRound.reset();
   // Trust the model it holds only if we can name that model: the current one, or an
   // earlier one we remember. A client holding nothing builds the round-0 model itself
   // when clientsInitialize (the checksum of its first assignment proves it).
@@ -370,6 +378,7 @@ std::vector<Action> RoundEngine::clientLeft(const std::string& id, const std::st
   Client& c = *it->second;
   c.connected = false;
   c.busy = false;
+  c.indicesRound.reset();
   if (open_) {
     auto a = open_->outstanding.find(id);
     if (a != open_->outstanding.end()) {
@@ -398,7 +407,10 @@ uint32_t RoundEngine::minGoal() const {
 
 void RoundEngine::clientOutOfSync(const std::string& id) {
   auto it = clients_.find(id);
-  if (it != clients_.end()) it->second->heldRound.reset();
+  if (it != clients_.end()) {
+    it->second->heldRound.reset();
+    it->second->indicesRound.reset();
+  }
 }
 
 std::vector<Action> RoundEngine::tick(int64_t nowMs) {
@@ -433,6 +445,13 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
     std::size_t best = model_.size() * sizeof(float);
     auto first = log_.end();
     std::shared_ptr<const compression::Payload> values;
+    // An entry's relative form is decodable when the client holds the indices it is
+    // coded against: those of the entry before it in the same replay, or for the first,
+    // those of the broadcast before it (Client::indicesRound).
+    auto sent = [&](std::deque<LogEntry>::const_iterator e) {
+      const bool referenced = e != first || (c.indicesRound && *c.indicesRound == e->previousRound);
+      return e->relative && referenced ? e->relative : e->payload;
+    };
     if (c.heldRound) {
       // The log is a chain (each entry starts where the previous one ended): it can
       // bring the client forward if some entry starts at the model it holds.
@@ -441,7 +460,7 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
       if (first != log_.end()) {
         std::size_t logBytes = 0;
         for (auto e = first; e != log_.end(); ++e)
-          logBytes += e->payload->byteSize();
+          logBytes += sent(e)->byteSize();
         if (logBytes < best) {
           best = logBytes;
           via = Via::kLog;
@@ -456,14 +475,19 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
     switch (via) {
       case Via::kLog:
         for (auto e = first; e != log_.end(); ++e)
-          a.broadcasts.push_back(e->payload);
+          a.broadcasts.push_back(sent(e));
+        // The client keeps the last one's indices: the next replay's first reference.
+        c.indicesRound.reset();
+        if (log_.back().payload->encoding == compression::Encoding::kTopK) c.indicesRound = log_.back().round;
         break;
       case Via::kValues:
         a.values = std::move(values);
+        c.indicesRound.reset();
         break;
       case Via::kDense:
         if (!denseCache_) denseCache_ = std::make_shared<const std::vector<float>>(model_);
         a.denseModel = denseCache_;
+        c.indicesRound.reset();
         break;
     }
   }
@@ -865,7 +889,18 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     history_.emplace_back(r.round, modelChecksum_);
     while (history_.size() > std::max<std::size_t>(1, config_.checksumHistory))
       history_.pop_front();
-    log_.push_back({r.round, committedRound_, before, modelChecksum_, payload});
+    LogEntry& entry = log_.emplace_back(LogEntry{r.round, committedRound_, before, modelChecksum_, payload, {}, {}});
+    if (config_.downlinkRelativeIndices && q.encoding == compression::Encoding::kTopK) {
+      entry.indices = q.indices;
+      // Against the previous broadcast's indices, when it is logged, top-k and smaller.
+      if (log_.size() > 1) {
+        const LogEntry& previous = log_[log_.size() - 2];
+        auto relative = std::make_shared<compression::Payload>();
+        if (previous.round == committedRound_ && previous.payload->encoding == compression::Encoding::kTopK &&
+            compression::encodeRelative(q, previous.indices, *relative) && relative->byteSize() < payload->byteSize())
+          entry.relative = std::move(relative);
+      }
+    }
     previousRounds_.push_back(committedRound_);
     while (previousRounds_.size() > config_.catchUpRounds)
       previousRounds_.pop_front();

@@ -227,18 +227,20 @@ TEST_CASE("a client lacking a capability the task needs is refused at Hello, by 
   engine.downlinkTernary = true;
   engine.catchUpXorRounds = 10;
   engine.modelMantissaBits = 10;
+  engine.downlinkRelativeIndices = true;
   const auto task = smallTask("capabilities", "mlp:2-4-2", 4);
   const auto required = coordinator::requiredCapabilities(engine, task);
   CHECK(wire::missingCapabilities(required, {"ternary-values"}) ==
-        std::vector<std::string>{"rice-indices", "catch-up-values", "xor-values", "model-precision", "initialize"});
+        std::vector<std::string>{"rice-indices", "catch-up-values", "xor-values", "model-precision", "relative-indices",
+                                 "initialize"});
   RunningFederation fed(pki, engine, task);
 
   // An older client: it lists only what the first protocol had.
   const HelloOutcome out = helloWith(fed, pki, "client-1", {"topk", "fp16"});
   REQUIRE(out.code.has_value());
   CHECK(*out.code == wire::fb::ErrorCode::Unsupported);
-  for (const char* name :
-       {"rice-indices", "ternary-values", "catch-up-values", "xor-values", "model-precision", "initialize"})
+  for (const char* name : {"rice-indices", "ternary-values", "catch-up-values", "xor-values", "model-precision",
+                           "relative-indices", "initialize"})
     CHECK_THAT(out.message, Catch::Contains(name));
   CHECK(out.closed);
   CHECK(fed.log().contains("refused client-1"));
@@ -256,4 +258,70 @@ TEST_CASE("a client lacking a capability the task needs is refused at Hello, by 
   INFO(st.message());
   REQUIRE(st.isOk());
   CHECK(p.stats().roundsTrained == 1);
+}
+
+TEST_CASE("clients that miss rounds replay relative broadcasts, the first against their last replay's indices",
+          "[participant][relative]") {
+  // One of three clients a round, a top-k downlink with GlueFL's shared mask: the
+  // others miss rounds and are caught up from the log, coded relative to the previous
+  // broadcast (a client that had a replay before gets its first tensor relative too).
+  auto engine = smallEngine(12, 1, 4, 0.05);
+  engine.minClients = 3;
+  engine.downlink = "topk";
+  engine.downlinkDensity = 0.05;
+  engine.downlinkShared = 0.8;
+  engine.downlinkRelativeIndices = true;
+  engine.catchUpByValue = false;
+  engine.deadlineMs = 5'000;  // a client that fails its catch-up costs one deadline, not 20 s
+  Pki pki;
+  RunningFederation fed(pki, engine, smallTask("relative", "mlp:784-8-10", 8));
+
+  constexpr int kClients = 3;
+  std::vector<data::Dataset> shards;
+  std::vector<std::shared_ptr<CaptureSink>> sinks;
+  std::vector<std::unique_ptr<client::Participant>> participants;
+  std::vector<net::KeyPair> keys;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (int i = 0; i < kClients; ++i) {
+    std::vector<float> x(64 * 784);
+    std::vector<int32_t> y(64);
+    for (float& v : x)
+      v = u(rng);
+    for (std::size_t j = 0; j < y.size(); ++j)
+      y[j] = static_cast<int32_t>((j + static_cast<std::size_t>(i)) % 10);
+    shards.push_back(data::Dataset::fromFloats(std::move(x), std::move(y), 784, 10).value());
+  }
+  for (int i = 0; i < kClients; ++i) {
+    const std::string id = fmt::format("client-{}", i);
+    client::ParticipantOptions o;
+    o.coordinator = fed.endpoint();
+    o.id = id;
+    o.giveUpAfter = 10s;
+    sinks.push_back(std::make_shared<CaptureSink>());
+    participants.push_back(
+        std::make_unique<client::Participant>(shards[i], o, std::make_shared<spdlog::logger>(id, sinks.back())));
+    keys.push_back(pki.client(id));
+  }
+  std::vector<Status> results(kClients, Status(StatusCode::kInternal, "did not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i)
+    threads.emplace_back([&, i] { results[i] = runParticipant(*participants[i], pki, keys[i]); });
+  for (auto& t : threads)
+    t.join();
+
+  uint64_t trained = 0;
+  std::string logs;
+  for (int i = 0; i < kClients; ++i) {
+    INFO(results[i].message());
+    CHECK(results[i].isOk());
+    CHECK(participants[i]->stats().connections == 1);
+    trained += participants[i]->stats().roundsTrained;
+    logs += sinks[i]->all();
+  }
+  INFO(logs);
+  CHECK(trained >= 12);
+  CHECK_THAT(logs, Catch::Contains("with relative indices (the first against the last replay's)"));
+  CHECK_FALSE(logs.find("checksum mismatch") != std::string::npos);
+  CHECK_FALSE(fed.log().contains("reports:"));  // no client said its model was out of sync
 }

@@ -6,7 +6,8 @@
 // Input layout: encoding, index format, value format, level bits (1 byte each);
 // count, selected, levels, block (u32 LE each, count taken modulo 2^16 + 1); seed
 // (u64 LE); then three length-prefixed (u16 LE) byte strings: indices, values,
-// scales (as floats).
+// scales (as floats). A payload with relative indices is decoded against the reference
+// the seed names (referenceFor()), and must survive encodeRelative -> decode too.
 
 #include <cstring>
 #include <vector>
@@ -46,6 +47,17 @@ class Reader {
   size_t left_;
 };
 
+// Every stride-th index below count from offset, stride = (seed & 63) + 1 and offset =
+// (seed >> 8) % stride: a reference list for IndexFormat::kRelative.
+std::vector<uint32_t> referenceFor(uint64_t seed, uint32_t count) {
+  const auto stride = static_cast<uint32_t>(seed & 63) + 1;
+  const auto offset = static_cast<uint32_t>((seed >> 8) % stride);
+  std::vector<uint32_t> out;
+  for (uint32_t i = offset; i < count; i += stride)
+    out.push_back(i);
+  return out;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -69,7 +81,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The receiver's expected count is its own model size; the payload may disagree.
   const uint32_t expected = (size % 2 == 0) ? p.count : p.count + 1;
   compression::Compressed c;
-  if (!compression::decode(p, expected, c)) return 0;
+  const bool relative = p.indexFormat == compression::IndexFormat::kRelative;
+  const std::vector<uint32_t> reference = relative ? referenceFor(p.seed, p.count) : std::vector<uint32_t>{};
+  if (!(relative ? compression::decode(p, expected, reference, c) : compression::decode(p, expected, c))) return 0;
   STARLING_FUZZ_CHECK(c.count == expected);
   std::vector<float> dense(c.count);
   STARLING_FUZZ_CHECK(compression::expand(c, dense).isOk());
@@ -78,5 +92,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   compression::Compressed back;
   STARLING_FUZZ_CHECK(compression::decode(again, c.count, back).isOk());
   STARLING_FUZZ_CHECK(back == c);
+  if (relative) {
+    STARLING_FUZZ_CHECK(compression::encodeRelative(c, reference, again).isOk());
+    STARLING_FUZZ_CHECK(compression::decode(again, c.count, reference, back).isOk());
+    STARLING_FUZZ_CHECK(back == c);
+  }
   return 0;
 }

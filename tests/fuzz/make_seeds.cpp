@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -32,9 +33,10 @@ void save(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) 
 // A payload in fuzz_payload.cpp's input layout.
 std::vector<uint8_t> payloadInput(const compression::Payload& p) {
   std::vector<uint8_t> out;
-  auto put = [&](const void* v, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(v);
-    out.insert(out.end(), b, b + n);
+  auto put = [&](const void* v, size_t n) {  // (vector::insert here trips GCC 12's -Wstringop-overflow)
+    const size_t at = out.size();
+    out.resize(at + n);
+    if (n > 0) std::memcpy(out.data() + at, v, n);
   };
   const uint8_t head[4] = {static_cast<uint8_t>(p.encoding), static_cast<uint8_t>(p.indexFormat),
                            static_cast<uint8_t>(p.valueFormat), p.levelBits};
@@ -55,6 +57,30 @@ std::vector<uint8_t> payloadInput(const compression::Payload& p) {
   // fuzz_payload expects the receiver's count when the input's size is even.
   if (out.size() % 2 != 0) out.push_back(0);
   return out;
+}
+
+// A top-k payload of d elements with relative indices against fuzz_payload's
+// referenceFor(seed, d): stride (seed & 63) + 1, offset (seed >> 8) % stride. Its seed
+// field carries `seed` (a top-k payload's is otherwise unused).
+bool relativeSeed(const std::filesystem::path& path, compression::CompressorOptions options, size_t d, double density,
+                  uint64_t seed) {
+  std::vector<float> v(d);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = std::sin(float(i)) * (i % 3 == 0 ? 2.0f : 0.5f);
+  const auto stride = static_cast<uint32_t>(seed & 63) + 1;
+  std::vector<uint32_t> reference;
+  for (auto i = static_cast<uint32_t>((seed >> 8) % stride); i < d; i += stride)
+    reference.push_back(i);
+  auto comp = compression::makeCompressor("topk", options).value();
+  compression::Compressed out;
+  compression::Payload p;
+  if (!comp->compress(v, {density, 7}, out) || !compression::encodeRelative(out, reference, p)) {
+    std::fprintf(stderr, "cannot encode %s\n", path.c_str());
+    return false;
+  }
+  p.seed = seed;
+  save(path, payloadInput(p));
+  return true;
 }
 
 }  // namespace
@@ -94,6 +120,13 @@ int main(int argc, char** argv) {
     }
     save(root / "payload" / ("seed-" + std::to_string(payloads.size()) + "-" + c.name), payloadInput(payloads.back()));
   }
+  // Relative indices, against fuzz_payload's referenceFor(seed, count): every 4th of 40
+  // (kept as a bitmap), and every 2nd of 4,000 with few kept (Rice-coded positions).
+  const size_t plain = payloads.size();
+  if (!relativeSeed(root / "payload" / ("seed-" + std::to_string(plain + 1) + "-topk-relative"), {}, 40, 0.25, 3) ||
+      !relativeSeed(root / "payload" / ("seed-" + std::to_string(plain + 2) + "-topk-relative-rice"), ternary, 4000,
+                    0.01, 1))
+    return 1;
 
   flatbuffers::FlatBufferBuilder b(1024);
   auto frame = [&](const char* name, auto body) {
@@ -121,6 +154,6 @@ int main(int argc, char** argv) {
   frame("heartbeat", fb::CreateHeartbeat(b, 123456));
   frame("bye", fb::CreateByeDirect(b, "training complete", true));
   frame("error", fb::CreateErrorDirect(b, fb::ErrorCode::Unexpected, "unexpected Welcome message from a client"));
-  std::printf("wrote %zu payload and %zu frame seeds to %s\n", payloads.size(), payloads.size() + 7, root.c_str());
+  std::printf("wrote %zu payload and %zu frame seeds to %s\n", payloads.size() + 2, payloads.size() + 7, root.c_str());
   return 0;
 }

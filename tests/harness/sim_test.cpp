@@ -245,6 +245,24 @@ TEST_CASE("the example config reads shared settings, [sim] and per-strategy over
   CHECK(all.config.engine.downlinkShared == Approx(0.8));
   CHECK(strategies[5].config.engine.stickyClients == 0);  // all-on-uniform: the default
 
+  SECTION("relative downlink indices: a strategy key, refused without a top-k downlink") {
+    const auto path = std::filesystem::temp_directory_path() / "starling-sim-relative.toml";
+    {
+      std::ofstream out(path);
+      out << "[[strategy]]\nname = \"x\"\ncompression = { downlink = \"topk\", downlink-relative-indices = true }\n"
+          << "[[strategy]]\nname = \"y\"\ncompression = { downlink-relative-indices = true }\n";
+    }
+    std::vector<Strategy> two;
+    REQUIRE(loadConfig(path.string(), binder, base, two));
+    REQUIRE(two.size() == 2);
+    CHECK(two[0].config.engine.downlinkRelativeIndices);
+    CHECK_FALSE(strategies[0].config.engine.downlinkRelativeIndices);  // off by default
+    CHECK(coordinator::ConfigBinder::validate(two[0].config));
+    const Status refused = coordinator::ConfigBinder::validate(two[1].config);  // identity downlink
+    CHECK_FALSE(refused);
+    CHECK(refused.message().find("downlink-relative-indices needs a topk") != std::string::npos);
+    std::filesystem::remove(path);
+  }
   SECTION("a [sim] key inside a strategy is an error") {
     const auto path = std::filesystem::temp_directory_path() / "starling-sim-bad.toml";
     {

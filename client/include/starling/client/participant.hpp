@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "starling/client/trainer.hpp"
 #include "starling/compression/compressor.hpp"
@@ -94,7 +95,8 @@ class Participant {
   Status finishLoading();  // waits for the loader; ok at once when the data is there
   Status welcome(const wire::fb::Welcome& welcome);
   Status setUpTask(const wire::fb::Welcome& welcome);
-  Status catchUp(const wire::fb::RoundAssign& assign);
+  Status catchUp(const wire::fb::RoundAssign& assign);  // applyCatchUp; forgets lastIndices_ on failure
+  Status applyCatchUp(const wire::fb::RoundAssign& assign);
   void buildInitialModel();  // xhat_ <- the round-0 model; holds round 0
   Result<std::vector<uint8_t>> train(const wire::fb::RoundAssign& assign);
   void settle(bool accepted, uint64_t round);
@@ -118,7 +120,11 @@ class Participant {
   std::vector<float> xhat_;     // the shared global model
   std::vector<float> delta_;    // scratch: xhat - x
   uint64_t heldRound_ = 0;      // 0 = nothing held
-  uint64_t pendingRound_ = 0;   // round of the update awaiting a verdict (0 = none)
+  // The indices of the last broadcast applied as the last of a log replay in this
+  // session: what a replay's first tensor with relative indices is coded against.
+  // Forgotten on a dense model, catch-up values, a reconnect or any failure.
+  std::optional<std::vector<uint32_t>> lastIndices_;
+  uint64_t pendingRound_ = 0;  // round of the update awaiting a verdict (0 = none)
   uint64_t seed_ = 0;
   uint64_t initSeed_ = 0;  // Welcome's: the round-0 model is the spec initialized with it
 };

@@ -33,11 +33,14 @@ inline constexpr std::string_view kCapInitialize = "initialize";
 inline constexpr std::string_view kCapXorValues = "xor-values";
 // Rounding the coordinates a broadcast changed (CompressionSettings.model_mantissa_bits).
 inline constexpr std::string_view kCapModelPrecision = "model-precision";
+// Log replays whose top-k indices are coded against the previous broadcast's
+// (IndexFormat Relative): the client keeps the indices of the last broadcast it applied.
+inline constexpr std::string_view kCapRelativeIndices = "relative-indices";
 
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 9> kClientCapabilities = {
+inline constexpr std::array<std::string_view, 10> kClientCapabilities = {
     kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues, kCapPrioritySampling, kCapProx,
-    kCapErrorCap,    kCapInitialize,    kCapXorValues,     kCapModelPrecision};
+    kCapErrorCap,    kCapInitialize,    kCapXorValues,     kCapModelPrecision,   kCapRelativeIndices};
 
 // The names in `required` that `offered` lacks, in the order of `required`.
 inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,

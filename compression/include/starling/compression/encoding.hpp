@@ -27,6 +27,16 @@ enum class IndexFormat : std::uint8_t {
   kRice = 3,         // a byte r, then each gap (first index, then index - previous - 1)
                      // Golomb-Rice coded: gap >> r in unary (ones, then a zero), then
                      // its low r bits; LSB-first bit stream, zero padding
+  kRelative = 4,     // against a reference list R the receiver holds (sorted, distinct: the
+                     // indices of the broadcast before this one). A byte f, then
+                     //   f = 0: the kept elements of R as a bitmap over R's positions,
+                     //          ceil(|R| / 8) bytes, LSB first, zero padding;
+                     //   f = 1: a LEB128 varint m (kept elements), a byte r, then the m kept
+                     //          positions in R coded as kRice's gaps (each below |R|), zero
+                     //          padding to a byte;
+                     // then the selected - m indices not in R: a byte r and their gaps over
+                     // the tensor coded as kRice's, zero padding. The indices are the merge of
+                     // both lists; the values are in that merged (increasing) order.
 };
 
 enum class ValueFormat : std::uint8_t {

@@ -4,7 +4,7 @@
 //
 // Encoding choices (docs/compression.md has the bit costs):
 // - top-k indices: delta + LEB128 varint, Rice-coded gaps or a bitmap, whichever is
-//   smallest;
+//   smallest; or, by encodeRelative(), against a reference list the receiver holds;
 // - values: fp32 or fp16 as the Compressed says, or sign bits + per-block scales
 //   (ternary top-k); scaled sign: sign bits + per-block scales; QSGD: packed
 //   (level, sign) fields + one scale; rand-k: the seed only.
@@ -75,10 +75,21 @@ PayloadView viewOf(const Payload& p);
 // Fails (kInvalidArgument) only on a Compressed that violates its own invariants.
 Status encode(const Compressed& c, Payload& out);
 
+// Like encode(), but a top-k tensor's indices are coded against `reference`
+// (IndexFormat::kRelative): sorted, distinct indices below c.count that the receiver
+// holds (the previous broadcast's). kInvalidArgument for another encoding or a
+// reference that is not increasing below c.count. The values are as encode() writes them.
+Status encodeRelative(const Compressed& c, std::span<const std::uint32_t> reference, Payload& out);
+
 // Decodes a payload for a tensor of expectedCount elements into out (reusing its
-// buffers). On error out is unspecified.
+// buffers). On error out is unspecified. Without a reference, kRelative indices are
+// kMalformed ("relative indices without a reference"); with one (possibly empty),
+// they are decoded against it.
 Status decode(const PayloadView& p, std::uint32_t expectedCount, Compressed& out);
 Status decode(const Payload& p, std::uint32_t expectedCount, Compressed& out);
+Status decode(const PayloadView& p, std::uint32_t expectedCount, std::span<const std::uint32_t> reference,
+              Compressed& out);
+Status decode(const Payload& p, std::uint32_t expectedCount, std::span<const std::uint32_t> reference, Compressed& out);
 
 // Bytes of the LEB128 varint of x (1 to 5).
 inline std::size_t varintSize(std::uint32_t x) {

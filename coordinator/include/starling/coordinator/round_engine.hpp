@@ -137,6 +137,13 @@ struct EngineConfig {
   // (1 - downlinkShared) k a round instead of up to k (cheaper catch-up by value). The
   // mask is not checkpointed: the first broadcast after a resume is plain top-k.
   double downlinkShared = 0;
+  // Log replays code each broadcast's indices against the previous broadcast's
+  // (compression::IndexFormat::kRelative; top-k downlink only), when that is smaller:
+  // with downlinkShared most of them are the previous broadcast's. Every entry of a
+  // replay after the first is coded against the one before it in the same message; the
+  // first is, when the client holds the indices of the broadcast before it (those of
+  // the last entry of the last replay it was sent, since it last joined).
+  bool downlinkRelativeIndices = false;
   // The global model's precision: after each broadcast the engine (and every client,
   // replaying it) rounds the coordinates it changed to this many mantissa bits
   // (compression::roundChanged; 23 = fp32, off), so the model's changed coordinates
@@ -346,6 +353,10 @@ class RoundEngine {
     uint64_t checksumBefore = 0;
     uint64_t checksumAfter = 0;
     std::shared_ptr<const compression::Payload> payload;
+    // downlinkRelativeIndices: the broadcast's indices (top-k), and its payload with
+    // them coded against the previous entry's, when that is smaller (else null).
+    std::vector<uint32_t> indices;
+    std::shared_ptr<const compression::Payload> relative;
   };
   RoundEngine(EngineConfig config, std::vector<float> model);
   Status init();

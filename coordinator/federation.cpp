@@ -151,7 +151,8 @@ void Federation::handle(const std::shared_ptr<Session>& session, const wire::Mes
     case fb::Body::Error: {
       const auto* err = msg.as<fb::Error>();
       log_->warn("{} reports: {}", session->clientId(), str(err->message()));
-      if (err->code() == fb::ErrorCode::Unexpected) engine_->clientOutOfSync(session->clientId());
+      if (err->code() == fb::ErrorCode::Unexpected)
+        perform(engine_->clientOutOfSync(session->clientId(), str(err->message()), nowMs()));
       return;
     }
     default: {

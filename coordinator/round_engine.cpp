@@ -379,38 +379,48 @@ std::vector<Action> RoundEngine::clientLeft(const std::string& id, const std::st
   c.connected = false;
   c.busy = false;
   c.indicesRound.reset();
-  if (open_) {
-    auto a = open_->outstanding.find(id);
-    if (a != open_->outstanding.end()) {
-      ParticipantResult rec = a->second;
-      rec.outcome = "dropped";
-      rec.reason = reason;
-      open_->closed.push_back(rec);
-      open_->outstanding.erase(a);
-      if (open_->outstanding.empty()) {
-        // Nobody else can still deliver: decide now rather than at the deadline.
-        if (open_->received.size() >= minGoal())
-          closeRound(nowMs, out);
-        else
-          abandonRound(fmt::format("only {} of at least {} updates: every other participant left",
-                                   open_->received.size(), minGoal()),
-                       nowMs, out);
-      }
-    }
-  }
+  dropOutstanding(id, reason, nowMs, out);
   return out;
+}
+
+void RoundEngine::dropOutstanding(const std::string& id, const std::string& reason, int64_t nowMs,
+                                  std::vector<Action>& out) {
+  if (!open_) return;
+  auto a = open_->outstanding.find(id);
+  if (a == open_->outstanding.end()) return;
+  ParticipantResult rec = a->second;
+  rec.outcome = "dropped";
+  rec.reason = reason;
+  open_->closed.push_back(rec);
+  open_->outstanding.erase(a);
+  if (open_->outstanding.empty()) {
+    // Nobody else can still deliver: decide now rather than at the deadline.
+    if (open_->received.size() >= minGoal())
+      closeRound(nowMs, out);
+    else
+      abandonRound(fmt::format("only {} of at least {} updates: every other participant left or failed",
+                               open_->received.size(), minGoal()),
+                   nowMs, out);
+  }
 }
 
 uint32_t RoundEngine::minGoal() const {
   return config_.minGoal > 0 ? config_.minGoal : (config_.clientsPerRound + 1) / 2;
 }
 
-void RoundEngine::clientOutOfSync(const std::string& id) {
+std::vector<Action> RoundEngine::clientOutOfSync(const std::string& id, const std::string& reason, int64_t nowMs) {
+  std::vector<Action> out;
   auto it = clients_.find(id);
-  if (it != clients_.end()) {
-    it->second->heldRound.reset();
-    it->second->indicesRound.reset();
-  }
+  if (it == clients_.end()) return out;
+  Client& c = *it->second;
+  c.heldRound.reset();
+  c.indicesRound.reset();
+  // It does not train on an assignment it could not apply: out of this round, free
+  // for the next (with the dense model) instead of busy until it reconnects.
+  c.busy = false;
+  dropOutstanding(id, "out of sync: " + reason, nowMs, out);
+  if (!open_) maybeStartRound(nowMs, out);
+  return out;
 }
 
 std::vector<Action> RoundEngine::tick(int64_t nowMs) {

@@ -830,9 +830,19 @@ TEST_CASE("catch-up by value: the changed coordinates' current values, bit for b
     REQUIRE(only(acts2, Kind::kAssign).size() == 2);
     for (const auto& a : only(acts2, Kind::kAssign))
       CHECK(a.assignment.denseModel == nullptr);  // round 1: both build the round-0 model
-    e2->clientOutOfSync("x");
-    e2->updateArrived("x", update(1, 0, filled(0.1f)), 1);
+    // x does not train on what it could not apply: it leaves the round at once (not
+    // busy until its deadline or a reconnect), y's update closes the round, and x is
+    // selected again with the dense model.
+    CHECK(e2->clientOutOfSync("x", "checksum mismatch", 1).empty());
     acts2 = e2->updateArrived("y", update(1, 0, filled(0.1f)), 2);
+    const auto ended = only(acts2, Kind::kRoundEnded);
+    REQUIRE(ended.size() == 1);
+    bool droppedX = false;
+    for (const auto& p : ended[0].summary.participants)
+      if (p.clientId == "x") {
+        droppedX = p.outcome == "dropped" && p.reason == "out of sync: checksum mismatch";
+      }
+    CHECK(droppedX);
     bool sawX = false;
     for (const auto& a : only(acts2, Kind::kAssign)) {
       if (a.clientId != "x") continue;
@@ -840,6 +850,15 @@ TEST_CASE("catch-up by value: the changed coordinates' current values, bit for b
       CHECK(a.assignment.denseModel != nullptr);
     }
     CHECK(sawX);
+    SECTION("the last outstanding participant falling out of sync decides the round") {
+      auto acts3 = e2->clientOutOfSync("x", "checksum mismatch", 3);
+      CHECK(acts3.empty());  // y is still training round 2
+      acts3 = e2->clientOutOfSync("y", "checksum mismatch", 4);
+      CHECK(only(acts3, Kind::kRoundEnded).size() == 1);  // abandoned: nobody can deliver
+      CHECK(only(acts3, Kind::kAssign).size() == 2);      // both free again, both dense
+      for (const auto& a : only(acts3, Kind::kAssign))
+        CHECK(a.assignment.denseModel != nullptr);
+    }
   }
   SECTION("without clientsInitialize, a client holding nothing gets the dense model") {
     auto c2 = config;

@@ -308,9 +308,10 @@ class RoundEngine {
   std::vector<Action> updateArrived(const std::string& id, IncomingUpdate update, int64_t nowMs);
   // An update that could not be decoded: recorded as rejected, the client rolls back.
   std::vector<Action> updateRejected(const std::string& id, uint64_t round, const std::string& reason, int64_t nowMs);
-  // The client reported that its model did not match the assignment's checksum:
-  // it will get the dense model next time.
-  void clientOutOfSync(const std::string& id);
+  // The client reported that its model did not match the assignment's checksum (or
+  // that it could not apply the assignment): it is dropped from the open round with
+  // `reason`, is free to be selected again and will get the dense model next time.
+  std::vector<Action> clientOutOfSync(const std::string& id, const std::string& reason, int64_t nowMs);
   std::vector<Action> tick(int64_t nowMs);
   // Stops: a round in flight is abandoned with `reason` (its updates rolled back)
   // and no new round starts.
@@ -386,6 +387,9 @@ class RoundEngine {
   std::shared_ptr<const compression::Payload> valuesSince(uint64_t round);
   uint32_t tauFor(const Client& c, double budgetMs) const;
   double lrFor(uint64_t round) const;
+  // Records an outstanding participant of the open round as dropped; closes or
+  // abandons the round when nobody else can still deliver.
+  void dropOutstanding(const std::string& id, const std::string& reason, int64_t nowMs, std::vector<Action>& out);
   void updateTau(double roundLoss);
   // Rounds the coordinates q changed to the model's precision, the residual into the
   // server memory.

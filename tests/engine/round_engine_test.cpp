@@ -1323,7 +1323,8 @@ TEST_CASE("the model's rounding goes into the server memory: applied steps + mem
     auto config = fiveClientConfig(20);
     config.modelMantissaBits = bits;
     auto engine = RoundEngine::create(config, initialModel()).value();
-    runFiveClients(*engine, 20, [](const Assignment&) {}, [](int) {});
+    runFiveClients(
+        *engine, 20, [](const Assignment&) {}, [](int) {});
     const auto memory = engine->snapshot().serverMemory;
     REQUIRE(memory.size() == kDim);
     const auto initial = initialModel();

@@ -322,8 +322,7 @@ Status Participant::applyCatchUp(const fb::RoundAssign& a) {
   stats_.checksum = checksum64(xhat_);
   if (stats_.checksum != a.base_checksum()) {
     // Back to a model we can name (round 0); the coordinator sends the dense one next.
-    buildInitialModel();
-    lastIndices_.reset();
+    buildInitialModel();  // (catchUp forgets lastIndices_ with the failure)
     return Status(StatusCode::kMalformed,
                   fmt::format("model checksum mismatch after catching up to round {} ({:016x}, expected {:016x})",
                               a.base_round(), stats_.checksum, a.base_checksum()));

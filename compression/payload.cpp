@@ -249,6 +249,19 @@ void putVarint(std::uint32_t x, std::vector<std::uint8_t>& out) {
   out.push_back(static_cast<std::uint8_t>(x));
 }
 
+// Reads the LEB128 varint (at most 32 bits) at data[pos], advancing pos. Returns null,
+// or what was wrong with it.
+const char* getVarint(const std::uint8_t* data, std::size_t size, std::size_t& pos, std::uint64_t& x) {
+  x = 0;
+  for (unsigned shift = 0;; shift += 7) {
+    if (pos >= size) return "is truncated";
+    const std::uint8_t byte = data[pos++];
+    if (shift == 28 && byte > 0x0f) return "exceeds 32 bits";
+    x |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return nullptr;
+  }
+}
+
 Status checkReference(std::span<const std::uint32_t> reference, std::uint32_t count) {
   for (std::size_t j = 0; j < reference.size(); ++j) {
     if (reference[j] >= count || (j > 0 && reference[j] <= reference[j - 1])) {
@@ -333,17 +346,12 @@ Status encodeIndices(const Compressed& c, Payload& out) {
     return Status::ok();
   }
   out.indexFormat = IndexFormat::kDeltaVarint;
-  out.indices.resize(varintBytes);
-  std::uint8_t* dst = out.indices.data();
+  out.indices.clear();
+  out.indices.reserve(varintBytes);
   previous = 0;
   for (std::size_t j = 0; j < c.indices.size(); ++j) {
-    std::uint32_t x = j == 0 ? c.indices[j] : c.indices[j] - previous;
+    putVarint(j == 0 ? c.indices[j] : c.indices[j] - previous, out.indices);
     previous = c.indices[j];
-    while (x >= 0x80) {
-      *dst++ = static_cast<std::uint8_t>(x | 0x80);
-      x >>= 7;
-    }
-    *dst++ = static_cast<std::uint8_t>(x);
   }
   return Status::ok();
 }
@@ -512,12 +520,8 @@ Status decodeRelative(const PayloadView& p, std::span<const std::uint32_t> refer
     pos += bytes;
   } else {
     std::uint64_t m = 0;
-    for (unsigned shift = 0;; shift += 7) {
-      if (pos >= size) return malformed("relative indices truncated in their kept count");
-      const std::uint8_t byte = data[pos++];
-      if (shift == 28 && byte > 0x0f) return malformed("relative indices' kept count exceeds 32 bits");
-      m |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) break;
+    if (const char* bad = getVarint(data, size, pos, m)) {
+      return malformed(std::string("relative indices' kept count ") + bad);
     }
     if (m > reference.size()) {
       return malformed("relative indices keep " + str(m) + " elements of a reference of " + str(reference.size()));
@@ -603,14 +607,8 @@ Status decodeIndices(const PayloadView& p, const std::span<const std::uint32_t>*
   std::uint64_t previous = 0;
   for (std::uint32_t j = 0; j < n; ++j) {
     std::uint64_t x = 0;
-    for (unsigned shift = 0;; shift += 7) {
-      if (pos >= size) {
-        return malformed("index varint " + str(j) + " of " + str(n) + " is truncated at byte " + str(pos));
-      }
-      const std::uint8_t byte = data[pos++];
-      if (shift == 28 && byte > 0x0f) return malformed("index varint " + str(j) + " exceeds 32 bits");
-      x |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) break;
+    if (const char* bad = getVarint(data, size, pos, x)) {
+      return malformed("index varint " + str(j) + " of " + str(n) + " " + bad + " at byte " + str(pos));
     }
     if (j > 0 && x == 0) return malformed("indices not increasing at position " + str(j));
     const std::uint64_t index = j == 0 ? x : previous + x;

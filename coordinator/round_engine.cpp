@@ -1060,7 +1060,7 @@ void RoundEngine::roundToPrecision(const compression::Compressed& q) {
   const bool sparse = q.encoding == compression::Encoding::kTopK || q.encoding == compression::Encoding::kRandK;
   // Rounding is compression too: the server memory keeps what it took from (or added
   // to) the step, e <- e + (rounded - unrounded), so the applied steps plus the memory
-  // still add up to every aggregate (docs/compression.md, "The model's precision").
+  // still add up to every aggregate (docs/coordinator.md, step 2, the model's precision).
   std::vector<float> before;
   if (memory_) {
     if (sparse) {

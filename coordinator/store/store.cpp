@@ -120,13 +120,13 @@ constexpr const char* kRoundColumns =
     "bytes_up_raw, bytes_up_wire, bytes_down_raw, bytes_down_wire, train_loss_start, test_loss, test_accuracy, "
     "started_ms, ended_ms, model_checksum";
 
-constexpr const char* kParticipantColumns =
-    "round, client_id, outcome, reason, assigned_ms, returned_ms, duration_ms, steps, examples, loss_start, "
-    "loss_end, bytes_up_raw, bytes_up_wire, bytes_down_wire, staleness, sticky, selection_weight";
-// What a version-1 file (read as it is) gives for the last two.
-constexpr const char* kParticipantColumnsV1 =
-    "round, client_id, outcome, reason, assigned_ms, returned_ms, duration_ms, steps, examples, loss_start, "
-    "loss_end, bytes_up_raw, bytes_up_wire, bytes_down_wire, staleness, 0, 1.0";
+#define STARLING_PARTICIPANT_COLUMNS_V1                                                                     \
+  "round, client_id, outcome, reason, assigned_ms, returned_ms, duration_ms, steps, examples, loss_start, " \
+  "loss_end, bytes_up_raw, bytes_up_wire, bytes_down_wire, staleness"
+constexpr const char* kParticipantColumns = STARLING_PARTICIPANT_COLUMNS_V1 ", sticky, selection_weight";
+// What a version-1 file (read as it is) gives for the two columns of version 2.
+constexpr const char* kParticipantColumnsV1 = STARLING_PARTICIPANT_COLUMNS_V1 ", 0, 1.0";
+#undef STARLING_PARTICIPANT_COLUMNS_V1
 
 constexpr const char* kClientColumns =
     "id, cert_fingerprint, first_seen_ms, last_seen_ms, examples, speed_examples_per_s, reliability, "

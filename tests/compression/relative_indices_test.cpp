@@ -260,7 +260,7 @@ TEST_CASE("relative indices by hand: both forms of the kept set, and malformed b
     expectError(one, "keep more than the 1 selected");
   }
   SECTION("Rice-coded kept positions") {
-    expectError(handMade({0x01}), "truncated in their kept count");
+    expectError(handMade({0x01}), "kept count is truncated");
     expectError(handMade(concat({0x01, 0x05, 0x00, 0x1f}, kFresh)), "keep 5 elements of a reference of 4");
     expectError(handMade({0x01, 0x02}), "truncated before the kept positions' rice parameter");
     expectError(handMade(concat({0x01, 0x02, 0x19, 0x01}, kFresh)), "rice parameter 25");

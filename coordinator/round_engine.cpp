@@ -37,7 +37,7 @@ bool usesDensity(const std::string& name) {
   return name == "topk" || name == "topk-sampled" || name == "randk";
 }
 
-// GlueFL's shared mask on the downlink (Chen et al., MLSys 2023): of the k coordinates
+// GlueFL's shared mask on the downlink (He et al., MLSys 2023): of the k coordinates
 // a top-k broadcast sends, round(shared x k) are those of largest |v| among the previous
 // broadcast's coordinates, the others those of largest |v| among the rest (ties: the
 // lower index). Over g rounds the broadcasts then touch at most k + (g - 1)(k - shared k)

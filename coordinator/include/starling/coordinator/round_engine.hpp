@@ -42,7 +42,7 @@ struct EngineConfig {
   int64_t deadlineMs = 60'000;    // from assignment to the round's deadline
   uint32_t maxStaleness = 2;      // S: a late update from round r - s is used while s <= S
   double maxNormRatio = 20.0;     // reject updates with ||q|| > ratio * median (0 = off)
-  // Sticky client sampling (GlueFL, Chen et al., MLSys 2023). 0 = off: the selected are
+  // Sticky client sampling (GlueFL, He et al., MLSys 2023). 0 = off: the selected are
   // drawn uniformly from the idle clients. Otherwise the engine keeps a sticky group of
   // at most stickyClients clients: each round draws round(stickyFraction x n) of the n
   // selected from the group's idle members and the rest uniformly from the other idle

@@ -75,6 +75,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "sticky client sampling (GlueFL): size of the group of recently selected clients (0 = off: uniform)");
   bind("task.sticky-fraction", e.stickyFraction,
        "sticky sampling: fraction of the selected drawn from the sticky group, the rest from the other clients");
+  bind("task.sticky-reweight", e.stickyReweight,
+       "sticky sampling: weigh each update by its selection weight, unbiased for uniform sampling in every round "
+       "(false: by its examples alone)");
   bind("task.min-clients", e.minClients, "idle clients needed to start a round (0 = K)");
   bind("task.min-goal", e.minGoal, "fewer updates at the deadline abandon the round (0 = ceil(K/2))");
   bind("task.deadline-ms", e.deadlineMs, "time from assignment to a round's deadline");

@@ -24,6 +24,17 @@ uint64_t splitmix(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// Orders the sticky group's members last assigned in the same round, for leaving it:
+// a pseudo-random order that changes from round to round. By id alone the smallest ids
+// would always leave first, and over a long run be selected less often than the others.
+uint64_t stickyTieKey(const std::string& id, uint64_t round) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the id
+  for (const unsigned char ch : id)
+    h = (h ^ ch) * 0x100000001b3ull;
+  uint64_t state = h ^ (round * 0x9e3779b97f4a7c15ull);
+  return splitmix(state);
+}
+
 // The norm check needs this many norms before a median means something.
 constexpr std::size_t kMinNormsToJudge = 3;
 
@@ -598,18 +609,22 @@ std::vector<RoundEngine::Pick> RoundEngine::select(std::vector<Client*> idle, ui
   const std::size_t ns = std::min(others.size(), n - cs);
   cs = std::min(members.size(), n - ns);
   const double uniform = double(n) / double(idle.size());
+  auto weight = [&](std::size_t available, std::size_t drawn) {
+    return config_.stickyReweight ? uniform * double(available) / double(drawn) : 1.0;
+  };
   for (std::size_t i = 0; i < cs; ++i)
-    picks.push_back({members[i], true, uniform * double(members.size()) / double(cs)});
+    picks.push_back({members[i], true, weight(members.size(), cs)});
   for (std::size_t i = 0; i < ns; ++i)
-    picks.push_back({others[i], false, uniform * double(others.size()) / double(ns)});
+    picks.push_back({others[i], false, weight(others.size(), ns)});
   // Every participant is (now) a member, assigned this round; the members assigned
-  // longest ago leave (ties: the smallest id first, for determinism).
+  // longest ago leave (ties: in stickyTieKey's order, deterministic for the state).
   for (const Pick& p : picks)
     sticky_[p.client->id] = round;
+  auto age = [](const auto& member) { return std::pair(member.second, stickyTieKey(member.first, member.second)); };
   while (sticky_.size() > config_.stickyClients) {
     auto oldest = sticky_.begin();
     for (auto it = sticky_.begin(); it != sticky_.end(); ++it)
-      if (it->second < oldest->second) oldest = it;
+      if (age(*it) < age(*oldest)) oldest = it;
     sticky_.erase(oldest);
   }
   return picks;

@@ -1043,16 +1043,16 @@ TEST_CASE("sticky sampling: counts from each group, rotation, weights in the agg
     CHECK(sticky == (r == 1 ? 0u : 3u));
     // Equal examples and steps: Delta is the selection-weighted mean of the updates.
     CHECK(engine->model()[0] == Approx(modelBefore - wvSum / wSum).epsilon(1e-5));
-    // The group is the 6 clients assigned most recently (ties: the larger id stays).
-    std::vector<std::pair<uint64_t, std::string>> recent;
+    // The group is 6 of the clients assigned most recently: no client outside it was
+    // assigned after one inside (ties among those of one round broken by the engine).
+    CHECK(group.size() == std::min<std::size_t>(6, lastAssigned.size()));
+    uint64_t oldestInside = UINT64_MAX, newestOutside = 0;
     for (const auto& [id, round] : lastAssigned)
-      recent.push_back({round, id});
-    std::sort(recent.rbegin(), recent.rend());
-    std::vector<std::string> expectedGroup;
-    for (std::size_t i = 0; i < std::min<std::size_t>(6, recent.size()); ++i)
-      expectedGroup.push_back(recent[i].second);
-    std::sort(expectedGroup.begin(), expectedGroup.end());
-    CHECK(group == expectedGroup);
+      if (std::find(group.begin(), group.end(), id) != group.end())
+        oldestInside = std::min(oldestInside, round);
+      else
+        newestOutside = std::max(newestOutside, round);
+    CHECK(newestOutside <= oldestInside);
     // Once full (round 4 on), one member a round leaves and the new one joins.
     if (r >= 4) {
       std::vector<std::string> kept;
@@ -1099,6 +1099,47 @@ TEST_CASE("sticky sampling: given the group, E[selected x weight] is uniform sam
     // ... and the weights make up for it (sd of the mean: 0.0032 members, 0.011 others).
     CHECK(weighted[id] / kDraws == Approx(0.2).margin(0.045));
   }
+}
+
+TEST_CASE("sticky sampling without reweighting: updates weigh by examples, and every client takes its turn",
+          "[engine][sticky]") {
+  auto config = stickyConfig();
+  constexpr int kRounds = 5000;
+  config.rounds = kRounds;
+  config.stickyReweight = false;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  auto acts = joinAll(*engine);
+  std::map<std::string, int> selected;
+  uint32_t sticky = 0;
+  for (int r = 1; r <= kRounds; ++r) {
+    const float modelBefore = engine->model()[0];
+    const RoundSummary s = answer(*engine, acts);
+    REQUIRE(s.committed);
+    double sum = 0;
+    for (const auto& p : s.participants) {
+      CHECK(p.selectionWeight == 1.0);
+      sticky += p.sticky ? 1 : 0;
+      sum += std::stoi(p.clientId.substr(1)) + 1;
+      ++selected[p.clientId];
+    }
+    // Equal examples and steps: Delta is the plain mean of the updates.
+    CHECK(engine->model()[0] == Approx(modelBefore - sum / double(s.participants.size())).epsilon(1e-5));
+  }
+  // Still sticky: 3 of every 4 from the group after the first round ...
+  CHECK(sticky == 3u * (kRounds - 1));
+  // ... and over many rounds each of the 20 clients was selected about 4 / 20 of them:
+  // the group rotates through the fleet. Membership comes in bursts, so the counts
+  // spread more than independent draws' would (sd about 60 of 1000 here); by id the
+  // lower and upper halves get the same share (with ties leaving by id, the smallest
+  // first, the lower half got 933 a client and the upper 1067).
+  REQUIRE(selected.size() == 20);
+  double lower = 0, upper = 0;
+  for (const auto& [id, n] : selected) {
+    INFO(id);
+    CHECK(n == Approx(kRounds * 4 / 20).margin(kRounds * 4 / 20 / 4));
+    (std::stoi(id.substr(1)) < 10 ? lower : upper) += n;
+  }
+  CHECK(lower / upper == Approx(1.0).margin(0.04));
 }
 
 TEST_CASE("sticky sampling is deterministic for a seed and resumes with its group", "[engine][sticky][resume]") {

@@ -47,13 +47,22 @@ struct EngineConfig {
   // at most stickyClients clients: each round draws round(stickyFraction x n) of the n
   // selected from the group's idle members and the rest uniformly from the other idle
   // clients, who join the group in place of the members assigned longest ago (so the
-  // group is always the stickyClients clients assigned most recently, ties by id).
+  // group is always the stickyClients clients assigned most recently, ties in a
+  // pseudo-random order of id and round).
   // Members were assigned recently: catching them up takes a few broadcasts. Each
   // update's weight is multiplied by its selection weight, (n / N) / P(selected) over
   // the N idle clients, so that the weighted sum is unbiased for uniform sampling's.
   // Must be at least ceil(K * overSelection).
   uint32_t stickyClients = 0;
   double stickyFraction = 0.8;
+  // Sticky sampling: multiply each update's weight by its selection weight (above).
+  // false: every update weighs by its examples alone, as under uniform sampling. The
+  // round's sum is then biased toward the group, but every client passes through the
+  // group alike, so over many rounds each is selected about equally often; the
+  // selection weights' spread (about 0.5 for a member, 2.5 for another client at
+  // 40 / 0.8 of 100) no longer lets the two or three clients from outside the group
+  // carry more of the aggregate than the ten members.
+  bool stickyReweight = true;
 
   // Learning rate: lr_r = lr * lrDecay^(r - 1).
   double lr = 0.05;

@@ -66,6 +66,10 @@ struct Options {
   bool relativeIndices = true;
   // All on: the server's learning rate (FedOpt's eta_s; 1 = plain averaging).
   double serverLr = 2.0;
+  // All on: the uplink's density after the rows above (0.2% from "+tau ..." on; 0 = keep).
+  double uplinkDensity = 0.006;
+  // All on: sticky updates weigh by their examples alone, not by their selection weights.
+  bool stickyUnweighted = true;
   bool skipStrategies = false, skipSim10k = false;
 };
 
@@ -159,6 +163,16 @@ std::vector<sim::Strategy> strategies(const Options& o) {
     s.config.engine.serverLr = o.serverLr;
     out.push_back(s);
   }
+  if (o.uplinkDensity > 0 && o.uplinkDensity != s.config.engine.uplinkDensity) {
+    s.name = fmt::format("all on: +uplink {:g}%", o.uplinkDensity * 100);
+    s.config.engine.uplinkDensity = o.uplinkDensity;
+    out.push_back(s);
+  }
+  if (o.stickyUnweighted && o.stickyClients > 0) {
+    s.name = "all on: +unweighted sticky";
+    s.config.engine.stickyReweight = false;
+    out.push_back(s);
+  }
   return out;
 }
 
@@ -229,7 +243,8 @@ int usage() {
       "usage: bench-strategies [--data DIR] [--rounds N] [--tau N] [--full-tau N] [--lr F] [--budget-quantile Q]\n"
       "       [--sticky-clients N (0 = off)] [--sticky-fraction F] [--downlink-shared F (0 = off)]\n"
       "       [--no-ternary] [--model-mantissa-bits N (23 = off)] [--server-lr F (1 = off)]\n"
-      "       [--no-relative-indices] [--test-examples N] [--sim10k-rounds N]\n"
+      "       [--no-relative-indices] [--uplink-density F (0 = 0.2%%)] [--sticky-reweight]\n"
+      "       [--test-examples N] [--sim10k-rounds N]\n"
       "       [--sim10k-tau N] [--skip-strategies] [--skip-sim10k]\n");
   return 2;
 }
@@ -248,6 +263,8 @@ int main(int argc, char** argv) {
       o.ternary = false;
     else if (a == "--no-relative-indices")
       o.relativeIndices = false;
+    else if (a == "--sticky-reweight")
+      o.stickyUnweighted = false;
     else if (a == "--skip-sim10k")
       o.skipSim10k = true;
     else if (a == "--data" && (v = next()))
@@ -270,6 +287,8 @@ int main(int argc, char** argv) {
       o.modelMantissaBits = static_cast<uint32_t>(std::atoi(v));
     else if (a == "--server-lr" && (v = next()))
       o.serverLr = std::atof(v);
+    else if (a == "--uplink-density" && (v = next()))
+      o.uplinkDensity = std::atof(v);
     else if (a == "--lr" && (v = next()))
       o.lr = std::atof(v);
     else if (a == "--test-examples" && (v = next()))
@@ -290,10 +309,11 @@ int main(int argc, char** argv) {
     std::printf(
         "bench/strategies: MLP 784-200-200-10, 100 clients Dirichlet 0.5, 10/round (13 selected), up 1 Mbit/s, "
         "down 5 Mbit/s,\n100 ms latency, speeds over 10x (fastest 2 GFLOP/s), 10%% dropout; lr %g, tau %u (all on: "
-        "%u, budgets at speed quantile %g, sticky group %u drawing %g of the selected, shared mask %g, server lr %g); "
-        "each strategy stops at 85%% or %llu rounds.\n\n",
-        o.lr, o.tau, o.fullTau, o.budgetQuantile, o.stickyClients, o.stickyFraction, o.downlinkShared, o.serverLr,
-        static_cast<unsigned long long>(o.rounds));
+        "%u, budgets at speed quantile %g, sticky group %u drawing %g of the selected%s, shared mask %g, server lr %g, "
+        "uplink %g%%); each strategy stops at 85%% or %llu rounds.\n\n",
+        o.lr, o.tau, o.fullTau, o.budgetQuantile, o.stickyClients, o.stickyFraction,
+        o.stickyUnweighted ? " (unweighted)" : "", o.downlinkShared, o.serverLr,
+        (o.uplinkDensity > 0 ? o.uplinkDensity : 0.002) * 100, static_cast<unsigned long long>(o.rounds));
     auto fl = sim::Fleet::create(fleet(o), "mlp:784-200-200-10");
     if (!fl) {
       std::fprintf(stderr, "bench-strategies: %s\n", fl.status().message().c_str());

@@ -235,13 +235,15 @@ TEST_CASE("the example config reads shared settings, [sim] and per-strategy over
   CHECK(strategies[0].config.engine.tau == 50);
   const Strategy& all = strategies.back();
   CHECK(all.config.engine.uplink == "topk-sampled");
-  CHECK(all.config.engine.uplinkDensity == Approx(0.002));
+  CHECK(all.config.engine.uplinkDensity == Approx(0.006));
   CHECK(all.config.engine.tau == 200);
   CHECK(all.config.engine.adaptiveTau);
   CHECK(all.config.task.prioritySampling);
   CHECK(all.config.engine.rounds == 100);  // shared, not overridden
   CHECK(all.config.engine.stickyClients == 40);
   CHECK(all.config.engine.stickyFraction == Approx(0.8));
+  CHECK_FALSE(all.config.engine.stickyReweight);
+  CHECK(strategies[5].config.engine.stickyReweight);  // the default
   CHECK(all.config.engine.downlinkShared == Approx(0.8));
   CHECK(strategies[5].config.engine.stickyClients == 0);  // all-on-uniform: the default
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "starling/data/idx_select.hpp"
 #include "starling/data/loaders.hpp"
@@ -45,7 +46,88 @@ Result<std::vector<double>> readTrace(const std::string& path) {
   return speeds;
 }
 
+// The lines of a trace file that carry data: neither blank nor comments ('#'), each
+// with its line number.
+Result<std::vector<std::pair<std::size_t, std::string>>> traceLines(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) return Status(StatusCode::kNotFound, fmt::format("{}: cannot open the {}", path, what));
+  std::vector<std::pair<std::size_t, std::string>> lines;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    lines.emplace_back(n, line);
+  }
+  if (lines.empty()) return Status(StatusCode::kMalformed, fmt::format("{}: the {} is empty", path, what));
+  return lines;
+}
+
+// Exactly `count` numbers on a line, or an error naming the line.
+Status numbers(const std::string& path, std::size_t lineNo, const std::string& line, std::size_t count,
+               std::vector<double>& out) {
+  std::istringstream fields(line);
+  out.clear();
+  double v = 0;
+  while (fields >> v)
+    out.push_back(v);
+  if (!fields.eof() || out.size() != count)
+    return Status(StatusCode::kMalformed,
+                  fmt::format("{}: line {} is not {} numbers: '{}'", path, lineNo, count, line));
+  for (double x : out)
+    if (!std::isfinite(x))
+      return Status(StatusCode::kMalformed, fmt::format("{}: line {} has a number that is not finite", path, lineNo));
+  return Status::ok();
+}
+
+struct Link {
+  double upMbps = 0, downMbps = 0, latencyMs = 0;
+};
+
+Result<std::vector<Link>> readLinkTrace(const std::string& path) {
+  auto lines = traceLines(path, "link trace");
+  if (!lines) return lines.status();
+  std::vector<Link> links;
+  std::vector<double> v;
+  for (const auto& [n, line] : *lines) {
+    STARLING_RETURN_IF_ERROR(numbers(path, n, line, 3, v));
+    if (!(v[0] > 0) || !(v[1] > 0) || !(v[2] >= 0))
+      return Status(StatusCode::kMalformed,
+                    fmt::format("{}: line {}: bandwidths must be positive and the latency >= 0", path, n));
+    links.push_back({v[0], v[1], v[2]});
+  }
+  return links;
+}
+
 }  // namespace
+
+Result<std::vector<std::vector<Fleet::Window>>> readAvailabilityTrace(const std::string& path, double periodS) {
+  auto lines = traceLines(path, "availability trace");
+  if (!lines) return lines.status();
+  std::vector<std::vector<Fleet::Window>> devices;
+  std::vector<double> v;
+  for (const auto& [n, line] : *lines) {
+    STARLING_RETURN_IF_ERROR(numbers(path, n, line, 3, v));
+    auto bad = [&, n = n](const std::string& why) {
+      return Status(StatusCode::kMalformed, fmt::format("{}: line {}: {}", path, n, why));
+    };
+    if (!(v[0] >= 0 && v[0] < 1e6 && v[0] == std::floor(v[0])))
+      return bad("the device must be an integer in [0, 1000000)");
+    if (!(v[1] >= 0 && v[1] < v[2])) return bad("a window must have 0 <= start < end");
+    if (periodS > 0 && v[2] > periodS) return bad(fmt::format("the window ends after the period of {} s", periodS));
+    const auto d = static_cast<std::size_t>(v[0]);
+    if (devices.size() <= d) devices.resize(d + 1);
+    if (!devices[d].empty() && v[1] < devices[d].back().end)
+      return bad(fmt::format("the window starts before the end of device {}'s previous one", d));
+    devices[d].push_back({v[1], v[2]});
+  }
+  return devices;
+}
+
+const std::vector<Fleet::Window>& Fleet::windows(std::size_t i) const {
+  static const std::vector<Window> kNone;
+  const int32_t d = clients_[i].device;
+  return d < 0 ? kNone : devices_[static_cast<std::size_t>(d)];
+}
 
 int64_t linkMicros(uint64_t bytes, double mbps, double latencyMs) {
   return static_cast<int64_t>(std::llround(latencyMs * 1e3 + double(bytes) * 8.0 / mbps));
@@ -66,6 +148,8 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec) 
   if (!(s.dropout >= 0 && s.dropout < 1)) return bad("sim.dropout must be in [0, 1)");
   if (!(s.speedSpread >= 1)) return bad("sim.speed-spread must be at least 1");
   if (!(s.speedSigma >= 0)) return bad("sim.speed-sigma must be >= 0");
+  if (!(s.linkSpread >= 1)) return bad("sim.link-spread must be at least 1");
+  if (!(s.availabilityPeriodS >= 0)) return bad("sim.availability-period-s must be >= 0");
   if (s.efClients == 0) return bad("sim.ef-clients must be at least 1");
   if (s.speedDistribution != "loguniform" && s.speedDistribution != "lognormal")
     return bad("sim.speed-distribution must be loguniform or lognormal");
@@ -100,7 +184,19 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec) 
     if (!t) return t.status();
     trace = std::move(*t);
   }
+  std::vector<Link> links;
+  if (!s.linkTrace.empty()) {
+    auto t = readLinkTrace(s.linkTrace);
+    if (!t) return t.status();
+    links = std::move(*t);
+  }
+  if (!s.availabilityTrace.empty()) {
+    auto t = readAvailabilityTrace(s.availabilityTrace, s.availabilityPeriodS);
+    if (!t) return t.status();
+    f.devices_ = std::move(*t);
+  }
   std::mt19937_64 rng(s.seed ^ 0x5eedf1ee7ull);
+  std::mt19937_64 linkRng(s.seed ^ 0x11c5eedull);  // its own stream: speeds do not move with it
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::normal_distribution<double> normal(0.0, 1.0);
   const double fastest = s.deviceGflops * 1e9;
@@ -118,6 +214,18 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec) 
       relative = std::min(1.0, std::exp(-std::abs(normal(rng)) * s.speedSigma));
     }
     c.flopsPerSecond = fastest * relative;
+    if (!links.empty()) {
+      const Link& l = links[i % links.size()];
+      c.uplinkMbps = l.upMbps;
+      c.downlinkMbps = l.downMbps;
+      c.latencyMs = l.latencyMs;
+    } else {
+      const double slower = s.linkSpread > 1 ? std::exp(unit(linkRng) * std::log(s.linkSpread)) : 1.0;
+      c.uplinkMbps = s.uplinkMbps / slower;
+      c.downlinkMbps = s.downlinkMbps / slower;
+      c.latencyMs = s.latencyMs * slower;
+    }
+    if (!f.devices_.empty()) c.device = static_cast<int32_t>(i % f.devices_.size());
   }
   return f;
 }

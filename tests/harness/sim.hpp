@@ -6,7 +6,8 @@
 // the daemon would do on the fleet it describes (docs/simulation.md).
 //
 // The fleet: N virtual clients, each with a partition of the training set, a device
-// speed (FLOP/s), links (bandwidth each way, latency) and a dropout probability.
+// speed (FLOP/s), links (bandwidth each way, latency: alike, spread, or from a trace),
+// a dropout probability and, optionally, an availability trace (windows when online).
 // - Compute time: a deterministic cost model of the work the Trainer did (forward
 //   and backward passes of its minibatches, the sampler's extra forward passes and
 //   the loss probe), divided by the device's speed. Never wall-clock time.
@@ -14,6 +15,9 @@
 //   Update frames (encodeAssignment(), the Update table around the real payload).
 // - Dropout: a selected client drops out with probability p before it finishes
 //   (the engine sees clientLeft) and rejoins later holding the model it had.
+// - Availability: with a trace, a client is connected only inside its device's
+//   windows; at a window's end it leaves (an update in progress is lost), at the
+//   next window's start it joins again holding the model it had.
 //
 // Memory: a virtual client holds its example indices, link and speed figures and a
 // few counters. Training runs one client at a time, building a Trainer over that
@@ -56,12 +60,23 @@ struct SimSettings {
   double uplinkMbps = 1.0;                       // client -> coordinator
   double downlinkMbps = 5.0;                     // coordinator -> client
   double latencyMs = 100.0;                      // one way, each message
-  double dropout = 0.0;                          // probability that a selected client drops out
-  int64_t rejoinMs = 0;                          // a dropped client is back after this (0 = the deadline)
-  uint32_t efClients = 256;                      // most clients holding uplink error-feedback memory
-  double targetAccuracy = 0.85;                  // for "bytes and time to target"
-  double maxVirtualHours = 1000;                 // stops a strategy that never finishes
-  bool stopAtTarget = false;                     // end a strategy at its first round at the target
+  // Per-client links: each client's bandwidths are the above divided by f and its
+  // latency the above times f, f log-uniform in [1, linkSpread] (1 = every client alike).
+  double linkSpread = 1.0;
+  // File: "UP_MBPS DOWN_MBPS LATENCY_MS" per line; client i takes line i mod n
+  // (overrides the three figures above and the spread).
+  std::string linkTrace;
+  double dropout = 0.0;  // probability that a selected client drops out
+  int64_t rejoinMs = 0;  // a dropped client is back after this (0 = the deadline)
+  // File of windows when devices are online, "DEVICE START_S END_S" per line (devices
+  // numbered from 0, windows of a device in order, not overlapping); client i follows
+  // device i mod (largest device + 1). Outside its windows a client is offline.
+  std::string availabilityTrace;
+  double availabilityPeriodS = 0;  // the trace repeats every this many seconds (0 = once)
+  uint32_t efClients = 256;        // most clients holding uplink error-feedback memory
+  double targetAccuracy = 0.85;    // for "bytes and time to target"
+  double maxVirtualHours = 1000;   // stops a strategy that never finishes
+  bool stopAtTarget = false;       // end a strategy at its first round at the target
   // Clients ship with the round-0 model (an app that bundles it) and name it, with its
   // checksum, when they join; otherwise they say they hold nothing, as starling-client
   // does (it builds the round-0 model from Welcome). Under the engine's
@@ -143,20 +158,33 @@ class Fleet {
   struct Client {
     std::vector<uint32_t> examples;  // indices into train()
     double flopsPerSecond = 0;
+    double uplinkMbps = 0, downlinkMbps = 0, latencyMs = 0;
+    int32_t device = -1;  // its device in the availability trace (-1 = always online)
+  };
+  // A window when a device is online, in virtual seconds: [start, end).
+  struct Window {
+    double start = 0, end = 0;
   };
   const SimSettings& settings() const { return settings_; }
   const data::Dataset& train() const { return train_; }
   const data::Dataset& test() const { return test_; }
   const std::vector<Client>& clients() const { return clients_; }
   double flopsPerExample() const { return flopsPerExample_; }
+  // The windows of client i's device, in order (empty when it has none or there is no trace).
+  const std::vector<Window>& windows(std::size_t i) const;
 
  private:
   SimSettings settings_;
   data::Dataset train_;
   data::Dataset test_;
   std::vector<Client> clients_;
+  std::vector<std::vector<Window>> devices_;  // the availability trace's windows
   double flopsPerExample_ = 0;
 };
+
+// Reads an availability trace (the format of SimSettings::availabilityTrace): the
+// windows of devices 0..max. With periodS > 0 every window must end by periodS.
+Result<std::vector<std::vector<Fleet::Window>>> readAvailabilityTrace(const std::string& path, double periodS);
 
 // Microseconds a message of `bytes` takes on a link: latency + bytes x 8 / bandwidth.
 int64_t linkMicros(uint64_t bytes, double mbps, double latencyMs);

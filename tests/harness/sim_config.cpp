@@ -24,8 +24,18 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.uplink-mbps", s.uplinkMbps, "client -> coordinator bandwidth, Mbit/s");
   b.bind("sim.downlink-mbps", s.downlinkMbps, "coordinator -> client bandwidth, Mbit/s");
   b.bind("sim.latency-ms", s.latencyMs, "one-way latency of every message, ms");
+  b.bind("sim.link-spread", s.linkSpread,
+         "per-client links: bandwidths / f and latency x f, f log-uniform in [1, this] (1 = all alike)");
+  b.bind("sim.link-trace", s.linkTrace,
+         "file of links, 'UP_MBPS DOWN_MBPS LATENCY_MS' per line, client i takes line i mod n (overrides the above)");
   b.bind("sim.dropout", s.dropout, "probability that a selected client drops out of its round");
   b.bind("sim.rejoin-ms", s.rejoinMs, "a dropped client rejoins after this (0 = the round deadline)");
+  b.bind("sim.availability-trace", s.availabilityTrace,
+         "file of windows when devices are online, 'DEVICE START_S END_S' per line; client i follows device i "
+         "mod (devices); outside its windows a client is offline (empty = always online)");
+  b.bind("sim.availability-period-s", s.availabilityPeriodS,
+         "the availability trace repeats every this many "
+         "seconds (0 = once: after its last window a device stays offline)");
   b.bind("sim.ef-clients", s.efClients, "most clients that keep uplink error-feedback memory (LRU)");
   b.bind("sim.target-accuracy", s.targetAccuracy, "test accuracy for 'bytes and time to target'");
   b.bind("sim.max-virtual-hours", s.maxVirtualHours, "stop a strategy after this much virtual time");

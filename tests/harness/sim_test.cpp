@@ -280,3 +280,165 @@ TEST_CASE("the example config reads shared settings, [sim] and per-strategy over
 }
 
 }  // namespace starling::sim
+
+namespace starling::sim {
+namespace {
+
+std::string writeFile(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("per-client links: a trace line per client, or a spread around the fleet's figures", "[harness][links]") {
+  if (!haveData()) return;
+  SimSettings s = smallFleet();
+  s.clients = 4;
+  s.trainExamples = 1000;
+  s.linkTrace = writeFile("starling-sim-links.txt", "# up down latency\n0.5 2 40\n\n2 8 10\n");
+  auto traced = Fleet::create(s, "mlp:784-32-10");
+  REQUIRE(traced);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& c = traced->clients()[i];
+    CHECK(c.uplinkMbps == (i % 2 == 0 ? 0.5 : 2.0));
+    CHECK(c.downlinkMbps == (i % 2 == 0 ? 2.0 : 8.0));
+    CHECK(c.latencyMs == (i % 2 == 0 ? 40.0 : 10.0));
+  }
+
+  s.linkTrace.clear();
+  s.clients = 50;
+  auto alike = Fleet::create(s, "mlp:784-32-10");
+  s.linkSpread = 4;
+  auto spread = Fleet::create(s, "mlp:784-32-10");
+  REQUIRE(alike);
+  REQUIRE(spread);
+  double slowest = 1, fastest = 0;
+  for (std::size_t i = 0; i < 50; ++i) {
+    const auto& a = alike->clients()[i];
+    const auto& c = spread->clients()[i];
+    CHECK(a.uplinkMbps == s.uplinkMbps);
+    CHECK(a.latencyMs == s.latencyMs);
+    CHECK(c.flopsPerSecond == a.flopsPerSecond);  // its own random stream
+    // One factor f in [1, 4] per client: both bandwidths / f, the latency x f.
+    const double f = s.uplinkMbps / c.uplinkMbps;
+    CHECK(f >= 1.0);
+    CHECK(f <= 4.0);
+    CHECK(c.downlinkMbps == Approx(s.downlinkMbps / f));
+    CHECK(c.latencyMs == Approx(s.latencyMs * f));
+    slowest = std::min(slowest, 1 / f);
+    fastest = std::max(fastest, 1 / f);
+  }
+  CHECK(fastest / slowest > 2.0);
+
+  SECTION("a round lasts its client's own links") {
+    SimSettings one = smallFleet();
+    one.clients = 1;
+    one.trainExamples = 1000;
+    one.speedSpread = 1;
+    one.linkTrace = writeFile("starling-sim-link.txt", "0.5 2 40\n");
+    auto fleet = Fleet::create(one, "mlp:784-32-10");
+    REQUIRE(fleet);
+    Strategy st = smallStrategy();
+    st.config.engine.rounds = 1;
+    st.config.engine.clientsPerRound = 1;
+    st.config.engine.overSelection = 1.0;
+    auto r = runStrategy(*fleet, st);
+    REQUIRE(r);
+    REQUIRE(r->rounds.size() == 1);
+    const RoundRow& row = r->rounds[0];
+    const uint64_t examples = uint64_t(st.config.engine.tau) * st.config.task.batchSize;
+    const double compute = computeSeconds(fleet->flopsPerExample(), examples, 2 * 256, 1e9);
+    const double expected =
+        double(linkMicros(row.bytesDown, 2.0, 40) + linkMicros(row.bytesUp, 0.5, 40)) / 1e6 + compute;
+    CHECK(row.virtualSeconds == Approx(expected).margin(2e-6));
+  }
+
+  SECTION("a malformed trace is refused, naming the line") {
+    for (const char* text : {"0.5 2\n", "0.5 2 40 7\n", "1 2 3\n0 2 3\n", "1 2 x\n", "# nothing\n"}) {
+      INFO(text);
+      s.linkTrace = writeFile("starling-sim-links-bad.txt", text);
+      auto bad = Fleet::create(s, "mlp:784-32-10");
+      REQUIRE_FALSE(bad);
+      const std::string m = bad.status().message();
+      CHECK(m.find("starling-sim-links-bad.txt") != std::string::npos);
+      CHECK((m.find("line") != std::string::npos || m.find("empty") != std::string::npos));
+    }
+    s.linkTrace = "/nonexistent/links.txt";
+    CHECK_FALSE(Fleet::create(s, "mlp:784-32-10"));
+  }
+}
+
+TEST_CASE("availability traces: windows parsed in order, refused with the line that is wrong",
+          "[harness][availability]") {
+  const auto ok =
+      readAvailabilityTrace(writeFile("starling-sim-avail.txt", "# device start end\n0 0 10\n0 20 30\n2 5 6\n"), 0);
+  REQUIRE(ok);
+  REQUIRE(ok->size() == 3);
+  CHECK((*ok)[0].size() == 2);
+  CHECK((*ok)[0][1].start == 20);
+  CHECK((*ok)[0][1].end == 30);
+  CHECK((*ok)[1].empty());  // device 1: never online
+  CHECK((*ok)[2].size() == 1);
+  struct Bad {
+    const char* text;
+    double period;
+    const char* says;
+  };
+  for (const Bad& b :
+       {Bad{"0 10 10\n", 0, "start < end"}, Bad{"0 20 10\n", 0, "start < end"}, Bad{"0 0 10\n0 5 20\n", 0, "line 2"},
+        Bad{"0.5 0 10\n", 0, "device"}, Bad{"-1 0 10\n", 0, "device"}, Bad{"0 0 150\n", 100, "period"},
+        Bad{"0 0\n", 0, "line 1"}, Bad{"\n# none\n", 0, "empty"}}) {
+    INFO(b.text);
+    auto r = readAvailabilityTrace(writeFile("starling-sim-avail-bad.txt", b.text), b.period);
+    REQUIRE_FALSE(r);
+    CHECK(r.status().message().find(b.says) != std::string::npos);
+  }
+}
+
+TEST_CASE("availability traces: clients train only inside their windows", "[harness][availability]") {
+  if (!haveData()) return;
+  // Half the fleet (device 0) is always online, the other half (device 1) for the first
+  // 50 s of every 100; a round needs 30 idle clients, so it can start only while the
+  // second half is online, and the rounds open at the 50 s mark lose it.
+  SimSettings s = smallFleet();
+  s.availabilityTrace = writeFile("starling-sim-avail-half.txt", "0 0 100\n1 0 50\n");
+  s.availabilityPeriodS = 100;
+  auto fleet = Fleet::create(s, "mlp:784-32-10");
+  REQUIRE(fleet);
+  CHECK(fleet->windows(0).size() == 1);
+  CHECK(fleet->windows(1)[0].end == 50);
+  Strategy st = smallStrategy();
+  st.config.engine.rounds = 60;
+  st.config.engine.clientsPerRound = 30;
+  st.config.engine.overSelection = 1.0;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  CHECK(r->stopped.empty());
+  REQUIRE(r->rounds.size() == 60);
+  CHECK(r->rounds.back().virtualSeconds > 100);  // it waited through an offline half
+  uint32_t dropped = 0;
+  for (const RoundRow& row : r->rounds) {
+    INFO("round " << row.round << " started at " << row.startedSeconds << " s");
+    CHECK(std::fmod(row.startedSeconds, 100.0) < 50.0);
+    dropped += row.dropped;
+  }
+  CHECK(dropped > 0);
+
+  SECTION("without a period the trace plays once: the fleet is gone after its last window") {
+    s.availabilityTrace = writeFile("starling-sim-avail-once.txt", "0 0 100\n1 0 30\n");
+    s.availabilityPeriodS = 0;
+    auto once = Fleet::create(s, "mlp:784-32-10");
+    REQUIRE(once);
+    auto r2 = runStrategy(*once, st);
+    REQUIRE(r2);
+    CHECK_FALSE(r2->stopped.empty());
+    REQUIRE_FALSE(r2->rounds.empty());
+    CHECK(r2->rounds.size() < 60);
+    for (const RoundRow& row : r2->rounds)
+      CHECK(row.startedSeconds < 30.0);
+  }
+}
+
+}  // namespace starling::sim

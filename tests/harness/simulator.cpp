@@ -44,11 +44,12 @@ uint64_t mixSeed(uint64_t a, uint64_t b) {
 }
 
 struct Event {
-  enum class Kind { kUpdateArrives, kDropOut, kRejoin, kWake };
+  enum class Kind { kUpdateArrives, kDropOut, kRejoin, kWake, kOnline, kOffline };
   int64_t atUs = 0;
   uint64_t seq = 0;  // ties broken by insertion order: deterministic
   Kind kind = Kind::kWake;
   std::size_t client = 0;
+  uint64_t assignment = 0;  // kUpdateArrives, kDropOut: of the client's assignment this many
   bool operator>(const Event& o) const { return atUs != o.atUs ? atUs > o.atUs : seq > o.seq; }
 };
 
@@ -62,6 +63,13 @@ struct ClientState {
   std::unique_ptr<compression::ErrorFeedback> memory;
   std::optional<coordinator::IncomingUpdate> inFlight;
   uint64_t inFlightFrameBytes = 0;
+  uint64_t assignments = 0;  // events of an earlier assignment are stale
+  bool working = false;      // assigned, and neither arrived nor dropped yet
+  bool away = false;         // not connected to the engine (dropped out or offline)
+  bool online = true;        // inside an availability window (always, without a trace)
+  int64_t backAtUs = 0;      // after a dropout: not back before this
+  uint64_t windowCycle = 0;  // the availability trace's cursor: period and window
+  std::size_t windowIndex = 0;
 };
 
 class Run {
@@ -76,7 +84,16 @@ class Run {
   Status train(std::size_t i, const coordinator::Assignment& a, int64_t downUs);
   compression::ErrorFeedback* memoryOf(std::size_t i);
   void settle(std::size_t i, uint64_t round, bool accepted);
-  void push(int64_t atUs, Event::Kind kind, std::size_t client) { queue_.push({atUs, seq_++, kind, client}); }
+  void push(int64_t atUs, Event::Kind kind, std::size_t client, uint64_t assignment = 0) {
+    queue_.push({atUs, seq_++, kind, client, assignment});
+  }
+  // The availability trace: schedules client i's next window (none when the trace has
+  // no more), and its microseconds from the start.
+  void scheduleWindow(std::size_t i);
+  int64_t windowMicros(const ClientState& c, double seconds) const {
+    return static_cast<int64_t>(std::llround((double(c.windowCycle) * s().availabilityPeriodS + seconds) * 1e6));
+  }
+  Status join(std::size_t i);
   int64_t nowMs() const { return nowUs_ / 1000; }
 
   const Fleet& fleet_;
@@ -201,8 +218,8 @@ Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downU
   in.bytesWire = payload.byteSize();
   c.inFlight = std::move(in);
   c.inFlightFrameBytes = frameBytes;
-  push(nowUs_ + downUs + computeUs + linkMicros(frameBytes, s().uplinkMbps, s().latencyMs), Event::Kind::kUpdateArrives,
-       i);
+  push(nowUs_ + downUs + computeUs + linkMicros(frameBytes, fc.uplinkMbps, fc.latencyMs), Event::Kind::kUpdateArrives,
+       i, c.assignments);
   return Status::ok();
 }
 
@@ -214,7 +231,10 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
       coordinator::encodeAssignment(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
   roundDown_ += frame.size();
   totalBytes_ += frame.size();
-  const int64_t downUs = linkMicros(frame.size(), s().downlinkMbps, s().latencyMs);
+  const Fleet::Client& fc = fleet_.clients()[i];
+  const int64_t downUs = linkMicros(frame.size(), fc.downlinkMbps, fc.latencyMs);
+  ++c.assignments;
+  c.working = true;
   c.heldRound = a.baseRound;
   c.heldChecksum = a.baseChecksum;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -222,8 +242,8 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
   if (drop < s().dropout) {
     // It drops somewhere between receiving the assignment and finishing its work.
     const double work = computeSeconds(fleet_.flopsPerExample(), uint64_t(a.tau) * strategy_.config.task.batchSize, 0,
-                                       fleet_.clients()[i].flopsPerSecond);
-    push(nowUs_ + static_cast<int64_t>(when * (double(downUs) + work * 1e6)), Event::Kind::kDropOut, i);
+                                       fc.flopsPerSecond);
+    push(nowUs_ + static_cast<int64_t>(when * (double(downUs) + work * 1e6)), Event::Kind::kDropOut, i, c.assignments);
     return Status::ok();
   }
   return train(i, a, downUs);
@@ -308,6 +328,25 @@ Status Run::perform(std::vector<Action> actions) {
   return Status::ok();
 }
 
+void Run::scheduleWindow(std::size_t i) {
+  const auto& windows = fleet_.windows(i);
+  ClientState& c = state_[i];
+  if (windows.empty()) return;
+  if (c.windowIndex >= windows.size()) {
+    if (s().availabilityPeriodS <= 0) return;  // offline for good
+    c.windowIndex = 0;
+    ++c.windowCycle;
+  }
+  push(std::max(nowUs_, windowMicros(c, windows[c.windowIndex].start)), Event::Kind::kOnline, i);
+}
+
+Status Run::join(std::size_t i) {
+  ClientState& c = state_[i];
+  c.away = false;
+  return perform(
+      engine_->clientJoined(clientId(i), fleet_.clients()[i].examples.size(), c.heldRound, c.heldChecksum, nowMs()));
+}
+
 Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRound) {
   const auto wallStart = std::chrono::steady_clock::now();
   onRound_ = onRound;
@@ -332,10 +371,17 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   const int64_t rejoinUs = (s().rejoinMs > 0 ? s().rejoinMs : dc.engine.deadlineMs) * 1000;
   const int64_t limitUs = static_cast<int64_t>(s().maxVirtualHours * 3600e6);
   const uint64_t initialChecksum = s().preloadedModel ? engine_->modelChecksum() : 0;
+  const bool traced = !s().availabilityTrace.empty();
   for (std::size_t i = 0; i < fleet_.clients().size() && !finished_; ++i) {
     const auto& c = fleet_.clients()[i];
     if (c.examples.empty()) continue;  // nothing to train on: it never joins
     if (initialChecksum != 0) state_[i].heldChecksum = initialChecksum;
+    if (traced) {  // it joins when its first window opens (an event at time 0 included)
+      state_[i].online = false;
+      state_[i].away = true;
+      scheduleWindow(i);
+      continue;
+    }
     STARLING_RETURN_IF_ERROR(perform(engine_->clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0)));
   }
   if (!finished_) STARLING_RETURN_IF_ERROR(perform(engine_->start(0)));
@@ -355,20 +401,50 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
       case Event::Kind::kWake:
         STARLING_RETURN_IF_ERROR(perform(engine_->tick(nowMs())));
         break;
-      case Event::Kind::kDropOut:
+      case Event::Kind::kDropOut: {
+        ClientState& c = state_[ev.client];
+        if (ev.assignment != c.assignments || c.away) break;  // gone offline first
+        c.working = false;
         ++roundDropped_;
+        c.away = true;
+        c.backAtUs = nowUs_ + rejoinUs;
         STARLING_RETURN_IF_ERROR(perform(engine_->clientLeft(clientId(ev.client), "dropped out (simulated)", nowMs())));
-        push(nowUs_ + rejoinUs, Event::Kind::kRejoin, ev.client);
+        push(c.backAtUs, Event::Kind::kRejoin, ev.client);
         break;
+      }
       case Event::Kind::kRejoin: {
         ClientState& c = state_[ev.client];
-        STARLING_RETURN_IF_ERROR(perform(engine_->clientJoined(
-            clientId(ev.client), fleet_.clients()[ev.client].examples.size(), c.heldRound, c.heldChecksum, nowMs())));
+        // Offline now: it joins when its next window opens.
+        if (c.away && c.online && nowUs_ >= c.backAtUs) STARLING_RETURN_IF_ERROR(join(ev.client));
+        break;
+      }
+      case Event::Kind::kOnline: {
+        ClientState& c = state_[ev.client];
+        c.online = true;
+        push(windowMicros(c, fleet_.windows(ev.client)[c.windowIndex].end), Event::Kind::kOffline, ev.client);
+        // Back from a dropout later, if that is later.
+        if (c.away && nowUs_ >= c.backAtUs) STARLING_RETURN_IF_ERROR(join(ev.client));
+        break;
+      }
+      case Event::Kind::kOffline: {
+        ClientState& c = state_[ev.client];
+        c.online = false;
+        if (!c.away) {
+          if (c.working) ++roundDropped_;  // its work for the round is lost
+          c.working = false;
+          c.inFlight.reset();
+          c.away = true;
+          STARLING_RETURN_IF_ERROR(
+              perform(engine_->clientLeft(clientId(ev.client), "offline (availability trace)", nowMs())));
+        }
+        ++c.windowIndex;
+        scheduleWindow(ev.client);
         break;
       }
       case Event::Kind::kUpdateArrives: {
         ClientState& c = state_[ev.client];
-        if (!c.inFlight) break;
+        if (ev.assignment != c.assignments || !c.inFlight) break;
+        c.working = false;
         roundUp_ += c.inFlightFrameBytes;
         totalBytes_ += c.inFlightFrameBytes;
         coordinator::IncomingUpdate u = std::move(*c.inFlight);

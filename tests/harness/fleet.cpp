@@ -46,16 +46,16 @@ Result<std::vector<double>> readTrace(const std::string& path) {
   return speeds;
 }
 
-// The lines of a trace file that carry data: neither blank nor comments ('#'), each
-// with its line number.
+// The lines of a trace file that carry data, each with its line number: '#' starts a
+// comment, blank lines are skipped.
 Result<std::vector<std::pair<std::size_t, std::string>>> traceLines(const std::string& path, const char* what) {
   std::ifstream in(path);
   if (!in) return Status(StatusCode::kNotFound, fmt::format("{}: cannot open the {}", path, what));
   std::vector<std::pair<std::size_t, std::string>> lines;
   std::string line;
   for (std::size_t n = 1; std::getline(in, line); ++n) {
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
+    line = line.substr(0, line.find('#'));
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     lines.emplace_back(n, line);
   }
   if (lines.empty()) return Status(StatusCode::kMalformed, fmt::format("{}: the {} is empty", path, what));

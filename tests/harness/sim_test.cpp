@@ -297,7 +297,7 @@ TEST_CASE("per-client links: a trace line per client, or a spread around the fle
   SimSettings s = smallFleet();
   s.clients = 4;
   s.trainExamples = 1000;
-  s.linkTrace = writeFile("starling-sim-links.txt", "# up down latency\n0.5 2 40\n\n2 8 10\n");
+  s.linkTrace = writeFile("starling-sim-links.txt", "# up down latency\n0.5 2 40   # slow\n\n2 8 10\n");
   auto traced = Fleet::create(s, "mlp:784-32-10");
   REQUIRE(traced);
   for (std::size_t i = 0; i < 4; ++i) {

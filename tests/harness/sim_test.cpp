@@ -45,6 +45,31 @@ Strategy smallStrategy(const std::string& name = "small") {
   return st;
 }
 
+// One client, one round, equal speeds: the round lasts exactly the downlink, the
+// compute and the uplink of the frames it counted, on links of up / down Mbit/s and
+// latency ms.
+void checkOneRoundTime(SimSettings s, double up, double down, double latency) {
+  s.clients = 1;
+  s.trainExamples = 1000;
+  s.speedSpread = 1;
+  auto fleet = Fleet::create(s, "mlp:784-32-10");
+  REQUIRE(fleet);
+  Strategy st = smallStrategy();
+  st.config.engine.rounds = 1;
+  st.config.engine.clientsPerRound = 1;
+  st.config.engine.overSelection = 1.0;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  REQUIRE(r->rounds.size() == 1);
+  const RoundRow& row = r->rounds[0];
+  CHECK(row.bytesUp > 784 * 32 * 4);  // a dense fp32 update in a frame
+  const uint64_t examples = uint64_t(st.config.engine.tau) * st.config.task.batchSize;
+  const double compute = computeSeconds(fleet->flopsPerExample(), examples, 2 * 256, s.deviceGflops * 1e9);
+  const double expected =
+      double(linkMicros(row.bytesDown, down, latency) + linkMicros(row.bytesUp, up, latency)) / 1e6 + compute;
+  CHECK(row.virtualSeconds == Approx(expected).margin(2e-6));
+}
+
 }  // namespace
 
 TEST_CASE("50 virtual clients train an MLP to the target accuracy", "[harness]") {
@@ -146,30 +171,11 @@ TEST_CASE("link time is latency plus bytes over bandwidth", "[harness]") {
   CHECK(computeSeconds(1e6, 10, 0, 3e6) == Approx(10.0));
   CHECK(computeSeconds(1e6, 0, 30, 3e6) == Approx(10.0));
   if (!haveData()) return;
-  // One client, one round, equal speeds: the round lasts exactly the downlink,
-  // the compute and the uplink of the frames it counted.
   SimSettings s = smallFleet();
-  s.clients = 1;
-  s.trainExamples = 1000;
-  s.speedSpread = 1;
   s.uplinkMbps = 0.5;
   s.downlinkMbps = 2.0;
   s.latencyMs = 40;
-  auto fleet = Fleet::create(s, "mlp:784-32-10");
-  REQUIRE(fleet);
-  Strategy st = smallStrategy();
-  st.config.engine.rounds = 1;
-  st.config.engine.clientsPerRound = 1;
-  st.config.engine.overSelection = 1.0;
-  auto r = runStrategy(*fleet, st);
-  REQUIRE(r);
-  REQUIRE(r->rounds.size() == 1);
-  const RoundRow& row = r->rounds[0];
-  CHECK(row.bytesUp > 784 * 32 * 4);  // a dense fp32 update in a frame
-  const uint64_t examples = uint64_t(st.config.engine.tau) * st.config.task.batchSize;
-  const double compute = computeSeconds(fleet->flopsPerExample(), examples, 2 * 256, 1e9);
-  const double expected = double(linkMicros(row.bytesDown, 2.0, 40) + linkMicros(row.bytesUp, 0.5, 40)) / 1e6 + compute;
-  CHECK(row.virtualSeconds == Approx(expected).margin(2e-6));
+  checkOneRoundTime(s, 0.5, 2.0, 40);
 }
 
 }  // namespace starling::sim
@@ -333,26 +339,9 @@ TEST_CASE("per-client links: a trace line per client, or a spread around the fle
   CHECK(fastest / slowest > 2.0);
 
   SECTION("a round lasts its client's own links") {
-    SimSettings one = smallFleet();
-    one.clients = 1;
-    one.trainExamples = 1000;
-    one.speedSpread = 1;
+    SimSettings one = smallFleet();  // its 1 and 5 Mbit/s and 100 ms: the trace overrides them
     one.linkTrace = writeFile("starling-sim-link.txt", "0.5 2 40\n");
-    auto fleet = Fleet::create(one, "mlp:784-32-10");
-    REQUIRE(fleet);
-    Strategy st = smallStrategy();
-    st.config.engine.rounds = 1;
-    st.config.engine.clientsPerRound = 1;
-    st.config.engine.overSelection = 1.0;
-    auto r = runStrategy(*fleet, st);
-    REQUIRE(r);
-    REQUIRE(r->rounds.size() == 1);
-    const RoundRow& row = r->rounds[0];
-    const uint64_t examples = uint64_t(st.config.engine.tau) * st.config.task.batchSize;
-    const double compute = computeSeconds(fleet->flopsPerExample(), examples, 2 * 256, 1e9);
-    const double expected =
-        double(linkMicros(row.bytesDown, 2.0, 40) + linkMicros(row.bytesUp, 0.5, 40)) / 1e6 + compute;
-    CHECK(row.virtualSeconds == Approx(expected).margin(2e-6));
+    checkOneRoundTime(one, 0.5, 2.0, 40);
   }
 
   SECTION("a malformed trace is refused, naming the line") {

@@ -194,6 +194,15 @@ void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello&
         fmt::format("this task needs capabilities the client lacks: {} (a newer starling-client has them)",
                     fmt::join(missing, ", "));
     log_->warn("refused {} from {}: {}", id, session->peer().address, why);
+    // Recorded before the client is told, so that the refusal is on disk by the time it
+    // reads the error. Not being able to record it does not change the answer.
+    RefusalRecord refusal;
+    refusal.clientId = id;
+    refusal.peer = session->peer().address;
+    refusal.atMs = wallEpochMs_ + nowMs();
+    refusal.reason = why;
+    if (Status st = store_->recordRefusal(refusal); !st)
+      log_->warn("recording the refusal of {}: {}", id, st.message());
     session->send(share(wire::makeErrorFrame(fb::ErrorCode::Unsupported, why)));
     session->close();
     return;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -43,6 +44,18 @@ std::string cell(std::string_view text) {
     }
   }
   return out;
+}
+
+// "2023-11-14 22:13:20 UTC": a wall-clock time given in ms since the Unix epoch.
+std::string utcTime(int64_t ms) {
+  using namespace std::chrono;
+  const sys_time<milliseconds> t{milliseconds(ms)};
+  const sys_days day = floor<days>(t);
+  const year_month_day date(day);
+  const hh_mm_ss<milliseconds> time(t - day);
+  return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC", static_cast<int>(date.year()),
+                     static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()), time.hours().count(),
+                     time.minutes().count(), time.seconds().count());
 }
 
 std::string optionalFixed(std::optional<double> v, int digits, std::string_view suffix = "") {
@@ -126,6 +139,7 @@ std::string formatTable(const ReportData& data, const ReportTotals& totals) {
   out += fmt::format("  compression   x{} overall (raw / wire)\n", optionalFixed(totals.compressionTotal, 1));
   out += fmt::format("  participants  {} stragglers, {} dropped, {} rejected, {} late-applied, {} late-discarded\n",
                      totals.stragglers, totals.dropped, totals.rejected, totals.lateApplied, totals.lateDiscarded);
+  out += fmt::format("  refused       {} at Hello\n", totals.refused);
   if (totals.lastEvaluatedRound) {
     out += fmt::format("  accuracy      {} after round {} (test loss {})\n",
                        optionalFixed(*totals.lastTestAccuracy * 100.0, 2, "%"), *totals.lastEvaluatedRound,
@@ -137,19 +151,30 @@ std::string formatTable(const ReportData& data, const ReportTotals& totals) {
   out += "\nStragglers, drops and rejections\n";
   if (data.participants.empty()) {
     out += "  none\n";
+  } else {
+    rows.clear();
+    for (const ParticipantRecord& p : data.participants) {
+      rows.push_back({
+          fmt::format("{}", p.round),
+          cell(p.clientId),
+          participantOutcomeName(p.outcome),
+          fmt::format("{}", p.staleness),
+          p.reason.empty() ? "-" : cell(p.reason),
+      });
+    }
+    out += renderTable({"round", "client", "outcome", "staleness", "reason"}, rows, 3);
+  }
+
+  out += "\nRefused at Hello\n";
+  if (data.refusals.empty()) {
+    out += "  none\n";
     return out;
   }
   rows.clear();
-  for (const ParticipantRecord& p : data.participants) {
-    rows.push_back({
-        fmt::format("{}", p.round),
-        cell(p.clientId),
-        participantOutcomeName(p.outcome),
-        fmt::format("{}", p.staleness),
-        p.reason.empty() ? "-" : cell(p.reason),
-    });
+  for (const RefusalRecord& r : data.refusals) {
+    rows.push_back({utcTime(r.atMs), cell(r.clientId), cell(r.peer), cell(r.reason)});
   }
-  out += renderTable({"round", "client", "outcome", "staleness", "reason"}, rows, 3);
+  out += renderTable({"time", "client", "peer", "reason"}, rows, 3);
   return out;
 }
 
@@ -195,6 +220,11 @@ std::string formatCsv(const ReportData& data) {
                     participantOutcomeName(p.outcome), csvField(p.reason), p.staleness, p.assignedMs,
                     p.returnedMs ? fmt::format("{}", *p.returnedMs) : std::string(), p.durationMs, p.steps, p.examples,
                     p.bytesUpRaw, p.bytesUpWire, p.bytesDownWire, p.sticky ? 1 : 0, csvNumber(p.selectionWeight));
+  }
+  out += "\n";
+  out += "client_id,peer,at_ms,reason\n";
+  for (const RefusalRecord& r : data.refusals) {
+    out += fmt::format("{},{},{},{}\n", csvField(r.clientId), csvField(r.peer), r.atMs, csvField(r.reason));
   }
   return out;
 }
@@ -325,6 +355,19 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
                .done();
   }
   out += first ? "],\n" : "\n  ],\n";
+  out += "  \"refused\": [";
+  first = true;
+  for (const RefusalRecord& r : data.refusals) {
+    out += first ? "\n    " : ",\n    ";
+    first = false;
+    out += JsonObject()
+               .str("client_id", r.clientId)
+               .str("peer", r.peer)
+               .num("at_ms", r.atMs)
+               .str("reason", r.reason)
+               .done();
+  }
+  out += first ? "],\n" : "\n  ],\n";
   out += "  \"totals\": ";
   out += JsonObject()
              .num("rounds_committed", totals.roundsCommitted)
@@ -334,6 +377,7 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
              .num("rejected", totals.rejected)
              .num("late_applied", totals.lateApplied)
              .num("late_discarded", totals.lateDiscarded)
+             .num("refused", totals.refused)
              .num("bytes_up_raw", totals.bytesUpRaw)
              .num("bytes_up_wire", totals.bytesUpWire)
              .num("bytes_down_raw", totals.bytesDownRaw)
@@ -370,6 +414,9 @@ Result<ReportData> loadReport(Store& store) {
   for (ParticipantRecord& p : *participants) {
     if (p.outcome != ParticipantOutcome::kAccepted) data.participants.push_back(std::move(p));
   }
+  Result<std::vector<RefusalRecord>> refusals = store.refusals();
+  if (!refusals) return refusals.status();
+  data.refusals = std::move(*refusals);
   return data;
 }
 
@@ -408,6 +455,7 @@ ReportTotals computeTotals(const ReportData& data) {
         break;
     }
   }
+  t.refused = static_cast<int64_t>(data.refusals.size());
   t.compressionUp = ratio(t.bytesUpRaw, t.bytesUpWire);
   t.compressionDown = ratio(t.bytesDownRaw, t.bytesDownWire);
   t.compressionTotal = ratio(t.bytesUpRaw + t.bytesDownRaw, t.bytesUpWire + t.bytesDownWire);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <filesystem>
@@ -21,8 +22,8 @@ namespace {
 // "STLG": marks the file as a Starling coordinator database (PRAGMA application_id).
 constexpr int64_t kApplicationId = 0x53544c47;
 
-// Schema version 1, then what version 2 adds (kSchemaV2). docs/state.md explains
-// every table; keep the two in step.
+// Schema version 1, then what each later version adds (kSchemaV2, kSchemaV3), listed
+// in kSchemaSteps. docs/state.md explains every table; keep the two in step.
 // Unsigned 64-bit values (rounds, checksums) are stored as the signed integer with
 // the same bits.
 constexpr const char* kSchemaV1 = R"sql(
@@ -102,7 +103,7 @@ CREATE TABLE checkpoints (
 // Version 2: each participant's sticky flag and selection weight (sticky client
 // sampling), and the engine's other model-sized vectors of a checkpoint, by name (server
 // momentum, adaptive moments, the served moving average). Pruning a checkpoint deletes
-// its vectors. A version-1 database is upgraded by running this.
+// its vectors.
 constexpr const char* kSchemaV2 = R"sql(
 ALTER TABLE participants ADD COLUMN sticky INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE participants ADD COLUMN selection_weight REAL NOT NULL DEFAULT 1;
@@ -114,6 +115,25 @@ CREATE TABLE checkpoint_vectors (
   PRIMARY KEY (round, name)
 ) WITHOUT ROWID;
 )sql";
+
+// Version 3: the clients refused at Hello (a capability the task needs was missing).
+// client_id is deliberately not a reference to clients: a refused client is never
+// recorded there.
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE refusals (
+  id        INTEGER PRIMARY KEY,
+  client_id TEXT NOT NULL,
+  peer      TEXT NOT NULL,
+  at_ms     INTEGER NOT NULL,
+  reason    TEXT NOT NULL CHECK (reason <> '')
+);
+)sql";
+
+// kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
+// the empty file). A new file runs every step; a file of an older version, opened for
+// writing, runs the steps past its version, all in one transaction.
+constexpr std::array<const char*, 3> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3};
+static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 constexpr const char* kRoundColumns =
     "round, status, reason, tau, lr, density_up, density_down, selected, returned, accepted, stragglers, "
@@ -289,14 +309,18 @@ struct Store::Impl {
   std::unique_ptr<sqlite::Statement> insertCheckpoint;
   std::unique_ptr<sqlite::Statement> pruneCheckpoints;
   std::unique_ptr<sqlite::Statement> latestCheckpoint;
-  std::unique_ptr<sqlite::Statement> insertVector;   // null on a version-1 database read as it is
-  std::unique_ptr<sqlite::Statement> selectVectors;  // likewise
-  // kUnsupported on a version-1 file opened read-only, whose writing statements are not
-  // prepared.
+  std::unique_ptr<sqlite::Statement> insertVector;    // null on a version-1 database read as it is
+  std::unique_ptr<sqlite::Statement> selectVectors;   // likewise
+  std::unique_ptr<sqlite::Statement> insertRefusal;   // null on a version-1 or -2 database read as it is
+  std::unique_ptr<sqlite::Statement> selectRefusals;  // likewise
+  // kUnsupported on an older file opened read-only (read as it is: some of its writing
+  // statements are not prepared, and writing would mix versions).
   Status writable() const {
-    if (insertParticipant) return Status::ok();
+    if (version >= Store::kSchemaVersion) return Status::ok();
     return {StatusCode::kUnsupported,
-            "the database has schema version 1 and was opened read-only; open it for writing to upgrade it"};
+            fmt::format("the database has schema version {} and was opened read-only; open it for writing to "
+                        "upgrade it to version {}",
+                        version, Store::kSchemaVersion)};
   }
   std::unique_ptr<sqlite::Statement> selectRounds;
   std::unique_ptr<sqlite::Statement> selectParticipants;
@@ -308,7 +332,7 @@ struct Store::Impl {
   Status prepareAll();
   Status initialize();
   Status createSchema();
-  Status upgradeFrom1();
+  Status upgradeFrom(int64_t from);
   int64_t version = 0;  // the file's schema version once initialized
 };
 
@@ -352,8 +376,9 @@ Status Store::Impl::prepareAll() {
       {&getMeta, "SELECT value FROM meta WHERE key = ?1"},
   };
   std::vector<Entry> all = entries;
-  // A version-1 file read as it is has neither the new columns nor the table: nothing
-  // that writes them is prepared (a write then fails in writable()).
+  // An older file read as it is lacks the columns and tables of the later versions:
+  // nothing that touches them is prepared (a write then fails in writable(), a read
+  // returns what such a file holds).
   if (version >= 2) {
     all.push_back({&insertParticipant, participantInsert});
     all.push_back({&upsertParticipant, participantInsert + kParticipantUpdate});
@@ -361,6 +386,10 @@ Status Store::Impl::prepareAll() {
         {&insertVector, "INSERT INTO checkpoint_vectors (round, name, data, checksum) VALUES (?1, ?2, ?3, ?4)"});
     all.push_back(
         {&selectVectors, "SELECT name, data, checksum FROM checkpoint_vectors WHERE round = ?1 ORDER BY name"});
+  }
+  if (version >= 3) {
+    all.push_back({&insertRefusal, "INSERT INTO refusals (client_id, peer, at_ms, reason) VALUES (?1, ?2, ?3, ?4)"});
+    all.push_back({&selectRefusals, "SELECT client_id, peer, at_ms, reason FROM refusals ORDER BY id"});
   }
   for (const Entry& e : all) {
     Result<std::unique_ptr<sqlite::Statement>> stmt = db->prepare(e.sql);
@@ -377,22 +406,25 @@ Status Store::Impl::createSchema() {
   Result<int64_t> tables = queryInt(*db, "SELECT count(*) FROM sqlite_schema");
   if (!tables) return tables.status();
   if (*tables != 0) return Status::ok();  // rolled back; initialize() re-reads the header
-  STARLING_RETURN_IF_ERROR(db->exec(kSchemaV1));
-  STARLING_RETURN_IF_ERROR(db->exec(kSchemaV2));
+  for (const char* step : kSchemaSteps)
+    STARLING_RETURN_IF_ERROR(db->exec(step));
   STARLING_RETURN_IF_ERROR(db->exec(fmt::format("PRAGMA application_id = {}", kApplicationId)));
   STARLING_RETURN_IF_ERROR(db->exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion)));
   return tx.commit();
 }
 
-Status Store::Impl::upgradeFrom1() {
+// Runs the schema steps past version `from` and sets kSchemaVersion, in one
+// transaction: the file is either upgraded whole or left as it was.
+Status Store::Impl::upgradeFrom(int64_t from) {
   sqlite::Transaction tx(*db);
   STARLING_RETURN_IF_ERROR(tx.begin());
   // Checked again inside the write lock: another process may have upgraded it.
   Result<int64_t> v = queryInt(*db, "PRAGMA user_version");
   if (!v) return v.status();
-  if (*v != 1) return Status::ok();  // rolled back; the caller re-reads the version
-  STARLING_RETURN_IF_ERROR(db->exec(kSchemaV2));
-  STARLING_RETURN_IF_ERROR(db->exec("PRAGMA user_version = 2"));
+  if (*v != from) return Status::ok();  // rolled back; the caller re-reads the version
+  for (std::size_t step = static_cast<std::size_t>(from); step < kSchemaSteps.size(); ++step)
+    STARLING_RETURN_IF_ERROR(db->exec(kSchemaSteps[step]));
+  STARLING_RETURN_IF_ERROR(db->exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion)));
   return tx.commit();
 }
 
@@ -424,10 +456,11 @@ Status Store::Impl::initialize() {
     return {StatusCode::kMalformed,
             fmt::format("database '{}' is not a Starling coordinator database (application id {:#x})", path, *appId)};
   }
-  if (!fresh && *version != kSchemaVersion && *version != 1) {
-    return {StatusCode::kUnsupported,
-            fmt::format("database '{}' has schema version {}; this build of starling-coordinator reads version {}",
-                        path, *version, kSchemaVersion)};
+  if (!fresh && (*version < 1 || *version > kSchemaVersion)) {
+    return {
+        StatusCode::kUnsupported,
+        fmt::format("database '{}' has schema version {}; this build of starling-coordinator reads versions 1 to {}",
+                    path, *version, kSchemaVersion)};
   }
   this->version = *version;
   if (options.readOnly) {
@@ -454,8 +487,10 @@ Status Store::Impl::initialize() {
   }
   if (Status s = db->exec("PRAGMA synchronous = FULL"); !s) return fail(s);
 
-  if (*version == 1) {
-    if (Status s = upgradeFrom1(); !s) return fail(s.withContext("upgrading schema version 1 to 2"));
+  if (!fresh && *version < kSchemaVersion) {
+    if (Status s = upgradeFrom(*version); !s) {
+      return fail(s.withContext(fmt::format("upgrading schema version {} to {}", *version, kSchemaVersion)));
+    }
     Result<int64_t> v = queryInt(*db, "PRAGMA user_version");
     if (!v) return fail(v.status());
     if (*v != kSchemaVersion) {
@@ -794,6 +829,23 @@ Status Store::recordEvaluation(uint64_t round, double testLoss, double testAccur
   return Status::ok();
 }
 
+Status Store::recordRefusal(const RefusalRecord& refusal) {
+  Impl& d = *impl_;
+  auto fail = [&](const Status& s) {
+    return Status(s.code(), fmt::format("recording the refusal of client '{}' in '{}': {}", refusal.clientId, d.path,
+                                        s.message()));
+  };
+  if (Status w = d.writable(); !w) return fail(w);
+  if (refusal.reason.empty()) return fail(invalid("a refusal needs a reason"));
+  // A single statement is its own transaction.
+  d.insertRefusal->bind(1, std::string_view(refusal.clientId))
+      .bind(2, std::string_view(refusal.peer))
+      .bind(3, refusal.atMs)
+      .bind(4, std::string_view(refusal.reason));
+  if (Status s = d.insertRefusal->run(); !s) return fail(s);
+  return Status::ok();
+}
+
 Status Store::upsertClient(const ClientRecord& client) {
   Impl& d = *impl_;
   bindClient(*d.upsertClient, client);
@@ -977,6 +1029,25 @@ Result<std::vector<ClientRecord>> Store::clients() {
     c.roundsAssigned = s.int64(7);
     c.roundsReturned = s.int64(8);
     out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Result<std::vector<RefusalRecord>> Store::refusals() {
+  Impl& d = *impl_;
+  std::vector<RefusalRecord> out;
+  if (!d.selectRefusals) return out;  // a file older than version 3, read as it is
+  sqlite::Statement& s = *d.selectRefusals;
+  while (true) {
+    Result<bool> row = s.step();
+    if (!row) return row.status().withContext(fmt::format("reading refusals from '{}'", d.path));
+    if (!*row) break;
+    RefusalRecord r;
+    r.clientId = s.text(0);
+    r.peer = s.text(1);
+    r.atMs = s.int64(2);
+    r.reason = s.text(3);
+    out.push_back(std::move(r));
   }
   return out;
 }

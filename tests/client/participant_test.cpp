@@ -233,7 +233,9 @@ TEST_CASE("a client lacking a capability the task needs is refused at Hello, by 
   CHECK(wire::missingCapabilities(required, {"ternary-values"}) ==
         std::vector<std::string>{"rice-indices", "catch-up-values", "xor-values", "model-precision", "relative-indices",
                                  "initialize"});
-  RunningFederation fed(pki, engine, task);
+  data::test::TempDir dir;
+  const std::string db = dir.file("federation.db");
+  RunningFederation fed(pki, engine, task, 3, db);
 
   // An older client: it lists only what the first protocol had.
   const HelloOutcome out = helloWith(fed, pki, "client-1", {"topk", "fp16"});
@@ -245,6 +247,35 @@ TEST_CASE("a client lacking a capability the task needs is refused at Hello, by 
   CHECK(out.closed);
   CHECK(fed.log().contains("refused client-1"));
   CHECK_FALSE(fed.log().contains("client-1 joined"));
+  CHECK_FALSE(fed.log().contains("recording the refusal"));  // recorded without a hitch
+
+  // The store holds the refusal (recorded before the client was told), read through a
+  // second, read-only connection while the coordinator runs.
+  coordinator::StoreOptions ro;
+  ro.readOnly = true;
+  {
+    auto reader = coordinator::Store::open(db, ro);
+    INFO(reader.status().toString());
+    REQUIRE(reader.isOk());
+    auto refusals = (*reader)->refusals();
+    REQUIRE(refusals.isOk());
+    REQUIRE(refusals->size() == 1);
+    const coordinator::RefusalRecord& r = refusals->front();
+    CHECK(r.clientId == "client-1");
+    CHECK_THAT(r.peer, Catch::StartsWith("127.0.0.1:"));
+    CHECK(r.reason == out.message);
+    for (const char* name : {"rice-indices", "ternary-values", "catch-up-values", "xor-values", "model-precision",
+                             "relative-indices", "initialize"})
+      CHECK_THAT(r.reason, Catch::Contains(name));
+    const int64_t nowMs =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    CHECK(r.atMs > nowMs - 600'000);  // wall-clock time, not the steady clock
+    CHECK(r.atMs <= nowMs + 1'000);
+    auto clients = (*reader)->clients();
+    REQUIRE(clients.isOk());
+    CHECK(clients->empty());  // a refused client is not recorded as a client
+  }
 
   // This build's client has them all: it joins and trains the round.
   auto log = std::make_shared<spdlog::logger>("client", std::make_shared<CaptureSink>());

@@ -29,7 +29,8 @@ void requireOk(const Status& status) {
 }
 
 // Three rounds: 1 committed (evaluated), 2 abandoned, 3 committed with a late update
-// from round 1, a rejection and awkward characters in the reasons.
+// from round 1, a rejection and awkward characters in the reasons; and two clients
+// refused at Hello.
 std::unique_ptr<Store> sampleStore(const std::string& path) {
   Result<std::unique_ptr<Store>> opened = Store::open(path);
   INFO(opened.status().toString());
@@ -71,6 +72,21 @@ std::unique_ptr<Store> sampleStore(const std::string& path) {
           late,
       },
       makeCheckpoint(3)));
+
+  RefusalRecord old;
+  old.clientId = "client-7";
+  old.peer = "10.0.0.7:51234";
+  old.atMs = 1'700'000'000'000;  // 2023-11-14 22:13:20 UTC
+  old.reason =
+      "this task needs capabilities the client lacks: rice-indices, xor-values (a newer "
+      "starling-client has them)";
+  requireOk(store->recordRefusal(old));
+  RefusalRecord odd;
+  odd.clientId = "client-\"8\"";
+  odd.peer = "[::1]:40000";
+  odd.atMs = 1'700'000'061'500;
+  odd.reason = "lacks: initialize\nand more";
+  requireOk(store->recordRefusal(odd));
   return store;
 }
 
@@ -265,6 +281,9 @@ TEST_CASE("totals add up the traffic and count the outcomes", "[report]") {
   REQUIRE(data.isOk());
   CHECK(data->rounds.size() == 3);
   CHECK(data->participants.size() == 4);  // the accepted ones are left out
+  REQUIRE(data->refusals.size() == 2);
+  CHECK(data->refusals[0].clientId == "client-7");
+  CHECK(data->refusals[1].peer == "[::1]:40000");
   const ReportTotals t = computeTotals(*data);
   CHECK(t.roundsCommitted == 2);
   CHECK(t.roundsAbandoned == 1);
@@ -273,6 +292,7 @@ TEST_CASE("totals add up the traffic and count the outcomes", "[report]") {
   CHECK(t.rejected == 1);
   CHECK(t.lateApplied == 1);
   CHECK(t.lateDiscarded == 0);
+  CHECK(t.refused == 2);
   CHECK(t.bytesUpRaw == int64_t{3} * 4'000'000);
   CHECK(t.bytesUpWire == int64_t{3} * 80'000);
   CHECK(t.bytesDownWire == int64_t{3} * 520'000);
@@ -299,6 +319,12 @@ TEST_CASE("the table shows rounds, totals and the stragglers with their reasons"
   CHECK_THAT(*text, Catch::Contains("dropped") && Catch::Contains("ECONNRESET"));
   CHECK_THAT(*text, Catch::Contains("late-applied"));
   CHECK_THAT(*text, Catch::Contains("rejected") && Catch::Contains("non-finite value at index 7 (\\x7f)"));
+  CHECK_THAT(*text, Catch::Contains("refused       2 at Hello"));
+  CHECK_THAT(*text, Catch::Contains("\nRefused at Hello\n"));
+  CHECK_THAT(*text, Catch::Contains("2023-11-14 22:13:20 UTC  client-7    10.0.0.7:51234  this task needs capabilities "
+                                    "the client lacks: rice-indices, xor-values"));
+  CHECK_THAT(*text,
+             Catch::Contains("2023-11-14 22:14:21 UTC  client-\"8\"  [::1]:40000     lacks: initialize and more"));
 
   SECTION("and says so when nothing went wrong") {
     auto empty = Store::open(":memory:");
@@ -306,11 +332,13 @@ TEST_CASE("the table shows rounds, totals and the stragglers with their reasons"
     auto none = buildReport(**empty, ReportFormat::kTable);
     REQUIRE(none.isOk());
     CHECK_THAT(*none, Catch::Contains("0 committed, 0 abandoned"));
-    CHECK_THAT(*none, Catch::Contains("  none"));
+    CHECK_THAT(*none, Catch::Contains("Stragglers, drops and rejections\n  none\n"));
+    CHECK_THAT(*none, Catch::Contains("refused       0 at Hello"));
+    CHECK_THAT(*none, Catch::EndsWith("Refused at Hello\n  none\n"));
   }
 }
 
-TEST_CASE("the CSV is two tables with a fixed number of columns", "[report]") {
+TEST_CASE("the CSV is three tables with a fixed number of columns", "[report]") {
   TempDir dir;
   auto store = sampleStore(dir.file("csv.db"));
   auto text = buildReport(*store, ReportFormat::kCsv);
@@ -318,17 +346,26 @@ TEST_CASE("the CSV is two tables with a fixed number of columns", "[report]") {
   INFO(*text);
   const auto records = parseCsv(*text);
 
-  // rounds header + 3 rounds, a blank line, participants header + 4 rows
-  REQUIRE(records.size() == 1 + 3 + 1 + 1 + 4);
+  // rounds header + 3 rounds, a blank line, participants header + 4 rows, a blank line,
+  // refusals header + 2 rows
+  REQUIRE(records.size() == 1 + 3 + 1 + 1 + 4 + 1 + 1 + 2);
   CHECK(records[4].empty());
+  CHECK(records[10].empty());
   const std::size_t roundColumns = records[0].size();
   const std::size_t participantColumns = records[5].size();
   CHECK(roundColumns == 21);
   CHECK(participantColumns == 15);
   for (std::size_t i = 1; i <= 3; ++i)
     CHECK(records[i].size() == roundColumns);
-  for (std::size_t i = 6; i < records.size(); ++i)
+  for (std::size_t i = 6; i < 10; ++i)
     CHECK(records[i].size() == participantColumns);
+  CHECK(records[11] == std::vector<std::string>{"client_id", "peer", "at_ms", "reason"});
+  CHECK(records[12] ==
+        std::vector<std::string>{"client-7", "10.0.0.7:51234", "1700000000000",
+                                 "this task needs capabilities the client lacks: rice-indices, xor-values (a newer "
+                                 "starling-client has them)"});
+  CHECK(records[13] ==
+        std::vector<std::string>{"client-\"8\"", "[::1]:40000", "1700000061500", "lacks: initialize\nand more"});
 
   CHECK(records[0][0] == "round");
   CHECK(records[2][1] == "abandoned");
@@ -340,10 +377,10 @@ TEST_CASE("the CSV is two tables with a fixed number of columns", "[report]") {
   CHECK(records[5][1] == "client_id");
   CHECK(records[5][13] == "sticky");
   CHECK(records[5][14] == "selection_weight");
-  for (std::size_t i = 6; i < records.size(); ++i)
+  for (std::size_t i = 6; i < 10; ++i)
     CHECK(((records[i][13] == "1" && records[i][14] == "0.625") || (records[i][13] == "0" && records[i][14] == "2.5")));
   bool sawRejection = false;
-  for (std::size_t i = 6; i < records.size(); ++i) {
+  for (std::size_t i = 6; i < 10; ++i) {
     if (records[i][2] == "rejected") {
       sawRejection = true;
       CHECK(records[i][3] == "non-finite value\nat index 7\t(\\x7f)");
@@ -363,6 +400,16 @@ TEST_CASE("the JSON is valid and holds the numbers", "[report]") {
   CHECK(JsonChecker(text).valid());
   CHECK_THAT(text, Catch::StartsWith("{\n  \"rounds\": ["));
   CHECK_THAT(text, Catch::Contains("\"participants\": [") && Catch::Contains("\"totals\": {"));
+  CHECK_THAT(text,
+             Catch::Contains("\n  ],\n  \"refused\": [\n    {\"client_id\": \"client-7\", \"peer\": "
+                             "\"10.0.0.7:51234\", \"at_ms\": 1700000000000, \"reason\": \"this task needs "
+                             "capabilities the client lacks: rice-indices, xor-values (a newer starling-client has "
+                             "them)\"},\n"));
+  CHECK_THAT(text, Catch::Contains(R"({"client_id": "client-\"8\"", "peer": "[::1]:40000", "at_ms": 1700000061500, )"
+                                   R"("reason": "lacks: initialize\nand more"}
+  ],
+  "totals": {)"));
+  CHECK_THAT(text, Catch::Contains("\"late_discarded\": 0, \"refused\": 2, "));
   CHECK_THAT(text, Catch::Contains("\"round\": 2, \"status\": \"abandoned\""));
   CHECK_THAT(text, Catch::Contains("\"bytes_up_wire\": 80000"));
   CHECK_THAT(text, Catch::Contains("\"test_accuracy\": 0.625"));
@@ -398,5 +445,6 @@ TEST_CASE("the JSON is valid and holds the numbers", "[report]") {
     auto none = buildReport(**empty, ReportFormat::kJson);
     REQUIRE(none.isOk());
     CHECK(JsonChecker(*none).valid());
+    CHECK_THAT(*none, Catch::Contains("\"refused\": [],\n"));
   }
 }

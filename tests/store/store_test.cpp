@@ -46,6 +46,53 @@ void commitSimpleRound(Store& store, uint64_t r, std::size_t modelSize = 1000) {
   requireOk(store.commitRound(makeRound(r), participants, makeCheckpoint(r, modelSize), clients));
 }
 
+// PRAGMA user_version of the file, read with SQLite directly.
+int fileVersion(const std::string& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  const int v = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+// Whether the file has a table of that name.
+bool hasTable(const std::string& path, const std::string& table) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1", -1, &st, nullptr) ==
+          SQLITE_OK);
+  REQUIRE(sqlite3_bind_text(st, 1, table.c_str(), -1, SQLITE_TRANSIENT) == SQLITE_OK);
+  const bool found = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return found;
+}
+
+void execOrFail(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &error);
+  INFO((error != nullptr ? error : ""));
+  sqlite3_free(error);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+RefusalRecord makeRefusal(int client) {
+  RefusalRecord r;
+  r.clientId = "client-" + std::to_string(client);
+  r.peer = "10.0.0." + std::to_string(client) + ":5" + std::to_string(client) + "123";
+  r.atMs = 1'700'000'000'000 + client * 1'000;
+  r.reason = "this task needs capabilities the client lacks: rice-indices, xor-values";
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("a new store is empty and at the current schema version", "[store]") {
@@ -54,10 +101,49 @@ TEST_CASE("a new store is empty and at the current schema version", "[store]") {
   CHECK(store->rounds()->empty());
   CHECK(store->participants()->empty());
   CHECK(store->clients()->empty());
+  CHECK(store->refusals()->empty());
   CHECK_FALSE(store->latestCheckpoint()->has_value());
   CHECK_FALSE(store->lastRecordedRound()->has_value());
   CHECK_FALSE(store->meta("task")->has_value());
   requireOk(store->checkIntegrity());
+  CHECK(fileVersion(dir.file("fresh.db")) == Store::kSchemaVersion);
+  CHECK(Store::kSchemaVersion == 3);
+  CHECK(hasTable(dir.file("fresh.db"), "refusals"));
+}
+
+TEST_CASE("clients refused at Hello are recorded, in order, with their reason", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("refusals.db");
+  {
+    auto store = openOrFail(path);
+    commitSimpleRound(*store, 1);
+    // Refused clients need not be known clients: client-9 never joined.
+    requireOk(store->recordRefusal(makeRefusal(9)));
+    requireOk(store->recordRefusal(makeRefusal(2)));
+    RefusalRecord again = makeRefusal(9);
+    again.atMs += 60'000;
+    again.reason = "this task needs capabilities the client lacks: initialize";
+    requireOk(store->recordRefusal(again));  // a second refusal of the same client is a second row
+    const std::vector<RefusalRecord> expected = {makeRefusal(9), makeRefusal(2), again};
+    CHECK(*store->refusals() == expected);
+
+    SECTION("but not without a reason") {
+      RefusalRecord bare = makeRefusal(4);
+      bare.reason.clear();
+      const Status st = store->recordRefusal(bare);
+      CHECK(st.code() == StatusCode::kInvalidArgument);
+      CHECK_THAT(st.message(), Catch::Contains("client-4") && Catch::Contains("needs a reason"));
+      CHECK(*store->refusals() == expected);  // nothing written
+    }
+    SECTION("and they survive reopening") {
+      store.reset();
+      StoreOptions ro;
+      ro.readOnly = true;
+      auto reader = openOrFail(path, ro);
+      CHECK(*reader->refusals() == expected);
+      CHECK(reader->clients()->size() == 3);  // no client row for a refusal
+    }
+  }
 }
 
 TEST_CASE("a committed round's evaluation is recorded after the round", "[store]") {
@@ -400,27 +486,11 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
     auto store = openOrFail(path);
     commitSimpleRound(*store, 1);
   }
-  // What a version-1 build left: no checkpoint_vectors table.
-  {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db,
-                         "DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP COLUMN sticky; "
-                         "ALTER TABLE participants DROP COLUMN selection_weight; PRAGMA user_version = 1",
-                         nullptr, nullptr, nullptr) == SQLITE_OK);
-    sqlite3_close(db);
-  }
-  auto version = [&] {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    sqlite3_stmt* st = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK);
-    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-    const int v = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
-  };
+  // What a version-1 build left: no checkpoint_vectors or refusals table, no sticky columns.
+  execOrFail(path,
+             "DROP TABLE refusals; DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP COLUMN sticky; "
+             "ALTER TABLE participants DROP COLUMN selection_weight; PRAGMA user_version = 1");
+  auto version = [&] { return fileVersion(path); };
   {
     StoreOptions ro;
     ro.readOnly = true;
@@ -440,10 +510,22 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
     }
     CHECK(reader->recordRejection(makeParticipant(1, 4, ParticipantOutcome::kRejected, "bad")).code() ==
           StatusCode::kUnsupported);
+    // No refusals table before version 3: none to read, and none can be written.
+    auto refusals = reader->refusals();
+    REQUIRE(refusals.isOk());
+    CHECK(refusals->empty());
+    const Status refused = reader->recordRefusal(makeRefusal(4));
+    CHECK(refused.code() == StatusCode::kUnsupported);
+    CHECK_THAT(refused.message(), Catch::Contains("schema version 1"));
   }
   CHECK(version() == 1);  // reading changed nothing
+  CHECK_FALSE(hasTable(path, "refusals"));
   auto store = openOrFail(path);
+  CHECK(version() == 3);
   CHECK(version() == Store::kSchemaVersion);
+  CHECK(store->refusals()->empty());
+  requireOk(store->recordRefusal(makeRefusal(4)));
+  CHECK(*store->refusals() == std::vector<RefusalRecord>{makeRefusal(4)});
   CHECK((*store->latestCheckpoint())->vectors.empty());
   commitSimpleRound(*store, 2);
   CHECK((*store->latestCheckpoint())->vectors == makeCheckpoint(2).vectors);
@@ -454,6 +536,74 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
   CHECK_FALSE((*store->participants(1))[0].sticky);  // rows of version 1: the defaults
   CHECK(store->rounds()->size() == 2);
   requireOk(store->checkIntegrity());
+}
+
+TEST_CASE("a version-2 database is read as it is and upgraded when opened for writing", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("v2.db");
+  {
+    auto store = openOrFail(path);
+    commitSimpleRound(*store, 1);
+    commitSimpleRound(*store, 2);
+  }
+  // What a version-2 build left: everything but the refusals table.
+  execOrFail(path, "DROP TABLE refusals; PRAGMA user_version = 2");
+  REQUIRE(fileVersion(path) == 2);
+  {
+    StoreOptions ro;
+    ro.readOnly = true;
+    auto reader = openOrFail(path, ro);
+    CHECK(reader->rounds()->size() == 2);
+    CHECK((*reader->latestCheckpoint())->vectors == makeCheckpoint(2).vectors);
+    CHECK((*reader->participants(1))[0].sticky);  // version 2 has the sticky columns
+    auto refusals = reader->refusals();
+    REQUIRE(refusals.isOk());
+    CHECK(refusals->empty());
+    const Status refused = reader->recordRefusal(makeRefusal(4));
+    CHECK(refused.code() == StatusCode::kUnsupported);
+    CHECK_THAT(refused.message(), Catch::Contains("schema version 2") && Catch::Contains("read-only"));
+    CHECK(reader->recordRejection(makeParticipant(1, 3, ParticipantOutcome::kRejected, "bad")).code() ==
+          StatusCode::kUnsupported);
+  }
+  CHECK(fileVersion(path) == 2);  // reading changed nothing
+  CHECK_FALSE(hasTable(path, "refusals"));
+
+  auto store = openOrFail(path);
+  CHECK(fileVersion(path) == 3);
+  CHECK(hasTable(path, "refusals"));
+  // The rounds, participants and checkpoint of version 2 are all still there.
+  const std::vector<RoundRecord> rounds = *store->rounds();
+  REQUIRE(rounds.size() == 2);
+  CHECK(rounds[0].round == 1);
+  CHECK(rounds[1].round == 2);
+  CHECK(store->participants()->size() == 6);
+  CHECK((*store->latestCheckpoint())->model == makeCheckpoint(2).model);
+  CHECK(store->refusals()->empty());
+  requireOk(store->recordRefusal(makeRefusal(5)));
+  commitSimpleRound(*store, 3);
+  CHECK(*store->refusals() == std::vector<RefusalRecord>{makeRefusal(5)});
+  CHECK(*store->lastRecordedRound() == std::optional<uint64_t>(3));
+  requireOk(store->checkIntegrity());
+}
+
+TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("v1-clash.db");
+  {
+    auto store = openOrFail(path);
+    commitSimpleRound(*store, 1);
+  }
+  // A version-1 file that somehow already has a table named like version 3's: the
+  // upgrade fails at its last step, and what version 2's step did must be undone too.
+  execOrFail(path,
+             "DROP TABLE refusals; DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP COLUMN sticky; "
+             "ALTER TABLE participants DROP COLUMN selection_weight; CREATE TABLE refusals (x); "
+             "PRAGMA user_version = 1");
+  auto store = Store::open(path);
+  REQUIRE_FALSE(store.isOk());
+  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 3"));
+  CHECK(fileVersion(path) == 1);
+  CHECK_FALSE(hasTable(path, "checkpoint_vectors"));
 }
 
 TEST_CASE("a file that is not a Starling database is refused", "[store]") {

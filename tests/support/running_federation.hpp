@@ -1,9 +1,10 @@
 #pragma once
 // Test support: a coordinator Federation of one task behind a real Server on
-// 127.0.0.1 (port 0), with an in-memory store, on an io_context run by `threads`
-// threads of its own (as the daemon runs it: connections on their strands, rounds on
-// the federation's). Used by the suites that drive real clients against it (client,
-// capi), which ThreadSanitizer runs too.
+// 127.0.0.1 (port 0), with an in-memory store (or the database file `db`, for a test
+// that reads it back), on an io_context run by `threads` threads of its own (as the
+// daemon runs it: connections on their strands, rounds on the federation's). Used by
+// the suites that drive real clients against it (client, capi), which ThreadSanitizer
+// runs too.
 
 #include <spdlog/logger.h>
 
@@ -49,12 +50,12 @@ inline coordinator::TaskConfig smallTask(std::string name, std::string model, in
 class RunningFederation {
  public:
   RunningFederation(const Pki& pki, const coordinator::EngineConfig& engine, const coordinator::TaskConfig& task,
-                    int threads = 3)
+                    int threads = 3, const std::string& db = ":memory:")
       : io_(threads), sink_(std::make_shared<CaptureSink>()) {
     log_ = std::make_shared<spdlog::logger>("coordinator", sink_);
     log_->set_level(spdlog::level::debug);
     federation_ =
-        coordinator::Federation::create(io_, engine, task, coordinator::Store::open(":memory:").value(), log_).value();
+        coordinator::Federation::create(io_, engine, task, coordinator::Store::open(db).value(), log_).value();
     coordinator::ServerOptions options;
     options.listen = {"127.0.0.1", 0};
     options.task = task.name;

@@ -1,6 +1,6 @@
 #pragma once
-// `starling-coordinator report`: rounds, traffic, accuracy, tau and the stragglers,
-// read from a Store and printed as a table, CSV or JSON (docs/state.md shows each).
+// `starling-coordinator report`: rounds, traffic, accuracy, tau, the stragglers and
+// the clients refused at Hello, read from a Store and printed as a table, CSV or JSON (docs/state.md shows each).
 //
 // The formatting functions are pure (records in, text out); loadReport() and the
 // Store overloads read the database. Same threading rule as the Store: one thread
@@ -27,6 +27,7 @@ Result<ReportFormat> parseReportFormat(std::string_view name);
 struct ReportData {
   std::vector<RoundRecord> rounds;              // every round, in order
   std::vector<ParticipantRecord> participants;  // every participant that was not simply accepted
+  std::vector<RefusalRecord> refusals;          // every client refused at Hello, in order
 };
 
 struct ReportTotals {
@@ -37,6 +38,7 @@ struct ReportTotals {
   int64_t rejected = 0;
   int64_t lateApplied = 0;
   int64_t lateDiscarded = 0;
+  int64_t refused = 0;  // clients refused at Hello (refusal rows)
   int64_t bytesUpRaw = 0;
   int64_t bytesUpWire = 0;
   int64_t bytesDownRaw = 0;
@@ -51,15 +53,17 @@ struct ReportTotals {
   std::optional<double> lastTestLoss;
 };
 
-// Reads the rounds and the non-accepted participants.
+// Reads the rounds, the non-accepted participants and the refusals.
 Result<ReportData> loadReport(Store& store);
 
 ReportTotals computeTotals(const ReportData& data);
 
 // The report text. table: rounds, then totals, then stragglers, drops and
-// rejections with their reasons. csv: the rounds (with a header row), a blank line,
-// then the non-accepted participants (with a header row). json: one object
-// {"rounds": [...], "participants": [...], "totals": {...}}; absent values are null.
+// rejections with their reasons, then the clients refused at Hello. csv: the rounds
+// (with a header row), a blank line, the non-accepted participants (with a header
+// row), a blank line, then the refusals (with a header row). json: one object
+// {"rounds": [...], "participants": [...], "refused": [...], "totals": {...}}; absent
+// values are null.
 std::string formatReport(const ReportData& data, ReportFormat format);
 
 // loadReport + formatReport.

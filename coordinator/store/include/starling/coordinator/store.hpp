@@ -4,7 +4,8 @@
 // What it holds: clients, rounds (committed or abandoned, with the reason), the
 // participants of each round (accepted, straggler, dropped, rejected, late-applied,
 // late-discarded, with the reason), checkpoints (global model, server error-feedback
-// memory, the round engine's opaque state) and a small key/value meta table.
+// memory, the round engine's opaque state), the clients refused at Hello (schema
+// version 3) and a small key/value meta table.
 //
 // Guarantees:
 //   - A committed round is one SQLite transaction holding the round, its
@@ -146,6 +147,18 @@ struct Checkpoint {
   bool operator==(const Checkpoint&) const = default;
 };
 
+// A client turned away at Hello (it lacked a capability the task needs), whether or
+// not it was ever recorded as a client: clientId is not a reference into the clients.
+// Schema version 3 (table refusals).
+struct RefusalRecord {
+  std::string clientId;  // the identity from its certificate
+  std::string peer;      // its network address, as the server saw it
+  int64_t atMs = 0;      // wall clock, ms since the Unix epoch
+  std::string reason;    // what the client was told, e.g. the capabilities it lacks; never empty
+
+  bool operator==(const RefusalRecord&) const = default;
+};
+
 struct StoreOptions {
   // Open for reading only (the report): no schema is created, nothing is written.
   bool readOnly = false;
@@ -167,15 +180,18 @@ struct StoreOptions {
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of
-  // kSchemaVersion, or of version 1, which opening for writing upgrades in one
-  // transaction (version 2 adds the checkpoint_vectors table; a read-only open reads
-  // version 1 as it is, its checkpoints without vectors). Failures: the file cannot be opened or created (kIo), is
-  // read-only when opened for writing (kIo, "database 'x.db' is read-only"), is not a Starling database (kMalformed),
-  // or has another schema version (kUnsupported).
+  // kSchemaVersion, or of an older version (1 or 2), which opening for writing upgrades
+  // to kSchemaVersion in one transaction (version 2 adds the participants' sticky
+  // columns and the checkpoint_vectors table, version 3 the refusals table). A
+  // read-only open reads an older file as it is: version 1's checkpoints without
+  // vectors and participants not sticky, no refusals before version 3; every write to
+  // it fails with kUnsupported. Failures: the file cannot be opened or created (kIo),
+  // is read-only when opened for writing (kIo, "database 'x.db' is read-only"), is not
+  // a Starling database (kMalformed), or has another schema version (kUnsupported).
   static Result<std::unique_ptr<Store>> open(const std::string& path, const StoreOptions& options = {});
 
   ~Store();
@@ -212,6 +228,10 @@ class Store {
   // itself is on disk. kInvalidArgument when no committed round has that number.
   Status recordEvaluation(uint64_t round, double testLoss, double testAccuracy);
 
+  // Records, in its own transaction, a client refused at Hello. kInvalidArgument when
+  // the reason is empty; kUnsupported on an older file opened read-only.
+  Status recordRefusal(const RefusalRecord& refusal);
+
   // Inserts or replaces one client row.
   Status upsertClient(const ClientRecord& client);
 
@@ -228,6 +248,9 @@ class Store {
   Result<std::vector<ParticipantRecord>> participants(std::optional<uint64_t> round = std::nullopt);
   // All clients, ordered by id.
   Result<std::vector<ClientRecord>> clients();
+  // Clients refused at Hello, in the order they were recorded (empty for a file older
+  // than version 3 read as it is).
+  Result<std::vector<RefusalRecord>> refusals();
 
   // Small key/value settings, e.g. the daemon's task specification, so that resuming
   // with a different task is refused.

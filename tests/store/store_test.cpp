@@ -73,6 +73,12 @@ bool hasTable(const std::string& path, const std::string& table) {
   return found;
 }
 
+// What turns a database of this build's schema back into version 1's tables (the
+// caller sets the version).
+const std::string kBackToVersion1 =
+    "DROP TABLE refusals; DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP COLUMN sticky; "
+    "ALTER TABLE participants DROP COLUMN selection_weight; ";
+
 void execOrFail(const std::string& path, const char* sql) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
@@ -487,9 +493,7 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
     commitSimpleRound(*store, 1);
   }
   // What a version-1 build left: no checkpoint_vectors or refusals table, no sticky columns.
-  execOrFail(path,
-             "DROP TABLE refusals; DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP COLUMN sticky; "
-             "ALTER TABLE participants DROP COLUMN selection_weight; PRAGMA user_version = 1");
+  execOrFail(path, (kBackToVersion1 + "PRAGMA user_version = 1").c_str());
   auto version = [&] { return fileVersion(path); };
   {
     StoreOptions ro;
@@ -595,10 +599,7 @@ TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
   }
   // A version-1 file that somehow already has a table named like version 3's: the
   // upgrade fails at its last step, and what version 2's step did must be undone too.
-  execOrFail(path,
-             "DROP TABLE refusals; DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP COLUMN sticky; "
-             "ALTER TABLE participants DROP COLUMN selection_weight; CREATE TABLE refusals (x); "
-             "PRAGMA user_version = 1");
+  execOrFail(path, (kBackToVersion1 + "CREATE TABLE refusals (x); PRAGMA user_version = 1").c_str());
   auto store = Store::open(path);
   REQUIRE_FALSE(store.isOk());
   CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 3"));

@@ -414,7 +414,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
       }
       case Event::Kind::kRejoin: {
         ClientState& c = state_[ev.client];
-        // Offline now: it joins when its next window opens.
+        // Offline now (availability trace): it joins when its next window opens.
         if (c.away && c.online && nowUs_ >= c.backAtUs) STARLING_RETURN_IF_ERROR(join(ev.client));
         break;
       }
@@ -422,7 +422,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
         ClientState& c = state_[ev.client];
         c.online = true;
         push(windowMicros(c, fleet_.windows(ev.client)[c.windowIndex].end), Event::Kind::kOffline, ev.client);
-        // Back from a dropout later, if that is later.
+        // It joins now, unless a dropout keeps it away longer (its kRejoin joins it then).
         if (c.away && nowUs_ >= c.backAtUs) STARLING_RETURN_IF_ERROR(join(ev.client));
         break;
       }

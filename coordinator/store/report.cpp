@@ -299,75 +299,72 @@ class JsonObject {
   bool first_ = true;
 };
 
+// `  "name": [` then one object per item, each on its own line, then `],` (an empty
+// array stays on one line).
+template <typename T, typename ToObject>
+std::string jsonArray(std::string_view name, const std::vector<T>& items, ToObject toObject) {
+  std::string out = fmt::format("  \"{}\": [", name);
+  for (std::size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "\n    " : ",\n    ") + toObject(items[i]);
+  out += items.empty() ? "],\n" : "\n  ],\n";
+  return out;
+}
+
 std::string formatJson(const ReportData& data, const ReportTotals& totals) {
-  std::string out = "{\n  \"rounds\": [";
-  bool first = true;
-  for (const RoundRecord& r : data.rounds) {
-    out += first ? "\n    " : ",\n    ";
-    first = false;
-    out += JsonObject()
-               .unum("round", r.round)
-               .str("status", roundStatusName(r.status))
-               .str("reason", r.reason)
-               .num("tau", r.tau)
-               .real("lr", r.lr)
-               .real("density_up", r.density)
-               .real("density_down", r.densityDown)
-               .num("selected", r.selected)
-               .num("returned", r.returned)
-               .num("accepted", r.accepted)
-               .num("stragglers", r.stragglers)
-               .num("bytes_up_raw", r.bytesUpRaw)
-               .num("bytes_up_wire", r.bytesUpWire)
-               .num("bytes_down_raw", r.bytesDownRaw)
-               .num("bytes_down_wire", r.bytesDownWire)
-               .real("train_loss_start", r.trainLossStart)
-               .real("test_loss", r.testLoss)
-               .real("test_accuracy", r.testAccuracy)
-               .num("started_ms", r.startedMs)
-               .num("ended_ms", r.endedMs)
-               .num("duration_ms", durationMs(r))
-               .str("model_checksum", fmt::format("{:#018x}", r.modelChecksum))
-               .done();
-  }
-  out += first ? "],\n" : "\n  ],\n";
-  out += "  \"participants\": [";
-  first = true;
-  for (const ParticipantRecord& p : data.participants) {
-    out += first ? "\n    " : ",\n    ";
-    first = false;
-    out += JsonObject()
-               .unum("round", p.round)
-               .str("client_id", p.clientId)
-               .str("outcome", participantOutcomeName(p.outcome))
-               .str("reason", p.reason)
-               .num("staleness", p.staleness)
-               .num("assigned_ms", p.assignedMs)
-               .add("returned_ms", p.returnedMs ? fmt::format("{}", *p.returnedMs) : "null")
-               .num("duration_ms", p.durationMs)
-               .num("steps", p.steps)
-               .num("examples", p.examples)
-               .num("bytes_up_raw", p.bytesUpRaw)
-               .num("bytes_up_wire", p.bytesUpWire)
-               .num("bytes_down_wire", p.bytesDownWire)
-               .add("sticky", p.sticky ? "true" : "false")
-               .real("selection_weight", p.selectionWeight)
-               .done();
-  }
-  out += first ? "],\n" : "\n  ],\n";
-  out += "  \"refused\": [";
-  first = true;
-  for (const RefusalRecord& r : data.refusals) {
-    out += first ? "\n    " : ",\n    ";
-    first = false;
-    out += JsonObject()
-               .str("client_id", r.clientId)
-               .str("peer", r.peer)
-               .num("at_ms", r.atMs)
-               .str("reason", r.reason)
-               .done();
-  }
-  out += first ? "],\n" : "\n  ],\n";
+  std::string out = "{\n";
+  out += jsonArray("rounds", data.rounds, [](const RoundRecord& r) {
+    return JsonObject()
+        .unum("round", r.round)
+        .str("status", roundStatusName(r.status))
+        .str("reason", r.reason)
+        .num("tau", r.tau)
+        .real("lr", r.lr)
+        .real("density_up", r.density)
+        .real("density_down", r.densityDown)
+        .num("selected", r.selected)
+        .num("returned", r.returned)
+        .num("accepted", r.accepted)
+        .num("stragglers", r.stragglers)
+        .num("bytes_up_raw", r.bytesUpRaw)
+        .num("bytes_up_wire", r.bytesUpWire)
+        .num("bytes_down_raw", r.bytesDownRaw)
+        .num("bytes_down_wire", r.bytesDownWire)
+        .real("train_loss_start", r.trainLossStart)
+        .real("test_loss", r.testLoss)
+        .real("test_accuracy", r.testAccuracy)
+        .num("started_ms", r.startedMs)
+        .num("ended_ms", r.endedMs)
+        .num("duration_ms", durationMs(r))
+        .str("model_checksum", fmt::format("{:#018x}", r.modelChecksum))
+        .done();
+  });
+  out += jsonArray("participants", data.participants, [](const ParticipantRecord& p) {
+    return JsonObject()
+        .unum("round", p.round)
+        .str("client_id", p.clientId)
+        .str("outcome", participantOutcomeName(p.outcome))
+        .str("reason", p.reason)
+        .num("staleness", p.staleness)
+        .num("assigned_ms", p.assignedMs)
+        .add("returned_ms", p.returnedMs ? fmt::format("{}", *p.returnedMs) : "null")
+        .num("duration_ms", p.durationMs)
+        .num("steps", p.steps)
+        .num("examples", p.examples)
+        .num("bytes_up_raw", p.bytesUpRaw)
+        .num("bytes_up_wire", p.bytesUpWire)
+        .num("bytes_down_wire", p.bytesDownWire)
+        .add("sticky", p.sticky ? "true" : "false")
+        .real("selection_weight", p.selectionWeight)
+        .done();
+  });
+  out += jsonArray("refused", data.refusals, [](const RefusalRecord& r) {
+    return JsonObject()
+        .str("client_id", r.clientId)
+        .str("peer", r.peer)
+        .num("at_ms", r.atMs)
+        .str("reason", r.reason)
+        .done();
+  });
   out += "  \"totals\": ";
   out += JsonObject()
              .num("rounds_committed", totals.roundsCommitted)

@@ -936,14 +936,26 @@ Result<std::optional<uint64_t>> Store::lastRecordedRound() {
   return last;
 }
 
-Result<std::vector<RoundRecord>> Store::rounds() {
-  Impl& d = *impl_;
-  sqlite::Statement& s = *d.selectRounds;
-  std::vector<RoundRecord> out;
+namespace {
+
+// Steps s to its end, one record per row as read(s) makes it; `what` names the rows
+// in an error.
+template <typename T, typename Read>
+Result<std::vector<T>> readAll(sqlite::Statement& s, const std::string& path, std::string_view what, Read read) {
+  std::vector<T> out;
   while (true) {
     Result<bool> row = s.step();
-    if (!row) return row.status().withContext(fmt::format("reading rounds from '{}'", d.path));
-    if (!*row) break;
+    if (!row) return row.status().withContext(fmt::format("reading {} from '{}'", what, path));
+    if (!*row) return out;
+    out.push_back(read(s));
+  }
+}
+
+}  // namespace
+
+Result<std::vector<RoundRecord>> Store::rounds() {
+  Impl& d = *impl_;
+  return readAll<RoundRecord>(*d.selectRounds, d.path, "rounds", [](sqlite::Statement& s) {
     RoundRecord r;
     r.round = fromSql(s.int64(0));
     r.status = s.text(1) == "abandoned" ? RoundStatus::kAbandoned : RoundStatus::kCommitted;
@@ -966,9 +978,8 @@ Result<std::vector<RoundRecord>> Store::rounds() {
     r.startedMs = s.int64(18);
     r.endedMs = s.int64(19);
     r.modelChecksum = fromSql(s.int64(20));
-    out.push_back(std::move(r));
-  }
-  return out;
+    return r;
+  });
 }
 
 Result<std::vector<ParticipantRecord>> Store::participants(std::optional<uint64_t> round) {
@@ -1012,12 +1023,7 @@ Result<std::vector<ParticipantRecord>> Store::participants(std::optional<uint64_
 
 Result<std::vector<ClientRecord>> Store::clients() {
   Impl& d = *impl_;
-  sqlite::Statement& s = *d.selectClients;
-  std::vector<ClientRecord> out;
-  while (true) {
-    Result<bool> row = s.step();
-    if (!row) return row.status().withContext(fmt::format("reading clients from '{}'", d.path));
-    if (!*row) break;
+  return readAll<ClientRecord>(*d.selectClients, d.path, "clients", [](sqlite::Statement& s) {
     ClientRecord c;
     c.id = s.text(0);
     c.certFingerprint = s.text(1);
@@ -1028,28 +1034,21 @@ Result<std::vector<ClientRecord>> Store::clients() {
     c.reliability = s.real(6);
     c.roundsAssigned = s.int64(7);
     c.roundsReturned = s.int64(8);
-    out.push_back(std::move(c));
-  }
-  return out;
+    return c;
+  });
 }
 
 Result<std::vector<RefusalRecord>> Store::refusals() {
   Impl& d = *impl_;
-  std::vector<RefusalRecord> out;
-  if (!d.selectRefusals) return out;  // a file older than version 3, read as it is
-  sqlite::Statement& s = *d.selectRefusals;
-  while (true) {
-    Result<bool> row = s.step();
-    if (!row) return row.status().withContext(fmt::format("reading refusals from '{}'", d.path));
-    if (!*row) break;
+  if (!d.selectRefusals) return std::vector<RefusalRecord>{};  // a file older than version 3, read as it is
+  return readAll<RefusalRecord>(*d.selectRefusals, d.path, "refusals", [](sqlite::Statement& s) {
     RefusalRecord r;
     r.clientId = s.text(0);
     r.peer = s.text(1);
     r.atMs = s.int64(2);
     r.reason = s.text(3);
-    out.push_back(std::move(r));
-  }
-  return out;
+    return r;
+  });
 }
 
 Status Store::setMeta(std::string_view key, std::string_view value) {

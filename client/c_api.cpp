@@ -406,21 +406,26 @@ int starling_client_run(starling_client* client) {
     } reset{client};
 
     client::Participant& participant = *client->participant;
+    std::optional<Status> outcome;
+    std::exception_ptr error;
+    bool finished = false;
     asio::steady_timer ticker(io);
     std::function<void()> tick = [&] {
       client->publish(participant.stats());
       ticker.expires_after(kStatsPeriod);
       ticker.async_wait([&](const std::error_code& ec) {
-        if (!ec) tick();
+        // cancel() cannot recall a wait that has already completed and is queued to
+        // run: without the flag, that handler would re-arm the timer and keep io.run()
+        // from ever returning once the run has finished.
+        if (!ec && !finished) tick();
       });
     };
     tick();
 
-    std::optional<Status> outcome;
-    std::exception_ptr error;
     asio::co_spawn(io, participant.run(io.get_executor(), client->tls), [&](std::exception_ptr e, Status st) {
       error = e;
       outcome.emplace(std::move(st));
+      finished = true;
       ticker.cancel();
     });
     io.run();

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -71,6 +72,13 @@ struct Lines {
       if (l.find(text) != std::string::npos) return true;
     return false;
   }
+  std::string all() {
+    std::lock_guard lock(mu);
+    std::string out;
+    for (const auto& l : lines)
+      out += l + "\n";
+    return out;
+  }
 };
 
 void collect(void* user, int /*level*/, const char* line) {
@@ -98,6 +106,7 @@ struct Client {
     config.backoff_initial_ms = 50;
     config.backoff_max_ms = 200;
     config.log = collect;
+    config.log_level = STARLING_LOG_DEBUG;
     config.log_user = &lines;
     int rc = starling_client_create(&config, &c);
     INFO(starling_client_last_error(c));
@@ -118,12 +127,38 @@ std::string deadAddress() {
 }
 
 // Runs both clients to the end, each on a thread of its own; both must finish cleanly.
-void runBoth(Client& a, Client& b) {
+// A run that has not ended after `limit` is stopped and the test fails with what both
+// clients and the coordinator logged, rather than hanging until the suite's timeout.
+void runBoth(Client& a, Client& b, Coordinator& coord, std::chrono::seconds limit = 60s) {
   int rcA = -1, rcB = -1;
-  std::thread ta([&] { rcA = starling_client_run(a.c); });
-  std::thread tb([&] { rcB = starling_client_run(b.c); });
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 2;
+  auto run = [&](Client& cl, int& rc) {
+    rc = starling_client_run(cl.c);
+    std::lock_guard lock(mu);
+    --running;
+    cv.notify_all();
+  };
+  std::thread ta([&] { run(a, rcA); });
+  std::thread tb([&] { run(b, rcB); });
+  bool ended;
+  {
+    std::unique_lock lock(mu);
+    ended = cv.wait_for(lock, limit, [&] { return running == 0; });
+  }
+  if (!ended) {
+    starling_client_stop(a.c);
+    starling_client_stop(b.c);
+  }
   ta.join();
   tb.join();
+  if (!ended) {
+    FAIL_CHECK("the clients had not finished after " << limit.count() << " s\n--- client-0 ---\n"
+                                                     << a.lines.all() << "--- client-1 ---\n"
+                                                     << b.lines.all() << "--- coordinator ---\n"
+                                                     << coord.log().all());
+  }
   INFO("client-0: " << starling_client_last_error(a.c) << "; client-1: " << starling_client_last_error(b.c));
   REQUIRE(rcA == STARLING_OK);
   REQUIRE(rcB == STARLING_OK);
@@ -150,7 +185,7 @@ TEST_CASE("two embedded clients train a federation to completion through the C A
   CHECK(starling_client_data_size(b.c) == 240);
   CHECK(starling_client_state(a.c) == STARLING_STATE_IDLE);
 
-  runBoth(a, b);
+  runBoth(a, b, coord);
   for (Client* cl : {&a, &b}) {
     CHECK(starling_client_state(cl->c) == STARLING_STATE_DONE);
     starling_client_stats s;
@@ -195,7 +230,7 @@ TEST_CASE("clients round replayed broadcasts to the model's precision and apply 
           STARLING_OK);
   REQUIRE(starling_client_set_data_f32(b.c, dataB.x.data(), dataB.y.data(), dataB.y.size(), kDim, kClasses) ==
           STARLING_OK);
-  runBoth(a, b);
+  runBoth(a, b, coord);
   uint64_t trained = 0;
   for (Client* cl : {&a, &b}) {
     starling_client_stats s;

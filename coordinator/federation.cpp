@@ -92,7 +92,8 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     if (cp.model.size() != model->numParams())
       return Status(StatusCode::kMalformed, fmt::format("checkpoint of round {} has {} parameters, '{}' has {}",
                                                         cp.round, cp.model.size(), f->task_.model, model->numParams()));
-    auto engineR = RoundEngine::resume(engine, {cp.round, cp.model, cp.serverMemory, cp.engineState, cp.vectors});
+    auto engineR =
+        RoundEngine::resume(engine, {cp.round, cp.model, cp.serverMemory, cp.engineState, cp.vectors, cp.catchUp});
     if (!engineR) return engineR.status().withContext(fmt::format("resuming from round {}", cp.round));
     f->engine_ = std::move(*engineR);
     if (f->engine_->modelChecksum() != cp.modelChecksum && cp.modelChecksum != 0)
@@ -363,6 +364,7 @@ bool Federation::persist(const RoundSummary& s) {
                   std::move(snap.serverMemory),
                   std::move(snap.state),
                   std::move(snap.vectors),
+                  std::move(snap.catchUp),
                   engine_->modelChecksum()};
     st = store_->commitRound(r, participants, cp);
   } else {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <sstream>
@@ -12,7 +13,10 @@
 #include "starling/compression/fp16.hpp"
 #include "starling/compression/precision.hpp"
 #include "starling/compression/topk.hpp"
+#include "starling/compression/wire_codec.hpp"
 #include "starling/util/checksum.hpp"
+
+#include "catch_up_generated.h"
 
 namespace starling::coordinator {
 namespace {
@@ -93,6 +97,10 @@ class SharedMaskTopK final : public compression::Compressor {
     if (values_ == compression::ValueFormat::kSignBits) compression::makeTernary(out);
     return Status::ok();
   }
+
+  // The previous broadcast's coordinates, for a checkpoint, and back.
+  const std::vector<uint32_t>& mask() const { return mask_; }
+  void setMask(std::vector<uint32_t> mask) { mask_ = std::move(mask); }
 
  private:
   compression::ValueFormat values_;
@@ -196,10 +204,15 @@ Result<std::unique_ptr<RoundEngine>> RoundEngine::resume(EngineConfig config, co
     if (slot->second != nullptr) *slot->second = values;
   }
   e->modelChecksum_ = checksum64(e->model_);
-  // Which coordinates changed before the checkpoint is not kept: all of them may have.
-  std::fill(e->changedAt_.begin(), e->changedAt_.end(),
-            static_cast<uint32_t>(std::min<uint64_t>(e->committedRound_, UINT32_MAX)));
-  e->history_.assign(1, {e->committedRound_, e->modelChecksum_});
+  if (!snap.catchUp.empty()) {
+    STARLING_RETURN_IF_ERROR(e->restoreCatchUp(snap.catchUp));
+  } else {
+    // A checkpoint without its catch-up state: which coordinates changed before it is
+    // not known, so all of them may have (a client behind it gets the dense model).
+    std::fill(e->changedAt_.begin(), e->changedAt_.end(),
+              static_cast<uint32_t>(std::min<uint64_t>(e->committedRound_, UINT32_MAX)));
+    e->history_.assign(1, {e->committedRound_, e->modelChecksum_});
+  }
   return e;
 }
 
@@ -1112,6 +1125,7 @@ EngineSnapshot RoundEngine::snapshot() const {
   s.model = model_;
   if (memory_) s.serverMemory.assign(memory_->memory().begin(), memory_->memory().end());
   s.state = serializeState();
+  s.catchUp = serializeCatchUp();
   if (!velocity_.empty())
     s.vectors[config_.serverOptimizer == "sgd" ? "server-momentum" : "server-first-moment"] = velocity_;
   if (!secondMoment_.empty()) s.vectors["server-second-moment"] = secondMoment_;
@@ -1180,6 +1194,140 @@ Status RoundEngine::restoreState(const std::string& state) {
       return Status(StatusCode::kMalformed, fmt::format("engine state, entry {}: bad value for '{}'", line, key));
   }
   if (nextRound_ <= committedRound_) nextRound_ = committedRound_ + 1;
+  return Status::ok();
+}
+
+std::vector<uint8_t> RoundEngine::serializeCatchUp() const {
+  namespace cf = coordinator::fb;
+  flatbuffers::FlatBufferBuilder b(1024 + changedAt_.size() * sizeof(uint32_t) + logBytes_ * 2);
+  std::vector<cf::ModelStamp> history;
+  for (const auto& [round, sum] : history_)
+    history.emplace_back(round, sum);
+  std::vector<flatbuffers::Offset<cf::Broadcast>> log;
+  for (const LogEntry& e : log_) {
+    auto payload = compression::toWire(b, *e.payload);
+    auto relative =
+        e.relative ? compression::toWire(b, *e.relative) : flatbuffers::Offset<wire::fb::CompressedTensor>();
+    auto indices = e.indices.empty() ? flatbuffers::Offset<flatbuffers::Vector<uint32_t>>() : b.CreateVector(e.indices);
+    log.push_back(cf::CreateBroadcast(b, e.round, e.previousRound, e.checksumBefore, e.checksumAfter, payload, indices,
+                                      relative));
+  }
+  std::vector<flatbuffers::Offset<cf::Undo>> undo;
+  for (const Undo& u : undo_)
+    undo.push_back(cf::CreateUndoDirect(b, u.previousRound, &u.indices, &u.before));
+  const std::vector<uint64_t> previous(previousRounds_.begin(), previousRounds_.end());
+  const auto* shared = dynamic_cast<const SharedMaskTopK*>(down_.get());
+  auto root = cf::CreateCatchUpStateDirect(b, committedRound_, modelChecksum_,
+                                           static_cast<uint8_t>(config_.modelMantissaBits), &history, &changedAt_,
+                                           &previous, &log, &undo, shared != nullptr ? &shared->mask() : nullptr);
+  b.Finish(root, cf::CatchUpStateIdentifier());
+  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+}
+
+// Takes what the configuration still uses: a smaller catchUpRounds, catchUpXorRounds or
+// checksumHistory keeps the newest entries; undo values taken at another model
+// precision, and a log or stamps the configuration no longer keeps, are dropped.
+Status RoundEngine::restoreCatchUp(std::span<const uint8_t> bytes) {
+  namespace cf = coordinator::fb;
+  auto bad = [](const std::string& what) {
+    return Status(StatusCode::kMalformed, "checkpoint's catch-up state: " + what);
+  };
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), 64, std::numeric_limits<uint32_t>::max());
+  if (!cf::CatchUpStateBufferHasIdentifier(bytes.data()) || !cf::VerifyCatchUpStateBuffer(verifier))
+    return bad(fmt::format("{} bytes that are not a CatchUpState", bytes.size()));
+  const cf::CatchUpState& s = *cf::GetCatchUpState(bytes.data());
+  if (s.round() != committedRound_ || s.model_checksum() != modelChecksum_)
+    return bad(fmt::format("it is of round {} (model {:016x}), the checkpoint of round {} (model {:016x})", s.round(),
+                           s.model_checksum(), committedRound_, modelChecksum_));
+  const auto d = static_cast<uint32_t>(model_.size());
+  auto below = [&](const flatbuffers::Vector<uint32_t>* v, uint32_t limit) {
+    return v == nullptr || std::all_of(v->begin(), v->end(), [&](uint32_t x) { return x < limit; });
+  };
+
+  history_.clear();
+  if (s.history() != nullptr)
+    for (const cf::ModelStamp* m : *s.history())
+      history_.emplace_back(m->round(), m->checksum());
+  if (history_.empty() || history_.back() != std::pair(committedRound_, modelChecksum_))
+    history_.emplace_back(committedRound_, modelChecksum_);
+  while (history_.size() > std::max<std::size_t>(1, config_.checksumHistory))
+    history_.pop_front();
+
+  const auto resumed = static_cast<uint32_t>(std::min<uint64_t>(committedRound_, UINT32_MAX));
+  if (changedAt_.size() == d) {
+    const auto* stamps = s.changed_at();
+    if (stamps != nullptr && stamps->size() == d) {
+      if (!below(stamps, resumed + 1)) return bad(fmt::format("a coordinate changed after round {}", resumed));
+      std::copy(stamps->begin(), stamps->end(), changedAt_.begin());
+    } else {
+      std::fill(changedAt_.begin(), changedAt_.end(), resumed);  // not kept then: all may have changed
+    }
+  }
+
+  previousRounds_.clear();
+  if (s.previous_rounds() != nullptr) previousRounds_.assign(s.previous_rounds()->begin(), s.previous_rounds()->end());
+  while (previousRounds_.size() > config_.catchUpRounds)
+    previousRounds_.pop_front();
+
+  log_.clear();
+  logBytes_ = 0;
+  if (s.log() != nullptr) {
+    for (const cf::Broadcast* e : *s.log()) {
+      const std::string which = fmt::format("broadcast of round {}", e->round());
+      auto payload = compression::fromWire(e->payload());
+      if (!payload) return bad(which + ": " + payload.status().message());
+      if (payload->count != d) return bad(fmt::format("{} is of {} values, the model {}", which, payload->count, d));
+      if (!log_.empty() && e->previous_round() != log_.back().round)
+        return bad(fmt::format("{} follows round {}, not {}", which, e->previous_round(), log_.back().round));
+      LogEntry entry{e->round(),
+                     e->previous_round(),
+                     e->checksum_before(),
+                     e->checksum_after(),
+                     std::make_shared<const compression::Payload>(std::move(*payload)),
+                     {},
+                     {}};
+      if (config_.downlinkRelativeIndices && e->indices() != nullptr) {
+        if (!below(e->indices(), d)) return bad(which + ": an index beyond the model");
+        entry.indices.assign(e->indices()->begin(), e->indices()->end());
+        if (e->relative() != nullptr) {
+          auto relative = compression::fromWire(e->relative());
+          if (!relative) return bad(which + ", relative: " + relative.status().message());
+          entry.relative = std::make_shared<const compression::Payload>(std::move(*relative));
+        }
+      }
+      logBytes_ += entry.payload->byteSize();
+      log_.push_back(std::move(entry));
+    }
+    if (!log_.empty() && (log_.back().round != committedRound_ || log_.back().checksumAfter != modelChecksum_))
+      return bad(fmt::format("the log ends at round {}, not at the checkpoint's", log_.back().round));
+  }
+  const std::size_t denseBytes = model_.size() * sizeof(float);
+  while (log_.size() > config_.catchUpRounds || (log_.size() > 1 && logBytes_ > denseBytes)) {
+    logBytes_ -= log_.front().payload->byteSize();
+    log_.pop_front();
+  }
+
+  undo_.clear();
+  if (s.undo() != nullptr && config_.catchUpXorRounds > 0 && changedAt_.size() == d &&
+      s.mantissa_bits() == config_.modelMantissaBits) {
+    for (const cf::Undo* u : *s.undo()) {
+      if (u->indices() == nullptr || u->before() == nullptr || u->indices()->size() != u->before()->size() ||
+          !below(u->indices(), d))
+        return bad(fmt::format("the undo entry after round {} is malformed", u->previous_round()));
+      undo_.push_back(Undo{u->previous_round(),
+                           {u->indices()->begin(), u->indices()->end()},
+                           {u->before()->begin(), u->before()->end()}});
+    }
+    while (undo_.size() > config_.catchUpXorRounds)
+      undo_.pop_front();
+  }
+
+  if (auto* shared = dynamic_cast<SharedMaskTopK*>(down_.get()); shared != nullptr && s.shared_mask() != nullptr) {
+    const auto* mask = s.shared_mask();
+    if (!below(mask, d) || std::adjacent_find(mask->begin(), mask->end(), std::greater_equal<>()) != mask->end())
+      return bad("the shared mask is not increasing indices into the model");
+    shared->setMask({mask->begin(), mask->end()});
+  }
   return Status::ok();
 }
 

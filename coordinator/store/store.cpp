@@ -22,7 +22,7 @@ namespace {
 // "STLG": marks the file as a Starling coordinator database (PRAGMA application_id).
 constexpr int64_t kApplicationId = 0x53544c47;
 
-// Schema version 1, then what each later version adds (kSchemaV2, kSchemaV3), listed
+// Schema version 1, then what each later version adds (kSchemaV2 to kSchemaV4), listed
 // in kSchemaSteps. docs/state.md explains every table; keep the two in step.
 // Unsigned 64-bit values (rounds, checksums) are stored as the signed integer with
 // the same bits.
@@ -129,10 +129,21 @@ CREATE TABLE refusals (
 );
 )sql";
 
+// Version 4: the round engine's catch-up state of a checkpoint (its broadcast log, XOR
+// undo log, change stamps; coordinator/catch_up.fbs), one blob per checkpoint, deleted
+// with it.
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE checkpoint_catch_up (
+  round    INTEGER PRIMARY KEY REFERENCES checkpoints (round) ON DELETE CASCADE,
+  data     BLOB NOT NULL,
+  checksum INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql";
+
 // kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
 // the empty file). A new file runs every step; a file of an older version, opened for
 // writing, runs the steps past its version, all in one transaction.
-constexpr std::array<const char*, 3> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3};
+constexpr std::array<const char*, 4> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
 static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 constexpr const char* kRoundColumns =
@@ -313,6 +324,8 @@ struct Store::Impl {
   std::unique_ptr<sqlite::Statement> selectVectors;   // likewise
   std::unique_ptr<sqlite::Statement> insertRefusal;   // null on a version-1 or -2 database read as it is
   std::unique_ptr<sqlite::Statement> selectRefusals;  // likewise
+  std::unique_ptr<sqlite::Statement> insertCatchUp;   // null before version 4 (read as it is)
+  std::unique_ptr<sqlite::Statement> selectCatchUp;   // likewise
   // kUnsupported on an older file opened read-only (read as it is: some of its writing
   // statements are not prepared, and writing would mix versions).
   Status writable() const {
@@ -390,6 +403,10 @@ Status Store::Impl::prepareAll() {
   if (version >= 3) {
     all.push_back({&insertRefusal, "INSERT INTO refusals (client_id, peer, at_ms, reason) VALUES (?1, ?2, ?3, ?4)"});
     all.push_back({&selectRefusals, "SELECT client_id, peer, at_ms, reason FROM refusals ORDER BY id"});
+  }
+  if (version >= 4) {
+    all.push_back({&insertCatchUp, "INSERT INTO checkpoint_catch_up (round, data, checksum) VALUES (?1, ?2, ?3)"});
+    all.push_back({&selectCatchUp, "SELECT data, checksum FROM checkpoint_catch_up WHERE round = ?1"});
   }
   for (const Entry& e : all) {
     Result<std::unique_ptr<sqlite::Statement>> stmt = db->prepare(e.sql);
@@ -769,6 +786,11 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
       d.insertVector->bind(1, toSql(checkpoint->round)).bind(2, name).bindBlob(3, bytes).bind(4, toSql(fnv1a(bytes)));
       if (Status s = d.insertVector->run(); !s) return fail(s.withContext(fmt::format("checkpoint vector '{}'", name)));
     }
+    if (!checkpoint->catchUp.empty()) {
+      const std::span<const unsigned char> bytes(checkpoint->catchUp);
+      d.insertCatchUp->bind(1, toSql(checkpoint->round)).bindBlob(2, bytes).bind(3, toSql(fnv1a(bytes)));
+      if (Status s = d.insertCatchUp->run(); !s) return fail(s.withContext("checkpoint catch-up state"));
+    }
     d.pruneCheckpoints->bind(1, static_cast<int64_t>(d.options.keepCheckpoints));
     if (Status s = d.pruneCheckpoints->run(); !s) return fail(s.withContext("pruning old checkpoints"));
     stage("checkpoint");
@@ -921,6 +943,25 @@ Result<std::optional<Checkpoint>> Store::latestCheckpoint() {
       cp.vectors.emplace(std::move(name), decodeFloats(data));
     }
     v.reset();
+    if (!bad.isOk()) return bad;
+  }
+  if (d.selectCatchUp) {
+    sqlite::Statement& c = *d.selectCatchUp;
+    c.bind(1, toSql(cp.round));
+    Result<bool> found = c.step();
+    if (!found) {
+      c.reset();
+      return found.status().withContext(context);
+    }
+    if (*found) {
+      const std::span<const unsigned char> data = c.blob(0);
+      const uint64_t stored = fromSql(c.int64(1));
+      if (fnv1a(data) != stored)
+        bad = corrupt("catch-up state", stored, fnv1a(data));
+      else
+        cp.catchUp.assign(data.begin(), data.end());
+    }
+    c.reset();
     if (!bad.isOk()) return bad;
   }
   return std::optional<Checkpoint>(std::move(cp));

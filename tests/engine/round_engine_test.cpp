@@ -574,6 +574,112 @@ TEST_CASE("a resume keeps server momentum, adaptive moments and the moving avera
   }
 }
 
+TEST_CASE("a resumed engine catches up clients that missed rounds as the engine it was taken from would",
+          "[engine][resume][catchup]") {
+  auto config = smallConfig(1);
+  config.rounds = 100;
+  config.downlink = "topk";
+  config.downlinkDensity = 0.2;
+  config.catchUpXorRounds = 20;
+  config.modelMantissaBits = 10;
+  config.downlinkRelativeIndices = true;
+  config.downlinkShared = 0.5;
+  // By value (the XORs are the fewest bytes here), or from the broadcast log only.
+  config.catchUpByValue = GENERATE(true, false);
+  INFO("catch-up by value: " << config.catchUpByValue);
+  constexpr uint64_t kRounds = 12;
+  // Client "a" trains every round, kRounds commits, and is assigned round kRounds + 1.
+  // held[r]: the model a client that stopped after round r holds.
+  auto build = [&](std::map<uint64_t, ClientModel>* held) {
+    auto e = RoundEngine::create(config, initialModel()).value();
+    ClientModel a;
+    a.model = initialModel();
+    a.mantissaBits = config.modelMantissaBits;
+    auto acts = e->clientJoined("a", 100, 0, 0, 0);
+    for (uint64_t r = 1;; ++r) {
+      const Assignment assign = only(acts, Kind::kAssign).at(0).assignment;
+      REQUIRE(a.apply(assign));
+      if (held != nullptr) (*held)[assign.baseRound] = a;
+      if (r > kRounds) break;
+      std::vector<float> delta(kDim);
+      for (std::size_t i = 0; i < kDim; ++i)
+        delta[i] = std::sin(1.3f * float(i) + 0.7f * float(r)) * float(1 + i % 5);
+      acts = e->updateArrived("a", update(assign.round, assign.baseRound, delta), int64_t(10 * r));
+    }
+    REQUIRE(e->committedRound() == kRounds);
+    return e;
+  };
+  std::map<uint64_t, ClientModel> held;
+  const EngineSnapshot snap = build(&held)->snapshot();
+  REQUIRE(held.size() == kRounds + 1);
+  REQUIRE_FALSE(snap.catchUp.empty());
+
+  // Client "c" comes back holding round r, to the original engine ("a" gone, its round
+  // abandoned) and to one resumed from the snapshot: the same catch-up, bit for bit,
+  // which brings c's model to the checksum the engine names.
+  auto catchUp = [&](RoundEngine& e, uint64_t r) {
+    auto acts = e.clientJoined("c", 100, r, checksum64(held[r].model), 5000);
+    return only(acts, Kind::kAssign).at(0).assignment;
+  };
+  auto same = [](const std::shared_ptr<const compression::Payload>& x,
+                 const std::shared_ptr<const compression::Payload>& y) { return x && y ? *x == *y : x == y; };
+  int byLog = 0, byXor = 0;
+  for (uint64_t r = 0; r <= kRounds; ++r) {
+    INFO("client holding round " << r);
+    auto original = build(nullptr);
+    original->clientLeft("a", "gone", 4000);
+    auto resumed = RoundEngine::resume(config, snap).value();
+    const Assignment want = catchUp(*original, r);
+    const Assignment got = catchUp(*resumed, r);
+    CHECK(got.round == want.round);
+    CHECK(got.baseChecksum == want.baseChecksum);
+    CHECK(bool(got.denseModel) == bool(want.denseModel));
+    CHECK(same(got.values, want.values));
+    REQUIRE(got.broadcasts.size() == want.broadcasts.size());
+    for (std::size_t i = 0; i < got.broadcasts.size(); ++i)
+      CHECK(same(got.broadcasts[i], want.broadcasts[i]));
+    ClientModel c = held[r];
+    c.lastIndices.reset();  // a new connection: no indices to code against
+    CHECK(c.apply(got));
+    byLog += got.broadcasts.empty() ? 0 : 1;
+    byXor += got.values && got.values->valueFormat == compression::ValueFormat::kXor32 ? 1 : 0;
+
+    // Both then commit c's update the same way: the restored shared mask and server
+    // memory pick the same coordinates.
+    if (r == kRounds) {
+      for (auto* e : {original.get(), resumed.get()})
+        e->updateArrived("c", update(got.round, got.baseRound, filled(0.25f)), 6000);
+      CHECK(resumed->committedRound() == kRounds + 2);
+      CHECK(resumed->modelChecksum() == original->modelChecksum());
+    }
+  }
+  if (config.catchUpByValue) {
+    CHECK(byXor > 0);
+  } else {
+    CHECK(byLog > 0);
+    CHECK(byXor == 0);
+  }
+
+  SECTION("without the catch-up state a client behind gets the dense model") {
+    EngineSnapshot bare = snap;
+    bare.catchUp.clear();
+    auto forgetful = RoundEngine::resume(config, bare).value();
+    CHECK(catchUp(*forgetful, kRounds - 1).denseModel);
+  }
+  SECTION("a state of another round, or damaged, is refused with what was wrong") {
+    EngineSnapshot other = snap;
+    other.catchUp = build(nullptr)->snapshot().catchUp;  // same round: accepted
+    CHECK(RoundEngine::resume(config, other).isOk());
+    other.model[3] += 1.0f;
+    CHECK_THAT(RoundEngine::resume(config, other).status().message(),
+               Catch::Contains("catch-up state") && Catch::Contains("of round 12"));
+    EngineSnapshot damaged = snap;
+    damaged.catchUp.resize(damaged.catchUp.size() / 2);
+    CHECK_THAT(RoundEngine::resume(config, damaged).status().message(),
+               Catch::Contains("catch-up state") && Catch::Contains("not a CatchUpState"));
+  }
+}
+
 TEST_CASE("the model EMA is the average of the committed models and is what is served", "[engine]") {
   auto config = smallConfig(1);
   config.modelEma = 0.75;

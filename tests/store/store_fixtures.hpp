@@ -122,6 +122,9 @@ inline Checkpoint makeCheckpoint(uint64_t round, std::size_t size = 1000) {
     cp.vectors["model-average"][i] = static_cast<float>(round) + static_cast<float>(i) / 8192.0f;
     cp.vectors["server-momentum"][i] = -static_cast<float>(i % 97) / 64.0f;
   }
+  // Opaque to the store: bytes of every value, a NUL among them.
+  for (std::size_t i = 0; i < 300; ++i)
+    cp.catchUp.push_back(static_cast<uint8_t>((round * 31 + i * 7) & 0xff));
   return cp;
 }
 

@@ -76,7 +76,8 @@ bool hasTable(const std::string& path, const std::string& table) {
 // What turns a database of this build's schema back into version 1's tables (the
 // caller sets the version).
 const std::string kBackToVersion1 =
-    "DROP TABLE refusals; DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP COLUMN sticky; "
+    "DROP TABLE checkpoint_catch_up; DROP TABLE refusals; DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP "
+    "COLUMN sticky; "
     "ALTER TABLE participants DROP COLUMN selection_weight; ";
 
 void execOrFail(const std::string& path, const char* sql) {
@@ -113,8 +114,9 @@ TEST_CASE("a new store is empty and at the current schema version", "[store]") {
   CHECK_FALSE(store->meta("task")->has_value());
   requireOk(store->checkIntegrity());
   CHECK(fileVersion(dir.file("fresh.db")) == Store::kSchemaVersion);
-  CHECK(Store::kSchemaVersion == 3);
+  CHECK(Store::kSchemaVersion == 4);
   CHECK(hasTable(dir.file("fresh.db"), "refusals"));
+  CHECK(hasTable(dir.file("fresh.db"), "checkpoint_catch_up"));
 }
 
 TEST_CASE("clients refused at Hello are recorded, in order, with their reason", "[store]") {
@@ -235,6 +237,7 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
     CHECK(got.engineState == cp.engineState);  // with its embedded NUL
     CHECK(got.modelChecksum == starling::checksum64(cp.model));
     CHECK(got.vectors == cp.vectors);
+    CHECK(got.catchUp == cp.catchUp);
   }
   SECTION("abandoned rounds, with their reason and no checkpoint") {
     RoundRecord abandoned = makeRound(5);
@@ -447,6 +450,8 @@ TEST_CASE("only the last checkpoints are kept", "[store]") {
   CHECK(count("SELECT count(*) FROM checkpoints") == 2);
   CHECK(count("SELECT count(*) FROM checkpoint_vectors") == 4);
   CHECK(count("SELECT count(*) FROM checkpoint_vectors WHERE round < 5") == 0);
+  CHECK(count("SELECT count(*) FROM checkpoint_catch_up") == 2);
+  CHECK(count("SELECT count(*) FROM checkpoint_catch_up WHERE round < 5") == 0);
   sqlite3_close(db);
 
   SECTION("keepCheckpoints must be at least one") {
@@ -472,7 +477,8 @@ TEST_CASE("a corrupt checkpoint is reported, not loaded", "[store]") {
                                "UPDATE checkpoints SET engine_state = CAST('tampered' AS BLOB) WHERE round = 2",
                                "UPDATE checkpoints SET server_memory = substr(server_memory, 1, 3998) WHERE round = 2",
                                "UPDATE checkpoint_vectors SET data = CAST(zeroblob(4000) AS BLOB) WHERE round = 2",
-                               "UPDATE checkpoint_vectors SET data = substr(data, 1, 3998) WHERE round = 2");
+                               "UPDATE checkpoint_vectors SET data = substr(data, 1, 3998) WHERE round = 2",
+                               "UPDATE checkpoint_catch_up SET data = substr(data, 1, 299) WHERE round = 2");
     REQUIRE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
@@ -525,14 +531,16 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
   CHECK(version() == 1);  // reading changed nothing
   CHECK_FALSE(hasTable(path, "refusals"));
   auto store = openOrFail(path);
-  CHECK(version() == 3);
+  CHECK(version() == 4);
   CHECK(version() == Store::kSchemaVersion);
   CHECK(store->refusals()->empty());
   requireOk(store->recordRefusal(makeRefusal(4)));
   CHECK(*store->refusals() == std::vector<RefusalRecord>{makeRefusal(4)});
   CHECK((*store->latestCheckpoint())->vectors.empty());
+  CHECK((*store->latestCheckpoint())->catchUp.empty());
   commitSimpleRound(*store, 2);
   CHECK((*store->latestCheckpoint())->vectors == makeCheckpoint(2).vectors);
+  CHECK((*store->latestCheckpoint())->catchUp == makeCheckpoint(2).catchUp);
   CHECK(*store->participants(2) ==
         std::vector<ParticipantRecord>{
             makeParticipant(2, 1, ParticipantOutcome::kAccepted), makeParticipant(2, 2, ParticipantOutcome::kAccepted),
@@ -550,8 +558,8 @@ TEST_CASE("a version-2 database is read as it is and upgraded when opened for wr
     commitSimpleRound(*store, 1);
     commitSimpleRound(*store, 2);
   }
-  // What a version-2 build left: everything but the refusals table.
-  execOrFail(path, "DROP TABLE refusals; PRAGMA user_version = 2");
+  // What a version-2 build left: everything but the refusals and catch-up tables.
+  execOrFail(path, "DROP TABLE checkpoint_catch_up; DROP TABLE refusals; PRAGMA user_version = 2");
   REQUIRE(fileVersion(path) == 2);
   {
     StoreOptions ro;
@@ -573,7 +581,7 @@ TEST_CASE("a version-2 database is read as it is and upgraded when opened for wr
   CHECK_FALSE(hasTable(path, "refusals"));
 
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 3);
+  CHECK(fileVersion(path) == 4);
   CHECK(hasTable(path, "refusals"));
   // The rounds, participants and checkpoint of version 2 are all still there.
   const std::vector<RoundRecord> rounds = *store->rounds();
@@ -590,6 +598,38 @@ TEST_CASE("a version-2 database is read as it is and upgraded when opened for wr
   requireOk(store->checkIntegrity());
 }
 
+TEST_CASE("a version-3 database is read as it is and upgraded when opened for writing", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("v3.db");
+  {
+    auto store = openOrFail(path);
+    commitSimpleRound(*store, 1);
+    requireOk(store->recordRefusal(makeRefusal(2)));
+  }
+  // What a version-3 build left: everything but the catch-up table.
+  execOrFail(path, "DROP TABLE checkpoint_catch_up; PRAGMA user_version = 3");
+  {
+    StoreOptions ro;
+    ro.readOnly = true;
+    auto reader = openOrFail(path, ro);
+    auto latest = reader->latestCheckpoint();
+    REQUIRE(latest.isOk());
+    CHECK((*latest)->vectors == makeCheckpoint(1).vectors);
+    CHECK((*latest)->catchUp.empty());  // none before version 4
+    CHECK(*reader->refusals() == std::vector<RefusalRecord>{makeRefusal(2)});
+  }
+  CHECK(fileVersion(path) == 3);
+  CHECK_FALSE(hasTable(path, "checkpoint_catch_up"));
+
+  auto store = openOrFail(path);
+  CHECK(fileVersion(path) == 4);
+  CHECK((*store->latestCheckpoint())->catchUp.empty());  // round 1 was written without one
+  commitSimpleRound(*store, 2);
+  CHECK((*store->latestCheckpoint())->catchUp == makeCheckpoint(2).catchUp);
+  CHECK(*store->refusals() == std::vector<RefusalRecord>{makeRefusal(2)});
+  requireOk(store->checkIntegrity());
+}
+
 TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
   TempDir dir;
   const std::string path = dir.file("v1-clash.db");
@@ -598,11 +638,11 @@ TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
     commitSimpleRound(*store, 1);
   }
   // A version-1 file that somehow already has a table named like version 3's: the
-  // upgrade fails at its last step, and what version 2's step did must be undone too.
+  // upgrade fails at version 3's step, and what version 2's step did must be undone too.
   execOrFail(path, (kBackToVersion1 + "CREATE TABLE refusals (x); PRAGMA user_version = 1").c_str());
   auto store = Store::open(path);
   REQUIRE_FALSE(store.isOk());
-  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 3"));
+  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 4"));
   CHECK(fileVersion(path) == 1);
   CHECK_FALSE(hasTable(path, "checkpoint_vectors"));
 }

@@ -144,7 +144,7 @@ struct EngineConfig {
   // broadcast's k coordinates are the largest among the previous broadcast's, the rest
   // the largest among the others, so that the coordinates changed over g rounds grow by
   // (1 - downlinkShared) k a round instead of up to k (cheaper catch-up by value). The
-  // mask is not checkpointed: the first broadcast after a resume is plain top-k.
+  // mask is checkpointed with the catch-up state (EngineSnapshot::catchUp).
   double downlinkShared = 0;
   // Log replays code each broadcast's indices against the previous broadcast's
   // (compression::IndexFormat::kRelative; top-k downlink only), when that is smaller:
@@ -300,6 +300,12 @@ struct EngineSnapshot {
   // "model-average" (modelEma's xbar). resume() takes those its configuration uses
   // and starts the others from zero, as a fresh engine does.
   std::map<std::string, std::vector<float>> vectors;
+  // The catch-up state: the broadcast log, the XOR undo log, which round last changed
+  // each coordinate, the recent (round, checksum) pairs and the shared mask, as a
+  // Flatbuffer (coordinator/catch_up.fbs). With it a resumed engine brings a client
+  // that missed rounds forward exactly as the engine it was taken from would have;
+  // empty (a checkpoint from before it was kept), such a client gets the dense model.
+  std::vector<uint8_t> catchUp;
 };
 
 class RoundEngine {
@@ -407,6 +413,8 @@ class RoundEngine {
   uint64_t commitsSince(uint64_t baseRound) const;
   std::string serializeState() const;
   Status restoreState(const std::string& state);
+  std::vector<uint8_t> serializeCatchUp() const;
+  Status restoreCatchUp(std::span<const uint8_t> bytes);
 
   EngineConfig config_;
   std::vector<float> model_;
@@ -430,8 +438,9 @@ class RoundEngine {
   std::vector<float> average_;                            // modelEma: xbar (empty until the first commit)
   std::shared_ptr<const std::vector<float>> denseCache_;  // model_ as of committed_, shared by assignments
   // Catch-up by value. changedAt_[i]: the last round whose broadcast touched
-  // coordinate i (0 = none since round 0; after a resume, every entry is the resumed
-  // round: an older client gets every coordinate, or the dense model). history_: the
+  // coordinate i (0 = none since round 0; checkpointed with the catch-up state, and
+  // after a resume from a checkpoint without one every entry is the resumed round: an
+  // older client gets every coordinate, or the dense model). history_: the
   // (round, checksum) of the last checksumHistory committed models, oldest first.
   // valueCache_: valuesSince() by round, cleared at every commit (at most one entry per
   // distinct round among the clients assigned since, each smaller than the model).

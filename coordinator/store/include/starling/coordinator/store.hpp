@@ -139,6 +139,10 @@ struct Checkpoint {
   // the served moving average; see coordinator::EngineSnapshot::vectors). Each is stored
   // with its own checksum (table checkpoint_vectors, schema version 2).
   std::map<std::string, std::vector<float>> vectors;
+  // The engine's catch-up state (coordinator::EngineSnapshot::catchUp), opaque here;
+  // stored with its own checksum (table checkpoint_catch_up, schema version 4). Empty:
+  // none (nothing is stored).
+  std::vector<uint8_t> catchUp;
   // 64-bit FNV-1a over the model's little-endian fp32 bytes (the same function as
   // starling::checksum64). commitRound fills it in when 0 and refuses a
   // checkpoint whose non-zero checksum does not match its model.
@@ -180,15 +184,16 @@ struct StoreOptions {
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of
-  // kSchemaVersion, or of an older version (1 or 2), which opening for writing upgrades
+  // kSchemaVersion, or of an older version (1 to 3), which opening for writing upgrades
   // to kSchemaVersion in one transaction (version 2 adds the participants' sticky
-  // columns and the checkpoint_vectors table, version 3 the refusals table). A
-  // read-only open reads an older file as it is: version 1's checkpoints without
-  // vectors and participants not sticky, no refusals before version 3; every write to
+  // columns and the checkpoint_vectors table, version 3 the refusals table, version 4
+  // the checkpoint_catch_up table). A read-only open reads an older file as it is:
+  // version 1's checkpoints without vectors and participants not sticky, no refusals
+  // before version 3, no catch-up state before version 4; every write to
   // it fails with kUnsupported. Failures: the file cannot be opened or created (kIo),
   // is read-only when opened for writing (kIo, "database 'x.db' is read-only"), is not
   // a Starling database (kMalformed), or has another schema version (kUnsupported).

@@ -19,11 +19,26 @@ coord_bin=$build/coordinator/starling-coordinator
 client_bin=$build/client/starling-client
 out=$(mktemp -d)
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$out"' EXIT
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$out"
+}
+trap cleanup EXIT
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-run() {  # run NAME KEEP(1|0): prints "rounds bytes dense"
+# wait_line FILE TEXT: until FILE has a line with TEXT (at most 5 minutes).
+wait_line() {
+  for _ in $(seq 3000); do
+    grep -q "$2" "$1" && return 0
+    sleep 0.1
+  done
+  echo "bench/restart.sh: no '$2' in $1 after 5 minutes:" >&2
+  tail -n 20 "$1" >&2
+  exit 1
+}
+
+run() {  # run NAME KEEP(1|0): writes "rounds bytes dense resumed-from" to $out/NAME.txt
   local work=$out/$1 port
   mkdir -p "$work"
   port=$(free_port)
@@ -33,7 +48,7 @@ run() {  # run NAME KEEP(1|0): prints "rounds bytes dense"
   "$coord_bin" "${args[@]}" >>"$work/coordinator.log" 2>&1 &
   local coord=$!
   pids+=("$coord")
-  until grep -q "listening on" "$work/coordinator.log"; do sleep 0.05; done
+  wait_line "$work/coordinator.log" "listening on"
   local clients=()
   for i in $(seq 0 9); do
     "$client_bin" --coordinator "127.0.0.1:$port" --certs "$work/certs" --id "client-$i" --data "$data" \
@@ -41,10 +56,12 @@ run() {  # run NAME KEEP(1|0): prints "rounds bytes dense"
     clients+=($!)
     pids+=($!)
   done
-  until grep -q "round   8 committed" "$work/coordinator.log"; do sleep 0.02; done
+  wait_line "$work/coordinator.log" "round   8 committed"
   kill -9 "$coord"
   wait "$coord" 2>/dev/null || true
-  [ "$2" = 1 ] || /usr/bin/python3 -c "import sqlite3; c = sqlite3.connect('$work/s.db'); c.execute('DELETE FROM checkpoint_catch_up'); c.commit()"
+  if [ "$2" = 0 ]; then
+    /usr/bin/python3 -c "import sqlite3; c = sqlite3.connect('$work/s.db'); c.execute('DELETE FROM checkpoint_catch_up'); c.commit()"
+  fi
   "$coord_bin" "${args[@]}" >>"$work/coordinator.log" 2>&1
   for p in "${clients[@]}"; do wait "$p" || true; done
   local from
@@ -55,11 +72,13 @@ c = sqlite3.connect('$work/s.db')
 d = 4 * 199210  # the dense MLP 784-200-200-10, fp32
 rows = c.execute(\"SELECT round, bytes_down_wire FROM rounds WHERE status = 'committed' AND round > ?\", ($from,)).fetchall()
 dense = c.execute(\"SELECT count(*) FROM participants WHERE round > ? AND bytes_down_wire >= ?\", ($from, d)).fetchone()[0]
-print(len(rows), sum(b for _, b in rows), dense, $from)"
+print(len(rows), sum(b for _, b in rows), dense, $from)" >"$out/$1.txt"
 }
 
-read -r rounds_with bytes_with dense_with from_with < <(run with 1)
-read -r rounds_without bytes_without dense_without from_without < <(run without 0)
+run with 1
+run without 0
+read -r rounds_with bytes_with dense_with from_with <"$out/with.txt"
+read -r rounds_without bytes_without dense_without from_without <"$out/without.txt"
 printf '%-44s %8s %14s %16s\n' "checkpoint" "rounds" "downlink bytes" "dense downloads"
 printf '%-44s %8s %14s %16s\n' "with the catch-up state (Starling)" "$rounds_with" "$bytes_with" "$dense_with"
 printf '%-44s %8s %14s %16s\n' "without it (baseline: schema version 3)" "$rounds_without" "$bytes_without" "$dense_without"

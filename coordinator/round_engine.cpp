@@ -1217,23 +1217,32 @@ std::vector<uint8_t> RoundEngine::serializeCatchUp() const {
     undo.push_back(cf::CreateUndoDirect(b, u.previousRound, &u.indices, &u.before));
   const std::vector<uint64_t> previous(previousRounds_.begin(), previousRounds_.end());
   const auto* shared = dynamic_cast<const SharedMaskTopK*>(down_.get());
-  auto root = cf::CreateCatchUpStateDirect(b, committedRound_, modelChecksum_,
-                                           static_cast<uint8_t>(config_.modelMantissaBits), &history, &changedAt_,
+  const std::string format = downlinkFormat();
+  auto root = cf::CreateCatchUpStateDirect(b, committedRound_, modelChecksum_, format.c_str(), &history, &changedAt_,
                                            &previous, &log, &undo, shared != nullptr ? &shared->mask() : nullptr);
   b.Finish(root, cf::CatchUpStateIdentifier());
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }
 
+// What a broadcast's bytes and a replay's rounding depend on: a log or undo values kept
+// under another format are of no use to the clients of this one.
+std::string RoundEngine::downlinkFormat() const {
+  return fmt::format("{} values {} mantissa {}", config_.downlink,
+                     static_cast<int>(compression::sparseValueFormat(config_.fp16Values, config_.downlinkTernary)),
+                     config_.modelMantissaBits);
+}
+
 // Takes what the configuration still uses: a smaller catchUpRounds, catchUpXorRounds or
-// checksumHistory keeps the newest entries; undo values taken at another model
-// precision, and a log or stamps the configuration no longer keeps, are dropped.
+// checksumHistory keeps the newest entries; the broadcast log and the undo values
+// kept under another downlink format (downlinkFormat()), and whatever the
+// configuration no longer keeps, are dropped.
 Status RoundEngine::restoreCatchUp(std::span<const uint8_t> bytes) {
   namespace cf = coordinator::fb;
   auto bad = [](const std::string& what) {
     return Status(StatusCode::kMalformed, "checkpoint's catch-up state: " + what);
   };
   flatbuffers::Verifier verifier(bytes.data(), bytes.size(), 64, std::numeric_limits<uint32_t>::max());
-  if (!cf::CatchUpStateBufferHasIdentifier(bytes.data()) || !cf::VerifyCatchUpStateBuffer(verifier))
+  if (!cf::VerifyCatchUpStateBuffer(verifier))  // (checks the size before the identifier)
     return bad(fmt::format("{} bytes that are not a CatchUpState", bytes.size()));
   const cf::CatchUpState& s = *cf::GetCatchUpState(bytes.data());
   if (s.round() != committedRound_ || s.model_checksum() != modelChecksum_)
@@ -1254,11 +1263,14 @@ Status RoundEngine::restoreCatchUp(std::span<const uint8_t> bytes) {
     history_.pop_front();
 
   const auto resumed = static_cast<uint32_t>(std::min<uint64_t>(committedRound_, UINT32_MAX));
+  bool stampsKept = false;  // the undo values are of use only with the stamps they go with
   if (changedAt_.size() == d) {
     const auto* stamps = s.changed_at();
     if (stamps != nullptr && stamps->size() == d) {
-      if (!below(stamps, resumed + 1)) return bad(fmt::format("a coordinate changed after round {}", resumed));
+      if (std::any_of(stamps->begin(), stamps->end(), [&](uint32_t r) { return r > resumed; }))
+        return bad(fmt::format("a coordinate changed after round {}", resumed));
       std::copy(stamps->begin(), stamps->end(), changedAt_.begin());
+      stampsKept = true;
     } else {
       std::fill(changedAt_.begin(), changedAt_.end(), resumed);  // not kept then: all may have changed
     }
@@ -1271,14 +1283,16 @@ Status RoundEngine::restoreCatchUp(std::span<const uint8_t> bytes) {
 
   log_.clear();
   logBytes_ = 0;
-  if (s.log() != nullptr) {
+  const bool sameFormat = s.downlink() != nullptr && s.downlink()->str() == downlinkFormat();
+  if (s.log() != nullptr && sameFormat) {
     for (const cf::Broadcast* e : *s.log()) {
       const std::string which = fmt::format("broadcast of round {}", e->round());
       auto payload = compression::fromWire(e->payload());
       if (!payload) return bad(which + ": " + payload.status().message());
       if (payload->count != d) return bad(fmt::format("{} is of {} values, the model {}", which, payload->count, d));
-      if (!log_.empty() && e->previous_round() != log_.back().round)
-        return bad(fmt::format("{} follows round {}, not {}", which, e->previous_round(), log_.back().round));
+      if (!log_.empty() &&
+          (e->previous_round() != log_.back().round || e->checksum_before() != log_.back().checksumAfter))
+        return bad(fmt::format("{} does not follow the model of round {}", which, log_.back().round));
       LogEntry entry{e->round(),
                      e->previous_round(),
                      e->checksum_before(),
@@ -1308,8 +1322,7 @@ Status RoundEngine::restoreCatchUp(std::span<const uint8_t> bytes) {
   }
 
   undo_.clear();
-  if (s.undo() != nullptr && config_.catchUpXorRounds > 0 && changedAt_.size() == d &&
-      s.mantissa_bits() == config_.modelMantissaBits) {
+  if (s.undo() != nullptr && config_.catchUpXorRounds > 0 && stampsKept && sameFormat) {
     for (const cf::Undo* u : *s.undo()) {
       if (u->indices() == nullptr || u->before() == nullptr || u->indices()->size() != u->before()->size() ||
           !below(u->indices(), d))

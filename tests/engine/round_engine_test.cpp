@@ -666,6 +666,24 @@ TEST_CASE("a resumed engine catches up clients that missed rounds as the engine 
     auto forgetful = RoundEngine::resume(config, bare).value();
     CHECK(catchUp(*forgetful, kRounds - 1).denseModel);
   }
+  SECTION("under another downlink format the log and the undo values are dropped, the stamps kept") {
+    EngineSnapshot same = snap;
+    auto otherConfig = config;
+    otherConfig.modelMantissaBits = 12;  // replays would round differently
+    auto other = RoundEngine::resume(otherConfig, same).value();
+    const Assignment a = catchUp(*other, kRounds - 2);
+    CHECK(a.broadcasts.empty());
+    if (config.catchUpByValue) {
+      REQUIRE(a.values);
+      CHECK(a.values->valueFormat == compression::ValueFormat::kFp32);  // plain values, not XORs
+      CHECK_FALSE(a.denseModel);
+    } else {
+      CHECK(a.denseModel);
+    }
+    ClientModel c = held[kRounds - 2];
+    c.lastIndices.reset();
+    CHECK(c.apply(a));
+  }
   SECTION("a state of another round, or damaged, is refused with what was wrong") {
     EngineSnapshot other = snap;
     other.catchUp = build(nullptr)->snapshot().catchUp;  // same round: accepted

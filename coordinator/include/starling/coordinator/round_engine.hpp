@@ -414,6 +414,7 @@ class RoundEngine {
   std::string serializeState() const;
   Status restoreState(const std::string& state);
   std::vector<uint8_t> serializeCatchUp() const;
+  std::string downlinkFormat() const;
   Status restoreCatchUp(std::span<const uint8_t> bytes);
 
   EngineConfig config_;

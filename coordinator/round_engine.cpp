@@ -1224,12 +1224,13 @@ std::vector<uint8_t> RoundEngine::serializeCatchUp() const {
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }
 
-// What a broadcast's bytes and a replay's rounding depend on: a log or undo values kept
-// under another format are of no use to the clients of this one.
+// What a broadcast's bytes, a replay's rounding and the next broadcast's relative coding
+// depend on: a log or undo values kept under another format are of no use to the
+// clients of this one.
 std::string RoundEngine::downlinkFormat() const {
-  return fmt::format("{} values {} mantissa {}", config_.downlink,
+  return fmt::format("{} values {} mantissa {} relative {}", config_.downlink,
                      static_cast<int>(compression::sparseValueFormat(config_.fp16Values, config_.downlinkTernary)),
-                     config_.modelMantissaBits);
+                     config_.modelMantissaBits, config_.downlinkRelativeIndices);
 }
 
 // Takes what the configuration still uses: a smaller catchUpRounds, catchUpXorRounds or

@@ -25,9 +25,10 @@ ErrorFeedback::ErrorFeedback(std::size_t d, ErrorFeedbackOptions options)
     : options_(options), memory_(d, 0.0f), corrected_(d, 0.0f) {}
 
 Status ErrorFeedback::compress(std::span<const float> v, Compressor& compressor, const CompressParams& params,
-                               Compressed& out) {
-  if (pending_) {
-    return {StatusCode::kInvalidArgument, "error feedback: the previous update was neither committed nor rolled back"};
+                               Compressed& out, std::uint64_t tag) {
+  if (isPending(tag)) {
+    return {StatusCode::kInvalidArgument,
+            "error feedback: update " + std::to_string(tag) + " is pending, neither committed nor rolled back"};
   }
   if (v.size() != memory_.size()) {
     return {StatusCode::kInvalidArgument, "error feedback holds " + std::to_string(memory_.size()) +
@@ -36,39 +37,53 @@ Status ErrorFeedback::compress(std::span<const float> v, Compressor& compressor,
   for (std::size_t i = 0; i < v.size(); ++i)
     corrected_[i] = v[i] + memory_[i];
   STARLING_RETURN_IF_ERROR(compressor.compress(corrected_, params, out));
-  pendingQ_ = out;
-  pendingNorm_ = std::sqrt(detail::sumSquares(corrected_.data(), corrected_.size()));
-  pending_ = true;
+  Pending p{tag, out, std::sqrt(detail::sumSquares(corrected_.data(), corrected_.size()))};
+  // e <- p - q, computed in the buffer of p, which then becomes the memory.
+  STARLING_RETURN_IF_ERROR(addScaled(out, -1.0f, corrected_));
+  memory_.swap(corrected_);
+  pending_.push_back(std::move(p));
   return Status::ok();
 }
 
-Status ErrorFeedback::commit() {
-  if (!pending_) return {StatusCode::kInvalidArgument, "error feedback: nothing to commit"};
-  // e <- p - q, computed in the buffer of p, which then becomes the memory.
-  STARLING_RETURN_IF_ERROR(addScaled(pendingQ_, -1.0f, corrected_));
-  memory_.swap(corrected_);
-  pending_ = false;
+bool ErrorFeedback::isPending(std::uint64_t tag) const {
+  return std::any_of(pending_.begin(), pending_.end(), [tag](const Pending& p) { return p.tag == tag; });
+}
+
+Result<std::size_t> ErrorFeedback::pendingIndex(std::uint64_t tag, const char* action) const {
+  for (std::size_t i = 0; i < pending_.size(); ++i)
+    if (pending_[i].tag == tag) return i;
+  return Status{StatusCode::kInvalidArgument,
+                std::string("error feedback: nothing to ") + action + " (update " + std::to_string(tag) + ")"};
+}
+
+Status ErrorFeedback::commit(std::uint64_t tag) {
+  auto at = pendingIndex(tag, "commit");
+  if (!at) return at.status();
+  const double pendingNorm = pending_[*at].norm;
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(*at));
   missed_ = 0;
   const double norm = std::sqrt(detail::sumSquares(memory_.data(), memory_.size()));
-  lastRatio_ = pendingNorm_ > 0.0 ? norm / pendingNorm_ : 0.0;
-  if (options_.maxErrorRatio > 0.0 && norm > options_.maxErrorRatio * pendingNorm_) {
-    const auto scale = static_cast<float>(options_.maxErrorRatio * pendingNorm_ / norm);
+  lastRatio_ = pendingNorm > 0.0 ? norm / pendingNorm : 0.0;
+  if (options_.maxErrorRatio > 0.0 && norm > options_.maxErrorRatio * pendingNorm) {
+    const auto scale = static_cast<float>(options_.maxErrorRatio * pendingNorm / norm);
     for (float& e : memory_)
       e *= scale;
   }
   return Status::ok();
 }
 
-Status ErrorFeedback::rollback() {
-  if (!pending_) return {StatusCode::kInvalidArgument, "error feedback: nothing to roll back"};
-  memory_.swap(corrected_);  // e <- p: the round's input stays in the memory
-  pending_ = false;
+Status ErrorFeedback::rollback(std::uint64_t tag) {
+  auto at = pendingIndex(tag, "roll back");
+  if (!at) return at.status();
+  // e <- e + q: the update's input stays in the memory.
+  STARLING_RETURN_IF_ERROR(addScaled(pending_[*at].q, 1.0f, memory_));
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(*at));
   return Status::ok();
 }
 
 Status ErrorFeedback::missedRounds(std::uint32_t n) {
-  if (pending_) {
-    return {StatusCode::kInvalidArgument, "error feedback: resolve the pending update before recording missed rounds"};
+  if (hasPending()) {
+    return {StatusCode::kInvalidArgument, "error feedback: resolve the pending updates before recording missed rounds"};
   }
   if (n == 0) return Status::ok();
   missed_ += n;
@@ -86,7 +101,6 @@ Status ErrorFeedback::missedRounds(std::uint32_t n) {
 }
 
 Status ErrorFeedback::carry(std::span<const std::uint32_t> at, std::span<const float> extra) {
-  if (pending_) return {StatusCode::kInvalidArgument, "error feedback: resolve the pending update before carrying"};
   if (at.empty()) {
     if (extra.size() != memory_.size())
       return {StatusCode::kInvalidArgument, "error feedback holds " + std::to_string(memory_.size()) +
@@ -107,7 +121,7 @@ Status ErrorFeedback::carry(std::span<const std::uint32_t> at, std::span<const f
 
 void ErrorFeedback::reset() {
   std::fill(memory_.begin(), memory_.end(), 0.0f);
-  pending_ = false;
+  pending_.clear();
   missed_ = 0;
   lastRatio_ = 0.0;
 }
@@ -117,7 +131,7 @@ Status ErrorFeedback::restore(std::span<const float> saved) {
     return Status(StatusCode::kInvalidArgument, "saved memory has " + std::to_string(saved.size()) +
                                                     " elements, this memory has " + std::to_string(memory_.size()));
   std::copy(saved.begin(), saved.end(), memory_.begin());
-  pending_ = false;
+  pending_.clear();
   missed_ = 0;
   return Status::ok();
 }

@@ -4,18 +4,22 @@
 // The same type serves the client's uplink memory (e_k) and the coordinator's
 // downlink memory (ebar); see docs/compression.md and ALGORITHMS.md §2.
 //
-// Lifecycle per round: compress() computes p and q and keeps them pending; the memory
-// changes only when the caller learns what the other side did:
-//   commit()   - q was applied: e <- p - q (then the cap, below);
-//   rollback() - q was not applied (rejected or abandoned round): e <- p, so the
-//                round's input is carried into the next round rather than lost.
-// Without decay, reset or cap, after any sequence of rounds
-//   sum(committed q) + e == sum(all inputs v)   (up to float rounding).
+// Lifecycle per update: compress() computes p = v + e and q = C(p), sets e <- p - q at
+// once and keeps q pending under a tag (the client uses the round); the caller then
+// says what the other side did with it:
+//   commit(tag)   - q was applied: nothing more to do (then the cap, below);
+//   rollback(tag) - q was not applied (rejected, lost with a crash, abandoned round):
+//                   e <- e + q, so the update's input is carried into the next one.
+// Several updates may be pending at once (a late update waiting for the round that
+// applies it while the client trains the next one), resolved in any order.
+// Without decay, reset or cap, after any sequence of updates
+//   sum(committed q) + sum(pending q) + e == sum(all inputs v)   (up to float rounding),
+// so once nothing is pending, sum(committed q) + e == sum(inputs).
 // missedRounds() applies the staleness policy: e *= decay per missed round, and
 // e <- 0 after `resetAfterMissedRounds` consecutive missed rounds. These, and the
 // cap, deliberately drop mass; they are off by default.
 //
-// Owns two buffers of d floats (e and p) plus a copy of the pending q. Not
+// Owns two buffers of d floats (e and a scratch p) plus a copy of each pending q. Not
 // synchronized: one thread at a time.
 
 #include <cstddef>
@@ -46,16 +50,20 @@ class ErrorFeedback {
 
   std::size_t size() const { return memory_.size(); }
 
-  // p = v + e, q = C(p) into out; p and q stay pending. Fails, changing nothing, when
-  // v.size() != size(), when an update is already pending, or when C fails.
-  Status compress(std::span<const float> v, Compressor& compressor, const CompressParams& params, Compressed& out);
+  // p = v + e, q = C(p) into out, e <- p - q; q stays pending under `tag`. Fails,
+  // changing nothing, when v.size() != size(), when `tag` is already pending, or when C
+  // fails.
+  Status compress(std::span<const float> v, Compressor& compressor, const CompressParams& params, Compressed& out,
+                  std::uint64_t tag = 0);
 
-  bool hasPending() const { return pending_; }
+  bool hasPending() const { return !pending_.empty(); }
+  bool isPending(std::uint64_t tag) const;
+  std::size_t pendingCount() const { return pending_.size(); }
 
-  // The other side applied the pending q. Resets the missed-round count.
-  Status commit();
-  // The other side did not apply the pending q; its p becomes the memory.
-  Status rollback();
+  // The other side applied the pending q of `tag`. Resets the missed-round count.
+  Status commit(std::uint64_t tag = 0);
+  // The other side did not apply the pending q of `tag`: e <- e + q.
+  Status rollback(std::uint64_t tag = 0);
 
   // This side took no part in n rounds. Fails while an update is pending.
   Status missedRounds(std::uint32_t n);
@@ -68,10 +76,11 @@ class ErrorFeedback {
 
   // The other side applied more than the committed q (the coordinator's model rounding
   // to `model-mantissa-bits`): e[i] += extra[j] for i = at[j] (at empty: every element,
-  // extra.size() == size()), so the sum above still holds. Fails while an update is
-  // pending, on mismatched sizes or an index out of range, changing nothing.
+  // extra.size() == size()), so the sum above still holds. Fails on mismatched sizes or
+  // an index out of range, changing nothing.
   Status carry(std::span<const std::uint32_t> at, std::span<const float> extra);
 
+  // e: includes p - q of the pending updates (their q is added back if rolled back).
   std::span<const float> memory() const { return memory_; }
   std::uint32_t consecutiveMissedRounds() const { return missed_; }
   // ||e|| / ||p|| after the last commit, before the cap (0 when ||p|| == 0).
@@ -80,12 +89,18 @@ class ErrorFeedback {
  private:
   ErrorFeedback(std::size_t d, ErrorFeedbackOptions options);
 
+  struct Pending {
+    std::uint64_t tag = 0;
+    Compressed q;
+    double norm = 0.0;  // ||p||
+  };
+  // Finds a pending update, or says what is wrong with the call.
+  Result<std::size_t> pendingIndex(std::uint64_t tag, const char* action) const;
+
   ErrorFeedbackOptions options_;
   std::vector<float> memory_;     // e
-  std::vector<float> corrected_;  // p of the pending update
-  Compressed pendingQ_;
-  double pendingNorm_ = 0.0;  // ||p||
-  bool pending_ = false;
+  std::vector<float> corrected_;  // scratch: p while compressing
+  std::vector<Pending> pending_;  // in the order compressed
   std::uint32_t missed_ = 0;
   double lastRatio_ = 0.0;
 };

@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
   app.add_option("--partition", partition, "how shards are cut: iid, dirichlet:ALPHA or classes:K");
   app.add_option("--partition-seed", partitionSeed, "seed of the partition (the same on every client)");
   app.add_option("--seed", seed, "seed of local randomness (sampling, reconnect jitter)");
+  std::string auditOut;  // test-only (tests/cli/crash_points_test.sh), hidden from --help
+  app.add_option("--test-audit", auditOut, "write the sums computed and kept in memory here")->group("");
   CLI11_PARSE(app, argc, argv);
   // One malloc arena: the data loader's thread would otherwise get an arena of its own,
   // whose freed pages the training thread cannot reuse (about 0.7 MiB more peak RSS).
@@ -161,6 +163,7 @@ int main(int argc, char** argv) {
   options.coordinator = *endpoint;
   options.id = id;
   options.seed = seed;
+  options.auditOut = auditOut;
   options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
   client::Participant participant(std::move(*shard), options, *log);
   asio::io_context io(1);

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
+#include <cstdio>
 #include <random>
 
 #include "starling/client/replay.hpp"
@@ -86,8 +88,21 @@ Status Participant::welcome(const fb::Welcome& w) {
   // Nothing held: build the round-0 model as the coordinator did; the first
   // assignment catches up from it and its checksum proves it (or brings a dense copy).
   if (heldRound_ == 0) buildInitialModel();
-  // Settle the update that was in flight when the last connection ended.
-  if (pendingRound_ > 0) settle(w.last_accepted_round() >= pendingRound_, pendingRound_);
+  // Settle the updates that were in flight when the last connection ended: still held by
+  // the coordinator (their verdicts come later), applied (and durable), or lost.
+  const auto listed = [](const flatbuffers::Vector<uint64_t>* rounds, uint64_t r) {
+    return rounds != nullptr && std::find(rounds->begin(), rounds->end(), r) != rounds->end();
+  };
+  for (uint64_t r : std::vector<uint64_t>(pending_)) {
+    if (listed(w.held_rounds(), r)) continue;
+    // A coordinator that does not list its accepted rounds names the last one only.
+    const bool applied =
+        w.accepted_rounds() != nullptr ? listed(w.accepted_rounds(), r) : w.last_accepted_round() >= r;
+    if (!applied)
+      log_->warn("the update for round {} was not applied (coordinator at round {}): rolled back into memory", r,
+                 w.round());
+    settle(applied, r);
+  }
   log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w.task()), str(w.client_id()),
              w.round(), modelSpec_);
   return Status::ok();
@@ -171,10 +186,12 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         const auto* a = msg->as<fb::RoundAssign>();
         stats_.bytesDown += msg->sizeBytes();
         if (!trainer_) co_return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
-        if (pendingRound_ > 0) {
-          log_->warn("round {} assigned before the verdict on round {}: rolling that update back", a->round(),
-                     pendingRound_);
-          settle(false, pendingRound_);
+        // Updates still awaiting their verdicts stay pending (a late one is applied with a
+        // later round); past kMaxPending the oldest is taken as lost.
+        while (pending_.size() >= kMaxPending) {
+          log_->warn("round {} assigned with {} updates awaiting verdicts: rolling round {} back", a->round(),
+                     pending_.size(), pending_.front());
+          settle(false, pending_.front());
         }
         if (Status caught = catchUp(*a); !caught) {
           log_->warn("{}", caught.message());
@@ -192,10 +209,8 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
       }
       case fb::Body::RoundResult: {
         const auto* r = msg->as<fb::RoundResult>();
-        if (r->round() == pendingRound_) {
-          settle(r->accepted(), r->round());
-          if (!r->accepted()) log_->warn("update for round {} rejected: {}", r->round(), str(r->reason()));
-        }
+        settle(r->accepted(), r->round());
+        if (!r->accepted()) log_->warn("update for round {} rejected: {}", r->round(), str(r->reason()));
         break;
       }
       case fb::Body::Heartbeat: {
@@ -208,6 +223,11 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
       case fb::Body::Bye: {
         const auto* bye = msg->as<fb::Bye>();
         if (bye->done()) {
+          // Training is over: an update still pending will never be applied.
+          for (uint64_t r : std::vector<uint64_t>(pending_))
+            settle(false, r);
+          if (!options_.auditOut.empty())
+            if (Status audit = writeAudit(); !audit) log_->error("{}", audit.message());
           log_->info("training complete: {} rounds trained, {} accepted", stats_.roundsTrained, stats_.roundsAccepted);
           co_await conn.close();
           co_return Status::ok();
@@ -269,7 +289,7 @@ Status Participant::setUpTask(const fb::Welcome& w) {
   xhat_.assign(d, 0.0f);
   delta_.assign(d, 0.0f);
   heldRound_ = 0;
-  pendingRound_ = 0;
+  pending_.clear();
   seed_ = mix(seed_, hyper->seed());
   return Status::ok();
 }
@@ -337,6 +357,11 @@ Result<std::vector<uint8_t>> Participant::train(const fb::RoundAssign& a) {
   req.seed = mix(seed_, a.round());
   auto stats = trainer_->run(xhat_, req, delta_);
   if (!stats) return stats.status();
+  if (!options_.auditOut.empty()) {
+    computed_.resize(delta_.size(), 0.0);
+    for (std::size_t i = 0; i < delta_.size(); ++i)
+      computed_[i] += delta_[i];
+  }
   // The compressed form, its encoding, the Flatbuffers builder and the frame are each
   // model-sized when the uplink is dense: each is freed as soon as the next one is
   // made, so no more than two of them are alive at once (the client's peak memory).
@@ -345,7 +370,8 @@ Result<std::vector<uint8_t>> Participant::train(const fb::RoundAssign& a) {
   {
     compression::Compressed q;
     const compression::CompressParams params{a.density() > 0 ? a.density() : 1.0, mix(seed_, a.round() + 1)};
-    Status st = errorFeedback_ ? memory_->compress(delta_, *uplink_, params, q) : uplink_->compress(delta_, params, q);
+    Status st = errorFeedback_ ? memory_->compress(delta_, *uplink_, params, q, a.round())
+                               : uplink_->compress(delta_, params, q);
     if (!st) return st.withContext(fmt::format("compressing the update of round {}", a.round()));
     STARLING_RETURN_IF_ERROR(compression::encode(q, payload));
     selected = q.selected();
@@ -357,7 +383,7 @@ Result<std::vector<uint8_t>> Participant::train(const fb::RoundAssign& a) {
   auto update = fb::CreateUpdate(b, a.round(), a.base_round(), stats->examples, static_cast<uint32_t>(stats->steps),
                                  static_cast<float>(stats->lossStart), static_cast<float>(stats->lossEnd), tensor,
                                  static_cast<uint32_t>(stats->seconds * 1000.0));
-  pendingRound_ = errorFeedback_ ? a.round() : 0;
+  if (errorFeedback_) pending_.push_back(a.round());
   ++stats_.roundsTrained;
   stats_.bytesUp += payloadBytes;
   stats_.lastLoss = stats->lossEnd;
@@ -367,13 +393,28 @@ Result<std::vector<uint8_t>> Participant::train(const fb::RoundAssign& a) {
 }
 
 void Participant::settle(bool accepted, uint64_t round) {
-  if (round != pendingRound_ || pendingRound_ == 0) return;
-  if (memory_ && memory_->hasPending()) (void)(accepted ? memory_->commit() : memory_->rollback());
-  pendingRound_ = 0;
+  auto it = std::find(pending_.begin(), pending_.end(), round);
+  if (it == pending_.end()) return;
+  pending_.erase(it);
+  if (memory_ && memory_->isPending(round)) (void)(accepted ? memory_->commit(round) : memory_->rollback(round));
   if (accepted)
     ++stats_.roundsAccepted;
   else
     ++stats_.roundsRejected;
+}
+
+Status Participant::writeAudit() const {
+  std::FILE* f = std::fopen(options_.auditOut.c_str(), "w");
+  if (f == nullptr) return Status(StatusCode::kIo, fmt::format("cannot write the audit to '{}'", options_.auditOut));
+  fmt::print(f, "computed");
+  for (double v : computed_)
+    fmt::print(f, " {:.9g}", v);
+  fmt::print(f, "\nmemory");
+  if (memory_)
+    for (float v : memory_->memory())
+      fmt::print(f, " {:.9g}", v);
+  fmt::print(f, "\n");
+  return std::fclose(f) == 0 ? Status::ok() : Status(StatusCode::kIo, "writing the audit to " + options_.auditOut);
 }
 
 }  // namespace starling::client

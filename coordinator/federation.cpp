@@ -5,6 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <asio/post.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <thread>
 
 #include "starling/compression/precision.hpp"
 #include "starling/compression/wire_codec.hpp"
@@ -51,6 +55,8 @@ ParticipantRecord toRecord(const ParticipantResult& p, int64_t wallEpochMs) {
   return r;
 }
 
+constexpr std::string_view kAuditPrefix = "audit:";
+
 }  // namespace
 
 Federation::Federation(asio::io_context& io, TaskConfig task, std::unique_ptr<Store> store,
@@ -88,7 +94,16 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   auto checkpoint = f->store_->latestCheckpoint();
   if (!checkpoint) return checkpoint.status();
   if (*checkpoint) {
-    const Checkpoint& cp = **checkpoint;
+    Checkpoint& cp = **checkpoint;
+    // The test audit's sums (FederationTestHooks::auditOut) are the federation's, not the engine's.
+    for (auto it = cp.vectors.begin(); it != cp.vectors.end();) {
+      if (!it->first.starts_with(kAuditPrefix)) {
+        ++it;
+        continue;
+      }
+      f->auditApplied_[it->first.substr(kAuditPrefix.size())].assign(it->second.begin(), it->second.end());
+      it = cp.vectors.erase(it);
+    }
     if (cp.model.size() != model->numParams())
       return Status(StatusCode::kMalformed, fmt::format("checkpoint of round {} has {} parameters, '{}' has {}",
                                                         cp.round, cp.model.size(), f->task_.model, model->numParams()));
@@ -232,9 +247,11 @@ void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello&
                                                          ec.downlink.c_str(), static_cast<float>(ec.downlinkDensity),
                                                          ec.errorFeedback, ec.fp16Values, task_.uplinkErrorCap,
                                                          ec.uplinkTernary, static_cast<uint8_t>(ec.modelMantissaBits));
+  const std::vector<uint64_t> held = engine_->heldUpdateRounds(id);
+  const std::vector<uint64_t> accepted = engine_->acceptedRounds(id);
   auto welcome = fb::CreateWelcomeDirect(b, id.c_str(), task_.name.c_str(), task_.model.c_str(), hyper, compression,
                                          engine_->committedRound(), 0, engine_->modelChecksum(), 30'000,
-                                         engine_->lastAcceptedRound(id), ec.rounds, task_.initSeed);
+                                         engine_->lastAcceptedRound(id), ec.rounds, task_.initSeed, &held, &accepted);
   session->send(share(wire::finishFrame(b, welcome)));
   log_->info("{} joined from {} ({} examples, holds round {})", id, session->peer().address, h.num_examples(),
              h.last_round());
@@ -261,6 +278,10 @@ void Federation::update(const std::shared_ptr<Session>& session, const fb::Updat
   in.lossEnd = u.loss_end();
   in.durationMs = u.duration_ms();
   in.bytesWire = payload->byteSize();
+  if (!hooks_.auditOut.empty()) {
+    std::vector<float> dense(d, 0.0f);
+    if (compression::expand(in.delta, dense)) auditHeld_[id] = {in.round, std::move(dense)};
+  }
   perform(engine_->updateArrived(id, std::move(in), nowMs()));
 }
 
@@ -300,6 +321,8 @@ void Federation::perform(std::vector<Action> actions) {
     if (done_) return;
     switch (act.kind) {
       case Action::Kind::kAssign:
+        if (afterRound_ && crashPoint("assigning")) return;
+        afterRound_ = false;
         sendTo(act.clientId, assignFrame(act.assignment));
         break;
       case Action::Kind::kVerdict: {
@@ -307,6 +330,7 @@ void Federation::perform(std::vector<Action> actions) {
         auto result =
             fb::CreateRoundResultDirect(b, act.verdict.round, act.verdict.accepted, act.verdict.reason.c_str());
         sendTo(act.clientId, share(wire::finishFrame(b, result)));
+        if (afterRound_ && crashPoint(fmt::format("verdict-{}", ++verdictsSinceRound_))) return;
         break;
       }
       case Action::Kind::kWakeAt:
@@ -314,9 +338,17 @@ void Federation::perform(std::vector<Action> actions) {
         break;
       case Action::Kind::kRoundEnded: {
         RoundSummary& s = act.summary;
-        // The round and its checkpoint go to disk before the next round's assignments
-        // (which follow this action) go out; the evaluation runs meanwhile.
+        if (s.committed && crashPoint("aggregated")) return;
+        // The round and its checkpoint go to disk before the verdicts on its updates and
+        // the next round's assignments (which follow this action) go out; the
+        // evaluation runs meanwhile.
+        if (!hooks_.auditOut.empty()) auditRound(s);
         if (!persist(s)) return;
+        if (s.committed) {
+          if (crashPoint("persisted")) return;
+          afterRound_ = true;
+          verdictsSinceRound_ = 0;
+        }
         if (s.committed && testSet_ && task_.evalEvery > 0 && engine_->commits() % task_.evalEvery == 0)
           startEvaluation(std::move(s));
         else {
@@ -366,6 +398,8 @@ bool Federation::persist(const RoundSummary& s) {
                   std::move(snap.vectors),
                   std::move(snap.catchUp),
                   engine_->modelChecksum()};
+    for (const auto& [id, sum] : auditApplied_)
+      cp.vectors[std::string(kAuditPrefix) + id].assign(sum.begin(), sum.end());
     st = store_->commitRound(r, participants, cp);
   } else {
     st = store_->recordAbandonedRound(r, participants);
@@ -451,6 +485,8 @@ void Federation::finish(const Status& status) {
                    engine_->config().modelEma > 0 ? ", moving average" : "", checksum64(engine_->servedModel()),
                    task_.modelOut);
     }
+    if (!hooks_.auditOut.empty())
+      if (Status st = writeAudit(); !st) log_->error("writing the audit: {}", st.message());
     flatbuffers::FlatBufferBuilder b(64);
     auto bye = share(wire::finishFrame(b, fb::CreateByeDirect(b, "training complete", true)));
     for (auto& [id, session] : sessions_) {
@@ -479,6 +515,62 @@ void Federation::shutdown(const std::string& reason) {
     }
     if (self->finished_) self->finished_(Status(StatusCode::kClosed, reason));
   });
+}
+
+Status Federation::setTestHooks(FederationTestHooks hooks) {
+  if (!hooks.crashAt.empty()) {
+    static const std::regex kSpec("(aggregated|mid-persist|persisted|verdict-[1-9][0-9]*|assigning)(@[1-9][0-9]*)?");
+    if (!std::regex_match(hooks.crashAt, kSpec))
+      return Status(StatusCode::kInvalidArgument, fmt::format("--test-crash-at '{}': not a crash point", hooks.crashAt));
+  }
+  hooks_ = std::move(hooks);
+  return Status::ok();
+}
+
+bool Federation::crashPoint(const std::string& point) {
+  if (hooks_.crashAt.empty()) return false;
+  const auto at = hooks_.crashAt.find('@');
+  const std::string name = hooks_.crashAt.substr(0, at);
+  const uint32_t nth = at == std::string::npos ? 1 : static_cast<uint32_t>(std::stoul(hooks_.crashAt.substr(at + 1)));
+  if (name != point || ++crashCounts_[point] != nth) return false;
+  log_->warn("test crash at '{}'", hooks_.crashAt);
+  log_->flush();
+  // Freeze (no further action, message or timer is acted on) and let the frames already
+  // queued leave, as a process killed a moment later would have sent them.
+  done_ = true;
+  timer_.cancel();
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::_Exit(kTestCrashExitCode);
+  }).detach();
+  return true;
+}
+
+void Federation::auditRound(const RoundSummary& s) {
+  for (const auto& p : s.participants) {
+    auto held = auditHeld_.find(p.clientId);
+    if (held == auditHeld_.end() || held->second.first != p.round) continue;
+    if (p.outcome == "straggler") continue;  // its update may still arrive
+    if (s.committed && (p.outcome == "accepted" || p.outcome == "late-applied")) {
+      auto& sum = auditApplied_[p.clientId];
+      sum.resize(held->second.second.size(), 0.0);
+      for (std::size_t i = 0; i < sum.size(); ++i)
+        sum[i] += held->second.second[i];
+    }
+    auditHeld_.erase(held);
+  }
+}
+
+Status Federation::writeAudit() const {
+  std::FILE* f = std::fopen(hooks_.auditOut.c_str(), "w");
+  if (f == nullptr) return Status(StatusCode::kIo, fmt::format("cannot write '{}'", hooks_.auditOut));
+  for (const auto& [id, sum] : auditApplied_) {
+    fmt::print(f, "{}", id);
+    for (double v : sum)
+      fmt::print(f, " {:.9g}", v);
+    fmt::print(f, "\n");
+  }
+  return std::fclose(f) == 0 ? Status::ok() : Status(StatusCode::kIo, fmt::format("writing '{}'", hooks_.auditOut));
 }
 
 }  // namespace starling::coordinator

@@ -1,9 +1,11 @@
 #include "starling/coordinator/round_engine.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -119,7 +121,19 @@ struct RoundEngine::Client {
   bool busy = false;                  // training for us: assigned, update not yet in
   std::optional<uint64_t> heldRound;  // the model it holds; nullopt = unknown, send dense
   uint64_t lastAssigned = 0;          // the last round assigned to it
-  uint64_t lastAccepted = 0;          // last round whose update of its was applied
+  // The last kAcceptedKept rounds whose update of its was applied, increasing: a client
+  // that reconnects settles its pending updates by them.
+  std::deque<uint64_t> accepted;
+  void recordAccepted(uint64_t round) {
+    if (!accepted.empty() && accepted.back() >= round) {
+      if (std::find(accepted.begin(), accepted.end(), round) != accepted.end()) return;
+      accepted.insert(std::upper_bound(accepted.begin(), accepted.end(), round), round);
+    } else {
+      accepted.push_back(round);
+    }
+    while (accepted.size() > kAcceptedKept)
+      accepted.pop_front();
+  }
   double stepsPerMs = 0;              // measured speed (EWMA), 0 = unknown
   bool sticky = false;                // of lastAssigned: drawn from the sticky group
   double selectionWeight = 1.0;       // of lastAssigned (EngineConfig::stickyClients)
@@ -338,9 +352,25 @@ std::shared_ptr<const compression::Payload> RoundEngine::valuesSince(uint64_t ro
   return slot;
 }
 
+std::vector<uint64_t> RoundEngine::heldUpdateRounds(const std::string& id) const {
+  std::vector<uint64_t> rounds;
+  for (const auto& p : late_)
+    if (p->record.clientId == id) rounds.push_back(p->round);
+  if (open_)
+    for (const auto& p : open_->received)
+      if (p->record.clientId == id) rounds.push_back(p->round);
+  return rounds;
+}
+
+std::vector<uint64_t> RoundEngine::acceptedRounds(const std::string& id) const {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return {};
+  return {it->second->accepted.begin(), it->second->accepted.end()};
+}
+
 uint64_t RoundEngine::lastAcceptedRound(const std::string& id) const {
   auto it = clients_.find(id);
-  return it == clients_.end() ? 0 : it->second->lastAccepted;
+  return it == clients_.end() || it->second->accepted.empty() ? 0 : it->second->accepted.back();
 }
 
 double RoundEngine::lrFor(uint64_t commits) const {
@@ -761,11 +791,11 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
     out.push_back({Action::Kind::kVerdict, id, {}, {u.round, false, rec.reason}, {}, 0});
     return out;
   }
-  // Accepted now, applied with the next aggregation: the client settles its memory
-  // at once and is free for the next round.
+  // Held for the next aggregation. Its verdict goes out with the round that applies it,
+  // once that round is durable (a client forgets what it sent when it hears "accepted").
+  // The client is free for the next round meanwhile: it keeps this update pending beside
+  // the next one (compression::ErrorFeedback holds several).
   rec.outcome = "late-applied";
-  c.lastAccepted = std::max(c.lastAccepted, u.round);
-  out.push_back({Action::Kind::kVerdict, id, {}, {u.round, true, ""}, {}, 0});
   late_.push_back(std::move(p));
   if (!open_) maybeStartRound(nowMs, out);
   return out;
@@ -966,17 +996,15 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     }
   }
 
+  // The verdicts follow the kRoundEnded action (below): they leave only once the round
+  // that applied (or refused) the updates is durable.
+  std::vector<Action> verdicts;
   for (auto& p : use) {
     ParticipantResult& rec = p->record;
-    const bool ok = rec.outcome != "rejected";
-    if (p->staleness > 0) {
-      // Its verdict went out on arrival. (A late update failing the norm check here
-      // was already accepted by then; it is recorded as rejected and not applied.)
-    } else {
-      auto c = clients_.find(rec.clientId);
-      if (c != clients_.end() && ok) c->second->lastAccepted = std::max(c->second->lastAccepted, p->round);
-      out.push_back({Action::Kind::kVerdict, rec.clientId, {}, {p->round, ok, ok ? "" : rec.reason}, {}, 0});
-    }
+    const bool ok = st.isOk() && rec.outcome != "rejected";
+    auto c = clients_.find(rec.clientId);
+    if (c != clients_.end() && ok) c->second->recordAccepted(p->round);
+    verdicts.push_back({Action::Kind::kVerdict, rec.clientId, {}, {p->round, ok, ok ? "" : rec.reason}, {}, 0});
     s.returned += p->staleness == 0 ? 1 : 0;
     s.accepted += ok ? 1 : 0;
     s.bytesUpRaw += rec.bytesUpRaw;
@@ -1003,6 +1031,8 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   open_.reset();
   if (s.committed && config_.adaptiveTau && lossW > 0) updateTau(s.trainLossStart);
   out.push_back({Action::Kind::kRoundEnded, {}, {}, {}, std::move(s), 0});
+  for (auto& v : verdicts)
+    out.push_back(std::move(v));
   if (finished())
     out.push_back({Action::Kind::kFinished, {}, {}, {}, {}, 0});
   else
@@ -1139,7 +1169,7 @@ std::string RoundEngine::serializeState() const {
   o << "committed " << committedRound_ << "\nnext " << nextRound_ << "\ncommits " << commits_ << "\ntau " << tau_
     << "\nloss0 " << lossF0_ << "\nloss " << lossF_ << "\nhaveLoss " << (haveLoss_ ? 1 : 0) << "\nrng " << rng_ << "\n";
   for (const auto& [id, c] : clients_)
-    if (c->lastAccepted > 0) o << "accepted " << id << " " << c->lastAccepted << "\n";
+    if (!c->accepted.empty()) o << "accepted " << id << " " << fmt::format("{}", fmt::join(c->accepted, ",")) << "\n";
   for (const auto& [id, round] : sticky_)
     o << "sticky " << id << " " << round << "\n";
   return o.str();
@@ -1171,16 +1201,22 @@ Status RoundEngine::restoreState(const std::string& state) {
     } else if (key == "rng")
       ok = static_cast<bool>(in >> rng_);
     else if (key == "accepted") {
-      std::string id;
-      uint64_t round = 0;
-      ok = static_cast<bool>(in >> id >> round);
+      // "accepted ID R1,R2,..." (increasing; checkpoints before several were kept: one round).
+      std::string id, rounds;
+      ok = static_cast<bool>(in >> id >> rounds);
       if (ok) {
         auto& c = clients_[id];
         if (!c) {
           c = std::make_unique<Client>();
           c->id = id;
         }
-        c->lastAccepted = round;
+        std::istringstream list(rounds);
+        for (std::string r; ok && std::getline(list, r, ',');) {
+          uint64_t round = 0;
+          auto [end, ec] = std::from_chars(r.data(), r.data() + r.size(), round);
+          ok = ec == std::errc() && end == r.data() + r.size() && round > 0;
+          if (ok) c->recordAccepted(round);
+        }
       }
     } else if (key == "sticky") {
       std::string id;

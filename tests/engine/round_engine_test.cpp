@@ -152,6 +152,50 @@ TEST_CASE("a round aggregates updates weighted by examples and commits", "[engin
   CHECK(only(acts, Kind::kAssign).size() == 3);
 }
 
+TEST_CASE("a verdict follows the kRoundEnded action of the round that applied the update", "[engine][verdicts]") {
+  // The shell persists the round when it carries out kRoundEnded: an "accepted" verdict,
+  // on which a client forgets what it sent, must not leave before that.
+  auto config = smallConfig(2);
+  config.overSelection = 1.5;
+  config.minClients = 3;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  std::vector<Action> acts;
+  for (const char* id : {"a", "b", "c"})
+    acts = engine->clientJoined(id, 100, 0, 0, 0);
+  REQUIRE(only(acts, Kind::kAssign).size() == 3);
+  CHECK(only(engine->updateArrived("a", update(1, 0, filled(1.0f)), 10), Kind::kVerdict).empty());
+  CHECK(engine->heldUpdateRounds("a") == std::vector<uint64_t>{1});
+  acts = engine->updateArrived("b", update(1, 0, filled(1.0f)), 20);
+  const auto position = [&](Kind kind, const std::string& id) {
+    for (std::size_t i = 0; i < acts.size(); ++i)
+      if (acts[i].kind == kind && (id.empty() || acts[i].clientId == id)) return i;
+    return acts.size();
+  };
+  const std::size_t ended = position(Kind::kRoundEnded, "");
+  REQUIRE(ended < acts.size());
+  CHECK(position(Kind::kVerdict, "a") > ended);
+  CHECK(position(Kind::kVerdict, "b") > ended);
+  CHECK(position(Kind::kVerdict, "b") < acts.size());
+  // Round 2 waits for c, still on round 1. c's late update is held, not answered, and c
+  // trains round 2 with that update still pending.
+  CHECK(only(acts, Kind::kAssign).empty());
+  acts = engine->updateArrived("c", update(1, 0, filled(1.0f)), 30);
+  CHECK(only(acts, Kind::kVerdict).empty());
+  CHECK(only(acts, Kind::kAssign).size() == 3);
+  CHECK(engine->heldUpdateRounds("c") == std::vector<uint64_t>{1});
+  engine->updateArrived("a", update(2, 1, filled(1.0f)), 40);
+  acts = engine->updateArrived("b", update(2, 1, filled(1.0f)), 50);
+  CHECK(position(Kind::kVerdict, "c") > position(Kind::kRoundEnded, ""));
+  CHECK(position(Kind::kVerdict, "c") < acts.size());
+  CHECK(engine->acceptedRounds("a") == std::vector<uint64_t>{1, 2});
+  CHECK(engine->acceptedRounds("c") == std::vector<uint64_t>{1});
+  // The accepted rounds survive a checkpoint.
+  auto resumed = RoundEngine::resume(config, engine->snapshot()).value();
+  CHECK(resumed->acceptedRounds("a") == std::vector<uint64_t>{1, 2});
+  CHECK(resumed->acceptedRounds("c") == std::vector<uint64_t>{1});
+  CHECK(resumed->lastAcceptedRound("a") == 2);
+}
+
 TEST_CASE("over-selected stragglers are recorded and their late updates applied with a staleness weight",
           "[engine][stragglers]") {
   auto config = smallConfig(2);
@@ -175,19 +219,24 @@ TEST_CASE("over-selected stragglers are recorded and their late updates applied 
   // Round 2 waits for 3 idle clients: c is still busy with round 1.
   CHECK(only(acts, Kind::kAssign).empty());
 
-  // c's round-1 update arrives: one version stale, accepted at once, kept for round 2,
-  // which now starts with all three.
+  // c's round-1 update arrives: one version stale, held for round 2 (no verdict yet: it
+  // comes with the round that applies it), which now starts with all three.
   acts = engine->updateArrived("c", update(1, 0, filled(3.0f)), 30);
-  REQUIRE(only(acts, Kind::kVerdict).size() == 1);
-  CHECK(only(acts, Kind::kVerdict)[0].verdict.accepted);
+  CHECK(only(acts, Kind::kVerdict).empty());
   CHECK(only(acts, Kind::kAssign).size() == 3);
+  CHECK(engine->heldUpdateRounds("c") == std::vector<uint64_t>{1});
+  CHECK(engine->acceptedRounds("c").empty());
   auto before = std::vector<float>(engine->model().begin(), engine->model().end());
   engine->updateArrived("a", update(2, 1, filled(1.0f)), 40);
   acts = engine->updateArrived("b", update(2, 1, filled(1.0f)), 50);
   auto verdicts = only(acts, Kind::kVerdict);
-  REQUIRE(verdicts.size() == 2);
+  REQUIRE(verdicts.size() == 3);
   for (const auto& v : verdicts)
     CHECK(v.verdict.accepted);
+  CHECK(verdicts[2].clientId == "c");
+  CHECK(verdicts[2].verdict.round == 1);
+  CHECK(engine->heldUpdateRounds("c").empty());
+  CHECK(engine->acceptedRounds("c") == std::vector<uint64_t>{1});
   ended = only(acts, Kind::kRoundEnded);
   REQUIRE(ended.size() == 1);
   bool late = false;
@@ -852,10 +901,10 @@ TEST_CASE("uncompressed broadcasts keep one log entry; staleness is still counte
   acts = engine->updateArrived("b", update(2, 1, filled(0.1f)), 5);
   REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
   REQUIRE(engine->committedRound() == 2);
-  // c's round-1 update is two commits stale: accepted, and round 3 starts with a, b, c.
+  // c's round-1 update is two commits stale: held (its verdict comes with round 3), and
+  // round 3 starts with a, b, c.
   acts = engine->updateArrived("c", update(1, 0, filled(0.3f)), 6);
-  REQUIRE(only(acts, Kind::kVerdict).size() == 1);
-  CHECK(only(acts, Kind::kVerdict)[0].verdict.accepted);
+  CHECK(only(acts, Kind::kVerdict).empty());
   // c holds round 0: two dense broadcasts are more bytes than the model, and only the
   // newest is kept, so c is sent the dense model.
   bool sawC = false;

@@ -57,7 +57,8 @@ struct Event {
 struct ClientState {
   uint64_t heldRound = 0;  // the model this client holds (as it would say in Hello)
   uint64_t heldChecksum = 0;
-  uint64_t pendingRound = 0;  // its update awaiting a verdict (0 = none)
+  // Its updates awaiting verdicts are pending in `memory` under their rounds (a late one
+  // waits for the round that applies it while the client trains the next).
   double samplerTauVr = 0;    // the adaptive sampler's estimate, carried between rounds
   std::list<std::size_t>::iterator lru;
   std::unique_ptr<compression::ErrorFeedback> memory;
@@ -148,10 +149,9 @@ compression::ErrorFeedback* Run::memoryOf(std::size_t i) {
 
 void Run::settle(std::size_t i, uint64_t round, bool accepted) {
   auto it = state_.find(i);
-  if (it == state_.end() || it->second.pendingRound != round || round == 0) return;
+  if (it == state_.end() || round == 0) return;
   ClientState& c = it->second;
-  if (c.memory && c.memory->hasPending()) (void)(accepted ? c.memory->commit() : c.memory->rollback());
-  c.pendingRound = 0;
+  if (c.memory && c.memory->isPending(round)) (void)(accepted ? c.memory->commit(round) : c.memory->rollback(round));
 }
 
 Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downUs) {
@@ -183,8 +183,7 @@ Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downU
   if (strategy_.config.engine.errorFeedback) {
     compression::ErrorFeedback* mem = memoryOf(i);
     if (mem == nullptr) return Status(StatusCode::kInternal, "cannot allocate error-feedback memory");
-    st = mem->compress(delta_, *uplink_, params, q);
-    c.pendingRound = a.round;
+    st = mem->compress(delta_, *uplink_, params, q, a.round);
   } else {
     st = uplink_->compress(delta_, params, q);
   }
@@ -225,8 +224,6 @@ Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downU
 
 Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
   ClientState& c = state_[i];
-  // A new assignment before a verdict rolls the previous update back (as Participant does).
-  if (c.pendingRound != 0) settle(i, c.pendingRound, false);
   const auto frame =
       coordinator::encodeAssignment(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
   roundDown_ += frame.size();
@@ -432,6 +429,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
         if (!c.away) {
           if (c.working) ++roundDropped_;  // its work for the round is lost
           c.working = false;
+          if (c.inFlight) settle(ev.client, c.inFlight->round, false);  // never sent: back into its memory
           c.inFlight.reset();
           c.away = true;
           STARLING_RETURN_IF_ERROR(

@@ -42,6 +42,10 @@ struct ParticipantOptions {
   std::chrono::milliseconds backoffMax{5'000};     // delays double up to this, with jitter
   std::chrono::milliseconds giveUpAfter{300'000};  // stop after failing this long without a Welcome
   uint64_t seed = 0;                               // local randomness (sampler, jitter)
+  // Test-only (the crash-point test): when training completes, write here the sum of
+  // every difference this client computed ("computed v0 v1 ...") and its uplink memory
+  // ("memory v0 v1 ..."). Their difference is what the coordinator must have applied.
+  std::string auditOut;
 };
 
 struct ParticipantStats {
@@ -100,6 +104,7 @@ class Participant {
   void buildInitialModel();  // xhat_ <- the round-0 model; holds round 0
   Result<std::vector<uint8_t>> train(const wire::fb::RoundAssign& assign);
   void settle(bool accepted, uint64_t round);
+  Status writeAudit() const;  // ParticipantOptions::auditOut
 
   const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
   uint64_t numExamples_ = 0;
@@ -119,12 +124,17 @@ class Participant {
   uint32_t mantissaBits_ = 23;  // the global model's precision: broadcasts' changes are rounded to it
   std::vector<float> xhat_;     // the shared global model
   std::vector<float> delta_;    // scratch: xhat - x
+  std::vector<double> computed_;  // auditOut: the sum of every delta_
   uint64_t heldRound_ = 0;      // 0 = nothing held
   // The indices of the last broadcast applied as the last of a log replay in this
   // session: what a replay's first tensor with relative indices is coded against.
   // Forgotten on a dense model, catch-up values, a reconnect or any failure.
   std::optional<std::vector<uint32_t>> lastIndices_;
-  uint64_t pendingRound_ = 0;  // round of the update awaiting a verdict (0 = none)
+  // Rounds of the updates awaiting a verdict (with error feedback; each is pending in
+  // memory_ under its round), oldest first: a late update waits for the round that
+  // applies it while this client trains the next one.
+  std::vector<uint64_t> pending_;
+  static constexpr std::size_t kMaxPending = 8;
   uint64_t seed_ = 0;
   uint64_t initSeed_ = 0;  // Welcome's: the round-0 model is the spec initialized with it
 };

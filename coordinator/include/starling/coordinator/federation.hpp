@@ -64,6 +64,26 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& engine, const 
 // with the same bytes.
 std::vector<uint8_t> encodeAssignment(const Assignment& a, uint32_t deadlineInMs);
 
+// Test-only switches (hidden flags of starling-coordinator run), for the crash-point
+// test of tests/cli: neither changes what the federation does until it fires.
+struct FederationTestHooks {
+  // Abort the process at a named point of closing a committed round: "aggregated" (the
+  // engine has aggregated, nothing is on disk), "mid-persist" (inside the round's
+  // transaction), "persisted" (the round is durable, nothing else sent), "verdict-K"
+  // (after the K-th verdict that follows the round, K >= 1) or "assigning" (before the
+  // next round's first assignment). "POINT@N" fires at the N-th time the point is
+  // reached (default 1). Frames already queued are given 300 ms to leave, except at
+  // "mid-persist", which exits at once.
+  std::string crashAt;
+  // Keep, per client, the sum of the updates applied from it (checkpointed with each
+  // round as the vector "audit:ID"), and write them to this file when training
+  // completes: a line "ID v0 v1 ..." per client.
+  std::string auditOut;
+};
+
+// The exit status of a FederationTestHooks::crashAt crash.
+inline constexpr int kTestCrashExitCode = 86;
+
 class Federation : public SessionHandler, public std::enable_shared_from_this<Federation> {
  public:
   // Opens the task: resumes from the store's last checkpoint when there is one (and
@@ -82,6 +102,9 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
 
   void onMessage(const std::shared_ptr<Session>& session, wire::Message message) override;
   void onClosed(const std::shared_ptr<Session>& session, const Status& why) override;
+
+  // Before the first event. See FederationTestHooks.
+  Status setTestHooks(FederationTestHooks hooks);
 
   uint64_t resumedFrom() const { return resumedFrom_; }
   const RoundEngine& engine() const { return *engine_; }
@@ -104,6 +127,10 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   void finishEvaluation();
   void finish(const Status& status);
   void wakeAt(int64_t atMs);
+  // FederationTestHooks: true when `point` fires (the process then exits).
+  bool crashPoint(const std::string& point);
+  void auditRound(const RoundSummary& summary);
+  Status writeAudit() const;
 
   asio::io_context& io_;
   asio::strand<asio::io_context::executor_type> strand_;
@@ -122,6 +149,14 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   bool done_ = false;
   std::function<void(const Status&)> finished_;
   std::function<void(const RoundReport&)> roundCallback_;
+  FederationTestHooks hooks_;
+  std::map<std::string, uint32_t> crashCounts_;  // times each crash point was reached
+  uint32_t verdictsSinceRound_ = 0;              // verdicts since the last committed round ended
+  bool afterRound_ = false;                      // a committed round ended; no assignment since
+  // auditOut: each client's update waiting for a verdict (round, dense values) and the
+  // sums applied so far.
+  std::map<std::string, std::pair<uint64_t, std::vector<float>>> auditHeld_;
+  std::map<std::string, std::vector<double>> auditApplied_;
   // The evaluation in flight (on a worker; it uses evalModel_ and testSet_ only) and
   // the round it reports. Declared last: destroying the future waits for the worker.
   std::optional<RoundSummary> evaluating_;

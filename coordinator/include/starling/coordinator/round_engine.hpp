@@ -264,7 +264,10 @@ struct Action {
   enum class Kind {
     kAssign,      // send `assignment` to `clientId`
     kVerdict,     // send `verdict` (RoundResult) to `clientId`
-    kRoundEnded,  // persist `summary` (and, when committed, a checkpoint) before anything else
+    // Persist `summary` (and, when committed, a checkpoint) before carrying out any later
+    // action: the verdicts on the updates the round applied follow it, and an "accepted"
+    // verdict must not leave before the round that applied the update is durable.
+    kRoundEnded,
     kWakeAt,      // call tick() at `atMs`
     kFinished,    // training is complete: tell every client and stop
   };
@@ -342,6 +345,15 @@ class RoundEngine {
   uint64_t committedRound() const { return committedRound_; }
   uint64_t commits() const { return commits_; }
   uint64_t lastAcceptedRound(const std::string& id) const;
+  // The rounds of this client's updates that the engine holds undecided (received on
+  // time in the open round, or late and waiting for the next aggregation). Their
+  // verdicts come with the round that applies or refuses them; a client that reconnects
+  // meanwhile keeps those updates pending.
+  std::vector<uint64_t> heldUpdateRounds(const std::string& id) const;
+  // The last kAcceptedKept rounds whose update from this client was applied (and, once
+  // the round's kRoundEnded was carried out, is durable), increasing.
+  std::vector<uint64_t> acceptedRounds(const std::string& id) const;
+  static constexpr std::size_t kAcceptedKept = 16;
   bool finished() const { return commits_ >= config_.rounds; }
   std::span<const float> model() const { return model_; }
   // The model to evaluate and to save: the moving average (EngineConfig::modelEma)

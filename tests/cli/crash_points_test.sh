@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# A verdict is a promise: a client forgets what it sent when it hears "accepted". This
+# test kills the coordinator at named points of closing a round (its hidden
+# --test-crash-at switch) and checks, after every restart and the end of training, that
+# no client's update was lost or applied twice:
+#   for every client, (what the coordinator applied from it) + (its error-feedback
+#   memory) == (every difference it computed)                (ALGORITHMS.md §2)
+# The coordinator keeps its per-client sums in each round's checkpoint and writes them
+# at the end (--test-audit); each client writes its computed sum and its memory.
+# Points: aggregated (nothing on disk), mid-persist (inside the round's transaction),
+# persisted (on disk, nothing sent), verdict-1..3 (after each verdict of the round) and
+# assigning (before the next round's first assignment). Each point is tried
+# $STARLING_CRASH_TRIALS times (default 20), at its first or second occurrence after a
+# restart. Two of the three clients close a round (over-selection 1.5) and a round
+# starts only with all three (so all three are there at the end): the third is late,
+# its update held and applied with the next round while it trains that one, so late
+# updates, whose verdicts come with the round that applies them, are crashed on too.
+# Usage: crash_points_test.sh COORDINATOR_BIN CLIENT_BIN [DATA_DIR]
+set -u
+coord_bin=$1
+client_bin=$2
+data=${3:-/usr/share/datasets/fashion-mnist}
+source "$(dirname "$0")/lib.sh"
+trials=${STARLING_CRASH_TRIALS:-20}
+tau=${STARLING_CRASH_TAU:-20}
+points=(aggregated mid-persist persisted verdict-1 verdict-2 verdict-3 assigning)
+
+"$coord_bin" init --out "$work/certs" --clients 3 >/dev/null || exit 1
+rounds=$((trials + 6))
+task=(--model mlp:784-16-10 --lr 0.05 --tau "$tau" --uplink topk --uplink-density 0.05 --downlink topk
+  --downlink-density 0.2 --clients-per-round 2 --over-selection 1.5 --min-clients 3 --max-staleness 3
+  --deadline-ms 20000 --rounds "$rounds" --max-norm-ratio 0)
+
+# check_sums DIR DB: the invariant for every client, and no (client, round) applied twice.
+check_sums() {
+  python3 - "$1" "$2" <<'EOF'
+import sqlite3, sys
+d, db = sys.argv[1], sys.argv[2]
+applied = {}
+for line in open(f"{d}/coordinator.audit"):
+    f = line.split()
+    applied[f[0]] = [float(x) for x in f[1:]]
+bad = 0
+for i in range(3):
+    rows = dict((l.split()[0], [float(x) for x in l.split()[1:]]) for l in open(f"{d}/client-{i}.audit"))
+    comp, mem = rows["computed"], rows["memory"]
+    app = applied.get(f"client-{i}", [0.0] * len(comp))
+    scale = max(1.0, max(abs(x) for x in comp))
+    worst = max(abs(a + m - c) for a, m, c in zip(app, mem, comp))
+    print(f"  client-{i}: max |applied + memory - computed| = {worst:.3g} (largest |computed| {scale:.3g})")
+    if worst > 1e-4 * scale:
+        bad += 1
+c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+# A participant row names the round its update was for; an update applied on time and
+# again late would have two rows.
+twice = c.execute("""select count(*) from (select client_id, round from participants
+                     where outcome in ('accepted', 'late-applied')
+                     group by client_id, round having count(*) > 1)""").fetchone()[0]
+print(f"  updates applied twice: {twice}")
+sys.exit(1 if bad or twice else 0)
+EOF
+}
+
+for point in "${points[@]}"; do
+  dir="$work/$point"
+  mkdir -p "$dir"
+  db="$dir/crash.db"
+  log="crash-$point"
+  port=""
+  crashes=0
+  unexpected=0
+  launch_coordinator "$log" "${task[@]}" --db "$db" --test-audit "$dir/coordinator.audit" \
+    --test-crash-at "$point@1" || exit 1
+  for i in 0 1 2; do start_client "$i" "$log-client-$i.log" --test-audit "$dir/client-$i.audit"; done
+  for trial in $(seq "$trials"); do
+    wait "$coord_pid" 2>/dev/null
+    rc=$?
+    if [ "$rc" -eq 86 ]; then crashes=$((crashes + 1)); else unexpected=$((unexpected + 1)); fi
+    # At the first or the second time the point is reached after this restart.
+    launch_coordinator "$log" "${task[@]}" --db "$db" --test-audit "$dir/coordinator.audit" \
+      $([ "$trial" -lt "$trials" ] && echo "--test-crash-at $point@$((trial % 2 + 1))") || exit 1
+  done
+  wait "$coord_pid"
+  rc=$?
+  # The clients end with the coordinator's goodbye; one that does not within 60 s failed.
+  for _ in $(seq 600); do
+    running=0
+    for i in 0 1 2; do kill -0 "${client_pid[$i]}" 2>/dev/null && running=$((running + 1)); done
+    [ "$running" -eq 0 ] && break
+    sleep 0.1
+  done
+  done_ok=0
+  for i in 0 1 2; do
+    kill -9 "${client_pid[$i]}" 2>/dev/null
+    wait "${client_pid[$i]}" && done_ok=$((done_ok + 1))
+  done
+  rolled=$(cat "$work/$log"-client-*.log | grep -c "was not applied")
+  echo "  $point: $crashes crashes, $(committed "$db") rounds committed, $rolled updates rolled back after a restart"
+  check "$point: every crash was the test switch's ($crashes of $trials)" test "$crashes" -eq "$trials" -a "$unexpected" -eq 0
+  check "$point: training completed after the last restart (coordinator and 3 clients)" \
+    test "$rc" -eq 0 -a "$done_ok" -eq 3
+  check "$point: applied + memory == computed for every client, nothing applied twice" check_sums "$dir" "$db"
+  case $point in
+    aggregated | mid-persist)
+      check "$point: updates lost with the crash were rolled back by their clients" test "$rolled" -gt 0 ;;
+  esac
+done
+finish

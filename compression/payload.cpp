@@ -12,7 +12,19 @@
 #include "starling/compression/qsgd.hpp"
 #include "starling/compression/randk.hpp"
 
+#include "bit_io.hpp"
+#include "codec_status.hpp"
+
 namespace starling::compression {
+
+using detail::BitReader;
+using detail::BitWriter;
+using detail::getVarint;
+using detail::invalid;
+using detail::malformed;
+using detail::putSignBytes;
+using detail::putVarint;
+using detail::str;
 
 static_assert(std::endian::native == std::endian::little,
               "the payload codec copies little-endian floats as they are in memory");
@@ -35,70 +47,6 @@ PayloadView viewOf(const Payload& p) {
 }
 
 namespace {
-
-Status malformed(const std::string& what) {
-  return {StatusCode::kMalformed, what};
-}
-Status invalid(const std::string& what) {
-  return {StatusCode::kInvalidArgument, what};
-}
-std::string str(std::uint64_t x) {
-  return std::to_string(x);
-}
-
-// LSB-first bit stream of fields up to 25 bits wide.
-class BitWriter {
- public:
-  explicit BitWriter(std::vector<std::uint8_t>& out) : out_(out) {}
-  void put(std::uint32_t field, unsigned width) {
-    acc_ |= static_cast<std::uint64_t>(field) << bits_;
-    bits_ += width;
-    while (bits_ >= 8) {
-      out_.push_back(static_cast<std::uint8_t>(acc_));
-      acc_ >>= 8;
-      bits_ -= 8;
-    }
-  }
-  void finish() {
-    if (bits_ > 0) out_.push_back(static_cast<std::uint8_t>(acc_));
-    acc_ = 0;
-    bits_ = 0;
-  }
-
- private:
-  std::vector<std::uint8_t>& out_;
-  std::uint64_t acc_ = 0;
-  unsigned bits_ = 0;
-};
-
-// Reads fields from a byte span whose length the caller has checked covers them.
-class BitReader {
- public:
-  BitReader(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  std::uint32_t get(unsigned width) {
-    while (bits_ < width) {
-      const std::uint64_t byte = pos_ < size_ ? data_[pos_] : 0;  // never past the end
-      ++pos_;
-      acc_ |= byte << bits_;
-      bits_ += 8;
-    }
-    const auto field = static_cast<std::uint32_t>(acc_ & ((std::uint64_t{1} << width) - 1));
-    acc_ >>= width;
-    bits_ -= width;
-    return field;
-  }
-  // The bits left in the current byte (the padding after the last field).
-  std::uint64_t rest() const { return acc_; }
-  // Bits consumed so far (fields returned by get()).
-  std::size_t consumed() const { return pos_ * 8 - bits_; }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-  std::size_t pos_ = 0;
-  std::uint64_t acc_ = 0;
-  unsigned bits_ = 0;
-};
 
 void putFloats(const std::vector<float>& values, ValueFormat format, std::vector<std::uint8_t>& out) {
   if (format == ValueFormat::kFp32) {
@@ -178,13 +126,6 @@ Status requireFormats(const PayloadView& p, IndexFormat index, bool fp) {
   return Status::ok();
 }
 
-void putSignBytes(const std::vector<std::uint64_t>& words, std::uint32_t count, std::vector<std::uint8_t>& out) {
-  out.resize((static_cast<std::size_t>(count) + 7) / 8);
-  for (std::size_t b = 0; b < out.size(); ++b) {
-    out[b] = static_cast<std::uint8_t>(words[b / 8] >> (8 * (b % 8)));
-  }
-}
-
 // Golomb-Rice coding of the gaps between increasing indices (the first index, then
 // index - previous - 1): for gaps of a geometric-like distribution with mean m, the
 // best r is near log2(m ln 2), and the cost is within a few percent of the entropy.
@@ -239,27 +180,6 @@ void putRice(const std::vector<std::uint32_t>& indices, unsigned r, std::vector<
   out.clear();
   out.push_back(static_cast<std::uint8_t>(r));
   appendRiceGaps(indices, r, out);
-}
-
-void putVarint(std::uint32_t x, std::vector<std::uint8_t>& out) {
-  while (x >= 0x80) {
-    out.push_back(static_cast<std::uint8_t>(x | 0x80));
-    x >>= 7;
-  }
-  out.push_back(static_cast<std::uint8_t>(x));
-}
-
-// Reads the LEB128 varint (at most 32 bits) at data[pos], advancing pos. Returns null,
-// or what was wrong with it.
-const char* getVarint(const std::uint8_t* data, std::size_t size, std::size_t& pos, std::uint64_t& x) {
-  x = 0;
-  for (unsigned shift = 0;; shift += 7) {
-    if (pos >= size) return "is truncated";
-    const std::uint8_t byte = data[pos++];
-    if (shift == 28 && byte > 0x0f) return "exceeds 32 bits";
-    x |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) return nullptr;
-  }
 }
 
 Status checkReference(std::span<const std::uint32_t> reference, std::uint32_t count) {

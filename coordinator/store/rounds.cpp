@@ -279,6 +279,7 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
     stage("checkpoint");
   }
   stage("before-commit");
+  if (d.testHook) d.testHook(checkpoint != nullptr ? "commit-round:mid" : "abandon-round:mid");
 
   if (Status s = tx.commit(); !s) return fail(s);
   return Status::ok();

@@ -184,6 +184,10 @@ const std::string& Store::path() const {
   return impl_->path;
 }
 
+void Store::setTestHook(std::function<void(std::string_view point)> hook) {
+  impl_->testHook = std::move(hook);
+}
+
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreOptions& options) {
   if (options.keepCheckpoints < 1) {
     return invalid(fmt::format("keepCheckpoints must be at least 1 (got {})", options.keepCheckpoints));

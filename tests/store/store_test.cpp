@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "starling/util/checksum.hpp"
@@ -704,4 +706,57 @@ TEST_CASE("an in-memory store behaves like a file", "[store]") {
   commitSimpleRound(*store, 2);
   CHECK((*store->latestCheckpoint())->round == 2);
   CHECK(store->participants()->size() == 6);
+}
+
+TEST_CASE("the test hook fires inside a round's transaction, and a throw there stores nothing", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("hook.db");
+  auto store = openOrFail(path);
+  std::vector<std::string> points;
+  store->setTestHook([&](std::string_view point) { points.emplace_back(point); });
+  RoundRecord abandoned = makeRound(2);
+  abandoned.status = RoundStatus::kAbandoned;
+  abandoned.reason = "deadline: 0 of 1 returned";
+  const std::vector<ParticipantRecord> straggler = {
+      makeParticipant(2, 1, ParticipantOutcome::kStraggler, "deadline passed")};
+  commitSimpleRound(*store, 1);
+  requireOk(store->recordAbandonedRound(abandoned, straggler));
+  commitSimpleRound(*store, 3);
+  CHECK(points == std::vector<std::string>{"commit-round:mid", "abandon-round:mid", "commit-round:mid"});
+
+  const std::vector<ClientRecord> clientsBefore = *store->clients();
+  const std::string thrownAt = GENERATE("commit-round:mid", "abandon-round:mid");
+  CAPTURE(thrownAt);
+  store->setTestHook([&](std::string_view point) {
+    if (point == thrownAt) throw std::runtime_error("crash at " + std::string(point));
+  });
+  RoundRecord next = makeRound(4);
+  const std::vector<ParticipantRecord> participants = {
+      makeParticipant(4, 1, ParticipantOutcome::kAccepted),
+      makeParticipant(4, 2, ParticipantOutcome::kDropped, "connection closed"),
+  };
+  const std::vector<ClientRecord> newClient = {makeClient(9)};
+  if (thrownAt == "commit-round:mid") {
+    CHECK_THROWS_WITH(store->commitRound(next, participants, makeCheckpoint(4), newClient),
+                      "crash at commit-round:mid");
+  } else {
+    next.status = RoundStatus::kAbandoned;
+    next.reason = "deadline: 1 of 2 returned";
+    CHECK_THROWS_WITH(store->recordAbandonedRound(next, participants, newClient), "crash at abandon-round:mid");
+  }
+
+  // The file, read by a new connection, is as it was after round 3.
+  auto reader = openOrFail(path);
+  CHECK(reader->rounds()->size() == 3);
+  CHECK(**reader->lastRecordedRound() == 3);
+  CHECK(reader->participants(4)->empty());
+  CHECK((*reader->latestCheckpoint())->round == 3);
+  CHECK(*reader->clients() == clientsBefore);  // no client-9, no client row changed
+  requireOk(reader->checkIntegrity());
+  reader.reset();
+
+  // And the store that threw goes on.
+  store->setTestHook({});
+  requireOk(store->commitRound(makeRound(4), participants, makeCheckpoint(4), newClient));
+  CHECK(**store->lastRecordedRound() == 4);
 }

@@ -267,6 +267,15 @@ class Store {
 
   const std::string& path() const;
 
+  // Test-only: called at named points inside writes, e.g. "commit-round:mid" after the
+  // round's rows are written and before the transaction commits. A test aborts the
+  // process there to check that a crash loses nothing committed. Empty by default.
+  // The points: "commit-round:mid" in commitRound and "abandon-round:mid" in
+  // recordAbandonedRound, each after every row of the round (and its checkpoint) is
+  // written and before COMMIT, on the calling thread. An exception thrown by the hook
+  // leaves the call and the transaction is rolled back: nothing of the round is stored.
+  void setTestHook(std::function<void(std::string_view point)> hook);
+
  private:
   struct Impl;
   explicit Store(std::unique_ptr<Impl> impl);

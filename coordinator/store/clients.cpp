@@ -16,6 +16,13 @@ constexpr const char* kClientColumns =
     "id, cert_fingerprint, first_seen_ms, last_seen_ms, examples, speed_examples_per_s, reliability, "
     "rounds_assigned, rounds_returned";
 
+// A known client's row takes every column but first_seen_ms from the new record.
+constexpr const char* kClientUpdate =
+    " ON CONFLICT (id) DO UPDATE SET cert_fingerprint = excluded.cert_fingerprint, "
+    "last_seen_ms = excluded.last_seen_ms, examples = excluded.examples, "
+    "speed_examples_per_s = excluded.speed_examples_per_s, reliability = excluded.reliability, "
+    "rounds_assigned = excluded.rounds_assigned, rounds_returned = excluded.rounds_returned";
+
 void bindClient(sqlite::Statement& s, const ClientRecord& c) {
   s.bind(1, std::string_view(c.id))
       .bind(2, std::string_view(c.certFingerprint))
@@ -31,9 +38,9 @@ void bindClient(sqlite::Statement& s, const ClientRecord& c) {
 }  // namespace
 
 Status Store::Impl::prepareClientStatements() {
-  STARLING_RETURN_IF_ERROR(prepare(
-      &upsertClient,
-      fmt::format("INSERT OR REPLACE INTO clients ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", kClientColumns)));
+  STARLING_RETURN_IF_ERROR(
+      prepare(&upsertClient, fmt::format("INSERT INTO clients ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9){}",
+                                         kClientColumns, kClientUpdate)));
   STARLING_RETURN_IF_ERROR(prepare(&clientExists, "SELECT 1 FROM clients WHERE id = ?1"));
   STARLING_RETURN_IF_ERROR(prepare(&selectClients, fmt::format("SELECT {} FROM clients ORDER BY id", kClientColumns)));
   // The refusals table came with version 3: an older file read as it is has none.

@@ -271,6 +271,16 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
     requireOk(store->upsertClient(changed));
     CHECK((*store->clients())[0] == changed);
   }
+  SECTION("but keeps when it was first seen") {
+    ClientRecord again = c1;
+    again.firstSeenMs = c1.firstSeenMs + 60'000;  // as a reconnecting client's Hello sets it
+    again.lastSeenMs = c1.lastSeenMs + 60'000;
+    again.examples = c1.examples + 1;
+    requireOk(store->upsertClient(again));
+    again.firstSeenMs = c1.firstSeenMs;
+    CHECK((*store->clients())[0] == again);
+    CHECK((*store->clients())[0].lastSeenMs == c1.lastSeenMs + 60'000);
+  }
 }
 
 TEST_CASE("a late update is recorded against the round it was assigned in", "[store]") {

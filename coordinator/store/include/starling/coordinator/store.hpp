@@ -237,7 +237,10 @@ class Store {
   // the reason is empty; kUnsupported on an older file opened read-only.
   Status recordRefusal(const RefusalRecord& refusal);
 
-  // Inserts or replaces one client row.
+  // Inserts one client row, or updates the row of a known client but for its
+  // firstSeenMs, which keeps the first value recorded (a reconnecting client is seen
+  // again, not first). commitRound's and recordAbandonedRound's `clients` are written
+  // the same way.
   Status upsertClient(const ClientRecord& client);
 
   // The checkpoint of the last committed round, or nullopt on a fresh database.

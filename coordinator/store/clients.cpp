@@ -1,6 +1,8 @@
 // Clients: the rows the coordinator keeps of the clients it has seen, and the clients
 // it refused at Hello (docs/state.md, "Schema").
 
+#include <functional>
+#include <map>
 #include <string>
 
 #include "store_impl.hpp"
@@ -16,12 +18,42 @@ constexpr const char* kClientColumns =
     "id, cert_fingerprint, first_seen_ms, last_seen_ms, examples, speed_examples_per_s, reliability, "
     "rounds_assigned, rounds_returned";
 
-// A known client's row takes every column but first_seen_ms from the new record.
+// A known client's row takes what its Hello says from the new record, and keeps
+// first_seen_ms and the figures the store computes.
 constexpr const char* kClientUpdate =
     " ON CONFLICT (id) DO UPDATE SET cert_fingerprint = excluded.cert_fingerprint, "
-    "last_seen_ms = excluded.last_seen_ms, examples = excluded.examples, "
-    "speed_examples_per_s = excluded.speed_examples_per_s, reliability = excluded.reliability, "
-    "rounds_assigned = excluded.rounds_assigned, rounds_returned = excluded.rounds_returned";
+    "last_seen_ms = excluded.last_seen_ms, examples = excluded.examples";
+
+// The weight of the newest value in the figures' exponentially weighted averages.
+constexpr double kNewestWeight = 0.5;
+
+double weighted(double average, double newest) {
+  return (1 - kNewestWeight) * average + kNewestWeight * newest;
+}
+
+// A client's computed columns, as read and written by updateClientFigures.
+struct Figures {
+  double speedExamplesPerS = 0;
+  double reliability = 1;
+  int64_t roundsAssigned = 0;
+  int64_t roundsReturned = 0;
+};
+
+// Folds one participant row of round `round` into its client's figures (ClientRecord
+// says what counts).
+void fold(Figures& f, uint64_t round, const ParticipantRecord& p) {
+  const bool late = p.outcome == ParticipantOutcome::kLateApplied || p.outcome == ParticipantOutcome::kLateDiscarded;
+  const bool missed = p.outcome == ParticipantOutcome::kStraggler || p.outcome == ParticipantOutcome::kDropped;
+  if (p.round == round && !late) {
+    ++f.roundsAssigned;
+    if (!missed) ++f.roundsReturned;
+    f.reliability = weighted(f.reliability, missed ? 0.0 : 1.0);
+  }
+  if (!missed && p.returnedMs && p.durationMs > 0) {
+    const double speed = static_cast<double>(p.examples) * 1000.0 / static_cast<double>(p.durationMs);
+    f.speedExamplesPerS = f.speedExamplesPerS > 0 ? weighted(f.speedExamplesPerS, speed) : speed;
+  }
+}
 
 void bindClient(sqlite::Statement& s, const ClientRecord& c) {
   s.bind(1, std::string_view(c.id))
@@ -42,6 +74,12 @@ Status Store::Impl::prepareClientStatements() {
       prepare(&upsertClient, fmt::format("INSERT INTO clients ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9){}",
                                          kClientColumns, kClientUpdate)));
   STARLING_RETURN_IF_ERROR(prepare(&clientExists, "SELECT 1 FROM clients WHERE id = ?1"));
+  STARLING_RETURN_IF_ERROR(
+      prepare(&selectClientFigures,
+              "SELECT speed_examples_per_s, reliability, rounds_assigned, rounds_returned FROM clients WHERE id = ?1"));
+  STARLING_RETURN_IF_ERROR(prepare(&updateClientFigures,
+                                   "UPDATE clients SET speed_examples_per_s = ?2, reliability = ?3, "
+                                   "rounds_assigned = ?4, rounds_returned = ?5 WHERE id = ?1"));
   STARLING_RETURN_IF_ERROR(prepare(&selectClients, fmt::format("SELECT {} FROM clients ORDER BY id", kClientColumns)));
   // The refusals table came with version 3: an older file read as it is has none.
   if (version >= 3) {
@@ -64,6 +102,33 @@ Result<bool> Store::Impl::clientKnown(std::string_view clientId) {
   if (!known) return known.status();
   clientExists->reset();
   return *known;
+}
+
+Status Store::Impl::updateFigures(uint64_t round, std::span<const ParticipantRecord> participants) {
+  std::map<std::string, Figures, std::less<>> figures;
+  for (const ParticipantRecord& p : participants) {
+    auto it = figures.find(p.clientId);
+    if (it == figures.end()) {
+      selectClientFigures->bind(1, std::string_view(p.clientId));
+      Result<bool> row = selectClientFigures->step();
+      if (!row) return row.status().withContext(fmt::format("client '{}'", p.clientId));
+      if (!*row) return invalid(fmt::format("participant '{}' is not a known client", p.clientId));
+      Figures f{selectClientFigures->real(0), selectClientFigures->real(1), selectClientFigures->int64(2),
+                selectClientFigures->int64(3)};
+      selectClientFigures->reset();
+      it = figures.emplace(p.clientId, f).first;
+    }
+    fold(it->second, round, p);
+  }
+  for (const auto& [id, f] : figures) {
+    updateClientFigures->bind(1, std::string_view(id))
+        .bind(2, f.speedExamplesPerS)
+        .bind(3, f.reliability)
+        .bind(4, f.roundsAssigned)
+        .bind(5, f.roundsReturned);
+    if (Status s = updateClientFigures->run(); !s) return s.withContext(fmt::format("figures of client '{}'", id));
+  }
+  return Status::ok();
 }
 
 Status Store::recordRefusal(const RefusalRecord& refusal) {

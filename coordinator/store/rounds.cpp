@@ -272,6 +272,7 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
     }
   }
 
+  if (Status s = d.updateFigures(record.round, participants); !s) return fail(s);
   stage("participants");
 
   if (checkpoint != nullptr) {

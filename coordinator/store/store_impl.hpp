@@ -122,6 +122,8 @@ struct Store::Impl {
   std::unique_ptr<sqlite::Statement> upsertClient;
   std::unique_ptr<sqlite::Statement> clientExists;
   std::unique_ptr<sqlite::Statement> selectClients;
+  std::unique_ptr<sqlite::Statement> selectClientFigures;
+  std::unique_ptr<sqlite::Statement> updateClientFigures;
   std::unique_ptr<sqlite::Statement> insertRefusal;   // null on a version-1 or -2 database read as it is
   std::unique_ptr<sqlite::Statement> selectRefusals;  // likewise
   // checkpoints.cpp
@@ -168,6 +170,10 @@ struct Store::Impl {
   Status writeClient(const ClientRecord& client);
   // Whether a client row with that id exists.
   Result<bool> clientKnown(std::string_view clientId);
+  // Folds the participants of the round being recorded (`round`) into their clients'
+  // speed, reliability and round counts (ClientRecord), inside the caller's
+  // transaction; every participant's client must be known.
+  Status updateFigures(uint64_t round, std::span<const ParticipantRecord> participants);
 
   // checkpoints.cpp
   Status prepareCheckpointStatements();

@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "starling/util/checksum.hpp"
@@ -219,10 +221,28 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
     CHECK(*store->participants(4) == participants);
     CHECK(store->participants(5)->empty());
   }
-  SECTION("clients, in id order") {
+  SECTION("clients, in id order, with round 4 folded into their figures") {
     auto clients = store->clients();
     REQUIRE(clients.isOk());
-    CHECK(*clients == std::vector<ClientRecord>{c1, c2, c3});
+    REQUIRE(clients->size() == 3);
+    // client-1 accepted (160 examples in 2.901 s: 55.1534/s), client-2 rejected (an
+    // update that returned: 160 in 2.902 s, 55.1344/s), client-3 dropped.
+    std::vector<ClientRecord> expected = {c1, c2, c3};
+    CHECK((*clients)[0].speedExamplesPerS == Approx((1501.5 + 55.153395) / 2));
+    CHECK((*clients)[1].speedExamplesPerS == Approx((1502.5 + 55.134390) / 2));
+    CHECK((*clients)[2].speedExamplesPerS == 1503.5);
+    expected[0].reliability = 0.875;  // 0.75 / 2 + 1 / 2
+    expected[1].reliability = 0.875;
+    expected[2].reliability = 0.375;  // 0.75 / 2 + 0 / 2
+    expected[0].roundsAssigned = 12;
+    expected[1].roundsAssigned = 13;
+    expected[2].roundsAssigned = 14;
+    expected[0].roundsReturned = 10;
+    expected[1].roundsReturned = 11;
+    expected[2].roundsReturned = 11;
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      expected[i].speedExamplesPerS = (*clients)[i].speedExamplesPerS;  // checked above
+    CHECK(*clients == expected);
   }
   SECTION("the checkpoint, bit for bit") {
     auto latest = store->latestCheckpoint();
@@ -262,12 +282,34 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
     requireOk(store->setMeta("task", "other"));
     CHECK(**store->meta("task") == "other");
   }
-  SECTION("an upserted client replaces the old row") {
-    ClientRecord changed = c1;
-    changed.reliability = 0.5;
+  SECTION("an upserted client takes what its Hello says and keeps the store's figures") {
+    const ClientRecord stored = (*store->clients())[0];
+    ClientRecord changed = stored;
+    changed.certFingerprint = "ef:01:1";
     changed.lastSeenMs += 1000;
+    changed.examples += 5;
+    changed.speedExamplesPerS = 0;  // as a Hello's record has them
+    changed.reliability = 1.0;
+    changed.roundsAssigned = 0;
+    changed.roundsReturned = 0;
     requireOk(store->upsertClient(changed));
-    CHECK((*store->clients())[0] == changed);
+    ClientRecord expected = stored;
+    expected.certFingerprint = changed.certFingerprint;
+    expected.lastSeenMs = changed.lastSeenMs;
+    expected.examples = changed.examples;
+    CHECK((*store->clients())[0] == expected);
+  }
+  SECTION("and keeps when it was first seen") {
+    const ClientRecord stored = (*store->clients())[0];
+    ClientRecord again = stored;
+    again.firstSeenMs = stored.firstSeenMs + 60'000;  // as a reconnecting client's Hello sets it
+    again.lastSeenMs = stored.lastSeenMs + 60'000;
+    requireOk(store->upsertClient(again));
+    const ClientRecord got = (*store->clients())[0];
+    CHECK(got.firstSeenMs == stored.firstSeenMs);
+    CHECK(got.lastSeenMs == stored.lastSeenMs + 60'000);
+    again.firstSeenMs = stored.firstSeenMs;
+    CHECK(got == again);
   }
 }
 
@@ -704,4 +746,155 @@ TEST_CASE("an in-memory store behaves like a file", "[store]") {
   commitSimpleRound(*store, 2);
   CHECK((*store->latestCheckpoint())->round == 2);
   CHECK(store->participants()->size() == 6);
+}
+
+TEST_CASE("the test hook fires inside a round's transaction, and a throw there stores nothing", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("hook.db");
+  auto store = openOrFail(path);
+  std::vector<std::string> points;
+  store->setTestHook([&](std::string_view point) { points.emplace_back(point); });
+  RoundRecord abandoned = makeRound(2);
+  abandoned.status = RoundStatus::kAbandoned;
+  abandoned.reason = "deadline: 0 of 1 returned";
+  const std::vector<ParticipantRecord> straggler = {
+      makeParticipant(2, 1, ParticipantOutcome::kStraggler, "deadline passed")};
+  commitSimpleRound(*store, 1);
+  requireOk(store->recordAbandonedRound(abandoned, straggler));
+  commitSimpleRound(*store, 3);
+  CHECK(points == std::vector<std::string>{"commit-round:mid", "abandon-round:mid", "commit-round:mid"});
+
+  const std::vector<ClientRecord> clientsBefore = *store->clients();
+  const std::string thrownAt = GENERATE("commit-round:mid", "abandon-round:mid");
+  CAPTURE(thrownAt);
+  store->setTestHook([&](std::string_view point) {
+    if (point == thrownAt) throw std::runtime_error("crash at " + std::string(point));
+  });
+  RoundRecord next = makeRound(4);
+  const std::vector<ParticipantRecord> participants = {
+      makeParticipant(4, 1, ParticipantOutcome::kAccepted),
+      makeParticipant(4, 2, ParticipantOutcome::kDropped, "connection closed"),
+  };
+  const std::vector<ClientRecord> newClient = {makeClient(9)};
+  if (thrownAt == "commit-round:mid") {
+    CHECK_THROWS_WITH(store->commitRound(next, participants, makeCheckpoint(4), newClient),
+                      "crash at commit-round:mid");
+  } else {
+    next.status = RoundStatus::kAbandoned;
+    next.reason = "deadline: 1 of 2 returned";
+    CHECK_THROWS_WITH(store->recordAbandonedRound(next, participants, newClient), "crash at abandon-round:mid");
+  }
+
+  // The file, read by a new connection, is as it was after round 3.
+  auto reader = openOrFail(path);
+  CHECK(reader->rounds()->size() == 3);
+  CHECK(**reader->lastRecordedRound() == 3);
+  CHECK(reader->participants(4)->empty());
+  CHECK((*reader->latestCheckpoint())->round == 3);
+  CHECK(*reader->clients() == clientsBefore);  // no client-9, no client row changed
+  requireOk(reader->checkIntegrity());
+  reader.reset();
+
+  // And the store that threw goes on.
+  store->setTestHook({});
+  requireOk(store->commitRound(makeRound(4), participants, makeCheckpoint(4), newClient));
+  CHECK(**store->lastRecordedRound() == 4);
+}
+
+TEST_CASE("a client's speed and reliability are computed from the rounds it took part in", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("figures.db");
+  auto store = openOrFail(path);
+  // As the daemon records a Hello: no figures yet (speed 0, reliability 1, no rounds).
+  auto hello = [](int i, int64_t atMs) {
+    ClientRecord c;
+    c.id = "client-" + std::to_string(i);
+    c.certFingerprint = "ab:cd:" + std::to_string(i);
+    c.firstSeenMs = atMs;
+    c.lastSeenMs = atMs;
+    c.examples = 600;
+    return c;
+  };
+  requireOk(store->upsertClient(hello(1, 1'000)));
+  requireOk(store->upsertClient(hello(2, 1'000)));
+  auto update = [](uint64_t round, int client, ParticipantOutcome outcome, int64_t examples, int64_t durationMs,
+                   std::string reason = "") {
+    ParticipantRecord p = makeParticipant(round, client, outcome, std::move(reason));
+    p.examples = examples;
+    p.durationMs = durationMs;
+    return p;
+  };
+  auto figures = [&](int i) {
+    const std::vector<ClientRecord> all = *store->clients();
+    REQUIRE(all.size() == 2);
+    return all[static_cast<std::size_t>(i - 1)];
+  };
+
+  // Round 1: client-1 returns 100 examples in 2 s (50/s); client-2 straggles.
+  requireOk(store->commitRound(makeRound(1),
+                               std::vector<ParticipantRecord>{
+                                   update(1, 1, ParticipantOutcome::kAccepted, 100, 2'000),
+                                   update(1, 2, ParticipantOutcome::kStraggler, 0, 0, "deadline passed"),
+                               },
+                               makeCheckpoint(1)));
+  CHECK(figures(1).speedExamplesPerS == 50.0);  // the first measurement, as it is
+  CHECK(figures(1).reliability == 1.0);         // 1 / 2 + 1 / 2
+  CHECK(figures(1).roundsAssigned == 1);
+  CHECK(figures(1).roundsReturned == 1);
+  CHECK(figures(2).speedExamplesPerS == 0.0);  // never measured
+  CHECK(figures(2).reliability == 0.5);        // 1 / 2 + 0 / 2
+  CHECK(figures(2).roundsAssigned == 1);
+  CHECK(figures(2).roundsReturned == 0);
+
+  // Round 2, abandoned: client-1 drops; client-2 returns 60 examples in 1 s (60/s).
+  RoundRecord abandoned = makeRound(2);
+  abandoned.status = RoundStatus::kAbandoned;
+  abandoned.reason = "1 of 2 returned; the minimum is 2";
+  requireOk(store->recordAbandonedRound(abandoned, std::vector<ParticipantRecord>{
+                                                       update(2, 1, ParticipantOutcome::kDropped, 0, 0, "peer reset"),
+                                                       update(2, 2, ParticipantOutcome::kAccepted, 60, 1'000),
+                                                   }));
+  CHECK(figures(1).speedExamplesPerS == 50.0);  // a drop measures nothing
+  CHECK(figures(1).reliability == 0.5);         // 1 / 2 + 0 / 2
+  CHECK(figures(1).roundsAssigned == 2);
+  CHECK(figures(1).roundsReturned == 1);
+  CHECK(figures(2).speedExamplesPerS == 60.0);
+  CHECK(figures(2).reliability == 0.75);  // 0.5 / 2 + 1 / 2
+  CHECK(figures(2).roundsAssigned == 2);
+  CHECK(figures(2).roundsReturned == 1);
+
+  // Round 3: client-1 returns 100 examples in 1 s (100/s). client-2's round-1 update
+  // arrives late (100 in 4 s: 25/s, not an assignment of its own), then its round-3
+  // update (80 in 2 s: 40/s) is rejected, which still counts as returned.
+  ParticipantRecord late = update(1, 2, ParticipantOutcome::kLateApplied, 100, 4'000);
+  late.staleness = 2;
+  requireOk(store->commitRound(makeRound(3),
+                               std::vector<ParticipantRecord>{
+                                   update(3, 1, ParticipantOutcome::kAccepted, 100, 1'000),
+                                   late,
+                                   update(3, 2, ParticipantOutcome::kRejected, 80, 2'000, "non-finite values"),
+                               },
+                               makeCheckpoint(3)));
+  CHECK(figures(1).speedExamplesPerS == 75.0);  // 50 / 2 + 100 / 2
+  CHECK(figures(1).reliability == 0.75);        // 0.5 / 2 + 1 / 2
+  CHECK(figures(1).roundsAssigned == 3);
+  CHECK(figures(1).roundsReturned == 2);
+  CHECK(figures(2).speedExamplesPerS == 41.25);  // (60 / 2 + 25 / 2) / 2 + 40 / 2
+  CHECK(figures(2).reliability == 0.875);        // 0.75 / 2 + 1 / 2
+  CHECK(figures(2).roundsAssigned == 3);
+  CHECK(figures(2).roundsReturned == 2);
+
+  // A reconnect's Hello does not reset them, and they are on disk.
+  requireOk(store->upsertClient(hello(1, 9'000)));
+  store.reset();
+  StoreOptions ro;
+  ro.readOnly = true;
+  store = openOrFail(path, ro);
+  const ClientRecord c1 = figures(1);
+  CHECK(c1.firstSeenMs == 1'000);
+  CHECK(c1.lastSeenMs == 9'000);
+  CHECK(c1.speedExamplesPerS == 75.0);
+  CHECK(c1.reliability == 0.75);
+  CHECK(c1.roundsAssigned == 3);
+  CHECK(c1.roundsReturned == 2);
 }

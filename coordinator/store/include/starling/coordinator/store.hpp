@@ -46,16 +46,32 @@ namespace starling::coordinator {
 
 // A client as the coordinator knows it. Keyed by id (the identity from its
 // certificate).
+//
+// The last four fields are the store's: computed from the participants of every round
+// recorded (commitRound, recordAbandonedRound), in that round's transaction, in the
+// order the participants are given. A new client's row starts from the values written
+// with it (the defaults below for a client never measured); writing a known client's
+// row again (upsertClient, a round's `clients`) keeps the figures it has.
+//   - An assignment is a participant row of the round being recorded, other than
+//     late-applied and late-discarded (those belong to an assignment counted before).
+//     It returned unless it is a straggler or dropped (a rejected update returned).
+//   - A returned update is a row with returnedMs whose outcome is not straggler or
+//     dropped, of this round or late; it is measured when durationMs > 0.
 struct ClientRecord {
   std::string id;
   std::string certFingerprint;  // hex SHA-256 of the client certificate
   int64_t firstSeenMs = 0;      // wall clock, ms since the Unix epoch
   int64_t lastSeenMs = 0;
-  int64_t examples = 0;          // as announced in Hello
-  double speedExamplesPerS = 0;  // measured local training speed
-  double reliability = 1.0;      // EWMA of returned/assigned, in [0, 1]
-  int64_t roundsAssigned = 0;
-  int64_t roundsReturned = 0;
+  int64_t examples = 0;  // as announced in Hello
+  // Examples per second of the client's returned updates (examples / durationMs), an
+  // exponentially weighted average with weight 0.5 on the newest; 0 = never measured
+  // (the first measurement is taken as it is).
+  double speedExamplesPerS = 0;
+  // Exponentially weighted average, weight 0.5 on the newest, of each assignment's
+  // returned (1) or not (0); in [0, 1].
+  double reliability = 1.0;
+  int64_t roundsAssigned = 0;  // assignments
+  int64_t roundsReturned = 0;  // assignments that returned
 
   bool operator==(const ClientRecord&) const = default;
 };
@@ -204,8 +220,9 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   // Records a committed round in one transaction: the round row, its participants,
-  // the checkpoint (pruning checkpoints beyond keepCheckpoints) and `clients` (the
-  // engine's current view of the clients this round touched, upserted).
+  // the checkpoint (pruning checkpoints beyond keepCheckpoints), `clients` (the
+  // engine's current view of the clients this round touched, upserted) and the
+  // participants' figures (speed, reliability, round counts; see ClientRecord).
   // Requirements (kInvalidArgument otherwise, nothing written): record.status is
   // kCommitted; record.round is greater than every recorded round; checkpoint.round ==
   // record.round; every participant's round is record.round, or an earlier recorded
@@ -237,7 +254,11 @@ class Store {
   // the reason is empty; kUnsupported on an older file opened read-only.
   Status recordRefusal(const RefusalRecord& refusal);
 
-  // Inserts or replaces one client row.
+  // Inserts one client row, or updates the row of a known client but for its
+  // firstSeenMs, which keeps the first value recorded (a reconnecting client is seen
+  // again, not first), and its speed, reliability and round counts, which the store
+  // computes (ClientRecord). commitRound's and recordAbandonedRound's `clients` are
+  // written the same way.
   Status upsertClient(const ClientRecord& client);
 
   // The checkpoint of the last committed round, or nullopt on a fresh database.
@@ -266,6 +287,15 @@ class Store {
   Status checkIntegrity();
 
   const std::string& path() const;
+
+  // Test-only: called at named points inside writes, e.g. "commit-round:mid" after the
+  // round's rows are written and before the transaction commits. A test aborts the
+  // process there to check that a crash loses nothing committed. Empty by default.
+  // The points: "commit-round:mid" in commitRound and "abandon-round:mid" in
+  // recordAbandonedRound, each after every row of the round (and its checkpoint) is
+  // written and before COMMIT, on the calling thread. An exception thrown by the hook
+  // leaves the call and the transaction is rolled back: nothing of the round is stored.
+  void setTestHook(std::function<void(std::string_view point)> hook);
 
  private:
   struct Impl;

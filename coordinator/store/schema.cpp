@@ -1,0 +1,171 @@
+// The schema: version 1 and what each later version adds, and the creation and
+// upgrade of a file (docs/state.md, "Schema").
+
+#include <array>
+#include <cstddef>
+
+#include "store_impl.hpp"
+
+namespace starling::coordinator {
+
+using store_detail::kApplicationId;
+using store_detail::queryInt;
+
+namespace {
+
+// Schema version 1, then what each later version adds (kSchemaV2 to kSchemaV4), listed
+// in kSchemaSteps. docs/state.md explains every table; keep the two in step.
+// Unsigned 64-bit values (rounds, checksums) are stored as the signed integer with
+// the same bits.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE clients (
+  id                   TEXT PRIMARY KEY,
+  cert_fingerprint     TEXT NOT NULL,
+  first_seen_ms        INTEGER NOT NULL,
+  last_seen_ms         INTEGER NOT NULL,
+  examples             INTEGER NOT NULL CHECK (examples >= 0),
+  speed_examples_per_s REAL NOT NULL,
+  reliability          REAL NOT NULL CHECK (reliability >= 0 AND reliability <= 1),
+  rounds_assigned      INTEGER NOT NULL CHECK (rounds_assigned >= 0),
+  rounds_returned      INTEGER NOT NULL CHECK (rounds_returned >= 0)
+);
+
+CREATE TABLE rounds (
+  round            INTEGER PRIMARY KEY CHECK (round >= 0),
+  status           TEXT NOT NULL CHECK (status IN ('committed', 'abandoned')),
+  reason           TEXT NOT NULL,
+  tau              INTEGER NOT NULL,
+  lr               REAL NOT NULL,
+  density_up       REAL NOT NULL,
+  density_down     REAL NOT NULL,
+  selected         INTEGER NOT NULL,
+  returned         INTEGER NOT NULL,
+  accepted         INTEGER NOT NULL,
+  stragglers       INTEGER NOT NULL,
+  bytes_up_raw     INTEGER NOT NULL,
+  bytes_up_wire    INTEGER NOT NULL,
+  bytes_down_raw   INTEGER NOT NULL,
+  bytes_down_wire  INTEGER NOT NULL,
+  train_loss_start REAL NOT NULL,
+  test_loss        REAL,
+  test_accuracy    REAL,
+  started_ms       INTEGER NOT NULL,
+  ended_ms         INTEGER NOT NULL,
+  model_checksum   INTEGER NOT NULL
+);
+
+CREATE TABLE participants (
+  round           INTEGER NOT NULL REFERENCES rounds (round),
+  client_id       TEXT NOT NULL REFERENCES clients (id),
+  outcome         TEXT NOT NULL CHECK (outcome IN ('accepted', 'straggler', 'dropped', 'rejected',
+                                                   'late-applied', 'late-discarded')),
+  reason          TEXT NOT NULL,
+  assigned_ms     INTEGER NOT NULL,
+  returned_ms     INTEGER,
+  duration_ms     INTEGER NOT NULL,
+  steps           INTEGER NOT NULL,
+  examples        INTEGER NOT NULL,
+  loss_start      REAL NOT NULL,
+  loss_end        REAL NOT NULL,
+  bytes_up_raw    INTEGER NOT NULL,
+  bytes_up_wire   INTEGER NOT NULL,
+  bytes_down_wire INTEGER NOT NULL,
+  staleness       INTEGER NOT NULL CHECK (staleness >= 0),
+  PRIMARY KEY (round, client_id, outcome)
+) WITHOUT ROWID;
+CREATE INDEX participants_by_client ON participants (client_id);
+
+CREATE TABLE checkpoints (
+  round           INTEGER PRIMARY KEY REFERENCES rounds (round),
+  model           BLOB NOT NULL,
+  model_checksum  INTEGER NOT NULL,
+  server_memory   BLOB NOT NULL,
+  memory_checksum INTEGER NOT NULL,
+  engine_state    BLOB NOT NULL,
+  state_checksum  INTEGER NOT NULL
+);
+)sql";
+
+// Version 2: each participant's sticky flag and selection weight (sticky client
+// sampling), and the engine's other model-sized vectors of a checkpoint, by name (server
+// momentum, adaptive moments, the served moving average). Pruning a checkpoint deletes
+// its vectors.
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE participants ADD COLUMN sticky INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE participants ADD COLUMN selection_weight REAL NOT NULL DEFAULT 1;
+CREATE TABLE checkpoint_vectors (
+  round    INTEGER NOT NULL REFERENCES checkpoints (round) ON DELETE CASCADE,
+  name     TEXT NOT NULL,
+  data     BLOB NOT NULL,
+  checksum INTEGER NOT NULL,
+  PRIMARY KEY (round, name)
+) WITHOUT ROWID;
+)sql";
+
+// Version 3: the clients refused at Hello (a capability the task needs was missing).
+// client_id is deliberately not a reference to clients: a refused client is never
+// recorded there.
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE refusals (
+  id        INTEGER PRIMARY KEY,
+  client_id TEXT NOT NULL,
+  peer      TEXT NOT NULL,
+  at_ms     INTEGER NOT NULL,
+  reason    TEXT NOT NULL CHECK (reason <> '')
+);
+)sql";
+
+// Version 4: the round engine's catch-up state of a checkpoint (its broadcast log, XOR
+// undo log, change stamps; coordinator/catch_up.fbs), one blob per checkpoint, deleted
+// with it.
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE checkpoint_catch_up (
+  round    INTEGER PRIMARY KEY REFERENCES checkpoints (round) ON DELETE CASCADE,
+  data     BLOB NOT NULL,
+  checksum INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql";
+
+// kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
+// the empty file). A new file runs every step; a file of an older version, opened for
+// writing, runs the steps past its version, all in one transaction.
+constexpr std::array<const char*, 4> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
+static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
+
+}  // namespace
+
+Status Store::Impl::createSchema() {
+  sqlite::Transaction tx(*db);
+  STARLING_RETURN_IF_ERROR(tx.begin());
+  // Checked again inside the write lock: another process may have created it.
+  Result<int64_t> tables = queryInt(*db, "SELECT count(*) FROM sqlite_schema");
+  if (!tables) return tables.status();
+  if (*tables != 0) return Status::ok();  // rolled back; initialize() re-reads the header
+  for (const char* step : kSchemaSteps)
+    STARLING_RETURN_IF_ERROR(db->exec(step));
+  STARLING_RETURN_IF_ERROR(db->exec(fmt::format("PRAGMA application_id = {}", kApplicationId)));
+  STARLING_RETURN_IF_ERROR(db->exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion)));
+  return tx.commit();
+}
+
+// Runs the schema steps past version `from` and sets kSchemaVersion, in one
+// transaction: the file is either upgraded whole or left as it was.
+Status Store::Impl::upgradeFrom(int64_t from) {
+  sqlite::Transaction tx(*db);
+  STARLING_RETURN_IF_ERROR(tx.begin());
+  // Checked again inside the write lock: another process may have upgraded it.
+  Result<int64_t> v = queryInt(*db, "PRAGMA user_version");
+  if (!v) return v.status();
+  if (*v != from) return Status::ok();  // rolled back; the caller re-reads the version
+  for (std::size_t step = static_cast<std::size_t>(from); step < kSchemaSteps.size(); ++step)
+    STARLING_RETURN_IF_ERROR(db->exec(kSchemaSteps[step]));
+  STARLING_RETURN_IF_ERROR(db->exec(fmt::format("PRAGMA user_version = {}", kSchemaVersion)));
+  return tx.commit();
+}
+
+}  // namespace starling::coordinator

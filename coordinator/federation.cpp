@@ -280,7 +280,7 @@ void Federation::update(const std::shared_ptr<Session>& session, const fb::Updat
   in.bytesWire = payload->byteSize();
   if (!hooks_.auditOut.empty()) {
     std::vector<float> dense(d, 0.0f);
-    if (compression::expand(in.delta, dense)) auditHeld_[id] = {in.round, std::move(dense)};
+    if (compression::expand(in.delta, dense)) auditHeld_[{id, in.round}] = std::move(dense);
   }
   perform(engine_->updateArrived(id, std::move(in), nowMs()));
 }
@@ -323,6 +323,7 @@ void Federation::perform(std::vector<Action> actions) {
       case Action::Kind::kAssign:
         if (afterRound_ && crashPoint("assigning")) return;
         afterRound_ = false;
+        verdictsSinceRound_ = 0;
         sendTo(act.clientId, assignFrame(act.assignment));
         break;
       case Action::Kind::kVerdict: {
@@ -330,7 +331,7 @@ void Federation::perform(std::vector<Action> actions) {
         auto result =
             fb::CreateRoundResultDirect(b, act.verdict.round, act.verdict.accepted, act.verdict.reason.c_str());
         sendTo(act.clientId, share(wire::finishFrame(b, result)));
-        if (afterRound_ && crashPoint(fmt::format("verdict-{}", ++verdictsSinceRound_))) return;
+        if (crashPoint(fmt::format("verdict-{}", ++verdictsSinceRound_))) return;
         break;
       }
       case Action::Kind::kWakeAt:
@@ -524,6 +525,12 @@ Status Federation::setTestHooks(FederationTestHooks hooks) {
       return Status(StatusCode::kInvalidArgument, fmt::format("--test-crash-at '{}': not a crash point", hooks.crashAt));
   }
   hooks_ = std::move(hooks);
+  if (hooks_.crashAt.starts_with("mid-persist")) {
+    // Inside the round's transaction: exit at once, as a crash there would.
+    store_->setTestHook([this](std::string_view point) {
+      if (point == "commit-round:mid" && crashPoint("mid-persist")) std::_Exit(kTestCrashExitCode);
+    });
+  }
   return Status::ok();
 }
 
@@ -548,14 +555,13 @@ bool Federation::crashPoint(const std::string& point) {
 
 void Federation::auditRound(const RoundSummary& s) {
   for (const auto& p : s.participants) {
-    auto held = auditHeld_.find(p.clientId);
-    if (held == auditHeld_.end() || held->second.first != p.round) continue;
-    if (p.outcome == "straggler") continue;  // its update may still arrive
+    auto held = auditHeld_.find({p.clientId, p.round});
+    if (held == auditHeld_.end() || p.outcome == "straggler") continue;  // a straggler's update may still arrive
     if (s.committed && (p.outcome == "accepted" || p.outcome == "late-applied")) {
       auto& sum = auditApplied_[p.clientId];
-      sum.resize(held->second.second.size(), 0.0);
+      sum.resize(held->second.size(), 0.0);
       for (std::size_t i = 0; i < sum.size(); ++i)
-        sum[i] += held->second.second[i];
+        sum[i] += held->second[i];
     }
     auditHeld_.erase(held);
   }

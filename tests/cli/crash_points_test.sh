@@ -11,7 +11,7 @@
 # persisted (on disk, nothing sent), verdict-1..3 (after each verdict of the round) and
 # assigning (before the next round's first assignment). Each point is tried
 # $STARLING_CRASH_TRIALS times (default 20), at its first or second occurrence after a
-# restart. Two of the three clients close a round (over-selection 1.5) and a round
+# restart (STARLING_CRASH_POINTS="..." tries only those). Two of the three clients close a round (over-selection 1.5) and a round
 # starts only with all three (so all three are there at the end): the third is late,
 # its update held and applied with the next round while it trains that one, so late
 # updates, whose verdicts come with the round that applies them, are crashed on too.
@@ -23,10 +23,12 @@ data=${3:-/usr/share/datasets/fashion-mnist}
 source "$(dirname "$0")/lib.sh"
 trials=${STARLING_CRASH_TRIALS:-20}
 tau=${STARLING_CRASH_TAU:-20}
-points=(aggregated mid-persist persisted verdict-1 verdict-2 verdict-3 assigning)
+read -r -a points <<<"${STARLING_CRASH_POINTS:-aggregated mid-persist persisted verdict-1 verdict-2 verdict-3 assigning}"
 
 "$coord_bin" init --out "$work/certs" --clients 3 >/dev/null || exit 1
-rounds=$((trials + 6))
+# A trial commits up to about three rounds before its crash (at the second time a point
+# is reached): training must outlast every trial, so that the last restart finishes it.
+rounds=$((4 * trials + 6))
 task=(--model mlp:784-16-10 --lr 0.05 --tau "$tau" --uplink topk --uplink-density 0.05 --downlink topk
   --downlink-density 0.2 --clients-per-round 2 --over-selection 1.5 --min-clients 3 --max-staleness 3
   --deadline-ms 20000 --rounds "$rounds" --max-norm-ratio 0)

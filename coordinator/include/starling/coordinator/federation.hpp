@@ -70,7 +70,8 @@ struct FederationTestHooks {
   // Abort the process at a named point of closing a committed round: "aggregated" (the
   // engine has aggregated, nothing is on disk), "mid-persist" (inside the round's
   // transaction), "persisted" (the round is durable, nothing else sent), "verdict-K"
-  // (after the K-th verdict that follows the round, K >= 1) or "assigning" (before the
+  // (after the K-th verdict sent since the last round ended or assignment went out,
+  // K >= 1: the verdicts of a round's close) or "assigning" (before the
   // next round's first assignment). "POINT@N" fires at the N-th time the point is
   // reached (default 1). Frames already queued are given 300 ms to leave, except at
   // "mid-persist", which exits at once.
@@ -151,11 +152,11 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   std::function<void(const RoundReport&)> roundCallback_;
   FederationTestHooks hooks_;
   std::map<std::string, uint32_t> crashCounts_;  // times each crash point was reached
-  uint32_t verdictsSinceRound_ = 0;              // verdicts since the last committed round ended
+  uint32_t verdictsSinceRound_ = 0;              // verdicts since the last round ended or assignment
   bool afterRound_ = false;                      // a committed round ended; no assignment since
-  // auditOut: each client's update waiting for a verdict (round, dense values) and the
-  // sums applied so far.
-  std::map<std::string, std::pair<uint64_t, std::vector<float>>> auditHeld_;
+  // auditOut: the updates waiting for a verdict by (client, round), dense, and the sums
+  // applied so far.
+  std::map<std::pair<std::string, uint64_t>, std::vector<float>> auditHeld_;
   std::map<std::string, std::vector<double>> auditApplied_;
   // The evaluation in flight (on a worker; it uses evalModel_ and testSet_ only) and
   // the round it reports. Declared last: destroying the future waits for the worker.

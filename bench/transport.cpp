@@ -120,7 +120,7 @@ double throughput(bool tls, const Pki& pki, std::size_t size, std::size_t count)
       auto sock = co_await ep.acceptor.async_accept(asio::use_awaitable);
       sock.set_option(asio::ip::tcp::no_delay(true));
       if (tls) {
-        auto s = std::make_shared<net::TlsStream>(std::move(sock), serverTls);
+        auto s = net::TlsStream::create(std::move(sock), serverTls).value();
         Status hs = co_await s->handshake();
         if (!hs) throw std::runtime_error(hs.message());
         co_await sink(*s, total);
@@ -137,7 +137,7 @@ double throughput(bool tls, const Pki& pki, std::size_t size, std::size_t count)
     co_await sock.async_connect(ep.endpoint(), asio::use_awaitable);
     sock.set_option(asio::ip::tcp::no_delay(true));
     if (tls) {
-      auto s = std::make_shared<net::TlsStream>(std::move(sock), clientTls);
+      auto s = net::TlsStream::create(std::move(sock), clientTls).value();
       Status hs = co_await s->handshake();
       if (!hs) throw std::runtime_error(hs.message());
       auto t0 = Clock::now();
@@ -172,7 +172,7 @@ double handshakesPerSecond(const Pki& pki, double budgetSeconds) {
       for (;;) {
         auto [ec, sock] = co_await ep.acceptor.async_accept(kAsTuple);
         if (ec || done) break;
-        auto s = std::make_shared<net::TlsStream>(std::move(sock), serverTls);
+        auto s = net::TlsStream::create(std::move(sock), serverTls).value();
         Status hs = co_await s->handshake();
         if (!hs) throw std::runtime_error("server handshake: " + hs.message());
         co_await s->shutdown();
@@ -186,7 +186,7 @@ double handshakesPerSecond(const Pki& pki, double budgetSeconds) {
     while ((seconds = std::chrono::duration<double>(Clock::now() - t0).count()) < budgetSeconds) {
       asio::ip::tcp::socket sock(ep.clientIo);
       co_await sock.async_connect(ep.endpoint(), asio::use_awaitable);
-      auto s = std::make_shared<net::TlsStream>(std::move(sock), clientTls);
+      auto s = net::TlsStream::create(std::move(sock), clientTls).value();
       Status hs = co_await s->handshake();
       if (!hs) throw std::runtime_error("client handshake: " + hs.message());
       s->close();

@@ -159,7 +159,14 @@ asio::awaitable<void> Server::acceptLoop() {
     }
     std::error_code ignored;
     socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-    auto stream = std::make_shared<net::TlsStream>(std::move(socket), tls_);
+    auto made = net::TlsStream::create(std::move(socket), tls_);
+    if (!made) {
+      // This connection cannot be served (the socket closes with it); the next may be.
+      ++counters_.refused;
+      log_->warn("refusing a connection: {}", made.status().message());
+      continue;
+    }
+    std::shared_ptr<net::TlsStream> stream = std::move(*made);
     std::shared_ptr<Session> session;
     {
       std::lock_guard lock(mu_);

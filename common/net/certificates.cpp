@@ -22,6 +22,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "mbedtls_handle.hpp"
 #include "starling/net/tls_context.hpp"
 
 namespace starling::net {
@@ -29,58 +30,24 @@ namespace {
 
 // RAII owners of the mbedTLS contexts used while making certificates.
 struct Rng {
-  mbedtls_entropy_context entropy;
-  mbedtls_ctr_drbg_context drbg;
-  Rng() {
-    mbedtls_entropy_init(&entropy);
-    mbedtls_ctr_drbg_init(&drbg);
-  }
-  ~Rng() {
-    mbedtls_ctr_drbg_free(&drbg);
-    mbedtls_entropy_free(&entropy);
-  }
-  Rng(const Rng&) = delete;
-  Rng& operator=(const Rng&) = delete;
+  mbedtls::Entropy entropy;
+  mbedtls::CtrDrbg drbg;
   Status seed() {
     static const char kPers[] = "starling-certificates";
-    int rc = mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, reinterpret_cast<const unsigned char*>(kPers),
+    int rc = mbedtls_ctr_drbg_seed(&drbg.ctx, mbedtls_entropy_func, &entropy.ctx, reinterpret_cast<const unsigned char*>(kPers),
                                    sizeof kPers);
     if (rc != 0) return Status(StatusCode::kInternal, "seeding the random generator: " + mbedtlsErrorString(rc));
     return Status::ok();
   }
 };
 
-struct Pk {
-  mbedtls_pk_context ctx;
-  Pk() { mbedtls_pk_init(&ctx); }
-  ~Pk() { mbedtls_pk_free(&ctx); }
-  Pk(const Pk&) = delete;
-  Pk& operator=(const Pk&) = delete;
-};
+using Pk = mbedtls::Pk;
 
-struct Crt {
-  mbedtls_x509_crt ctx;
-  Crt() { mbedtls_x509_crt_init(&ctx); }
-  ~Crt() { mbedtls_x509_crt_free(&ctx); }
-  Crt(const Crt&) = delete;
-  Crt& operator=(const Crt&) = delete;
-};
+using Crt = mbedtls::Crt;
 
-struct CrtWriter {
-  mbedtls_x509write_cert ctx;
-  CrtWriter() { mbedtls_x509write_crt_init(&ctx); }
-  ~CrtWriter() { mbedtls_x509write_crt_free(&ctx); }
-  CrtWriter(const CrtWriter&) = delete;
-  CrtWriter& operator=(const CrtWriter&) = delete;
-};
+using CrtWriter = mbedtls::CrtWriter;
 
-struct Mpi {
-  mbedtls_mpi ctx;
-  Mpi() { mbedtls_mpi_init(&ctx); }
-  ~Mpi() { mbedtls_mpi_free(&ctx); }
-  Mpi(const Mpi&) = delete;
-  Mpi& operator=(const Mpi&) = delete;
-};
+using Mpi = mbedtls::Mpi;
 
 Status fail(const char* what, int rc) {
   return Status(StatusCode::kInternal, fmt::format("{}: {}", what, mbedtlsErrorString(rc)));
@@ -142,7 +109,7 @@ std::string extendedKeyUsage(const std::string& oid) {
 Status generateKey(Pk& key, Rng& rng) {
   int rc = mbedtls_pk_setup(&key.ctx, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY));
   if (rc != 0) return fail("key setup", rc);
-  rc = mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(key.ctx), mbedtls_ctr_drbg_random, &rng.drbg);
+  rc = mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(key.ctx), mbedtls_ctr_drbg_random, &rng.drbg.ctx);
   if (rc != 0) return fail("generating a P-256 key", rc);
   return Status::ok();
 }
@@ -174,7 +141,7 @@ Result<std::string> signCertificate(const CertificateRequest& req, Pk& subjectKe
   if ((rc = mbedtls_x509write_crt_set_issuer_name(&w.ctx, issuerName.c_str())) != 0) return fail("issuer name", rc);
 
   Mpi serial;
-  if ((rc = mbedtls_mpi_fill_random(&serial.ctx, 16, mbedtls_ctr_drbg_random, &rng.drbg)) != 0)
+  if ((rc = mbedtls_mpi_fill_random(&serial.ctx, 16, mbedtls_ctr_drbg_random, &rng.drbg.ctx)) != 0)
     return fail("serial", rc);
   mbedtls_mpi_set_bit(&serial.ctx, 127, 0);  // a positive 127-bit serial
   if ((rc = mbedtls_x509write_crt_set_serial(&w.ctx, &serial.ctx)) != 0) return fail("serial", rc);
@@ -206,7 +173,7 @@ Result<std::string> signCertificate(const CertificateRequest& req, Pk& subjectKe
   }
   std::string pem(8192, '\0');
   rc = mbedtls_x509write_crt_pem(&w.ctx, reinterpret_cast<unsigned char*>(pem.data()), pem.size(),
-                                 mbedtls_ctr_drbg_random, &rng.drbg);
+                                 mbedtls_ctr_drbg_random, &rng.drbg.ctx);
   if (rc != 0) return fail("writing the certificate", rc);
   pem.resize(std::strlen(pem.c_str()));
   return pem;
@@ -326,13 +293,7 @@ Status writeCertificateDirectory(const InitOptions& options) {
 namespace starling::net {
 namespace {
 
-struct Crl {
-  mbedtls_x509_crl ctx;
-  Crl() { mbedtls_x509_crl_init(&ctx); }
-  ~Crl() { mbedtls_x509_crl_free(&ctx); }
-  Crl(const Crl&) = delete;
-  Crl& operator=(const Crl&) = delete;
-};
+using Crl = mbedtls::Crl;
 
 // A DER tag-length-value (lengths up to 2^24 - 1: a CRL of ~400,000 entries).
 std::string derTlv(unsigned char tag, const std::string& content) {
@@ -494,7 +455,7 @@ Result<std::string> updateRevocationList(const KeyPair& ca, const std::string& c
   unsigned char sig[MBEDTLS_PK_SIGNATURE_MAX_SIZE];
   std::size_t sigLen = 0;
   rc = mbedtls_pk_sign(&caKey.ctx, MBEDTLS_MD_SHA256, hash, sizeof hash, sig, &sigLen, mbedtls_ctr_drbg_random,
-                       &rng.drbg);
+                       &rng.drbg.ctx);
   if (rc != 0) return fail("signing the revocation list", rc);
   const std::string der = derSequence(
       tbs + algorithm + derTlv(0x03, std::string(1, '\0') + std::string(reinterpret_cast<char*>(sig), sigLen)));

@@ -123,7 +123,9 @@ asio::awaitable<Result<Connection>> connect(asio::any_io_executor executor, Endp
     co_return Status(StatusCode::kIo, fmt::format("cannot connect to {}: nothing is listening (the socket met itself)",
                                                   endpoint.toString()));
   socket.set_option(asio::ip::tcp::no_delay(true));
-  Connection conn(std::make_shared<TlsStream>(std::move(socket), std::move(context)), limits);
+  auto stream = TlsStream::create(std::move(socket), std::move(context));
+  if (!stream) co_return stream.status();
+  Connection conn(std::move(*stream), limits);
   Status st = co_await conn.handshake();
   if (!st) co_return st;
   co_return std::move(conn);

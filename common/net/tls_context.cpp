@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "mbedtls_handle.hpp"
 #include "starling/net/certificates.hpp"
 
 namespace starling::net {
@@ -78,34 +79,13 @@ std::string describeVerifyFlags(unsigned flags) {
 }
 
 struct TlsContext::Impl {
-  mbedtls_entropy_context entropy;
-  mbedtls_ctr_drbg_context drbg;
-  mbedtls_x509_crt ca;
-  mbedtls_x509_crl crl;
-  mbedtls_x509_crt cert;
-  mbedtls_pk_context key;
-  mbedtls_ssl_config conf;
-
-  Impl() {
-    mbedtls_entropy_init(&entropy);
-    mbedtls_ctr_drbg_init(&drbg);
-    mbedtls_x509_crt_init(&ca);
-    mbedtls_x509_crl_init(&crl);
-    mbedtls_x509_crt_init(&cert);
-    mbedtls_pk_init(&key);
-    mbedtls_ssl_config_init(&conf);
-  }
-  ~Impl() {
-    mbedtls_ssl_config_free(&conf);
-    mbedtls_pk_free(&key);
-    mbedtls_x509_crt_free(&cert);
-    mbedtls_x509_crl_free(&crl);
-    mbedtls_x509_crt_free(&ca);
-    mbedtls_ctr_drbg_free(&drbg);
-    mbedtls_entropy_free(&entropy);
-  }
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
+  mbedtls::Entropy entropy;
+  mbedtls::CtrDrbg drbg;
+  mbedtls::Crt ca;
+  mbedtls::Crl crl;
+  mbedtls::Crt cert;
+  mbedtls::Pk key;
+  mbedtls::SslConfig conf;  // declared last: destroyed first, it points at the others
 };
 
 Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& certPath, const std::string& keyPath) {
@@ -128,7 +108,7 @@ TlsContext::TlsContext(TlsRole role, std::string serverName)
 TlsContext::~TlsContext() = default;
 
 const mbedtls_ssl_config* TlsContext::config() const {
-  return &impl_->conf;
+  return &impl_->conf.ctx;
 }
 
 Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const TlsIdentity& identity,
@@ -140,11 +120,11 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const
   auto pem = [](const std::string& text) { return reinterpret_cast<const unsigned char*>(text.c_str()); };
 
   static const char kPersonalization[] = "starling-tls";
-  int rc = mbedtls_ctr_drbg_seed(&s.drbg, mbedtls_entropy_func, &s.entropy,
+  int rc = mbedtls_ctr_drbg_seed(&s.drbg.ctx, mbedtls_entropy_func, &s.entropy.ctx,
                                  reinterpret_cast<const unsigned char*>(kPersonalization), sizeof kPersonalization);
   if (rc != 0) return Status(StatusCode::kInternal, "seeding the TLS random generator: " + mbedtlsErrorString(rc));
 
-  if ((rc = mbedtls_x509_crt_parse(&s.ca, pem(identity.caPem), identity.caPem.size() + 1)) != 0)
+  if ((rc = mbedtls_x509_crt_parse(&s.ca.ctx, pem(identity.caPem), identity.caPem.size() + 1)) != 0)
     return Status(StatusCode::kInvalidArgument, "parsing the CA certificate: " + mbedtlsErrorString(rc));
   const bool haveCrl = !identity.crlPem.empty();
   if (haveCrl) {
@@ -152,32 +132,32 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const
     // coordinator at start instead of mbedTLS ignoring it, or refusing everyone.
     auto serials = checkRevocationList(identity.caPem, identity.crlPem);
     if (!serials) return serials.status();
-    if ((rc = mbedtls_x509_crl_parse(&s.crl, pem(identity.crlPem), identity.crlPem.size() + 1)) != 0)
+    if ((rc = mbedtls_x509_crl_parse(&s.crl.ctx, pem(identity.crlPem), identity.crlPem.size() + 1)) != 0)
       return Status(StatusCode::kInvalidArgument, "parsing the revocation list: " + mbedtlsErrorString(rc));
   }
   const bool haveCert = !identity.certPem.empty();
   if (haveCert) {
-    if ((rc = mbedtls_x509_crt_parse(&s.cert, pem(identity.certPem), identity.certPem.size() + 1)) != 0)
+    if ((rc = mbedtls_x509_crt_parse(&s.cert.ctx, pem(identity.certPem), identity.certPem.size() + 1)) != 0)
       return Status(StatusCode::kInvalidArgument, "parsing the certificate: " + mbedtlsErrorString(rc));
-    if ((rc = mbedtls_pk_parse_key(&s.key, pem(identity.keyPem), identity.keyPem.size() + 1, nullptr, 0)) != 0)
+    if ((rc = mbedtls_pk_parse_key(&s.key.ctx, pem(identity.keyPem), identity.keyPem.size() + 1, nullptr, 0)) != 0)
       return Status(StatusCode::kInvalidArgument, "parsing the private key: " + mbedtlsErrorString(rc));
-    if ((rc = mbedtls_pk_check_pair(&s.cert.pk, &s.key)) != 0)
+    if ((rc = mbedtls_pk_check_pair(&s.cert.ctx.pk, &s.key.ctx)) != 0)
       return Status(StatusCode::kInvalidArgument, "the private key does not belong to the certificate");
   } else if (role == TlsRole::kServer) {
     return Status(StatusCode::kInvalidArgument, "a coordinator needs a certificate and key");
   }
 
-  rc = mbedtls_ssl_config_defaults(&s.conf, role == TlsRole::kServer ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
+  rc = mbedtls_ssl_config_defaults(&s.conf.ctx, role == TlsRole::kServer ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
                                    MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
   if (rc != 0) return Status(StatusCode::kInternal, "TLS defaults: " + mbedtlsErrorString(rc));
-  mbedtls_ssl_conf_rng(&s.conf, mbedtls_ctr_drbg_random, &s.drbg);
-  mbedtls_ssl_conf_authmode(&s.conf, MBEDTLS_SSL_VERIFY_REQUIRED);
-  mbedtls_ssl_conf_ca_chain(&s.conf, &s.ca, haveCrl ? &s.crl : nullptr);
-  mbedtls_ssl_conf_min_version(&s.conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-  mbedtls_ssl_conf_ciphersuites(&s.conf, kCipherSuites);
-  mbedtls_ssl_conf_curves(&s.conf, kCurves);
-  mbedtls_ssl_conf_renegotiation(&s.conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
-  if (haveCert && (rc = mbedtls_ssl_conf_own_cert(&s.conf, &s.cert, &s.key)) != 0)
+  mbedtls_ssl_conf_rng(&s.conf.ctx, mbedtls_ctr_drbg_random, &s.drbg.ctx);
+  mbedtls_ssl_conf_authmode(&s.conf.ctx, MBEDTLS_SSL_VERIFY_REQUIRED);
+  mbedtls_ssl_conf_ca_chain(&s.conf.ctx, &s.ca.ctx, haveCrl ? &s.crl.ctx : nullptr);
+  mbedtls_ssl_conf_min_version(&s.conf.ctx, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+  mbedtls_ssl_conf_ciphersuites(&s.conf.ctx, kCipherSuites);
+  mbedtls_ssl_conf_curves(&s.conf.ctx, kCurves);
+  mbedtls_ssl_conf_renegotiation(&s.conf.ctx, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+  if (haveCert && (rc = mbedtls_ssl_conf_own_cert(&s.conf.ctx, &s.cert.ctx, &s.key.ctx)) != 0)
     return Status(StatusCode::kInternal, "TLS own certificate: " + mbedtlsErrorString(rc));
   return std::shared_ptr<const TlsContext>(std::move(ctx));
 }

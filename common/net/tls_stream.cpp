@@ -14,6 +14,8 @@
 #include <asio/write.hpp>
 #include <cstring>
 
+#include "mbedtls_handle.hpp"
+
 namespace starling::net {
 namespace {
 
@@ -67,24 +69,29 @@ std::string hex(const unsigned char* p, std::size_t n) {
 }  // namespace
 
 struct TlsStream::Session {
-  mbedtls_ssl_context ssl;
-  Session() { mbedtls_ssl_init(&ssl); }
-  ~Session() { mbedtls_ssl_free(&ssl); }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  mbedtls::Ssl ssl;
 };
 
-TlsStream::TlsStream(asio::ip::tcp::socket socket, std::shared_ptr<const TlsContext> context)
+Result<std::shared_ptr<TlsStream>> TlsStream::create(asio::ip::tcp::socket socket,
+                                                     std::shared_ptr<const TlsContext> context) {
+  auto stream = std::make_shared<TlsStream>(Private{}, std::move(socket), std::move(context));
+  // A failure here is an allocation failure inside mbedTLS: this connection cannot be
+  // served, the others can.
+  if (int rc = mbedtls_ssl_setup(&stream->session_->ssl.ctx, stream->context_->config()); rc != 0)
+    return Status(StatusCode::kInternal, "setting up a TLS session: " + mbedtlsErrorString(rc));
+  if (stream->context_->role() == TlsRole::kClient &&
+      mbedtls_ssl_set_hostname(&stream->session_->ssl.ctx, stream->context_->serverName().c_str()) != 0)
+    return Status(StatusCode::kInternal, "setting the TLS server name");
+  mbedtls_ssl_set_bio(&stream->session_->ssl.ctx, stream.get(), &TlsStream::bioSend, &TlsStream::bioRecv, nullptr);
+  return stream;
+}
+
+TlsStream::TlsStream(Private, asio::ip::tcp::socket socket, std::shared_ptr<const TlsContext> context)
     : socket_(std::move(socket)),
       context_(std::move(context)),
       session_(std::make_unique<Session>()),
       in_(kReadChunk),
       watchdog_(socket_.get_executor()) {
-  // A setup failure here is an allocation failure inside mbedTLS: a start-up fault.
-  if (int rc = mbedtls_ssl_setup(&session_->ssl, context_->config()); rc != 0)
-    throw std::runtime_error("mbedtls_ssl_setup: " + mbedtlsErrorString(rc));
-  if (context_->role() == TlsRole::kClient) mbedtls_ssl_set_hostname(&session_->ssl, context_->serverName().c_str());
-  mbedtls_ssl_set_bio(&session_->ssl, this, &TlsStream::bioSend, &TlsStream::bioRecv, nullptr);
   std::error_code ec;
   auto remote = socket_.remote_endpoint(ec);
   if (!ec) peer_.address = fmt::format("{}:{}", remote.address().to_string(), remote.port());
@@ -148,14 +155,14 @@ Status TlsStream::handshakeFailure(int rc) const {
   const char* whose = server ? "client" : "coordinator";
   // Certificate problems (verification, key usage) leave their reasons in the
   // verification flags whatever the error code says.
-  uint32_t flags = mbedtls_ssl_get_verify_result(&session_->ssl);
+  uint32_t flags = mbedtls_ssl_get_verify_result(&session_->ssl.ctx);
   if (flags != 0 && flags != static_cast<uint32_t>(-1))
     return Status(StatusCode::kUnauthenticated,
                   fmt::format("{} certificate refused: {}", whose, describeVerifyFlags(flags)));
   if (rc == MBEDTLS_ERR_SSL_NO_CLIENT_CERTIFICATE)
     return Status(StatusCode::kUnauthenticated, "client certificate refused: no certificate was presented");
   if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) {
-    unsigned char alert = session_->ssl.in_msg != nullptr ? session_->ssl.in_msg[1] : 0;
+    unsigned char alert = session_->ssl.ctx.in_msg != nullptr ? session_->ssl.ctx.in_msg[1] : 0;
     return Status(StatusCode::kUnauthenticated,
                   fmt::format("the {} refused the TLS handshake: {} (alert {})", whose, alertName(alert), alert));
   }
@@ -164,7 +171,7 @@ Status TlsStream::handshakeFailure(int rc) const {
 
 asio::awaitable<Status> TlsStream::handshake() {
   for (;;) {
-    int rc = mbedtls_ssl_handshake(&session_->ssl);
+    int rc = mbedtls_ssl_handshake(&session_->ssl.ctx);
     Status sent = co_await flush();  // also delivers our alert when we refuse the peer
     if (rc == 0) {
       if (!sent) co_return sent;
@@ -182,7 +189,7 @@ asio::awaitable<Status> TlsStream::handshake() {
     }
     if (rc == MBEDTLS_ERR_SSL_NO_CLIENT_CERTIFICATE) {
       // mbedTLS 2.28 does not tell the client why; an alert does.
-      mbedtls_ssl_send_alert_message(&session_->ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
+      mbedtls_ssl_send_alert_message(&session_->ssl.ctx, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
                                      MBEDTLS_SSL_ALERT_MSG_HANDSHAKE_FAILURE);
       (void)co_await flush();
     }
@@ -194,7 +201,7 @@ asio::awaitable<Status> TlsStream::handshake() {
 }
 
 void TlsStream::readPeerIdentity() {
-  const mbedtls_x509_crt* crt = mbedtls_ssl_get_peer_cert(&session_->ssl);
+  const mbedtls_x509_crt* crt = mbedtls_ssl_get_peer_cert(&session_->ssl.ctx);
   if (crt == nullptr) return;
   for (const mbedtls_x509_name* n = &crt->subject; n != nullptr; n = n->next) {
     if (n->oid.p != nullptr && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) {
@@ -208,7 +215,7 @@ void TlsStream::readPeerIdentity() {
 
 asio::awaitable<Result<std::size_t>> TlsStream::readSome(std::span<uint8_t> buffer) {
   for (;;) {
-    int rc = mbedtls_ssl_read(&session_->ssl, buffer.data(), buffer.size());
+    int rc = mbedtls_ssl_read(&session_->ssl.ctx, buffer.data(), buffer.size());
     if (rc > 0) co_return static_cast<std::size_t>(rc);
     if (rc == 0 || rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
       co_return Status(StatusCode::kClosed, "peer closed the connection");
@@ -233,7 +240,7 @@ asio::awaitable<Status> TlsStream::readExactly(std::span<uint8_t> buffer) {
 
 asio::awaitable<Status> TlsStream::writeAll(std::span<const uint8_t> data) {
   while (!data.empty()) {
-    int rc = mbedtls_ssl_write(&session_->ssl, data.data(), data.size());
+    int rc = mbedtls_ssl_write(&session_->ssl.ctx, data.data(), data.size());
     if (rc > 0) {
       data = data.subspan(static_cast<std::size_t>(rc));
       if (out_.size() >= kFlushThreshold) {
@@ -255,7 +262,7 @@ asio::awaitable<Status> TlsStream::writeAll(std::span<const uint8_t> data) {
 
 asio::awaitable<void> TlsStream::shutdown() {
   if (!closed_ && handshakeDone_) {
-    mbedtls_ssl_close_notify(&session_->ssl);
+    mbedtls_ssl_close_notify(&session_->ssl.ctx);
     (void)co_await flush();
   }
   close();

@@ -10,8 +10,8 @@
 //
 // Threading: all calls on the stream's executor (a strand per connection). At most
 // one read and one write in flight at a time (the owner serializes writes).
-// Lifetime: create with std::make_shared; call close() when done so the watchdog
-// lets go of its reference.
+// Lifetime: made by create() (shared); call close() when done so the watchdog lets go
+// of its reference.
 
 #include <asio/awaitable.hpp>
 #include <asio/ip/tcp.hpp>
@@ -39,7 +39,12 @@ class TlsStream : public std::enable_shared_from_this<TlsStream> {
  public:
   using Clock = std::chrono::steady_clock;
 
-  TlsStream(asio::ip::tcp::socket socket, std::shared_ptr<const TlsContext> context);
+  // A stream over a connected socket; fails (an allocation failure inside mbedTLS) with
+  // a Status, so that a server's accept loop refuses that connection and goes on.
+  static Result<std::shared_ptr<TlsStream>> create(asio::ip::tcp::socket socket,
+                                                   std::shared_ptr<const TlsContext> context);
+  struct Private {};  // create() only
+  TlsStream(Private, asio::ip::tcp::socket socket, std::shared_ptr<const TlsContext> context);
   ~TlsStream();
   TlsStream(const TlsStream&) = delete;
   TlsStream& operator=(const TlsStream&) = delete;

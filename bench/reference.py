@@ -32,8 +32,10 @@ two global models after the round), then one line per strategy and, last,
 the downlink bytes taken separately).
 
 Usage: /usr/bin/python3 bench/reference.py EXPORT_DIR [STRATEGY ...] [--data DIR]
-                                           [--double] [--jobs N]
---double runs the reference in float64 (to tell which float32 side drifts).
+                                           [--double] [--weights trained|shard] [--dump DIR] [--jobs N]
+--double runs the reference in float64 (to tell which float32 side drifts); --weights
+shard weighs each update by its client's data set size instead of the examples it
+trained (to measure what that choice of the engine changes on unequal shards).
 """
 import argparse
 import gzip
@@ -314,7 +316,7 @@ def value_format(cfg, link):
     return "fp16" if cfg["fp16_values"] == "1" else "fp32"
 
 
-def replay(export, data, dtype):
+def replay(export, data, dtype, weights="trained", dump=None):
     cfg = read_config(os.path.join(export, "config.txt"))
     spec, x0 = read_model_file(os.path.join(export, "initial.model"))
     model = Mlp(spec, dtype)
@@ -368,7 +370,9 @@ def replay(export, data, dtype):
             if ef:
                 client_memory[client] = p - q.dense
             up_bytes += q.nbytes
-            w = float(u["examples"])  # examples trained: steps x b
+            # The engine's weight: the examples the update reports (trained: steps x b);
+            # "shard" weighs by the client's data set size instead (FedAvg's n_k).
+            w = float(u["examples"]) if weights == "trained" else float(len(shards[client]))
             weight_sum += w
             step_sum += w * steps
             aggregate.add_(q.dense * (w / steps))
@@ -381,6 +385,10 @@ def replay(export, data, dtype):
             server_memory = ps - qs.dense
         xhat = xhat - qs.dense
         last_broadcast = qs
+        if dump:
+            os.makedirs(dump, exist_ok=True)
+            np.save(os.path.join(dump, "%s-model-%d.npy" % (os.path.basename(export.rstrip("/")), rnd)),
+                    xhat.double().numpy())
         acc = model.accuracy(xhat, xte, yte)
         dx = float("nan")
         path = os.path.join(export, "model-%d.model" % rnd)
@@ -403,7 +411,7 @@ _SHARED = {}  # the data set, inherited by forked workers
 
 def _replay_shared(export):
     torch.set_num_threads(1)
-    return replay(export, _SHARED["data"], _SHARED["dtype"])
+    return replay(export, _SHARED["data"], _SHARED["dtype"], _SHARED["weights"], _SHARED["dump"])
 
 
 def ratio(a, b):
@@ -420,6 +428,9 @@ def main():
     parser.add_argument("strategies", nargs="*", help="strategies to replay (default: every one exported)")
     parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     parser.add_argument("--double", action="store_true", help="run the reference in float64")
+    parser.add_argument("--weights", choices=("trained", "shard"), default="trained",
+                        help="update weights: examples trained (steps x b, as Starling's engine) or shard size")
+    parser.add_argument("--dump", help="save the reference's global model after each round here (.npy)")
     parser.add_argument("--jobs", type=int, default=2, help="strategies replayed at once (one thread each)")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -428,7 +439,7 @@ def main():
                                       if os.path.exists(os.path.join(args.export, n, "config.txt")))
     xtr, ytr = load_split(args.data, "train", dtype)
     xte, yte = load_split(args.data, "t10k", dtype)
-    _SHARED.update(data=(xtr, ytr, xte, yte), dtype=dtype)
+    _SHARED.update(data=(xtr, ytr, xte, yte), dtype=dtype, weights=args.weights, dump=args.dump)
     jobs = [os.path.join(args.export, n) for n in names]
     if args.jobs > 1 and len(jobs) > 1:
         with multiprocessing.get_context("fork").Pool(min(args.jobs, len(jobs))) as pool:

@@ -48,8 +48,8 @@ std::string unsupported(const SimSettings& s, const coordinator::DaemonConfig& d
 
 }  // namespace
 
-Result<std::unique_ptr<RunExport>> RunExport::open(const std::string& dir, const Fleet& fleet,
-                                                   const Strategy& strategy, const model::Model& initial) {
+Result<std::unique_ptr<RunExport>> RunExport::open(const std::string& dir, const Fleet& fleet, const Strategy& strategy,
+                                                   const model::Model& initial) {
   std::size_t clients = 0;
   for (const auto& c : fleet.clients())
     clients += c.examples.empty() ? 0 : 1;
@@ -68,15 +68,16 @@ Result<std::unique_ptr<RunExport>> RunExport::open(const std::string& dir, const
   {
     const std::string path = out + "/config.txt";
     std::ofstream f(path);
-    f << fmt::format("model = {}\nclients = {}\nrounds = {}\nbatch_size = {}\nlr = {:.9g}\nlr_decay = {:.17g}\n"
-                     "momentum = {:.9g}\nweight_decay = {:.9g}\ntau = {}\nserver_lr = {:.17g}\n"
-                     "uplink = {}\nuplink_density = {:.17g}\ndownlink = {}\ndownlink_density = {:.17g}\n"
-                     "fp16_values = {}\nuplink_ternary = {}\ndownlink_ternary = {}\nerror_feedback = {}\n"
-                     "catch_up_by_value = {}\nclients_initialize = {}\nseed = {}\npartition = {}\nfleet_seed = {}\n",
-                     t.model, clients, e.rounds, t.batchSize, e.lr, e.lrDecay, t.momentum, t.weightDecay, e.tau,
-                     e.serverLr, e.uplink, e.uplinkDensity, e.downlink, e.downlinkDensity, int(e.fp16Values),
-                     int(e.uplinkTernary), int(e.downlinkTernary), int(e.errorFeedback), int(e.catchUpByValue),
-                     int(e.clientsInitialize), e.seed, fleet.settings().partition, fleet.settings().seed);
+    f << fmt::format(
+        "model = {}\nclients = {}\nrounds = {}\nbatch_size = {}\nlr = {:.9g}\nlr_decay = {:.17g}\n"
+        "momentum = {:.9g}\nweight_decay = {:.9g}\ntau = {}\nserver_lr = {:.17g}\n"
+        "uplink = {}\nuplink_density = {:.17g}\ndownlink = {}\ndownlink_density = {:.17g}\n"
+        "fp16_values = {}\nuplink_ternary = {}\ndownlink_ternary = {}\nerror_feedback = {}\n"
+        "catch_up_by_value = {}\nclients_initialize = {}\nseed = {}\npartition = {}\nfleet_seed = {}\n",
+        t.model, clients, e.rounds, t.batchSize, e.lr, e.lrDecay, t.momentum, t.weightDecay, e.tau, e.serverLr,
+        e.uplink, e.uplinkDensity, e.downlink, e.downlinkDensity, int(e.fp16Values), int(e.uplinkTernary),
+        int(e.downlinkTernary), int(e.errorFeedback), int(e.catchUpByValue), int(e.clientsInitialize), e.seed,
+        fleet.settings().partition, fleet.settings().seed);
     if (!f) return ioError(path);
   }
   STARLING_RETURN_IF_ERROR(initial.save(out + "/initial.model"));

@@ -99,6 +99,8 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
   double lastLoss = 0.0;
   for (int step = 0; step < request.steps; ++step) {
     Minibatch mb = sampler_.next(model_, b);
+    if (options_.batchLog != nullptr)
+      options_.batchLog->insert(options_.batchLog->end(), mb.indices.begin(), mb.indices.end());
     // A prioritized minibatch was forwarded already, as rows of the scoring pass on
     // model_: only its distinct rows run backward, from those activations.
     float loss = 0.0f;

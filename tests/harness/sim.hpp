@@ -83,6 +83,9 @@ struct SimSettings {
   // clientsInitialize (the default) both are caught up from round 0 alike; without
   // it a client holding nothing downloads the dense model.
   bool preloadedModel = false;
+  // Writes each strategy's inputs and results under exportDir/<strategy> for an
+  // independent implementation to replay (export.hpp; "" = nothing). Full participation only.
+  std::string exportDir;
 };
 
 // One strategy: the daemon's settings for the task, engine and compression.

@@ -36,6 +36,9 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.availability-period-s", s.availabilityPeriodS,
          "the availability trace repeats every this many "
          "seconds (0 = once: after its last window a device stays offline)");
+  b.bind("sim.export-dir", s.exportDir,
+         "write each strategy's initial model, shards, batch order and per-round results here, for "
+         "bench/reference.py (full participation only; empty = off)");
   b.bind("sim.ef-clients", s.efClients, "most clients that keep uplink error-feedback memory (LRU)");
   b.bind("sim.target-accuracy", s.targetAccuracy, "test accuracy for 'bytes and time to target'");
   b.bind("sim.max-virtual-hours", s.maxVirtualHours, "stop a strategy after this much virtual time");

@@ -20,6 +20,7 @@
 #include "starling/model/model.hpp"
 #include "starling/wire/frame.hpp"
 
+#include "export.hpp"
 #include "sim.hpp"
 
 namespace starling::sim {
@@ -117,6 +118,7 @@ class Run {
   bool finished_ = false;
   StrategyResult result_;
   std::function<void(const RoundRow&)> onRound_;
+  std::unique_ptr<RunExport> export_;  // SimSettings::exportDir
 };
 
 compression::ErrorFeedback* Run::memoryOf(std::size_t i) {
@@ -164,6 +166,7 @@ Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downU
   to.clipNorm = task.clipNorm;
   to.proxMu = task.proxMu;
   to.sampler.mode = task.prioritySampling ? client::SamplingMode::kAdaptive : client::SamplingMode::kUniform;
+  to.batchLog = export_ ? export_->batchLog() : nullptr;
   const data::Dataset shard = fleet_.train().subset(fc.examples);
   auto trainer = client::Trainer::create(*prototype_, shard, to);
   if (!trainer) return trainer.status();
@@ -190,6 +193,10 @@ Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downU
   if (!st) return st.withContext(fmt::format("client {} compressing round {}", i, a.round));
   compression::Payload payload;
   STARLING_RETURN_IF_ERROR(compression::encode(q, payload));
+  if (export_)
+    STARLING_RETURN_IF_ERROR(export_->recordUpdate(a.round, i, static_cast<uint32_t>(stats->steps),
+                                                   static_cast<uint32_t>(to.batchSize), stats->examples, a.lr,
+                                                   params.seed, payload.byteSize()));
 
   // Cost model: minibatches forward and backward, the sampler's and the loss probe's
   // forward passes.
@@ -307,6 +314,12 @@ Status Run::perform(std::vector<Action> actions) {
           row.accuracy = e->accuracy;
           row.testLoss = e->loss;
         }
+        if (export_) {
+          // The seed RoundEngine::closeRound gives the round's downlink compressor.
+          const uint64_t downSeed = strategy_.config.engine.seed * 0x100000001b3ull + sum.round;
+          STARLING_RETURN_IF_ERROR(
+              export_->recordRound(row, sum.accepted, sum.bytesUpWire, downSeed, *evalModel_, engine_->model()));
+        }
         roundUp_ = roundDown_ = 0;
         roundDropped_ = 0;
         result_.rounds.push_back(row);
@@ -362,6 +375,11 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   if (!up) return up.status().withContext("uplink compressor");
   uplink_ = std::move(*up);
   evalModel_.emplace(*model);
+  if (!s().exportDir.empty()) {
+    auto x = RunExport::open(s().exportDir, fleet_, strategy_, *model);
+    if (!x) return x.status();
+    export_ = std::move(*x);
+  }
   prototype_.emplace(std::move(*model));
   rng_.seed(mixSeed(s().seed, 0xd509));
 

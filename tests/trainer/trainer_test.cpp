@@ -105,6 +105,49 @@ TEST_CASE("the same seed gives the same difference", "[trainer]") {
   CHECK(da != db);
 }
 
+TEST_CASE("the batch log records each step's minibatch and changes nothing", "[trainer]") {
+  auto data = starling::client::test::blobs(120, 5, 3, 6);
+  TrainerOptions options;
+  options.batchSize = 8;
+  options.momentum = 0.0f;
+  options.sampler.mode = SamplingMode::kUniform;
+  auto plain = Trainer::create(toyModel("mlp:5-7-3", 4), data, options);
+  std::vector<uint32_t> log;
+  options.batchLog = &log;
+  auto logged = Trainer::create(toyModel("mlp:5-7-3", 4), data, options);
+  REQUIRE((plain.isOk() && logged.isOk()));
+  std::vector<float> base(plain->model().params().begin(), plain->model().params().end());
+  std::vector<float> d1(base.size()), d2(base.size());
+  REQUIRE(plain->run(base, TrainRequest{12, 0.1f, 5}, d1).isOk());
+  REQUIRE(logged->run(base, TrainRequest{12, 0.1f, 5}, d2).isOk());
+  CHECK(d1 == d2);
+  REQUIRE(log.size() == 12u * 8u);
+  for (uint32_t i : log)
+    CHECK(i < data.size());
+
+  // Replaying the logged minibatches with plain SGD gives the same difference, bit for bit.
+  Model replay = toyModel("mlp:5-7-3", 4);
+  REQUIRE(replay.setParams(base).isOk());
+  std::vector<float> grad(base.size()), x(5 * 8);
+  std::vector<int32_t> y(8);
+  for (int step = 0; step < 12; ++step) {
+    std::span<const uint32_t> rows(log.data() + step * 8, 8);
+    data.gather(rows, x);
+    for (int j = 0; j < 8; ++j)
+      y[j] = data.label(rows[j]);
+    replay.forwardBackward(x.data(), y.data(), nullptr, 8, grad);
+    for (std::size_t i = 0; i < base.size(); ++i)
+      replay.params()[i] -= 0.1f * (grad[i] + 0.0f * replay.params()[i]);
+  }
+  for (std::size_t i = 0; i < base.size(); ++i)
+    CHECK(base[i] - replay.params()[i] == d1[i]);
+
+  SECTION("it appends: a second run adds its steps") {
+    REQUIRE(logged->run(base, TrainRequest{3, 0.1f, 6}, d2).isOk());
+    CHECK(log.size() == 15u * 8u);
+  }
+}
+
 TEST_CASE("momentum, weight decay and clipping follow the documented update", "[trainer]") {
   // One example: every minibatch is that example repeated, so the minibatch gradient
   // is known and the update can be replayed by hand.

@@ -35,6 +35,11 @@ struct TrainerOptions {
   int lossProbe = 256;        // examples (fixed per run) to measure loss at start and end;
                               // 0 = use the first and the last minibatch losses instead
   SamplerOptions sampler;
+  // When set, run() appends each step's minibatch (b example indices into the data set,
+  // in the order the gradient takes them) here, e.g. to replay the batch order in
+  // another implementation (starling-sim --export-dir). Not owned; must outlive the
+  // Trainer's runs. Null (the default) records nothing.
+  std::vector<uint32_t>* batchLog = nullptr;
 };
 
 struct TrainRequest {

@@ -70,13 +70,17 @@ void checkOneRoundTime(SimSettings s, double up, double down, double latency) {
   CHECK(row.virtualSeconds == Approx(expected).margin(2e-6));
 }
 
+// The tests tagged [fashion-mnist] need the data set: meson runs them through
+// tests/harness/needs_data.sh, which reports them skipped (exit 77) without it.
+void requireData() {
+  INFO("no Fashion-MNIST in " << data::defaultFashionMnistDir() << " (scripts/setup installs dataset-fashion-mnist)");
+  REQUIRE(haveData());
+}
+
 }  // namespace
 
-TEST_CASE("50 virtual clients train an MLP to the target accuracy", "[harness]") {
-  if (!haveData()) {
-    WARN("no Fashion-MNIST in " << data::defaultFashionMnistDir() << ": skipped");
-    return;
-  }
+TEST_CASE("50 virtual clients train an MLP to the target accuracy", "[harness][fashion-mnist]") {
+  requireData();
   auto fleet = Fleet::create(smallFleet(), "mlp:784-32-10");
   REQUIRE(fleet);
   SECTION("FedAvg fp32") {
@@ -105,8 +109,8 @@ TEST_CASE("50 virtual clients train an MLP to the target accuracy", "[harness]")
   }
 }
 
-TEST_CASE("the simulation is deterministic for a seed", "[harness]") {
-  if (!haveData()) return;
+TEST_CASE("the simulation is deterministic for a seed", "[harness][fashion-mnist]") {
+  requireData();
   SimSettings s = smallFleet();
   s.dropout = 0.2;
   Strategy st = smallStrategy();
@@ -127,8 +131,8 @@ TEST_CASE("the simulation is deterministic for a seed", "[harness]") {
   CHECK(roundsCsv(*a) != roundsCsv(*c));
 }
 
-TEST_CASE("dropouts and deadlines make stragglers", "[harness]") {
-  if (!haveData()) return;
+TEST_CASE("dropouts and deadlines make stragglers", "[harness][fashion-mnist]") {
+  requireData();
   SECTION("dropouts") {
     SimSettings s = smallFleet();
     s.dropout = 0.5;
@@ -164,13 +168,13 @@ TEST_CASE("dropouts and deadlines make stragglers", "[harness]") {
   }
 }
 
-TEST_CASE("link time is latency plus bytes over bandwidth", "[harness]") {
+TEST_CASE("link time is latency plus bytes over bandwidth", "[harness][fashion-mnist]") {
   CHECK(linkMicros(0, 1.0, 100) == 100'000);
   CHECK(linkMicros(125'000, 1.0, 0) == 1'000'000);  // 1 Mbit at 1 Mbit/s
   CHECK(linkMicros(125'000, 5.0, 50) == 250'000);
   CHECK(computeSeconds(1e6, 10, 0, 3e6) == Approx(10.0));
   CHECK(computeSeconds(1e6, 0, 30, 3e6) == Approx(10.0));
-  if (!haveData()) return;
+  requireData();
   SimSettings s = smallFleet();
   s.uplinkMbps = 0.5;
   s.downlinkMbps = 2.0;
@@ -182,8 +186,8 @@ TEST_CASE("link time is latency plus bytes over bandwidth", "[harness]") {
 
 namespace starling::sim {
 
-TEST_CASE("clients that build the round-0 model catch up from it, not with a dense download", "[harness]") {
-  if (!haveData()) return;
+TEST_CASE("clients that build the round-0 model catch up from it, not with a dense download", "[harness][fashion-mnist]") {
+  requireData();
   Strategy st = smallStrategy("compressed");
   st.config.engine.rounds = 6;
   st.config.engine.downlink = "topk";
@@ -298,8 +302,8 @@ std::string writeFile(const std::string& name, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("per-client links: a trace line per client, or a spread around the fleet's figures", "[harness][links]") {
-  if (!haveData()) return;
+TEST_CASE("per-client links: a trace line per client, or a spread around the fleet's figures", "[harness][fashion-mnist][links]") {
+  requireData();
   SimSettings s = smallFleet();
   s.clients = 4;
   s.trainExamples = 1000;
@@ -386,8 +390,8 @@ TEST_CASE("availability traces: windows parsed in order, refused with the line t
   }
 }
 
-TEST_CASE("availability traces: clients train only inside their windows", "[harness][availability]") {
-  if (!haveData()) return;
+TEST_CASE("availability traces: clients train only inside their windows", "[harness][fashion-mnist][availability]") {
+  requireData();
   // Half the fleet (device 0) is always online, the other half (device 1) for the first
   // 50 s of every 100; a round needs 30 idle clients, so it can start only while the
   // second half is online, and the rounds open at the 50 s mark lose it.

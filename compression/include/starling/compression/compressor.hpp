@@ -67,6 +67,20 @@ inline ValueFormat sparseValueFormat(bool fp16, bool ternary) {
   return ternary ? ValueFormat::kSignBits : fp16 ? ValueFormat::kFp16 : ValueFormat::kFp32;
 }
 
+// A link's compressor options under a task's switches, the same on the client, the
+// coordinator and the simulator: sparse values as sparseValueFormat(); QSGD with s =
+// qsgdLevels (checked by makeCompressor()), scaled by 1 / (1 + omega) under error
+// feedback, which needs a contraction (ALGORITHMS.md §1), and unbiased without it.
+// Rand-k stays a contraction (not rescaled by d / k) either way: unbiased rand-k at
+// 1% multiplies the variance of the update by about 100.
+inline CompressorOptions linkOptions(bool fp16, bool ternary, bool errorFeedback, std::uint32_t qsgdLevels) {
+  CompressorOptions o;
+  o.values = sparseValueFormat(fp16, ternary);
+  o.qsgdLevels = qsgdLevels;
+  o.qsgdContractive = errorFeedback;
+  return o;
+}
+
 // Names: "identity", "fp16", "topk", "topk-sampled", "randk", "sign", "qsgd".
 Result<std::unique_ptr<Compressor>> makeCompressor(std::string_view name, const CompressorOptions& options = {});
 

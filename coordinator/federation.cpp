@@ -7,7 +7,6 @@
 #include <asio/post.hpp>
 #include <cstdio>
 #include <cstdlib>
-#include <regex>
 #include <thread>
 
 #include "starling/compression/precision.hpp"
@@ -520,8 +519,17 @@ void Federation::shutdown(const std::string& reason) {
 
 Status Federation::setTestHooks(FederationTestHooks hooks) {
   if (!hooks.crashAt.empty()) {
-    static const std::regex kSpec("(aggregated|mid-persist|persisted|verdict-[1-9][0-9]*|assigning)(@[1-9][0-9]*)?");
-    if (!std::regex_match(hooks.crashAt, kSpec))
+    // POINT or POINT@N: a named point, verdict-K with K >= 1, N >= 1.
+    const auto positive = [](std::string_view digits) {
+      return !digits.empty() && digits.front() != '0' && digits.size() <= 9 &&
+             digits.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    const std::string_view spec = hooks.crashAt;
+    const auto at = spec.find('@');
+    const std::string_view name = spec.substr(0, at);
+    const bool named = name == "aggregated" || name == "mid-persist" || name == "persisted" || name == "assigning" ||
+                       (name.starts_with("verdict-") && positive(name.substr(8)));
+    if (!named || (at != std::string_view::npos && !positive(spec.substr(at + 1))))
       return Status(StatusCode::kInvalidArgument, fmt::format("--test-crash-at '{}': not a crash point", hooks.crashAt));
   }
   hooks_ = std::move(hooks);

@@ -172,7 +172,7 @@ uint64_t RoundEngine::lastAcceptedRound(const std::string& id) const {
 std::vector<Action> RoundEngine::start(int64_t nowMs) {
   std::vector<Action> out;
   if (finished()) {
-    out.push_back({Action::Kind::kFinished, {}, {}, {}, {}, 0});
+    out.push_back(Finished{});
     return out;
   }
   maybeStartRound(nowMs, out);
@@ -223,7 +223,7 @@ void RoundEngine::dropOutstanding(const std::string& id, const std::string& reas
   auto a = open_->outstanding.find(id);
   if (a == open_->outstanding.end()) return;
   ParticipantResult rec = a->second;
-  rec.outcome = "dropped";
+  rec.outcome = ParticipantOutcome::kDropped;
   rec.reason = reason;
   open_->closed.push_back(rec);
   open_->outstanding.erase(a);
@@ -326,14 +326,15 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   for (std::size_t i = 0; i < picks.size(); ++i) {
     const Selection::Pick& pick = picks[i];
     Client* c = chosen[i];
-    Action act{Action::Kind::kAssign, c->id, makeAssignment(*c, open_->round, nowMs), {}, {}, 0};
+    Assign act{c->id, makeAssignment(*c, open_->round, nowMs)};
     uint64_t wire = 0;
     for (const auto& b : act.assignment.broadcasts)
       wire += b->byteSize();
     if (act.assignment.denseModel) wire += act.assignment.denseModel->size() * sizeof(float);
     if (act.assignment.values) wire += act.assignment.values->byteSize();
     open_->bytesDownWire += wire;
-    open_->bytesDownRaw += downlink_->model().size() * sizeof(float) * std::max<std::size_t>(1, act.assignment.broadcasts.size());
+    open_->bytesDownRaw +=
+        downlink_->model().size() * sizeof(float) * std::max<std::size_t>(1, act.assignment.broadcasts.size());
     ParticipantResult rec;
     rec.round = open_->round;
     rec.clientId = c->id;
@@ -348,7 +349,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     c->busy = true;
     out.push_back(std::move(act));
   }
-  out.push_back({Action::Kind::kWakeAt, {}, {}, {}, {}, open_->deadlineMs});
+  out.push_back(WakeAt{open_->deadlineMs});
 }
 
 std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t round, const std::string& reason,
@@ -358,7 +359,7 @@ std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t 
   if (it != clients_.end()) it->second->busy = false;
   ParticipantResult rec;
   rec.clientId = id;
-  rec.outcome = "rejected";
+  rec.outcome = ParticipantOutcome::kRejected;
   rec.reason = reason;
   rec.returnedMs = nowMs;
   // Recorded under the open round (or the next one to end): the round an update
@@ -375,7 +376,7 @@ std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t 
   } else {
     orphans_.push_back(rec);
   }
-  out.push_back({Action::Kind::kVerdict, id, {}, {round, false, reason}, {}, 0});
+  out.push_back(Verdict{id, {round, false, reason}});
   if (open_ && open_->outstanding.empty()) {
     if (open_->received.size() >= minGoal())
       closeRound(nowMs, out);
@@ -444,7 +445,7 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
     rec.assignedMs = a->second.assignedMs;
     rec.bytesDownWire = a->second.bytesDownWire;
     open_->outstanding.erase(a);
-    rec.outcome = "accepted";
+    rec.outcome = ParticipantOutcome::kAccepted;
     aggregator_->noteNorm(p->part.norm);
     open_->received.push_back(std::move(p));
     settleReceived();
@@ -463,17 +464,17 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
                           nowMs);
   // A late update: usable while it is at most S model versions behind.
   if (p->staleness > config_.maxStaleness) {
-    rec.outcome = "late-discarded";
+    rec.outcome = ParticipantOutcome::kLateDiscarded;
     rec.reason = fmt::format("{} rounds stale, more than the bound of {}", p->staleness, config_.maxStaleness);
     (open_ ? open_->closed : orphans_).push_back(rec);
-    out.push_back({Action::Kind::kVerdict, id, {}, {u.round, false, rec.reason}, {}, 0});
+    out.push_back(Verdict{id, {u.round, false, rec.reason}});
     return out;
   }
   // Held for the next aggregation. Its verdict goes out with the round that applies it,
   // once that round is durable (a client forgets what it sent when it hears "accepted").
   // The client is free for the next round meanwhile: it keeps this update pending beside
   // the next one (compression::ErrorFeedback holds several).
-  rec.outcome = "late-applied";
+  rec.outcome = ParticipantOutcome::kLateApplied;
   late_.push_back(std::move(p));
   if (!open_) maybeStartRound(nowMs, out);
   return out;
@@ -518,7 +519,7 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   // ADACOMM's round loss: example-weighted (x the selection weight) over the updates on time.
   double lossSum = 0, lossW = 0;
   for (const auto& p : use) {
-    if (p->record.outcome == "rejected" || p->staleness > 0) continue;
+    if (p->record.outcome == ParticipantOutcome::kRejected || p->staleness > 0) continue;
     lossSum += double(p->record.examples) * p->record.selectionWeight * p->record.lossStart;
     lossW += double(p->record.examples) * p->record.selectionWeight;
   }
@@ -531,7 +532,7 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   if (!st) {
     // Only an empty or non-finite aggregate fails here; the model stays as it was.
     for (auto& p : use) {
-      p->record.outcome = "rejected";
+      p->record.outcome = ParticipantOutcome::kRejected;
       p->record.reason = "aggregate could not be compressed: " + st.message();
     }
   } else {
@@ -540,15 +541,15 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     optimizer_->modelCommitted(downlink_->model());
   }
 
-  // The verdicts follow the kRoundEnded action (below): they leave only once the round
+  // The verdicts follow the RoundEnded action (below): they leave only once the round
   // that applied (or refused) the updates is durable.
-  std::vector<Action> verdicts;
+  std::vector<Verdict> verdicts;
   for (auto& p : use) {
     ParticipantResult& rec = p->record;
-    const bool ok = st.isOk() && rec.outcome != "rejected";
+    const bool ok = st.isOk() && rec.outcome != ParticipantOutcome::kRejected;
     auto c = clients_.find(rec.clientId);
     if (c != clients_.end() && ok) c->second->recordAccepted(p->round);
-    verdicts.push_back({Action::Kind::kVerdict, rec.clientId, {}, {p->round, ok, ok ? "" : rec.reason}, {}, 0});
+    verdicts.push_back(Verdict{rec.clientId, {p->round, ok, ok ? "" : rec.reason}});
     s.returned += p->staleness == 0 ? 1 : 0;
     s.accepted += ok ? 1 : 0;
     s.bytesUpRaw += rec.bytesUpRaw;
@@ -557,7 +558,7 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   }
   for (auto& [id, rec] : r.outstanding) {
     ParticipantResult straggler = rec;
-    straggler.outcome = "straggler";
+    straggler.outcome = ParticipantOutcome::kStraggler;
     straggler.reason = fmt::format("no update within {} ms", config_.deadlineMs);
     records.push_back(straggler);
     ++s.stragglers;
@@ -574,18 +575,18 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   s.modelChecksum = downlink_->checksum();
   open_.reset();
   if (s.committed && lossW > 0) pace_->roundCommitted(s.trainLossStart, commits_);
-  out.push_back({Action::Kind::kRoundEnded, {}, {}, {}, std::move(s), 0});
+  out.push_back(RoundEnded{std::move(s)});
   for (auto& v : verdicts)
     out.push_back(std::move(v));
   if (finished())
-    out.push_back({Action::Kind::kFinished, {}, {}, {}, {}, 0});
+    out.push_back(Finished{});
   else
     maybeStartRound(nowMs, out);
 }
 
 void RoundEngine::settle(Pending& p, double limit) {
   if (auto why = aggregator_->add(p.part, limit)) {
-    p.record.outcome = "rejected";
+    p.record.outcome = ParticipantOutcome::kRejected;
     p.record.reason = std::move(*why);
   }
   p.settled = true;
@@ -606,9 +607,9 @@ void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::ve
   s.modelChecksum = downlink_->checksum();
   std::vector<ParticipantResult> records = std::move(r.closed);
   for (auto& p : r.received) {
-    p->record.outcome = "rejected";
+    p->record.outcome = ParticipantOutcome::kRejected;
     p->record.reason = "round abandoned: " + reason;
-    out.push_back({Action::Kind::kVerdict, p->record.clientId, {}, {r.round, false, p->record.reason}, {}, 0});
+    out.push_back(Verdict{p->record.clientId, {r.round, false, p->record.reason}});
     ++s.returned;
     s.bytesUpRaw += p->record.bytesUpRaw;
     s.bytesUpWire += p->record.bytesUpWire;
@@ -616,7 +617,7 @@ void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::ve
   }
   for (auto& [id, rec] : r.outstanding) {
     ParticipantResult straggler = rec;
-    straggler.outcome = "straggler";
+    straggler.outcome = ParticipantOutcome::kStraggler;
     straggler.reason = "round abandoned: " + reason;
     records.push_back(straggler);
     ++s.stragglers;
@@ -628,7 +629,7 @@ void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::ve
   orphans_.clear();
   s.participants = std::move(records);
   open_.reset();
-  out.push_back({Action::Kind::kRoundEnded, {}, {}, {}, std::move(s), 0});
+  out.push_back(RoundEnded{std::move(s)});
   maybeStartRound(nowMs, out);
 }
 

@@ -476,7 +476,8 @@ Status Downlink::restoreCatchUp(std::span<const uint8_t> bytes) {
       undo_.pop_front();
   }
 
-  if (auto* shared = dynamic_cast<SharedMaskTopK*>(compressor_.get()); shared != nullptr && s.shared_mask() != nullptr) {
+  auto* shared = dynamic_cast<SharedMaskTopK*>(compressor_.get());
+  if (shared != nullptr && s.shared_mask() != nullptr) {
     const auto* mask = s.shared_mask();
     if (!below(mask, d) || std::adjacent_find(mask->begin(), mask->end(), std::greater_equal<>()) != mask->end())
       return bad("the shared mask is not increasing indices into the model");

@@ -46,7 +46,8 @@ TEST_CASE("server optimizer: FedExP extrapolates by max(1, spread / (2 ||Delta||
   CHECK(o.apply(same, std::nullopt) == 1.0);
 }
 
-TEST_CASE("server optimizer: momentum u <- beta u + Delta, masked where the broadcast sent", "[engine][server-optimizer]") {
+TEST_CASE("server optimizer: momentum u <- beta u + Delta, masked where the broadcast sent",
+          "[engine][server-optimizer]") {
   EngineConfig c;
   c.serverMomentum = 0.5;
   ServerOptimizer o = make(c, 2);

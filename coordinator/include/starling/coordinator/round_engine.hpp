@@ -24,10 +24,12 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "starling/compression/compressor.hpp"
 #include "starling/compression/payload.hpp"
+#include "starling/coordinator/outcomes.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::coordinator {
@@ -226,8 +228,8 @@ struct UpdateVerdict {
 struct ParticipantResult {
   uint64_t round = 0;  // the round the client was assigned (a late update's own round)
   std::string clientId;
-  std::string outcome;  // accepted, straggler, dropped, rejected, late-applied, late-discarded
-  std::string reason;
+  ParticipantOutcome outcome = ParticipantOutcome::kAccepted;
+  std::string reason;  // why, for every outcome but kAccepted and kLateApplied
   int64_t assignedMs = 0;
   std::optional<int64_t> returnedMs;
   uint32_t steps = 0;
@@ -265,25 +267,30 @@ struct RoundSummary {
   std::vector<ParticipantResult> participants;
 };
 
-// One thing for the shell to do.
-struct Action {
-  enum class Kind {
-    kAssign,      // send `assignment` to `clientId`
-    kVerdict,     // send `verdict` (RoundResult) to `clientId`
-    // Persist `summary` (and, when committed, a checkpoint) before carrying out any later
-    // action: the verdicts on the updates the round applied follow it, and an "accepted"
-    // verdict must not leave before the round that applied the update is durable.
-    kRoundEnded,
-    kWakeAt,      // call tick() at `atMs`
-    kFinished,    // training is complete: tell every client and stop
-  };
-  Kind kind;
+// The things for the shell to do, carried out in the order the engine returns them.
+// Send `assignment` to `clientId`.
+struct Assign {
   std::string clientId;
   Assignment assignment;
+};
+// Send `verdict` (RoundResult) to `clientId`.
+struct Verdict {
+  std::string clientId;
   UpdateVerdict verdict;
+};
+// Persist `summary` (and, when committed, a checkpoint) before carrying out any later
+// action: the verdicts on the updates the round applied follow it, and an "accepted"
+// verdict must not leave before the round that applied the update is durable.
+struct RoundEnded {
   RoundSummary summary;
+};
+// Call tick() at `atMs`.
+struct WakeAt {
   int64_t atMs = 0;
 };
+// Training is complete: tell every client and stop.
+struct Finished {};
+using Action = std::variant<Assign, Verdict, RoundEnded, WakeAt, Finished>;
 
 // An update as it arrived, decoded and validated by the wire layer.
 struct IncomingUpdate {
@@ -357,7 +364,7 @@ class RoundEngine {
   // meanwhile keeps those updates pending.
   std::vector<uint64_t> heldUpdateRounds(const std::string& id) const;
   // The last kAcceptedKept rounds whose update from this client was applied (and, once
-  // the round's kRoundEnded was carried out, is durable), increasing.
+  // the round's RoundEnded was carried out, is durable), increasing.
   std::vector<uint64_t> acceptedRounds(const std::string& id) const;
   static constexpr std::size_t kAcceptedKept = 16;
   bool finished() const { return commits_ >= config_.rounds; }

@@ -12,27 +12,12 @@ using namespace starling::coordinator;
 
 namespace {
 
-Contribution dense(std::vector<float> v, uint64_t examples, uint32_t steps, uint32_t staleness = 0,
-                   double selectionWeight = 1.0) {
+// An update of `values` (every coordinate, or those at `indices` when given).
+Contribution contribution(std::vector<float> values, uint64_t examples, uint32_t steps, uint32_t count,
+                          std::vector<uint32_t> indices = {}) {
   Contribution c;
-  c.delta.encoding = compression::Encoding::kDense32;
-  c.delta.count = static_cast<uint32_t>(v.size());
-  double sq = 0;
-  for (float x : v)
-    sq += double(x) * x;
-  c.norm = std::sqrt(sq);
-  c.delta.values = std::move(v);
-  c.examples = examples;
-  c.steps = steps;
-  c.staleness = staleness;
-  c.selectionWeight = selectionWeight;
-  return c;
-}
-
-Contribution sparse(uint32_t dim, std::vector<uint32_t> indices, std::vector<float> values, uint64_t examples) {
-  Contribution c;
-  c.delta.encoding = compression::Encoding::kTopK;
-  c.delta.count = dim;
+  c.delta.encoding = indices.empty() ? compression::Encoding::kDense32 : compression::Encoding::kTopK;
+  c.delta.count = count;
   c.delta.indices = std::move(indices);
   double sq = 0;
   for (float x : values)
@@ -40,8 +25,21 @@ Contribution sparse(uint32_t dim, std::vector<uint32_t> indices, std::vector<flo
   c.norm = std::sqrt(sq);
   c.delta.values = std::move(values);
   c.examples = examples;
-  c.steps = 1;
+  c.steps = steps;
   return c;
+}
+
+Contribution dense(std::vector<float> v, uint64_t examples, uint32_t steps, uint32_t staleness = 0,
+                   double selectionWeight = 1.0) {
+  const auto count = static_cast<uint32_t>(v.size());
+  Contribution c = contribution(std::move(v), examples, steps, count);
+  c.staleness = staleness;
+  c.selectionWeight = selectionWeight;
+  return c;
+}
+
+Contribution sparse(uint32_t dim, std::vector<uint32_t> indices, std::vector<float> values, uint64_t examples) {
+  return contribution(std::move(values), examples, 1, dim, std::move(indices));
 }
 
 }  // namespace

@@ -11,18 +11,16 @@
 #include "starling/compression/precision.hpp"
 #include "starling/util/checksum.hpp"
 
+#include "fixtures.hpp"
+
 using namespace starling;
 using namespace starling::coordinator;
+using starling::coordinator::testing::kDim;
 
 namespace {
 
-constexpr std::size_t kDim = 64;
-
 std::vector<float> initial() {
-  std::vector<float> m(kDim);
-  for (std::size_t i = 0; i < kDim; ++i)
-    m[i] = 0.01f * static_cast<float>(i) - 0.3f;
-  return m;
+  return testing::initialModel();
 }
 
 EngineConfig topkConfig() {
@@ -34,9 +32,7 @@ EngineConfig topkConfig() {
 }
 
 std::unique_ptr<Downlink> make(const EngineConfig& c, std::vector<float> model = initial()) {
-  auto d = Downlink::create(c, std::move(model));
-  REQUIRE(d.isOk());
-  return std::move(*d);
+  return testing::created(Downlink::create(c, std::move(model)));
 }
 
 // A step whose four largest coordinates are at 4 x round .. 4 x round + 3.

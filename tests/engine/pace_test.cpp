@@ -9,6 +9,8 @@
 #include <sstream>
 #include <vector>
 
+#include "fixtures.hpp"
+
 using namespace starling;
 using namespace starling::coordinator;
 
@@ -27,9 +29,7 @@ EngineConfig paceConfig() {
 }
 
 Pace make(const EngineConfig& c) {
-  auto p = Pace::create(c);
-  REQUIRE(p.isOk());
-  return std::move(*p);
+  return testing::created(Pace::create(c));
 }
 
 }  // namespace
@@ -129,12 +129,7 @@ TEST_CASE("pace: ADACOMM sets tau from the smoothed loss and the learning rate",
     pace.writeState(out);
     CHECK(out.str() == "\ntau 44\nloss0 2\nloss 1.5\nhaveLoss 1");
     Pace back = make(c);
-    std::istringstream in(out.str());
-    for (std::string key; in >> key;) {
-      bool ok = false;
-      REQUIRE(back.readState(key, in, ok));
-      REQUIRE(ok);
-    }
+    testing::readStateText(back, out.str());
     CHECK(back.tau() == 44);
     back.roundCommitted(1.5, 3);  // F = 1.5 either way: the same tau as the original would give
     pace.roundCommitted(1.5, 3);

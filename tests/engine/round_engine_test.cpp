@@ -18,19 +18,14 @@
 #include "starling/compression/topk.hpp"
 #include "starling/util/checksum.hpp"
 
+#include "fixtures.hpp"
+
 using namespace starling;
 using namespace starling::coordinator;
+using starling::coordinator::testing::initialModel;
+using starling::coordinator::testing::kDim;
 
 namespace {
-
-constexpr std::size_t kDim = 64;
-
-std::vector<float> initialModel() {
-  std::vector<float> m(kDim);
-  for (std::size_t i = 0; i < kDim; ++i)
-    m[i] = 0.01f * static_cast<float>(i) - 0.3f;
-  return m;
-}
 
 EngineConfig smallConfig(uint32_t k) {
   EngineConfig c;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "fixtures.hpp"
+
 using namespace starling;
 using namespace starling::coordinator;
 
@@ -25,9 +27,7 @@ std::vector<std::string> ids(int n) {
 }
 
 Selection make(const EngineConfig& c) {
-  auto s = Selection::create(c);
-  REQUIRE(s.isOk());
-  return std::move(*s);
+  return testing::created(Selection::create(c));
 }
 
 }  // namespace
@@ -143,12 +143,7 @@ TEST_CASE("selection: the state lines restore the generator and the group", "[en
   out << "\n";
   s.writeGroup(out);
   Selection back = make(c);
-  std::istringstream in(out.str());
-  for (std::string key; in >> key;) {
-    bool ok = false;
-    REQUIRE(back.readState(key, in, ok));
-    REQUIRE(ok);
-  }
+  testing::readStateText(back, out.str());
   CHECK(back.group() == s.group());
   const auto p = s.select(ids(8), 3), q = back.select(ids(8), 3);
   REQUIRE(p.size() == q.size());

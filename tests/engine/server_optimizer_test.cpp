@@ -8,15 +8,15 @@
 #include <map>
 #include <vector>
 
+#include "fixtures.hpp"
+
 using namespace starling;
 using namespace starling::coordinator;
 
 namespace {
 
 ServerOptimizer make(const EngineConfig& c, std::size_t dim) {
-  auto o = ServerOptimizer::create(c, dim);
-  REQUIRE(o.isOk());
-  return std::move(*o);
+  return testing::created(ServerOptimizer::create(c, dim));
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ ParticipantRecord toRecord(const ParticipantResult& p, int64_t wallEpochMs) {
   ParticipantRecord r;
   r.round = p.round;
   r.clientId = p.clientId;
-  r.outcome = parseParticipantOutcome(p.outcome).value_or(coordinator::ParticipantOutcome::kRejected);
+  r.outcome = p.outcome;
   r.reason = p.reason;
   r.assignedMs = wallEpochMs + p.assignedMs;
   if (p.returnedMs) r.returnedMs = wallEpochMs + *p.returnedMs;
@@ -316,50 +316,44 @@ void Federation::sendTo(const std::string& clientId, Frame frame) {
 }
 
 void Federation::perform(std::vector<Action> actions) {
+  static_assert(std::variant_size_v<Action> == 5, "perform() handles every kind of action");
   for (auto& act : actions) {
     if (done_) return;
-    switch (act.kind) {
-      case Action::Kind::kAssign:
-        if (afterRound_ && crashPoint("assigning")) return;
-        afterRound_ = false;
+    if (auto* assign = std::get_if<coordinator::Assign>(&act)) {
+      if (afterRound_ && crashPoint("assigning")) return;
+      afterRound_ = false;
+      verdictsSinceRound_ = 0;
+      sendTo(assign->clientId, assignFrame(assign->assignment));
+    } else if (auto* verdict = std::get_if<coordinator::Verdict>(&act)) {
+      const UpdateVerdict& v = verdict->verdict;
+      flatbuffers::FlatBufferBuilder b(256);
+      auto result = fb::CreateRoundResultDirect(b, v.round, v.accepted, v.reason.c_str());
+      sendTo(verdict->clientId, share(wire::finishFrame(b, result)));
+      if (crashPoint(fmt::format("verdict-{}", ++verdictsSinceRound_))) return;
+    } else if (auto* wake = std::get_if<coordinator::WakeAt>(&act)) {
+      wakeAt(wake->atMs);
+    } else if (auto* ended = std::get_if<coordinator::RoundEnded>(&act)) {
+      RoundSummary& s = ended->summary;
+      if (s.committed && crashPoint("aggregated")) return;
+      // The round and its checkpoint go to disk before the verdicts on its updates and
+      // the next round's assignments (which follow this action) go out; the
+      // evaluation runs meanwhile.
+      if (!hooks_.auditOut.empty()) auditRound(s);
+      if (!persist(s)) return;
+      if (s.committed) {
+        if (crashPoint("persisted")) return;
+        afterRound_ = true;
         verdictsSinceRound_ = 0;
-        sendTo(act.clientId, assignFrame(act.assignment));
-        break;
-      case Action::Kind::kVerdict: {
-        flatbuffers::FlatBufferBuilder b(256);
-        auto result =
-            fb::CreateRoundResultDirect(b, act.verdict.round, act.verdict.accepted, act.verdict.reason.c_str());
-        sendTo(act.clientId, share(wire::finishFrame(b, result)));
-        if (crashPoint(fmt::format("verdict-{}", ++verdictsSinceRound_))) return;
-        break;
       }
-      case Action::Kind::kWakeAt:
-        wakeAt(act.atMs);
-        break;
-      case Action::Kind::kRoundEnded: {
-        RoundSummary& s = act.summary;
-        if (s.committed && crashPoint("aggregated")) return;
-        // The round and its checkpoint go to disk before the verdicts on its updates and
-        // the next round's assignments (which follow this action) go out; the
-        // evaluation runs meanwhile.
-        if (!hooks_.auditOut.empty()) auditRound(s);
-        if (!persist(s)) return;
-        if (s.committed) {
-          if (crashPoint("persisted")) return;
-          afterRound_ = true;
-          verdictsSinceRound_ = 0;
-        }
-        if (s.committed && testSet_ && task_.evalEvery > 0 && engine_->commits() % task_.evalEvery == 0)
-          startEvaluation(std::move(s));
-        else {
-          finishEvaluation();  // rounds are reported in order
-          report(s, std::nullopt);
-        }
-        break;
+      if (s.committed && testSet_ && task_.evalEvery > 0 && engine_->commits() % task_.evalEvery == 0)
+        startEvaluation(std::move(s));
+      else {
+        finishEvaluation();  // rounds are reported in order
+        report(s, std::nullopt);
       }
-      case Action::Kind::kFinished:
-        finish(Status::ok());
-        return;
+    } else if (std::holds_alternative<coordinator::Finished>(act)) {
+      finish(Status::ok());
+      return;
     }
   }
 }
@@ -564,8 +558,10 @@ bool Federation::crashPoint(const std::string& point) {
 void Federation::auditRound(const RoundSummary& s) {
   for (const auto& p : s.participants) {
     auto held = auditHeld_.find({p.clientId, p.round});
-    if (held == auditHeld_.end() || p.outcome == "straggler") continue;  // a straggler's update may still arrive
-    if (s.committed && (p.outcome == "accepted" || p.outcome == "late-applied")) {
+    // A straggler's update may still arrive.
+    if (held == auditHeld_.end() || p.outcome == ParticipantOutcome::kStraggler) continue;
+    const bool applied = p.outcome == ParticipantOutcome::kAccepted || p.outcome == ParticipantOutcome::kLateApplied;
+    if (s.committed && applied) {
       auto& sum = auditApplied_[p.clientId];
       sum.resize(held->second.size(), 0.0);
       for (std::size_t i = 0; i < sum.size(); ++i)

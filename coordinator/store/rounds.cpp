@@ -82,33 +82,6 @@ const char* roundStatusName(RoundStatus status) {
   return "unknown";
 }
 
-const char* participantOutcomeName(ParticipantOutcome outcome) {
-  switch (outcome) {
-    case ParticipantOutcome::kAccepted:
-      return "accepted";
-    case ParticipantOutcome::kStraggler:
-      return "straggler";
-    case ParticipantOutcome::kDropped:
-      return "dropped";
-    case ParticipantOutcome::kRejected:
-      return "rejected";
-    case ParticipantOutcome::kLateApplied:
-      return "late-applied";
-    case ParticipantOutcome::kLateDiscarded:
-      return "late-discarded";
-  }
-  return "unknown";
-}
-
-std::optional<ParticipantOutcome> parseParticipantOutcome(std::string_view name) {
-  for (ParticipantOutcome o :
-       {ParticipantOutcome::kAccepted, ParticipantOutcome::kStraggler, ParticipantOutcome::kDropped,
-        ParticipantOutcome::kRejected, ParticipantOutcome::kLateApplied, ParticipantOutcome::kLateDiscarded}) {
-    if (name == participantOutcomeName(o)) return o;
-  }
-  return std::nullopt;
-}
-
 Status Store::Impl::prepareRoundStatements() {
   const std::string participantInsert = fmt::format(
       "INSERT INTO participants ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "

@@ -18,20 +18,14 @@
 #include "starling/compression/topk.hpp"
 #include "starling/util/checksum.hpp"
 
+#include "fixtures.hpp"
+
 using namespace starling;
 using namespace starling::coordinator;
-using Kind = Action::Kind;
+using starling::coordinator::testing::initialModel;
+using starling::coordinator::testing::kDim;
 
 namespace {
-
-constexpr std::size_t kDim = 64;
-
-std::vector<float> initialModel() {
-  std::vector<float> m(kDim);
-  for (std::size_t i = 0; i < kDim; ++i)
-    m[i] = 0.01f * static_cast<float>(i) - 0.3f;
-  return m;
-}
 
 EngineConfig smallConfig(uint32_t k) {
   EngineConfig c;
@@ -67,10 +61,12 @@ IncomingUpdate update(uint64_t round, uint64_t baseRound, std::vector<float> del
   return u;
 }
 
-std::vector<Action> only(const std::vector<Action>& actions, Kind kind) {
-  std::vector<Action> out;
+// The actions of one kind, in order.
+template <typename T>
+std::vector<T> only(const std::vector<Action>& actions) {
+  std::vector<T> out;
   for (const auto& a : actions)
-    if (a.kind == kind) out.push_back(a);
+    if (const T* t = std::get_if<T>(&a)) out.push_back(*t);
   return out;
 }
 
@@ -122,21 +118,21 @@ TEST_CASE("a round aggregates updates weighted by examples and commits", "[engin
   std::vector<Action> acts;
   for (const char* id : {"a", "b", "c"})
     acts = engine->clientJoined(id, 100, 0, 0, 0);
-  auto assigns = only(acts, Kind::kAssign);
+  auto assigns = only<Assign>(acts);
   REQUIRE(assigns.size() == 3);
   CHECK(assigns[0].assignment.round == 1);
   CHECK(assigns[0].assignment.tau == 10);
-  REQUIRE(only(acts, Kind::kWakeAt).size() == 1);
+  REQUIRE(only<WakeAt>(acts).size() == 1);
 
   engine->updateArrived("a", update(1, 0, filled(1.0f), 100), 10);
   engine->updateArrived("b", update(1, 0, filled(2.0f), 100), 20);
   acts = engine->updateArrived("c", update(1, 0, filled(4.0f), 200), 30);
 
-  auto verdicts = only(acts, Kind::kVerdict);
+  auto verdicts = only<Verdict>(acts);
   REQUIRE(verdicts.size() == 3);
   for (const auto& v : verdicts)
     CHECK(v.verdict.accepted);
-  auto ended = only(acts, Kind::kRoundEnded);
+  auto ended = only<RoundEnded>(acts);
   REQUIRE(ended.size() == 1);
   CHECK(ended[0].summary.committed);
   CHECK(ended[0].summary.accepted == 3);
@@ -149,11 +145,11 @@ TEST_CASE("a round aggregates updates weighted by examples and commits", "[engin
   CHECK(engine->committedRound() == 1);
   CHECK(engine->lastAcceptedRound("b") == 1);
   // The next round starts at once with the same clients.
-  CHECK(only(acts, Kind::kAssign).size() == 3);
+  CHECK(only<Assign>(acts).size() == 3);
 }
 
-TEST_CASE("a verdict follows the kRoundEnded action of the round that applied the update", "[engine][verdicts]") {
-  // The shell persists the round when it carries out kRoundEnded: an "accepted" verdict,
+TEST_CASE("a verdict follows the RoundEnded action of the round that applied the update", "[engine][verdicts]") {
+  // The shell persists the round when it carries out RoundEnded: an "accepted" verdict,
   // on which a client forgets what it sent, must not leave before that.
   auto config = smallConfig(2);
   config.overSelection = 1.5;
@@ -162,31 +158,37 @@ TEST_CASE("a verdict follows the kRoundEnded action of the round that applied th
   std::vector<Action> acts;
   for (const char* id : {"a", "b", "c"})
     acts = engine->clientJoined(id, 100, 0, 0, 0);
-  REQUIRE(only(acts, Kind::kAssign).size() == 3);
-  CHECK(only(engine->updateArrived("a", update(1, 0, filled(1.0f)), 10), Kind::kVerdict).empty());
+  REQUIRE(only<Assign>(acts).size() == 3);
+  CHECK(only<Verdict>(engine->updateArrived("a", update(1, 0, filled(1.0f)), 10)).empty());
   CHECK(engine->heldUpdateRounds("a") == std::vector<uint64_t>{1});
   acts = engine->updateArrived("b", update(1, 0, filled(1.0f)), 20);
-  const auto position = [&](Kind kind, const std::string& id) {
+  // The index of the round's RoundEnded, of the verdict to `id` (acts.size() when none).
+  const auto ending = [&] {
     for (std::size_t i = 0; i < acts.size(); ++i)
-      if (acts[i].kind == kind && (id.empty() || acts[i].clientId == id)) return i;
+      if (std::holds_alternative<RoundEnded>(acts[i])) return i;
     return acts.size();
   };
-  const std::size_t ended = position(Kind::kRoundEnded, "");
+  const auto verdictTo = [&](const std::string& id) {
+    for (std::size_t i = 0; i < acts.size(); ++i)
+      if (const auto* v = std::get_if<Verdict>(&acts[i]); v != nullptr && v->clientId == id) return i;
+    return acts.size();
+  };
+  const std::size_t ended = ending();
   REQUIRE(ended < acts.size());
-  CHECK(position(Kind::kVerdict, "a") > ended);
-  CHECK(position(Kind::kVerdict, "b") > ended);
-  CHECK(position(Kind::kVerdict, "b") < acts.size());
+  CHECK(verdictTo("a") > ended);
+  CHECK(verdictTo("b") > ended);
+  CHECK(verdictTo("b") < acts.size());
   // Round 2 waits for c, still on round 1. c's late update is held, not answered, and c
   // trains round 2 with that update still pending.
-  CHECK(only(acts, Kind::kAssign).empty());
+  CHECK(only<Assign>(acts).empty());
   acts = engine->updateArrived("c", update(1, 0, filled(1.0f)), 30);
-  CHECK(only(acts, Kind::kVerdict).empty());
-  CHECK(only(acts, Kind::kAssign).size() == 3);
+  CHECK(only<Verdict>(acts).empty());
+  CHECK(only<Assign>(acts).size() == 3);
   CHECK(engine->heldUpdateRounds("c") == std::vector<uint64_t>{1});
   engine->updateArrived("a", update(2, 1, filled(1.0f)), 40);
   acts = engine->updateArrived("b", update(2, 1, filled(1.0f)), 50);
-  CHECK(position(Kind::kVerdict, "c") > position(Kind::kRoundEnded, ""));
-  CHECK(position(Kind::kVerdict, "c") < acts.size());
+  CHECK(verdictTo("c") > ending());
+  CHECK(verdictTo("c") < acts.size());
   CHECK(engine->acceptedRounds("a") == std::vector<uint64_t>{1, 2});
   CHECK(engine->acceptedRounds("c") == std::vector<uint64_t>{1});
   // The accepted rounds survive a checkpoint.
@@ -206,30 +208,30 @@ TEST_CASE("over-selected stragglers are recorded and their late updates applied 
   std::vector<Action> acts;
   for (const char* id : {"a", "b", "c"})
     acts = engine->clientJoined(id, 100, 0, 0, 0);
-  REQUIRE(only(acts, Kind::kAssign).size() == 3);
+  REQUIRE(only<Assign>(acts).size() == 3);
   engine->updateArrived("a", update(1, 0, filled(1.0f)), 10);
   acts = engine->updateArrived("b", update(1, 0, filled(1.0f)), 20);
-  auto ended = only(acts, Kind::kRoundEnded);
+  auto ended = only<RoundEnded>(acts);
   REQUIRE(ended.size() == 1);
   CHECK(ended[0].summary.stragglers == 1);
   bool recorded = false;
   for (const auto& p : ended[0].summary.participants)
-    if (p.clientId == "c" && p.outcome == "straggler") recorded = true;
+    if (p.clientId == "c" && p.outcome == ParticipantOutcome::kStraggler) recorded = true;
   CHECK(recorded);
   // Round 2 waits for 3 idle clients: c is still busy with round 1.
-  CHECK(only(acts, Kind::kAssign).empty());
+  CHECK(only<Assign>(acts).empty());
 
   // c's round-1 update arrives: one version stale, held for round 2 (no verdict yet: it
   // comes with the round that applies it), which now starts with all three.
   acts = engine->updateArrived("c", update(1, 0, filled(3.0f)), 30);
-  CHECK(only(acts, Kind::kVerdict).empty());
-  CHECK(only(acts, Kind::kAssign).size() == 3);
+  CHECK(only<Verdict>(acts).empty());
+  CHECK(only<Assign>(acts).size() == 3);
   CHECK(engine->heldUpdateRounds("c") == std::vector<uint64_t>{1});
   CHECK(engine->acceptedRounds("c").empty());
   auto before = std::vector<float>(engine->model().begin(), engine->model().end());
   engine->updateArrived("a", update(2, 1, filled(1.0f)), 40);
   acts = engine->updateArrived("b", update(2, 1, filled(1.0f)), 50);
-  auto verdicts = only(acts, Kind::kVerdict);
+  auto verdicts = only<Verdict>(acts);
   REQUIRE(verdicts.size() == 3);
   for (const auto& v : verdicts)
     CHECK(v.verdict.accepted);
@@ -237,11 +239,11 @@ TEST_CASE("over-selected stragglers are recorded and their late updates applied 
   CHECK(verdicts[2].verdict.round == 1);
   CHECK(engine->heldUpdateRounds("c").empty());
   CHECK(engine->acceptedRounds("c") == std::vector<uint64_t>{1});
-  ended = only(acts, Kind::kRoundEnded);
+  ended = only<RoundEnded>(acts);
   REQUIRE(ended.size() == 1);
   bool late = false;
   for (const auto& p : ended[0].summary.participants)
-    if (p.clientId == "c" && p.outcome == "late-applied" && p.staleness == 1) late = true;
+    if (p.clientId == "c" && p.outcome == ParticipantOutcome::kLateApplied && p.staleness == 1) late = true;
   CHECK(late);
   // Weights 100, 100, 100/sqrt(2): Delta = (1 + 1 + 3/sqrt2) / (2 + 1/sqrt2).
   const double w = 1.0 / std::sqrt(2.0);
@@ -258,16 +260,16 @@ TEST_CASE("a round below its minimum goal at the deadline is abandoned and its u
   std::vector<Action> acts;
   for (const char* id : {"a", "b", "c", "d"})
     acts = engine->clientJoined(id, 100, 0, 0, 0);
-  const int64_t deadline = only(acts, Kind::kWakeAt).at(0).atMs;
+  const int64_t deadline = only<WakeAt>(acts).at(0).atMs;
   engine->updateArrived("a", update(1, 0, filled(1.0f)), 10);
   engine->updateArrived("b", update(1, 0, filled(1.0f)), 20);
-  CHECK(only(engine->tick(deadline - 1), Kind::kRoundEnded).empty());
+  CHECK(only<RoundEnded>(engine->tick(deadline - 1)).empty());
   acts = engine->tick(deadline);
-  auto ended = only(acts, Kind::kRoundEnded);
+  auto ended = only<RoundEnded>(acts);
   REQUIRE(ended.size() == 1);
   CHECK_FALSE(ended[0].summary.committed);
   CHECK_THAT(ended[0].summary.reason, Catch::Contains("only 2 of at least 3 updates by the deadline"));
-  auto verdicts = only(acts, Kind::kVerdict);
+  auto verdicts = only<Verdict>(acts);
   REQUIRE(verdicts.size() == 2);
   for (const auto& v : verdicts)
     CHECK_FALSE(v.verdict.accepted);
@@ -283,38 +285,38 @@ TEST_CASE("bad updates are rejected with a reason and the round goes on", "[engi
   std::vector<Action> acts;
   for (const char* id : {"a", "b", "c", "d", "e", "f"})
     acts = engine->clientJoined(id, 100, 0, 0, 0);
-  REQUIRE(only(acts, Kind::kAssign).size() == 6);
+  REQUIRE(only<Assign>(acts).size() == 6);
 
   SECTION("NaN, wrong size, a round that is not open") {
     auto nan = filled(1.0f);
     nan[3] = std::nanf("");
     acts = engine->updateArrived("a", update(1, 0, nan), 5);
-    REQUIRE(only(acts, Kind::kVerdict).size() == 1);
-    CHECK_FALSE(only(acts, Kind::kVerdict)[0].verdict.accepted);
-    CHECK_THAT(only(acts, Kind::kVerdict)[0].verdict.reason, Catch::Contains("NaN"));
+    REQUIRE(only<Verdict>(acts).size() == 1);
+    CHECK_FALSE(only<Verdict>(acts)[0].verdict.accepted);
+    CHECK_THAT(only<Verdict>(acts)[0].verdict.reason, Catch::Contains("NaN"));
 
     acts = engine->updateArrived("b", update(1, 0, std::vector<float>(kDim + 1, 1.0f)), 6);
-    CHECK_THAT(only(acts, Kind::kVerdict).at(0).verdict.reason, Catch::Contains("has 65 elements, the model has 64"));
+    CHECK_THAT(only<Verdict>(acts).at(0).verdict.reason, Catch::Contains("has 65 elements, the model has 64"));
 
     acts = engine->updateArrived("c", update(7, 0, filled(1.0f)), 7);
-    CHECK_THAT(only(acts, Kind::kVerdict).at(0).verdict.reason, Catch::Contains("not assigned"));
+    CHECK_THAT(only<Verdict>(acts).at(0).verdict.reason, Catch::Contains("not assigned"));
 
     engine->updateArrived("d", update(1, 0, filled(1.0f)), 8);
     engine->updateArrived("e", update(1, 0, filled(1.0f)), 9);
     acts = engine->updateArrived("f", update(1, 0, filled(1.0f)), 10);
-    auto ended = only(acts, Kind::kRoundEnded);
+    auto ended = only<RoundEnded>(acts);
     REQUIRE(ended.size() == 1);
     CHECK(ended[0].summary.committed);
     int rejected = 0;
     for (const auto& p : ended[0].summary.participants)
-      rejected += p.outcome == "rejected";
+      rejected += p.outcome == ParticipantOutcome::kRejected;
     CHECK(rejected == 3);
   }
   SECTION("a norm far above the round's median") {
     engine->updateArrived("a", update(1, 0, filled(1.0f)), 8);
     engine->updateArrived("b", update(1, 0, filled(1.1f)), 9);
     acts = engine->updateArrived("c", update(1, 0, filled(1000.0f)), 10);
-    auto verdicts = only(acts, Kind::kVerdict);
+    auto verdicts = only<Verdict>(acts);
     REQUIRE(verdicts.size() == 3);
     for (const auto& v : verdicts) {
       if (v.clientId == "c") {
@@ -343,7 +345,7 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
   // Each assigned client applies its catch-up (checking the checksum) and answers.
   auto play = [&](std::vector<Action> acts, const std::set<std::string>& silent = {}) {
     std::vector<Action> all;
-    for (const auto& a : only(acts, Kind::kAssign)) {
+    for (const auto& a : only<Assign>(acts)) {
       if (silent.count(a.clientId)) continue;
       REQUIRE(models[a.clientId].apply(a.assignment));
       std::vector<float> delta(kDim);
@@ -360,7 +362,7 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
   engine->clientJoined("a", 100, 0, checksum64(initialModel()), 0);
   auto acts = engine->clientJoined("b", 100, 0, checksum64(initialModel()), 0);
   for (int r = 0; r < 2; ++r) {
-    for (const auto& a : only(acts, Kind::kAssign))
+    for (const auto& a : only<Assign>(acts))
       CHECK(a.assignment.denseModel == nullptr);
     acts = play(acts);
   }
@@ -374,7 +376,7 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
   models["c"].model = initialModel();
   acts = engine->clientJoined("c", 100, 0, 0, ++now);
   bool sawC = false;
-  for (const auto& a : only(acts, Kind::kAssign)) {
+  for (const auto& a : only<Assign>(acts)) {
     if (a.clientId != "c") continue;
     sawC = true;
     CHECK(a.assignment.denseModel == nullptr);
@@ -388,7 +390,7 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
   engine->clientJoined("a", 100, aHeld.round, checksum64(aHeld.model), ++now);
   acts = play(acts);
   bool sawA = false;
-  for (const auto& a : only(acts, Kind::kAssign)) {
+  for (const auto& a : only<Assign>(acts)) {
     if (a.clientId != "a") continue;
     sawA = true;
     CHECK(a.assignment.denseModel == nullptr);
@@ -397,7 +399,7 @@ TEST_CASE("clients catch up from the broadcast log or a dense copy, proven by ch
   // (play() already required every client's checksum to match.)
   if (!sawA) {
     acts = play(acts);
-    for (const auto& a : only(acts, Kind::kAssign))
+    for (const auto& a : only<Assign>(acts))
       sawA |= a.clientId == "a";
   }
   CHECK(sawA);
@@ -414,7 +416,7 @@ TEST_CASE("server-side error feedback loses nothing: model + memory follows the 
   auto exact = initialModel();
   auto acts = engine->clientJoined("a", 100, 0, 0, 0);
   for (int r = 1; r <= 6; ++r) {
-    auto a = only(acts, Kind::kAssign).at(0).assignment;
+    auto a = only<Assign>(acts).at(0).assignment;
     std::vector<float> delta(kDim);
     for (std::size_t i = 0; i < kDim; ++i)
       delta[i] = std::cos(float(i + 3 * r)) * 0.5f;
@@ -438,7 +440,7 @@ TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budge
   auto acts = engine->clientJoined("a", 100, 0, 0, 0);
   const float losses[] = {2.0f, 2.0f, 1.0f, 0.5f};
   for (float loss : losses) {
-    auto a = only(acts, Kind::kAssign).at(0).assignment;
+    auto a = only<Assign>(acts).at(0).assignment;
     acts = engine->updateArrived("a", update(a.round, a.baseRound, filled(0.01f), 100, a.tau, loss), 10);
   }
   // F/F0 = 0.5/2: tau = ceil(sqrt(0.25) * 16) = 8.
@@ -451,11 +453,11 @@ TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budge
     budget.deadlineMs = 1000;
     budget.budgetFraction = 0.5;
     auto e2 = RoundEngine::create(budget, initialModel()).value();
-    auto first = only(e2->clientJoined("slow", 100, 0, 0, 0), Kind::kAssign).at(0).assignment;
+    auto first = only<Assign>(e2->clientJoined("slow", 100, 0, 0, 0)).at(0).assignment;
     CHECK(first.tau == 100);
     auto u = update(1, 0, filled(0.01f), 100, 100);
     u.durationMs = 5000;  // 0.02 steps per ms: 10 steps fit in half the deadline
-    auto next = only(e2->updateArrived("slow", u, 5000), Kind::kAssign).at(0).assignment;
+    auto next = only<Assign>(e2->updateArrived("slow", u, 5000)).at(0).assignment;
     CHECK(next.tau == 10);
   }
   // Clients fast, mid and slow at 1, 0.5 and 0.25 steps per ms, budgets at the median
@@ -471,7 +473,7 @@ TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budge
     e2->clientJoined("fast", 100, 0, 0, 0);
     e2->clientJoined("mid", 100, 0, 0, 0);
     auto acts = e2->clientJoined("slow", 100, 0, 0, 0);
-    for (const auto& a : only(acts, Kind::kAssign))
+    for (const auto& a : only<Assign>(acts))
       CHECK(a.assignment.tau == 100);  // no speed measured yet: tau, not factor x tau
     auto u = [](uint32_t ms) {
       auto x = update(1, 0, filled(0.01f), 100, 100);
@@ -482,7 +484,7 @@ TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budge
     e2->updateArrived("mid", u(200), 200);
     acts = e2->updateArrived("slow", u(400), 400);
     std::map<std::string, uint32_t> tau;
-    for (const auto& a : only(acts, Kind::kAssign))
+    for (const auto& a : only<Assign>(acts))
       tau[a.clientId] = a.assignment.tau;
     return tau;
   };
@@ -509,7 +511,7 @@ TEST_CASE("a resumed engine continues exactly where the snapshot was taken", "[e
   config.adaptiveTau = true;
   auto run = [&](RoundEngine& e, std::vector<Action> acts, int rounds) {
     for (int r = 0; r < rounds; ++r) {
-      auto assigns = only(acts, Kind::kAssign);
+      auto assigns = only<Assign>(acts);
       for (const auto& a : assigns) {
         std::vector<float> delta(kDim);
         for (std::size_t i = 0; i < kDim; ++i)
@@ -567,9 +569,9 @@ TEST_CASE("a resume keeps server momentum, adaptive moments and the moving avera
   // Updates arrive in client order (the streaming sum depends on the order).
   auto run = [&](RoundEngine& e, std::vector<Action> acts, int rounds) {
     for (int r = 0; r < rounds; ++r) {
-      auto assigns = only(acts, Kind::kAssign);
+      auto assigns = only<Assign>(acts);
       std::sort(assigns.begin(), assigns.end(),
-                [](const Action& x, const Action& y) { return x.clientId < y.clientId; });
+                [](const Assign& x, const Assign& y) { return x.clientId < y.clientId; });
       for (const auto& a : assigns) {
         std::vector<float> delta(kDim);
         for (std::size_t i = 0; i < kDim; ++i)
@@ -646,7 +648,7 @@ TEST_CASE("a resumed engine catches up clients that missed rounds as the engine 
     a.mantissaBits = config.modelMantissaBits;
     auto acts = e->clientJoined("a", 100, 0, 0, 0);
     for (uint64_t r = 1;; ++r) {
-      const Assignment assign = only(acts, Kind::kAssign).at(0).assignment;
+      const Assignment assign = only<Assign>(acts).at(0).assignment;
       REQUIRE(a.apply(assign));
       if (held != nullptr) (*held)[assign.baseRound] = a;
       if (r > kRounds) break;
@@ -668,7 +670,7 @@ TEST_CASE("a resumed engine catches up clients that missed rounds as the engine 
   // which brings c's model to the checksum the engine names.
   auto catchUp = [&](RoundEngine& e, uint64_t r) {
     auto acts = e.clientJoined("c", 100, r, checksum64(held[r].model), 5000);
-    return only(acts, Kind::kAssign).at(0).assignment;
+    return only<Assign>(acts).at(0).assignment;
   };
   auto same = [](const std::shared_ptr<const compression::Payload>& x,
                  const std::shared_ptr<const compression::Payload>& y) { return x && y ? *x == *y : x == y; };
@@ -755,7 +757,7 @@ TEST_CASE("the model EMA is the average of the committed models and is what is s
   auto acts = engine->clientJoined("a", 100, 0, 0, 0);
   std::vector<float> expected;
   for (int r = 1; r <= 3; ++r) {
-    auto a = only(acts, Kind::kAssign).at(0).assignment;
+    auto a = only<Assign>(acts).at(0).assignment;
     acts = engine->updateArrived("a", update(a.round, a.baseRound, filled(0.5f * float(r))), 10 * r);
     const auto model = engine->model();
     if (expected.empty())
@@ -780,12 +782,12 @@ TEST_CASE("training finishes after the configured number of committed rounds", "
   auto engine = RoundEngine::create(config, initialModel()).value();
   auto acts = engine->clientJoined("a", 100, 0, 0, 0);
   for (int r = 0; r < 2; ++r) {
-    auto a = only(acts, Kind::kAssign).at(0).assignment;
+    auto a = only<Assign>(acts).at(0).assignment;
     acts = engine->updateArrived("a", update(a.round, a.baseRound, filled(0.1f)), r);
   }
   CHECK(engine->finished());
-  CHECK(only(acts, Kind::kFinished).size() == 1);
-  CHECK(only(acts, Kind::kAssign).empty());
+  CHECK(only<Finished>(acts).size() == 1);
+  CHECK(only<Assign>(acts).empty());
 }
 
 TEST_CASE("shutting down abandons the round in flight and starts no other", "[engine]") {
@@ -794,14 +796,14 @@ TEST_CASE("shutting down abandons the round in flight and starts no other", "[en
   engine->clientJoined("b", 100, 0, 0, 0);
   engine->updateArrived("a", update(1, 0, filled(1.0f)), 10);
   auto acts = engine->shutdown("signal 15", 20);
-  auto ended = only(acts, Kind::kRoundEnded);
+  auto ended = only<RoundEnded>(acts);
   REQUIRE(ended.size() == 1);
   CHECK_FALSE(ended[0].summary.committed);
   CHECK_THAT(ended[0].summary.reason, Catch::Contains("signal 15"));
-  REQUIRE(only(acts, Kind::kVerdict).size() == 1);
-  CHECK_FALSE(only(acts, Kind::kVerdict)[0].verdict.accepted);
-  CHECK(only(acts, Kind::kAssign).empty());
-  CHECK(only(engine->clientJoined("c", 100, 0, 0, 30), Kind::kAssign).empty());
+  REQUIRE(only<Verdict>(acts).size() == 1);
+  CHECK_FALSE(only<Verdict>(acts)[0].verdict.accepted);
+  CHECK(only<Assign>(acts).empty());
+  CHECK(only<Assign>(engine->clientJoined("c", 100, 0, 0, 30)).empty());
 }
 
 TEST_CASE("the streaming sum equals the batch formula for sparse updates of unequal examples and steps",
@@ -812,7 +814,7 @@ TEST_CASE("the streaming sum equals the batch formula for sparse updates of uneq
   std::vector<Action> acts;
   for (const char* id : {"a", "b", "c", "d", "e"})
     acts = engine->clientJoined(id, 100, 0, 0, 0);
-  REQUIRE(only(acts, Kind::kAssign).size() == 5);
+  REQUIRE(only<Assign>(acts).size() == 5);
   // Batch: Delta = (sum_k n_k steps_k / N) * sum_k (n_k / N) q_k / steps_k, N = sum_k n_k.
   std::vector<double> q(kDim * 5, 0.0);
   const uint64_t examples[] = {100, 250, 40, 600, 10};
@@ -838,8 +840,8 @@ TEST_CASE("the streaming sum equals the batch formula for sparse updates of uneq
     acts = engine->updateArrived(id, std::move(u), 10 + k);
     ++k;
   }
-  REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
-  REQUIRE(only(acts, Kind::kRoundEnded)[0].summary.accepted == 5);
+  REQUIRE(only<RoundEnded>(acts).size() == 1);
+  REQUIRE(only<RoundEnded>(acts)[0].summary.accepted == 5);
   auto expected = initialModel();
   for (std::size_t i = 0; i < kDim; ++i) {
     double delta = 0;
@@ -863,16 +865,16 @@ TEST_CASE("the norm check judges early updates once three norms are in, later on
   engine->updateArrived("e", update(1, 0, filled(3.0f)), 4);
   // Another outlier arrives last: judged on arrival against the median of the five norms.
   auto acts = engine->updateArrived("d", update(1, 0, filled(900.0f)), 5);
-  auto ended = only(acts, Kind::kRoundEnded);
+  auto ended = only<RoundEnded>(acts);
   REQUIRE(ended.size() == 1);
-  std::map<std::string, std::string> outcome;
+  std::map<std::string, ParticipantOutcome> outcome;
   for (const auto& p : ended[0].summary.participants)
     outcome[p.clientId] = p.outcome;
-  CHECK(outcome["a"] == "rejected");
-  CHECK(outcome["d"] == "rejected");
-  CHECK(outcome["b"] == "accepted");
+  CHECK(outcome["a"] == ParticipantOutcome::kRejected);
+  CHECK(outcome["d"] == ParticipantOutcome::kRejected);
+  CHECK(outcome["b"] == ParticipantOutcome::kAccepted);
   CHECK(ended[0].summary.accepted == 3);
-  for (const auto& v : only(acts, Kind::kVerdict))
+  for (const auto& v : only<Verdict>(acts))
     CHECK(v.verdict.accepted == (v.clientId != "a" && v.clientId != "d"));
   // Delta = mean(1, 2, 3) = 2.
   CHECK(engine->model()[0] == Approx(initialModel()[0] - 2.0f));
@@ -889,26 +891,26 @@ TEST_CASE("uncompressed broadcasts keep one log entry; staleness is still counte
   engine->clientJoined("a", 100, 0, 0, 0);
   engine->clientJoined("b", 100, 0, 0, 0);
   auto acts = engine->clientJoined("c", 100, 0, 0, 0);
-  REQUIRE(only(acts, Kind::kAssign).size() == 3);
+  REQUIRE(only<Assign>(acts).size() == 3);
   // Round 1 commits with a and b; c keeps training on round 1's assignment.
   engine->updateArrived("a", update(1, 0, filled(0.1f)), 1);
   acts = engine->updateArrived("b", update(1, 0, filled(0.1f)), 2);
-  REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+  REQUIRE(only<RoundEnded>(acts).size() == 1);
   // d joins: round 2 runs with a, b and d, and commits with a and b.
   acts = engine->clientJoined("d", 100, 0, 0, 3);
-  REQUIRE(only(acts, Kind::kAssign).size() == 3);
+  REQUIRE(only<Assign>(acts).size() == 3);
   engine->updateArrived("a", update(2, 1, filled(0.1f)), 4);
   acts = engine->updateArrived("b", update(2, 1, filled(0.1f)), 5);
-  REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+  REQUIRE(only<RoundEnded>(acts).size() == 1);
   REQUIRE(engine->committedRound() == 2);
   // c's round-1 update is two commits stale: held (its verdict comes with round 3), and
   // round 3 starts with a, b, c.
   acts = engine->updateArrived("c", update(1, 0, filled(0.3f)), 6);
-  CHECK(only(acts, Kind::kVerdict).empty());
+  CHECK(only<Verdict>(acts).empty());
   // c holds round 0: two dense broadcasts are more bytes than the model, and only the
   // newest is kept, so c is sent the dense model.
   bool sawC = false;
-  for (const auto& a : only(acts, Kind::kAssign)) {
+  for (const auto& a : only<Assign>(acts)) {
     if (a.clientId != "c") continue;
     sawC = true;
     CHECK(a.assignment.denseModel != nullptr);
@@ -917,11 +919,11 @@ TEST_CASE("uncompressed broadcasts keep one log entry; staleness is still counte
   CHECK(sawC);
   engine->updateArrived("a", update(3, 2, filled(0.1f)), 7);
   acts = engine->updateArrived("b", update(3, 2, filled(0.1f)), 8);
-  auto ended = only(acts, Kind::kRoundEnded);
+  auto ended = only<RoundEnded>(acts);
   REQUIRE(ended.size() == 1);
   bool late = false;
   for (const auto& p : ended[0].summary.participants)
-    late |= p.clientId == "c" && p.outcome == "late-applied" && p.staleness == 2;
+    late |= p.clientId == "c" && p.outcome == ParticipantOutcome::kLateApplied && p.staleness == 2;
   CHECK(late);
 }
 
@@ -938,7 +940,7 @@ TEST_CASE("catch-up by value: the changed coordinates' current values, bit for b
   // Two clients train every round; their deltas touch different coordinates each round.
   auto train = [&](std::vector<Action> acts, std::map<std::string, ClientModel>& models) {
     std::vector<Action> all;
-    for (const auto& a : only(acts, Kind::kAssign)) {
+    for (const auto& a : only<Assign>(acts)) {
       REQUIRE(models[a.clientId].apply(a.assignment));
       CHECK(models[a.clientId].model == std::vector<float>(engine->model().begin(), engine->model().end()));
       std::vector<float> delta(kDim, 0.0f);
@@ -969,7 +971,7 @@ TEST_CASE("catch-up by value: the changed coordinates' current values, bit for b
   late["d"] = atRound3;
   engine->clientJoined("c", 100, 0, 0, ++now);
   acts = engine->clientJoined("d", 100, 3, checksum64(atRound3.model), ++now);
-  auto assigns = only(acts, Kind::kAssign);
+  auto assigns = only<Assign>(acts);
   REQUIRE(assigns.size() == 2);
   for (const auto& a : assigns) {
     INFO(a.clientId);
@@ -987,7 +989,7 @@ TEST_CASE("catch-up by value: the changed coordinates' current values, bit for b
   late["a"].round = 11;
   bool sawA = false;
   for (int r = 0; r < 6 && !sawA; ++r) {
-    for (const auto& a : only(acts, Kind::kAssign))
+    for (const auto& a : only<Assign>(acts))
       if (a.clientId == "a") {
         sawA = true;
         CHECK(a.assignment.denseModel != nullptr);
@@ -1000,24 +1002,24 @@ TEST_CASE("catch-up by value: the changed coordinates' current values, bit for b
     auto e2 = RoundEngine::create(config, initialModel()).value();
     e2->clientJoined("x", 100, 0, 0, 0);
     auto acts2 = e2->clientJoined("y", 100, 0, 0, 0);
-    REQUIRE(only(acts2, Kind::kAssign).size() == 2);
-    for (const auto& a : only(acts2, Kind::kAssign))
+    REQUIRE(only<Assign>(acts2).size() == 2);
+    for (const auto& a : only<Assign>(acts2))
       CHECK(a.assignment.denseModel == nullptr);  // round 1: both build the round-0 model
     // x does not train on what it could not apply: it leaves the round at once (not
     // busy until its deadline or a reconnect), y's update closes the round, and x is
     // selected again with the dense model.
     CHECK(e2->clientOutOfSync("x", "checksum mismatch", 1).empty());
     acts2 = e2->updateArrived("y", update(1, 0, filled(0.1f)), 2);
-    const auto ended = only(acts2, Kind::kRoundEnded);
+    const auto ended = only<RoundEnded>(acts2);
     REQUIRE(ended.size() == 1);
     bool droppedX = false;
     for (const auto& p : ended[0].summary.participants)
       if (p.clientId == "x") {
-        droppedX = p.outcome == "dropped" && p.reason == "out of sync: checksum mismatch";
+        droppedX = p.outcome == ParticipantOutcome::kDropped && p.reason == "out of sync: checksum mismatch";
       }
     CHECK(droppedX);
     bool sawX = false;
-    for (const auto& a : only(acts2, Kind::kAssign)) {
+    for (const auto& a : only<Assign>(acts2)) {
       if (a.clientId != "x") continue;
       sawX = true;
       CHECK(a.assignment.denseModel != nullptr);
@@ -1027,9 +1029,9 @@ TEST_CASE("catch-up by value: the changed coordinates' current values, bit for b
       auto acts3 = e2->clientOutOfSync("x", "checksum mismatch", 3);
       CHECK(acts3.empty());  // y is still training round 2
       acts3 = e2->clientOutOfSync("y", "checksum mismatch", 4);
-      CHECK(only(acts3, Kind::kRoundEnded).size() == 1);  // abandoned: nobody can deliver
-      CHECK(only(acts3, Kind::kAssign).size() == 2);      // both free again, both dense
-      for (const auto& a : only(acts3, Kind::kAssign))
+      CHECK(only<RoundEnded>(acts3).size() == 1);  // abandoned: nobody can deliver
+      CHECK(only<Assign>(acts3).size() == 2);      // both free again, both dense
+      for (const auto& a : only<Assign>(acts3))
         CHECK(a.assignment.denseModel != nullptr);
     }
   }
@@ -1039,7 +1041,7 @@ TEST_CASE("catch-up by value: the changed coordinates' current values, bit for b
     auto e2 = RoundEngine::create(c2, initialModel()).value();
     e2->clientJoined("x", 100, 0, 0, 0);
     auto acts2 = e2->clientJoined("y", 100, 0, 0, 0);
-    for (const auto& a : only(acts2, Kind::kAssign))
+    for (const auto& a : only<Assign>(acts2))
       CHECK(a.assignment.denseModel != nullptr);
   }
 }
@@ -1058,7 +1060,7 @@ RoundSummary runOneRound(RoundEngine& engine, uint32_t k, uint64_t round,
   std::vector<Action> acts;
   for (uint32_t j = 0; j < k; ++j)
     acts = engine.updateArrived(clientName(j), update(round, round - 1, delta(j)), int64_t(round * 100 + j));
-  auto ended = only(acts, Kind::kRoundEnded);
+  auto ended = only<RoundEnded>(acts);
   REQUIRE(ended.size() == 1);
   return ended[0].summary;
 }
@@ -1171,13 +1173,13 @@ std::vector<Action> joinAll(RoundEngine& e, uint64_t heldRound = 0, uint64_t hel
 
 // Every assigned client answers at once with filled(its number + 1): returns the round's summary.
 RoundSummary answer(RoundEngine& e, std::vector<Action>& acts) {
-  auto assigns = only(acts, Kind::kAssign);
+  auto assigns = only<Assign>(acts);
   REQUIRE(!assigns.empty());
   for (const auto& a : assigns) {
     const float v = float(std::stoi(a.clientId.substr(1)) + 1);
     acts = e.updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, filled(v)), 10);
   }
-  auto ended = only(acts, Kind::kRoundEnded);
+  auto ended = only<RoundEnded>(acts);
   REQUIRE(ended.size() == 1);
   return ended[0].summary;
 }
@@ -1193,7 +1195,7 @@ TEST_CASE("sticky sampling: counts from each group, rotation, weights in the agg
   for (int r = 1; r <= 40; ++r) {
     const std::vector<std::string> before = group;
     group = engine->stickyGroup();
-    auto assigns = only(acts, Kind::kAssign);
+    auto assigns = only<Assign>(acts);
     REQUIRE(assigns.size() == 4);
     for (const auto& a : assigns)
       lastAssigned[a.clientId] = a.assignment.round;
@@ -1323,7 +1325,7 @@ TEST_CASE("sticky sampling is deterministic for a seed and resumes with its grou
     auto acts = joinAll(*e);
     std::vector<std::string> out;
     for (int r = 0; r < rounds; ++r) {
-      for (const auto& a : only(acts, Kind::kAssign))
+      for (const auto& a : only<Assign>(acts))
         out.push_back(a.clientId);
       answer(*e, acts);
     }
@@ -1392,7 +1394,7 @@ void runFiveClients(RoundEngine& engine, int rounds, Inspect inspect, AfterRound
     acts = engine.clientJoined(id, 100, 0, 0, 0);
   }
   for (int r = 1; r <= rounds; ++r) {
-    auto assigns = only(acts, Kind::kAssign);
+    auto assigns = only<Assign>(acts);
     REQUIRE(assigns.size() == 2);
     for (const auto& a : assigns) {
       inspect(a.assignment);
@@ -1402,7 +1404,7 @@ void runFiveClients(RoundEngine& engine, int rounds, Inspect inspect, AfterRound
         delta[i] = std::sin(float(i * 7 + 3 * r) + float(a.clientId[0]));
       acts = engine.updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), 10 * r);
     }
-    REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+    REQUIRE(only<RoundEnded>(acts).size() == 1);
     afterRound(r);
   }
 }
@@ -1588,7 +1590,7 @@ TEST_CASE("mean over senders: each coordinate is averaged over the updates that 
   };
   auto engine = RoundEngine::create(config, initialModel()).value();
   auto acts = runRound(*engine);
-  REQUIRE(only(acts, Kind::kRoundEnded).size() == 1);
+  REQUIRE(only<RoundEnded>(acts).size() == 1);
   // By hand: W = 500, stepSum = 100*10 + 300*20 + 100*10 = 8000, unit = stepSum / W = 16.
   // Coordinate i: unit * sum_{k sent i} w_k q_ki / steps_k / W_i.
   const double unit = 16.0;
@@ -1605,7 +1607,7 @@ TEST_CASE("mean over senders: each coordinate is averaged over the updates that 
   SECTION("off: the mean over all updates") {
     config.senderMean = false;
     auto plain = RoundEngine::create(config, initialModel()).value();
-    REQUIRE(only(runRound(*plain), Kind::kRoundEnded).size() == 1);
+    REQUIRE(only<RoundEnded>(runRound(*plain)).size() == 1);
     CHECK(plain->model()[0] == Approx(m0[0] - unit * 15.0 / 500).epsilon(1e-5));
     CHECK(plain->model()[0] != Approx(engine->model()[0]).epsilon(1e-4));
   }
@@ -1712,7 +1714,7 @@ TEST_CASE("relative downlink indices: replays are coded against the previous bro
     }
     std::string rejoined;  // left and joined again after round 8: its next replay starts standalone
     for (int r = 1; r <= 24; ++r) {
-      const auto assigns = only(acts, Kind::kAssign);
+      const auto assigns = only<Assign>(acts);
       REQUIRE(assigns.size() == 2);
       for (const auto& a : assigns) {
         const auto& b = a.assignment.broadcasts;
@@ -1733,7 +1735,7 @@ TEST_CASE("relative downlink indices: replays are coded against the previous bro
           delta[i] = std::sin(float(i * 7 + 3 * r) + float(a.clientId[0])) * (i % 5 == 0 ? 3.0f : 0.1f);
         acts = engine->updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), 10 * r);
       }
-      const auto ended = only(acts, Kind::kRoundEnded);
+      const auto ended = only<RoundEnded>(acts);
       REQUIRE(ended.size() == 1);
       out.bytesDown += ended[0].summary.bytesDownWire;
       if (r == 8) {
@@ -1742,7 +1744,7 @@ TEST_CASE("relative downlink indices: replays are coded against the previous bro
         std::set<std::string> busy;
         for (const auto& x : assigns)
           busy.insert(x.clientId);
-        for (const auto& x : only(acts, Kind::kAssign))
+        for (const auto& x : only<Assign>(acts))
           busy.insert(x.clientId);
         for (const auto& id : ids)
           if (busy.count(id) == 0) rejoined = id;
@@ -1750,7 +1752,7 @@ TEST_CASE("relative downlink indices: replays are coded against the previous bro
         ClientModel& c = clients[rejoined];
         engine->clientLeft(rejoined, "connection lost", 10 * r);
         c.lastIndices.reset();
-        CHECK(only(engine->clientJoined(rejoined, 100, c.round, checksum64(c.model), 10 * r), Kind::kAssign).empty());
+        CHECK(only<Assign>(engine->clientJoined(rejoined, 100, c.round, checksum64(c.model), 10 * r)).empty());
       }
     }
     out.checksum = engine->modelChecksum();

@@ -254,85 +254,80 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
 }
 
 Status Run::perform(std::vector<Action> actions) {
+  static_assert(std::variant_size_v<Action> == 5, "perform() handles every kind of action");
   for (auto& act : actions) {
-    switch (act.kind) {
-      case Action::Kind::kAssign:
-        STARLING_RETURN_IF_ERROR(assign(clientIndex(act.clientId), act.assignment));
-        break;
-      case Action::Kind::kVerdict:
-        settle(clientIndex(act.clientId), act.verdict.round, act.verdict.accepted);
-        break;
-      case Action::Kind::kWakeAt:
-        push(act.atMs * 1000, Event::Kind::kWake, 0);
-        break;
-      case Action::Kind::kRoundEnded: {
-        const coordinator::RoundSummary& sum = act.summary;
-        RoundRow row;
-        row.round = sum.round;
-        row.committed = sum.committed;
-        row.virtualSeconds = double(nowUs_) / 1e6;
-        row.bytesUp = roundUp_;
-        row.bytesDown = roundDown_;
-        row.totalBytes = totalBytes_;
-        row.trainLoss = sum.trainLossStart;
-        row.tau = sum.tau;
-        row.uplinkDensity = sum.uplinkDensity;
-        row.downlinkDensity = sum.downlinkDensity;
-        row.selected = sum.selected;
-        row.participants = sum.accepted;
-        row.stragglers = sum.stragglers;
-        row.dropped = roundDropped_;
-        row.startedSeconds = double(sum.startedMs) / 1e3;
-        int64_t closerMs = -1;
-        uint32_t onTime = 0;
-        for (const auto& p : sum.participants) {
-          if (p.round != sum.round) continue;  // a late update's record: its assignment was counted in its round
-          row.payloadDown += p.bytesDownWire;
-          if (p.sticky) {
-            ++row.sticky;
-            row.payloadDownSticky += p.bytesDownWire;
-          }
-          if (p.outcome != "accepted" || !p.returnedMs) continue;
-          row.stepsMin = onTime == 0 ? p.steps : std::min(row.stepsMin, p.steps);
-          row.stepsMax = std::max(row.stepsMax, p.steps);
-          row.stepsMean += p.steps;
-          ++onTime;
-          row.computeMaxSeconds = std::max(row.computeMaxSeconds, double(p.durationMs) / 1e3);
-          if (*p.returnedMs > closerMs) {
-            closerMs = *p.returnedMs;
-            row.closerSteps = p.steps;
-            row.closerComputeSeconds = double(p.durationMs) / 1e3;
-            row.closerLinkSeconds = double(*p.returnedMs - p.assignedMs - int64_t(p.durationMs)) / 1e3;
-          }
+    if (auto* a = std::get_if<coordinator::Assign>(&act)) {
+      STARLING_RETURN_IF_ERROR(assign(clientIndex(a->clientId), a->assignment));
+    } else if (auto* v = std::get_if<coordinator::Verdict>(&act)) {
+      settle(clientIndex(v->clientId), v->verdict.round, v->verdict.accepted);
+    } else if (auto* w = std::get_if<coordinator::WakeAt>(&act)) {
+      push(w->atMs * 1000, Event::Kind::kWake, 0);
+    } else if (auto* ended = std::get_if<coordinator::RoundEnded>(&act)) {
+      const coordinator::RoundSummary& sum = ended->summary;
+      RoundRow row;
+      row.round = sum.round;
+      row.committed = sum.committed;
+      row.virtualSeconds = double(nowUs_) / 1e6;
+      row.bytesUp = roundUp_;
+      row.bytesDown = roundDown_;
+      row.totalBytes = totalBytes_;
+      row.trainLoss = sum.trainLossStart;
+      row.tau = sum.tau;
+      row.uplinkDensity = sum.uplinkDensity;
+      row.downlinkDensity = sum.downlinkDensity;
+      row.selected = sum.selected;
+      row.participants = sum.accepted;
+      row.stragglers = sum.stragglers;
+      row.dropped = roundDropped_;
+      row.startedSeconds = double(sum.startedMs) / 1e3;
+      int64_t closerMs = -1;
+      uint32_t onTime = 0;
+      for (const auto& p : sum.participants) {
+        if (p.round != sum.round) continue;  // a late update's record: its assignment was counted in its round
+        row.payloadDown += p.bytesDownWire;
+        if (p.sticky) {
+          ++row.sticky;
+          row.payloadDownSticky += p.bytesDownWire;
         }
-        if (onTime > 0) row.stepsMean /= onTime;
-        const uint32_t every = std::max<uint32_t>(1, strategy_.config.task.evalEvery);
-        if (sum.committed && (engine_->commits() % every == 0 || engine_->finished())) {
-          STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->servedModel()));
-          auto e = evalModel_->evaluate(fleet_.test());
-          if (!e) return e.status();
-          row.accuracy = e->accuracy;
-          row.testLoss = e->loss;
+        if (p.outcome != coordinator::ParticipantOutcome::kAccepted || !p.returnedMs) continue;
+        row.stepsMin = onTime == 0 ? p.steps : std::min(row.stepsMin, p.steps);
+        row.stepsMax = std::max(row.stepsMax, p.steps);
+        row.stepsMean += p.steps;
+        ++onTime;
+        row.computeMaxSeconds = std::max(row.computeMaxSeconds, double(p.durationMs) / 1e3);
+        if (*p.returnedMs > closerMs) {
+          closerMs = *p.returnedMs;
+          row.closerSteps = p.steps;
+          row.closerComputeSeconds = double(p.durationMs) / 1e3;
+          row.closerLinkSeconds = double(*p.returnedMs - p.assignedMs - int64_t(p.durationMs)) / 1e3;
         }
-        if (export_) {
-          // The seed RoundEngine::closeRound gives the round's downlink compressor.
-          const uint64_t downSeed = strategy_.config.engine.seed * 0x100000001b3ull + sum.round;
-          STARLING_RETURN_IF_ERROR(
-              export_->recordRound(row, sum.accepted, sum.bytesUpWire, downSeed, *evalModel_, engine_->model()));
-        }
-        roundUp_ = roundDown_ = 0;
-        roundDropped_ = 0;
-        result_.rounds.push_back(row);
-        if (onRound_) onRound_(row);
-        if (s().stopAtTarget && row.accuracy && *row.accuracy >= s().targetAccuracy) {
-          finished_ = true;
-          return Status::ok();
-        }
-        break;
       }
-      case Action::Kind::kFinished:
+      if (onTime > 0) row.stepsMean /= onTime;
+      const uint32_t every = std::max<uint32_t>(1, strategy_.config.task.evalEvery);
+      if (sum.committed && (engine_->commits() % every == 0 || engine_->finished())) {
+        STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->servedModel()));
+        auto e = evalModel_->evaluate(fleet_.test());
+        if (!e) return e.status();
+        row.accuracy = e->accuracy;
+        row.testLoss = e->loss;
+      }
+      if (export_) {
+        // The seed the engine gives the round's downlink compressor.
+        const uint64_t downSeed = strategy_.config.engine.seed * 0x100000001b3ull + sum.round;
+        STARLING_RETURN_IF_ERROR(
+            export_->recordRound(row, sum.accepted, sum.bytesUpWire, downSeed, *evalModel_, engine_->model()));
+      }
+      roundUp_ = roundDown_ = 0;
+      roundDropped_ = 0;
+      result_.rounds.push_back(row);
+      if (onRound_) onRound_(row);
+      if (s().stopAtTarget && row.accuracy && *row.accuracy >= s().targetAccuracy) {
         finished_ = true;
         return Status::ok();
+      }
+    } else if (std::holds_alternative<coordinator::Finished>(act)) {
+      finished_ = true;
+      return Status::ok();
     }
   }
   return Status::ok();

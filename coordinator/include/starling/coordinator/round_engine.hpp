@@ -3,12 +3,14 @@
 //
 // The shell (the daemon, or the simulated federation) feeds it events stamped with
 // the current time in milliseconds and carries out the actions it returns: send
-// this to that client, commit this round, wake me at that time. Everything that
-// decides lives here: selection with over-selection, deadlines and the minimum
-// goal, validation of updates, staleness-weighted aggregation normalized by steps,
-// server-side error feedback on the broadcast, the broadcast log for catch-up, the
-// ADACOMM tau controller, density warm-up, per-client step budgets and the
-// learning-rate schedule (ALGORITHMS.md §2, §3, §5).
+// this to that client, commit this round, wake me at that time. The engine keeps the
+// client table and the open round (deadlines, the minimum goal, validation of
+// updates, late updates and their staleness, the verdicts) and composes the parts
+// that each own one decision (coordinator/engine/, docs/coordinator.md "The engine's
+// parts"): Selection (who trains), Aggregator (what the updates add up to),
+// ServerOptimizer (the server's step and the served model), Downlink (the model, the
+// broadcast and catch-up) and Pace (tau, lr, densities, step budgets over time).
+// ALGORITHMS.md §2, §3, §5.
 //
 // Deterministic: the same configuration, initial model and event sequence give
 // the same actions, bit for bit.
@@ -17,21 +19,27 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "starling/compression/compressor.hpp"
-#include "starling/compression/error_feedback.hpp"
 #include "starling/compression/payload.hpp"
-#include "starling/compression/schedule.hpp"
+#include "starling/coordinator/outcomes.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::coordinator {
+
+// The engine's parts (coordinator/engine/, docs/coordinator.md "The engine's parts").
+class Aggregator;
+class Downlink;
+class Pace;
+class Selection;
+class ServerOptimizer;
 
 struct EngineConfig {
   uint64_t rounds = 20;           // training ends after this many committed rounds
@@ -220,8 +228,8 @@ struct UpdateVerdict {
 struct ParticipantResult {
   uint64_t round = 0;  // the round the client was assigned (a late update's own round)
   std::string clientId;
-  std::string outcome;  // accepted, straggler, dropped, rejected, late-applied, late-discarded
-  std::string reason;
+  ParticipantOutcome outcome = ParticipantOutcome::kAccepted;
+  std::string reason;  // why, for every outcome but kAccepted and kLateApplied
   int64_t assignedMs = 0;
   std::optional<int64_t> returnedMs;
   uint32_t steps = 0;
@@ -259,25 +267,30 @@ struct RoundSummary {
   std::vector<ParticipantResult> participants;
 };
 
-// One thing for the shell to do.
-struct Action {
-  enum class Kind {
-    kAssign,      // send `assignment` to `clientId`
-    kVerdict,     // send `verdict` (RoundResult) to `clientId`
-    // Persist `summary` (and, when committed, a checkpoint) before carrying out any later
-    // action: the verdicts on the updates the round applied follow it, and an "accepted"
-    // verdict must not leave before the round that applied the update is durable.
-    kRoundEnded,
-    kWakeAt,      // call tick() at `atMs`
-    kFinished,    // training is complete: tell every client and stop
-  };
-  Kind kind;
+// The things for the shell to do, carried out in the order the engine returns them.
+// Send `assignment` to `clientId`.
+struct Assign {
   std::string clientId;
   Assignment assignment;
+};
+// Send `verdict` (RoundResult) to `clientId`.
+struct Verdict {
+  std::string clientId;
   UpdateVerdict verdict;
+};
+// Persist `summary` (and, when committed, a checkpoint) before carrying out any later
+// action: the verdicts on the updates the round applied follow it, and an "accepted"
+// verdict must not leave before the round that applied the update is durable.
+struct RoundEnded {
   RoundSummary summary;
+};
+// Call tick() at `atMs`.
+struct WakeAt {
   int64_t atMs = 0;
 };
+// Training is complete: tell every client and stop.
+struct Finished {};
+using Action = std::variant<Assign, Verdict, RoundEnded, WakeAt, Finished>;
 
 // An update as it arrived, decoded and validated by the wire layer.
 struct IncomingUpdate {
@@ -342,7 +355,7 @@ class RoundEngine {
 
   // The round whose aggregate produced the current model (0 = the initial model).
   // Round numbers only grow; an abandoned round's number is not reused.
-  uint64_t committedRound() const { return committedRound_; }
+  uint64_t committedRound() const;
   uint64_t commits() const { return commits_; }
   uint64_t lastAcceptedRound(const std::string& id) const;
   // The rounds of this client's updates that the engine holds undecided (received on
@@ -351,18 +364,18 @@ class RoundEngine {
   // meanwhile keeps those updates pending.
   std::vector<uint64_t> heldUpdateRounds(const std::string& id) const;
   // The last kAcceptedKept rounds whose update from this client was applied (and, once
-  // the round's kRoundEnded was carried out, is durable), increasing.
+  // the round's RoundEnded was carried out, is durable), increasing.
   std::vector<uint64_t> acceptedRounds(const std::string& id) const;
   static constexpr std::size_t kAcceptedKept = 16;
   bool finished() const { return commits_ >= config_.rounds; }
-  std::span<const float> model() const { return model_; }
+  std::span<const float> model() const;
   // The model to evaluate and to save: the moving average (EngineConfig::modelEma)
   // once there is one, else model().
-  std::span<const float> servedModel() const { return average_.empty() ? model() : average_; }
-  uint64_t modelChecksum() const { return modelChecksum_; }
+  std::span<const float> servedModel() const;
+  uint64_t modelChecksum() const;
   EngineSnapshot snapshot() const;
   const EngineConfig& config() const { return config_; }
-  uint32_t currentTau() const { return tau_; }
+  uint32_t currentTau() const;
   // The sticky group (EngineConfig::stickyClients), ordered by id; empty when off.
   std::vector<std::string> stickyGroup() const;
 
@@ -374,115 +387,41 @@ class RoundEngine {
   struct Client;
   struct Pending;
   struct OpenRound;
-  // One broadcast: q of `round`, which took the model from previousRound to round.
-  struct LogEntry {
-    uint64_t round = 0;
-    uint64_t previousRound = 0;
-    uint64_t checksumBefore = 0;
-    uint64_t checksumAfter = 0;
-    std::shared_ptr<const compression::Payload> payload;
-    // downlinkRelativeIndices: the broadcast's indices (top-k), and its payload with
-    // them coded against the previous entry's, when that is smaller (else null).
-    std::vector<uint32_t> indices;
-    std::shared_ptr<const compression::Payload> relative;
-  };
-  RoundEngine(EngineConfig config, std::vector<float> model);
-  Status init();
+  RoundEngine(EngineConfig config);
+  // Checks the engine's own settings and creates the parts around `model`.
+  Status init(std::vector<float> model);
   void maybeStartRound(int64_t nowMs, std::vector<Action>& out);
   static RoundSummary summaryOf(const OpenRound& r, int64_t nowMs);
   void closeRound(int64_t nowMs, std::vector<Action>& out);
   void abandonRound(const std::string& reason, int64_t nowMs, std::vector<Action>& out);
-  // Streaming aggregation: adds p to the open round's running sum (aggregate_), or
-  // rejects it when its norm is over limit (0 = no limit), and releases its delta.
+  // Hands p to the aggregator against limit (0 = none): added to the open round's sum
+  // or rejected (its record says which); its delta is released.
   void settle(Pending& p, double limit);
   // Settles the open round's held on-time updates once there are enough norms to judge them.
   void settleReceived();
-  // Picks the round's participants from the idle clients (uniform or sticky), with
-  // each one's selection weight and group; updates the sticky group.
-  struct Pick {
-    Client* client = nullptr;
-    bool sticky = false;
-    double weight = 1.0;
-  };
-  std::vector<Pick> select(std::vector<Client*> idle, uint64_t round);
   Assignment makeAssignment(Client& c, uint64_t round, int64_t nowMs);
-  // Whether (round, checksum) names a committed model the engine remembers.
-  bool knownModel(uint64_t round, uint64_t checksum) const;
-  // The current values of the coordinates changed after `round`, as XORs with the
-  // client's when the undo log reaches back to `round` (cached per round until the
-  // next commit).
-  std::shared_ptr<const compression::Payload> valuesSince(uint64_t round);
-  uint32_t tauFor(const Client& c, double budgetMs) const;
-  double lrFor(uint64_t round) const;
   // Records an outstanding participant of the open round as dropped; closes or
   // abandons the round when nobody else can still deliver.
   void dropOutstanding(const std::string& id, const std::string& reason, int64_t nowMs, std::vector<Action>& out);
-  void updateTau(double roundLoss);
-  // Rounds the coordinates q changed to the model's precision, the residual into the
-  // server memory.
-  void roundToPrecision(const compression::Compressed& q);
   uint32_t minGoal() const;
-  uint64_t commitsSince(uint64_t baseRound) const;
   std::string serializeState() const;
-  Status restoreState(const std::string& state);
-  std::vector<uint8_t> serializeCatchUp() const;
-  std::string downlinkFormat() const;
-  Status restoreCatchUp(std::span<const uint8_t> bytes);
+  // Reads the engine state text; `committed` gets its committed round.
+  Status restoreState(const std::string& state, uint64_t& committed);
 
   EngineConfig config_;
-  std::vector<float> model_;
-  uint64_t modelChecksum_ = 0;
-  uint64_t committedRound_ = 0;  // the model's round
+  // The parts (coordinator/engine/): each owns one decision and its state.
+  std::unique_ptr<Selection> selection_;
+  std::unique_ptr<Aggregator> aggregator_;
+  std::unique_ptr<ServerOptimizer> optimizer_;
+  std::unique_ptr<Downlink> downlink_;  // the model, its round and checksum, and catch-up
+  std::unique_ptr<Pace> pace_;
   uint64_t nextRound_ = 1;
   uint64_t commits_ = 0;
   std::map<std::string, std::unique_ptr<Client>> clients_;  // ordered: deterministic iteration
   std::unique_ptr<OpenRound> open_;
   std::vector<std::unique_ptr<Pending>> late_;  // late updates waiting for the next aggregation
   std::vector<ParticipantResult> orphans_;      // records to attach to the next round
-  std::deque<LogEntry> log_;                    // recent broadcasts, oldest first
-  std::size_t logBytes_ = 0;                    // sum of the log's payload byteSize()
-  // The round each of the last catchUpRounds commits started from, oldest first: how
-  // stale an update is (the log may be shorter, when its bytes are capped).
-  std::deque<uint64_t> previousRounds_;
-  std::vector<float> aggregate_;                          // the open round's running sum, then its Delta
-  std::vector<float> velocity_;                           // server momentum u (empty when off)
-  std::vector<float> coverage_;                           // senderMean: W_i of the open round
-  std::vector<float> secondMoment_;                       // adam / yogi: v (m is velocity_)
-  std::vector<float> average_;                            // modelEma: xbar (empty until the first commit)
-  std::shared_ptr<const std::vector<float>> denseCache_;  // model_ as of committed_, shared by assignments
-  // Catch-up by value. changedAt_[i]: the last round whose broadcast touched
-  // coordinate i (0 = none since round 0; checkpointed with the catch-up state, and
-  // after a resume from a checkpoint without one every entry is the resumed round: an
-  // older client gets every coordinate, or the dense model). history_: the
-  // (round, checksum) of the last checksumHistory committed models, oldest first.
-  // valueCache_: valuesSince() by round, cleared at every commit (at most one entry per
-  // distinct round among the clients assigned since, each smaller than the model).
-  std::vector<uint32_t> changedAt_;
-  // Catch-up XORs: the last catchUpXorRounds commits, oldest first, each with the
-  // coordinates its (sparse) broadcast changed and their values before it; consecutive
-  // (a dense broadcast or a resume empties it). xorBase_: valuesSince()'s scratch, the
-  // values a client's model holds at the changed coordinates.
-  struct Undo {
-    uint64_t previousRound = 0;
-    std::vector<uint32_t> indices;
-    std::vector<float> before;
-  };
-  std::deque<Undo> undo_;
-  std::vector<float> xorBase_;
-  std::deque<std::pair<uint64_t, uint64_t>> history_;
-  std::map<uint64_t, std::shared_ptr<const compression::Payload>> valueCache_;
-  std::unique_ptr<compression::Compressor> down_;
-  std::unique_ptr<compression::DensitySchedule> upSchedule_, downSchedule_;
-  std::optional<compression::ErrorFeedback> memory_;
-  // ADACOMM
-  uint32_t tau_ = 0;
-  double lossF0_ = 0;  // smoothed loss at the first adaptation
-  double lossF_ = 0;   // smoothed loss
-  bool haveLoss_ = false;
-  uint64_t rng_ = 0;
   bool stopping_ = false;
-  // Sticky sampling: the group's members and the last round each was assigned.
-  std::map<std::string, uint64_t> sticky_;
 };
 
 }  // namespace starling::coordinator

@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "starling/coordinator/outcomes.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::coordinator {
@@ -107,11 +108,8 @@ struct RoundRecord {
   bool operator==(const RoundRecord&) const = default;
 };
 
-enum class ParticipantOutcome { kAccepted, kStraggler, kDropped, kRejected, kLateApplied, kLateDiscarded };
-
-// "accepted", "straggler", "dropped", "rejected", "late-applied", "late-discarded".
-const char* participantOutcomeName(ParticipantOutcome outcome);
-std::optional<ParticipantOutcome> parseParticipantOutcome(std::string_view name);
+// ParticipantOutcome, participantOutcomeName and parseParticipantOutcome: outcomes.hpp,
+// shared with the engine.
 
 // One client's part in one round. Keyed by (round, clientId, outcome).
 //

@@ -1,0 +1,81 @@
+#pragma once
+// Aggregator: what one round's updates add up to. It owns the decision of each
+// update's weight (examples x selection weight x 1/sqrt(1 + staleness)), FedNova's
+// normalization by steps, the norm-ratio rejection (maxNormRatio x the upper median
+// of the round's norms, with the first updates held until kMinNormsToJudge norms are
+// in), the sender mean (senderMean: coordinate i scaled by W / W_i) and the statistics
+// FedExP's extrapolation needs. ALGORITHMS.md §2 and §5; docs/coordinator.md step 5.
+//
+// Streaming: an accepted update is added at once to one running sum
+// sum_k (w_k / steps_k) q_k and released; the aggregator holds one dense vector (two
+// with senderMean) per round, not one per update. Which updates are held, and when
+// they are judged, is the caller's (the engine's open round); the aggregator says
+// whether a limit is known yet (limitOnTime) and judges each update it is given (add).
+//
+// State: the open round's sums and norms; none of it outlives the round, and none
+// of it is in a checkpoint (an open round is abandoned, not resumed).
+// One thread at a time (the owner's).
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "starling/compression/compressed.hpp"
+
+namespace starling::coordinator {
+
+// One update as the aggregator sees it.
+struct Contribution {
+  compression::Compressed delta;  // released by Aggregator::add
+  double norm = 0;                // ||delta||, from its compressed form
+  uint64_t examples = 0;
+  uint32_t steps = 0;             // > 0
+  uint32_t staleness = 0;         // model versions behind
+  double selectionWeight = 1.0;   // Selection::Pick::weight of its round
+};
+
+class Aggregator {
+ public:
+  // The norm check needs this many norms before a median means something.
+  static constexpr std::size_t kMinNormsToJudge = 3;
+
+  // maxNormRatio 0 = no norm check.
+  Aggregator(std::size_t dim, double maxNormRatio, bool senderMean);
+
+  // Starts a round: the sums and norms at zero.
+  void begin();
+  // Records the norm of an update received on time (the median is over these).
+  void noteNorm(double norm) { norms_.push_back(norm); }
+  // The limit for updates received on time: nullopt while fewer than kMinNormsToJudge
+  // norms are in (hold them), else maxNormRatio x their upper median (0 = no check).
+  std::optional<double> limitOnTime() const;
+  // The limit at the close, with the norms of late updates joining the round's; 0 (no
+  // check) when even then fewer than kMinNormsToJudge are in.
+  double limitAtClose(std::span<const double> lateNorms) const;
+  // Judges c against limit (0 = none): over it, returns why it is rejected; else adds it
+  // to the sum. Either way c.delta is released.
+  std::optional<std::string> add(Contribution& c, double limit);
+
+  // Ends the round: the sum becomes Delta, the weighted step-normalized mean
+  // (stepSum / W^2) sum_k (w_k / steps_k) q_k, then with senderMean coordinate i x W / W_i.
+  // Returns Delta (empty sum: all zeros), valid until the next begin().
+  std::span<float> finish();
+  // FedExP's sum_k (w_k / W) ||a_k||^2, a_k = (stepSum / W) q_k / steps_k the updates as
+  // they enter Delta; nullopt when nothing was added.
+  std::optional<double> spread() const;
+  double weightSum() const { return weightSum_; }
+
+ private:
+  double maxNormRatio_;
+  bool senderMean_;
+  std::vector<float> sum_;       // the open round's running sum, then its Delta
+  std::vector<float> coverage_;  // senderMean: W_i of the open round
+  std::vector<double> norms_;    // of every update received on time
+  double weightSum_ = 0;         // sum of w_k
+  double stepSum_ = 0;           // sum of w_k * steps_k
+  double normSqSum_ = 0;         // sum of w_k * (||q_k|| / steps_k)^2, for FedExP
+};
+
+}  // namespace starling::coordinator

@@ -414,7 +414,9 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   p->part.norm = *norm;
   if (!std::isfinite(p->part.norm)) return updateRejected(id, u.round, "update contains NaN or Inf", nowMs);
   p->part.delta = std::move(u.delta);
-  p->part.examples = u.examples;
+  // FedAvg's n_k is the client's number of examples (Hello), not how many it trained on
+  // this round (steps x batch, which would weigh every client alike: ALGORITHMS.md §2).
+  p->part.examples = c.examples > 0 ? c.examples : u.examples;
   p->part.steps = u.steps;
   p->part.staleness = p->staleness;
   ParticipantResult& rec = p->record;
@@ -517,12 +519,13 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     if (!p->settled) settle(*p, limit);
   std::vector<ParticipantResult> records = std::move(r.closed);
 
-  // ADACOMM's round loss: example-weighted (x the selection weight) over the updates on time.
+  // ADACOMM's round loss: weighted by the clients' examples (x the selection weight) over
+  // the updates on time.
   double lossSum = 0, lossW = 0;
   for (const auto& p : use) {
     if (p->record.outcome == ParticipantOutcome::kRejected || p->staleness > 0) continue;
-    lossSum += double(p->record.examples) * p->record.selectionWeight * p->record.lossStart;
-    lossW += double(p->record.examples) * p->record.selectionWeight;
+    lossSum += double(p->part.examples) * p->record.selectionWeight * p->record.lossStart;
+    lossW += double(p->part.examples) * p->record.selectionWeight;
   }
 
   // Delta, the server's step on it, and the broadcast that applies it.
@@ -560,7 +563,9 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   for (auto& [id, rec] : r.outstanding) {
     ParticipantResult straggler = rec;
     straggler.outcome = ParticipantOutcome::kStraggler;
-    straggler.reason = fmt::format("no update within {} ms", config_.deadlineMs);
+    straggler.reason = nowMs >= r.deadlineMs
+                           ? fmt::format("no update within {} ms", config_.deadlineMs)
+                           : fmt::format("the round closed with the first {} updates", s.returned);
     records.push_back(straggler);
     ++s.stragglers;
   }

@@ -116,8 +116,9 @@ std::vector<float> filled(float v) {
 TEST_CASE("a round aggregates updates weighted by examples and commits", "[engine]") {
   auto engine = RoundEngine::create(smallConfig(3), initialModel()).value();
   std::vector<Action> acts;
-  for (const char* id : {"a", "b", "c"})
-    acts = engine->clientJoined(id, 100, 0, 0, 0);
+  // The weights are the clients' numbers of examples (Hello), as FedAvg's n_k.
+  for (const auto& [id, n] : {std::pair<const char*, uint64_t>{"a", 100}, {"b", 100}, {"c", 200}})
+    acts = engine->clientJoined(id, n, 0, 0, 0);
   auto assigns = only<Assign>(acts);
   REQUIRE(assigns.size() == 3);
   CHECK(assigns[0].assignment.round == 1);
@@ -216,7 +217,10 @@ TEST_CASE("over-selected stragglers are recorded and their late updates applied 
   CHECK(ended[0].summary.stragglers == 1);
   bool recorded = false;
   for (const auto& p : ended[0].summary.participants)
-    if (p.clientId == "c" && p.outcome == ParticipantOutcome::kStraggler) recorded = true;
+    if (p.clientId == "c" && p.outcome == ParticipantOutcome::kStraggler) {
+      recorded = true;
+      CHECK(p.reason == "the round closed with the first 2 updates");  // not its deadline
+    }
   CHECK(recorded);
   // Round 2 waits for 3 idle clients: c is still busy with round 1.
   CHECK(only<Assign>(acts).empty());
@@ -806,18 +810,33 @@ TEST_CASE("shutting down abandons the round in flight and starts no other", "[en
   CHECK(only<Assign>(engine->clientJoined("c", 100, 0, 0, 30)).empty());
 }
 
+TEST_CASE("updates weigh by their clients' examples, not by the examples trained this round", "[engine]") {
+  // Two clients with 100 and 300 examples each train 10 steps of the same batch size:
+  // FedAvg's mean weighs them 1 : 3 (ALGORITHMS.md §2), whatever each update reports.
+  auto engine = RoundEngine::create(smallConfig(2), initialModel()).value();
+  engine->clientJoined("a", 100, 0, 0, 0);
+  engine->clientJoined("b", 300, 0, 0, 0);
+  engine->updateArrived("a", update(1, 0, filled(1.0f), 320, 10), 10);
+  auto acts = engine->updateArrived("b", update(1, 0, filled(5.0f), 320, 10), 20);
+  REQUIRE(only<RoundEnded>(acts).size() == 1);
+  CHECK(engine->model()[3] == Approx(initialModel()[3] - (100 * 1.0 + 300 * 5.0) / 400).epsilon(1e-6));
+}
+
 TEST_CASE("the streaming sum equals the batch formula for sparse updates of unequal examples and steps",
           "[engine][streaming]") {
   auto config = smallConfig(5);
   config.maxNormRatio = 0;  // no check: every update is summed on arrival
   auto engine = RoundEngine::create(config, initialModel()).value();
   std::vector<Action> acts;
-  for (const char* id : {"a", "b", "c", "d", "e"})
-    acts = engine->clientJoined(id, 100, 0, 0, 0);
+  const uint64_t examples[] = {100, 250, 40, 600, 10};  // each client's n_k, as in its Hello
+  {
+    int j = 0;
+    for (const char* id : {"a", "b", "c", "d", "e"})
+      acts = engine->clientJoined(id, examples[j++], 0, 0, 0);
+  }
   REQUIRE(only<Assign>(acts).size() == 5);
   // Batch: Delta = (sum_k n_k steps_k / N) * sum_k (n_k / N) q_k / steps_k, N = sum_k n_k.
   std::vector<double> q(kDim * 5, 0.0);
-  const uint64_t examples[] = {100, 250, 40, 600, 10};
   const uint32_t steps[] = {10, 25, 4, 7, 60};
   double n = 0, stepsWeighted = 0;
   for (int k = 0; k < 5; ++k) {
@@ -1570,8 +1589,8 @@ TEST_CASE("mean over senders: each coordinate is averaged over the updates that 
   // examples, 20 steps; c: dense 0.5 everywhere, 100 examples, 10 steps. Returns the
   // actions of the last arrival.
   auto runRound = [](RoundEngine& e) {
-    for (const char* id : {"a", "b", "c"})
-      e.clientJoined(id, 100, 0, 0, 0);
+    for (const auto& [id, n] : {std::pair<const char*, uint64_t>{"a", 100}, {"b", 300}, {"c", 100}})
+      e.clientJoined(id, n, 0, 0, 0);
     auto sparse = [](std::vector<uint32_t> idx, std::vector<float> val) {
       compression::Compressed c;
       c.encoding = compression::Encoding::kTopK;

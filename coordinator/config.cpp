@@ -132,6 +132,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "log replays code each top-k broadcast's indices against the previous broadcast's, when smaller");
   bind("compression.warmup-rounds", e.warmupRounds, "DGC warm-up: rounds of falling density");
   bind("compression.fp16-values", e.fp16Values, "top-k / rand-k values as fp16");
+  bind("compression.qsgd-levels", e.qsgdLevels,
+       "QSGD's levels s in [1, 255] (scaled by 1 / (1 + omega) under error feedback)");
   bind("compression.uplink-ternary", e.uplinkTernary,
        "top-k uplink values as sign bits + one scale per 256 values (sparse ternary)");
   bind("compression.model-mantissa-bits", e.modelMantissaBits,

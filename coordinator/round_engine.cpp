@@ -115,7 +115,8 @@ Status RoundEngine::init(std::vector<float> model) {
   auto downlink = Downlink::create(c, std::move(model));
   if (!downlink) return downlink.status();
   // The uplink's compressor runs on the clients: only its name and options are checked here.
-  auto up = compression::makeCompressor(c.uplink, {compression::sparseValueFormat(c.fp16Values, c.uplinkTernary)});
+  auto up = compression::makeCompressor(
+      c.uplink, compression::linkOptions(c.fp16Values, c.uplinkTernary, c.errorFeedback, c.qsgdLevels));
   if (!up) return up.status().withContext("uplink compressor");
   optimizer_ = std::make_unique<ServerOptimizer>(std::move(*optimizer));
   selection_ = std::make_unique<Selection>(std::move(*selection));

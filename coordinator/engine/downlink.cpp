@@ -91,15 +91,16 @@ Result<std::unique_ptr<Downlink>> Downlink::create(const EngineConfig& c, std::v
   if (c.downlinkTernary && !isTopK(c.downlink))
     return Status(StatusCode::kInvalidArgument, "ternary values need a topk or topk-sampled compressor on that link");
   std::unique_ptr<Downlink> d(new Downlink(c, std::move(model)));
-  const auto values = compression::sparseValueFormat(c.fp16Values, c.downlinkTernary);
-  auto compressor = compression::makeCompressor(c.downlink, {values});
+  auto compressor = compression::makeCompressor(
+      c.downlink, compression::linkOptions(c.fp16Values, c.downlinkTernary, c.errorFeedback, c.qsgdLevels));
   if (!compressor) return compressor.status().withContext("downlink compressor");
   d->compressor_ = std::move(*compressor);
   if (c.downlinkShared > 0) {
     if (!(c.downlinkShared < 1) || !isTopK(c.downlink))
       return Status(StatusCode::kInvalidArgument,
                     "a downlink shared mask needs a topk downlink and a fraction in [0, 1)");
-    d->compressor_ = std::make_unique<SharedMaskTopK>(values, c.downlinkShared);
+    d->compressor_ = std::make_unique<SharedMaskTopK>(compression::sparseValueFormat(c.fp16Values, c.downlinkTernary),
+                                                      c.downlinkShared);
   }
   if (c.downlinkRelativeIndices && !isTopK(c.downlink))
     return Status(StatusCode::kInvalidArgument, "relative downlink indices need a topk or topk-sampled downlink");

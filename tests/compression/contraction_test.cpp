@@ -109,9 +109,11 @@ TEST_CASE("the compressors used under error feedback are contractions", "[contra
       }
       SECTION("QSGD scaled by 1 / (1 + omega): delta = 1 / (1 + omega)") {
         for (std::uint32_t s : {1u, 4u, 15u}) {
-          CompressorOptions o;
-          o.qsgdLevels = s;
-          o.qsgdContractive = true;
+          // What a link under error feedback gets (the client, the coordinator and the simulator).
+          const CompressorOptions o = linkOptions(false, false, true, s);
+          REQUIRE(o.qsgdContractive);
+          REQUIRE(o.qsgdLevels == s);
+          REQUIRE_FALSE(linkOptions(false, false, false, s).qsgdContractive);  // unbiased without it
           auto c = make("qsgd", o);
           const double delta = 1.0 / (1.0 + qsgdOmega(d, s));
           const auto e = squaredError(*c, v, density, 100);

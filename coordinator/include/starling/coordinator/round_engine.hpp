@@ -143,6 +143,9 @@ struct EngineConfig {
   double downlinkDensity = 1.0;
   uint32_t warmupRounds = 0;  // DGC warm-up of both densities
   bool fp16Values = false;    // top-k / rand-k values as fp16
+  // QSGD's levels s on both links, in [1, 255]; under error feedback QSGD is scaled by
+  // 1 / (1 + omega) to be a contraction (compression::linkOptions).
+  uint32_t qsgdLevels = 15;
   // Sparse ternary top-k values (compression::makeTernary): one sign bit per value and
   // one scale per 256 values instead of fp16/fp32; the clients' uplink and the broadcast.
   bool uplinkTernary = false;

@@ -14,11 +14,10 @@
 #include "starling/client/trainer.hpp"
 #include "starling/compression/error_feedback.hpp"
 #include "starling/compression/payload.hpp"
-#include "starling/compression/wire_codec.hpp"
 #include "starling/coordinator/federation.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/model/model.hpp"
-#include "starling/wire/frame.hpp"
+#include "starling/wire/messages.hpp"
 
 #include "sim.hpp"
 
@@ -198,12 +197,15 @@ Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downU
       computeSeconds(fleet_.flopsPerExample(), stats->examples, stats->scoredExamples + 2 * probe, fc.flopsPerSecond);
   const int64_t computeUs = static_cast<int64_t>(std::llround(seconds * 1e6));
 
-  flatbuffers::FlatBufferBuilder b(payload.byteSize() + 256);
-  auto tensor = compression::toWire(b, payload);
-  auto update = wire::fb::CreateUpdate(b, a.round, a.baseRound, stats->examples, static_cast<uint32_t>(stats->steps),
-                                       static_cast<float>(stats->lossStart), static_cast<float>(stats->lossEnd), tensor,
-                                       static_cast<uint32_t>(computeUs / 1000));
-  const uint64_t frameBytes = wire::finishFrame(b, update).size();
+  const wire::UpdateMsg update{a.round,
+                               a.baseRound,
+                               stats->examples,
+                               static_cast<uint32_t>(stats->steps),
+                               static_cast<float>(stats->lossStart),
+                               static_cast<float>(stats->lossEnd),
+                               compression::viewOf(payload),
+                               static_cast<uint32_t>(computeUs / 1000)};
+  const uint64_t frameBytes = wire::encode(update).size();
 
   coordinator::IncomingUpdate in;
   in.round = a.round;

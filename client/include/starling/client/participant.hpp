@@ -27,6 +27,7 @@
 #include "starling/compression/error_feedback.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/net/connection.hpp"
+#include "starling/wire/messages.hpp"
 
 namespace spdlog {
 class logger;
@@ -97,12 +98,12 @@ class Participant {
   void startLoading();
   bool dataReady() const;
   Status finishLoading();  // waits for the loader; ok at once when the data is there
-  Status welcome(const wire::fb::Welcome& welcome);
-  Status setUpTask(const wire::fb::Welcome& welcome);
-  Status catchUp(const wire::fb::RoundAssign& assign);  // applyCatchUp; forgets lastIndices_ on failure
-  Status applyCatchUp(const wire::fb::RoundAssign& assign);
+  Status welcome(const wire::WelcomeMsg& welcome);
+  Status setUpTask(const wire::WelcomeMsg& welcome);
+  Status catchUp(const wire::RoundAssignMsg& assign);  // applyCatchUp; forgets lastIndices_ on failure
+  Status applyCatchUp(const wire::RoundAssignMsg& assign);
   void buildInitialModel();  // xhat_ <- the round-0 model; holds round 0
-  Result<std::vector<uint8_t>> train(const wire::fb::RoundAssign& assign);
+  Result<wire::Frame> train(const wire::RoundAssignMsg& assign);
   void settle(bool accepted, uint64_t round);
   Status writeAudit() const;  // ParticipantOptions::auditOut
 

@@ -143,7 +143,7 @@ void Learner::buildInitialModel() {
 }
 
 uint64_t Learner::modelChecksum() const {
-  return heldRound_ > 0 ? checksum64(xhat_) : 0;
+  return xhat_.empty() ? 0 : checksum64(xhat_);
 }
 
 Status Learner::catchUp(const wire::RoundAssignMsg& a) {

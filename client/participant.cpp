@@ -77,8 +77,6 @@ void Participant::syncStats() {
   stats_.resyncs = l.resyncs;
   stats_.bytesUp = l.bytesUp;
   stats_.lastLoss = l.lastLoss;
-  stats_.heldRound = learner_.heldRound();
-  stats_.checksum = learner_.modelChecksum();
 }
 
 Participant::~Participant() = default;
@@ -123,8 +121,9 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
 
 asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcomed) {
   learner_.forgetReplayIndices();  // the coordinator forgets what this client held on reconnect
+  const uint64_t held = learner_.heldRound();
   const wire::HelloMsg hello =
-      wire::clientHello(options_.id, numExamples_, learner_.heldRound(), learner_.modelChecksum());
+      wire::clientHello(options_.id, numExamples_, held, held > 0 ? learner_.modelChecksum() : 0);
   const wire::Frame helloFrame = wire::encode(hello);
   Status st = co_await conn.send(helloFrame.bytes());
   if (!st) co_return st;
@@ -164,6 +163,8 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         // later round); the Learner takes the oldest as lost past its limit.
         Status caught = learner_.catchUp(*a);
         syncStats();
+        stats_.heldRound = learner_.heldRound();
+        stats_.checksum = learner_.modelChecksum();
         if (!caught) {
           log_->warn("{}", caught.message());
           const wire::Frame errorFrame = wire::encode(wire::ErrorMsg{fb::ErrorCode::Unexpected, caught.message()});

@@ -74,7 +74,7 @@ class LearnerTask {
   std::size_t numParams() const { return prototype_.numParams(); }
 
  private:
-  LearnerTask(model::Model prototype) : prototype_(std::move(prototype)) {}
+  explicit LearnerTask(model::Model prototype) : prototype_(std::move(prototype)) {}
 
   std::string modelSpec_;
   model::Model prototype_;
@@ -170,7 +170,7 @@ class Learner {
 
   std::span<const float> model() const { return xhat_; }
   uint64_t heldRound() const { return heldRound_; }
-  uint64_t modelChecksum() const;  // of xhat (0 when nothing is held)
+  uint64_t modelChecksum() const;  // of xhat (0 before a task); computed over the model at each call
   const LearnerStats& stats() const { return stats_; }
 
  private:

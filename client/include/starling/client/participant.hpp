@@ -95,7 +95,7 @@ class Participant {
   bool dataReady() const;
   Status finishLoading();  // waits for the loader; ok at once when the data is there
   Status welcome(const wire::WelcomeMsg& welcome);
-  void syncStats();  // stats_ <- the Learner's figures
+  void syncStats();  // stats_ <- the Learner's counters (held round and checksum: after each catch-up)
 
   const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
   uint64_t numExamples_ = 0;

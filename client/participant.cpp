@@ -7,46 +7,26 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
-#include <cstdio>
 #include <random>
-
-#include "starling/client/replay.hpp"
-#include "starling/compression/payload.hpp"
-#include "starling/compression/precision.hpp"
-#include "starling/compression/wire_codec.hpp"
-#include "starling/util/checksum.hpp"
-#include "starling/wire/capabilities.hpp"
 
 namespace starling::client {
 namespace fb = wire::fb;
 
-namespace {
-
-std::string str(const flatbuffers::String* s) {
-  return s != nullptr ? s->str() : std::string();
-}
-
-uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  return z ^ (z >> 27);
-}
-
-}  // namespace
-
 Participant::Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
-    : shard_(&shard), numExamples_(shard.size()), options_(std::move(options)), log_(std::move(log)) {
-  seed_ = options_.seed;
-  for (char ch : options_.id)
-    seed_ = mix(seed_, static_cast<unsigned char>(ch));
-}
+    : shard_(&shard),
+      numExamples_(shard.size()),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      seed_(clientSeed(options_.seed, options_.id)),
+      learner_(LearnerOptions{seed_, !options_.auditOut.empty()}, log_) {}
 
 Participant::Participant(DeferredData data, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
-    : numExamples_(data.numExamples), deferred_(std::move(data)), options_(std::move(options)), log_(std::move(log)) {
-  seed_ = options_.seed;
-  for (char ch : options_.id)
-    seed_ = mix(seed_, static_cast<unsigned char>(ch));
-}
+    : numExamples_(data.numExamples),
+      deferred_(std::move(data)),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      seed_(clientSeed(options_.seed, options_.id)),
+      learner_(LearnerOptions{seed_, !options_.auditOut.empty()}, log_) {}
 
 void Participant::startLoading() {
   if (shard_ != nullptr || loading_.valid()) return;
@@ -81,31 +61,22 @@ Status Participant::finishLoading() {
   return Status::ok();
 }
 
-Status Participant::welcome(const fb::Welcome& w) {
+Status Participant::welcome(const wire::WelcomeMsg& w) {
   if (Status loaded = finishLoading(); !loaded) return loaded;
-  if (Status setup = setUpTask(w); !setup) return setup;
-  initSeed_ = w.init_seed();
-  // Nothing held: build the round-0 model as the coordinator did; the first
-  // assignment catches up from it and its checksum proves it (or brings a dense copy).
-  if (heldRound_ == 0) buildInitialModel();
-  // Settle the updates that were in flight when the last connection ended: still held by
-  // the coordinator (their verdicts come later), applied (and durable), or lost.
-  const auto listed = [](const flatbuffers::Vector<uint64_t>* rounds, uint64_t r) {
-    return rounds != nullptr && std::find(rounds->begin(), rounds->end(), r) != rounds->end();
-  };
-  for (uint64_t r : std::vector<uint64_t>(pending_)) {
-    if (listed(w.held_rounds(), r)) continue;
-    // A coordinator that does not list its accepted rounds names the last one only.
-    const bool applied =
-        w.accepted_rounds() != nullptr ? listed(w.accepted_rounds(), r) : w.last_accepted_round() >= r;
-    if (!applied)
-      log_->warn("the update for round {} was not applied (coordinator at round {}): rolled back into memory", r,
-                 w.round());
-    settle(applied, r);
-  }
-  log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", str(w.task()), str(w.client_id()),
-             w.round(), modelSpec_);
+  if (Status st = learner_.welcome(w, *shard_); !st) return st;
+  syncStats();
+  log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", w.task, w.clientId, w.round, w.modelSpec);
   return Status::ok();
+}
+
+void Participant::syncStats() {
+  const LearnerStats& l = learner_.stats();
+  stats_.roundsTrained = l.roundsTrained;
+  stats_.roundsAccepted = l.roundsAccepted;
+  stats_.roundsRejected = l.roundsRejected;
+  stats_.resyncs = l.resyncs;
+  stats_.bytesUp = l.bytesUp;
+  stats_.lastLoss = l.lastLoss;
 }
 
 Participant::~Participant() = default;
@@ -149,14 +120,12 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
 }
 
 asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcomed) {
-  lastIndices_.reset();  // the coordinator forgets what this client held on reconnect
-  flatbuffers::FlatBufferBuilder b(256);
-  std::vector<flatbuffers::Offset<flatbuffers::String>> caps;
-  for (std::string_view c : wire::kClientCapabilities)
-    caps.push_back(b.CreateString(c.data(), c.size()));
-  auto hello = fb::CreateHelloDirect(b, options_.id.c_str(), &caps, numExamples_, "linux", heldRound_,
-                                     heldRound_ > 0 ? checksum64(xhat_) : 0);
-  Status st = co_await conn.send(wire::finishFrame(b, hello));
+  learner_.forgetReplayIndices();  // the coordinator forgets what this client held on reconnect
+  const uint64_t held = learner_.heldRound();
+  const wire::HelloMsg hello =
+      wire::clientHello(options_.id, numExamples_, held, held > 0 ? learner_.modelChecksum() : 0);
+  const wire::Frame helloFrame = wire::encode(hello);
+  Status st = co_await conn.send(helloFrame.bytes());
   if (!st) co_return st;
   // Deferred data loads on a thread of its own from here on: the coordinator has
   // counted this client, and this thread keeps answering heartbeats meanwhile.
@@ -168,7 +137,8 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
     if (!msg) co_return msg.status();
     // The data has arrived, or a round needs it: act on the held Welcome first.
     if (heldWelcome && (dataReady() || msg->type() == fb::Body::RoundAssign)) {
-      Status st2 = welcome(*heldWelcome->as<fb::Welcome>());
+      auto w = wire::parseWelcome(*heldWelcome);
+      Status st2 = w ? welcome(*w) : w.status();
       heldWelcome.reset();
       if (!st2) co_return st2;
     }
@@ -179,242 +149,80 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
           heldWelcome.emplace(std::move(msg).value());
           break;
         }
-        if (Status st2 = welcome(*msg->as<fb::Welcome>()); !st2) co_return st2;
+        auto w = wire::parseWelcome(*msg);
+        if (!w) co_return w.status();
+        if (Status st2 = welcome(*w); !st2) co_return st2;
         break;
       }
       case fb::Body::RoundAssign: {
-        const auto* a = msg->as<fb::RoundAssign>();
+        auto a = wire::parseRoundAssign(*msg);
+        if (!a) co_return a.status();
         stats_.bytesDown += msg->sizeBytes();
-        if (!trainer_) co_return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
+        if (!learner_.hasTask()) co_return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
         // Updates still awaiting their verdicts stay pending (a late one is applied with a
-        // later round); past kMaxPending the oldest is taken as lost.
-        while (pending_.size() >= kMaxPending) {
-          log_->warn("round {} assigned with {} updates awaiting verdicts: rolling round {} back", a->round(),
-                     pending_.size(), pending_.front());
-          settle(false, pending_.front());
-        }
-        if (Status caught = catchUp(*a); !caught) {
+        // later round); the Learner takes the oldest as lost past its limit.
+        Status caught = learner_.catchUp(*a);
+        syncStats();
+        stats_.heldRound = learner_.heldRound();
+        stats_.checksum = learner_.modelChecksum();
+        if (!caught) {
           log_->warn("{}", caught.message());
-          b.Clear();
-          st = co_await conn.send(
-              wire::finishFrame(b, fb::CreateErrorDirect(b, fb::ErrorCode::Unexpected, caught.message().c_str())));
+          const wire::Frame errorFrame = wire::encode(wire::ErrorMsg{fb::ErrorCode::Unexpected, caught.message()});
+          st = co_await conn.send(errorFrame.bytes());
           if (!st) co_return st;
           break;
         }
-        auto frame = train(*a);
-        if (!frame) co_return frame.status();
-        st = co_await conn.send(*frame);
+        auto update = learner_.train(*a);
+        if (!update) co_return update.status();
+        syncStats();
+        const wire::Frame updateFrame = wire::encode(update->message());
+        st = co_await conn.send(updateFrame.bytes());
         if (!st) co_return st;
         break;
       }
       case fb::Body::RoundResult: {
-        const auto* r = msg->as<fb::RoundResult>();
-        settle(r->accepted(), r->round());
-        if (!r->accepted()) log_->warn("update for round {} rejected: {}", r->round(), str(r->reason()));
+        auto r = wire::parseRoundResult(*msg);
+        if (!r) co_return r.status();
+        learner_.settle(r->round, r->accepted);
+        syncStats();
+        if (!r->accepted) log_->warn("update for round {} rejected: {}", r->round, r->reason);
         break;
       }
       case fb::Body::Heartbeat: {
         // Answer, so the coordinator knows this client is alive between rounds.
-        b.Clear();
-        st = co_await conn.send(wire::finishFrame(b, fb::CreateHeartbeat(b, msg->as<fb::Heartbeat>()->sent_ms())));
+        auto beat = wire::parseHeartbeat(*msg);
+        if (!beat) co_return beat.status();
+        const wire::Frame beatFrame = wire::encode(*beat);
+        st = co_await conn.send(beatFrame.bytes());
         if (!st) co_return st;
         break;
       }
       case fb::Body::Bye: {
-        const auto* bye = msg->as<fb::Bye>();
-        if (bye->done()) {
+        auto bye = wire::parseBye(*msg);
+        if (!bye) co_return bye.status();
+        if (bye->done) {
           // Training is over: an update still pending will never be applied.
-          for (uint64_t r : std::vector<uint64_t>(pending_))
-            settle(false, r);
+          learner_.settleAll(false);
+          syncStats();
           if (!options_.auditOut.empty())
-            if (Status audit = writeAudit(); !audit) log_->error("{}", audit.message());
+            if (Status audit = learner_.writeAudit(options_.auditOut); !audit) log_->error("{}", audit.message());
           log_->info("training complete: {} rounds trained, {} accepted", stats_.roundsTrained, stats_.roundsAccepted);
           co_await conn.close();
           co_return Status::ok();
         }
-        co_return Status(StatusCode::kClosed, "the coordinator said goodbye: " + str(bye->reason()));
+        co_return Status(StatusCode::kClosed, "the coordinator said goodbye: " + bye->reason);
       }
       case fb::Body::Error: {
-        const auto* e = msg->as<fb::Error>();
+        auto e = wire::parseError(*msg);
+        if (!e) co_return e.status();
         // Missing capabilities will be missing at the next connection too: give up.
-        co_return Status(e->code() == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
-                         "the coordinator reported an error: " + str(e->message()));
+        co_return Status(e->code == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
+                         "the coordinator reported an error: " + e->message);
       }
       default:
         co_return Status(StatusCode::kMalformed, fmt::format("unexpected {} from the coordinator", msg->typeName()));
     }
   }
-}
-
-Status Participant::setUpTask(const fb::Welcome& w) {
-  const std::string spec = str(w.model_spec());
-  const auto* hyper = w.hyper();
-  const auto* comp = w.compression();
-  if (hyper == nullptr || comp == nullptr) return Status(StatusCode::kMalformed, "Welcome without hyper-parameters");
-  if (trainer_ && spec == modelSpec_) return Status::ok();  // same task after a reconnect
-  auto model = model::Model::fromSpec(spec);
-  if (!model) return Status(StatusCode::kInvalidArgument, "the coordinator's model: " + model.status().message());
-  TrainerOptions to;
-  to.batchSize = static_cast<int>(hyper->batch_size());
-  to.momentum = hyper->momentum();
-  to.weightDecay = hyper->weight_decay();
-  to.clipNorm = hyper->clip_norm();
-  to.proxMu = hyper->prox_mu();
-  to.sampler.mode = hyper->priority_sampling() ? SamplingMode::kAdaptive : SamplingMode::kUniform;
-  const std::size_t d = model->numParams();
-  auto trainer = Trainer::create(std::move(*model), *shard_, to);
-  if (!trainer)
-    return Status(StatusCode::kInvalidArgument,
-                  "this client's data cannot train the coordinator's model: " + trainer.status().message());
-  trainer_.emplace(std::move(*trainer));
-  compression::CompressorOptions co;
-  co.values = compression::sparseValueFormat(comp->fp16_values(), comp->uplink_ternary());
-  auto up = compression::makeCompressor(str(comp->uplink()), co);
-  if (!up) return Status(StatusCode::kInvalidArgument, "uplink compressor: " + up.status().message());
-  uplink_ = std::move(*up);
-  if (comp->model_mantissa_bits() == 0 || comp->model_mantissa_bits() > compression::kFp32MantissaBits)
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("the coordinator's model precision of {} mantissa bits", comp->model_mantissa_bits()));
-  mantissaBits_ = comp->model_mantissa_bits();
-  errorFeedback_ = comp->error_feedback();
-  memory_.reset();  // two model-sized buffers: only when the task uses them
-  if (errorFeedback_) {
-    compression::ErrorFeedbackOptions eo;
-    eo.maxErrorRatio = comp->error_cap();
-    auto mem = compression::ErrorFeedback::create(d, eo);
-    if (!mem) return mem.status();
-    memory_.emplace(std::move(*mem));
-  }
-  modelSpec_ = spec;
-  xhat_.assign(d, 0.0f);
-  delta_.assign(d, 0.0f);
-  heldRound_ = 0;
-  pending_.clear();
-  seed_ = mix(seed_, hyper->seed());
-  return Status::ok();
-}
-
-void Participant::buildInitialModel() {
-  trainer_->model().initialize(initSeed_);
-  std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
-  heldRound_ = 0;
-}
-
-Status Participant::catchUp(const fb::RoundAssign& a) {
-  Status st = applyCatchUp(a);
-  if (!st) lastIndices_.reset();
-  return st;
-}
-
-Status Participant::applyCatchUp(const fb::RoundAssign& a) {
-  const auto d = static_cast<uint32_t>(xhat_.size());
-  compression::Compressed c;
-  if (a.model() != nullptr || a.values() != nullptr) lastIndices_.reset();
-  if (a.model() != nullptr) {
-    auto p = compression::viewWire(a.model());
-    Status st = p ? compression::decode(*p, d, c) : p.status();
-    if (st) st = compression::expand(c, xhat_);
-    if (!st) return st.withContext("the coordinator's model");
-    ++stats_.resyncs;
-  }
-  if (a.values() != nullptr) {
-    // The current values of the coordinates that changed since the round we hold.
-    auto p = compression::viewWire(a.values());
-    Status st = p ? compression::decode(*p, d, c) : p.status();
-    if (st) st = compression::overwrite(c, xhat_);
-    if (!st) return st.withContext("the coordinator's catch-up values");
-    log_->info("catching up from round {} to {}: {} coordinates by value", heldRound_, a.base_round(), c.selected());
-  }
-  if (a.broadcast() != nullptr && a.broadcast()->size() > 0) {
-    // Relative indices: the first tensor's reference is the last replay's last indices.
-    std::size_t relative = 0;
-    for (const auto* t : *a.broadcast())
-      relative += t != nullptr && t->index_format() == fb::IndexFormat::Relative ? 1 : 0;
-    const bool firstRelative = relative > 0 && a.broadcast()->Get(0) != nullptr &&
-                               a.broadcast()->Get(0)->index_format() == fb::IndexFormat::Relative;
-    Status st = replayBroadcasts(*a.broadcast(), mantissaBits_, lastIndices_, xhat_);
-    if (!st) return st.withContext("a broadcast");
-    log_->info("catching up from round {} to {}: {} broadcasts, {} with relative indices{}", heldRound_, a.base_round(),
-               a.broadcast()->size(), relative, firstRelative ? " (the first against the last replay's)" : "");
-  }
-  heldRound_ = a.base_round();
-  stats_.heldRound = heldRound_;
-  stats_.checksum = checksum64(xhat_);
-  if (stats_.checksum != a.base_checksum()) {
-    // Back to a model we can name (round 0); the coordinator sends the dense one next.
-    buildInitialModel();  // (catchUp forgets lastIndices_ with the failure)
-    return Status(StatusCode::kMalformed,
-                  fmt::format("model checksum mismatch after catching up to round {} ({:016x}, expected {:016x})",
-                              a.base_round(), stats_.checksum, a.base_checksum()));
-  }
-  return Status::ok();
-}
-
-Result<std::vector<uint8_t>> Participant::train(const fb::RoundAssign& a) {
-  TrainRequest req;
-  req.steps = static_cast<int>(a.tau());
-  req.lr = a.lr();
-  req.seed = mix(seed_, a.round());
-  auto stats = trainer_->run(xhat_, req, delta_);
-  if (!stats) return stats.status();
-  if (!options_.auditOut.empty()) {
-    computed_.resize(delta_.size(), 0.0);
-    for (std::size_t i = 0; i < delta_.size(); ++i)
-      computed_[i] += delta_[i];
-  }
-  // The compressed form, its encoding, the Flatbuffers builder and the frame are each
-  // model-sized when the uplink is dense: each is freed as soon as the next one is
-  // made, so no more than two of them are alive at once (the client's peak memory).
-  std::size_t selected = 0, payloadBytes = 0;
-  compression::Payload payload;
-  {
-    compression::Compressed q;
-    const compression::CompressParams params{a.density() > 0 ? a.density() : 1.0, mix(seed_, a.round() + 1)};
-    Status st = errorFeedback_ ? memory_->compress(delta_, *uplink_, params, q, a.round())
-                               : uplink_->compress(delta_, params, q);
-    if (!st) return st.withContext(fmt::format("compressing the update of round {}", a.round()));
-    STARLING_RETURN_IF_ERROR(compression::encode(q, payload));
-    selected = q.selected();
-    payloadBytes = payload.byteSize();
-  }
-  flatbuffers::FlatBufferBuilder b(payloadBytes + 256);
-  auto tensor = compression::toWire(b, payload);
-  payload = {};
-  auto update = fb::CreateUpdate(b, a.round(), a.base_round(), stats->examples, static_cast<uint32_t>(stats->steps),
-                                 static_cast<float>(stats->lossStart), static_cast<float>(stats->lossEnd), tensor,
-                                 static_cast<uint32_t>(stats->seconds * 1000.0));
-  if (errorFeedback_) pending_.push_back(a.round());
-  ++stats_.roundsTrained;
-  stats_.bytesUp += payloadBytes;
-  stats_.lastLoss = stats->lossEnd;
-  log_->info("round {}: {} steps, loss {:.4f} -> {:.4f}, sent {} of {} values ({} bytes)", a.round(), stats->steps,
-             stats->lossStart, stats->lossEnd, selected, xhat_.size(), payloadBytes);
-  return wire::finishFrame(b, update);
-}
-
-void Participant::settle(bool accepted, uint64_t round) {
-  auto it = std::find(pending_.begin(), pending_.end(), round);
-  if (it == pending_.end()) return;
-  pending_.erase(it);
-  if (memory_ && memory_->isPending(round)) (void)(accepted ? memory_->commit(round) : memory_->rollback(round));
-  if (accepted)
-    ++stats_.roundsAccepted;
-  else
-    ++stats_.roundsRejected;
-}
-
-Status Participant::writeAudit() const {
-  std::FILE* f = std::fopen(options_.auditOut.c_str(), "w");
-  if (f == nullptr) return Status(StatusCode::kIo, fmt::format("cannot write the audit to '{}'", options_.auditOut));
-  fmt::print(f, "computed");
-  for (double v : computed_)
-    fmt::print(f, " {:.9g}", v);
-  fmt::print(f, "\nmemory");
-  if (memory_)
-    for (float v : memory_->memory())
-      fmt::print(f, " {:.9g}", v);
-  fmt::print(f, "\n");
-  return std::fclose(f) == 0 ? Status::ok() : Status(StatusCode::kIo, "writing the audit to " + options_.auditOut);
 }
 
 }  // namespace starling::client

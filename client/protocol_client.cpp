@@ -3,23 +3,20 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "starling/wire/capabilities.hpp"
+#include "starling/wire/messages.hpp"
 
 namespace starling::client {
 namespace fb = wire::fb;
 
 namespace {
 
-std::string str(const flatbuffers::String* s) {
-  return s != nullptr ? s->str() : std::string();
-}
-
 // An Error frame from the coordinator, as a Status.
 Status coordinatorError(const wire::Message& msg) {
-  const auto* err = msg.as<fb::Error>();
-  return Status(err->code() == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
-                fmt::format("the coordinator closed the session: {} ({})", str(err->message()),
-                            fb::EnumNameErrorCode(err->code())));
+  auto err = wire::parseError(msg);
+  if (!err) return err.status();
+  return Status(
+      err->code == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
+      fmt::format("the coordinator closed the session: {} ({})", err->message, fb::EnumNameErrorCode(err->code)));
 }
 
 }  // namespace
@@ -31,25 +28,20 @@ asio::awaitable<Result<Task>> joinAndLeave(asio::any_io_executor executor, std::
   log->info("connected to {} over TLS, coordinator certificate CN '{}'", options.coordinator.toString(),
             conn->peer().commonName);
 
-  flatbuffers::FlatBufferBuilder b(256);
-  std::vector<flatbuffers::Offset<flatbuffers::String>> caps;
-  for (std::string_view c : wire::kClientCapabilities)
-    caps.push_back(b.CreateString(c.data(), c.size()));
-  auto hello = fb::CreateHelloDirect(b, options.id.c_str(), &caps, options.numExamples, "linux");
-  Status st = co_await conn->send(wire::finishFrame(b, hello));
+  const wire::Frame helloFrame = wire::encode(wire::clientHello(options.id, options.numExamples));
+  Status st = co_await conn->send(helloFrame.bytes());
   if (!st) co_return st.withContext("sending Hello");
 
   auto reply = co_await conn->receive();
   if (!reply) co_return reply.status().withContext("waiting for Welcome");
   if (reply->type() == fb::Body::Error) co_return coordinatorError(*reply);
-  const auto* welcome = reply->as<fb::Welcome>();
-  if (welcome == nullptr)
-    co_return Status(StatusCode::kMalformed, fmt::format("expected Welcome, got {}", reply->typeName()));
-  Task task{str(welcome->client_id()), str(welcome->task()), str(welcome->model_spec()), welcome->round()};
+  auto welcome = wire::parseWelcome(*reply);
+  if (!welcome) co_return welcome.status();
+  Task task{welcome->clientId, welcome->task, welcome->modelSpec, welcome->round};
   log->info("welcomed as '{}': task '{}', model '{}', round {}", task.clientId, task.task, task.modelSpec, task.round);
 
-  b.Clear();
-  st = co_await conn->send(wire::finishFrame(b, fb::CreateByeDirect(b, "done")));
+  const wire::Frame byeFrame = wire::encode(wire::ByeMsg{"done", false});
+  st = co_await conn->send(byeFrame.bytes());
   if (!st) co_return st.withContext("sending Bye");
   co_await conn->close();
   co_return task;

@@ -5,12 +5,11 @@
 #include "starling/compression/compressed.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/compression/precision.hpp"
-#include "starling/compression/wire_codec.hpp"
 
 namespace starling::client {
 
-Status replayBroadcasts(const Broadcasts& broadcasts, uint32_t mantissaBits,
-                        std::optional<std::vector<uint32_t>>& reference, std::span<float> model) {
+Status replayBroadcasts(Broadcasts broadcasts, uint32_t mantissaBits, std::optional<std::vector<uint32_t>>& reference,
+                        std::span<float> model) {
   const auto d = static_cast<uint32_t>(model.size());
   // The indices the next tensor's relative ones are coded against, when `have`.
   bool have = reference.has_value();
@@ -18,10 +17,9 @@ Status replayBroadcasts(const Broadcasts& broadcasts, uint32_t mantissaBits,
   if (have) previous = std::move(*reference);
   reference.reset();
   compression::Compressed c;
-  for (flatbuffers::uoffset_t j = 0; j < broadcasts.size(); ++j) {
-    auto p = compression::viewWire(broadcasts.Get(j));
-    Status st = p.status();
-    if (st) st = have ? compression::decode(*p, d, previous, c) : compression::decode(*p, d, c);
+  for (std::size_t j = 0; j < broadcasts.size(); ++j) {
+    const compression::PayloadView& p = broadcasts[j];
+    Status st = have ? compression::decode(p, d, previous, c) : compression::decode(p, d, c);
     if (st) st = compression::addScaled(c, -1.0f, model);
     if (st) st = compression::roundChanged(c, mantissaBits, model);  // as the coordinator did
     if (!st) return st.withContext(fmt::format("broadcast {} of {}", j + 1, broadcasts.size()));

@@ -28,9 +28,14 @@ static_assert(std::is_same_v<std::underlying_type_t<fb::IndexFormat>, std::uint8
 static_assert(std::is_same_v<std::underlying_type_t<fb::ValueFormat>, std::uint8_t>);
 
 flatbuffers::Offset<fb::CompressedTensor> toWire(flatbuffers::FlatBufferBuilder& builder, const Payload& payload) {
-  const auto indices = payload.indices.empty() ? 0 : builder.CreateVector(payload.indices);
-  const auto values = payload.values.empty() ? 0 : builder.CreateVector(payload.values);
-  const auto scales = payload.scales.empty() ? 0 : builder.CreateVector(payload.scales);
+  return toWire(builder, viewOf(payload));
+}
+
+flatbuffers::Offset<fb::CompressedTensor> toWire(flatbuffers::FlatBufferBuilder& builder, const PayloadView& payload) {
+  const auto indices =
+      payload.indices.empty() ? 0 : builder.CreateVector(payload.indices.data(), payload.indices.size());
+  const auto values = payload.values.empty() ? 0 : builder.CreateVector(payload.values.data(), payload.values.size());
+  const auto scales = payload.scales.empty() ? 0 : builder.CreateVector(payload.scales.data(), payload.scales.size());
   return fb::CreateCompressedTensor(builder, static_cast<fb::Encoding>(payload.encoding), payload.count,
                                     payload.selected, static_cast<fb::IndexFormat>(payload.indexFormat), indices,
                                     static_cast<fb::ValueFormat>(payload.valueFormat), values, payload.levelBits,

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "starling/compression/precision.hpp"
-#include "starling/compression/wire_codec.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/util/checksum.hpp"
 #include "starling/wire/capabilities.hpp"
@@ -20,12 +19,8 @@ namespace fb = wire::fb;
 
 namespace {
 
-Frame share(std::vector<uint8_t> bytes) {
-  return std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
-}
-
-std::string str(const flatbuffers::String* s) {
-  return s != nullptr ? s->str() : std::string();
+Frame share(wire::Frame frame) {
+  return std::make_shared<const wire::Frame>(std::move(frame));
 }
 
 std::string megabytes(uint64_t bytes) {
@@ -158,25 +153,28 @@ void Federation::handle(const std::shared_ptr<Session>& session, const wire::Mes
   if (done_) return;
   switch (msg.type()) {
     case fb::Body::Hello:
-      return hello(session, *msg.as<fb::Hello>());
+      if (auto h = wire::parseHello(msg)) return hello(session, *h);
+      break;
     case fb::Body::Update:
-      return update(session, *msg.as<fb::Update>());
+      if (auto u = wire::parseUpdate(msg)) return update(session, *u);
+      break;
     case fb::Body::Heartbeat:
       return;  // the answer to ours: it kept the connection alive
-    case fb::Body::Error: {
-      const auto* err = msg.as<fb::Error>();
-      log_->warn("{} reports: {}", session->clientId(), str(err->message()));
-      if (err->code() == fb::ErrorCode::Unexpected)
-        perform(engine_->clientOutOfSync(session->clientId(), str(err->message()), nowMs()));
-      return;
-    }
-    default: {
-      const std::string why = fmt::format("unexpected {} message from a client", msg.typeName());
-      log_->warn("closing {}: {}", session->clientId(), why);
-      session->send(share(wire::makeErrorFrame(fb::ErrorCode::Unexpected, why)));
-      session->close();
-    }
+    case fb::Body::Error:
+      if (auto err = wire::parseError(msg)) {
+        log_->warn("{} reports: {}", session->clientId(), err->message);
+        if (err->code == fb::ErrorCode::Unexpected)
+          perform(engine_->clientOutOfSync(session->clientId(), err->message, nowMs()));
+        return;
+      }
+      break;
+    default:
+      break;
   }
+  const std::string why = fmt::format("unexpected {} message from a client", msg.typeName());
+  log_->warn("closing {}: {}", session->clientId(), why);
+  session->send(share(wire::encode(wire::ErrorMsg{fb::ErrorCode::Unexpected, why})));
+  session->close();
 }
 
 std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskConfig& t) {
@@ -198,13 +196,38 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   return need;
 }
 
-void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello& h) {
+wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
+  wire::WelcomeMsg w;
+  w.task = task.name;
+  w.modelSpec = task.model;
+  w.hyper = wire::HyperParameters{static_cast<float>(ec.lr),
+                                  task.momentum,
+                                  task.weightDecay,
+                                  static_cast<uint32_t>(task.batchSize),
+                                  ec.tau,
+                                  task.clipNorm,
+                                  task.prioritySampling,
+                                  ec.seed,
+                                  task.proxMu};
+  w.compression = wire::CompressionSettings{ec.uplink,
+                                            static_cast<float>(ec.uplinkDensity),
+                                            ec.downlink,
+                                            static_cast<float>(ec.downlinkDensity),
+                                            ec.errorFeedback,
+                                            ec.fp16Values,
+                                            task.uplinkErrorCap,
+                                            ec.uplinkTernary,
+                                            static_cast<uint8_t>(ec.modelMantissaBits),
+                                            ec.qsgdLevels};
+  w.heartbeatMs = task.heartbeatMs;
+  w.rounds = ec.rounds;
+  w.initSeed = task.initSeed;
+  return w;
+}
+
+void Federation::hello(const std::shared_ptr<Session>& session, const wire::HelloMsg& h) {
   const std::string& id = session->clientId();
-  std::vector<std::string> offered;
-  if (h.capabilities() != nullptr)
-    for (const auto* c : *h.capabilities())
-      offered.push_back(c->str());
-  if (auto missing = wire::missingCapabilities(required_, offered); !missing.empty()) {
+  if (auto missing = wire::missingCapabilities(required_, h.capabilities); !missing.empty()) {
     const std::string why =
         fmt::format("this task needs capabilities the client lacks: {} (a newer starling-client has them)",
                     fmt::join(missing, ", "));
@@ -218,7 +241,7 @@ void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello&
     refusal.reason = why;
     if (Status st = store_->recordRefusal(refusal); !st)
       log_->warn("recording the refusal of {}: {}", id, st.message());
-    session->send(share(wire::makeErrorFrame(fb::ErrorCode::Unsupported, why)));
+    session->send(share(wire::encode(wire::ErrorMsg{fb::ErrorCode::Unsupported, why})));
     session->close();
     return;
   }
@@ -234,49 +257,42 @@ void Federation::hello(const std::shared_ptr<Session>& session, const fb::Hello&
   rec.certFingerprint = session->peer().fingerprint;
   rec.firstSeenMs = wallNow;
   rec.lastSeenMs = wallNow;
-  rec.examples = static_cast<int64_t>(h.num_examples());
+  rec.examples = static_cast<int64_t>(h.numExamples);
   if (Status st = store_->upsertClient(rec); !st) log_->warn("recording client {}: {}", id, st.message());
 
-  const EngineConfig& ec = engine_->config();
-  flatbuffers::FlatBufferBuilder b(512);
-  auto hyper = fb::CreateHyperParameters(b, static_cast<float>(ec.lr), task_.momentum, task_.weightDecay,
-                                         static_cast<uint32_t>(task_.batchSize), ec.tau, task_.clipNorm,
-                                         task_.prioritySampling, ec.seed, task_.proxMu);
-  auto compression = fb::CreateCompressionSettingsDirect(b, ec.uplink.c_str(), static_cast<float>(ec.uplinkDensity),
-                                                         ec.downlink.c_str(), static_cast<float>(ec.downlinkDensity),
-                                                         ec.errorFeedback, ec.fp16Values, task_.uplinkErrorCap,
-                                                         ec.uplinkTernary, static_cast<uint8_t>(ec.modelMantissaBits));
-  const std::vector<uint64_t> held = engine_->heldUpdateRounds(id);
-  const std::vector<uint64_t> accepted = engine_->acceptedRounds(id);
-  auto welcome = fb::CreateWelcomeDirect(b, id.c_str(), task_.name.c_str(), task_.model.c_str(), hyper, compression,
-                                         engine_->committedRound(), 0, engine_->modelChecksum(), 30'000,
-                                         engine_->lastAcceptedRound(id), ec.rounds, task_.initSeed, &held, &accepted);
-  session->send(share(wire::finishFrame(b, welcome)));
-  log_->info("{} joined from {} ({} examples, holds round {})", id, session->peer().address, h.num_examples(),
-             h.last_round());
-  perform(engine_->clientJoined(id, h.num_examples(), h.last_round(), h.model_checksum(), nowMs()));
+  wire::WelcomeMsg welcome = taskWelcome(engine_->config(), task_);
+  welcome.clientId = id;
+  welcome.round = engine_->committedRound();
+  welcome.modelChecksum = engine_->modelChecksum();
+  welcome.lastAcceptedRound = engine_->lastAcceptedRound(id);
+  welcome.heldRounds = engine_->heldUpdateRounds(id);
+  welcome.acceptedRounds = engine_->acceptedRounds(id);
+  session->send(share(wire::encode(welcome)));
+  log_->info("{} joined from {} ({} examples, holds round {})", id, session->peer().address, h.numExamples,
+             h.lastRound);
+  perform(engine_->clientJoined(id, h.numExamples, h.lastRound, h.modelChecksum, nowMs()));
 }
 
-void Federation::update(const std::shared_ptr<Session>& session, const fb::Update& u) {
+void Federation::update(const std::shared_ptr<Session>& session, const wire::UpdateMsg& u) {
   const std::string& id = session->clientId();
   const auto d = static_cast<uint32_t>(engine_->model().size());
   // Decoded straight from the received frame: no intermediate Payload copy.
-  auto payload = compression::viewWire(u.delta());
   IncomingUpdate in;
-  Status st = payload ? compression::decode(*payload, d, in.delta) : payload.status();
+  Status st = u.delta ? compression::decode(*u.delta, d, in.delta)
+                      : Status(StatusCode::kMalformed, "compressed tensor is missing");
   if (!st) {
-    log_->warn("rejected the update of {} for round {}: {}", id, u.round(), st.message());
-    perform(engine_->updateRejected(id, u.round(), st.message(), nowMs()));
+    log_->warn("rejected the update of {} for round {}: {}", id, u.round, st.message());
+    perform(engine_->updateRejected(id, u.round, st.message(), nowMs()));
     return;
   }
-  in.round = u.round();
-  in.baseRound = u.base_round();
-  in.examples = u.examples();
-  in.steps = u.steps();
-  in.lossStart = u.loss_start();
-  in.lossEnd = u.loss_end();
-  in.durationMs = u.duration_ms();
-  in.bytesWire = payload->byteSize();
+  in.round = u.round;
+  in.baseRound = u.baseRound;
+  in.examples = u.examples;
+  in.steps = u.steps;
+  in.lossStart = u.lossStart;
+  in.lossEnd = u.lossEnd;
+  in.durationMs = u.durationMs;
+  in.bytesWire = u.delta->byteSize();
   if (!hooks_.auditOut.empty()) {
     std::vector<float> dense(d, 0.0f);
     if (compression::expand(in.delta, dense)) auditHeld_[{id, in.round}] = std::move(dense);
@@ -284,26 +300,25 @@ void Federation::update(const std::shared_ptr<Session>& session, const fb::Updat
   perform(engine_->updateArrived(id, std::move(in), nowMs()));
 }
 
-std::vector<uint8_t> encodeAssignment(const Assignment& a, uint32_t deadlineInMs) {
-  flatbuffers::FlatBufferBuilder b(1024);
-  std::vector<flatbuffers::Offset<fb::CompressedTensor>> broadcasts;
+wire::RoundAssignMsg assignmentMessage(const Assignment& a, uint32_t deadlineInMs) {
+  wire::RoundAssignMsg m;
+  m.round = a.round;
+  m.baseRound = a.baseRound;
+  m.tau = a.tau;
+  m.lr = a.lr;
+  m.density = a.uplinkDensity;
+  m.deadlineMs = deadlineInMs;
+  m.broadcast.reserve(a.broadcasts.size());
   for (const auto& p : a.broadcasts)
-    broadcasts.push_back(compression::toWire(b, *p));
-  flatbuffers::Offset<fb::CompressedTensor> dense;
-  if (a.denseModel) {
-    compression::Compressed c;
-    c.encoding = compression::Encoding::kDense32;
-    c.count = static_cast<uint32_t>(a.denseModel->size());
-    c.values = *a.denseModel;
-    compression::Payload p;
-    (void)compression::encode(c, p);
-    dense = compression::toWire(b, p);
-  }
-  flatbuffers::Offset<fb::CompressedTensor> values;
-  if (a.values) values = compression::toWire(b, *a.values);
-  auto assign = fb::CreateRoundAssignDirect(b, a.round, a.baseRound, a.tau, a.lr, a.uplinkDensity, deadlineInMs,
-                                            &broadcasts, a.baseChecksum, dense, values);
-  return wire::finishFrame(b, assign);
+    m.broadcast.push_back(compression::viewOf(*p));
+  m.baseChecksum = a.baseChecksum;
+  if (a.denseModel) m.model = wire::denseView(*a.denseModel);
+  if (a.values) m.values = compression::viewOf(*a.values);
+  return m;
+}
+
+wire::Frame encodeAssignment(const Assignment& a, uint32_t deadlineInMs) {
+  return wire::encode(assignmentMessage(a, deadlineInMs));
 }
 
 Frame Federation::assignFrame(const Assignment& a) {
@@ -326,9 +341,7 @@ void Federation::perform(std::vector<Action> actions) {
       sendTo(assign->clientId, assignFrame(assign->assignment));
     } else if (auto* verdict = std::get_if<coordinator::Verdict>(&act)) {
       const UpdateVerdict& v = verdict->verdict;
-      flatbuffers::FlatBufferBuilder b(256);
-      auto result = fb::CreateRoundResultDirect(b, v.round, v.accepted, v.reason.c_str());
-      sendTo(verdict->clientId, share(wire::finishFrame(b, result)));
+      sendTo(verdict->clientId, share(wire::encode(wire::RoundResultMsg{v.round, v.accepted, v.reason})));
       if (crashPoint(fmt::format("verdict-{}", ++verdictsSinceRound_))) return;
     } else if (auto* wake = std::get_if<coordinator::WakeAt>(&act)) {
       wakeAt(wake->atMs);
@@ -481,8 +494,7 @@ void Federation::finish(const Status& status) {
     }
     if (!hooks_.auditOut.empty())
       if (Status st = writeAudit(); !st) log_->error("writing the audit: {}", st.message());
-    flatbuffers::FlatBufferBuilder b(64);
-    auto bye = share(wire::finishFrame(b, fb::CreateByeDirect(b, "training complete", true)));
+    auto bye = share(wire::encode(wire::ByeMsg{"training complete", true}));
     for (auto& [id, session] : sessions_) {
       session->send(bye);
       session->close();
@@ -501,8 +513,7 @@ void Federation::shutdown(const std::string& reason) {
     self->perform(self->engine_->shutdown("coordinator stopping (" + reason + ")", self->nowMs()));
     self->done_ = true;
     self->timer_.cancel();
-    flatbuffers::FlatBufferBuilder b(64);
-    auto bye = share(wire::finishFrame(b, fb::CreateByeDirect(b, ("coordinator stopping: " + reason).c_str(), false)));
+    auto bye = share(wire::encode(wire::ByeMsg{"coordinator stopping: " + reason, false}));
     for (auto& [id, session] : self->sessions_) {
       session->send(bye);
       session->close();

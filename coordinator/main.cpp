@@ -112,7 +112,9 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   const unsigned threads =
       config.threads > 0 ? config.threads : std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   asio::io_context io(static_cast<int>(threads));
-  auto federation = coordinator::Federation::create(io, config.engine, config.task, std::move(*store), *log);
+  coordinator::TaskConfig task = config.task;
+  task.heartbeatMs = config.heartbeatMs;  // Welcome tells clients the period
+  auto federation = coordinator::Federation::create(io, config.engine, task, std::move(*store), *log);
   if (!federation) return fail(federation.status().message());
   if (Status st = (*federation)->setTestHooks(testHooks); !st) return fail(st.message());
 

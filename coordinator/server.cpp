@@ -10,6 +10,8 @@
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "starling/wire/messages.hpp"
+
 namespace starling::coordinator {
 namespace fb = wire::fb;
 
@@ -64,7 +66,7 @@ asio::awaitable<void> Session::writer(std::shared_ptr<Session> self) {
     while (!queue_.empty()) {
       Frame frame = std::move(queue_.front());
       queue_.pop_front();
-      Status st = co_await conn_.send(*frame);
+      Status st = co_await conn_.send(frame->bytes());
       queuedBytes_ -= frame->size();
       if (!st) {
         closing_ = true;
@@ -79,12 +81,11 @@ asio::awaitable<void> Session::writer(std::shared_ptr<Session> self) {
     auto [ec] = co_await wake_.async_wait(kAsTuple);
     if (!ec && queue_.empty() && !closing_) {
       // Quiet for a whole period: a heartbeat, which the client answers.
-      flatbuffers::FlatBufferBuilder b(64);
       const auto now =
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
-      auto frame = wire::finishFrame(b, fb::CreateHeartbeat(b, static_cast<uint64_t>(now.count())));
-      queuedBytes_ += frame.size();
-      queue_.push_back(std::make_shared<const std::vector<uint8_t>>(std::move(frame)));
+      auto frame = std::make_shared<const wire::Frame>(wire::encode(wire::HeartbeatMsg{uint64_t(now.count())}));
+      queuedBytes_ += frame->size();
+      queue_.push_back(std::move(frame));
     }
   }
   writerDone_ = true;
@@ -203,8 +204,8 @@ asio::awaitable<void> Server::serve(std::shared_ptr<Session> session) {
           ++counters_.dropped;
           log_->warn("closing the connection to {} ({}): {}", who, address, why.message());
           if (why.code() != StatusCode::kTimeout && why.code() != StatusCode::kIo)
-            session->send(std::make_shared<const std::vector<uint8_t>>(
-                wire::makeErrorFrame(wireCode(why.code()), why.message())));
+            session->send(
+                std::make_shared<const wire::Frame>(wire::encode(wire::ErrorMsg{wireCode(why.code()), why.message()})));
         }
         break;
       }
@@ -214,9 +215,9 @@ asio::awaitable<void> Server::serve(std::shared_ptr<Session> session) {
       }
       if (handler_) {
         if (msg->type() == fb::Body::Bye) {
-          const auto* bye = msg->as<fb::Bye>();
+          auto bye = wire::parseBye(*msg);
           why = Status(StatusCode::kClosed,
-                       fmt::format("left: {}", bye->reason() != nullptr ? bye->reason()->str() : "no reason given"));
+                       fmt::format("left: {}", bye && !bye->reason.empty() ? bye->reason : "no reason given"));
           log_->info("{} {}", who, why.message());
           break;
         }
@@ -246,36 +247,42 @@ asio::awaitable<void> Server::serve(std::shared_ptr<Session> session) {
 asio::awaitable<Status> Server::answerSkeleton(Session& session, const wire::Message& msg, bool& done) {
   net::Connection& conn = session.conn_;
   const std::string& who = conn.peer().commonName;
-  flatbuffers::FlatBufferBuilder b(1024);
   switch (msg.type()) {
     case fb::Body::Hello: {
-      const auto* hello = msg.as<fb::Hello>();
-      const char* claimed = hello->client_id() != nullptr ? hello->client_id()->c_str() : "";
-      if (*claimed != '\0' && who != claimed)
-        log_->warn("{} says it is '{}'; the certificate decides: {}", who, claimed, who);
-      auto hyper = fb::CreateHyperParameters(b, 0.05f, 0.0f, 0.0f, 32, 1, 0.0f, false, 0);
-      auto welcome = fb::CreateWelcomeDirect(b, who.c_str(), options_.task.c_str(), options_.modelSpec.c_str(), hyper,
-                                             0, 0, 0, 0, options_.heartbeatMs);
-      Status st = co_await conn.send(wire::finishFrame(b, welcome));
+      auto hello = wire::parseHello(msg);
+      if (!hello) co_return hello.status();
+      if (!hello->clientId.empty() && who != hello->clientId)
+        log_->warn("{} says it is '{}'; the certificate decides: {}", who, hello->clientId, who);
+      wire::WelcomeMsg welcome;
+      welcome.clientId = who;
+      welcome.task = options_.task;
+      welcome.modelSpec = options_.modelSpec;
+      welcome.hyper = wire::HyperParameters{0.05f, 0.0f, 0.0f, 32, 1, 0.0f, false, 0, 0.0f};
+      welcome.heartbeatMs = options_.heartbeatMs;
+      const wire::Frame welcomeFrame = wire::encode(welcome);
+      Status st = co_await conn.send(welcomeFrame.bytes());
       if (st) {
         log_->info("{} joined from {} ({} examples, certificate sha256 {})", who, conn.peer().address,
-                   hello->num_examples(), conn.peer().fingerprint.substr(0, 16));
+                   hello->numExamples, conn.peer().fingerprint.substr(0, 16));
       }
       co_return st;
     }
     case fb::Body::Heartbeat: {
-      auto beat = fb::CreateHeartbeat(b, msg.as<fb::Heartbeat>()->sent_ms());
-      co_return co_await conn.send(wire::finishFrame(b, beat));
+      auto beat = wire::parseHeartbeat(msg);
+      if (!beat) co_return beat.status();
+      const wire::Frame beatFrame = wire::encode(*beat);
+      co_return co_await conn.send(beatFrame.bytes());
     }
     case fb::Body::Bye: {
-      const auto* bye = msg.as<fb::Bye>();
-      log_->info("{} left: {}", who, bye->reason() != nullptr ? bye->reason()->str() : "no reason given");
+      auto bye = wire::parseBye(msg);
+      log_->info("{} left: {}", who, bye && !bye->reason.empty() ? bye->reason : "no reason given");
       done = true;
       co_return Status::ok();
     }
     default: {
       std::string why = fmt::format("unexpected {} message from a client", msg.typeName());
-      (void)co_await conn.send(wire::makeErrorFrame(fb::ErrorCode::Unexpected, why));
+      const wire::Frame errorFrame = wire::encode(wire::ErrorMsg{fb::ErrorCode::Unexpected, why});
+      (void)co_await conn.send(errorFrame.bytes());
       co_return Status(StatusCode::kMalformed, why);
     }
   }

@@ -30,6 +30,25 @@ void Sampler::reseed(uint64_t seed) {
   rng_.seed(seed);
 }
 
+Status Sampler::rebind(const data::Dataset& dataset) {
+  if (dataset.size() != table_.size())
+    return Status(StatusCode::kInvalidArgument, "a sampler of " + std::to_string(table_.size()) +
+                                                    " examples rebound to a data set of " +
+                                                    std::to_string(dataset.size()));
+  dataset_ = &dataset;
+  return Status::ok();
+}
+
+void Sampler::releaseWorkspaces() {
+  for (auto* v : {&drawn_, &rows_, &candidates_, &toScore_, &scoreRows_, &idx_})
+    std::vector<uint32_t>().swap(*v);
+  for (auto* v : {&drawnWeight_, &rowX_, &rowW_, &candidateX_, &scores_, &x_, &w_})
+    std::vector<float>().swap(*v);
+  for (auto* v : {&rowOf_, &rowY_, &candidateLabels_, &y_})
+    std::vector<int32_t>().swap(*v);
+  std::vector<double>().swap(cumulative_);
+}
+
 double Sampler::threshold(int /*b*/) const {
   if (options_.threshold > 0.0f) return options_.threshold;
   // Drawing from the table costs no scoring pass: its bookkeeping, a few percent of a

@@ -31,14 +31,24 @@ Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset
   if (!(options.sampler.scoutFactor >= 0.0f && options.sampler.scoutFactor <= 64.0f))
     return bad("sampler scout factor must be in [0, 64]");
   if (options.lossProbe < 0) return bad("loss probe must be >= 0");
-  return Trainer(std::move(model), dataset, options);
+  Sampler sampler(dataset, options.sampler, 0);
+  return Trainer(std::move(model), dataset, options, std::move(sampler));
 }
 
-Trainer::Trainer(model::Model model, const data::Dataset& dataset, TrainerOptions options)
+Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset, TrainerOptions options,
+                                Sampler carried) {
+  STARLING_RETURN_IF_ERROR(carried.rebind(dataset));
+  auto fresh = create(std::move(model), dataset, options);
+  if (!fresh) return fresh.status();
+  fresh->sampler_ = std::move(carried);
+  return fresh;
+}
+
+Trainer::Trainer(model::Model model, const data::Dataset& dataset, TrainerOptions options, Sampler sampler)
     : model_(std::move(model)),
       dataset_(&dataset),
       options_(options),
-      sampler_(dataset, options.sampler, 0),
+      sampler_(std::move(sampler)),
       grad_(model_.numParams(), 0.0f),
       momentum_(model_.numParams(), 0.0f),
       firstRows_(static_cast<std::size_t>(std::max(1, options.batchSize))) {

@@ -61,9 +61,4 @@ Result<Message> Message::parse(std::vector<uint8_t> body) {
   return Message(std::move(body), env);
 }
 
-std::vector<uint8_t> makeErrorFrame(fb::ErrorCode code, const std::string& message) {
-  flatbuffers::FlatBufferBuilder b(64 + message.size());
-  return finishFrame(b, fb::CreateErrorDirect(b, code, message.c_str()));
-}
-
 }  // namespace starling::wire

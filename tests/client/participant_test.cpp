@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "starling/wire/capabilities.hpp"
+#include "starling/wire/messages.hpp"
 
 #include "data/temp_files.hpp"
 #include "support/running_federation.hpp"
@@ -88,16 +89,15 @@ struct HelloOutcome {
   HelloOutcome o;
   auto conn = co_await net::connect(ex, endpoint, tls, {});
   if (!conn) co_return o;
-  flatbuffers::FlatBufferBuilder b;
-  std::vector<flatbuffers::Offset<flatbuffers::String>> caps;
-  for (const std::string& c : capabilities)
-    caps.push_back(b.CreateString(c));
-  Status sent = co_await conn->send(wire::finishFrame(b, wire::fb::CreateHelloDirect(b, id.c_str(), &caps, 64)));
+  const wire::Frame helloFrame = wire::encode(wire::HelloMsg{id, std::move(capabilities), 64, "", 0, 0});
+  Status sent = co_await conn->send(helloFrame.bytes());
   if (!sent) co_return o;
   auto reply = co_await conn->receive();
   if (reply && reply->type() == wire::fb::Body::Error) {
-    o.code = reply->as<wire::fb::Error>()->code();
-    o.message = reply->as<wire::fb::Error>()->message()->str();
+    auto err = wire::parseError(*reply);
+    if (!err) co_return o;
+    o.code = err->code;
+    o.message = err->message;
     reply = co_await conn->receive();
   }
   o.closed = !reply && reply.status().code() == StatusCode::kClosed;
@@ -157,9 +157,12 @@ namespace {
 // n random 28x28 images with labels i % 10, as Fashion-MNIST's test split in dir.
 void writeTestSplit(const data::test::TempDir& dir, uint32_t n) {
   auto header = [](std::vector<uint8_t>& out, uint8_t dims, std::initializer_list<uint32_t> sizes) {
-    out.insert(out.end(), {0, 0, 8, dims});
+    // (Byte by byte: GCC 12 misreports inserting a 4-byte list as an overflow.)
+    for (uint8_t byte : {uint8_t(0), uint8_t(0), uint8_t(8), dims})
+      out.push_back(byte);
     for (uint32_t v : sizes)
-      out.insert(out.end(), {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)});
+      for (int shift = 24; shift >= 0; shift -= 8)
+        out.push_back(static_cast<uint8_t>(v >> shift));
   };
   std::vector<uint8_t> images, labels;
   header(images, 3, {n, 28, 28});

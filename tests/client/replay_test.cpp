@@ -10,7 +10,7 @@
 
 #include "starling/compression/compressed.hpp"
 #include "starling/compression/payload.hpp"
-#include "starling/compression/wire_codec.hpp"
+#include "starling/wire/messages.hpp"
 
 using namespace starling;
 using namespace starling::compression;
@@ -58,21 +58,28 @@ Payload relativeTo(const Compressed& c, const Compressed& previous) {
   return p;
 }
 
-// A RoundAssign carrying `payloads` as its broadcasts.
+// A received RoundAssign carrying `payloads` as its broadcasts: encoded, then parsed
+// back, so the broadcasts are views into the verified message as a client gets them.
 class Assign {
  public:
   explicit Assign(const std::vector<Payload>& payloads) {
-    std::vector<flatbuffers::Offset<wire::fb::CompressedTensor>> tensors;
+    wire::RoundAssignMsg m{5, 4, 1, 0.1f, 1.0f, 1000, {}, 0, std::nullopt, std::nullopt};
     for (const Payload& p : payloads)
-      tensors.push_back(toWire(b_, p));
-    b_.Finish(wire::fb::CreateRoundAssignDirect(b_, 5, 4, 1, 0.1f, 1.0f, 1000, &tensors, 0));
+      m.broadcast.push_back(viewOf(p));
+    const wire::Frame frame = wire::encode(m);
+    auto body = frame.bytes().subspan(wire::kFrameHeaderBytes);
+    auto msg = wire::Message::parse({body.begin(), body.end()});
+    REQUIRE(msg.isOk());
+    message_.emplace(std::move(*msg));
+    auto parsed = wire::parseRoundAssign(*message_);
+    REQUIRE(parsed.isOk());
+    assign_ = std::move(*parsed);
   }
-  const client::Broadcasts& broadcasts() const {
-    return *flatbuffers::GetRoot<wire::fb::RoundAssign>(b_.GetBufferPointer())->broadcast();
-  }
+  client::Broadcasts broadcasts() const { return assign_.broadcast; }
 
  private:
-  flatbuffers::FlatBufferBuilder b_;
+  std::optional<wire::Message> message_;
+  wire::RoundAssignMsg assign_;
 };
 
 std::vector<float> start() {

@@ -13,8 +13,7 @@
 
 #include "starling/compression/compressor.hpp"
 #include "starling/compression/payload.hpp"
-#include "starling/compression/wire_codec.hpp"
-#include "starling/wire/frame.hpp"
+#include "starling/wire/messages.hpp"
 
 namespace {
 
@@ -128,32 +127,43 @@ int main(int argc, char** argv) {
                     0.01, 1))
     return 1;
 
-  flatbuffers::FlatBufferBuilder b(1024);
-  auto frame = [&](const char* name, auto body) {
-    save(root / "frame" / (std::string("seed-") + name), wire::finishFrame(b, body));
-    b.Clear();
+  auto frame = [&](const std::string& name, const auto& message) {
+    save(root / "frame" / ("seed-" + name), wire::encode(message).toVector());
   };
-  frame("hello", fb::CreateHelloDirect(b, "client-0", nullptr, 600, "linux-x86_64", 3, 42));
+  frame("hello", wire::HelloMsg{"client-0", {}, 600, "linux-x86_64", 3, 42});
   {
-    auto hyper = fb::CreateHyperParameters(b, 0.05f, 0.9f, 0.0f, 32, 5, 0.0f, false, 1);
-    auto comp = fb::CreateCompressionSettingsDirect(b, "topk", 0.1f, "identity", 1.0f, true, false);
-    auto model = compression::toWire(b, payloads[0]);
-    frame("welcome",
-          fb::CreateWelcomeDirect(b, "client-0", "demo", "mlp:4-10", hyper, comp, 3, model, 9, 30000, 2, 20, 1));
+    wire::WelcomeMsg w;
+    w.clientId = "client-0";
+    w.task = "demo";
+    w.modelSpec = "mlp:4-10";
+    w.hyper = wire::HyperParameters{0.05f, 0.9f, 0.0f, 32, 5, 0.0f, false, 1, 0.0f};
+    w.compression = wire::CompressionSettings{"topk", 0.1f, "identity", 1.0f, true, false, 0.0f, false, 23};
+    w.round = 3;
+    w.model = compression::viewOf(payloads[0]);
+    w.modelChecksum = 9;
+    w.heartbeatMs = 30000;
+    w.lastAcceptedRound = 2;
+    w.rounds = 20;
+    w.initSeed = 1;
+    frame("welcome", w);
   }
-  for (size_t i = 0; i < payloads.size(); ++i) {
-    auto delta = compression::toWire(b, payloads[i]);
-    frame(("update-" + std::to_string(i)).c_str(), fb::CreateUpdate(b, 4, 3, 600, 5, 2.3f, 1.9f, delta, 1200));
-  }
-  {
-    std::vector<flatbuffers::Offset<fb::CompressedTensor>> log = {compression::toWire(b, payloads[2]),
-                                                                  compression::toWire(b, payloads[5])};
-    frame("round-assign", fb::CreateRoundAssignDirect(b, 5, 3, 5, 0.05f, 0.1f, 60000, &log, 77, 0));
-  }
-  frame("round-result", fb::CreateRoundResultDirect(b, 4, false, "update norm is over 20 x the round's median"));
-  frame("heartbeat", fb::CreateHeartbeat(b, 123456));
-  frame("bye", fb::CreateByeDirect(b, "training complete", true));
-  frame("error", fb::CreateErrorDirect(b, fb::ErrorCode::Unexpected, "unexpected Welcome message from a client"));
+  for (size_t i = 0; i < payloads.size(); ++i)
+    frame("update-" + std::to_string(i),
+          wire::UpdateMsg{4, 3, 600, 5, 2.3f, 1.9f, compression::viewOf(payloads[i]), 1200});
+  frame("round-assign", wire::RoundAssignMsg{5,
+                                             3,
+                                             5,
+                                             0.05f,
+                                             0.1f,
+                                             60000,
+                                             {compression::viewOf(payloads[2]), compression::viewOf(payloads[5])},
+                                             77,
+                                             std::nullopt,
+                                             std::nullopt});
+  frame("round-result", wire::RoundResultMsg{4, false, "update norm is over 20 x the round's median"});
+  frame("heartbeat", wire::HeartbeatMsg{123456});
+  frame("bye", wire::ByeMsg{"training complete", true});
+  frame("error", wire::ErrorMsg{fb::ErrorCode::Unexpected, "unexpected Welcome message from a client"});
   std::printf("wrote %zu payload and %zu frame seeds to %s\n", payloads.size() + 2, payloads.size() + 7, root.c_str());
   return 0;
 }

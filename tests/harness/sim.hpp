@@ -12,21 +12,23 @@
 //   and backward passes of its minibatches, the sampler's extra forward passes and
 //   the loss probe), divided by the device's speed. Never wall-clock time.
 // - Link time: latency + frame bytes x 8 / bandwidth, for the real RoundAssign and
-//   Update frames (encodeAssignment(), the Update table around the real payload).
+//   Update frames (the daemon's assignmentMessage() and the Learner's Update, through
+//   wire::encode()).
 // - Dropout: a selected client drops out with probability p before it finishes
 //   (the engine sees clientLeft) and rejoins later holding the model it had.
 // - Availability: with a trace, a client is connected only inside its device's
 //   windows; at a window's end it leaves (an update in progress is lost), at the
 //   next window's start it joins again holding the model it had.
 //
-// Memory: a virtual client holds its example indices, link and speed figures and a
-// few counters. Training runs one client at a time, building a Trainer over that
-// client's examples for the round; the adaptive sampler's variance-reduction
-// estimate is carried from one round of a client to its next (its score table,
-// unused while maxScoreAge is 0, is not). Uplink error-feedback
-// memories (2 d floats each) are kept for at most SimSettings::efClients clients,
-// least recently used evicted first: an evicted client restarts with an empty
-// memory, as ErrorFeedbackOptions::resetAfterMissedRounds would reset it.
+// Memory: a virtual client holds its example indices, link and speed figures, a few
+// counters and a client::Learner in borrowed-base mode (the devices' local round,
+// trained from the engine's model). Training runs one client at a time, building a
+// Trainer over that client's examples for the round; the client's sampler (score
+// table and variance-reduction estimate) carries from one round to its next, as on a
+// device. Uplink error-feedback memories (2 d floats each) are kept for at most
+// SimSettings::efClients clients, least recently used evicted first: an evicted
+// client restarts with an empty memory, as ErrorFeedbackOptions::resetAfterMissedRounds
+// would reset it.
 //
 // Deterministic: the same settings and seed give the same rows, bit for bit, on
 // one machine. Single-threaded.

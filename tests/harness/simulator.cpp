@@ -11,14 +11,12 @@
 #include <random>
 #include <unordered_map>
 
-#include "starling/client/trainer.hpp"
-#include "starling/compression/error_feedback.hpp"
+#include "starling/client/learner.hpp"
 #include "starling/compression/payload.hpp"
-#include "starling/compression/wire_codec.hpp"
 #include "starling/coordinator/federation.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/model/model.hpp"
-#include "starling/wire/frame.hpp"
+#include "starling/wire/messages.hpp"
 
 #include "export.hpp"
 #include "sim.hpp"
@@ -36,8 +34,8 @@ std::size_t clientIndex(const std::string& id) {
   return static_cast<std::size_t>(std::stoull(id.substr(4)));
 }
 
-// A seed per (client, round) for the client's sampler and compressor, as the
-// daemon's clients derive theirs from their identity and the round.
+// The simulator's own randomness (dropouts) from its seed. (The clients' seeds are
+// derived by client::Learner, from their identities, as a device's are.)
 uint64_t mixSeed(uint64_t a, uint64_t b) {
   uint64_t z = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
   z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
@@ -58,11 +56,12 @@ struct Event {
 struct ClientState {
   uint64_t heldRound = 0;  // the model this client holds (as it would say in Hello)
   uint64_t heldChecksum = 0;
-  // Its updates awaiting verdicts are pending in `memory` under their rounds (a late one
-  // waits for the round that applies it while the client trains the next).
-  double samplerTauVr = 0;    // the adaptive sampler's estimate, carried between rounds
-  std::list<std::size_t>::iterator lru;
-  std::unique_ptr<compression::ErrorFeedback> memory;
+  // Its local rounds, in the Learner's borrowed-base mode: the sampler's estimate, the
+  // updates awaiting verdicts (a late one waits for the round that applies it while the
+  // client trains the next) and its uplink memory (dropped, least recently used first,
+  // past SimSettings::efClients). Made at its first assignment.
+  std::unique_ptr<client::Learner> learner;
+  std::list<std::size_t>::iterator lru;  // while its Learner holds a memory
   std::optional<coordinator::IncomingUpdate> inFlight;
   uint64_t inFlightFrameBytes = 0;
   uint64_t assignments = 0;  // events of an earlier assignment are stale
@@ -83,8 +82,13 @@ class Run {
  private:
   Status perform(std::vector<Action> actions);
   Status assign(std::size_t i, const coordinator::Assignment& a);
-  Status train(std::size_t i, const coordinator::Assignment& a, int64_t downUs);
-  compression::ErrorFeedback* memoryOf(std::size_t i);
+  // Client i trains the round `a` assigns (the message a device would read) from the
+  // engine's model, which it holds once caught up.
+  Status train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs);
+  // Client i is about to train with error feedback: its memory becomes the most
+  // recently used; a client without one gets room, the least recently used memory with
+  // nothing pending dropped when efClients hold one.
+  void useMemory(std::size_t i);
   void settle(std::size_t i, uint64_t round, bool accepted);
   void push(int64_t atUs, Event::Kind kind, std::size_t client, uint64_t assignment = 0) {
     queue_.push({atUs, seq_++, kind, client, assignment});
@@ -102,9 +106,10 @@ class Run {
   const Strategy& strategy_;
   const SimSettings& s() const { return fleet_.settings(); }
   std::unique_ptr<coordinator::RoundEngine> engine_;
-  std::optional<model::Model> prototype_;  // initialized round-0 model, copied for each Trainer
   std::optional<model::Model> evalModel_;
-  std::unique_ptr<compression::Compressor> uplink_;
+  // The task every client's Welcome describes (coordinator::taskWelcome), shared by
+  // their Learners: the model each round's Trainer copies, the uplink compressor.
+  std::shared_ptr<client::LearnerTask> task_;
   std::unordered_map<std::size_t, ClientState> state_;  // only clients that were ever assigned
   std::list<std::size_t> lru_;                          // clients holding memory, most recent first
   std::size_t withMemory_ = 0;
@@ -112,7 +117,6 @@ class Run {
   uint64_t seq_ = 0;
   int64_t nowUs_ = 0;
   std::mt19937_64 rng_;
-  std::vector<float> delta_;
   uint64_t roundUp_ = 0, roundDown_ = 0, totalBytes_ = 0;
   uint32_t roundDropped_ = 0;
   bool finished_ = false;
@@ -121,107 +125,75 @@ class Run {
   std::unique_ptr<RunExport> export_;  // SimSettings::exportDir
 };
 
-compression::ErrorFeedback* Run::memoryOf(std::size_t i) {
+void Run::useMemory(std::size_t i) {
   ClientState& c = state_[i];
-  if (c.memory) {
+  if (c.learner->holdsMemory()) {
     lru_.erase(c.lru);
   } else {
-    // Evict the least recently used memory that has no update pending.
     if (withMemory_ >= s().efClients) {
       for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
-        ClientState& old = state_[*it];
-        if (old.memory->hasPending()) continue;
-        old.memory.reset();
+        client::Learner& old = *state_[*it].learner;
+        if (!old.memoryDroppable()) continue;
+        old.dropMemory();
         lru_.erase(std::next(it).base());
         --withMemory_;
         break;
       }
     }
-    compression::ErrorFeedbackOptions eo;
-    eo.maxErrorRatio = strategy_.config.task.uplinkErrorCap;
-    auto mem = compression::ErrorFeedback::create(engine_->model().size(), eo);
-    if (!mem) return nullptr;
-    c.memory = std::make_unique<compression::ErrorFeedback>(std::move(*mem));
     ++withMemory_;
   }
   lru_.push_front(i);
   c.lru = lru_.begin();
-  return c.memory.get();
 }
 
 void Run::settle(std::size_t i, uint64_t round, bool accepted) {
   auto it = state_.find(i);
-  if (it == state_.end() || round == 0) return;
-  ClientState& c = it->second;
-  if (c.memory && c.memory->isPending(round)) (void)(accepted ? c.memory->commit(round) : c.memory->rollback(round));
+  if (it == state_.end() || round == 0 || !it->second.learner) return;
+  it->second.learner->settle(round, accepted);
 }
 
-Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downUs) {
+Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) {
   const Fleet::Client& fc = fleet_.clients()[i];
-  const coordinator::TaskConfig& task = strategy_.config.task;
-  client::TrainerOptions to;
-  to.batchSize = task.batchSize;
-  to.momentum = task.momentum;
-  to.weightDecay = task.weightDecay;
-  to.clipNorm = task.clipNorm;
-  to.proxMu = task.proxMu;
-  to.sampler.mode = task.prioritySampling ? client::SamplingMode::kAdaptive : client::SamplingMode::kUniform;
-  to.batchLog = export_ ? export_->batchLog() : nullptr;
   const data::Dataset shard = fleet_.train().subset(fc.examples);
-  auto trainer = client::Trainer::create(*prototype_, shard, to);
-  if (!trainer) return trainer.status();
-  // The client holds the model of a.baseRound once it has caught up: the engine's own.
-  const std::span<const float> base = engine_->model();
-  delta_.resize(base.size());
-  const uint64_t seed = mixSeed(mixSeed(strategy_.config.engine.seed, i), a.round);
   ClientState& c = state_[i];
-  trainer->sampler().setTauVr(c.samplerTauVr);
-  auto stats = trainer->run(base, {static_cast<int>(a.tau), a.lr, seed}, delta_);
-  if (!stats) return stats.status();
-  c.samplerTauVr = trainer->sampler().tauVr();
-
-  compression::Compressed q;
-  const compression::CompressParams params{a.uplinkDensity > 0 ? a.uplinkDensity : 1.0, seed + 1};
-  Status st;
-  if (strategy_.config.engine.errorFeedback) {
-    compression::ErrorFeedback* mem = memoryOf(i);
-    if (mem == nullptr) return Status(StatusCode::kInternal, "cannot allocate error-feedback memory");
-    st = mem->compress(delta_, *uplink_, params, q, a.round);
-  } else {
-    st = uplink_->compress(delta_, params, q);
+  if (!c.learner) {
+    client::LearnerOptions lo{client::clientSeed(0, clientId(i))};
+    lo.batchLog = export_ ? export_->batchLog() : nullptr;
+    c.learner = std::make_unique<client::Learner>(task_, lo);
   }
-  if (!st) return st.withContext(fmt::format("client {} compressing round {}", i, a.round));
-  compression::Payload payload;
-  STARLING_RETURN_IF_ERROR(compression::encode(q, payload));
+  if (task_->errorFeedback()) useMemory(i);
+  auto update = c.learner->train(a, engine_->model(), shard);
+  if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
+  const client::TrainStats& stats = update->stats;
   if (export_)
-    STARLING_RETURN_IF_ERROR(export_->recordUpdate(a.round, i, static_cast<uint32_t>(stats->steps),
-                                                   static_cast<uint32_t>(to.batchSize), stats->examples, a.lr,
-                                                   params.seed, payload.byteSize()));
+    STARLING_RETURN_IF_ERROR(export_->recordUpdate(a.round, i, static_cast<uint32_t>(stats.steps),
+                                                   static_cast<uint32_t>(task_->trainerOptions().batchSize),
+                                                   stats.examples, a.lr, update->compressionSeed,
+                                                   update->payload.byteSize()));
 
   // Cost model: minibatches forward and backward, the sampler's and the loss probe's
   // forward passes.
-  const uint64_t probe = std::min<uint64_t>(uint64_t(to.lossProbe), shard.size());
+  const uint64_t probe = std::min<uint64_t>(uint64_t(task_->trainerOptions().lossProbe), shard.size());
   const double seconds =
-      computeSeconds(fleet_.flopsPerExample(), stats->examples, stats->scoredExamples + 2 * probe, fc.flopsPerSecond);
+      computeSeconds(fleet_.flopsPerExample(), stats.examples, stats.scoredExamples + 2 * probe, fc.flopsPerSecond);
   const int64_t computeUs = static_cast<int64_t>(std::llround(seconds * 1e6));
 
-  flatbuffers::FlatBufferBuilder b(payload.byteSize() + 256);
-  auto tensor = compression::toWire(b, payload);
-  auto update = wire::fb::CreateUpdate(b, a.round, a.baseRound, stats->examples, static_cast<uint32_t>(stats->steps),
-                                       static_cast<float>(stats->lossStart), static_cast<float>(stats->lossEnd), tensor,
-                                       static_cast<uint32_t>(computeUs / 1000));
-  const uint64_t frameBytes = wire::finishFrame(b, update).size();
+  wire::UpdateMsg message = update->message();
+  message.durationMs = static_cast<uint32_t>(computeUs / 1000);
+  const uint64_t frameBytes = wire::encode(message).size();
 
   coordinator::IncomingUpdate in;
   in.round = a.round;
   in.baseRound = a.baseRound;
-  in.examples = stats->examples;
-  in.steps = static_cast<uint32_t>(stats->steps);
-  in.lossStart = static_cast<float>(stats->lossStart);
-  in.lossEnd = static_cast<float>(stats->lossEnd);
+  in.examples = stats.examples;
+  in.steps = static_cast<uint32_t>(stats.steps);
+  in.lossStart = static_cast<float>(stats.lossStart);
+  in.lossEnd = static_cast<float>(stats.lossEnd);
   in.durationMs = static_cast<uint32_t>(std::max<int64_t>(1, computeUs / 1000));
-  in.delta = std::move(q);
-  in.bytesWire = payload.byteSize();
+  // As the coordinator reads it from the frame.
+  STARLING_RETURN_IF_ERROR(
+      compression::decode(update->payload, static_cast<uint32_t>(engine_->model().size()), in.delta));
+  in.bytesWire = update->payload.byteSize();
   c.inFlight = std::move(in);
   c.inFlightFrameBytes = frameBytes;
   push(nowUs_ + downUs + computeUs + linkMicros(frameBytes, fc.uplinkMbps, fc.latencyMs), Event::Kind::kUpdateArrives,
@@ -231,8 +203,9 @@ Status Run::train(std::size_t i, const coordinator::Assignment& a, int64_t downU
 
 Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
   ClientState& c = state_[i];
-  const auto frame =
-      coordinator::encodeAssignment(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
+  const wire::RoundAssignMsg message =
+      coordinator::assignmentMessage(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
+  const wire::Frame frame = wire::encode(message);
   roundDown_ += frame.size();
   totalBytes_ += frame.size();
   const Fleet::Client& fc = fleet_.clients()[i];
@@ -250,7 +223,7 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
     push(nowUs_ + static_cast<int64_t>(when * (double(downUs) + work * 1e6)), Event::Kind::kDropOut, i, c.assignments);
     return Status::ok();
   }
-  return train(i, a, downUs);
+  return train(i, message, downUs);
 }
 
 Status Run::perform(std::vector<Action> actions) {
@@ -364,18 +337,15 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   auto engine = coordinator::RoundEngine::create(dc.engine, {model->params().begin(), model->params().end()});
   if (!engine) return engine.status().withContext("strategy '" + strategy_.name + "'");
   engine_ = std::move(*engine);
-  compression::CompressorOptions co;
-  co.values = compression::sparseValueFormat(dc.engine.fp16Values, dc.engine.uplinkTernary);
-  auto up = compression::makeCompressor(dc.engine.uplink, co);
-  if (!up) return up.status().withContext("uplink compressor");
-  uplink_ = std::move(*up);
-  evalModel_.emplace(*model);
+  auto task = client::LearnerTask::create(coordinator::taskWelcome(dc.engine, dc.task));
+  if (!task) return task.status().withContext("the clients' task");
+  task_ = std::move(*task);
   if (!s().exportDir.empty()) {
     auto x = RunExport::open(s().exportDir, fleet_, strategy_, *model);
     if (!x) return x.status();
     export_ = std::move(*x);
   }
-  prototype_.emplace(std::move(*model));
+  evalModel_.emplace(std::move(*model));
   rng_.seed(mixSeed(s().seed, 0xd509));
 
   const int64_t rejoinUs = (s().rejoinMs > 0 ? s().rejoinMs : dc.engine.deadlineMs) * 1000;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "starling/client/protocol_client.hpp"
+#include "starling/wire/messages.hpp"
 
 #include "support/federation_fixture.hpp"
 
@@ -39,8 +40,10 @@ Outcome sendRaw(const RunningServer& server, const Pki& pki, std::vector<uint8_t
     }
     auto reply = co_await conn->receive();
     if (reply && reply->type() == fb::Body::Error) {
-      out.errorCode = reply->as<fb::Error>()->code();
-      out.errorMessage = reply->as<fb::Error>()->message()->str();
+      auto err = wire::parseError(*reply);
+      REQUIRE(err.isOk());
+      out.errorCode = err->code;
+      out.errorMessage = err->message;
       reply = co_await conn->receive();
     }
     out.closed = !reply && reply.status().code() == StatusCode::kClosed;
@@ -49,8 +52,7 @@ Outcome sendRaw(const RunningServer& server, const Pki& pki, std::vector<uint8_t
 }
 
 std::vector<uint8_t> helloFrame() {
-  flatbuffers::FlatBufferBuilder b;
-  return wire::finishFrame(b, fb::CreateHelloDirect(b, "client-0", nullptr, 10));
+  return wire::encode(wire::HelloMsg{"client-0", {}, 10, "", 0, 0}).toVector();
 }
 
 void requireStillServing(const RunningServer& server, const Pki& pki) {
@@ -124,8 +126,7 @@ TEST_CASE("a malformed frame closes that connection only", "[net][frames]") {
     CHECK(out.closed);
   }
   SECTION("a message a client may not send") {
-    flatbuffers::FlatBufferBuilder b;
-    auto out = sendRaw(server, pki, wire::finishFrame(b, fb::CreateRoundResultDirect(b, 3, true, "")));
+    auto out = sendRaw(server, pki, wire::encode(wire::RoundResultMsg{3, true, ""}).toVector());
     REQUIRE(out.errorCode == fb::ErrorCode::Unexpected);
     CHECK(out.closed);
   }
@@ -134,11 +135,13 @@ TEST_CASE("a malformed frame closes that connection only", "[net][frames]") {
   requireStillServing(server, pki);
   // The bystander's connection survived: it still gets answers.
   bool answered = runOn(bystanderIo, [&](asio::any_io_executor) -> asio::awaitable<bool> {
-    flatbuffers::FlatBufferBuilder b;
-    Status sent = co_await bystander->send(wire::finishFrame(b, fb::CreateHeartbeat(b, 42)));
+    const wire::Frame beatFrame = wire::encode(wire::HeartbeatMsg{42});
+    Status sent = co_await bystander->send(beatFrame.bytes());
     if (!sent) co_return false;
     auto reply = co_await bystander->receive();
-    co_return reply && reply->type() == fb::Body::Heartbeat && reply->as<fb::Heartbeat>()->sent_ms() == 42;
+    if (!reply) co_return false;
+    auto beat = wire::parseHeartbeat(*reply);
+    co_return beat && beat->sentMs == 42;
   });
   CHECK(answered);
 }
@@ -152,8 +155,7 @@ TEST_CASE("a frame larger than the first read arrives whole, in pieces", "[net][
   RunningServer server(pki, options);
   std::string reason(300'000, 'x');
   reason.replace(reason.size() - 8, 8, "-the-end");
-  flatbuffers::FlatBufferBuilder b;
-  auto frame = wire::finishFrame(b, fb::CreateByeDirect(b, reason.c_str()));
+  auto frame = wire::encode(wire::ByeMsg{reason, false}).toVector();
   REQUIRE(frame.size() > 4 * 64 * 1024);
   auto out = sendRaw(server, pki, frame);
   CHECK_FALSE(out.errorCode.has_value());

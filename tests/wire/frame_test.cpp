@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "starling/wire/messages.hpp"
+
 using namespace starling;
 namespace fb = starling::wire::fb;
 
@@ -14,8 +16,7 @@ std::vector<uint8_t> bodyOf(const std::vector<uint8_t>& frame) {
 }
 
 std::vector<uint8_t> helloFrame() {
-  flatbuffers::FlatBufferBuilder b;
-  return wire::finishFrame(b, fb::CreateHelloDirect(b, "client-1", nullptr, 123));
+  return wire::encode(wire::HelloMsg{"client-1", {}, 123, "", 0, 0}).toVector();
 }
 
 }  // namespace

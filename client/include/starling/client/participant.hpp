@@ -1,12 +1,10 @@
 #pragma once
-// Participant: a client's whole life in a federation. It connects over mutual TLS,
-// introduces itself, builds the model the coordinator names, and for each round
-// brings its copy of the global model up to date (dense copy or broadcasts,
-// checked by checksum), trains with the Trainer, compresses the difference with
-// its uplink error feedback and sends it; it commits or rolls back that memory on
-// the coordinator's verdict. After any disconnect it reconnects with exponential
-// backoff and jitter, settling its memory from Welcome. It returns when the
-// coordinator says training is complete.
+// Participant: a client's whole life in a federation, the connection loop around a
+// Learner (learner.hpp). It connects over mutual TLS, introduces itself, hands the
+// Welcome to the Learner (the task, settling updates in flight), and for each round
+// has the Learner catch up, train and compress, and sends the Update; verdicts go to
+// the Learner. After any disconnect it reconnects with exponential backoff and jitter.
+// It returns when the coordinator says training is complete.
 //
 // Threading: run() is a coroutine on the caller's executor; training blocks it
 // while it runs (a client has one job). Deferred data (below) loads on a thread of
@@ -22,11 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "starling/client/trainer.hpp"
-#include "starling/compression/compressor.hpp"
-#include "starling/compression/error_feedback.hpp"
+#include "starling/client/learner.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/net/connection.hpp"
+#include "starling/wire/messages.hpp"
 
 namespace spdlog {
 class logger;
@@ -89,7 +86,7 @@ class Participant {
 
   const ParticipantStats& stats() const { return stats_; }
   // The global model as this client last knew it.
-  std::span<const float> model() const { return xhat_; }
+  std::span<const float> model() const { return learner_.model(); }
 
  private:
   // One connection: ok when training is complete, kClosed/kIo/kTimeout to retry.
@@ -97,14 +94,8 @@ class Participant {
   void startLoading();
   bool dataReady() const;
   Status finishLoading();  // waits for the loader; ok at once when the data is there
-  Status welcome(const wire::fb::Welcome& welcome);
-  Status setUpTask(const wire::fb::Welcome& welcome);
-  Status catchUp(const wire::fb::RoundAssign& assign);  // applyCatchUp; forgets lastIndices_ on failure
-  Status applyCatchUp(const wire::fb::RoundAssign& assign);
-  void buildInitialModel();  // xhat_ <- the round-0 model; holds round 0
-  Result<std::vector<uint8_t>> train(const wire::fb::RoundAssign& assign);
-  void settle(bool accepted, uint64_t round);
-  Status writeAudit() const;  // ParticipantOptions::auditOut
+  Status welcome(const wire::WelcomeMsg& welcome);
+  void syncStats();  // stats_ <- the Learner's counters (held round and checksum: after each catch-up)
 
   const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
   uint64_t numExamples_ = 0;
@@ -116,27 +107,8 @@ class Participant {
   ParticipantOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   ParticipantStats stats_;
-  std::string modelSpec_;
-  std::optional<Trainer> trainer_;
-  std::unique_ptr<compression::Compressor> uplink_;
-  std::optional<compression::ErrorFeedback> memory_;
-  bool errorFeedback_ = true;
-  uint32_t mantissaBits_ = 23;  // the global model's precision: broadcasts' changes are rounded to it
-  std::vector<float> xhat_;     // the shared global model
-  std::vector<float> delta_;    // scratch: xhat - x
-  std::vector<double> computed_;  // auditOut: the sum of every delta_
-  uint64_t heldRound_ = 0;      // 0 = nothing held
-  // The indices of the last broadcast applied as the last of a log replay in this
-  // session: what a replay's first tensor with relative indices is coded against.
-  // Forgotten on a dense model, catch-up values, a reconnect or any failure.
-  std::optional<std::vector<uint32_t>> lastIndices_;
-  // Rounds of the updates awaiting a verdict (with error feedback; each is pending in
-  // memory_ under its round), oldest first: a late update waits for the round that
-  // applies it while this client trains the next one.
-  std::vector<uint64_t> pending_;
-  static constexpr std::size_t kMaxPending = 8;
-  uint64_t seed_ = 0;
-  uint64_t initSeed_ = 0;  // Welcome's: the round-0 model is the spec initialized with it
+  uint64_t seed_ = 0;  // clientSeed(options.seed, options.id): the Learner's, and the reconnect jitter's
+  Learner learner_;
 };
 
 }  // namespace starling::client

@@ -13,20 +13,20 @@
 #include <span>
 #include <vector>
 
+#include "starling/compression/payload.hpp"
 #include "starling/util/status.hpp"
-
-#include "starling_generated.h"
 
 namespace starling::client {
 
-using Broadcasts = flatbuffers::Vector<flatbuffers::Offset<wire::fb::CompressedTensor>>;
+// A RoundAssign's broadcasts (wire::RoundAssignMsg::broadcast).
+using Broadcasts = std::span<const compression::PayloadView>;
 
 // Subtracts each broadcast from model in order and rounds the coordinates it changed
 // to mantissaBits. On success, reference holds the last tensor's indices (nullopt when
 // it is not top-k or there is none); on failure it is nullopt and model is partly
 // updated. A relative first tensor without a reference is kMalformed ("relative
 // indices without a reference").
-Status replayBroadcasts(const Broadcasts& broadcasts, uint32_t mantissaBits,
-                        std::optional<std::vector<uint32_t>>& reference, std::span<float> model);
+Status replayBroadcasts(Broadcasts broadcasts, uint32_t mantissaBits, std::optional<std::vector<uint32_t>>& reference,
+                        std::span<float> model);
 
 }  // namespace starling::client

@@ -53,6 +53,7 @@
 
 #include "starling/data/dataset.hpp"
 #include "starling/model/model.hpp"
+#include "starling/util/status.hpp"
 
 namespace starling::client {
 
@@ -126,6 +127,14 @@ class Sampler {
 
   // Restarts the random stream (the score table and tau_vr are kept).
   void reseed(uint64_t seed);
+  // Borrows `dataset` instead: the same examples in the same order (e.g. a copy of the
+  // client's shard made for another round). Everything learned about them is kept.
+  // kInvalidArgument when the sizes differ.
+  Status rebind(const data::Dataset& dataset);
+  // Frees the per-minibatch workspaces (b x features each), keeping the score table,
+  // tau_vr and the counters: what a client keeps between rounds when it cannot keep
+  // a Trainer (the simulator's). The next call to next() makes them again.
+  void releaseWorkspaces();
 
   // The next minibatch of b examples. When prioritizing it runs model.forward() on
   // the B candidates (so model's probabilities() change). The returned views stay
@@ -146,9 +155,8 @@ class Sampler {
   // Whether the next minibatch will be prioritized.
   bool prioritizing() const;
   double tauVr() const { return tau_; }
-  // Restores the smoothed estimate, e.g. for a client whose Sampler is rebuilt per
-  // round (the simulator's): with maxScoreAge == 0 it is all the state that carries
-  // from one run to the next.
+  // Restores the smoothed estimate (e.g. in a test); a client whose Trainer is rebuilt
+  // per round carries its whole Sampler instead (rebind(), releaseWorkspaces()).
   void setTauVr(double tau) { tau_ = tau; }
   double threshold(int b) const;
 

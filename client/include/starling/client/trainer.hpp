@@ -63,6 +63,10 @@ class Trainer {
   // kInvalidArgument when the model's input size or classes do not fit the data set,
   // or the options are unusable (batch < 1, lambda outside (0, 1], ...).
   static Result<Trainer> create(model::Model model, const data::Dataset& dataset, TrainerOptions options = {});
+  // The same with a Sampler carried from an earlier Trainer of this client over the same
+  // examples (rebound to `dataset`): its score table and tau_vr continue.
+  static Result<Trainer> create(model::Model model, const data::Dataset& dataset, TrainerOptions options,
+                                Sampler carried);
 
   // Runs request.steps steps of local SGD starting from base (the shared model,
   // numParams() floats) and writes base - x into delta (numParams() floats).
@@ -76,7 +80,7 @@ class Trainer {
   const TrainerOptions& options() const { return options_; }
 
  private:
-  Trainer(model::Model model, const data::Dataset& dataset, TrainerOptions options);
+  Trainer(model::Model model, const data::Dataset& dataset, TrainerOptions options, Sampler sampler);
   double probeLoss(std::span<const uint32_t> probe);
 
   model::Model model_;

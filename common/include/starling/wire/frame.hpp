@@ -10,6 +10,8 @@
 // allocating anything when the length is over its limit or the version is not its
 // own, then reads the body and verifies it (Message::parse) before any field is read.
 
+#include <flatbuffers/flatbuffers.h>
+
 #include <array>
 #include <cstdint>
 #include <span>
@@ -65,22 +67,36 @@ class Message {
   const fb::Envelope* envelope_ = nullptr;
 };
 
-// Finishes `builder` as an Envelope around `body` and returns header + body, ready
-// to write. The builder is left finished (Clear() it to reuse).
+// A complete frame, header and body, ready to write. The Flatbuffers builder that made
+// it wrote the header in front of the body, so the frame is the builder's own buffer:
+// no copy is made to frame a message (messages.hpp makes frames). Move-only; immutable
+// once made, so it may be shared between threads (e.g. one broadcast to many sessions).
+// Hold it in a named variable across a co_await that writes it: GCC 12 frees a temporary
+// with a destructor inside a co_await expression twice.
+class Frame {
+ public:
+  Frame() = default;
+  explicit Frame(flatbuffers::DetachedBuffer buffer) : buffer_(std::move(buffer)) {}
+
+  std::span<const uint8_t> bytes() const { return {buffer_.data(), buffer_.size()}; }
+  std::size_t size() const { return buffer_.size(); }
+  // A copy of the bytes, for a test that alters them.
+  std::vector<uint8_t> toVector() const { return {buffer_.data(), buffer_.data() + buffer_.size()}; }
+
+ private:
+  flatbuffers::DetachedBuffer buffer_;
+};
+
+// Finishes `builder` as an Envelope around `body`, then writes the frame header in front
+// of it in the same buffer (the builder grows downwards): the frame is the builder's
+// buffer, released. The messages are built in messages.cpp: use wire::encode().
 template <typename T>
-std::vector<uint8_t> finishFrame(flatbuffers::FlatBufferBuilder& builder, flatbuffers::Offset<T> body) {
+Frame finishFrame(flatbuffers::FlatBufferBuilder& builder, flatbuffers::Offset<T> body) {
   auto env = fb::CreateEnvelope(builder, fb::BodyTraits<T>::enum_value, body.Union());
   fb::FinishEnvelopeBuffer(builder, env);
-  std::span<const uint8_t> bytes(builder.GetBufferPointer(), builder.GetSize());
-  auto header = encodeFrameHeader(static_cast<uint32_t>(bytes.size()));
-  std::vector<uint8_t> frame;
-  frame.reserve(header.size() + bytes.size());
-  frame.insert(frame.end(), header.begin(), header.end());
-  frame.insert(frame.end(), bytes.begin(), bytes.end());
-  return frame;
+  const auto header = encodeFrameHeader(static_cast<uint32_t>(builder.GetSize()));
+  builder.PushBytes(header.data(), header.size());
+  return Frame(builder.Release());
 }
-
-// Convenience: a complete Error frame.
-std::vector<uint8_t> makeErrorFrame(fb::ErrorCode code, const std::string& message);
 
 }  // namespace starling::wire

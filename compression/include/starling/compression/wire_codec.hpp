@@ -15,6 +15,9 @@ namespace starling::compression {
 // Writes the payload as a CompressedTensor into builder; the caller finishes the
 // enclosing message.
 flatbuffers::Offset<wire::fb::CompressedTensor> toWire(flatbuffers::FlatBufferBuilder& builder, const Payload& payload);
+// The same from a view: its bytes go straight into the builder.
+flatbuffers::Offset<wire::fb::CompressedTensor> toWire(flatbuffers::FlatBufferBuilder& builder,
+                                                       const PayloadView& payload);
 
 // Copies a verified table into a Payload. Absent vectors become empty; enum values
 // are copied as they are (decode() rejects unknown ones). A null table is kMalformed.

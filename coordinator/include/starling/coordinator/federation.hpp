@@ -28,6 +28,7 @@
 #include "starling/coordinator/store.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/model/model.hpp"
+#include "starling/wire/messages.hpp"
 
 namespace starling::coordinator {
 
@@ -43,6 +44,8 @@ struct TaskConfig {
   float uplinkErrorCap = 0.0f;    // clients' uplink memory: ||e|| <= cap ||p|| after each commit (0 = off)
   float proxMu = 0.0f;            // FedProx: clients add mu/2 ||x - xhat||^2 to their local objective
   bool prioritySampling = false;  // clients sample by priority (adaptive)
+  uint32_t heartbeatMs = 30'000;  // Welcome's: a quiet connection gets a heartbeat this often (the daemon's
+                                  // [server] heartbeat-ms)
   std::string testData;           // Fashion-MNIST directory for evaluation ("" = none)
   uint32_t evalEvery = 1;         // evaluate every N committed rounds
   std::string modelOut;           // where the final model is saved ("" = nowhere)
@@ -59,10 +62,17 @@ struct RoundReport {
 // to use. A client lacking any is refused at Hello with an Error naming them.
 std::vector<std::string> requiredCapabilities(const EngineConfig& engine, const TaskConfig& task);
 
-// The RoundAssign frame (header + body) the daemon sends for an assignment;
-// deadlineInMs is the time left until its deadline. The simulator sizes its links
-// with the same bytes.
-std::vector<uint8_t> encodeAssignment(const Assignment& a, uint32_t deadlineInMs);
+// The RoundAssign the daemon sends for an assignment; deadlineInMs is the time left
+// until its deadline. Its tensors are views of the assignment's (valid while `a` is).
+wire::RoundAssignMsg assignmentMessage(const Assignment& a, uint32_t deadlineInMs);
+// Its frame (header + body); the broadcasts and the model go straight into it. The
+// simulator sizes its links with the same bytes.
+wire::Frame encodeAssignment(const Assignment& a, uint32_t deadlineInMs);
+
+// The task part of every client's Welcome (model, hyper-parameters, compression,
+// rounds, initial seed, heartbeat); the federation adds the client's own fields. The
+// simulator sets its clients up from the same message.
+wire::WelcomeMsg taskWelcome(const EngineConfig& engine, const TaskConfig& task);
 
 // Test-only switches (hidden flags of starling-coordinator run), for the crash-point
 // test of tests/cli: neither changes what the federation does until it fires.
@@ -114,8 +124,8 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   Federation(asio::io_context& io, TaskConfig task, std::unique_ptr<Store> store, std::shared_ptr<spdlog::logger> log);
   int64_t nowMs() const;
   void handle(const std::shared_ptr<Session>& session, const wire::Message& message);
-  void hello(const std::shared_ptr<Session>& session, const wire::fb::Hello& hello);
-  void update(const std::shared_ptr<Session>& session, const wire::fb::Update& update);
+  void hello(const std::shared_ptr<Session>& session, const wire::HelloMsg& hello);
+  void update(const std::shared_ptr<Session>& session, const wire::UpdateMsg& update);
   void perform(std::vector<Action> actions);
   void sendTo(const std::string& clientId, Frame frame);
   Frame assignFrame(const Assignment& a);

@@ -43,7 +43,8 @@ struct ServerCounters {
   std::atomic<uint64_t> active{0};
 };
 
-using Frame = std::shared_ptr<const std::vector<uint8_t>>;
+// A complete frame (wire/messages.hpp makes them), shared by the sessions it goes to.
+using Frame = std::shared_ptr<const wire::Frame>;
 
 // One authenticated connection. send() and close() may be called from any thread.
 class Session : public std::enable_shared_from_this<Session> {

@@ -1,0 +1,209 @@
+#pragma once
+// Learner: a client's local round, the one implementation that starling-client, the C
+// API (both through Participant) and starling-sim use. It owns
+// - the task a Welcome describes (LearnerTask: model spec, trainer options, uplink
+//   compressor, error-feedback settings, the global model's precision);
+// - the held global model xhat and its round, and catching it up from a RoundAssign
+//   (a dense model, catch-up values, or a broadcast log replayed with relative indices),
+//   checked against the assignment's checksum;
+// - train(): tau steps of the Trainer with its sampler, the difference compressed with
+//   error feedback (each update pending under its round: several may await verdicts);
+// - settle(): commit or roll back an update on its verdict, and settleAfterReconnect():
+//   what Welcome's held_rounds and accepted_rounds say about the updates in flight.
+//
+// Two modes:
+// - holding (a device): the Learner keeps xhat and a Trainer (model, momentum, sampler)
+//   across rounds; train(assignment) trains from xhat after catchUp().
+// - borrowed base (the simulator, up to 10,000 clients in one process): no xhat and no
+//   Trainer of its own. train(assignment, base, shard) trains from `base` (the engine's
+//   model, which every caught-up client holds) with a Trainer built for the round over
+//   the shared LearnerTask's model; what carries to the client's next round is small:
+//   the sampler (its score table, a few floats per example of the client, and its
+//   variance-reduction estimate; not its workspaces), the pending rounds and the uplink
+//   error-feedback memory, which the caller may drop (dropMemory) to bound memory.
+//
+// Seeds: the client's seed (clientSeed()) mixed with the task's, then with each round:
+// the same client and round give the same minibatches and compression on a device and
+// in the simulator.
+//
+// Threads: one thread at a time (a Participant's executor, or the simulator's loop). A
+// LearnerTask shared by several Learners is used by one of them at a time.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "starling/client/trainer.hpp"
+#include "starling/compression/compressor.hpp"
+#include "starling/compression/error_feedback.hpp"
+#include "starling/compression/payload.hpp"
+#include "starling/data/dataset.hpp"
+#include "starling/wire/messages.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace starling::client {
+
+// A client's seed from a configured seed and its identity.
+uint64_t clientSeed(uint64_t seed, std::string_view clientId);
+
+// The task of a Welcome, set up once: the model as specified, the trainer's options,
+// the uplink compressor and the settings of the uplink memory. Owns the compressor's
+// scratch buffers; not synchronized.
+class LearnerTask {
+ public:
+  // kMalformed without hyper-parameters or compression settings; kInvalidArgument for a
+  // model, compressor or model precision this build cannot use.
+  static Result<std::shared_ptr<LearnerTask>> create(const wire::WelcomeMsg& welcome);
+
+  const std::string& modelSpec() const { return modelSpec_; }
+  const model::Model& prototype() const { return prototype_; }
+  const TrainerOptions& trainerOptions() const { return trainerOptions_; }
+  compression::Compressor& uplink() { return *uplink_; }
+  bool errorFeedback() const { return errorFeedback_; }
+  float errorCap() const { return errorCap_; }
+  uint32_t mantissaBits() const { return mantissaBits_; }
+  uint64_t seed() const { return seed_; }
+  uint64_t initSeed() const { return initSeed_; }
+  std::size_t numParams() const { return prototype_.numParams(); }
+
+ private:
+  explicit LearnerTask(model::Model prototype) : prototype_(std::move(prototype)) {}
+
+  std::string modelSpec_;
+  model::Model prototype_;
+  TrainerOptions trainerOptions_;
+  std::unique_ptr<compression::Compressor> uplink_;
+  bool errorFeedback_ = true;
+  float errorCap_ = 0;
+  uint32_t mantissaBits_ = 23;
+  uint64_t seed_ = 0;
+  uint64_t initSeed_ = 0;
+};
+
+struct LearnerOptions {
+  uint64_t seed = 0;  // the client's seed (clientSeed())
+  // Keep the sum of every computed difference, for writeAudit() (test-only).
+  bool audit = false;
+  // Updates awaiting verdicts at most; past it the oldest is taken as lost.
+  std::size_t maxPending = 8;
+  // Test and reference export only (TrainerOptions::batchLog): every minibatch's
+  // indices are appended here. Null: nothing is recorded.
+  std::vector<uint32_t>* batchLog = nullptr;
+};
+
+struct LearnerStats {
+  uint64_t roundsTrained = 0;
+  uint64_t roundsAccepted = 0;
+  uint64_t roundsRejected = 0;
+  uint64_t resyncs = 0;  // dense models received
+  uint64_t bytesUp = 0;  // update payload bytes made
+  double lastLoss = 0;
+};
+
+// One trained round: the compressed difference and what the Update says about it.
+struct LocalUpdate {
+  uint64_t round = 0;
+  uint64_t baseRound = 0;
+  TrainStats stats;
+  compression::Payload payload;  // the encoded difference
+  std::size_t selected = 0;      // values the compressor kept
+  uint64_t compressionSeed = 0;  // the seed the uplink compressor was given (rand-k's draw)
+  // The Update message; its delta is a view of `payload` (valid while this is alive).
+  wire::UpdateMsg message() const;
+};
+
+class Learner {
+ public:
+  // Holding mode (a device). log may be null (silent).
+  Learner(LearnerOptions options, std::shared_ptr<spdlog::logger> log);
+  // Borrowed-base mode (the simulator) over a shared task.
+  Learner(std::shared_ptr<LearnerTask> task, LearnerOptions options);
+
+  // Holding mode: sets up the task of `welcome` over `shard` (which must outlive the
+  // Learner) unless it is the task already set up (a reconnect), builds the round-0
+  // model when nothing is held, then settles the updates in flight
+  // (settleAfterReconnect). kInvalidArgument when the data cannot train the model.
+  Status welcome(const wire::WelcomeMsg& welcome, const data::Dataset& shard);
+  bool hasTask() const { return task_ != nullptr; }
+
+  // The updates in flight when the connection ended: those in welcome.heldRounds stay
+  // pending (their verdicts come later); those in acceptedRounds (or, from a coordinator
+  // that does not list them, up to lastAcceptedRound) are committed; any other was lost
+  // and is rolled back into the memory.
+  void settleAfterReconnect(const wire::WelcomeMsg& welcome);
+
+  // Holding mode: brings xhat to the assignment's base round (dense model, catch-up
+  // values, then the broadcast log, each broadcast's changes rounded to the model's
+  // precision) and checks the checksum. On a mismatch xhat goes back to the round-0
+  // model and the error says so (the coordinator then sends a dense model). Any failure
+  // forgets the indices kept for relative broadcasts.
+  Status catchUp(const wire::RoundAssignMsg& assign);
+  // A new connection: the coordinator no longer knows which broadcast this client
+  // applied last, so the kept indices are forgotten.
+  void forgetReplayIndices() { lastIndices_.reset(); }
+
+  // Holding mode: trains from xhat.
+  Result<LocalUpdate> train(const wire::RoundAssignMsg& assign);
+  // Borrowed-base mode: trains from `base` over `shard` (both outlive the call).
+  Result<LocalUpdate> train(const wire::RoundAssignMsg& assign, std::span<const float> base,
+                            const data::Dataset& shard);
+
+  // The verdict on the update of `round`: commit or roll back its memory. Unknown
+  // rounds are ignored.
+  void settle(uint64_t round, bool accepted);
+  // Training is over: every update still pending is rolled back.
+  void settleAll(bool accepted);
+  const std::vector<uint64_t>& pending() const { return pending_; }
+
+  // Borrowed-base mode: whether the uplink memory exists and may be dropped (nothing
+  // pending in it); dropMemory() frees it, and the next train() starts from an empty one.
+  bool holdsMemory() const { return memory_.has_value(); }
+  bool memoryDroppable() const { return memory_ && !memory_->hasPending(); }
+  void dropMemory() { memory_.reset(); }
+
+  // Test-only (ParticipantOptions::auditOut): writes "computed v0 v1 ..." (the sum of
+  // every difference trained) and "memory v0 v1 ..." (the uplink memory).
+  Status writeAudit(const std::string& path) const;
+
+  std::span<const float> model() const { return xhat_; }
+  uint64_t heldRound() const { return heldRound_; }
+  uint64_t modelChecksum() const;  // of xhat (0 before a task); computed over the model at each call
+  const LearnerStats& stats() const { return stats_; }
+
+ private:
+  Status applyCatchUp(const wire::RoundAssignMsg& assign);
+  void buildInitialModel();          // xhat_ <- the round-0 model; holds round 0
+  Status makeMemory(std::size_t d);  // an empty uplink memory of d floats
+  // Rolls back the oldest pending updates past maxPending - 1 (room for one more).
+  void makeRoom(uint64_t round);
+  Result<LocalUpdate> compressAndTag(const wire::RoundAssignMsg& assign, const TrainStats& stats);
+
+  LearnerOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::shared_ptr<LearnerTask> task_;
+  const bool holding_;
+  std::optional<Trainer> trainer_;  // holding mode only
+  std::optional<compression::ErrorFeedback> memory_;
+  uint64_t seed_ = 0;               // the client's seed mixed with the task's
+  std::optional<Sampler> sampler_;  // borrowed-base mode: the sampler between rounds (no workspaces)
+  std::vector<float> xhat_;         // holding mode: the shared global model
+  std::vector<float> delta_;        // scratch: base - x
+  std::vector<double> computed_;    // audit: the sum of every delta_
+  uint64_t heldRound_ = 0;          // 0 = nothing held (or the round-0 model)
+  // The indices of the last broadcast applied as the last of a log replay in this
+  // session: what a replay's first tensor with relative indices is coded against.
+  std::optional<std::vector<uint32_t>> lastIndices_;
+  // Rounds of the updates awaiting a verdict (with error feedback, each pending in
+  // memory_ under its round), oldest first.
+  std::vector<uint64_t> pending_;
+  LearnerStats stats_;
+};
+
+}  // namespace starling::client

@@ -1,0 +1,303 @@
+#include "starling/client/learner.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "starling/client/replay.hpp"
+#include "starling/compression/precision.hpp"
+#include "starling/util/checksum.hpp"
+
+namespace starling::client {
+
+namespace {
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  return z ^ (z >> 27);
+}
+
+}  // namespace
+
+uint64_t clientSeed(uint64_t seed, std::string_view clientId) {
+  for (char ch : clientId)
+    seed = mix(seed, static_cast<unsigned char>(ch));
+  return seed;
+}
+
+// ---- LearnerTask ---------------------------------------------------------------
+
+Result<std::shared_ptr<LearnerTask>> LearnerTask::create(const wire::WelcomeMsg& w) {
+  if (!w.hyper || !w.compression) return Status(StatusCode::kMalformed, "Welcome without hyper-parameters");
+  const wire::HyperParameters& hyper = *w.hyper;
+  const wire::CompressionSettings& comp = *w.compression;
+  auto model = model::Model::fromSpec(w.modelSpec);
+  if (!model) return Status(StatusCode::kInvalidArgument, "the coordinator's model: " + model.status().message());
+  std::shared_ptr<LearnerTask> t(new LearnerTask(std::move(*model)));
+  t->modelSpec_ = w.modelSpec;
+  TrainerOptions& to = t->trainerOptions_;
+  to.batchSize = static_cast<int>(hyper.batchSize);
+  to.momentum = hyper.momentum;
+  to.weightDecay = hyper.weightDecay;
+  to.clipNorm = hyper.clipNorm;
+  to.proxMu = hyper.proxMu;
+  to.sampler.mode = hyper.prioritySampling ? SamplingMode::kAdaptive : SamplingMode::kUniform;
+  // QSGD is contractive under error feedback, as on the coordinator's links.
+  auto up = compression::makeCompressor(
+      comp.uplink, compression::linkOptions(comp.fp16Values, comp.uplinkTernary, comp.errorFeedback, comp.qsgdLevels));
+  if (!up) return Status(StatusCode::kInvalidArgument, "uplink compressor: " + up.status().message());
+  t->uplink_ = std::move(*up);
+  if (comp.modelMantissaBits == 0 || comp.modelMantissaBits > compression::kFp32MantissaBits)
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the coordinator's model precision of {} mantissa bits", comp.modelMantissaBits));
+  t->mantissaBits_ = comp.modelMantissaBits;
+  t->errorFeedback_ = comp.errorFeedback;
+  t->errorCap_ = comp.errorCap;
+  t->seed_ = hyper.seed;
+  t->initSeed_ = w.initSeed;
+  return t;
+}
+
+// ---- LocalUpdate ---------------------------------------------------------------
+
+wire::UpdateMsg LocalUpdate::message() const {
+  return wire::UpdateMsg{round,
+                         baseRound,
+                         stats.examples,
+                         static_cast<uint32_t>(stats.steps),
+                         static_cast<float>(stats.lossStart),
+                         static_cast<float>(stats.lossEnd),
+                         compression::viewOf(payload),
+                         static_cast<uint32_t>(stats.seconds * 1000.0)};
+}
+
+// ---- Learner -------------------------------------------------------------------
+
+Learner::Learner(LearnerOptions options, std::shared_ptr<spdlog::logger> log)
+    : options_(options), log_(std::move(log)), holding_(true) {}
+
+Learner::Learner(std::shared_ptr<LearnerTask> task, LearnerOptions options)
+    : options_(options), task_(std::move(task)), holding_(false) {
+  seed_ = mix(options_.seed, task_->seed());
+}
+
+Status Learner::welcome(const wire::WelcomeMsg& w, const data::Dataset& shard) {
+  if (!holding_) return Status(StatusCode::kInternal, "a borrowed-base Learner takes no Welcome");
+  if (!task_ || w.modelSpec != task_->modelSpec()) {
+    // A new task (or the first): everything model-sized is made for it.
+    auto task = LearnerTask::create(w);
+    if (!task) return task.status();
+    auto trainer = Trainer::create((*task)->prototype(), shard, (*task)->trainerOptions());
+    if (!trainer)
+      return Status(StatusCode::kInvalidArgument,
+                    "this client's data cannot train the coordinator's model: " + trainer.status().message());
+    task_ = std::move(*task);
+    trainer_.emplace(std::move(*trainer));
+    const std::size_t d = task_->numParams();
+    memory_.reset();  // two model-sized buffers: only when the task uses them
+    if (task_->errorFeedback()) STARLING_RETURN_IF_ERROR(makeMemory(d));
+    xhat_.assign(d, 0.0f);
+    delta_.assign(d, 0.0f);
+    heldRound_ = 0;
+    pending_.clear();
+    seed_ = mix(options_.seed, task_->seed());
+  }
+  // Nothing held: build the round-0 model as the coordinator did; the first assignment
+  // catches up from it and its checksum proves it (or brings a dense copy).
+  if (heldRound_ == 0) buildInitialModel();
+  settleAfterReconnect(w);
+  return Status::ok();
+}
+
+void Learner::settleAfterReconnect(const wire::WelcomeMsg& w) {
+  const auto listed = [](const std::vector<uint64_t>& rounds, uint64_t r) {
+    return std::find(rounds.begin(), rounds.end(), r) != rounds.end();
+  };
+  for (uint64_t r : std::vector<uint64_t>(pending_)) {
+    if (listed(w.heldRounds, r)) continue;
+    // A coordinator that does not list its accepted rounds names the last one only.
+    const bool applied = w.acceptedRounds ? listed(*w.acceptedRounds, r) : w.lastAcceptedRound >= r;
+    if (!applied && log_)
+      log_->warn("the update for round {} was not applied (coordinator at round {}): rolled back into memory", r,
+                 w.round);
+    settle(r, applied);
+  }
+}
+
+Status Learner::makeMemory(std::size_t d) {
+  compression::ErrorFeedbackOptions eo;
+  eo.maxErrorRatio = task_->errorCap();
+  auto mem = compression::ErrorFeedback::create(d, eo);
+  if (!mem) return mem.status();
+  memory_.emplace(std::move(*mem));
+  return Status::ok();
+}
+
+void Learner::buildInitialModel() {
+  trainer_->model().initialize(task_->initSeed());
+  std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
+  heldRound_ = 0;
+}
+
+uint64_t Learner::modelChecksum() const {
+  return xhat_.empty() ? 0 : checksum64(xhat_);
+}
+
+Status Learner::catchUp(const wire::RoundAssignMsg& a) {
+  if (!holding_ || !trainer_) return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
+  Status st = applyCatchUp(a);
+  if (!st) lastIndices_.reset();
+  return st;
+}
+
+Status Learner::applyCatchUp(const wire::RoundAssignMsg& a) {
+  const auto d = static_cast<uint32_t>(xhat_.size());
+  compression::Compressed c;
+  if (a.model || a.values) lastIndices_.reset();
+  if (a.model) {
+    Status st = compression::decode(*a.model, d, c);
+    if (st) st = compression::expand(c, xhat_);
+    if (!st) return st.withContext("the coordinator's model");
+    ++stats_.resyncs;
+  }
+  if (a.values) {
+    // The current values of the coordinates that changed since the round we hold.
+    Status st = compression::decode(*a.values, d, c);
+    if (st) st = compression::overwrite(c, xhat_);
+    if (!st) return st.withContext("the coordinator's catch-up values");
+    if (log_)
+      log_->info("catching up from round {} to {}: {} coordinates by value", heldRound_, a.baseRound, c.selected());
+  }
+  if (!a.broadcast.empty()) {
+    // Relative indices: the first tensor's reference is the last replay's last indices.
+    std::size_t relative = 0;
+    for (const auto& t : a.broadcast)
+      relative += t.indexFormat == compression::IndexFormat::kRelative ? 1 : 0;
+    const bool firstRelative = a.broadcast.front().indexFormat == compression::IndexFormat::kRelative;
+    Status st = replayBroadcasts(a.broadcast, task_->mantissaBits(), lastIndices_, xhat_);
+    if (!st) return st.withContext("a broadcast");
+    if (log_)
+      log_->info("catching up from round {} to {}: {} broadcasts, {} with relative indices{}", heldRound_, a.baseRound,
+                 a.broadcast.size(), relative, firstRelative ? " (the first against the last replay's)" : "");
+  }
+  heldRound_ = a.baseRound;
+  const uint64_t checksum = checksum64(xhat_);
+  if (checksum != a.baseChecksum) {
+    // Back to a model we can name (round 0); the coordinator sends the dense one next.
+    buildInitialModel();  // (catchUp forgets lastIndices_ with the failure)
+    return Status(StatusCode::kMalformed,
+                  fmt::format("model checksum mismatch after catching up to round {} ({:016x}, expected {:016x})",
+                              a.baseRound, checksum, a.baseChecksum));
+  }
+  return Status::ok();
+}
+
+void Learner::makeRoom(uint64_t round) {
+  while (!pending_.empty() && pending_.size() >= options_.maxPending) {
+    if (log_)
+      log_->warn("round {} assigned with {} updates awaiting verdicts: rolling round {} back", round, pending_.size(),
+                 pending_.front());
+    settle(pending_.front(), false);
+  }
+}
+
+Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a) {
+  if (!holding_ || !trainer_) return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
+  makeRoom(a.round);
+  TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round)};
+  auto stats = trainer_->run(xhat_, req, delta_);
+  if (!stats) return stats.status();
+  return compressAndTag(a, *stats);
+}
+
+Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a, std::span<const float> base,
+                                   const data::Dataset& shard) {
+  if (holding_) return Status(StatusCode::kInternal, "a holding Learner trains from its own model");
+  makeRoom(a.round);
+  // The Trainer (a model copy, momentum) lives for this round only; the sampler (its
+  // score table and estimate) carries to the next, as it does in a device's Trainer.
+  TrainerOptions to = task_->trainerOptions();
+  to.batchLog = options_.batchLog;
+  auto trainer = sampler_ ? Trainer::create(task_->prototype(), shard, to, std::move(*sampler_))
+                          : Trainer::create(task_->prototype(), shard, to);
+  sampler_.reset();
+  if (!trainer) return trainer.status();
+  delta_.resize(base.size());
+  TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round)};
+  auto stats = trainer->run(base, req, delta_);
+  if (!stats) return stats.status();
+  sampler_.emplace(std::move(trainer->sampler()));
+  sampler_->releaseWorkspaces();
+  auto update = compressAndTag(a, *stats);
+  // Nothing model-sized stays with a virtual client but its memory.
+  delta_ = {};
+  return update;
+}
+
+Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const TrainStats& stats) {
+  if (options_.audit) {
+    computed_.resize(delta_.size(), 0.0);
+    for (std::size_t i = 0; i < delta_.size(); ++i)
+      computed_[i] += delta_[i];
+  }
+  if (task_->errorFeedback() && !memory_) STARLING_RETURN_IF_ERROR(makeMemory(delta_.size()));
+  LocalUpdate out;
+  out.round = a.round;
+  out.baseRound = a.baseRound;
+  out.stats = stats;
+  {
+    // The compressed form and its encoding are each model-sized when the uplink is
+    // dense: the first is freed once the second is made.
+    compression::Compressed q;
+    const compression::CompressParams params{a.density > 0 ? a.density : 1.0, mix(seed_, a.round + 1)};
+    Status st = memory_ ? memory_->compress(delta_, task_->uplink(), params, q, a.round)
+                        : task_->uplink().compress(delta_, params, q);
+    if (!st) return st.withContext(fmt::format("compressing the update of round {}", a.round));
+    STARLING_RETURN_IF_ERROR(compression::encode(q, out.payload));
+    out.selected = q.selected();
+    out.compressionSeed = params.seed;
+  }
+  if (memory_) pending_.push_back(a.round);
+  ++stats_.roundsTrained;
+  stats_.bytesUp += out.payload.byteSize();
+  stats_.lastLoss = stats.lossEnd;
+  if (log_)
+    log_->info("round {}: {} steps, loss {:.4f} -> {:.4f}, sent {} of {} values ({} bytes)", a.round, stats.steps,
+               stats.lossStart, stats.lossEnd, out.selected, delta_.size(), out.payload.byteSize());
+  return out;
+}
+
+void Learner::settle(uint64_t round, bool accepted) {
+  auto it = std::find(pending_.begin(), pending_.end(), round);
+  if (it == pending_.end()) return;
+  pending_.erase(it);
+  if (memory_ && memory_->isPending(round)) (void)(accepted ? memory_->commit(round) : memory_->rollback(round));
+  if (accepted)
+    ++stats_.roundsAccepted;
+  else
+    ++stats_.roundsRejected;
+}
+
+void Learner::settleAll(bool accepted) {
+  for (uint64_t r : std::vector<uint64_t>(pending_))
+    settle(r, accepted);
+}
+
+Status Learner::writeAudit(const std::string& path) const {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return Status(StatusCode::kIo, fmt::format("cannot write the audit to '{}'", path));
+  fmt::print(f, "computed");
+  for (double v : computed_)
+    fmt::print(f, " {:.9g}", v);
+  fmt::print(f, "\nmemory");
+  if (memory_)
+    for (float v : memory_->memory())
+      fmt::print(f, " {:.9g}", v);
+  fmt::print(f, "\n");
+  return std::fclose(f) == 0 ? Status::ok() : Status(StatusCode::kIo, "writing the audit to " + path);
+}
+
+}  // namespace starling::client

@@ -1,0 +1,160 @@
+#pragma once
+// The Starling messages as plain structs, each built (encode) and read (parse) here
+// only: the client, the coordinator, the simulator and the tests all go through this
+// module (common/wire/starling.fbs has the fields' meaning).
+//
+// Compressed tensors are compression::PayloadView: encode() reads the bytes they point
+// to straight into the frame being built (the one copy a frame needs), and parse()
+// returns views into the verified Message, valid while that Message is alive. Nothing
+// model-sized is copied on the way.
+//
+// encode() returns a Frame (header + body, ready to write). parseX() reads a Message
+// that Message::parse verified; kMalformed when it is of another type, or when a field
+// the message cannot do without is absent (a tensor of an Update, a broadcast entry).
+// Pure functions; thread-safe on distinct arguments.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "starling/compression/payload.hpp"
+#include "starling/util/status.hpp"
+#include "starling/wire/frame.hpp"
+
+namespace starling::wire {
+
+// client -> coordinator: the first message of a connection.
+struct HelloMsg {
+  std::string clientId;  // informative; the coordinator trusts the certificate
+  std::vector<std::string> capabilities;
+  uint64_t numExamples = 0;
+  std::string platform;        // e.g. "linux-x86_64"
+  uint64_t lastRound = 0;      // the round whose model the client holds (0 = none)
+  uint64_t modelChecksum = 0;  // its checksum (0 = none)
+};
+
+// What this build of starling-client says in Hello: kClientCapabilities and the
+// running system's platform (hostPlatform()).
+HelloMsg clientHello(std::string clientId, uint64_t numExamples, uint64_t lastRound = 0, uint64_t modelChecksum = 0);
+
+// "SYSNAME-MACHINE" of the running system as uname() reports them, lowercased
+// ("linux-x86_64"); "unknown" when uname() fails.
+std::string hostPlatform();
+
+struct HyperParameters {
+  float lr = 0;
+  float momentum = 0;
+  float weightDecay = 0;
+  uint32_t batchSize = 0;
+  uint32_t tau = 0;
+  float clipNorm = 0;
+  bool prioritySampling = false;
+  uint64_t seed = 0;
+  float proxMu = 0;
+};
+
+struct CompressionSettings {
+  std::string uplink;
+  float uplinkDensity = 0;
+  std::string downlink;
+  float downlinkDensity = 0;
+  bool errorFeedback = false;
+  bool fp16Values = false;
+  float errorCap = 0;
+  bool uplinkTernary = false;
+  uint8_t modelMantissaBits = 23;
+  uint32_t qsgdLevels = 15;
+};
+
+// coordinator -> client: the task.
+struct WelcomeMsg {
+  std::string clientId;
+  std::string task;
+  std::string modelSpec;
+  std::optional<HyperParameters> hyper;            // absent: a walking-skeleton coordinator
+  std::optional<CompressionSettings> compression;  // likewise
+  uint64_t round = 0;
+  std::optional<compression::PayloadView> model;
+  uint64_t modelChecksum = 0;
+  uint32_t heartbeatMs = 0;
+  uint64_t lastAcceptedRound = 0;
+  uint64_t rounds = 0;
+  uint64_t initSeed = 0;
+  // Settling a reconnecting client's pending updates (starling.fbs): the rounds the
+  // coordinator still holds, and its last applied rounds (increasing). acceptedRounds
+  // absent: a coordinator that names lastAcceptedRound only.
+  std::vector<uint64_t> heldRounds;
+  std::optional<std::vector<uint64_t>> acceptedRounds;
+};
+
+// coordinator -> client: train this round.
+struct RoundAssignMsg {
+  uint64_t round = 0;
+  uint64_t baseRound = 0;
+  uint32_t tau = 0;
+  float lr = 0;
+  float density = 0;
+  uint32_t deadlineMs = 0;
+  std::vector<compression::PayloadView> broadcast;  // oldest first
+  uint64_t baseChecksum = 0;
+  std::optional<compression::PayloadView> model;   // a dense model replacing the client's
+  std::optional<compression::PayloadView> values;  // catch-up by value
+};
+
+// client -> coordinator: the result of a round.
+struct UpdateMsg {
+  uint64_t round = 0;
+  uint64_t baseRound = 0;
+  uint64_t examples = 0;
+  uint32_t steps = 0;
+  float lossStart = 0;
+  float lossEnd = 0;
+  // Absent only in a malformed Update: the coordinator rejects it for its round.
+  std::optional<compression::PayloadView> delta;
+  uint32_t durationMs = 0;
+};
+
+struct RoundResultMsg {
+  uint64_t round = 0;
+  bool accepted = false;
+  std::string reason;
+};
+
+struct HeartbeatMsg {
+  uint64_t sentMs = 0;
+};
+
+struct ByeMsg {
+  std::string reason;
+  bool done = false;  // coordinator -> client: training is complete
+};
+
+struct ErrorMsg {
+  fb::ErrorCode code = fb::ErrorCode::Unknown;
+  std::string message;
+};
+
+// A dense fp32 tensor over `values` (not copied; valid while they are): what a
+// coordinator sends as a whole model.
+compression::PayloadView denseView(std::span<const float> values);
+
+Frame encode(const HelloMsg& m);
+Frame encode(const WelcomeMsg& m);
+Frame encode(const RoundAssignMsg& m);
+Frame encode(const UpdateMsg& m);
+Frame encode(const RoundResultMsg& m);
+Frame encode(const HeartbeatMsg& m);
+Frame encode(const ByeMsg& m);
+Frame encode(const ErrorMsg& m);
+
+Result<HelloMsg> parseHello(const Message& m);
+Result<WelcomeMsg> parseWelcome(const Message& m);
+Result<RoundAssignMsg> parseRoundAssign(const Message& m);
+Result<UpdateMsg> parseUpdate(const Message& m);
+Result<RoundResultMsg> parseRoundResult(const Message& m);
+Result<HeartbeatMsg> parseHeartbeat(const Message& m);
+Result<ByeMsg> parseBye(const Message& m);
+Result<ErrorMsg> parseError(const Message& m);
+
+}  // namespace starling::wire

@@ -1,0 +1,267 @@
+#include "starling/wire/messages.hpp"
+
+#include <fmt/format.h>
+#include <sys/utsname.h>
+
+#include <cctype>
+
+#include "starling/compression/wire_codec.hpp"
+#include "starling/wire/capabilities.hpp"
+
+namespace starling::wire {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+std::string str(const flatbuffers::String* s) {
+  return s != nullptr ? s->str() : std::string();
+}
+
+template <typename T>
+Result<const T*> bodyOf(const Message& m, const char* name) {
+  const T* body = m.as<T>();
+  if (body == nullptr) return Status(StatusCode::kMalformed, fmt::format("expected {}, got {}", name, m.typeName()));
+  return body;
+}
+
+// out <- a view of t, or nothing when t is absent.
+Status assignView(const fb::CompressedTensor* t, std::optional<compression::PayloadView>& out) {
+  out.reset();
+  if (t == nullptr) return Status::ok();
+  auto v = compression::viewWire(t);
+  if (!v) return v.status();
+  out = *v;
+  return Status::ok();
+}
+
+Offset<fb::CompressedTensor> optionalTensor(FlatBufferBuilder& b, const std::optional<compression::PayloadView>& p) {
+  return p ? compression::toWire(b, *p) : 0;
+}
+
+// Bytes of the tensors of a message, so that its builder allocates once.
+std::size_t sizeOf(const std::optional<compression::PayloadView>& p) {
+  return p ? p->byteSize() + 64 : 0;
+}
+
+}  // namespace
+
+std::string hostPlatform() {
+  utsname u{};
+  if (uname(&u) != 0) return "unknown";
+  std::string s = fmt::format("{}-{}", u.sysname, u.machine);
+  for (char& c : s)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+HelloMsg clientHello(std::string clientId, uint64_t numExamples, uint64_t lastRound, uint64_t modelChecksum) {
+  HelloMsg h;
+  h.clientId = std::move(clientId);
+  h.capabilities.assign(kClientCapabilities.begin(), kClientCapabilities.end());
+  h.numExamples = numExamples;
+  h.platform = hostPlatform();
+  h.lastRound = lastRound;
+  h.modelChecksum = modelChecksum;
+  return h;
+}
+
+compression::PayloadView denseView(std::span<const float> values) {
+  static_assert(FLATBUFFERS_LITTLEENDIAN, "dense fp32 values are written as they are in memory");
+  compression::PayloadView p;
+  p.encoding = compression::Encoding::kDense32;
+  p.count = static_cast<uint32_t>(values.size());
+  p.selected = p.count;
+  p.valueFormat = compression::ValueFormat::kFp32;
+  p.values = {reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()};
+  return p;
+}
+
+// ---- encode --------------------------------------------------------------------
+
+Frame encode(const HelloMsg& m) {
+  FlatBufferBuilder b(256);
+  std::vector<Offset<flatbuffers::String>> caps;
+  for (const std::string& c : m.capabilities)
+    caps.push_back(b.CreateString(c));
+  return finishFrame(b, fb::CreateHelloDirect(b, m.clientId.c_str(), &caps, m.numExamples, m.platform.c_str(),
+                                              m.lastRound, m.modelChecksum));
+}
+
+Frame encode(const WelcomeMsg& m) {
+  FlatBufferBuilder b(512 + sizeOf(m.model));
+  Offset<fb::HyperParameters> hyper;
+  if (const auto& h = m.hyper)
+    hyper = fb::CreateHyperParameters(b, h->lr, h->momentum, h->weightDecay, h->batchSize, h->tau, h->clipNorm,
+                                      h->prioritySampling, h->seed, h->proxMu);
+  Offset<fb::CompressionSettings> comp;
+  if (const auto& c = m.compression)
+    comp = fb::CreateCompressionSettingsDirect(b, c->uplink.c_str(), c->uplinkDensity, c->downlink.c_str(),
+                                               c->downlinkDensity, c->errorFeedback, c->fp16Values, c->errorCap,
+                                               c->uplinkTernary, c->modelMantissaBits, c->qsgdLevels);
+  const auto model = optionalTensor(b, m.model);
+  return finishFrame(
+      b, fb::CreateWelcomeDirect(b, m.clientId.c_str(), m.task.c_str(), m.modelSpec.c_str(), hyper, comp, m.round,
+                                 model, m.modelChecksum, m.heartbeatMs, m.lastAcceptedRound, m.rounds, m.initSeed,
+                                 &m.heldRounds, m.acceptedRounds ? &*m.acceptedRounds : nullptr));
+}
+
+Frame encode(const RoundAssignMsg& m) {
+  std::size_t bytes = 256 + sizeOf(m.model) + sizeOf(m.values);
+  for (const auto& p : m.broadcast)
+    bytes += p.byteSize() + 64;
+  FlatBufferBuilder b(bytes);
+  std::vector<Offset<fb::CompressedTensor>> broadcast;
+  broadcast.reserve(m.broadcast.size());
+  for (const auto& p : m.broadcast)
+    broadcast.push_back(compression::toWire(b, p));
+  const auto model = optionalTensor(b, m.model);
+  const auto values = optionalTensor(b, m.values);
+  return finishFrame(b, fb::CreateRoundAssignDirect(b, m.round, m.baseRound, m.tau, m.lr, m.density, m.deadlineMs,
+                                                    &broadcast, m.baseChecksum, model, values));
+}
+
+Frame encode(const UpdateMsg& m) {
+  FlatBufferBuilder b(256 + sizeOf(m.delta));
+  const auto delta = optionalTensor(b, m.delta);
+  return finishFrame(
+      b, fb::CreateUpdate(b, m.round, m.baseRound, m.examples, m.steps, m.lossStart, m.lossEnd, delta, m.durationMs));
+}
+
+Frame encode(const RoundResultMsg& m) {
+  FlatBufferBuilder b(128 + m.reason.size());
+  return finishFrame(b, fb::CreateRoundResultDirect(b, m.round, m.accepted, m.reason.c_str()));
+}
+
+Frame encode(const HeartbeatMsg& m) {
+  FlatBufferBuilder b(64);
+  return finishFrame(b, fb::CreateHeartbeat(b, m.sentMs));
+}
+
+Frame encode(const ByeMsg& m) {
+  FlatBufferBuilder b(64 + m.reason.size());
+  return finishFrame(b, fb::CreateByeDirect(b, m.reason.c_str(), m.done));
+}
+
+Frame encode(const ErrorMsg& m) {
+  FlatBufferBuilder b(64 + m.message.size());
+  return finishFrame(b, fb::CreateErrorDirect(b, m.code, m.message.c_str()));
+}
+
+// ---- parse ---------------------------------------------------------------------
+
+Result<HelloMsg> parseHello(const Message& m) {
+  auto hBody = bodyOf<fb::Hello>(m, "Hello");
+  if (!hBody) return hBody.status();
+  const fb::Hello* h = *hBody;
+  HelloMsg out;
+  out.clientId = str(h->client_id());
+  if (h->capabilities() != nullptr)
+    for (const auto* c : *h->capabilities())
+      out.capabilities.push_back(str(c));
+  out.numExamples = h->num_examples();
+  out.platform = str(h->platform());
+  out.lastRound = h->last_round();
+  out.modelChecksum = h->model_checksum();
+  return out;
+}
+
+Result<WelcomeMsg> parseWelcome(const Message& m) {
+  auto wBody = bodyOf<fb::Welcome>(m, "Welcome");
+  if (!wBody) return wBody.status();
+  const fb::Welcome* w = *wBody;
+  WelcomeMsg out;
+  out.clientId = str(w->client_id());
+  out.task = str(w->task());
+  out.modelSpec = str(w->model_spec());
+  if (const auto* h = w->hyper())
+    out.hyper = HyperParameters{h->lr(),        h->momentum(),          h->weight_decay(), h->batch_size(), h->tau(),
+                                h->clip_norm(), h->priority_sampling(), h->seed(),         h->prox_mu()};
+  if (const auto* c = w->compression())
+    out.compression = CompressionSettings{str(c->uplink()),      c->uplink_density(), str(c->downlink()),
+                                          c->downlink_density(), c->error_feedback(), c->fp16_values(),
+                                          c->error_cap(),        c->uplink_ternary(), c->model_mantissa_bits(),
+                                          c->qsgd_levels()};
+  out.round = w->round();
+  if (Status st = assignView(w->model(), out.model); !st) return st;
+  out.modelChecksum = w->model_checksum();
+  out.heartbeatMs = w->heartbeat_ms();
+  out.lastAcceptedRound = w->last_accepted_round();
+  out.rounds = w->rounds();
+  out.initSeed = w->init_seed();
+  if (const auto* held = w->held_rounds()) out.heldRounds.assign(held->begin(), held->end());
+  if (const auto* accepted = w->accepted_rounds())
+    out.acceptedRounds = std::vector<uint64_t>(accepted->begin(), accepted->end());
+  return out;
+}
+
+Result<RoundAssignMsg> parseRoundAssign(const Message& m) {
+  auto aBody = bodyOf<fb::RoundAssign>(m, "RoundAssign");
+  if (!aBody) return aBody.status();
+  const fb::RoundAssign* a = *aBody;
+  RoundAssignMsg out;
+  out.round = a->round();
+  out.baseRound = a->base_round();
+  out.tau = a->tau();
+  out.lr = a->lr();
+  out.density = a->density();
+  out.deadlineMs = a->deadline_ms();
+  if (const auto* log = a->broadcast()) {
+    out.broadcast.reserve(log->size());
+    for (flatbuffers::uoffset_t j = 0; j < log->size(); ++j) {
+      auto v = compression::viewWire(log->Get(j));
+      if (!v) return v.status().withContext(fmt::format("RoundAssign broadcast {} of {}", j + 1, log->size()));
+      out.broadcast.push_back(*v);
+    }
+  }
+  out.baseChecksum = a->base_checksum();
+  if (Status st = assignView(a->model(), out.model); !st) return st;
+  if (Status st = assignView(a->values(), out.values); !st) return st;
+  return out;
+}
+
+Result<UpdateMsg> parseUpdate(const Message& m) {
+  auto uBody = bodyOf<fb::Update>(m, "Update");
+  if (!uBody) return uBody.status();
+  const fb::Update* u = *uBody;
+  UpdateMsg out;
+  out.round = u->round();
+  out.baseRound = u->base_round();
+  out.examples = u->examples();
+  out.steps = u->steps();
+  out.lossStart = u->loss_start();
+  out.lossEnd = u->loss_end();
+  if (Status st = assignView(u->delta(), out.delta); !st) return st;
+  out.durationMs = u->duration_ms();
+  return out;
+}
+
+Result<RoundResultMsg> parseRoundResult(const Message& m) {
+  auto rBody = bodyOf<fb::RoundResult>(m, "RoundResult");
+  if (!rBody) return rBody.status();
+  const fb::RoundResult* r = *rBody;
+  return RoundResultMsg{r->round(), r->accepted(), str(r->reason())};
+}
+
+Result<HeartbeatMsg> parseHeartbeat(const Message& m) {
+  auto hBody = bodyOf<fb::Heartbeat>(m, "Heartbeat");
+  if (!hBody) return hBody.status();
+  const fb::Heartbeat* h = *hBody;
+  return HeartbeatMsg{h->sent_ms()};
+}
+
+Result<ByeMsg> parseBye(const Message& m) {
+  auto byeBody = bodyOf<fb::Bye>(m, "Bye");
+  if (!byeBody) return byeBody.status();
+  const fb::Bye* bye = *byeBody;
+  return ByeMsg{str(bye->reason()), bye->done()};
+}
+
+Result<ErrorMsg> parseError(const Message& m) {
+  auto eBody = bodyOf<fb::Error>(m, "Error");
+  if (!eBody) return eBody.status();
+  const fb::Error* e = *eBody;
+  return ErrorMsg{e->code(), str(e->message())};
+}
+
+}  // namespace starling::wire

@@ -1,0 +1,126 @@
+// client::Learner: the one local round of a device and of the simulator. A holding
+// Learner (a device) and a borrowed-base one (a simulated client) with the same seed,
+// task and data make the same update; verdicts and a reconnect's Welcome settle the
+// pending updates by held_rounds / accepted_rounds.
+
+#include "starling/client/learner.hpp"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "starling/compression/payload.hpp"
+#include "starling/util/checksum.hpp"
+
+#include "trainer/toy_data.hpp"
+
+using namespace starling;
+using namespace starling::client;
+
+namespace {
+
+constexpr const char* kSpec = "mlp:8-16-4";
+
+wire::WelcomeMsg task(bool prioritySampling = true) {
+  wire::WelcomeMsg w;
+  w.clientId = "client-1";
+  w.task = "toy";
+  w.modelSpec = kSpec;
+  w.hyper = wire::HyperParameters{0.05f, 0.9f, 0.0f, 8, 5, 0.0f, prioritySampling, 7, 0.0f};
+  w.compression = wire::CompressionSettings{"topk", 0.25f, "identity", 1.0f, true, false, 0.0f, false, 23};
+  w.initSeed = 3;
+  return w;
+}
+
+// The round-0 model the coordinator would start from.
+std::vector<float> initialModel() {
+  model::Model m = test::toyModel(kSpec, 3);
+  return {m.params().begin(), m.params().end()};
+}
+
+// Assignment of `round` from the round-0 model, caught up by a dense copy of `base`.
+wire::RoundAssignMsg assign(uint64_t round, std::span<const float> base) {
+  wire::RoundAssignMsg a{round, 0, 5, 0.05f, 0.25f, 1000, {}, 0, wire::denseView(base), std::nullopt};
+  a.baseChecksum = checksum64(base);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("a device's Learner and a simulated client's make the same updates", "[client][learner]") {
+  const data::Dataset shard = test::blobs(64, 8, 4, 11);
+  const std::vector<float> base = initialModel();
+  const uint64_t seed = clientSeed(0, "client-1");
+
+  Learner device(LearnerOptions{seed}, nullptr);
+  REQUIRE(device.welcome(task(), shard).isOk());
+  auto sharedTask = LearnerTask::create(task());
+  REQUIRE(sharedTask.isOk());
+  Learner simulated(*sharedTask, LearnerOptions{seed});
+
+  for (uint64_t round = 1; round <= 3; ++round) {
+    // Both hold `base` (the device catches up to it by a dense copy); each round's
+    // verdict commits the update, so the memories evolve alike.
+    const auto a = assign(round, base);
+    REQUIRE(device.catchUp(a).isOk());
+    auto fromDevice = device.train(a);
+    auto fromSim = simulated.train(a, base, shard);
+    REQUIRE(fromDevice.isOk());
+    REQUIRE(fromSim.isOk());
+    CHECK(fromDevice->stats.steps == 5);
+    CHECK(fromDevice->stats.lossStart == fromSim->stats.lossStart);
+    CHECK(fromDevice->stats.lossEnd == fromSim->stats.lossEnd);
+    CHECK(fromDevice->stats.prioritizedSteps == fromSim->stats.prioritizedSteps);
+    CHECK(fromDevice->payload == fromSim->payload);
+    CHECK(device.pending() == std::vector<uint64_t>{round});
+    device.settle(round, true);
+    simulated.settle(round, true);
+  }
+  CHECK(device.stats().roundsAccepted == 3);
+  CHECK(simulated.stats().roundsAccepted == 3);
+}
+
+TEST_CASE("a reconnect's Welcome settles the updates in flight", "[client][learner]") {
+  const data::Dataset shard = test::blobs(64, 8, 4, 12);
+  const std::vector<float> base = initialModel();
+  Learner learner(LearnerOptions{1}, nullptr);
+  REQUIRE(learner.welcome(task(false), shard).isOk());
+  for (uint64_t round = 1; round <= 3; ++round) {
+    const auto a = assign(round, base);
+    REQUIRE(learner.catchUp(a).isOk());
+    REQUIRE(learner.train(a).isOk());
+  }
+  REQUIRE(learner.pending() == std::vector<uint64_t>{1, 2, 3});
+
+  SECTION("held stays pending, accepted commits, the rest is rolled back") {
+    wire::WelcomeMsg w = task(false);
+    w.round = 3;
+    w.heldRounds = {3};
+    w.acceptedRounds = std::vector<uint64_t>{1};
+    REQUIRE(learner.welcome(w, shard).isOk());  // the same task: nothing rebuilt
+    CHECK(learner.pending() == std::vector<uint64_t>{3});
+    CHECK(learner.stats().roundsAccepted == 1);
+    CHECK(learner.stats().roundsRejected == 1);
+  }
+  SECTION("a coordinator that names only its last accepted round") {
+    wire::WelcomeMsg w = task(false);
+    w.lastAcceptedRound = 2;
+    learner.settleAfterReconnect(w);
+    CHECK(learner.pending().empty());
+    CHECK(learner.stats().roundsAccepted == 2);
+    CHECK(learner.stats().roundsRejected == 1);
+  }
+}
+
+TEST_CASE("a catch-up that ends on another checksum goes back to round 0", "[client][learner]") {
+  const data::Dataset shard = test::blobs(32, 8, 4, 13);
+  Learner learner(LearnerOptions{1}, nullptr);
+  REQUIRE(learner.welcome(task(), shard).isOk());
+  std::vector<float> base = initialModel();
+  auto a = assign(4, base);
+  a.baseChecksum ^= 1;
+  const Status st = learner.catchUp(a);
+  REQUIRE_FALSE(st.isOk());
+  CHECK_THAT(st.message(), Catch::Contains("checksum mismatch"));
+  CHECK(learner.heldRound() == 0);
+  CHECK(std::memcmp(learner.model().data(), base.data(), base.size() * sizeof(float)) == 0);  // the round-0 model
+}

@@ -56,6 +56,10 @@ Result<std::shared_ptr<LearnerTask>> LearnerTask::create(const wire::WelcomeMsg&
   t->mantissaBits_ = comp.modelMantissaBits;
   t->errorFeedback_ = comp.errorFeedback;
   t->errorCap_ = comp.errorCap;
+  if (!(comp.memoryDecay >= 0 && comp.memoryDecay <= 1))
+    return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's memory decay of {}", comp.memoryDecay));
+  t->memoryDecay_ = comp.memoryDecay;
+  t->memoryResetAfter_ = comp.memoryResetAfter;
   t->seed_ = hyper.seed;
   t->initSeed_ = w.initSeed;
   return t;
@@ -130,6 +134,8 @@ void Learner::settleAfterReconnect(const wire::WelcomeMsg& w) {
 Status Learner::makeMemory(std::size_t d) {
   compression::ErrorFeedbackOptions eo;
   eo.maxErrorRatio = task_->errorCap();
+  eo.decayPerMissedRound = task_->memoryDecay();
+  eo.resetAfterMissedRounds = task_->memoryResetAfter();
   auto mem = compression::ErrorFeedback::create(d, eo);
   if (!mem) return mem.status();
   memory_.emplace(std::move(*mem));
@@ -244,6 +250,13 @@ Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const
       computed_[i] += delta_[i];
   }
   if (task_->errorFeedback() && !memory_) STARLING_RETURN_IF_ERROR(makeMemory(delta_.size()));
+  // The rounds since this client last trained went by without it: the staleness policy
+  // (off unless the task sets it). Round numbers count abandoned rounds too. Skipped
+  // while an update is pending (a late one waiting for its round): decaying then would
+  // also scale what a rollback adds back.
+  if (memory_ && lastTrained_ > 0 && a.round > lastTrained_ + 1 && !memory_->hasPending())
+    (void)memory_->missedRounds(static_cast<uint32_t>(std::min<uint64_t>(a.round - lastTrained_ - 1, UINT32_MAX)));
+  lastTrained_ = std::max(lastTrained_, a.round);
   LocalUpdate out;
   out.round = a.round;
   out.baseRound = a.baseRound;

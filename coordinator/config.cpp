@@ -142,6 +142,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("compression.downlink-ternary", e.downlinkTernary,
        "top-k broadcast values as sign bits + one scale per 256 values (sparse ternary)");
   bind("compression.error-feedback", e.errorFeedback, "error-feedback memory on both ends");
+  bind("compression.uplink-memory-decay", t.uplinkMemoryDecay,
+       "clients' uplink memory x this per round missed since they last trained, in [0, 1] (1 = off)");
+  bind("compression.uplink-memory-reset-after", t.uplinkMemoryResetAfter,
+       "clients clear their uplink memory after this many missed rounds in a row (0 = never)");
   bind("compression.uplink-error-cap", t.uplinkErrorCap,
        "clients scale their memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");
   bind("compression.downlink-error-cap", e.downlinkErrorCap,
@@ -226,6 +230,8 @@ Status ConfigBinder::validate(const DaemonConfig& c) {
   if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");
   if (!(e.downlinkDensity > 0 && e.downlinkDensity <= 1)) return bad("downlink-density must be in (0, 1]");
   if (c.task.batchSize < 1) return bad("batch-size must be at least 1");
+  if (!(c.task.uplinkMemoryDecay >= 0 && c.task.uplinkMemoryDecay <= 1))
+    return bad("uplink-memory-decay must be in [0, 1] (1 = off)");
   if (c.handshakeTimeoutMs < 1 || c.frameTimeoutMs < 1 || c.idleTimeoutMs < 1)
     return bad("handshake-timeout-ms, frame-timeout-ms and idle-timeout-ms must be at least 1");
   if (c.threads > 64) return bad("threads must be at most 64 (0 = one per core)");

@@ -218,7 +218,9 @@ wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
                                             task.uplinkErrorCap,
                                             ec.uplinkTernary,
                                             static_cast<uint8_t>(ec.modelMantissaBits),
-                                            ec.qsgdLevels};
+                                            ec.qsgdLevels,
+                                            task.uplinkMemoryDecay,
+                                            task.uplinkMemoryResetAfter};
   w.heartbeatMs = task.heartbeatMs;
   w.rounds = ec.rounds;
   w.initSeed = task.initSeed;

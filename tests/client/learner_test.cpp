@@ -6,8 +6,10 @@
 #include "starling/client/learner.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 
+#include "starling/compression/compressed.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/util/checksum.hpp"
 
@@ -123,4 +125,59 @@ TEST_CASE("a catch-up that ends on another checksum goes back to round 0", "[cli
   CHECK_THAT(st.message(), Catch::Contains("checksum mismatch"));
   CHECK(learner.heldRound() == 0);
   CHECK(std::memcmp(learner.model().data(), base.data(), base.size() * sizeof(float)) == 0);  // the round-0 model
+}
+
+TEST_CASE("the uplink memory decays per missed round and is cleared after the task's limit", "[client][learner]") {
+  // Three simulated clients, alike but for the policy, commit rounds 1 and 2 and are next
+  // assigned round 5 (rounds 3 and 4 missed). Training depends on the seed and round only,
+  // so the updates of round 5 differ by what each memory holds then.
+  const data::Dataset shard = test::blobs(64, 8, 4, 13);
+  const std::vector<float> base = initialModel();
+  const auto make = [&](float decay, uint32_t resetAfter) {
+    wire::WelcomeMsg w = task(false);
+    w.compression->memoryDecay = decay;
+    w.compression->memoryResetAfter = resetAfter;
+    auto t = LearnerTask::create(w);
+    REQUIRE(t.isOk());
+    return Learner(*t, LearnerOptions{5});
+  };
+  Learner kept = make(1.0f, 0), halved = make(0.5f, 0), cleared = make(1.0f, 2);
+  for (Learner* l : {&kept, &halved, &cleared})
+    for (uint64_t round = 1; round <= 2; ++round) {
+      REQUIRE(l->train(assign(round, base), base, shard).isOk());
+      l->settle(round, true);
+    }
+  const std::vector<float> e2(kept.memory().begin(), kept.memory().end());
+  REQUIRE(std::vector<float>(halved.memory().begin(), halved.memory().end()) == e2);
+  double norm = 0;
+  for (float x : e2)
+    norm += double(x) * x;
+  REQUIRE(norm > 0);
+  // A fresh client's round-5 update: its memory is empty, as `cleared`'s is after 2 missed.
+  Learner fresh = make(1.0f, 0);
+  auto fromFresh = fresh.train(assign(5, base), base, shard);
+  auto fromKept = kept.train(assign(5, base), base, shard);
+  auto fromHalved = halved.train(assign(5, base), base, shard);
+  auto fromCleared = cleared.train(assign(5, base), base, shard);
+  REQUIRE((fromFresh.isOk() && fromKept.isOk() && fromHalved.isOk() && fromCleared.isOk()));
+  CHECK(fromCleared->payload == fromFresh->payload);
+  CHECK_FALSE(fromKept->payload == fromFresh->payload);
+  CHECK_FALSE(fromHalved->payload == fromKept->payload);
+  // e after round 5 = p - q with p = delta + (decayed e2): where neither top-k sent a
+  // coordinate, e = p, so kept's and halved's memories differ there by e2 - e2 / 4.
+  const auto sent = [&](const compression::Payload& payload) {
+    compression::Compressed c;
+    std::vector<float> q(base.size());
+    REQUIRE(compression::decode(payload, static_cast<uint32_t>(base.size()), c).isOk());
+    REQUIRE(compression::expand(c, q).isOk());
+    return q;
+  };
+  const std::vector<float> qKept = sent(fromKept->payload), qHalved = sent(fromHalved->payload);
+  std::size_t checked = 0;
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    if (qKept[i] != 0 || qHalved[i] != 0 || std::fabs(e2[i]) < 1e-6f) continue;
+    CHECK(kept.memory()[i] - halved.memory()[i] == Approx(0.75 * e2[i]).epsilon(1e-3).margin(1e-6));
+    ++checked;
+  }
+  CHECK(checked > 0);
 }

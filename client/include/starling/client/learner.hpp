@@ -68,6 +68,9 @@ class LearnerTask {
   compression::Compressor& uplink() { return *uplink_; }
   bool errorFeedback() const { return errorFeedback_; }
   float errorCap() const { return errorCap_; }
+  // The uplink memory's staleness policy (compression::ErrorFeedbackOptions).
+  float memoryDecay() const { return memoryDecay_; }
+  uint32_t memoryResetAfter() const { return memoryResetAfter_; }
   uint32_t mantissaBits() const { return mantissaBits_; }
   uint64_t seed() const { return seed_; }
   uint64_t initSeed() const { return initSeed_; }
@@ -82,6 +85,8 @@ class LearnerTask {
   std::unique_ptr<compression::Compressor> uplink_;
   bool errorFeedback_ = true;
   float errorCap_ = 0;
+  float memoryDecay_ = 1.0f;
+  uint32_t memoryResetAfter_ = 0;
   uint32_t mantissaBits_ = 23;
   uint64_t seed_ = 0;
   uint64_t initSeed_ = 0;
@@ -173,6 +178,10 @@ class Learner {
   Status writeAudit(const std::string& path) const;
 
   std::span<const float> model() const { return xhat_; }
+  // The uplink memory e (empty without error feedback or before the first update).
+  std::span<const float> memory() const {
+    return memory_ ? memory_->memory() : std::span<const float>();
+  }
   uint64_t heldRound() const { return heldRound_; }
   uint64_t modelChecksum() const;  // of xhat (0 before a task); computed over the model at each call
   const LearnerStats& stats() const { return stats_; }
@@ -192,6 +201,7 @@ class Learner {
   std::optional<Trainer> trainer_;  // holding mode only
   std::optional<compression::ErrorFeedback> memory_;
   uint64_t seed_ = 0;               // the client's seed mixed with the task's
+  uint64_t lastTrained_ = 0;        // the last round this client trained (missed rounds since)
   std::optional<Sampler> sampler_;  // borrowed-base mode: the sampler between rounds (no workspaces)
   std::vector<float> xhat_;         // holding mode: the shared global model
   std::vector<float> delta_;        // scratch: base - x

@@ -65,6 +65,8 @@ struct CompressionSettings {
   bool uplinkTernary = false;
   uint8_t modelMantissaBits = 23;
   uint32_t qsgdLevels = 15;
+  float memoryDecay = 1.0f;
+  uint32_t memoryResetAfter = 0;
 };
 
 // coordinator -> client: the task.

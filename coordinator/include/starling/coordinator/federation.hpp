@@ -42,6 +42,11 @@ struct TaskConfig {
   float weightDecay = 0.0f;
   float clipNorm = 0.0f;
   float uplinkErrorCap = 0.0f;    // clients' uplink memory: ||e|| <= cap ||p|| after each commit (0 = off)
+  // Clients' uplink memory under partial participation (ALGORITHMS.md §2): e *= decay per
+  // round missed since the client last trained, e <- 0 after resetAfter missed rounds in
+  // a row (0 = never). Off by default: both drop mass.
+  float uplinkMemoryDecay = 1.0f;
+  uint32_t uplinkMemoryResetAfter = 0;
   float proxMu = 0.0f;            // FedProx: clients add mu/2 ||x - xhat||^2 to their local objective
   bool prioritySampling = false;  // clients sample by priority (adaptive)
   uint32_t heartbeatMs = 30'000;  // Welcome's: a quiet connection gets a heartbeat this often (the daemon's

@@ -9,15 +9,14 @@
 #include "starling/client/replay.hpp"
 #include "starling/compression/precision.hpp"
 #include "starling/util/checksum.hpp"
+#include "starling/util/mix.hpp"
 
 namespace starling::client {
 
 namespace {
 
 uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  return z ^ (z >> 27);
+  return mixSeeds(a, b);
 }
 
 }  // namespace

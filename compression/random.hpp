@@ -5,16 +5,12 @@
 
 #include <cstdint>
 
+#include "starling/util/mix.hpp"
+
 namespace starling::compression::detail {
 
-// SplitMix64's finalizer (Steele, Lea & Flood, OOPSLA 2014): a bijective 64-bit mix.
-inline std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-inline constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+using starling::kGolden;
+using starling::mix64;
 
 // Separate streams per use of a seed, so that rand-k and QSGD never share numbers.
 inline constexpr std::uint64_t kStreamRandK = 0x72616e646b000001ull;
@@ -37,10 +33,7 @@ class SplitMix64 {
  public:
   explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
 
-  std::uint64_t next() {
-    state_ += kGolden;
-    return mix64(state_);
-  }
+  std::uint64_t next() { return splitmixNext(state_); }
 
   // Uniform in [0, n) for 1 <= n <= 2^32, by Lemire's multiply-shift on 64 random
   // bits; the bias is below n / 2^64 (< 2^-32), negligible here.

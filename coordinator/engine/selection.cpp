@@ -20,7 +20,7 @@ uint64_t stickyTieKey(const std::string& id, uint64_t round) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the id
   for (const unsigned char ch : id)
     h = (h ^ ch) * 0x100000001b3ull;
-  uint64_t state = h ^ (round * 0x9e3779b97f4a7c15ull);
+  uint64_t state = h ^ (round * kGolden);
   return splitmix(state);
 }
 

@@ -16,6 +16,7 @@
 #include "starling/coordinator/federation.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/model/model.hpp"
+#include "starling/util/mix.hpp"
 #include "starling/wire/messages.hpp"
 
 #include "export.hpp"
@@ -37,9 +38,7 @@ std::size_t clientIndex(const std::string& id) {
 // The simulator's own randomness (dropouts) from its seed. (The clients' seeds are
 // derived by client::Learner, from their identities, as a device's are.)
 uint64_t mixSeed(uint64_t a, uint64_t b) {
-  uint64_t z = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
-  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
-  return z ^ (z >> 29);
+  return mixSeeds(a, b);
 }
 
 struct Event {

@@ -537,7 +537,8 @@ Status Federation::setTestHooks(FederationTestHooks hooks) {
     const bool named = name == "aggregated" || name == "mid-persist" || name == "persisted" || name == "assigning" ||
                        (name.starts_with("verdict-") && positive(name.substr(8)));
     if (!named || (at != std::string_view::npos && !positive(spec.substr(at + 1))))
-      return Status(StatusCode::kInvalidArgument, fmt::format("--test-crash-at '{}': not a crash point", hooks.crashAt));
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("--test-crash-at '{}': not a crash point", hooks.crashAt));
   }
   hooks_ = std::move(hooks);
   if (hooks_.crashAt.starts_with("mid-persist")) {

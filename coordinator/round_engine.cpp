@@ -38,9 +38,9 @@ struct RoundEngine::Client {
     while (accepted.size() > kAcceptedKept)
       accepted.pop_front();
   }
-  double stepsPerMs = 0;              // measured speed (EWMA), 0 = unknown
-  bool sticky = false;                // of lastAssigned: drawn from the sticky group
-  double selectionWeight = 1.0;       // of lastAssigned (EngineConfig::stickyClients)
+  double stepsPerMs = 0;         // measured speed (EWMA), 0 = unknown
+  bool sticky = false;           // of lastAssigned: drawn from the sticky group
+  double selectionWeight = 1.0;  // of lastAssigned (EngineConfig::stickyClients)
   // The round of the broadcast whose indices the client holds as the reference for
   // relative indices: the last entry of the last log replay it was sent. nullopt after
   // a catch-up by value or a dense model, and whenever it (re)joins, leaves or is
@@ -408,8 +408,7 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   p->round = u.round;
   p->record.round = u.round;
   // Older than the engine remembers: too stale.
-  p->staleness =
-      static_cast<uint32_t>(downlink_->commitsSince(u.baseRound, uint64_t(config_.maxStaleness) + 1));
+  p->staleness = static_cast<uint32_t>(downlink_->commitsSince(u.baseRound, uint64_t(config_.maxStaleness) + 1));
   auto norm = compression::l2Norm(u.delta);  // from the compressed form: nothing is expanded
   if (!norm) return updateRejected(id, u.round, norm.status().message(), nowMs);
   p->part.norm = *norm;
@@ -564,9 +563,8 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   for (auto& [id, rec] : r.outstanding) {
     ParticipantResult straggler = rec;
     straggler.outcome = ParticipantOutcome::kStraggler;
-    straggler.reason = nowMs >= r.deadlineMs
-                           ? fmt::format("no update within {} ms", config_.deadlineMs)
-                           : fmt::format("the round closed with the first {} updates", s.returned);
+    straggler.reason = nowMs >= r.deadlineMs ? fmt::format("no update within {} ms", config_.deadlineMs)
+                                             : fmt::format("the round closed with the first {} updates", s.returned);
     records.push_back(straggler);
     ++s.stragglers;
   }

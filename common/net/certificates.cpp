@@ -22,8 +22,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "mbedtls_handle.hpp"
 #include "starling/net/tls_context.hpp"
+
+#include "mbedtls_handle.hpp"
 
 namespace starling::net {
 namespace {
@@ -34,8 +35,8 @@ struct Rng {
   mbedtls::CtrDrbg drbg;
   Status seed() {
     static const char kPers[] = "starling-certificates";
-    int rc = mbedtls_ctr_drbg_seed(&drbg.ctx, mbedtls_entropy_func, &entropy.ctx, reinterpret_cast<const unsigned char*>(kPers),
-                                   sizeof kPers);
+    int rc = mbedtls_ctr_drbg_seed(&drbg.ctx, mbedtls_entropy_func, &entropy.ctx,
+                                   reinterpret_cast<const unsigned char*>(kPers), sizeof kPers);
     if (rc != 0) return Status(StatusCode::kInternal, "seeding the random generator: " + mbedtlsErrorString(rc));
     return Status::ok();
   }

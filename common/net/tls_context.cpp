@@ -11,8 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "mbedtls_handle.hpp"
 #include "starling/net/certificates.hpp"
+
+#include "mbedtls_handle.hpp"
 
 namespace starling::net {
 namespace {
@@ -147,8 +148,9 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const
     return Status(StatusCode::kInvalidArgument, "a coordinator needs a certificate and key");
   }
 
-  rc = mbedtls_ssl_config_defaults(&s.conf.ctx, role == TlsRole::kServer ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
-                                   MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
+  rc =
+      mbedtls_ssl_config_defaults(&s.conf.ctx, role == TlsRole::kServer ? MBEDTLS_SSL_IS_SERVER : MBEDTLS_SSL_IS_CLIENT,
+                                  MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
   if (rc != 0) return Status(StatusCode::kInternal, "TLS defaults: " + mbedtlsErrorString(rc));
   mbedtls_ssl_conf_rng(&s.conf.ctx, mbedtls_ctr_drbg_random, &s.drbg.ctx);
   mbedtls_ssl_conf_authmode(&s.conf.ctx, MBEDTLS_SSL_VERIFY_REQUIRED);

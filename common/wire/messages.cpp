@@ -98,8 +98,8 @@ Frame encode(const WelcomeMsg& m) {
   if (const auto& c = m.compression)
     comp = fb::CreateCompressionSettingsDirect(b, c->uplink.c_str(), c->uplinkDensity, c->downlink.c_str(),
                                                c->downlinkDensity, c->errorFeedback, c->fp16Values, c->errorCap,
-                                               c->uplinkTernary, c->modelMantissaBits, c->qsgdLevels,
-                                               c->memoryDecay, c->memoryResetAfter);
+                                               c->uplinkTernary, c->modelMantissaBits, c->qsgdLevels, c->memoryDecay,
+                                               c->memoryResetAfter);
   const auto model = optionalTensor(b, m.model);
   return finishFrame(
       b, fb::CreateWelcomeDirect(b, m.clientId.c_str(), m.task.c_str(), m.modelSpec.c_str(), hyper, comp, m.round,
@@ -179,12 +179,10 @@ Result<WelcomeMsg> parseWelcome(const Message& m) {
     out.hyper = HyperParameters{h->lr(),        h->momentum(),          h->weight_decay(), h->batch_size(), h->tau(),
                                 h->clip_norm(), h->priority_sampling(), h->seed(),         h->prox_mu()};
   if (const auto* c = w->compression())
-    out.compression = CompressionSettings{str(c->uplink()),      c->uplink_density(), str(c->downlink()),
-                                          c->downlink_density(), c->error_feedback(), c->fp16_values(),
-                                          c->error_cap(),        c->uplink_ternary(), c->model_mantissa_bits(),
-                                          c->qsgd_levels(),
-                                          c->memory_decay(),
-                                          c->memory_reset_after()};
+    out.compression =
+        CompressionSettings{str(c->uplink()),         c->uplink_density(), str(c->downlink()), c->downlink_density(),
+                            c->error_feedback(),      c->fp16_values(),    c->error_cap(),     c->uplink_ternary(),
+                            c->model_mantissa_bits(), c->qsgd_levels(),    c->memory_decay(),  c->memory_reset_after()};
   out.round = w->round();
   if (Status st = assignView(w->model(), out.model); !st) return st;
   out.modelChecksum = w->model_checksum();

@@ -31,9 +31,9 @@ struct Contribution {
   compression::Compressed delta;  // released by Aggregator::add
   double norm = 0;                // ||delta||, from its compressed form
   uint64_t examples = 0;
-  uint32_t steps = 0;             // > 0
-  uint32_t staleness = 0;         // model versions behind
-  double selectionWeight = 1.0;   // Selection::Pick::weight of its round
+  uint32_t steps = 0;            // > 0
+  uint32_t staleness = 0;        // model versions behind
+  double selectionWeight = 1.0;  // Selection::Pick::weight of its round
 };
 
 class Aggregator {

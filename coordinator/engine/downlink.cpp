@@ -363,8 +363,8 @@ std::vector<uint8_t> Downlink::serialize() const {
   const std::vector<uint64_t> previous(previousRounds_.begin(), previousRounds_.end());
   const auto* shared = dynamic_cast<const SharedMaskTopK*>(compressor_.get());
   const std::string downlink = format();
-  auto root = cf::CreateCatchUpStateDirect(b, round_, checksum_, downlink.c_str(), &history, &changedAt_,
-                                           &previous, &log, &undo, shared != nullptr ? &shared->mask() : nullptr);
+  auto root = cf::CreateCatchUpStateDirect(b, round_, checksum_, downlink.c_str(), &history, &changedAt_, &previous,
+                                           &log, &undo, shared != nullptr ? &shared->mask() : nullptr);
   b.Finish(root, cf::CatchUpStateIdentifier());
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }
@@ -403,8 +403,7 @@ Status Downlink::restoreCatchUp(std::span<const uint8_t> bytes) {
   if (s.history() != nullptr)
     for (const cf::ModelStamp* m : *s.history())
       history_.emplace_back(m->round(), m->checksum());
-  if (history_.empty() || history_.back() != std::pair(round_, checksum_))
-    history_.emplace_back(round_, checksum_);
+  if (history_.empty() || history_.back() != std::pair(round_, checksum_)) history_.emplace_back(round_, checksum_);
   while (history_.size() > std::max<std::size_t>(1, config_.checksumHistory))
     history_.pop_front();
 
@@ -486,6 +485,5 @@ Status Downlink::restoreCatchUp(std::span<const uint8_t> bytes) {
   }
   return Status::ok();
 }
-
 
 }  // namespace starling::coordinator

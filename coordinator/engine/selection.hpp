@@ -27,8 +27,8 @@ class Selection {
  public:
   struct Pick {
     std::string id;
-    bool sticky = false;    // drawn from the sticky group
-    double weight = 1.0;    // the selection weight its aggregation weight is multiplied by
+    bool sticky = false;  // drawn from the sticky group
+    double weight = 1.0;  // the selection weight its aggregation weight is multiplied by
   };
 
   // Checks the settings it uses (stickyClients, stickyFraction).

@@ -31,7 +31,9 @@ Result<ServerOptimizer> ServerOptimizer::create(const EngineConfig& c, std::size
 
 ServerOptimizer::ServerOptimizer(const EngineConfig& c, std::size_t dim)
     : dim_(dim),
-      rule_(c.serverOptimizer == "adam" ? Rule::kAdam : c.serverOptimizer == "yogi" ? Rule::kYogi : Rule::kSgd),
+      rule_(c.serverOptimizer == "adam"   ? Rule::kAdam
+            : c.serverOptimizer == "yogi" ? Rule::kYogi
+                                          : Rule::kSgd),
       lr_(c.serverLr),
       momentum_(c.serverMomentum),
       beta1_(c.serverBeta1),

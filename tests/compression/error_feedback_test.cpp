@@ -270,7 +270,7 @@ TEST_CASE("error feedback carries what the other side applied beyond q", "[error
   auto c = make("topk");
   auto ef = makeEf(4);
   Compressed q;
-  REQUIRE(ef.compress(std::vector<float>{1, -4, 2, 0}, *c, {0.25, 0}, q).isOk());           // q sends -4
+  REQUIRE(ef.compress(std::vector<float>{1, -4, 2, 0}, *c, {0.25, 0}, q).isOk());  // q sends -4
   REQUIRE(ef.commit().isOk());
   const std::vector<std::uint32_t> at = {1, 3};
   REQUIRE(ef.carry(at, std::vector<float>{0.5f, -0.25f}).isOk());

@@ -1,11 +1,11 @@
 // Aggregator alone: weights, FedNova's step normalization, the norm check and its
 // held-until-enough-norms rule, the sender mean and FedExP's statistic.
 
-#include "engine/aggregator.hpp"
-
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
+
+#include "engine/aggregator.hpp"
 
 using namespace starling;
 using namespace starling::coordinator;
@@ -64,7 +64,7 @@ TEST_CASE("aggregation: staleness weighs 1/sqrt(1 + s), the selection weight mul
   Aggregator agg(1, 0, false);
   agg.begin();
   auto fresh = dense({1.0f}, 100, 1);
-  auto stale = dense({4.0f}, 100, 1, 3);         // w = 100 / 2 = 50
+  auto stale = dense({4.0f}, 100, 1, 3);            // w = 100 / 2 = 50
   auto reweighted = dense({0.0f}, 100, 1, 0, 0.5);  // w = 50
   (void)agg.add(fresh, 0);
   (void)agg.add(stale, 0);
@@ -99,7 +99,7 @@ TEST_CASE("aggregation: the norm check waits for three norms, then judges agains
     Aggregator close(1, 2.0, false);
     close.begin();
     close.noteNorm(1.0);
-    CHECK(close.limitAtClose(std::vector<double>{5.0}) == 0);  // still only two: no check
+    CHECK(close.limitAtClose(std::vector<double>{5.0}) == 0);                 // still only two: no check
     CHECK(close.limitAtClose(std::vector<double>{3.0, 5.0}) == Approx(6.0));  // 2 x median{1, 3, 5}
   }
   SECTION("ratio 0: no check, nothing held") {

@@ -65,10 +65,10 @@ TEST_CASE("pace: step budgets from measured speed, the round's quantile and time
   SECTION("80% of the deadline at the measured speed, within [tauMin, tau]") {
     c.tauMin = 10;
     const Pace pace = make(c);
-    CHECK(pace.stepsFor(0, inf) == 50);        // not measured: tau
-    CHECK(pace.stepsFor(1.0, inf) == 50);      // 800 affordable: tau
-    CHECK(pace.stepsFor(1.0 / 64, inf) == 12);  // 800 / 64 = 12.5
-    CHECK(pace.stepsFor(0.005, inf) == 10);    // 4 affordable: tauMin
+    CHECK(pace.stepsFor(0, inf) == 50);                          // not measured: tau
+    CHECK(pace.stepsFor(1.0, inf) == 50);                        // 800 affordable: tau
+    CHECK(pace.stepsFor(1.0 / 64, inf) == 12);                   // 800 / 64 = 12.5
+    CHECK(pace.stepsFor(0.005, inf) == 10);                      // 4 affordable: tauMin
     CHECK(pace.roundBudgetMs(std::vector<double>{0.1}) == inf);  // budgetQuantile off
   }
   SECTION("off: every client gets tau") {

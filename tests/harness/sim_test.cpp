@@ -186,7 +186,8 @@ TEST_CASE("link time is latency plus bytes over bandwidth", "[harness][fashion-m
 
 namespace starling::sim {
 
-TEST_CASE("clients that build the round-0 model catch up from it, not with a dense download", "[harness][fashion-mnist]") {
+TEST_CASE("clients that build the round-0 model catch up from it, not with a dense download",
+          "[harness][fashion-mnist]") {
   requireData();
   Strategy st = smallStrategy("compressed");
   st.config.engine.rounds = 6;
@@ -302,7 +303,8 @@ std::string writeFile(const std::string& name, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("per-client links: a trace line per client, or a spread around the fleet's figures", "[harness][fashion-mnist][links]") {
+TEST_CASE("per-client links: a trace line per client, or a spread around the fleet's figures",
+          "[harness][fashion-mnist][links]") {
   requireData();
   SimSettings s = smallFleet();
   s.clients = 4;

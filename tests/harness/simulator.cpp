@@ -165,10 +165,9 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
-    STARLING_RETURN_IF_ERROR(export_->recordUpdate(a.round, i, static_cast<uint32_t>(stats.steps),
-                                                   static_cast<uint32_t>(task_->trainerOptions().batchSize),
-                                                   stats.examples, a.lr, update->compressionSeed,
-                                                   update->payload.byteSize()));
+    STARLING_RETURN_IF_ERROR(export_->recordUpdate(
+        a.round, i, static_cast<uint32_t>(stats.steps), static_cast<uint32_t>(task_->trainerOptions().batchSize),
+        stats.examples, a.lr, update->compressionSeed, update->payload.byteSize()));
 
   // Cost model: minibatches forward and backward, the sampler's and the loss probe's
   // forward passes.

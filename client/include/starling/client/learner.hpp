@@ -179,9 +179,7 @@ class Learner {
 
   std::span<const float> model() const { return xhat_; }
   // The uplink memory e (empty without error feedback or before the first update).
-  std::span<const float> memory() const {
-    return memory_ ? memory_->memory() : std::span<const float>();
-  }
+  std::span<const float> memory() const { return memory_ ? memory_->memory() : std::span<const float>(); }
   uint64_t heldRound() const { return heldRound_; }
   uint64_t modelChecksum() const;  // of xhat (0 before a task); computed over the model at each call
   const LearnerStats& stats() const { return stats_; }

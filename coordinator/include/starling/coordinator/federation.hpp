@@ -41,7 +41,7 @@ struct TaskConfig {
   float momentum = 0.0f;
   float weightDecay = 0.0f;
   float clipNorm = 0.0f;
-  float uplinkErrorCap = 0.0f;    // clients' uplink memory: ||e|| <= cap ||p|| after each commit (0 = off)
+  float uplinkErrorCap = 0.0f;  // clients' uplink memory: ||e|| <= cap ||p|| after each commit (0 = off)
   // Clients' uplink memory under partial participation (ALGORITHMS.md §2): e *= decay per
   // round missed since the client last trained, e <- 0 after resetAfter missed rounds in
   // a row (0 = never). Off by default: both drop mass.

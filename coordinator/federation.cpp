@@ -344,7 +344,8 @@ void Federation::perform(std::vector<Action> actions) {
     } else if (auto* verdict = std::get_if<coordinator::Verdict>(&act)) {
       const UpdateVerdict& v = verdict->verdict;
       sendTo(verdict->clientId, share(wire::encode(wire::RoundResultMsg{v.round, v.accepted, v.reason})));
-      if (crashPoint(fmt::format("verdict-{}", ++verdictsSinceRound_))) return;
+      ++verdictsSinceRound_;
+      if (!hooks_.crashAt.empty() && crashPoint(fmt::format("verdict-{}", verdictsSinceRound_))) return;
     } else if (auto* wake = std::get_if<coordinator::WakeAt>(&act)) {
       wakeAt(wake->atMs);
     } else if (auto* ended = std::get_if<coordinator::RoundEnded>(&act)) {

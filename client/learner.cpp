@@ -238,7 +238,7 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a, std::span<cons
   sampler_->releaseWorkspaces();
   auto update = compressAndTag(a, *stats);
   // Nothing model-sized stays with a virtual client but its memory.
-  delta_ = {};
+  std::vector<float>().swap(delta_);  // (= {} would keep the capacity)
   return update;
 }
 

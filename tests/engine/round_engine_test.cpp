@@ -178,6 +178,7 @@ TEST_CASE("a verdict follows the RoundEnded action of the round that applied the
   REQUIRE(ended < acts.size());
   CHECK(verdictTo("a") > ended);
   CHECK(verdictTo("b") > ended);
+  CHECK(verdictTo("a") < acts.size());
   CHECK(verdictTo("b") < acts.size());
   // Round 2 waits for c, still on round 1. c's late update is held, not answered, and c
   // trains round 2 with that update still pending.

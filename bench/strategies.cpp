@@ -93,8 +93,8 @@ sim::SimSettings fleet(const Options& o) {
 sim::Strategy base(const Options& o, const std::string& name) {
   sim::Strategy st;
   st.name = name;
-  auto& e = st.config.engine;
-  st.config.task.model = "mlp:784-200-200-10";
+  auto& e = st.engine;
+  st.task.model = "mlp:784-200-200-10";
   e.rounds = o.rounds;
   e.clientsPerRound = 10;
   e.deadlineMs = 300'000;
@@ -110,67 +110,67 @@ std::vector<sim::Strategy> strategies(const Options& o) {
   std::vector<sim::Strategy> out;
   out.push_back(base(o, "fedavg-fp32"));
   sim::Strategy s = base(o, "+uplink topk 1% + EF");
-  s.config.engine.uplink = "topk-sampled";
-  s.config.engine.uplinkDensity = 0.01;
-  s.config.engine.errorFeedback = true;
+  s.engine.uplink = "topk-sampled";
+  s.engine.uplinkDensity = 0.01;
+  s.engine.errorFeedback = true;
   out.push_back(s);
   s.name = "+downlink topk 1% fp16";
-  s.config.engine.downlink = "topk";
-  s.config.engine.downlinkDensity = 0.01;
-  s.config.engine.fp16Values = true;
+  s.engine.downlink = "topk";
+  s.engine.downlinkDensity = 0.01;
+  s.engine.fp16Values = true;
   out.push_back(s);
   s.name = "+ADACOMM";
-  s.config.engine.adaptiveTau = true;
+  s.engine.adaptiveTau = true;
   out.push_back(s);
   s.name = "+priority sampling";
-  s.config.task.prioritySampling = true;
+  s.task.prioritySampling = true;
   out.push_back(s);
   s.name = fmt::format("+tau {}, 0.2%/0.4%, budgets", o.fullTau);
-  s.config.engine.tau = o.fullTau;
-  s.config.engine.budgetQuantile = o.budgetQuantile;
-  s.config.engine.uplinkDensity = 0.002;
-  s.config.engine.downlinkDensity = 0.004;
+  s.engine.tau = o.fullTau;
+  s.engine.budgetQuantile = o.budgetQuantile;
+  s.engine.uplinkDensity = 0.002;
+  s.engine.downlinkDensity = 0.004;
   out.push_back(s);
   if (o.stickyClients > 0) {
     s.name = fmt::format("all on: +sticky {} ({:.0f}%)", o.stickyClients, o.stickyFraction * 100);
-    s.config.engine.stickyClients = o.stickyClients;
-    s.config.engine.stickyFraction = o.stickyFraction;
+    s.engine.stickyClients = o.stickyClients;
+    s.engine.stickyFraction = o.stickyFraction;
     out.push_back(s);
   }
   if (o.downlinkShared > 0) {
     s.name = fmt::format("all on: +shared mask {:.0f}%", o.downlinkShared * 100);
-    s.config.engine.downlinkShared = o.downlinkShared;
+    s.engine.downlinkShared = o.downlinkShared;
     out.push_back(s);
   }
   if (o.ternary) {
     s.name = "all on: +ternary values";
-    s.config.engine.uplinkTernary = s.config.engine.downlinkTernary = true;
+    s.engine.uplinkTernary = s.engine.downlinkTernary = true;
     out.push_back(s);
   }
   if (o.modelMantissaBits < 23) {
     s.name = fmt::format("all on: +{}-bit model, XORs", o.modelMantissaBits);
-    s.config.engine.modelMantissaBits = o.modelMantissaBits;
-    s.config.engine.catchUpXorRounds = 300;
+    s.engine.modelMantissaBits = o.modelMantissaBits;
+    s.engine.catchUpXorRounds = 300;
     out.push_back(s);
   }
   if (o.relativeIndices) {
     s.name = "all on: +relative indices";
-    s.config.engine.downlinkRelativeIndices = true;
+    s.engine.downlinkRelativeIndices = true;
     out.push_back(s);
   }
   if (o.serverLr != 1.0) {
     s.name = fmt::format("all on: +server lr {:g}", o.serverLr);
-    s.config.engine.serverLr = o.serverLr;
+    s.engine.serverLr = o.serverLr;
     out.push_back(s);
   }
-  if (o.uplinkDensity > 0 && o.uplinkDensity != s.config.engine.uplinkDensity) {
+  if (o.uplinkDensity > 0 && o.uplinkDensity != s.engine.uplinkDensity) {
     s.name = fmt::format("all on: +uplink {:g}%", o.uplinkDensity * 100);
-    s.config.engine.uplinkDensity = o.uplinkDensity;
+    s.engine.uplinkDensity = o.uplinkDensity;
     out.push_back(s);
   }
   if (o.stickyUnweighted && o.stickyClients > 0) {
     s.name = "all on: +unweighted sticky";
-    s.config.engine.stickyReweight = false;
+    s.engine.stickyReweight = false;
     out.push_back(s);
   }
   return out;
@@ -196,7 +196,7 @@ Sim10k runSim10k(const Options& o) {
     s.testExamples = 2000;
     s.stopAtTarget = false;
     sim::Strategy st = base(o, "sim10k");
-    auto& e = st.config.engine;
+    auto& e = st.engine;
     e.rounds = o.sim10kRounds;
     e.clientsPerRound = 100;
     e.tau = o.sim10kTau;
@@ -207,9 +207,9 @@ Sim10k runSim10k(const Options& o) {
     e.fp16Values = true;
     e.uplinkTernary = e.downlinkTernary = o.ternary;
     e.errorFeedback = true;
-    st.config.task.evalEvery = 10;
+    st.task.evalEvery = 10;
     uint64_t rounds = 0;
-    auto fleet10k = sim::Fleet::create(s, st.config.task.model);
+    auto fleet10k = sim::Fleet::create(s, st.task.model);
     if (fleet10k) {
       auto r = sim::runStrategy(*fleet10k, st, [&](const sim::RoundRow& row) {
         std::fprintf(stderr, "\rsim10k round %llu/%llu", static_cast<unsigned long long>(row.round),

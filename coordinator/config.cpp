@@ -210,28 +210,8 @@ Status ConfigBinder::applyTable(const void* raw, const std::string& path, const 
 }
 
 Status ConfigBinder::validate(const DaemonConfig& c) {
-  const EngineConfig& e = c.engine;
+  STARLING_RETURN_IF_ERROR(validateTask(c.engine, c.task));
   auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, m); };
-  if (e.rounds == 0) return bad("rounds must be at least 1");
-  if (e.clientsPerRound == 0) return bad("clients-per-round must be at least 1");
-  if (e.overSelection < 1.0) return bad("over-selection must be at least 1.0");
-  if (e.stickyClients > 0 &&
-      e.stickyClients < static_cast<uint64_t>(std::ceil(e.clientsPerRound * e.overSelection - 1e-9)))
-    return bad("sticky-clients must be 0 (off) or at least ceil(clients-per-round x over-selection)");
-  if (!(e.stickyFraction >= 0 && e.stickyFraction <= 1)) return bad("sticky-fraction must be in [0, 1]");
-  if (!(e.downlinkShared >= 0 && e.downlinkShared < 1)) return bad("downlink-shared must be in [0, 1)");
-  if (e.downlinkShared > 0 && e.downlink != "topk" && e.downlink != "topk-sampled")
-    return bad("downlink-shared needs a topk or topk-sampled downlink");
-  if (e.downlinkRelativeIndices && e.downlink != "topk" && e.downlink != "topk-sampled")
-    return bad("downlink-relative-indices needs a topk or topk-sampled downlink");
-  if (e.tauMin == 0 || e.tauMin > e.tauMax || e.tau < e.tauMin || e.tau > e.tauMax)
-    return bad(fmt::format("need 1 <= tau-min ({}) <= tau ({}) <= tau-max ({})", e.tauMin, e.tau, e.tauMax));
-  if (!(e.budgetTauFactor >= 1)) return bad("budget-tau-factor must be at least 1 (1 = off)");
-  if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");
-  if (!(e.downlinkDensity > 0 && e.downlinkDensity <= 1)) return bad("downlink-density must be in (0, 1]");
-  if (c.task.batchSize < 1) return bad("batch-size must be at least 1");
-  if (!(c.task.uplinkMemoryDecay >= 0 && c.task.uplinkMemoryDecay <= 1))
-    return bad("uplink-memory-decay must be in [0, 1] (1 = off)");
   if (c.handshakeTimeoutMs < 1 || c.frameTimeoutMs < 1 || c.idleTimeoutMs < 1)
     return bad("handshake-timeout-ms, frame-timeout-ms and idle-timeout-ms must be at least 1");
   if (c.threads > 64) return bad("threads must be at most 64 (0 = one per core)");

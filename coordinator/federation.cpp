@@ -177,56 +177,6 @@ void Federation::handle(const std::shared_ptr<Session>& session, const wire::Mes
   session->close();
 }
 
-std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskConfig& t) {
-  std::vector<std::string> need;
-  auto add = [&](bool when, std::string_view name) {
-    if (when) need.emplace_back(name);
-  };
-  const bool sparseDown = e.downlink == "topk" || e.downlink == "topk-sampled";
-  add(sparseDown || e.catchUpByValue, wire::kCapRiceIndices);
-  add(e.uplinkTernary || e.downlinkTernary, wire::kCapTernaryValues);
-  add(e.catchUpByValue, wire::kCapCatchUpValues);
-  add(e.catchUpByValue && e.catchUpXorRounds > 0, wire::kCapXorValues);
-  add(e.modelMantissaBits < compression::kFp32MantissaBits, wire::kCapModelPrecision);
-  add(e.downlinkRelativeIndices, wire::kCapRelativeIndices);
-  add(e.clientsInitialize, wire::kCapInitialize);
-  add(t.prioritySampling, wire::kCapPrioritySampling);
-  add(t.proxMu > 0, wire::kCapProx);
-  add(t.uplinkErrorCap > 0, wire::kCapErrorCap);
-  return need;
-}
-
-wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
-  wire::WelcomeMsg w;
-  w.task = task.name;
-  w.modelSpec = task.model;
-  w.hyper = wire::HyperParameters{static_cast<float>(ec.lr),
-                                  task.momentum,
-                                  task.weightDecay,
-                                  static_cast<uint32_t>(task.batchSize),
-                                  ec.tau,
-                                  task.clipNorm,
-                                  task.prioritySampling,
-                                  ec.seed,
-                                  task.proxMu};
-  w.compression = wire::CompressionSettings{ec.uplink,
-                                            static_cast<float>(ec.uplinkDensity),
-                                            ec.downlink,
-                                            static_cast<float>(ec.downlinkDensity),
-                                            ec.errorFeedback,
-                                            ec.fp16Values,
-                                            task.uplinkErrorCap,
-                                            ec.uplinkTernary,
-                                            static_cast<uint8_t>(ec.modelMantissaBits),
-                                            ec.qsgdLevels,
-                                            task.uplinkMemoryDecay,
-                                            task.uplinkMemoryResetAfter};
-  w.heartbeatMs = task.heartbeatMs;
-  w.rounds = ec.rounds;
-  w.initSeed = task.initSeed;
-  return w;
-}
-
 void Federation::hello(const std::shared_ptr<Session>& session, const wire::HelloMsg& h) {
   const std::string& id = session->clientId();
   if (auto missing = wire::missingCapabilities(required_, h.capabilities); !missing.empty()) {
@@ -300,27 +250,6 @@ void Federation::update(const std::shared_ptr<Session>& session, const wire::Upd
     if (compression::expand(in.delta, dense)) auditHeld_[{id, in.round}] = std::move(dense);
   }
   perform(engine_->updateArrived(id, std::move(in), nowMs()));
-}
-
-wire::RoundAssignMsg assignmentMessage(const Assignment& a, uint32_t deadlineInMs) {
-  wire::RoundAssignMsg m;
-  m.round = a.round;
-  m.baseRound = a.baseRound;
-  m.tau = a.tau;
-  m.lr = a.lr;
-  m.density = a.uplinkDensity;
-  m.deadlineMs = deadlineInMs;
-  m.broadcast.reserve(a.broadcasts.size());
-  for (const auto& p : a.broadcasts)
-    m.broadcast.push_back(compression::viewOf(*p));
-  m.baseChecksum = a.baseChecksum;
-  if (a.denseModel) m.model = wire::denseView(*a.denseModel);
-  if (a.values) m.values = compression::viewOf(*a.values);
-  return m;
-}
-
-wire::Frame encodeAssignment(const Assignment& a, uint32_t deadlineInMs) {
-  return wire::encode(assignmentMessage(a, deadlineInMs));
 }
 
 Frame Federation::assignFrame(const Assignment& a) {

@@ -21,7 +21,7 @@ bool sparseOrDense(const std::string& name) {
 }
 
 // The first setting that keeps the run from being replayed, or "".
-std::string unsupported(const SimSettings& s, const coordinator::DaemonConfig& dc, std::size_t clients) {
+std::string unsupported(const SimSettings& s, const Strategy& dc, std::size_t clients) {
   const coordinator::EngineConfig& e = dc.engine;
   const coordinator::TaskConfig& t = dc.task;
   if (s.dropout > 0) return "sim.dropout must be 0";
@@ -53,7 +53,7 @@ Result<std::unique_ptr<RunExport>> RunExport::open(const std::string& dir, const
   std::size_t clients = 0;
   for (const auto& c : fleet.clients())
     clients += c.examples.empty() ? 0 : 1;
-  const coordinator::DaemonConfig& dc = strategy.config;
+  const Strategy& dc = strategy;
   if (std::string why = unsupported(fleet.settings(), dc, clients); !why.empty())
     return Status(StatusCode::kInvalidArgument,
                   "--export-dir: strategy '" + strategy.name + "' cannot be replayed: " + why);

@@ -6,13 +6,15 @@
 // printed) and report.svg (accuracy against bytes and against virtual time). A
 // progress line on stderr while it runs.
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include "sim.hpp"
+#include "sim_config.hpp"
 
 namespace {
 
@@ -50,7 +52,7 @@ int main(int argc, char** argv) {
   if (!configFile.empty()) {
     if (Status st = sim::loadConfig(configFile, binder, base, strategies); !st) return fail(st.message());
   } else {
-    strategies.push_back({"default", base});
+    strategies.push_back(sim::strategyOf("default", base));
   }
   if (!only.empty()) {
     std::vector<sim::Strategy> chosen;
@@ -65,10 +67,10 @@ int main(int argc, char** argv) {
   }
   // Every strategy trains the same model on the same fleet.
   for (const auto& s : strategies)
-    if (s.config.task.model != strategies.front().config.task.model)
+    if (s.task.model != strategies.front().task.model)
       return fail("strategies '" + strategies.front().name + "' and '" + s.name + "' train different models");
 
-  auto fleet = sim::Fleet::create(settings, strategies.front().config.task.model);
+  auto fleet = sim::Fleet::create(settings, strategies.front().task.model);
   if (!fleet) return fail(fleet.status().message());
   std::error_code ec;
   std::filesystem::create_directories(outDir, ec);
@@ -76,7 +78,7 @@ int main(int argc, char** argv) {
 
   std::vector<sim::StrategyResult> results;
   for (const auto& strategy : strategies) {
-    const uint64_t rounds = strategy.config.engine.rounds;
+    const uint64_t rounds = strategy.engine.rounds;
     auto progress = [&](const sim::RoundRow& r) {
       if (quiet) return;
       std::cerr << fmt::format("\r{:<20} round {:>4}/{} | virtual {:>9.1f} s | {:>9.2f} MB | acc {:>6} | tau {:>4} ",

@@ -12,7 +12,7 @@
 //   and backward passes of its minibatches, the sampler's extra forward passes and
 //   the loss probe), divided by the device's speed. Never wall-clock time.
 // - Link time: latency + frame bytes x 8 / bandwidth, for the real RoundAssign and
-//   Update frames (the daemon's assignmentMessage() and the Learner's Update, through
+//   Update frames (the task's assignmentMessage() and the Learner's Update, through
 //   wire::encode()).
 // - Dropout: a selected client drops out with probability p before it finishes
 //   (the engine sees clientLeft) and rejoins later holding the model it had.
@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "starling/coordinator/config.hpp"
+#include "starling/coordinator/task.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/util/status.hpp"
 
@@ -90,28 +90,18 @@ struct SimSettings {
   std::string exportDir;
 };
 
-// One strategy: the daemon's settings for the task, engine and compression.
+// One strategy: the task and the engine's settings, as the daemon's [task] [train]
+// [compression] sections set them (sim_config.hpp reads them from files and flags).
 struct Strategy {
   std::string name;
-  coordinator::DaemonConfig config;
+  coordinator::EngineConfig engine;
+  coordinator::TaskConfig task;
 };
 
 struct SimConfig {
   SimSettings sim;
   std::vector<Strategy> strategies;
 };
-
-// Binds the [sim] settings to `binder` (file keys "sim.KEY", flags --KEY).
-void bindSimSettings(coordinator::ConfigBinder& binder, SimSettings& settings);
-
-// Reads a config file: [task] [train] [compression] [eval] as starling-coordinator
-// reads them and [sim], all through `binder` (its flags override the file), then the
-// [[strategy]] tables: each has a name and sections whose keys override the shared
-// settings for that strategy (defaults < file < flags < the strategy's own keys).
-// A file without strategies runs the shared settings as one strategy, "default".
-// `base` is the DaemonConfig `binder` was built on.
-Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, const coordinator::DaemonConfig& base,
-                  std::vector<Strategy>& strategies);
 
 // One ended round of one strategy.
 struct RoundRow {

@@ -1,10 +1,10 @@
 // starling-sim's configuration: the daemon's settings, [sim], and [[strategy]] tables.
+#include "sim_config.hpp"
+
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "starling/coordinator/config_file.hpp"
-
-#include "sim.hpp"
 
 namespace starling::sim {
 
@@ -48,6 +48,10 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
          "nothing, as starling-client does, which the engine treats alike under clients-initialize");
 }
 
+Strategy strategyOf(std::string name, const coordinator::DaemonConfig& config) {
+  return Strategy{std::move(name), config.engine, config.task};
+}
+
 Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, const coordinator::DaemonConfig& base,
                   std::vector<Strategy>& strategies) {
   toml::table file;
@@ -56,8 +60,8 @@ Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, co
   strategies.clear();
   const toml::node* list = file.get("strategy");
   if (list == nullptr) {
-    strategies.push_back({"default", base});
-    return Status::ok();
+    strategies.push_back(strategyOf("default", base));
+    return validateTask(strategies.back().engine, strategies.back().task).withContext(path);
   }
   if (!list->is_array_of_tables())
     return Status(StatusCode::kInvalidArgument, path + ": 'strategy' must be an array of tables ([[strategy]])");
@@ -69,12 +73,14 @@ Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, co
     for (const auto& other : strategies)
       if (other.name == *name)
         return Status(StatusCode::kInvalidArgument, fmt::format("{}: two strategies are named '{}'", path, *name));
-    Strategy st{*name, base};
+    coordinator::DaemonConfig config = base;
     // A binder of its own, on a command line nobody parses: every key of the table applies.
     CLI::App scratch;
-    coordinator::ConfigBinder own(scratch, st.config);
-    STARLING_RETURN_IF_ERROR(own.applyTable(&t, where + " '" + *name + "'", {"name"}));
-    strategies.push_back(std::move(st));
+    coordinator::ConfigBinder own(scratch, config);
+    const std::string origin = where + " '" + *name + "'";
+    STARLING_RETURN_IF_ERROR(own.applyTable(&t, origin, {"name"}));
+    strategies.push_back(strategyOf(*name, config));
+    STARLING_RETURN_IF_ERROR(validateTask(config.engine, config.task).withContext(origin));
   }
   return Status::ok();
 }

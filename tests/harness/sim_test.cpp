@@ -8,6 +8,8 @@
 
 #include "starling/data/loaders.hpp"
 
+#include "sim_config.hpp"
+
 namespace starling::sim {
 namespace {
 
@@ -34,7 +36,7 @@ SimSettings smallFleet() {
 Strategy smallStrategy(const std::string& name = "small") {
   Strategy st;
   st.name = name;
-  coordinator::DaemonConfig& c = st.config;
+  Strategy& c = st;
   c.task.model = "mlp:784-32-10";
   c.engine.rounds = 15;
   c.engine.clientsPerRound = 10;
@@ -55,15 +57,15 @@ void checkOneRoundTime(SimSettings s, double up, double down, double latency) {
   auto fleet = Fleet::create(s, "mlp:784-32-10");
   REQUIRE(fleet);
   Strategy st = smallStrategy();
-  st.config.engine.rounds = 1;
-  st.config.engine.clientsPerRound = 1;
-  st.config.engine.overSelection = 1.0;
+  st.engine.rounds = 1;
+  st.engine.clientsPerRound = 1;
+  st.engine.overSelection = 1.0;
   auto r = runStrategy(*fleet, st);
   REQUIRE(r);
   REQUIRE(r->rounds.size() == 1);
   const RoundRow& row = r->rounds[0];
   CHECK(row.bytesUp > 784 * 32 * 4);  // a dense fp32 update in a frame
-  const uint64_t examples = uint64_t(st.config.engine.tau) * st.config.task.batchSize;
+  const uint64_t examples = uint64_t(st.engine.tau) * st.task.batchSize;
   const double compute = computeSeconds(fleet->flopsPerExample(), examples, 2 * 256, s.deviceGflops * 1e9);
   const double expected =
       double(linkMicros(row.bytesDown, down, latency) + linkMicros(row.bytesUp, up, latency)) / 1e6 + compute;
@@ -92,13 +94,13 @@ TEST_CASE("50 virtual clients train an MLP to the target accuracy", "[harness][f
   }
   SECTION("double top-k with error feedback") {
     Strategy st = smallStrategy("compressed");
-    st.config.engine.uplink = "topk";
-    st.config.engine.uplinkDensity = 0.05;
-    st.config.engine.downlink = "topk";
-    st.config.engine.downlinkDensity = 0.1;
-    st.config.engine.errorFeedback = true;
-    st.config.engine.fp16Values = true;
-    st.config.engine.rounds = 25;
+    st.engine.uplink = "topk";
+    st.engine.uplinkDensity = 0.05;
+    st.engine.downlink = "topk";
+    st.engine.downlinkDensity = 0.1;
+    st.engine.errorFeedback = true;
+    st.engine.fp16Values = true;
+    st.engine.rounds = 25;
     auto r = runStrategy(*fleet, st);
     REQUIRE(r);
     REQUIRE(r->firstAtOrAbove(0.70));
@@ -114,9 +116,9 @@ TEST_CASE("the simulation is deterministic for a seed", "[harness][fashion-mnist
   SimSettings s = smallFleet();
   s.dropout = 0.2;
   Strategy st = smallStrategy();
-  st.config.engine.rounds = 4;
-  st.config.task.prioritySampling = true;
-  auto fleet = Fleet::create(s, st.config.task.model);
+  st.engine.rounds = 4;
+  st.task.prioritySampling = true;
+  auto fleet = Fleet::create(s, st.task.model);
   REQUIRE(fleet);
   auto a = runStrategy(*fleet, st);
   auto b = runStrategy(*fleet, st);
@@ -124,7 +126,7 @@ TEST_CASE("the simulation is deterministic for a seed", "[harness][fashion-mnist
   REQUIRE(b);
   CHECK(roundsCsv(*a) == roundsCsv(*b));
   s.seed = 2;
-  auto other = Fleet::create(s, st.config.task.model);
+  auto other = Fleet::create(s, st.task.model);
   REQUIRE(other);
   auto c = runStrategy(*other, st);
   REQUIRE(c);
@@ -139,7 +141,7 @@ TEST_CASE("dropouts and deadlines make stragglers", "[harness][fashion-mnist]") 
     auto fleet = Fleet::create(s, "mlp:784-32-10");
     REQUIRE(fleet);
     Strategy st = smallStrategy();
-    st.config.engine.rounds = 5;
+    st.engine.rounds = 5;
     auto r = runStrategy(*fleet, st);
     REQUIRE(r);
     uint32_t dropped = 0;
@@ -155,10 +157,10 @@ TEST_CASE("dropouts and deadlines make stragglers", "[harness][fashion-mnist]") 
     auto fleet = Fleet::create(s, "mlp:784-32-10");
     REQUIRE(fleet);
     Strategy st = smallStrategy();
-    st.config.engine.rounds = 5;
-    st.config.engine.stepBudgets = false;
+    st.engine.rounds = 5;
+    st.engine.stepBudgets = false;
     // Compute takes 0.75 s on the fastest device, 7.5 s on the slowest; links about 1 s.
-    st.config.engine.deadlineMs = 3'000;
+    st.engine.deadlineMs = 3'000;
     auto r = runStrategy(*fleet, st);
     REQUIRE(r);
     uint32_t stragglers = 0;
@@ -190,17 +192,17 @@ TEST_CASE("clients that build the round-0 model catch up from it, not with a den
           "[harness][fashion-mnist]") {
   requireData();
   Strategy st = smallStrategy("compressed");
-  st.config.engine.rounds = 6;
-  st.config.engine.downlink = "topk";
-  st.config.engine.downlinkDensity = 0.02;
-  st.config.engine.uplink = "topk";
-  st.config.engine.uplinkDensity = 0.02;
-  st.config.engine.errorFeedback = true;
+  st.engine.rounds = 6;
+  st.engine.downlink = "topk";
+  st.engine.downlinkDensity = 0.02;
+  st.engine.uplink = "topk";
+  st.engine.uplinkDensity = 0.02;
+  st.engine.errorFeedback = true;
   auto downBytes = [&](bool clientsInitialize, bool preloaded) {
     SimSettings s = smallFleet();
     s.preloadedModel = preloaded;
-    st.config.engine.clientsInitialize = clientsInitialize;
-    auto fleet = Fleet::create(s, st.config.task.model);
+    st.engine.clientsInitialize = clientsInitialize;
+    auto fleet = Fleet::create(s, st.task.model);
     REQUIRE(fleet);
     auto r = runStrategy(*fleet, st);
     REQUIRE(r);
@@ -241,22 +243,22 @@ TEST_CASE("the example config reads shared settings, [sim] and per-strategy over
   CHECK(settings.dropout == 0.25);  // the flag overrides the file's 0.1
   REQUIRE(strategies.size() == 7);
   CHECK(strategies[0].name == "fedavg-fp32");
-  CHECK(strategies[0].config.engine.uplink == "identity");
-  CHECK_FALSE(strategies[0].config.engine.errorFeedback);
-  CHECK(strategies[0].config.engine.tau == 50);
+  CHECK(strategies[0].engine.uplink == "identity");
+  CHECK_FALSE(strategies[0].engine.errorFeedback);
+  CHECK(strategies[0].engine.tau == 50);
   const Strategy& all = strategies.back();
-  CHECK(all.config.engine.uplink == "topk-sampled");
-  CHECK(all.config.engine.uplinkDensity == Approx(0.006));
-  CHECK(all.config.engine.tau == 200);
-  CHECK(all.config.engine.adaptiveTau);
-  CHECK(all.config.task.prioritySampling);
-  CHECK(all.config.engine.rounds == 100);  // shared, not overridden
-  CHECK(all.config.engine.stickyClients == 40);
-  CHECK(all.config.engine.stickyFraction == Approx(0.8));
-  CHECK_FALSE(all.config.engine.stickyReweight);
-  CHECK(strategies[5].config.engine.stickyReweight);  // the default
-  CHECK(all.config.engine.downlinkShared == Approx(0.8));
-  CHECK(strategies[5].config.engine.stickyClients == 0);  // all-on-uniform: the default
+  CHECK(all.engine.uplink == "topk-sampled");
+  CHECK(all.engine.uplinkDensity == Approx(0.006));
+  CHECK(all.engine.tau == 200);
+  CHECK(all.engine.adaptiveTau);
+  CHECK(all.task.prioritySampling);
+  CHECK(all.engine.rounds == 100);  // shared, not overridden
+  CHECK(all.engine.stickyClients == 40);
+  CHECK(all.engine.stickyFraction == Approx(0.8));
+  CHECK_FALSE(all.engine.stickyReweight);
+  CHECK(strategies[5].engine.stickyReweight);  // the default
+  CHECK(all.engine.downlinkShared == Approx(0.8));
+  CHECK(strategies[5].engine.stickyClients == 0);  // all-on-uniform: the default
 
   SECTION("relative downlink indices: a strategy key, refused without a top-k downlink") {
     const auto path = std::filesystem::temp_directory_path() / "starling-sim-relative.toml";
@@ -266,14 +268,19 @@ TEST_CASE("the example config reads shared settings, [sim] and per-strategy over
           << "[[strategy]]\nname = \"y\"\ncompression = { downlink-relative-indices = true }\n";
     }
     std::vector<Strategy> two;
-    REQUIRE(loadConfig(path.string(), binder, base, two));
-    REQUIRE(two.size() == 2);
-    CHECK(two[0].config.engine.downlinkRelativeIndices);
-    CHECK_FALSE(strategies[0].config.engine.downlinkRelativeIndices);  // off by default
-    CHECK(coordinator::ConfigBinder::validate(two[0].config));
-    const Status refused = coordinator::ConfigBinder::validate(two[1].config);  // identity downlink
+    const Status refused = loadConfig(path.string(), binder, base, two);  // y: identity downlink
     CHECK_FALSE(refused);
+    CHECK(refused.message().find("strategy 2 'y'") != std::string::npos);
     CHECK(refused.message().find("downlink-relative-indices needs a topk") != std::string::npos);
+    {
+      std::ofstream out(path);
+      out << "[[strategy]]\nname = \"x\"\ncompression = { downlink = \"topk\", downlink-relative-indices = true }\n";
+    }
+    std::vector<Strategy> one;
+    REQUIRE(loadConfig(path.string(), binder, base, one));
+    REQUIRE(one.size() == 1);
+    CHECK(one[0].engine.downlinkRelativeIndices);
+    CHECK_FALSE(strategies[0].engine.downlinkRelativeIndices);  // off by default
     std::filesystem::remove(path);
   }
   SECTION("a [sim] key inside a strategy is an error") {
@@ -405,9 +412,9 @@ TEST_CASE("availability traces: clients train only inside their windows", "[harn
   CHECK(fleet->windows(0).size() == 1);
   CHECK(fleet->windows(1)[0].end == 50);
   Strategy st = smallStrategy();
-  st.config.engine.rounds = 60;
-  st.config.engine.clientsPerRound = 30;
-  st.config.engine.overSelection = 1.0;
+  st.engine.rounds = 60;
+  st.engine.clientsPerRound = 30;
+  st.engine.overSelection = 1.0;
   auto r = runStrategy(*fleet, st);
   REQUIRE(r);
   CHECK(r->stopped.empty());

@@ -13,8 +13,8 @@
 
 #include "starling/client/learner.hpp"
 #include "starling/compression/payload.hpp"
-#include "starling/coordinator/federation.hpp"
 #include "starling/coordinator/round_engine.hpp"
+#include "starling/coordinator/task.hpp"
 #include "starling/model/model.hpp"
 #include "starling/util/mix.hpp"
 #include "starling/wire/messages.hpp"
@@ -216,8 +216,8 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
   const double drop = unit(rng_), when = unit(rng_);
   if (drop < s().dropout) {
     // It drops somewhere between receiving the assignment and finishing its work.
-    const double work = computeSeconds(fleet_.flopsPerExample(), uint64_t(a.tau) * strategy_.config.task.batchSize, 0,
-                                       fc.flopsPerSecond);
+    const double work =
+        computeSeconds(fleet_.flopsPerExample(), uint64_t(a.tau) * strategy_.task.batchSize, 0, fc.flopsPerSecond);
     push(nowUs_ + static_cast<int64_t>(when * (double(downUs) + work * 1e6)), Event::Kind::kDropOut, i, c.assignments);
     return Status::ok();
   }
@@ -274,7 +274,7 @@ Status Run::perform(std::vector<Action> actions) {
         }
       }
       if (onTime > 0) row.stepsMean /= onTime;
-      const uint32_t every = std::max<uint32_t>(1, strategy_.config.task.evalEvery);
+      const uint32_t every = std::max<uint32_t>(1, strategy_.task.evalEvery);
       if (sum.committed && (engine_->commits() % every == 0 || engine_->finished())) {
         STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->servedModel()));
         auto e = evalModel_->evaluate(fleet_.test());
@@ -284,7 +284,7 @@ Status Run::perform(std::vector<Action> actions) {
       }
       if (export_) {
         // The seed the engine gives the round's downlink compressor.
-        const uint64_t downSeed = strategy_.config.engine.seed * 0x100000001b3ull + sum.round;
+        const uint64_t downSeed = strategy_.engine.seed * 0x100000001b3ull + sum.round;
         STARLING_RETURN_IF_ERROR(
             export_->recordRound(row, sum.accepted, sum.bytesUpWire, downSeed, *evalModel_, engine_->model()));
       }
@@ -327,8 +327,8 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   const auto wallStart = std::chrono::steady_clock::now();
   onRound_ = onRound;
   result_.name = strategy_.name;
-  const coordinator::DaemonConfig& dc = strategy_.config;
-  STARLING_RETURN_IF_ERROR(coordinator::ConfigBinder::validate(dc));
+  const Strategy& dc = strategy_;
+  STARLING_RETURN_IF_ERROR(coordinator::validateTask(dc.engine, dc.task));
   auto model = model::Model::fromSpec(dc.task.model);
   if (!model) return model.status().withContext("model spec");
   model->initialize(dc.task.initSeed);

@@ -11,9 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "starling/coordinator/federation.hpp"
-#include "starling/coordinator/round_engine.hpp"
-#include "starling/net/connection.hpp"
+#include "starling/coordinator/task.hpp"
 
 namespace starling::coordinator {
 

@@ -26,58 +26,18 @@
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/coordinator/server.hpp"
 #include "starling/coordinator/store.hpp"
+#include "starling/coordinator/task.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/model/model.hpp"
 #include "starling/wire/messages.hpp"
 
 namespace starling::coordinator {
 
-// What clients are told to train with, besides what the engine decides per round.
-struct TaskConfig {
-  std::string name = "fashion-mnist";
-  std::string model = "mlp:784-200-200-10";  // the architecture every client builds
-  uint64_t initSeed = 1;                     // initialization of the round-0 model
-  int batchSize = 32;
-  float momentum = 0.0f;
-  float weightDecay = 0.0f;
-  float clipNorm = 0.0f;
-  float uplinkErrorCap = 0.0f;  // clients' uplink memory: ||e|| <= cap ||p|| after each commit (0 = off)
-  // Clients' uplink memory under partial participation (ALGORITHMS.md §2): e *= decay per
-  // round missed since the client last trained, e <- 0 after resetAfter missed rounds in
-  // a row (0 = never). Off by default: both drop mass.
-  float uplinkMemoryDecay = 1.0f;
-  uint32_t uplinkMemoryResetAfter = 0;
-  float proxMu = 0.0f;            // FedProx: clients add mu/2 ||x - xhat||^2 to their local objective
-  bool prioritySampling = false;  // clients sample by priority (adaptive)
-  uint32_t heartbeatMs = 30'000;  // Welcome's: a quiet connection gets a heartbeat this often (the daemon's
-                                  // [server] heartbeat-ms)
-  std::string testData;           // Fashion-MNIST directory for evaluation ("" = none)
-  uint32_t evalEvery = 1;         // evaluate every N committed rounds
-  std::string modelOut;           // where the final model is saved ("" = nowhere)
-};
-
 // One line per ended round, for the console and the demo.
 struct RoundReport {
   RoundSummary summary;
   std::optional<model::Evaluation> evaluation;
 };
-
-// The capabilities (starling/wire/capabilities.hpp) a client must list in Hello to
-// take part in this task: the formats it will be sent and the features it is asked
-// to use. A client lacking any is refused at Hello with an Error naming them.
-std::vector<std::string> requiredCapabilities(const EngineConfig& engine, const TaskConfig& task);
-
-// The RoundAssign the daemon sends for an assignment; deadlineInMs is the time left
-// until its deadline. Its tensors are views of the assignment's (valid while `a` is).
-wire::RoundAssignMsg assignmentMessage(const Assignment& a, uint32_t deadlineInMs);
-// Its frame (header + body); the broadcasts and the model go straight into it. The
-// simulator sizes its links with the same bytes.
-wire::Frame encodeAssignment(const Assignment& a, uint32_t deadlineInMs);
-
-// The task part of every client's Welcome (model, hyper-parameters, compression,
-// rounds, initial seed, heartbeat); the federation adds the client's own fields. The
-// simulator sets its clients up from the same message.
-wire::WelcomeMsg taskWelcome(const EngineConfig& engine, const TaskConfig& task);
 
 // Test-only switches (hidden flags of starling-coordinator run), for the crash-point
 // test of tests/cli: neither changes what the federation does until it fires.

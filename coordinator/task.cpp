@@ -1,0 +1,109 @@
+#include "starling/coordinator/task.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "starling/compression/precision.hpp"
+#include "starling/wire/capabilities.hpp"
+
+namespace starling::coordinator {
+
+Status validateTask(const EngineConfig& e, const TaskConfig& task) {
+  auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, m); };
+  if (e.rounds == 0) return bad("rounds must be at least 1");
+  if (e.clientsPerRound == 0) return bad("clients-per-round must be at least 1");
+  if (e.overSelection < 1.0) return bad("over-selection must be at least 1.0");
+  if (e.stickyClients > 0 &&
+      e.stickyClients < static_cast<uint64_t>(std::ceil(e.clientsPerRound * e.overSelection - 1e-9)))
+    return bad("sticky-clients must be 0 (off) or at least ceil(clients-per-round x over-selection)");
+  if (!(e.stickyFraction >= 0 && e.stickyFraction <= 1)) return bad("sticky-fraction must be in [0, 1]");
+  if (!(e.downlinkShared >= 0 && e.downlinkShared < 1)) return bad("downlink-shared must be in [0, 1)");
+  if (e.downlinkShared > 0 && e.downlink != "topk" && e.downlink != "topk-sampled")
+    return bad("downlink-shared needs a topk or topk-sampled downlink");
+  if (e.downlinkRelativeIndices && e.downlink != "topk" && e.downlink != "topk-sampled")
+    return bad("downlink-relative-indices needs a topk or topk-sampled downlink");
+  if (e.tauMin == 0 || e.tauMin > e.tauMax || e.tau < e.tauMin || e.tau > e.tauMax)
+    return bad(fmt::format("need 1 <= tau-min ({}) <= tau ({}) <= tau-max ({})", e.tauMin, e.tau, e.tauMax));
+  if (!(e.budgetTauFactor >= 1)) return bad("budget-tau-factor must be at least 1 (1 = off)");
+  if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");
+  if (!(e.downlinkDensity > 0 && e.downlinkDensity <= 1)) return bad("downlink-density must be in (0, 1]");
+  if (task.batchSize < 1) return bad("batch-size must be at least 1");
+  if (!(task.uplinkMemoryDecay >= 0 && task.uplinkMemoryDecay <= 1))
+    return bad("uplink-memory-decay must be in [0, 1] (1 = off)");
+  return Status::ok();
+}
+
+std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskConfig& t) {
+  std::vector<std::string> need;
+  auto add = [&](bool when, std::string_view name) {
+    if (when) need.emplace_back(name);
+  };
+  const bool sparseDown = e.downlink == "topk" || e.downlink == "topk-sampled";
+  add(sparseDown || e.catchUpByValue, wire::kCapRiceIndices);
+  add(e.uplinkTernary || e.downlinkTernary, wire::kCapTernaryValues);
+  add(e.catchUpByValue, wire::kCapCatchUpValues);
+  add(e.catchUpByValue && e.catchUpXorRounds > 0, wire::kCapXorValues);
+  add(e.modelMantissaBits < compression::kFp32MantissaBits, wire::kCapModelPrecision);
+  add(e.downlinkRelativeIndices, wire::kCapRelativeIndices);
+  add(e.clientsInitialize, wire::kCapInitialize);
+  add(t.prioritySampling, wire::kCapPrioritySampling);
+  add(t.proxMu > 0, wire::kCapProx);
+  add(t.uplinkErrorCap > 0, wire::kCapErrorCap);
+  return need;
+}
+
+wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
+  wire::WelcomeMsg w;
+  w.task = task.name;
+  w.modelSpec = task.model;
+  w.hyper = wire::HyperParameters{static_cast<float>(ec.lr),
+                                  task.momentum,
+                                  task.weightDecay,
+                                  static_cast<uint32_t>(task.batchSize),
+                                  ec.tau,
+                                  task.clipNorm,
+                                  task.prioritySampling,
+                                  ec.seed,
+                                  task.proxMu};
+  w.compression = wire::CompressionSettings{ec.uplink,
+                                            static_cast<float>(ec.uplinkDensity),
+                                            ec.downlink,
+                                            static_cast<float>(ec.downlinkDensity),
+                                            ec.errorFeedback,
+                                            ec.fp16Values,
+                                            task.uplinkErrorCap,
+                                            ec.uplinkTernary,
+                                            static_cast<uint8_t>(ec.modelMantissaBits),
+                                            ec.qsgdLevels,
+                                            task.uplinkMemoryDecay,
+                                            task.uplinkMemoryResetAfter};
+  w.heartbeatMs = task.heartbeatMs;
+  w.rounds = ec.rounds;
+  w.initSeed = task.initSeed;
+  return w;
+}
+
+wire::RoundAssignMsg assignmentMessage(const Assignment& a, uint32_t deadlineInMs) {
+  wire::RoundAssignMsg m;
+  m.round = a.round;
+  m.baseRound = a.baseRound;
+  m.tau = a.tau;
+  m.lr = a.lr;
+  m.density = a.uplinkDensity;
+  m.deadlineMs = deadlineInMs;
+  m.broadcast.reserve(a.broadcasts.size());
+  for (const auto& p : a.broadcasts)
+    m.broadcast.push_back(compression::viewOf(*p));
+  m.baseChecksum = a.baseChecksum;
+  if (a.denseModel) m.model = wire::denseView(*a.denseModel);
+  if (a.values) m.values = compression::viewOf(*a.values);
+  return m;
+}
+
+wire::Frame encodeAssignment(const Assignment& a, uint32_t deadlineInMs) {
+  return wire::encode(assignmentMessage(a, deadlineInMs));
+}
+
+}  // namespace starling::coordinator

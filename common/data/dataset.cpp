@@ -1,6 +1,7 @@
 #include "starling/data/dataset.hpp"
 
 #include <cassert>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -70,6 +71,24 @@ Result<Dataset> Dataset::fromFloats(std::vector<float> features, std::vector<int
   return d;
 }
 
+Result<Dataset> Dataset::fromFloatTargets(std::vector<float> features, std::vector<float> targets,
+                                          std::size_t featureDim, std::vector<int> shape) {
+  std::vector<int32_t> zeros(targets.size(), 0);
+  STARLING_RETURN_IF_ERROR(validate(features.size(), zeros, featureDim, 1, shape));
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    if (!std::isfinite(targets[i]))
+      return Status(StatusCode::kInvalidArgument, "target of example " + std::to_string(i) + " is not a finite number");
+  Dataset d;
+  d.floats_ = std::move(features);
+  d.labels_ = std::move(zeros);
+  d.targets_ = std::move(targets);
+  d.regression_ = true;
+  d.featureDim_ = featureDim;
+  d.numClasses_ = 1;
+  d.shape_ = std::move(shape);
+  return d;
+}
+
 void Dataset::gather(std::span<const uint32_t> idx, std::span<float> out) const {
   const std::size_t dim = featureDim_;
   assert(out.size() == idx.size() * dim);
@@ -119,11 +138,18 @@ Dataset Dataset::subset(std::span<const uint32_t> idx) const {
   }
   for (uint32_t i : idx)
     d.labels_.push_back(labels_[i]);
+  d.regression_ = regression_;
+  if (regression_) {
+    d.targets_.reserve(idx.size());
+    for (uint32_t i : idx)
+      d.targets_.push_back(targets_[i]);
+  }
   return d;
 }
 
 std::size_t Dataset::memoryBytes() const {
-  return bytes_.size() * sizeof(uint8_t) + floats_.size() * sizeof(float) + labels_.size() * sizeof(int32_t);
+  return bytes_.size() * sizeof(uint8_t) + floats_.size() * sizeof(float) + labels_.size() * sizeof(int32_t) +
+         targets_.size() * sizeof(float);
 }
 
 }  // namespace starling::data

@@ -19,6 +19,13 @@ namespace fb = wire::fb;
 
 namespace {
 
+EvaluationRecord evaluationRecord(const model::Evaluation& e) {
+  EvaluationRecord r;
+  r.loss = e.loss;
+  r.accuracy = e.accuracy;
+  return r;
+}
+
 Frame share(wire::Frame frame) {
   return std::make_shared<const wire::Frame>(std::move(frame));
 }
@@ -355,7 +362,7 @@ bool Federation::persist(const RoundSummary& s) {
 void Federation::report(const RoundSummary& s, const std::optional<model::Evaluation>& evaluation) {
   if (s.committed) {
     if (evaluation) {
-      if (Status st = store_->recordEvaluation(s.round, evaluation->loss, evaluation->accuracy); !st)
+      if (Status st = store_->recordEvaluation(s.round, evaluationRecord(*evaluation)); !st)
         log_->error("{}", st.message());  // the round itself is on disk
     }
     log_->info(

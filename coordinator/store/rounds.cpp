@@ -18,10 +18,14 @@ using store_detail::toSql;
 
 namespace {
 
-constexpr const char* kRoundColumns =
-    "round, status, reason, tau, lr, density_up, density_down, selected, returned, accepted, stragglers, "
-    "bytes_up_raw, bytes_up_wire, bytes_down_raw, bytes_down_wire, train_loss_start, test_loss, test_accuracy, "
-    "started_ms, ended_ms, model_checksum";
+#define STARLING_ROUND_COLUMNS_V1                                                                         \
+  "round, status, reason, tau, lr, density_up, density_down, selected, returned, accepted, stragglers, "     \
+  "bytes_up_raw, bytes_up_wire, bytes_down_raw, bytes_down_wire, train_loss_start, test_loss, test_accuracy, " \
+  "started_ms, ended_ms, model_checksum"
+constexpr const char* kRoundColumns = STARLING_ROUND_COLUMNS_V1 ", test_top5, test_auc, test_rmse, test_mae, test_r2";
+// What a file older than version 5 (read as it is) gives for the metrics of version 5.
+constexpr const char* kRoundColumnsV4 = STARLING_ROUND_COLUMNS_V1 ", NULL, NULL, NULL, NULL, NULL";
+#undef STARLING_ROUND_COLUMNS_V1
 
 #define STARLING_PARTICIPANT_COLUMNS_V1                                                                     \
   "round, client_id, outcome, reason, assigned_ms, returned_ms, duration_ms, steps, examples, loss_start, " \
@@ -88,17 +92,23 @@ Status Store::Impl::prepareRoundStatements() {
       "?14, ?15, ?16, ?17)",
       kParticipantColumns);
   const char* participantColumns = version >= 2 ? kParticipantColumns : kParticipantColumnsV1;
-  STARLING_RETURN_IF_ERROR(
-      prepare(&insertRound, fmt::format("INSERT INTO rounds ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                                        "?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
-                                        kRoundColumns)));
   STARLING_RETURN_IF_ERROR(prepare(&roundStatus, "SELECT status FROM rounds WHERE round = ?1"));
-  STARLING_RETURN_IF_ERROR(
-      prepare(&setEvaluation,
-              "UPDATE rounds SET test_loss = ?2, test_accuracy = ?3 WHERE round = ?1 AND status = 'committed' "
-              "RETURNING round"));
+  // A file older than version 5 read as it is lacks the metrics' columns: it is never
+  // written (writable()).
+  if (version >= 5) {
+    STARLING_RETURN_IF_ERROR(prepare(
+        &insertRound, fmt::format("INSERT INTO rounds ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                                  "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+                                  kRoundColumns)));
+    STARLING_RETURN_IF_ERROR(
+        prepare(&setEvaluation,
+                "UPDATE rounds SET test_loss = ?2, test_accuracy = ?3, test_top5 = ?4, test_auc = ?5, test_rmse = ?6, "
+                "test_mae = ?7, test_r2 = ?8 WHERE round = ?1 AND status = 'committed' RETURNING round"));
+  }
   STARLING_RETURN_IF_ERROR(prepare(&lastRound, "SELECT max(round) FROM rounds"));
-  STARLING_RETURN_IF_ERROR(prepare(&selectRounds, fmt::format("SELECT {} FROM rounds ORDER BY round", kRoundColumns)));
+  STARLING_RETURN_IF_ERROR(prepare(
+      &selectRounds,
+      fmt::format("SELECT {} FROM rounds ORDER BY round", version >= 5 ? kRoundColumns : kRoundColumnsV4)));
   STARLING_RETURN_IF_ERROR(
       prepare(&selectParticipants,
               fmt::format("SELECT {} FROM participants ORDER BY round, client_id, outcome", participantColumns)));
@@ -219,7 +229,12 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
       .bind(18, stored.testAccuracy)
       .bind(19, stored.startedMs)
       .bind(20, stored.endedMs)
-      .bind(21, toSql(stored.modelChecksum));
+      .bind(21, toSql(stored.modelChecksum))
+      .bind(22, stored.testTop5)
+      .bind(23, stored.testAuc)
+      .bind(24, stored.testRmse)
+      .bind(25, stored.testMae)
+      .bind(26, stored.testR2);
   if (Status s = r.run(); !s) return fail(s);
   stage("round");
 
@@ -290,16 +305,24 @@ Status Store::recordRejection(const ParticipantRecord& participant) {
   return Status::ok();
 }
 
-Status Store::recordEvaluation(uint64_t round, double testLoss, double testAccuracy) {
+Status Store::recordEvaluation(uint64_t round, const EvaluationRecord& e) {
   Impl& d = *impl_;
   auto fail = [&](const Status& s) {
     return Status(s.code(),
                   fmt::format("recording the evaluation of round {} in '{}': {}", round, d.path, s.message()));
   };
+  if (Status w = d.writable(); !w) return fail(w);
   if (round > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     return fail(invalid("the round number does not fit in 63 bits"));
   // A single statement is its own transaction.
-  d.setEvaluation->bind(1, toSql(round)).bind(2, testLoss).bind(3, testAccuracy);
+  d.setEvaluation->bind(1, toSql(round))
+      .bind(2, e.loss)
+      .bind(3, e.accuracy)
+      .bind(4, e.top5)
+      .bind(5, e.auc)
+      .bind(6, e.rmse)
+      .bind(7, e.mae)
+      .bind(8, e.r2);
   Result<bool> updated = d.setEvaluation->step();
   d.setEvaluation->reset();
   if (!updated) return fail(updated.status());
@@ -342,6 +365,11 @@ Result<std::vector<RoundRecord>> Store::rounds() {
     r.startedMs = s.int64(18);
     r.endedMs = s.int64(19);
     r.modelChecksum = fromSql(s.int64(20));
+    r.testTop5 = s.optionalReal(21);
+    r.testAuc = s.optionalReal(22);
+    r.testRmse = s.optionalReal(23);
+    r.testMae = s.optionalReal(24);
+    r.testR2 = s.optionalReal(25);
     return r;
   });
 }

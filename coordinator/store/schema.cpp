@@ -13,7 +13,7 @@ using store_detail::queryInt;
 
 namespace {
 
-// Schema version 1, then what each later version adds (kSchemaV2 to kSchemaV4), listed
+// Schema version 1, then what each later version adds (kSchemaV2 to kSchemaV5), listed
 // in kSchemaSteps. docs/state.md explains every table; keep the two in step.
 // Unsigned 64-bit values (rounds, checksums) are stored as the signed integer with
 // the same bits.
@@ -131,10 +131,20 @@ CREATE TABLE checkpoint_catch_up (
 ) WITHOUT ROWID;
 )sql";
 
+// Version 5: the metrics of tasks other than classification (and top-5 accuracy), per
+// evaluated round; NULL where the task has no such metric.
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE rounds ADD COLUMN test_top5 REAL;
+ALTER TABLE rounds ADD COLUMN test_auc REAL;
+ALTER TABLE rounds ADD COLUMN test_rmse REAL;
+ALTER TABLE rounds ADD COLUMN test_mae REAL;
+ALTER TABLE rounds ADD COLUMN test_r2 REAL;
+)sql";
+
 // kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
 // the empty file). A new file runs every step; a file of an older version, opened for
 // writing, runs the steps past its version, all in one transaction.
-constexpr std::array<const char*, 4> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
+constexpr std::array<const char*, 5> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
 static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 }  // namespace

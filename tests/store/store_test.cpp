@@ -77,7 +77,28 @@ bool hasTable(const std::string& path, const std::string& table) {
 
 // What turns a database of this build's schema back into version 1's tables (the
 // caller sets the version).
-const std::string kBackToVersion1 =
+// An evaluation with the given loss and metrics (pairs of a field and its value).
+EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<const char*, double>> metrics = {}) {
+  EvaluationRecord e;
+  e.loss = loss;
+  for (const auto& [name, value] : metrics) {
+    const std::string n = name;
+    std::optional<double>& field = n == "accuracy" ? e.accuracy
+                                   : n == "top5"   ? e.top5
+                                   : n == "auc"    ? e.auc
+                                   : n == "rmse"   ? e.rmse
+                                   : n == "mae"    ? e.mae
+                                                   : e.r2;
+    field = value;
+  }
+  return e;
+}
+
+// What version 5 added: the metrics' columns of rounds.
+const std::string kBackToVersion4 =
+    "ALTER TABLE rounds DROP COLUMN test_top5; ALTER TABLE rounds DROP COLUMN test_auc; ALTER TABLE rounds DROP "
+    "COLUMN test_rmse; ALTER TABLE rounds DROP COLUMN test_mae; ALTER TABLE rounds DROP COLUMN test_r2; ";
+const std::string kBackToVersion1 = kBackToVersion4 +
     "DROP TABLE checkpoint_catch_up; DROP TABLE refusals; DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP "
     "COLUMN sticky; "
     "ALTER TABLE participants DROP COLUMN selection_weight; ";
@@ -116,7 +137,7 @@ TEST_CASE("a new store is empty and at the current schema version", "[store]") {
   CHECK_FALSE(store->meta("task")->has_value());
   requireOk(store->checkIntegrity());
   CHECK(fileVersion(dir.file("fresh.db")) == Store::kSchemaVersion);
-  CHECK(Store::kSchemaVersion == 4);
+  CHECK(Store::kSchemaVersion == 5);
   CHECK(hasTable(dir.file("fresh.db"), "refusals"));
   CHECK(hasTable(dir.file("fresh.db"), "checkpoint_catch_up"));
 }
@@ -167,22 +188,71 @@ TEST_CASE("a committed round's evaluation is recorded after the round", "[store]
   RoundRecord expected = (*store->rounds())[0];
   REQUIRE_FALSE(expected.testAccuracy.has_value());
 
-  requireOk(store->recordEvaluation(1, 0.375, 0.8125));
+  requireOk(store->recordEvaluation(1, evaluation(0.375, {{"accuracy", 0.8125}, {"top5", 0.96875}})));
   expected.testLoss = 0.375;
   expected.testAccuracy = 0.8125;
+  expected.testTop5 = 0.96875;
   CHECK((*store->rounds())[0] == expected);  // and nothing else changed
 
   SECTION("refused for a round never recorded, and for an abandoned one") {
-    Status missing = store->recordEvaluation(2, 0.5, 0.5);
+    Status missing = store->recordEvaluation(2, evaluation(0.5, {{"accuracy", 0.5}}));
     CHECK(missing.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(missing.message(), Catch::Contains("round 2") && Catch::Contains("no committed round"));
     RoundRecord abandoned = makeRound(2);
     abandoned.status = RoundStatus::kAbandoned;
     abandoned.reason = "deadline";
     requireOk(store->recordAbandonedRound(abandoned, std::vector<ParticipantRecord>{}));
-    CHECK(store->recordEvaluation(2, 0.5, 0.5).code() == StatusCode::kInvalidArgument);
+    CHECK(store->recordEvaluation(2, evaluation(0.5, {{"accuracy", 0.5}})).code() == StatusCode::kInvalidArgument);
     CHECK((*store->rounds())[0].testAccuracy == 0.8125);
   }
+}
+
+TEST_CASE("a regression round's metrics are recorded without an accuracy", "[store]") {
+  TempDir dir;
+  auto store = openOrFail(dir.file("regression.db"));
+  RoundRecord round = makeRound(1);
+  round.testLoss.reset();
+  round.testAccuracy.reset();
+  requireOk(
+      store->commitRound(round, std::vector<ParticipantRecord>{}, makeCheckpoint(1), std::vector<ClientRecord>{}));
+  requireOk(store->recordEvaluation(1, evaluation(0.125, {{"rmse", 0.5}, {"mae", 0.375}, {"r2", 0.875}})));
+  const RoundRecord got = (*store->rounds())[0];
+  CHECK(got.testLoss == 0.125);
+  CHECK_FALSE(got.testAccuracy.has_value());
+  CHECK_FALSE(got.testAuc.has_value());
+  CHECK(got.testRmse == 0.5);
+  CHECK(got.testMae == 0.375);
+  CHECK(got.testR2 == 0.875);
+}
+
+TEST_CASE("a version-4 database is read without metrics and upgraded when opened for writing", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("v4.db");
+  {
+    auto store = openOrFail(path);
+    commitSimpleRound(*store, 1);
+  }
+  execOrFail(path, (kBackToVersion4 + "PRAGMA user_version = 4").c_str());
+  {
+    StoreOptions ro;
+    ro.readOnly = true;
+    auto reader = openOrFail(path, ro);
+    auto rounds = reader->rounds();
+    REQUIRE(rounds.isOk());
+    REQUIRE(rounds->size() == 1);
+    CHECK_FALSE((*rounds)[0].testRmse.has_value());
+    const Status refused = reader->recordEvaluation(1, evaluation(0.5, {{"accuracy", 0.5}}));
+    CHECK(refused.code() == StatusCode::kUnsupported);
+    CHECK_THAT(refused.message(), Catch::Contains("schema version 4"));
+  }
+  CHECK(fileVersion(path) == 4);
+  auto store = openOrFail(path);
+  CHECK(fileVersion(path) == 5);
+  requireOk(store->recordEvaluation(1, evaluation(0.5, {{"auc", 0.75}})));
+  CHECK((*store->rounds())[0].testAuc == 0.75);
+  commitSimpleRound(*store, 2);
+  CHECK(store->rounds()->size() == 2);
+  requireOk(store->checkIntegrity());
 }
 
 TEST_CASE("every record comes back as it was stored", "[store]") {
@@ -197,6 +267,11 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
   RoundRecord round = makeRound(4);
   round.testLoss = 0.4321;
   round.testAccuracy = 0.8765;
+  round.testTop5 = 0.9875;
+  round.testAuc = 0.625;
+  round.testRmse = 1.5;
+  round.testMae = 1.25;
+  round.testR2 = -0.25;
   round.reason = "deadline, 11 of 13 returned";
   const std::vector<ParticipantRecord> participants = {
       makeParticipant(4, 1, ParticipantOutcome::kAccepted),
@@ -573,7 +648,7 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
   CHECK(version() == 1);  // reading changed nothing
   CHECK_FALSE(hasTable(path, "refusals"));
   auto store = openOrFail(path);
-  CHECK(version() == 4);
+  CHECK(version() == 5);
   CHECK(version() == Store::kSchemaVersion);
   CHECK(store->refusals()->empty());
   requireOk(store->recordRefusal(makeRefusal(4)));
@@ -601,7 +676,7 @@ TEST_CASE("a version-2 database is read as it is and upgraded when opened for wr
     commitSimpleRound(*store, 2);
   }
   // What a version-2 build left: everything but the refusals and catch-up tables.
-  execOrFail(path, "DROP TABLE checkpoint_catch_up; DROP TABLE refusals; PRAGMA user_version = 2");
+  execOrFail(path, (kBackToVersion4 + "DROP TABLE checkpoint_catch_up; DROP TABLE refusals; PRAGMA user_version = 2").c_str());
   REQUIRE(fileVersion(path) == 2);
   {
     StoreOptions ro;
@@ -623,7 +698,7 @@ TEST_CASE("a version-2 database is read as it is and upgraded when opened for wr
   CHECK_FALSE(hasTable(path, "refusals"));
 
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 4);
+  CHECK(fileVersion(path) == 5);
   CHECK(hasTable(path, "refusals"));
   // The rounds, participants and checkpoint of version 2 are all still there.
   const std::vector<RoundRecord> rounds = *store->rounds();
@@ -649,7 +724,7 @@ TEST_CASE("a version-3 database is read as it is and upgraded when opened for wr
     requireOk(store->recordRefusal(makeRefusal(2)));
   }
   // What a version-3 build left: everything but the catch-up table.
-  execOrFail(path, "DROP TABLE checkpoint_catch_up; PRAGMA user_version = 3");
+  execOrFail(path, (kBackToVersion4 + "DROP TABLE checkpoint_catch_up; PRAGMA user_version = 3").c_str());
   {
     StoreOptions ro;
     ro.readOnly = true;
@@ -664,7 +739,7 @@ TEST_CASE("a version-3 database is read as it is and upgraded when opened for wr
   CHECK_FALSE(hasTable(path, "checkpoint_catch_up"));
 
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 4);
+  CHECK(fileVersion(path) == 5);
   CHECK((*store->latestCheckpoint())->catchUp.empty());  // round 1 was written without one
   commitSimpleRound(*store, 2);
   CHECK((*store->latestCheckpoint())->catchUp == makeCheckpoint(2).catchUp);
@@ -684,7 +759,7 @@ TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
   execOrFail(path, (kBackToVersion1 + "CREATE TABLE refusals (x); PRAGMA user_version = 1").c_str());
   auto store = Store::open(path);
   REQUIRE_FALSE(store.isOk());
-  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 4"));
+  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 5"));
   CHECK(fileVersion(path) == 1);
   CHECK_FALSE(hasTable(path, "checkpoint_vectors"));
 }

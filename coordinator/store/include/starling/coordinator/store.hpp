@@ -100,7 +100,11 @@ struct RoundRecord {
   int64_t bytesDownWire = 0;
   double trainLossStart = 0;       // example-weighted mean of the clients' loss at start
   std::optional<double> testLoss;  // nullopt when the round was not evaluated
+  // The task's metrics (model/metrics.hpp), each nullopt when the task has none:
+  // accuracy (classification, binary), top-5 accuracy (over 5 classes), AUC (binary),
+  // RMSE, MAE and R^2 (regression).
   std::optional<double> testAccuracy;
+  std::optional<double> testTop5, testAuc, testRmse, testMae, testR2;
   int64_t startedMs = 0;
   int64_t endedMs = 0;
   uint64_t modelChecksum = 0;  // of the global model after this round (0 when abandoned)
@@ -195,10 +199,16 @@ struct StoreOptions {
   std::function<void(std::string_view stage)> faultHook;
 };
 
+// A round's evaluation: the loss and the task's metrics (RoundRecord's test_* fields).
+struct EvaluationRecord {
+  double loss = 0;
+  std::optional<double> accuracy, top5, auc, rmse, mae, r2;
+};
+
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of
@@ -243,10 +253,10 @@ class Store {
   // never recorded is not stored (the caller logs it).
   Status recordRejection(const ParticipantRecord& participant);
 
-  // Sets the test loss and accuracy of a committed round, in its own transaction: the
+  // Sets the test loss and metrics of a committed round, in its own transaction: the
   // daemon evaluates the global model while the next round trains, after the round
   // itself is on disk. kInvalidArgument when no committed round has that number.
-  Status recordEvaluation(uint64_t round, double testLoss, double testAccuracy);
+  Status recordEvaluation(uint64_t round, const EvaluationRecord& evaluation);
 
   // Records, in its own transaction, a client refused at Hello. kInvalidArgument when
   // the reason is empty; kUnsupported on an older file opened read-only.

@@ -104,6 +104,16 @@ std::string renderTable(const std::vector<std::string>& header, const std::vecto
   return out;
 }
 
+// A round's headline test figure: its accuracy, with the AUC of a binary task, or the
+// RMSE of a regression; "-" when it was not evaluated.
+std::string testMetric(std::optional<double> accuracy, std::optional<double> auc, std::optional<double> rmse) {
+  std::string out;
+  if (accuracy) out = fmt::format("{:.2f}%", *accuracy * 100.0);
+  if (auc) out += fmt::format("{}auc {:.4f}", out.empty() ? "" : " ", *auc);
+  if (rmse) out += fmt::format("{}rmse {:.4g}", out.empty() ? "" : " ", *rmse);
+  return out.empty() ? "-" : out;
+}
+
 std::string formatTable(const ReportData& data, const ReportTotals& totals) {
   std::string out;
   out += "Rounds\n";
@@ -121,13 +131,13 @@ std::string formatTable(const ReportData& data, const ReportTotals& totals) {
         humanBytes(r.bytesUpWire),
         humanBytes(r.bytesDownWire),
         fmt::format("{:.4f}", r.trainLossStart),
-        optionalFixed(r.testAccuracy ? std::optional<double>(*r.testAccuracy * 100.0) : std::nullopt, 2, "%"),
+        testMetric(r.testAccuracy, r.testAuc, r.testRmse),
         fmt::format("{:.1f}s", static_cast<double>(durationMs(r)) / 1000.0),
         cell(r.reason),
     });
   }
   out += renderTable({"round", "status", "tau", "lr", "dens up", "dens down", "returned", "stragglers", "up wire",
-                      "down wire", "train loss", "test acc", "duration", "reason"},
+                      "down wire", "train loss", "test", "duration", "reason"},
                      rows, 2);
 
   out += "\nTotals\n";
@@ -141,11 +151,11 @@ std::string formatTable(const ReportData& data, const ReportTotals& totals) {
                      totals.stragglers, totals.dropped, totals.rejected, totals.lateApplied, totals.lateDiscarded);
   out += fmt::format("  refused       {} at Hello\n", totals.refused);
   if (totals.lastEvaluatedRound) {
-    out += fmt::format("  accuracy      {} after round {} (test loss {})\n",
-                       optionalFixed(*totals.lastTestAccuracy * 100.0, 2, "%"), *totals.lastEvaluatedRound,
-                       optionalFixed(totals.lastTestLoss, 4));
+    out += fmt::format("  test          {} after round {} (test loss {})\n",
+                       testMetric(totals.lastTestAccuracy, totals.lastTestAuc, totals.lastTestRmse),
+                       *totals.lastEvaluatedRound, optionalFixed(totals.lastTestLoss, 4));
   } else {
-    out += "  accuracy      - (no round was evaluated)\n";
+    out += "  test          - (no round was evaluated)\n";
   }
 
   out += "\nStragglers, drops and rejections\n";
@@ -202,13 +212,15 @@ std::string formatCsv(const ReportData& data) {
   std::string out =
       "round,status,reason,tau,lr,density_up,density_down,selected,returned,accepted,stragglers,bytes_up_raw,"
       "bytes_up_wire,bytes_down_raw,bytes_down_wire,train_loss_start,test_loss,test_accuracy,started_ms,ended_ms,"
-      "duration_ms\n";
+      "duration_ms,test_top5,test_auc,test_rmse,test_mae,test_r2\n";
   for (const RoundRecord& r : data.rounds) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.round,
-                       roundStatusName(r.status), csvField(r.reason), r.tau, csvNumber(r.lr), csvNumber(r.density),
-                       csvNumber(r.densityDown), r.selected, r.returned, r.accepted, r.stragglers, r.bytesUpRaw,
-                       r.bytesUpWire, r.bytesDownRaw, r.bytesDownWire, csvNumber(r.trainLossStart),
-                       csvNumber(r.testLoss), csvNumber(r.testAccuracy), r.startedMs, r.endedMs, durationMs(r));
+    out +=
+        fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.round,
+                    roundStatusName(r.status), csvField(r.reason), r.tau, csvNumber(r.lr), csvNumber(r.density),
+                    csvNumber(r.densityDown), r.selected, r.returned, r.accepted, r.stragglers, r.bytesUpRaw,
+                    r.bytesUpWire, r.bytesDownRaw, r.bytesDownWire, csvNumber(r.trainLossStart), csvNumber(r.testLoss),
+                    csvNumber(r.testAccuracy), r.startedMs, r.endedMs, durationMs(r), csvNumber(r.testTop5),
+                    csvNumber(r.testAuc), csvNumber(r.testRmse), csvNumber(r.testMae), csvNumber(r.testR2));
   }
   out += "\n";
   out +=
@@ -332,6 +344,11 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
         .real("train_loss_start", r.trainLossStart)
         .real("test_loss", r.testLoss)
         .real("test_accuracy", r.testAccuracy)
+        .real("test_top5", r.testTop5)
+        .real("test_auc", r.testAuc)
+        .real("test_rmse", r.testRmse)
+        .real("test_mae", r.testMae)
+        .real("test_r2", r.testR2)
         .num("started_ms", r.startedMs)
         .num("ended_ms", r.endedMs)
         .num("duration_ms", durationMs(r))
@@ -386,6 +403,8 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
                   totals.lastEvaluatedRound ? fmt::format("{}", *totals.lastEvaluatedRound) : "null")
              .real("last_test_accuracy", totals.lastTestAccuracy)
              .real("last_test_loss", totals.lastTestLoss)
+             .real("last_test_auc", totals.lastTestAuc)
+             .real("last_test_rmse", totals.lastTestRmse)
              .done();
   out += "\n}\n";
   return out;
@@ -425,10 +444,12 @@ ReportTotals computeTotals(const ReportData& data) {
     t.bytesUpWire += r.bytesUpWire;
     t.bytesDownRaw += r.bytesDownRaw;
     t.bytesDownWire += r.bytesDownWire;
-    if (r.status == RoundStatus::kCommitted && r.testAccuracy) {
+    if (r.status == RoundStatus::kCommitted && r.testLoss) {
       t.lastEvaluatedRound = r.round;
       t.lastTestAccuracy = r.testAccuracy;
       t.lastTestLoss = r.testLoss;
+      t.lastTestAuc = r.testAuc;
+      t.lastTestRmse = r.testRmse;
     }
   }
   for (const ParticipantRecord& p : data.participants) {

@@ -18,8 +18,8 @@ using store_detail::toSql;
 
 namespace {
 
-#define STARLING_ROUND_COLUMNS_V1                                                                         \
-  "round, status, reason, tau, lr, density_up, density_down, selected, returned, accepted, stragglers, "     \
+#define STARLING_ROUND_COLUMNS_V1                                                                              \
+  "round, status, reason, tau, lr, density_up, density_down, selected, returned, accepted, stragglers, "       \
   "bytes_up_raw, bytes_up_wire, bytes_down_raw, bytes_down_wire, train_loss_start, test_loss, test_accuracy, " \
   "started_ms, ended_ms, model_checksum"
 constexpr const char* kRoundColumns = STARLING_ROUND_COLUMNS_V1 ", test_top5, test_auc, test_rmse, test_mae, test_r2";
@@ -106,9 +106,8 @@ Status Store::Impl::prepareRoundStatements() {
                 "test_mae = ?7, test_r2 = ?8 WHERE round = ?1 AND status = 'committed' RETURNING round"));
   }
   STARLING_RETURN_IF_ERROR(prepare(&lastRound, "SELECT max(round) FROM rounds"));
-  STARLING_RETURN_IF_ERROR(prepare(
-      &selectRounds,
-      fmt::format("SELECT {} FROM rounds ORDER BY round", version >= 5 ? kRoundColumns : kRoundColumnsV4)));
+  STARLING_RETURN_IF_ERROR(prepare(&selectRounds, fmt::format("SELECT {} FROM rounds ORDER BY round",
+                                                              version >= 5 ? kRoundColumns : kRoundColumnsV4)));
   STARLING_RETURN_IF_ERROR(
       prepare(&selectParticipants,
               fmt::format("SELECT {} FROM participants ORDER BY round, client_id, outcome", participantColumns)));

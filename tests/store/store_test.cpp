@@ -98,7 +98,8 @@ EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<const c
 const std::string kBackToVersion4 =
     "ALTER TABLE rounds DROP COLUMN test_top5; ALTER TABLE rounds DROP COLUMN test_auc; ALTER TABLE rounds DROP "
     "COLUMN test_rmse; ALTER TABLE rounds DROP COLUMN test_mae; ALTER TABLE rounds DROP COLUMN test_r2; ";
-const std::string kBackToVersion1 = kBackToVersion4 +
+const std::string kBackToVersion1 =
+    kBackToVersion4 +
     "DROP TABLE checkpoint_catch_up; DROP TABLE refusals; DROP TABLE checkpoint_vectors; ALTER TABLE participants DROP "
     "COLUMN sticky; "
     "ALTER TABLE participants DROP COLUMN selection_weight; ";
@@ -676,7 +677,8 @@ TEST_CASE("a version-2 database is read as it is and upgraded when opened for wr
     commitSimpleRound(*store, 2);
   }
   // What a version-2 build left: everything but the refusals and catch-up tables.
-  execOrFail(path, (kBackToVersion4 + "DROP TABLE checkpoint_catch_up; DROP TABLE refusals; PRAGMA user_version = 2").c_str());
+  execOrFail(
+      path, (kBackToVersion4 + "DROP TABLE checkpoint_catch_up; DROP TABLE refusals; PRAGMA user_version = 2").c_str());
   REQUIRE(fileVersion(path) == 2);
   {
     StoreOptions ro;

@@ -51,6 +51,7 @@ struct ReportTotals {
   std::optional<uint64_t> lastEvaluatedRound;
   std::optional<double> lastTestAccuracy;
   std::optional<double> lastTestLoss;
+  std::optional<double> lastTestAuc, lastTestRmse;  // binary; regression
 };
 
 // Reads the rounds, the non-accepted participants and the refusals.

@@ -1,4 +1,5 @@
-// loadCsv: label and features as comma-separated numbers, one example per line.
+// CSV: RFC 4180 fields (optionally quoted), an optional header, one example per line.
+// loadCsv (loaders.hpp) and loadData (load.hpp) both read through readCsv.
 
 #include <algorithm>
 #include <cstdint>
@@ -9,120 +10,194 @@
 #include "starling/data/loaders.hpp"
 
 #include "file_reader.hpp"
+#include "labels.hpp"
+#include "load_internal.hpp"
 #include "text_parse.hpp"
 
 namespace starling::data {
 namespace {
 
-Status lineError(const std::string& path, std::size_t line, const std::string& what) {
-  return {StatusCode::kMalformed, path + ":" + std::to_string(line) + ": " + what};
+Status lineError(const std::string& path, std::size_t line, const std::string& what,
+                 StatusCode code = StatusCode::kMalformed) {
+  return {code, path + ":" + std::to_string(line) + ": " + what};
 }
 
-// Splits line at delimiter into fields (trimmed); reuses fields' storage.
-void splitFields(std::string_view line, char delimiter, std::vector<std::string_view>& fields) {
-  fields.clear();
-  std::size_t start = 0;
+// Splits one line into fields, reusing fields' storage; *count says how many. A field
+// is unquoted (spaces and tabs around it dropped) or in double quotes, where the
+// delimiter is literal and "" stands for one quote. An empty string on success,
+// otherwise what is wrong with the line.
+std::string splitRecord(std::string_view line, char delimiter, std::vector<std::string>& fields, std::size_t* count) {
+  std::size_t n = 0;
+  std::size_t i = 0;
+  const auto blank = [&](char c) { return c != delimiter && detail::isBlank(c); };
   for (;;) {
-    const std::size_t end = line.find(delimiter, start);
-    if (end == std::string_view::npos) {
-      fields.push_back(detail::trim(line.substr(start)));
-      return;
+    if (fields.size() <= n) fields.emplace_back();
+    std::string& field = fields[n++];
+    field.clear();
+    while (i < line.size() && blank(line[i]))
+      ++i;
+    if (i < line.size() && line[i] == '"') {
+      const std::size_t open = i + 1;
+      ++i;
+      bool closed = false;
+      while (i < line.size()) {
+        if (line[i] != '"') {
+          field.push_back(line[i++]);
+        } else if (i + 1 < line.size() && line[i + 1] == '"') {
+          field.push_back('"');
+          i += 2;
+        } else {
+          ++i;
+          closed = true;
+          break;
+        }
+      }
+      if (!closed) {
+        return "the quoted field opened at column " + std::to_string(open) +
+               " does not close on this line (newlines inside quotes are not supported)";
+      }
+      while (i < line.size() && blank(line[i]))
+        ++i;
+      if (i < line.size() && line[i] != delimiter) {
+        return "unexpected " + detail::quoted(line.substr(i, 1)) + " after the closing quote at column " +
+               std::to_string(i) + " (a quote inside a quoted field is written twice: \"\")";
+      }
+    } else {
+      const std::size_t end = std::min(line.find(delimiter, i), line.size());
+      field.assign(detail::trim(line.substr(i, end - i)));
+      i = end;
     }
-    fields.push_back(detail::trim(line.substr(start, end - start)));
-    start = end + 1;
+    if (i >= line.size()) break;
+    ++i;  // the delimiter
   }
+  *count = n;
+  return {};
+}
+
+bool hasNonNumericField(const std::vector<std::string>& fields, std::size_t count) {
+  for (std::size_t f = 0; f < count; ++f)
+    if (!detail::isNumeric(fields[f])) return true;
+  return false;
+}
+
+std::string columnName(const std::vector<std::string>& header, std::size_t f) {
+  if (f < header.size() && !header[f].empty()) return "column " + detail::quoted(header[f]);
+  return "column " + std::to_string(f + 1);
 }
 
 }  // namespace
 
-Result<Dataset> loadCsv(const std::string& path, const CsvOptions& options) {
-  if (options.numClasses < 0) return Status(StatusCode::kInvalidArgument, path + ": numClasses must be >= 0");
+namespace detail {
+
+Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
+  LabelCollector labels(spec.task, spec.numClasses);
+  STARLING_RETURN_IF_ERROR(labels.checkOptions(path));
   std::string text;
   {
-    auto reader = detail::FileReader::open(path);
+    auto reader = FileReader::open(path);
     if (!reader) return reader.status();
     STARLING_RETURN_IF_ERROR(reader->readAll(text));
   }
 
-  detail::LineCursor cursor(text);
+  LineCursor cursor(text);
   std::string_view line;
-  if (options.hasHeader && !cursor.next(line)) {
-    return Status(StatusCode::kMalformed, path + ": empty file, expected a header line");
-  }
-
+  std::vector<std::string> fields;
+  std::size_t count = 0;
+  std::vector<std::string> header;  // column names when the file has a header
   std::vector<float> features;
-  std::vector<int32_t> labels;
-  std::vector<std::string_view> fields;
-  std::size_t expectedFields = 0;  // set by the first data row
+  std::size_t expectedFields = 0;  // set by the header or the first data row
   std::size_t labelIndex = 0;
-  int32_t maxLabel = -1;
-  std::size_t maxLabelLine = 0;
+  bool first = true;
 
   while (cursor.next(line)) {
-    if (detail::trim(line).empty()) continue;
-    splitFields(line, options.delimiter, fields);
-    if (expectedFields == 0) {
-      if (fields.size() < 2) {
+    if (trim(line).empty()) continue;
+    const std::string problem = splitRecord(line, spec.delimiter, fields, &count);
+    if (!problem.empty()) return lineError(path, cursor.number(), problem);
+
+    if (first) {
+      first = false;
+      if (count < 2) {
         return lineError(path, cursor.number(),
-                         "expected a label and at least one feature separated by '" +
-                             std::string(1, options.delimiter) + "', found 1 field");
+                         "expected a label and at least one feature separated by '" + std::string(1, spec.delimiter) +
+                             "', found 1 field");
       }
-      const auto n = static_cast<std::ptrdiff_t>(fields.size());
-      const std::ptrdiff_t column = options.labelColumn < 0 ? n + options.labelColumn : options.labelColumn;
+      const bool isHeader = spec.header ? *spec.header : hasNonNumericField(fields, count);
+      expectedFields = count;
+      if (isHeader) header.assign(fields.begin(), fields.begin() + static_cast<std::ptrdiff_t>(count));
+
+      // The label column: a header name, else a 0-based index.
+      const auto n = static_cast<long>(count);
+      long column = spec.labelIndex < 0 ? n + spec.labelIndex : spec.labelIndex;
+      std::string asked = std::to_string(spec.labelIndex);
+      if (!spec.labelName.empty()) {
+        asked = detail::quoted(spec.labelName);
+        const auto named = std::find(header.begin(), header.end(), spec.labelName);
+        if (named != header.end()) {
+          column = named - header.begin();
+        } else if (const auto index = parseIndex(spec.labelName)) {
+          column = *index < count ? static_cast<long>(*index) : n;
+        } else {
+          std::string names;
+          for (const std::string& h : header)
+            names += (names.empty() ? "" : ", ") + detail::quoted(h);
+          return lineError(
+              path, cursor.number(),
+              "label column " + asked + " is neither a column name nor a 0-based index" +
+                  (header.empty() ? std::string(" (the file has no header)") : " (columns: " + names + ")"),
+              StatusCode::kInvalidArgument);
+        }
+      }
       if (column < 0 || column >= n) {
-        return Status(StatusCode::kInvalidArgument, path + ":" + std::to_string(cursor.number()) + ": label column " +
-                                                        std::to_string(options.labelColumn) + " is outside a row of " +
-                                                        std::to_string(n) + " fields");
+        return lineError(path, cursor.number(),
+                         "label column " + asked + " is outside a row of " + std::to_string(n) + " fields",
+                         StatusCode::kInvalidArgument);
       }
-      expectedFields = fields.size();
       labelIndex = static_cast<std::size_t>(column);
       // Lines bound the rows, so features are allocated once (blank lines aside).
       const std::size_t maxRows = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
       features.reserve(maxRows * (expectedFields - 1));
       labels.reserve(maxRows);
-    } else if (fields.size() != expectedFields) {
-      return lineError(
-          path, cursor.number(),
-          "expected " + std::to_string(expectedFields) + " fields, found " + std::to_string(fields.size()));
-    }
-
-    const auto label = detail::parseIntegral(fields[labelIndex]);
-    if (!label || *label < 0) {
+      if (isHeader) continue;
+    } else if (count != expectedFields) {
       return lineError(path, cursor.number(),
-                       "label " + detail::quoted(fields[labelIndex]) + " (field " + std::to_string(labelIndex + 1) +
-                           ") is not an integer >= 0");
+                       "expected " + std::to_string(expectedFields) + " fields, found " + std::to_string(count));
     }
-    if (options.numClasses > 0 && *label >= options.numClasses) {
-      return lineError(
-          path, cursor.number(),
-          "label " + std::to_string(*label) + " is not below numClasses " + std::to_string(options.numClasses));
-    }
-    if (*label > maxLabel) {
-      maxLabel = static_cast<int32_t>(*label);
-      maxLabelLine = cursor.number();
-    }
-    labels.push_back(static_cast<int32_t>(*label));
 
-    for (std::size_t f = 0; f < fields.size(); ++f) {
+    if (Status s = labels.addText(fields[labelIndex]); !s) {
+      return lineError(path, cursor.number(), "field " + std::to_string(labelIndex + 1) + ": " + s.message());
+    }
+    for (std::size_t f = 0; f < count; ++f) {
       if (f == labelIndex) continue;
-      const auto value = detail::parseFloat(fields[f]);
-      if (!value) {
-        return lineError(
-            path, cursor.number(),
-            "field " + std::to_string(f + 1) + ": " + detail::quoted(fields[f]) + " is not a finite number");
+      const auto value = parseFloat(fields[f]);
+      if (value) {
+        features.push_back(*value);
+        continue;
       }
-      features.push_back(*value);
+      const std::string where = "field " + std::to_string(f + 1) + ": ";
+      if (fields[f].empty()) return lineError(path, cursor.number(), where + "empty (" + columnName(header, f) + ")");
+      if (isNumeric(fields[f])) {
+        return lineError(path, cursor.number(),
+                         where + detail::quoted(fields[f]) + " is not a finite number (" + columnName(header, f) + ")");
+      }
+      return lineError(path, cursor.number(),
+                       where + detail::quoted(fields[f]) + " is not a number: " + columnName(header, f) +
+                           " is not numeric (categorical columns are not supported yet)");
     }
   }
 
-  if (labels.empty()) return Status(StatusCode::kMalformed, path + ": no data rows");
-  if (maxLabel == INT32_MAX) {
-    return lineError(path, maxLabelLine, "label " + std::to_string(maxLabel) + " leaves no room for a class count");
-  }
-  const int numClasses = options.numClasses > 0 ? options.numClasses : maxLabel + 1;
-  auto dataset = Dataset::fromFloats(std::move(features), std::move(labels), expectedFields - 1, numClasses);
-  if (!dataset) return dataset.status().withContext(path);
-  return dataset;
+  if (labels.size() == 0) return Status(StatusCode::kMalformed, path + ": no data rows");
+  return labels.build(std::move(features), expectedFields - 1, {}, path);
+}
+
+}  // namespace detail
+
+Result<Dataset> loadCsv(const std::string& path, const CsvOptions& options) {
+  detail::CsvSpec spec;
+  spec.delimiter = options.delimiter;
+  spec.header = options.hasHeader;
+  spec.labelIndex = options.labelColumn;
+  spec.numClasses = options.numClasses;
+  return detail::readCsv(path, spec);
 }
 
 }  // namespace starling::data

@@ -10,6 +10,8 @@
 #include "starling/data/loaders.hpp"
 
 #include "file_reader.hpp"
+#include "labels.hpp"
+#include "load_internal.hpp"
 #include "text_parse.hpp"
 
 namespace starling::data {
@@ -59,8 +61,15 @@ struct LabelStats {
 
 }  // namespace
 
-Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options) {
+namespace detail {
+
+Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options, TaskKind task) {
   if (options.numClasses < 0) return Status(StatusCode::kInvalidArgument, path + ": numClasses must be >= 0");
+  // Binary and regression labels follow the task's rules; classification keeps the
+  // LibsvmLabels mapping.
+  const bool byTask = task != TaskKind::kClassification;
+  LabelCollector collector(task, options.numClasses);
+  STARLING_RETURN_IF_ERROR(collector.checkOptions(path));
   std::string text;
   {
     auto reader = detail::FileReader::open(path);
@@ -85,10 +94,14 @@ Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options
     std::string_view rest = line;
     const std::string_view labelToken = nextToken(rest);
     if (labelToken.empty()) continue;
-    const auto label = detail::parseIntegral(labelToken);
-    if (!label) return lineError(path, cursor.number(), "label " + detail::quoted(labelToken) + " is not an integer");
-    stats.add(*label, cursor.number());
-    rawLabels.push_back(*label);
+    if (byTask) {
+      if (Status s = collector.addText(labelToken); !s) return lineError(path, cursor.number(), s.message());
+    } else {
+      const auto label = detail::parseIntegral(labelToken);
+      if (!label) return lineError(path, cursor.number(), "label " + detail::quoted(labelToken) + " is not an integer");
+      stats.add(*label, cursor.number());
+      rawLabels.push_back(*label);
+    }
     rowStart.push_back(indices.size());
 
     std::size_t previous = 0;
@@ -127,60 +140,62 @@ Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options
       values.push_back(*value);
     }
   }
-  if (rawLabels.empty()) return Status(StatusCode::kMalformed, path + ": no examples");
+  if (rowStart.empty()) return Status(StatusCode::kMalformed, path + ": no examples");
+  const std::size_t n = rowStart.size();
   rowStart.push_back(indices.size());
 
   // Label mapping: see LibsvmLabels.
-  LibsvmLabels mode = options.labels;
-  if (mode == LibsvmLabels::kAuto) {
-    if (stats.firstUnsignedLine == 0 && stats.sawMinusOne) {
-      mode = LibsvmLabels::kSigned;
-    } else {
-      mode = stats.sawZero ? LibsvmLabels::kZeroBased : LibsvmLabels::kOneBased;
-    }
-  }
-  int64_t offset = 0;
-  switch (mode) {
-    case LibsvmLabels::kSigned:
-      if (stats.firstUnsignedLine != 0) {
-        return lineError(path, stats.firstUnsignedLine, "label is not -1 or +1 (labels read as signed)");
-      }
-      break;
-    case LibsvmLabels::kZeroBased:
-      if (stats.min < 0) {
-        return lineError(path, stats.minLine,
-                         "label " + std::to_string(stats.min) + " is negative (labels read as 0-based)");
-      }
-      break;
-    case LibsvmLabels::kOneBased:
-      if (stats.min < 1) {
-        return lineError(path, stats.minLine,
-                         "label " + std::to_string(stats.min) + " is below 1 (labels read as 1-based)");
-      }
-      offset = -1;
-      break;
-    case LibsvmLabels::kAuto:
-      break;
-  }
   std::vector<int32_t> labels(rawLabels.size());
-  int64_t maxClass = 0;
-  for (std::size_t i = 0; i < rawLabels.size(); ++i) {
-    const int64_t cls = mode == LibsvmLabels::kSigned ? (rawLabels[i] > 0 ? 1 : 0) : rawLabels[i] + offset;
-    labels[i] = static_cast<int32_t>(cls);
-    maxClass = std::max(maxClass, cls);
-  }
   int numClasses = options.numClasses;
-  if (numClasses == 0) {
-    numClasses = mode == LibsvmLabels::kSigned ? 2 : static_cast<int>(maxClass + 1);
-  } else if (maxClass >= numClasses) {
-    return lineError(path, stats.maxLine,
-                     "label " + std::to_string(stats.max) + " is class " + std::to_string(maxClass) +
-                         ", not below numClasses " + std::to_string(numClasses));
+  if (!byTask) {
+    LibsvmLabels mode = options.labels;
+    if (mode == LibsvmLabels::kAuto) {
+      if (stats.firstUnsignedLine == 0 && stats.sawMinusOne) {
+        mode = LibsvmLabels::kSigned;
+      } else {
+        mode = stats.sawZero ? LibsvmLabels::kZeroBased : LibsvmLabels::kOneBased;
+      }
+    }
+    int64_t offset = 0;
+    switch (mode) {
+      case LibsvmLabels::kSigned:
+        if (stats.firstUnsignedLine != 0) {
+          return lineError(path, stats.firstUnsignedLine, "label is not -1 or +1 (labels read as signed)");
+        }
+        break;
+      case LibsvmLabels::kZeroBased:
+        if (stats.min < 0) {
+          return lineError(path, stats.minLine,
+                           "label " + std::to_string(stats.min) + " is negative (labels read as 0-based)");
+        }
+        break;
+      case LibsvmLabels::kOneBased:
+        if (stats.min < 1) {
+          return lineError(path, stats.minLine,
+                           "label " + std::to_string(stats.min) + " is below 1 (labels read as 1-based)");
+        }
+        offset = -1;
+        break;
+      case LibsvmLabels::kAuto:
+        break;
+    }
+    int64_t maxClass = 0;
+    for (std::size_t i = 0; i < rawLabels.size(); ++i) {
+      const int64_t cls = mode == LibsvmLabels::kSigned ? (rawLabels[i] > 0 ? 1 : 0) : rawLabels[i] + offset;
+      labels[i] = static_cast<int32_t>(cls);
+      maxClass = std::max(maxClass, cls);
+    }
+    if (numClasses == 0) {
+      numClasses = mode == LibsvmLabels::kSigned ? 2 : static_cast<int>(maxClass + 1);
+    } else if (maxClass >= numClasses) {
+      return lineError(path, stats.maxLine,
+                       "label " + std::to_string(stats.max) + " is class " + std::to_string(maxClass) +
+                           ", not below numClasses " + std::to_string(numClasses));
+    }
   }
 
   const std::size_t dim = options.featureDim > 0 ? options.featureDim : maxIndex;
   if (dim == 0) return Status(StatusCode::kMalformed, path + ": no features on any line; set featureDim");
-  const std::size_t n = rawLabels.size();
   if (dim > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
       dim > std::numeric_limits<std::size_t>::max() / sizeof(float) / n) {
     return lineError(
@@ -201,9 +216,16 @@ Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options
     for (std::size_t k = rowStart[r]; k < rowStart[r + 1]; ++k)
       dense[r * dim + indices[k]] = values[k];
   }
+  if (byTask) return collector.build(std::move(dense), dim, {}, path);
   auto dataset = Dataset::fromFloats(std::move(dense), std::move(labels), dim, numClasses);
   if (!dataset) return dataset.status().withContext(path);
   return dataset;
+}
+
+}  // namespace detail
+
+Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options) {
+  return detail::readLibsvm(path, options, TaskKind::kClassification);
 }
 
 }  // namespace starling::data

@@ -43,6 +43,13 @@ std::optional<std::size_t> parseIndex(std::string_view s) {
   return value;
 }
 
+bool isNumeric(std::string_view s) {
+  if (!dropPlus(s)) return false;
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  return (ec == std::errc() || ec == std::errc::result_out_of_range) && end == s.data() + s.size() && !s.empty();
+}
+
 std::string quoted(std::string_view s) {
   constexpr std::size_t kMax = 40;
   // Built by appends: GCC 12 misreports "'" + std::string(...) under -Werror=restrict.

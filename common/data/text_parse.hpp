@@ -57,6 +57,9 @@ std::optional<int64_t> parseIntegral(std::string_view s);
 // The whole of s as a decimal integer >= 0 without sign; nullopt otherwise or on overflow.
 std::optional<std::size_t> parseIndex(std::string_view s);
 
+// Whether the whole of s reads as a number, finite or not ("nan", "inf", "1e999").
+bool isNumeric(std::string_view s);
+
 // s shortened for an error message, in quotes.
 std::string quoted(std::string_view s);
 

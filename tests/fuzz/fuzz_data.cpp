@@ -1,16 +1,17 @@
-// Fuzz targets: the dataset loaders (IDX, CSV, LIBSVM), which read files a user
-// points the client at. Built three times with STARLING_FUZZ_LOADER set to 1 (IDX),
-// 2 (CSV) or 3 (LIBSVM). The first input byte picks loader options; the rest is the
+// Fuzz targets: the dataset loaders (IDX, CSV, LIBSVM, NPY), which read files a user
+// points the client at. Built four times with STARLING_FUZZ_LOADER set to 1 (IDX),
+// 2 (CSV), 3 (LIBSVM) or 4 (NPY, through loadData). The first input byte picks loader options; the rest is the
 // file. For IDX, the next two bytes give the length of the labels file, which
 // follows; the images file is what remains. What a loader accepts must be a
 // consistent Dataset.
 
+#include "starling/data/load.hpp"
 #include "starling/data/loaders.hpp"
 
 #include "fuzz_support.hpp"
 
 #ifndef STARLING_FUZZ_LOADER
-#error "define STARLING_FUZZ_LOADER (1 = IDX, 2 = CSV, 3 = LIBSVM)"
+#error "define STARLING_FUZZ_LOADER (1 = IDX, 2 = CSV, 3 = LIBSVM, 4 = NPY)"
 #endif
 
 namespace {
@@ -57,6 +58,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.numClasses = (opt & 4) ? 10 : 0;
   o.featureDim = (opt & 8) ? 64 : 0;
   check(data::loadLibsvm(file.path(), o));
+#elif STARLING_FUZZ_LOADER == 4
+  TempFile file(data, size, ".npy");
+  data::DataOptions o;
+  o.task = static_cast<data::TaskKind>(opt % 3);
+  o.numClasses = (opt & 4) ? 10 : 0;
+  if (opt & 8) o.label = "0";
+  check(data::loadData(file.path(), o));
 #endif
   return 0;
 }

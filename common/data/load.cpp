@@ -1,0 +1,123 @@
+// loadData: the format from the path or the options, then the matching reader.
+
+#include "starling/data/load.hpp"
+
+#include <array>
+#include <filesystem>
+#include <utility>
+
+#include "load_internal.hpp"
+#include "text_parse.hpp"
+
+namespace starling::data {
+
+namespace {
+
+constexpr std::array<std::pair<DataFormat, std::string_view>, 6> kNames = {{
+    {DataFormat::kAuto, "auto"},
+    {DataFormat::kCsv, "csv"},
+    {DataFormat::kLibsvm, "libsvm"},
+    {DataFormat::kIdx, "idx"},
+    {DataFormat::kNpy, "npy"},
+    {DataFormat::kNpz, "npz"},
+}};
+
+bool endsWith(std::string_view s, std::string_view suffix) {
+  if (s.size() < suffix.size()) return false;
+  for (std::size_t i = 0; i < suffix.size(); ++i) {
+    char c = s[s.size() - suffix.size() + i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != suffix[i]) return false;
+  }
+  return true;
+}
+
+Result<Dataset> loadIdxDirectory(const std::string& path, const DataOptions& options) {
+  if (options.task != TaskKind::kClassification) {
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": an IDX directory (Fashion-MNIST layout) holds 10 classes; it cannot be read for a " +
+                      std::string(taskKindName(options.task)) + " task");
+  }
+  if (options.numClasses != 0 && options.numClasses != 10) {
+    return Status(
+        StatusCode::kInvalidArgument,
+        path + ": an IDX directory (Fashion-MNIST layout) holds 10 classes, not " + std::to_string(options.numClasses));
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    return Status(std::filesystem::exists(path, ec) ? StatusCode::kInvalidArgument : StatusCode::kNotFound,
+                  path +
+                      ": IDX data is read from a directory holding train-images-idx3-ubyte, "
+                      "train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each "
+                      "optionally .gz); this is not a directory");
+  }
+  return loadFashionMnistSplit(path, options.test ? FashionMnistSplit::kTest : FashionMnistSplit::kTrain);
+}
+
+}  // namespace
+
+std::string_view formatName(DataFormat format) {
+  for (const auto& [f, name] : kNames)
+    if (f == format) return name;
+  return "auto";
+}
+
+std::optional<DataFormat> parseDataFormat(std::string_view name) {
+  if (name == "svm") return DataFormat::kLibsvm;
+  for (const auto& [f, n] : kNames)
+    if (n == name) return f;
+  return std::nullopt;
+}
+
+Result<DataFormat> detectFormat(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return DataFormat::kIdx;
+  std::string_view name = path;
+  if (endsWith(name, ".npy")) return DataFormat::kNpy;
+  if (endsWith(name, ".npz")) return DataFormat::kNpz;
+  if (endsWith(name, ".gz")) name.remove_suffix(3);
+  if (endsWith(name, ".csv")) return DataFormat::kCsv;
+  if (endsWith(name, ".libsvm") || endsWith(name, ".svm") || endsWith(name, ".svmlight")) return DataFormat::kLibsvm;
+  return Status(StatusCode::kInvalidArgument,
+                path +
+                    ": cannot tell the data format from the name; known: a directory (IDX, Fashion-MNIST layout), "
+                    ".csv, .libsvm, .svm, .svmlight (each also .gz), .npy, .npz; --data-format "
+                    "csv|libsvm|idx|npy|npz overrides");
+}
+
+Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
+  DataFormat format = options.format;
+  if (format == DataFormat::kAuto) {
+    auto detected = detectFormat(path);
+    if (!detected) return detected.status();
+    format = *detected;
+  }
+  switch (format) {
+    case DataFormat::kCsv: {
+      detail::CsvSpec spec;
+      spec.header = options.header;
+      spec.labelName = options.label;
+      spec.labelIndex = -1;
+      spec.task = options.task;
+      spec.numClasses = options.numClasses;
+      return detail::readCsv(path, spec);
+    }
+    case DataFormat::kLibsvm: {
+      LibsvmOptions o;
+      o.featureDim = options.featureDim;
+      o.numClasses = options.numClasses;
+      return detail::readLibsvm(path, o, options.task);
+    }
+    case DataFormat::kIdx:
+      return loadIdxDirectory(path, options);
+    case DataFormat::kNpy:
+      return detail::readNpy(path, options);
+    case DataFormat::kNpz:
+      return detail::readNpz(path, options);
+    case DataFormat::kAuto:
+      break;
+  }
+  return Status(StatusCode::kInternal, path + ": no data format");
+}
+
+}  // namespace starling::data

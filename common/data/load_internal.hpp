@@ -1,0 +1,37 @@
+#pragma once
+// The readers behind loadData and the loaders.hpp functions (private to data/).
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "starling/data/dataset.hpp"
+#include "starling/data/load.hpp"
+#include "starling/data/loaders.hpp"
+#include "starling/util/status.hpp"
+
+namespace starling::data::detail {
+
+// How a CSV file is read; loadCsv and loadData both come down to this.
+struct CsvSpec {
+  char delimiter = ',';
+  std::optional<bool> header;  // nullopt: detect
+  // The label column: by header name when labelName is set, else labelIndex
+  // (0-based, negative from the end).
+  std::string labelName;
+  long labelIndex = -1;
+  TaskKind task = TaskKind::kClassification;
+  int numClasses = 0;
+};
+
+Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec);
+
+// LIBSVM with the task's label rules; for classification, options.labels applies.
+Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options, TaskKind task);
+
+// A .npy file: one 2-D array, label column per options.label (default the last).
+Result<Dataset> readNpy(const std::string& path, const DataOptions& options);
+// A .npz archive: a features array and a labels array.
+Result<Dataset> readNpz(const std::string& path, const DataOptions& options);
+
+}  // namespace starling::data::detail

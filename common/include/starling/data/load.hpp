@@ -1,0 +1,63 @@
+#pragma once
+// loadData: one entry point for a user's own data, whatever its format.
+//
+// A path names its format by its extension (detectFormat) unless DataOptions::format
+// says otherwise; the labels are checked against the task the model learns
+// (TaskKind): classes, a binary outcome or real values. The lower-level loaders of
+// loaders.hpp stay available for callers that want their options directly.
+//
+// Errors follow loaders.hpp: a Result whose message starts with the path and names the
+// place, "path:LINE: ..." for the text formats (lines count from 1, header included),
+// "path: array 'y' element 7: ..." or "path: row 3 column 2: ..." for NPY and NPZ.
+// Malformed input never yields a partly read Dataset.
+//
+// Stateless; any thread may call these.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "starling/data/dataset.hpp"
+#include "starling/data/task_kind.hpp"
+#include "starling/util/status.hpp"
+
+namespace starling::data {
+
+enum class DataFormat { kAuto, kCsv, kLibsvm, kIdx, kNpy, kNpz };
+
+// "auto", "csv", "libsvm", "idx", "npy" or "npz".
+std::string_view formatName(DataFormat format);
+// The names formatName returns, and "svm" for LIBSVM; nullopt for anything else.
+std::optional<DataFormat> parseDataFormat(std::string_view name);
+
+struct DataOptions {
+  // kAuto takes the format from the path (detectFormat).
+  DataFormat format = DataFormat::kAuto;
+  // CSV: the label column, by header name or 0-based index ("" = the last column).
+  // NPY: the 0-based column of the label ("" = the last column).
+  // NPZ: the name of the labels array ("" = "y", else "labels").
+  std::string label;
+  TaskKind task = TaskKind::kClassification;
+  // Classification: 0 infers the count as the largest class + 1; otherwise every class
+  // must be below it. Binary: 0 or 2. Regression: ignored.
+  int numClasses = 0;
+  // LIBSVM: 0 infers the number of features from the largest index.
+  std::size_t featureDim = 0;
+  // CSV: whether the first row names the columns; nullopt detects it (a first row with
+  // a field that is not a number is a header).
+  std::optional<bool> header;
+  // IDX directory: false reads the train split (train-*), true the test split (t10k-*).
+  bool test = false;
+};
+
+// The format a path names: a directory is IDX; *.csv CSV; *.libsvm, *.svm and
+// *.svmlight LIBSVM (the text formats also with a trailing .gz); *.npy NPY; *.npz NPZ.
+// kInvalidArgument for any other name, listing the known extensions.
+Result<DataFormat> detectFormat(const std::string& path);
+
+// Reads path in options.format (detected when kAuto) and checks its labels against
+// options.task. See docs/data.md, "Formats and options".
+Result<Dataset> loadData(const std::string& path, const DataOptions& options = {});
+
+}  // namespace starling::data

@@ -1,0 +1,248 @@
+#include "starling/data/load.hpp"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "temp_files.hpp"
+
+using namespace starling;
+using namespace starling::data;
+using starling::data::test::idxBytes;
+using starling::data::test::ramp;
+using starling::data::test::row;
+using starling::data::test::TempDir;
+
+namespace {
+
+// The error of loading contents as name; requires that it fails.
+Status refusal(const TempDir& dir, const std::string& name, const std::string& contents, const DataOptions& options) {
+  auto d = loadData(dir.write(name, contents), options);
+  REQUIRE_FALSE(d.isOk());
+  return d.status();
+}
+
+DataOptions task(TaskKind kind) {
+  DataOptions o;
+  o.task = kind;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("data formats have names and are detected from the path", "[load]") {
+  for (DataFormat f :
+       {DataFormat::kAuto, DataFormat::kCsv, DataFormat::kLibsvm, DataFormat::kIdx, DataFormat::kNpy, DataFormat::kNpz})
+    CHECK(parseDataFormat(formatName(f)) == f);
+  CHECK(parseDataFormat("svm") == DataFormat::kLibsvm);
+  CHECK(formatName(DataFormat::kNpz) == "npz");
+  CHECK_FALSE(parseDataFormat("parquet").has_value());
+
+  TempDir dir;
+  CHECK(*detectFormat(dir.file("")) == DataFormat::kIdx);
+  CHECK(*detectFormat("a/b.csv") == DataFormat::kCsv);
+  CHECK(*detectFormat("b.CSV.gz") == DataFormat::kCsv);
+  CHECK(*detectFormat("b.libsvm") == DataFormat::kLibsvm);
+  CHECK(*detectFormat("b.svm.gz") == DataFormat::kLibsvm);
+  CHECK(*detectFormat("b.svmlight") == DataFormat::kLibsvm);
+  CHECK(*detectFormat("b.npy") == DataFormat::kNpy);
+  CHECK(*detectFormat("b.npz") == DataFormat::kNpz);
+  auto unknown = detectFormat("data/train.parquet");
+  REQUIRE_FALSE(unknown.isOk());
+  CHECK(unknown.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(unknown.status().message(), Catch::StartsWith("data/train.parquet: "));
+  CHECK_THAT(unknown.status().message(),
+             Catch::Contains(".csv") && Catch::Contains(".npz") && Catch::Contains("--data-format"));
+  CHECK_FALSE(loadData("data/train.parquet").isOk());
+}
+
+TEST_CASE("CSV through loadData: quoting, headers and the label column", "[load][csv]") {
+  TempDir dir;
+  SECTION("quoted fields, a detected header, the label last by default") {
+    auto d = loadData(dir.write("a.csv", "\"x, one\",\"say \"\"y\"\"\",label\n\"1.5\", 2 ,1\n3,\"4\",0\n"));
+    REQUIRE(d.isOk());
+    CHECK(d->size() == 2);
+    CHECK(d->featureDim() == 2);
+    CHECK(d->numClasses() == 2);
+    CHECK(d->label(0) == 1);
+    CHECK(row(*d, 0) == std::vector<float>{1.5f, 2.0f});
+  }
+  SECTION("the label by header name") {
+    DataOptions o;
+    o.label = "y";
+    auto d = loadData(dir.write("b.csv", "a,y,b\n1,2,3\n4,0,6\n"), o);
+    REQUIRE(d.isOk());
+    CHECK(d->label(0) == 2);
+    CHECK(row(*d, 1) == std::vector<float>{4.0f, 6.0f});
+  }
+  SECTION("the label by index, without a header") {
+    DataOptions o;
+    o.label = "0";
+    auto d = loadData(dir.write("c.csv", "1,2,3\n0,5,6\n"), o);
+    REQUIRE(d.isOk());
+    CHECK(d->size() == 2);
+    CHECK(d->label(0) == 1);
+    CHECK(row(*d, 0) == std::vector<float>{2.0f, 3.0f});
+  }
+  SECTION("a forced header whose names are numbers") {
+    DataOptions o;
+    o.header = true;
+    auto d = loadData(dir.write("d.csv", "1,2,3\n4,5,1\n"), o);
+    REQUIRE(d.isOk());
+    CHECK(d->size() == 1);
+  }
+  SECTION("no header forced: a text first row is then a bad row") {
+    DataOptions o;
+    o.header = false;
+    Status s = refusal(dir, "e.csv", "a,b\n1,2\n", o);
+    CHECK_THAT(s.message(), Catch::Contains(":1: "));
+  }
+  SECTION("a delimiter inside quotes is part of the field") {
+    auto d = loadData(dir.write("f.csv", "\"1\",\"2\"\n"));
+    REQUIRE(d.isOk());
+    Status s = refusal(dir, "g.csv", "f,label\n\"1,5\",1\n", {});
+    CHECK_THAT(s.message(), Catch::Contains(":2: ") && Catch::Contains("'1,5'"));
+  }
+}
+
+TEST_CASE("CSV errors name the line, the column and the counts", "[load][csv]") {
+  TempDir dir;
+  Status s = refusal(dir, "a.csv", "age,city,label\n30,Paris,1\n", {});
+  CHECK(s.code() == StatusCode::kMalformed);
+  CHECK_THAT(s.message(), Catch::StartsWith(dir.file("a.csv") + ":2: "));
+  CHECK_THAT(s.message(), Catch::Contains("column 'city' is not numeric") && Catch::Contains("'Paris'") &&
+                              Catch::Contains("categorical columns are not supported yet"));
+
+  s = refusal(dir, "b.csv", "a,b,label\n1,2,3\n\n1,2\n", {});
+  CHECK_THAT(s.message(), Catch::StartsWith(dir.file("b.csv") + ":4: "));
+  CHECK_THAT(s.message(), Catch::Contains("expected 3 fields, found 2"));
+
+  s = refusal(dir, "c.csv", "a,label\n\"1,0\n", {});
+  CHECK_THAT(s.message(), Catch::Contains(":2: ") && Catch::Contains("newlines inside quotes are not supported"));
+
+  s = refusal(dir, "d.csv", "a,label\n\"1\"x,0\n", {});
+  CHECK_THAT(s.message(), Catch::Contains(":2: ") && Catch::Contains("closing quote"));
+
+  DataOptions o;
+  o.label = "target";
+  s = refusal(dir, "e.csv", "a,label\n1,0\n", o);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("'target'") && Catch::Contains("'label'"));
+
+  s = refusal(dir, "f.csv", "a,label\n1,0\ninf,1\n", {});
+  CHECK_THAT(s.message(), Catch::Contains(":3: ") && Catch::Contains("not a finite number"));
+
+  s = refusal(dir, "g.csv", "a,label\n1,0\nnan,1\n", {});
+  CHECK_THAT(s.message(), Catch::Contains(":3: ") && Catch::Contains("not a finite number"));
+}
+
+TEST_CASE("labels follow the task in the text formats", "[load][labels]") {
+  TempDir dir;
+  SECTION("classification: integral >= 0, numClasses bounds") {
+    auto d = loadData(dir.write("a.csv", "f,y\n1,3.0\n2,0\n"));
+    REQUIRE(d.isOk());
+    CHECK(d->numClasses() == 4);
+    CHECK(d->label(0) == 3);
+    CHECK_THAT(refusal(dir, "b.csv", "f,y\n1,0\n2,0.5\n", {}).message(),
+               Catch::Contains(":3: ") && Catch::Contains("label '0.5'"));
+    DataOptions o;
+    o.numClasses = 2;
+    CHECK_THAT(refusal(dir, "c.csv", "f,y\n1,0\n2,2\n", o).message(),
+               Catch::Contains(":3: ") && Catch::Contains("not below numClasses 2"));
+  }
+  SECTION("binary: 0/1 and -1/+1 map to classes 0 and 1") {
+    auto d = loadData(dir.write("a.csv", "f,y\n1,-1\n2,+1\n3,1.0\n"), task(TaskKind::kBinary));
+    REQUIRE(d.isOk());
+    CHECK(d->numClasses() == 2);
+    CHECK(std::vector<int32_t>(d->labels().begin(), d->labels().end()) == std::vector<int32_t>{0, 1, 1});
+    d = loadData(dir.write("b.csv", "f,y\n1,0\n2,1\n"), task(TaskKind::kBinary));
+    REQUIRE(d.isOk());
+    CHECK(d->label(0) == 0);
+    CHECK_THAT(refusal(dir, "c.csv", "f,y\n1,0\n2,2\n", task(TaskKind::kBinary)).message(),
+               Catch::Contains(":3: ") && Catch::Contains("label '2'") && Catch::Contains("binary"));
+    CHECK_THAT(refusal(dir, "d.csv", "f,y\n1,0\n2,1\n3,-1\n", task(TaskKind::kBinary)).message(),
+               Catch::Contains(":4: ") && Catch::Contains("mixes"));
+    DataOptions o = task(TaskKind::kBinary);
+    o.numClasses = 3;
+    CHECK(refusal(dir, "e.csv", "f,y\n1,0\n", o).code() == StatusCode::kInvalidArgument);
+  }
+  SECTION("regression: real targets") {
+    auto d = loadData(dir.write("a.csv", "f,y\n1,2.5\n2,-0.125\n"), task(TaskKind::kRegression));
+    REQUIRE(d.isOk());
+    CHECK(d->isRegression());
+    CHECK(d->numClasses() == 1);
+    CHECK(d->target(0) == 2.5f);
+    CHECK(d->target(1) == -0.125f);
+    CHECK_THAT(refusal(dir, "b.csv", "f,y\n1,2\n2,nan\n", task(TaskKind::kRegression)).message(),
+               Catch::Contains(":3: ") && Catch::Contains("label 'nan'"));
+  }
+  SECTION("LIBSVM: binary -1/+1 and 0/1, regression reals, dense as before") {
+    auto d = loadData(dir.write("a.svm", "-1 1:0.5\n+1 3:2 # comment\n"), task(TaskKind::kBinary));
+    REQUIRE(d.isOk());
+    CHECK(d->featureDim() == 3);
+    CHECK(d->label(0) == 0);
+    CHECK(d->label(1) == 1);
+    CHECK(row(*d, 1) == std::vector<float>{0.0f, 0.0f, 2.0f});
+    d = loadData(dir.write("b.libsvm", "0 1:1\n1 2:1\n"), task(TaskKind::kBinary));
+    REQUIRE(d.isOk());
+    CHECK(d->label(1) == 1);
+    CHECK_THAT(refusal(dir, "c.svm", "1 1:1\n2 1:1\n", task(TaskKind::kBinary)).message(),
+               Catch::Contains(":2: ") && Catch::Contains("label '2'"));
+    d = loadData(dir.write("d.svm", "0.75 1:1\n-3.5 2:1\n"), task(TaskKind::kRegression));
+    REQUIRE(d.isOk());
+    CHECK(d->isRegression());
+    CHECK(d->target(1) == -3.5f);
+    // Classification keeps LibsvmLabels::kAuto: 1-based labels without a 0.
+    d = loadData(dir.write("e.svm", "1 1:1\n3 1:1\n"));
+    REQUIRE(d.isOk());
+    CHECK(d->numClasses() == 3);
+    CHECK(d->label(1) == 2);
+    DataOptions o;
+    o.featureDim = 2;
+    CHECK_THAT(refusal(dir, "f.svm", "1 3:1\n", o).message(), Catch::Contains("exceeds featureDim 2"));
+    CHECK_THAT(refusal(dir, "g.svm", "1 1:1 2000000000:1\n", {}).message(), Catch::Contains("over the limit"));
+  }
+}
+
+TEST_CASE("an IDX directory loads the Fashion-MNIST layout for classification only", "[load][idx]") {
+  TempDir dir;
+  dir.write("train-images-idx3-ubyte", idxBytes({2, 28, 28}, ramp(2 * 784)));
+  dir.write("train-labels-idx1-ubyte", idxBytes({2}, {3, 9}));
+  dir.writeGzip("t10k-images-idx3-ubyte.gz", idxBytes({1, 28, 28}, ramp(784)));
+  dir.writeGzip("t10k-labels-idx1-ubyte.gz", idxBytes({1}, {4}));
+  const std::string path = dir.file("");
+  auto train = loadData(path);
+  REQUIRE(train.isOk());
+  CHECK(train->size() == 2);
+  CHECK(train->numClasses() == 10);
+  CHECK(train->label(1) == 9);
+  DataOptions o;
+  o.test = true;
+  auto test = loadData(path, o);
+  REQUIRE(test.isOk());
+  CHECK(test->size() == 1);
+  CHECK(test->label(0) == 4);
+
+  auto binary = loadData(path, task(TaskKind::kBinary));
+  REQUIRE_FALSE(binary.isOk());
+  CHECK(binary.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(binary.status().message(), Catch::Contains("binary"));
+  o = {};
+  o.format = DataFormat::kIdx;
+  auto notDir = loadData(dir.write("x.csv", "1,2\n"), o);
+  REQUIRE_FALSE(notDir.isOk());
+  CHECK_THAT(notDir.status().message(), Catch::Contains("not a directory"));
+}
+
+TEST_CASE("--data-format overrides the extension", "[load]") {
+  TempDir dir;
+  DataOptions o;
+  o.format = DataFormat::kCsv;
+  auto d = loadData(dir.write("train.txt", "1,0\n2,1\n"), o);
+  REQUIRE(d.isOk());
+  CHECK(d->size() == 2);
+  o.format = DataFormat::kLibsvm;
+  d = loadData(dir.write("train.data", "1 1:2\n"), o);
+  REQUIRE(d.isOk());
+  CHECK(d->featureDim() == 1);
+}

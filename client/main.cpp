@@ -1,7 +1,9 @@
 // starling-client: the Starling client for a device.
 //
-//   starling-client --coordinator HOST:PORT --certs DIR --id client-<i> --data DIR [--shard I/N]
-//       joins the federation and trains on its data until the coordinator says done;
+//   starling-client --coordinator HOST:PORT --certs DIR --id client-<i> --data PATH [--shard I/N]
+//                   [--data-format F] [--label COLUMN] [--task classification|binary|regression]
+//       joins the federation and trains on its data (a CSV, LIBSVM or NumPy file, or an
+//       IDX directory) until the coordinator says done;
 //   without --data it only checks that it can join (Hello, Welcome, Bye).
 
 #include <malloc.h>
@@ -20,6 +22,7 @@
 #include "starling/client/participant.hpp"
 #include "starling/client/protocol_client.hpp"
 #include "starling/data/idx_select.hpp"
+#include "starling/data/load.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/data/partition.hpp"
 #include "starling/util/log.hpp"
@@ -41,9 +44,46 @@ void lowerThisThreadsPriority() {
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
 }
 
-// This client's examples: all of the training set, or shard I of N. A shard is cut
-// from the labels alone and then only its images are kept while the file is read, so
-// a device never holds the whole training set (47 MB) to train on a tenth of it.
+// Shard I of N, "I/N", or nullopt for all of it.
+Result<std::optional<std::pair<unsigned, unsigned>>> parseShard(const std::string& shardSpec) {
+  if (shardSpec.empty()) return std::optional<std::pair<unsigned, unsigned>>();
+  unsigned index = 0, count = 0;
+  char slash = 0;
+  std::istringstream in(shardSpec);
+  if (!(in >> index >> slash >> count) || slash != '/' || count == 0 || index >= count || !in.eof())
+    return Status(StatusCode::kInvalidArgument, "--shard must be I/N with 0 <= I < N, not '" + shardSpec + "'");
+  return std::optional<std::pair<unsigned, unsigned>>(std::pair{index, count});
+}
+
+// The examples of a data file (CSV, LIBSVM, NPY, NPZ): read whole before joining,
+// then shard I of N of them kept.
+Result<client::DeferredData> planFile(const std::string& path, const data::DataOptions& dataOptions,
+                                      const std::string& shardSpec, const std::string& partition, uint64_t seed) {
+  auto shard = parseShard(shardSpec);
+  if (!shard) return shard.status();
+  auto all = data::loadData(path, dataOptions);
+  if (!all) return all.status();
+  std::shared_ptr<data::Dataset> mine;
+  if (!*shard) {
+    mine = std::make_shared<data::Dataset>(std::move(*all));
+  } else {
+    if (all->isRegression() && partition != "iid")
+      return Status(StatusCode::kInvalidArgument,
+                    "--partition '" + partition + "' cuts by class; a regression task's shards take iid");
+    auto parts = data::partitionBySpec(all->labels(), (*shard)->second, partition, seed);
+    if (!parts) return parts.status().withContext("--partition");
+    mine = std::make_shared<data::Dataset>(all->subset((*parts)[(*shard)->first]));
+  }
+  client::DeferredData out;
+  out.numExamples = mine->size();
+  out.load = [mine]() -> Result<data::Dataset> { return std::move(*mine); };
+  return out;
+}
+
+// This client's examples from a Fashion-MNIST IDX directory: all of the training set,
+// or shard I of N. A shard is cut from the labels alone and then only its images are
+// kept while the file is read, so a device never holds the whole training set (47 MB)
+// to train on a tenth of it.
 //
 // The labels (60 kB) are read before joining, which gives the number of examples for
 // Hello; the images (26 MB of gzip to inflate) load after joining, in load().
@@ -64,13 +104,11 @@ Result<client::DeferredData> planShard(const std::string& dir, const std::string
     };
     return out;
   }
-  unsigned index = 0, count = 0;
-  char slash = 0;
-  std::istringstream in(shardSpec);
-  if (!(in >> index >> slash >> count) || slash != '/' || count == 0 || index >= count || !in.eof())
-    return Status(StatusCode::kInvalidArgument, "--shard must be I/N with 0 <= I < N, not '" + shardSpec + "'");
-  auto parts = data::partitionBySpec(*labels, count, partition, seed);
+  auto shard = parseShard(shardSpec);
+  if (!shard) return shard.status();
+  auto parts = data::partitionBySpec(*labels, (**shard).second, partition, seed);
   if (!parts) return parts.status().withContext("--partition");
+  const unsigned index = (**shard).first;
   out.numExamples = (*parts)[index].size();
   out.load = [dir, rows = std::move((*parts)[index])] {
     lowerThisThreadsPriority();
@@ -108,7 +146,16 @@ int main(int argc, char** argv) {
   std::string partition = "iid";
   uint64_t partitionSeed = 1;
   uint64_t seed = 0;
-  app.add_option("--data", dataDir, "Fashion-MNIST directory (IDX files) to train on; without it, only join and leave");
+  std::string dataFormat = "auto", label, task = "classification";
+  app.add_option("--data", dataDir,
+                 "training data: a CSV, LIBSVM (.libsvm/.svm), NumPy (.npy/.npz) file or an IDX directory; "
+                 "without it, only join and leave");
+  app.add_option("--data-format", dataFormat, "auto (from the file name), csv, libsvm, npy, npz or idx");
+  app.add_option("--label", label,
+                 "CSV: the label column, by header name or 0-based index (default: the last); NPZ: the labels "
+                 "array (default y)");
+  app.add_option("--task", task,
+                 "classification, binary or regression: how the labels are read (must match the coordinator's task)");
   app.add_option("--shard", shardSpec, "train on shard I of N of the training set, as I/N (default: all of it)");
   app.add_option("--partition", partition, "how shards are cut: iid, dirichlet:ALPHA or classes:K");
   app.add_option("--partition-seed", partitionSeed, "seed of the partition (the same on every client)");
@@ -155,10 +202,26 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  auto shard = planShard(dataDir, shardSpec, partition, partitionSeed);
+  data::DataOptions dataOptions;
+  const auto format = data::parseDataFormat(dataFormat);
+  if (!format) return fail("--data-format: unknown format '" + dataFormat + "' (auto, csv, libsvm, npy, npz or idx)");
+  dataOptions.format = *format;
+  const auto taskKind = data::parseTaskKind(task);
+  if (!taskKind) return fail("--task: unknown task '" + task + "' (classification, binary or regression)");
+  dataOptions.task = *taskKind;
+  dataOptions.label = label;
+  auto detected = dataOptions.format == data::DataFormat::kAuto ? data::detectFormat(dataDir)
+                                                                : Result<data::DataFormat>(dataOptions.format);
+  if (!detected) return fail(detected.status().message());
+  const bool idx = *detected == data::DataFormat::kIdx;
+  if (idx && *taskKind != data::TaskKind::kClassification)
+    return fail("--data " + dataDir + ": an IDX directory holds classes; --task " + task + " needs another format");
+  auto shard = idx ? planShard(dataDir, shardSpec, partition, partitionSeed)
+                   : planFile(dataDir, dataOptions, shardSpec, partition, partitionSeed);
   if (!shard) return fail(shard.status().message());
-  (*log)->info("training data: {} examples from {}{}, loading after joining", shard->numExamples, dataDir,
-               shardSpec.empty() ? "" : " (shard " + shardSpec + ", " + partition + ")");
+  (*log)->info("training data: {} examples from {}{}{}", shard->numExamples, dataDir,
+               shardSpec.empty() ? "" : " (shard " + shardSpec + ", " + partition + ")",
+               idx ? ", loading after joining" : "");
   client::ParticipantOptions options;
   options.coordinator = *endpoint;
   options.id = id;

@@ -68,6 +68,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.name", t.name, "task name (a database holds one task)");
   bind("task.model", t.model, "model every client builds: mlp:784-200-200-10, cnn:...");
   bind("task.init-seed", t.initSeed, "seed of the initial model");
+  bind("task.task", t.kind, "what the model learns: classification, binary or regression");
+  bind("task.huber-delta", t.huberDelta, "regression: Huber loss with this delta (0 = squared error)");
   bind("task.rounds", e.rounds, "committed rounds to train");
   bind("task.clients-per-round", e.clientsPerRound, "updates that close a round (K)");
   bind("task.over-selection", e.overSelection, "assign to ceil(K x this) clients");
@@ -150,7 +152,13 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "clients scale their memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");
   bind("compression.downlink-error-cap", e.downlinkErrorCap,
        "the coordinator scales its memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");
-  bind("eval.test-data", t.testData, "Fashion-MNIST directory to evaluate on (empty = none)");
+  bind("eval.test-data", t.testData,
+       "data to evaluate on: a CSV, LIBSVM (.libsvm/.svm), NumPy (.npy/.npz) file or an IDX directory (empty = none)");
+  bind("eval.data-format", t.dataFormat,
+       "format of the evaluation data: auto (from the name), csv, libsvm, npy, npz, idx");
+  bind("eval.label", t.label,
+       "label of the evaluation data: CSV column by header name or 0-based index (default the last), NPZ array "
+       "(default y)");
   bind("eval.eval-every", t.evalEvery, "evaluate every N committed rounds");
   bind("output.model-file", t.modelOut, "file the final model is saved to (empty = none)");
   bind("server.listen", c.listen, "address to listen on, HOST:PORT");

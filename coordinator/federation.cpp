@@ -128,7 +128,7 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
 
   f->required_ = requiredCapabilities(f->engine_->config(), f->task_);
   if (!f->task_.testData.empty()) {
-    auto test = data::loadFashionMnistSplit(f->task_.testData, data::FashionMnistSplit::kTest);
+    auto test = data::loadData(f->task_.testData, dataOptions(f->task_, true));
     if (!test) return test.status().withContext("evaluation data");
     f->testSet_.emplace(std::move(*test));
   }

@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "starling/compression/precision.hpp"
+#include "starling/data/load.hpp"
+#include "starling/data/task_kind.hpp"
 #include "starling/wire/capabilities.hpp"
 
 namespace starling::coordinator {
@@ -30,9 +32,23 @@ Status validateTask(const EngineConfig& e, const TaskConfig& task) {
   if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");
   if (!(e.downlinkDensity > 0 && e.downlinkDensity <= 1)) return bad("downlink-density must be in (0, 1]");
   if (task.batchSize < 1) return bad("batch-size must be at least 1");
+  if (!data::parseTaskKind(task.kind))
+    return bad("task '" + task.kind + "' is not one of classification, binary, regression");
+  if (!data::parseDataFormat(task.dataFormat))
+    return bad("data-format '" + task.dataFormat + "' is not one of auto, csv, libsvm, npy, npz, idx");
+  if (!(task.huberDelta >= 0)) return bad("huber-delta must be at least 0 (0 = squared error)");
   if (!(task.uplinkMemoryDecay >= 0 && task.uplinkMemoryDecay <= 1))
     return bad("uplink-memory-decay must be in [0, 1] (1 = off)");
   return Status::ok();
+}
+
+data::DataOptions dataOptions(const TaskConfig& task, bool test) {
+  data::DataOptions o;
+  o.format = data::parseDataFormat(task.dataFormat).value_or(data::DataFormat::kAuto);
+  o.task = data::parseTaskKind(task.kind).value_or(data::TaskKind::kClassification);
+  o.label = task.label;
+  o.test = test;
+  return o;
 }
 
 std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskConfig& t) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "starling/data/idx_select.hpp"
+#include "starling/data/load.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/data/partition.hpp"
 #include "starling/model/model.hpp"
@@ -27,6 +28,43 @@ Result<data::Dataset> loadSample(const std::string& dir, data::FashionMnistSplit
   const std::size_t pieces = labels->size() / want;
   auto parts = data::partitionIid(*labels, pieces, seed);
   return data::loadFashionMnistSubset(dir, split, parts[0]);
+}
+
+// A seeded sample of `want` examples of a data set (all of it when want is 0 or more
+// than it holds).
+data::Dataset sampleOf(data::Dataset all, uint32_t want, uint64_t seed) {
+  if (want == 0 || want >= all.size()) return all;
+  const auto parts = data::partitionIid(all.labels(), all.size() / want, seed);
+  return all.subset(parts[0]);
+}
+
+// The training and test sets of a data file (CSV, LIBSVM, NPY, NPZ): the test set from
+// sim.test-data, or, without it, a seeded fifth of the file held out.
+Result<std::pair<data::Dataset, data::Dataset>> loadFiles(const SimSettings& s, const data::DataOptions& options) {
+  auto all = data::loadData(s.data, options);
+  if (!all) return all.status().withContext("sim.data");
+  data::Dataset train, test;
+  if (!s.testData.empty()) {
+    auto t = data::loadData(s.testData, options);
+    if (!t) return t.status().withContext("sim.test-data");
+    if (t->featureDim() != all->featureDim())
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("sim.test-data has {} features, sim.data {}", t->featureDim(), all->featureDim()));
+    train = std::move(*all);
+    test = std::move(*t);
+  } else {
+    if (all->size() < 5)
+      return Status(StatusCode::kInvalidArgument, s.data + ": too few examples to hold out a test fifth");
+    const auto parts = data::partitionIid(all->labels(), 5, s.seed ^ 0x7e57ull);
+    std::vector<uint32_t> rest;
+    for (std::size_t p = 1; p < parts.size(); ++p)
+      rest.insert(rest.end(), parts[p].begin(), parts[p].end());
+    std::sort(rest.begin(), rest.end());
+    test = all->subset(parts[0]);
+    train = all->subset(rest);
+  }
+  return std::pair{sampleOf(std::move(train), s.trainExamples, s.seed),
+                   sampleOf(std::move(test), s.testExamples, s.seed + 1)};
 }
 
 Result<std::vector<double>> readTrace(const std::string& path) {
@@ -139,7 +177,7 @@ double computeSeconds(double flopsPerExample, uint64_t trainedExamples, uint64_t
   return flopsPerExample * (3.0 * double(trainedExamples) + double(forwardOnlyExamples)) / flopsPerSecond;
 }
 
-Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec) {
+Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, const data::DataOptions& options) {
   auto bad = [](const std::string& why) { return Status(StatusCode::kInvalidArgument, why); };
   if (s.clients == 0) return bad("sim.clients must be at least 1");
   if (!(s.deviceGflops > 0)) return bad("sim.device-gflops must be positive");
@@ -156,13 +194,34 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec) 
 
   Fleet f;
   f.settings_ = s;
-  const std::string dir = s.data.empty() ? data::defaultFashionMnistDir() : s.data;
-  auto train = loadSample(dir, data::FashionMnistSplit::kTrain, s.trainExamples, s.seed);
-  if (!train) return train.status().withContext("training data");
-  auto test = loadSample(dir, data::FashionMnistSplit::kTest, s.testExamples, s.seed + 1);
-  if (!test) return test.status().withContext("test data");
-  f.train_ = std::move(*train);
-  f.test_ = std::move(*test);
+  const std::string path = s.data.empty() ? data::defaultFashionMnistDir() : s.data;
+  auto format =
+      options.format == data::DataFormat::kAuto ? data::detectFormat(path) : Result<data::DataFormat>(options.format);
+  if (!format) return format.status().withContext("sim.data");
+  if (*format == data::DataFormat::kIdx) {
+    // An IDX directory (Fashion-MNIST's layout): its train and t10k splits, sampled
+    // without holding the rest.
+    if (options.task != data::TaskKind::kClassification)
+      return Status(StatusCode::kInvalidArgument, "sim.data " + path + ": an IDX directory holds classes, not a " +
+                                                      std::string(data::taskKindName(options.task)) + " task");
+    auto train = loadSample(path, data::FashionMnistSplit::kTrain, s.trainExamples, s.seed);
+    if (!train) return train.status().withContext("training data");
+    auto test =
+        loadSample(s.testData.empty() ? path : s.testData, data::FashionMnistSplit::kTest, s.testExamples, s.seed + 1);
+    if (!test) return test.status().withContext("test data");
+    f.train_ = std::move(*train);
+    f.test_ = std::move(*test);
+  } else {
+    SimSettings withPath = s;
+    withPath.data = path;
+    auto sets = loadFiles(withPath, options);
+    if (!sets) return sets.status();
+    f.train_ = std::move(sets->first);
+    f.test_ = std::move(sets->second);
+  }
+  if (f.train_.isRegression() && s.partition != "iid")
+    return Status(StatusCode::kInvalidArgument,
+                  "sim.partition '" + s.partition + "' cuts by class; a regression task's clients take iid");
 
   auto model = model::Model::fromSpec(modelSpec);
   if (!model) return model.status().withContext("model spec");

@@ -65,12 +65,20 @@ int main(int argc, char** argv) {
     }
     strategies = std::move(chosen);
   }
-  // Every strategy trains the same model on the same fleet.
-  for (const auto& s : strategies)
-    if (s.task.model != strategies.front().task.model)
-      return fail("strategies '" + strategies.front().name + "' and '" + s.name + "' train different models");
+  // Every strategy trains the same model on the same fleet, with the same data.
+  for (const auto& s : strategies) {
+    const auto& first = strategies.front();
+    if (s.task.model != first.task.model)
+      return fail("strategies '" + first.name + "' and '" + s.name + "' train different models");
+    if (s.task.kind != first.task.kind || s.task.dataFormat != first.task.dataFormat ||
+        s.task.label != first.task.label || s.task.testData != first.task.testData)
+      return fail("strategies '" + first.name + "' and '" + s.name +
+                  "' read the data differently (task, format, label)");
+  }
 
-  auto fleet = sim::Fleet::create(settings, strategies.front().task.model);
+  settings.testData = strategies.front().task.testData;
+  auto fleet = sim::Fleet::create(settings, strategies.front().task.model,
+                                  coordinator::dataOptions(strategies.front().task, false));
   if (!fleet) return fail(fleet.status().message());
   std::error_code ec;
   std::filesystem::create_directories(outDir, ec);

@@ -41,15 +41,23 @@
 
 #include "starling/coordinator/task.hpp"
 #include "starling/data/dataset.hpp"
+#include "starling/data/load.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::sim {
 
 // The fleet and the run, the [sim] section of a config (docs/simulation.md).
 struct SimSettings {
-  uint32_t clients = 100;                        // N virtual clients
-  std::string partition = "dirichlet:0.5";       // iid, dirichlet:ALPHA, classes:K
-  std::string data;                              // Fashion-MNIST directory ("" = the Debian package's)
+  uint32_t clients = 100;                   // N virtual clients
+  std::string partition = "dirichlet:0.5";  // iid, dirichlet:ALPHA, classes:K
+  // Training data: a CSV, LIBSVM, NPY or NPZ file, or an IDX directory ("" = Debian's
+  // Fashion-MNIST); read with the task's data format, label and kind (eval.data-format,
+  // eval.label, task.task).
+  std::string data;
+  // Test data, in the same format (starling-sim takes it from eval.test-data, as the
+  // daemon evaluates on it); "" = an IDX directory's test split, or a seeded fifth of a
+  // data file held out.
+  std::string testData;
   uint32_t trainExamples = 0;                    // a seeded sample of the training set (0 = all 60,000)
   uint32_t testExamples = 0;                     // a seeded sample of the test set (0 = all 10,000)
   uint64_t seed = 1;                             // partition, speeds, dropouts
@@ -148,7 +156,8 @@ struct StrategyResult {
 class Fleet {
  public:
   // Loads the data and builds the clients. The model spec fixes the cost model.
-  static Result<Fleet> create(const SimSettings& settings, const std::string& modelSpec);
+  static Result<Fleet> create(const SimSettings& settings, const std::string& modelSpec,
+                              const data::DataOptions& dataOptions = {});
 
   struct Client {
     std::vector<uint32_t> examples;  // indices into train()

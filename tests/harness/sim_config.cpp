@@ -11,7 +11,10 @@ namespace starling::sim {
 void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.clients", s.clients, "virtual clients in the fleet");
   b.bind("sim.partition", s.partition, "how the training set is split: iid, dirichlet:ALPHA, classes:K");
-  b.bind("sim.data", s.data, "Fashion-MNIST directory (empty = the Debian package's)");
+  b.bind("sim.data", s.data,
+         "training data: a CSV, LIBSVM, NumPy (.npy/.npz) file or an IDX directory (empty = Debian's Fashion-MNIST); "
+         "format and label as eval.data-format and eval.label; test data from eval.test-data (empty = the IDX "
+         "directory's test split, or a seeded fifth of the data file held out)");
   b.bind("sim.train-examples", s.trainExamples, "use a seeded sample of this many training examples (0 = all)");
   b.bind("sim.test-examples", s.testExamples, "evaluate on a seeded sample of this many test examples (0 = all)");
   b.bind("sim.fleet-seed", s.seed, "seed of the partition, device speeds and dropouts");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "starling/coordinator/round_engine.hpp"
+#include "starling/data/load.hpp"
 #include "starling/util/status.hpp"
 #include "starling/wire/messages.hpp"
 
@@ -28,18 +29,27 @@ struct TaskConfig {
   // a row (0 = never). Off by default: both drop mass.
   float uplinkMemoryDecay = 1.0f;
   uint32_t uplinkMemoryResetAfter = 0;
-  float proxMu = 0.0f;            // FedProx: clients add mu/2 ||x - xhat||^2 to their local objective
-  bool prioritySampling = false;  // clients sample by priority (adaptive)
-  uint32_t heartbeatMs = 30'000;  // Welcome's: a quiet connection gets a heartbeat this often (the daemon's
-                                  // [server] heartbeat-ms)
-  std::string testData;           // Fashion-MNIST directory for evaluation ("" = none)
-  uint32_t evalEvery = 1;         // evaluate every N committed rounds
-  std::string modelOut;           // where the final model is saved ("" = nowhere)
+  float proxMu = 0.0f;                  // FedProx: clients add mu/2 ||x - xhat||^2 to their local objective
+  bool prioritySampling = false;        // clients sample by priority (adaptive)
+  uint32_t heartbeatMs = 30'000;        // Welcome's: a quiet connection gets a heartbeat this often (the daemon's
+                                        // [server] heartbeat-ms)
+  std::string kind = "classification";  // classification, binary or regression (data/task_kind.hpp)
+  float huberDelta = 0;                 // regression: Huber loss with this delta (0 = squared error)
+  std::string testData;                 // evaluation data: a file (CSV, LIBSVM, NPY, NPZ) or IDX directory ("" = none)
+  std::string dataFormat = "auto";      // its format (data/load.hpp; auto = from the name)
+  std::string label;                    // its label column (CSV) or array (NPZ); "" = the default
+  uint32_t evalEvery = 1;               // evaluate every N committed rounds
+  std::string modelOut;                 // where the final model is saved ("" = nowhere)
 };
 
 // Checks values no single setting can (e.g. tau-min <= tau <= tau-max); the message
 // names the setting by its file key's last part.
 Status validateTask(const EngineConfig& engine, const TaskConfig& task);
+
+// How the task's data is read (its format, label and task kind) for evaluation
+// (test = true: an IDX directory's test split) or training. The task must have passed
+// validateTask.
+data::DataOptions dataOptions(const TaskConfig& task, bool test);
 
 // The capabilities (starling/wire/capabilities.hpp) a client must list in Hello to
 // take part in this task: the formats it will be sent and the features it is asked

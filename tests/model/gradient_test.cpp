@@ -14,7 +14,7 @@ namespace {
 
 struct Batch {
   std::vector<float> x;
-  std::vector<int32_t> y;
+  std::vector<float> y;
   std::vector<float> w;
 };
 
@@ -28,7 +28,7 @@ Batch randomBatch(const Model& m, int n, uint64_t seed) {
   for (float& v : b.x)
     v = g(rng);
   for (int i = 0; i < n; ++i) {
-    b.y.push_back(label(rng));
+    b.y.push_back(static_cast<float>(label(rng)));
     b.w.push_back(weight(rng));
   }
   return b;
@@ -176,7 +176,7 @@ TEST_CASE("backwardRows equals a forward and backward pass over the drawn rows",
   const std::vector<uint32_t> rows = {1, 3, 5};
   const std::vector<float> summed = {1.5f, 2.0f, 0.5f + 0.7f};
   std::vector<float> rowX;
-  std::vector<int32_t> rowY;
+  std::vector<float> rowY;
   for (uint32_t r : rows) {
     rowX.insert(rowX.end(), candidates.x.data() + r * d, candidates.x.data() + (r + 1) * d);
     rowY.push_back(candidates.y[r]);

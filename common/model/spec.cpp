@@ -354,7 +354,14 @@ Result<std::string> resolveSpec(std::string_view spec, data::TaskKind task, std:
   full += suffix;
 
   Result<detail::Network> net = detail::parseSpec(full);
-  if (!net) return net.status();
+  if (!net) {
+    // A body whose outputs do not suit the task's head: report the outputs against the
+    // task rather than the head's own complaint (parse it with a head that fits it).
+    Result<detail::Network> shape = detail::parseSpec(std::string(body) + "/mse");
+    if (!shape) shape = detail::parseSpec(body);
+    if (!shape || (shape->input.size() == inputDim && shape->classes == outputs)) return net.status();
+    net = std::move(shape);
+  }
   if (net->input.size() != inputDim)
     return bad(spec, "takes " + std::to_string(net->input.size()) + " inputs but the data has " + in +
                          " features per example");

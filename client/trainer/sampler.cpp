@@ -6,20 +6,6 @@
 #include <cmath>
 
 namespace starling::client {
-namespace {
-
-// ||p - onehot(label)|| of one row of softmax outputs.
-float scoreRow(const float* p, int classes, int32_t label) {
-  float s = 0.0f;
-  for (int c = 0; c < classes; ++c) {
-    const float d = p[c] - (c == label ? 1.0f : 0.0f);
-    s += d * d;
-  }
-  return std::sqrt(s);
-}
-
-}  // namespace
-
 Sampler::Sampler(const data::Dataset& dataset, SamplerOptions options, uint64_t seed)
     : dataset_(&dataset), options_(options), rng_(seed), table_(dataset.size(), 0.0f), scoredAt_(dataset.size(), 0) {
   options_.candidateFactor = std::max(1, options_.candidateFactor);
@@ -42,10 +28,9 @@ Status Sampler::rebind(const data::Dataset& dataset) {
 void Sampler::releaseWorkspaces() {
   for (auto* v : {&drawn_, &rows_, &candidates_, &toScore_, &scoreRows_, &idx_})
     std::vector<uint32_t>().swap(*v);
-  for (auto* v : {&drawnWeight_, &rowX_, &rowW_, &candidateX_, &scores_, &x_, &w_})
+  for (auto* v : {&drawnWeight_, &rowX_, &rowW_, &candidateX_, &scores_, &x_, &w_, &rowY_, &candidateLabels_, &y_})
     std::vector<float>().swap(*v);
-  for (auto* v : {&rowOf_, &rowY_, &candidateLabels_, &y_})
-    std::vector<int32_t>().swap(*v);
+  std::vector<int32_t>().swap(rowOf_);
   std::vector<double>().swap(cumulative_);
 }
 
@@ -144,7 +129,7 @@ Minibatch Sampler::uniform(int b) {
   std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(dataset_->size() - 1));
   for (int i = 0; i < b; ++i) {
     idx_[i] = pick(rng_);
-    y_[i] = dataset_->label(idx_[i]);
+    y_[i] = model::labelValue(*dataset_, idx_[i]);
     w_[i] = 1.0f;
   }
   dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
@@ -162,7 +147,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
   for (int j = 0; j < big; ++j) {
     const uint32_t c = pick(rng_);
     candidates_[j] = c;
-    candidateLabels_[j] = dataset_->label(c);
+    candidateLabels_[j] = model::labelValue(*dataset_, c);
     const bool known = options_.maxScoreAge > 0 && table_[c] > 0.0f &&
                        step_ - scoredAt_[c] <= static_cast<uint64_t>(options_.maxScoreAge);
     if (known) {
@@ -183,7 +168,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
     const int classes = model.numClasses();
     for (std::size_t k = 0; k < fresh; ++k) {
       const int j = static_cast<int>(toScore_[k]);
-      scores_[j] = scoreRow(probs.data() + k * classes, classes, candidateLabels_[j]);
+      scores_[j] = model.outputGradientNorm(probs.data() + k * classes, candidateLabels_[j]);
       table_[candidates_[j]] = scores_[j];
       scoredAt_[candidates_[j]] = step_;
     }
@@ -253,7 +238,8 @@ Minibatch Sampler::priority(model::Model& model, int b) {
   return mb;
 }
 
-void Sampler::observe(std::span<const float> probabilities, int classes) {
+void Sampler::observe(std::span<const float> probabilities, const model::Model& model) {
+  const int classes = model.numClasses();
   if (options_.proposal == Proposal::kTable && (lastUniform_ || lastTable_) &&
       options_.mode != SamplingMode::kUniform) {
     const std::size_t b = probabilities.size() / static_cast<std::size_t>(classes);
@@ -262,7 +248,7 @@ void Sampler::observe(std::span<const float> probabilities, int classes) {
     double sum = 0.0;
     double sumSq = 0.0;
     for (std::size_t i = 0; i < b; ++i) {
-      const float s = scoreRow(probabilities.data() + i * classes, classes, y_[i]);
+      const float s = model.outputGradientNorm(probabilities.data() + i * classes, y_[i]);
       setKey(idx_[i], s, step_ - 1);
       weights += w_[i];
       sum += static_cast<double>(w_[i]) * s;
@@ -286,7 +272,7 @@ void Sampler::observe(std::span<const float> probabilities, int classes) {
   const std::size_t b = probabilities.size() / static_cast<std::size_t>(classes);
   assert(b <= idx_.size());
   for (std::size_t i = 0; i < b; ++i) {
-    scores_[i] = scoreRow(probabilities.data() + i * classes, classes, y_[i]);
+    scores_[i] = model.outputGradientNorm(probabilities.data() + i * classes, y_[i]);
     table_[idx_[i]] = scores_[i];
     scoredAt_[idx_[i]] = step_ - 1;  // scored at the step that just ran
   }
@@ -385,7 +371,7 @@ Minibatch Sampler::fromTable(int b) {
     }
     const double p = (total > 0.0 ? (1.0 - lambda) * mass(i) / total : 0.0) + lambda / static_cast<double>(n);
     idx_[j] = i;
-    y_[j] = dataset_->label(i);
+    y_[j] = model::labelValue(*dataset_, i);
     w_[j] = static_cast<float>(1.0 / (static_cast<double>(n) * p));
   }
   // The scouts: rows b.. of the same buffers, forwarded with the minibatch only to
@@ -405,7 +391,7 @@ Minibatch Sampler::fromTable(int b) {
       i = pick(rng_);
     }
     idx_[b + k] = i;
-    y_[b + k] = dataset_->label(i);
+    y_[b + k] = model::labelValue(*dataset_, i);
     w_[b + k] = 0.0f;
   }
   const std::size_t rows = static_cast<std::size_t>(b + scouts);
@@ -428,13 +414,14 @@ int Sampler::scoutCount(int b) const {
   return static_cast<int>(std::lround(static_cast<double>(options_.scoutFactor) * b));
 }
 
-void Sampler::observeScouts(std::span<const float> probabilities, int classes) {
+void Sampler::observeScouts(std::span<const float> probabilities, const model::Model& model) {
+  const int classes = model.numClasses();
   if (!lastTable_ || lastScouts_ == 0) return;
   const std::size_t s = probabilities.size() / static_cast<std::size_t>(classes);
   assert(s == static_cast<std::size_t>(lastScouts_));
   const std::size_t b = static_cast<std::size_t>(lastBatch_);
   for (std::size_t k = 0; k < s; ++k) {
-    const float score = scoreRow(probabilities.data() + k * classes, classes, y_[b + k]);
+    const float score = model.outputGradientNorm(probabilities.data() + k * classes, y_[b + k]);
     setKey(idx_[b + k], score, step_ - 1);
     scoutSum_ += score;
   }

@@ -15,9 +15,7 @@ Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset
   if (dataset.featureDim() != model.inputDim())
     return bad("model '" + model.spec() + "' takes " + std::to_string(model.inputDim()) +
                " inputs but the data set has " + std::to_string(dataset.featureDim()) + " features per example");
-  if (dataset.numClasses() > model.numClasses())
-    return bad("model '" + model.spec() + "' has " + std::to_string(model.numClasses()) +
-               " classes but the data set has " + std::to_string(dataset.numClasses()));
+  STARLING_RETURN_IF_ERROR(model.checkData(dataset));
   if (dataset.size() == 0) return bad("the data set is empty");
   if (options.batchSize < 1) return bad("batch size must be at least 1");
   if (!(options.momentum >= 0.0f && options.momentum < 1.0f)) return bad("momentum must be in [0, 1)");
@@ -62,7 +60,7 @@ double Trainer::probeLoss(std::span<const uint32_t> probe) {
   const int classes = model_.numClasses();
   double loss = 0.0;
   for (int i = 0; i < n; ++i)
-    loss -= std::log(std::max(p[static_cast<std::size_t>(i) * classes + probeY_[i]], 1e-30f));
+    loss += model_.outputLoss(p.data() + static_cast<std::size_t>(i) * classes, probeY_[i]);
   return loss / n;
 }
 
@@ -92,7 +90,7 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
     probeX_.resize(static_cast<std::size_t>(probeSize) * dataset_->featureDim());
     for (int i = 0; i < probeSize; ++i) {
       probe_[i] = pick(probeRng);
-      probeY_[i] = dataset_->label(probe_[i]);
+      probeY_[i] = model::labelValue(*dataset_, probe_[i]);
     }
     dataset_->gather(probe_, probeX_);
   }
@@ -119,7 +117,7 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
       // rows, the first ones, run backward.
       const int classes = model_.numClasses();
       std::span<const float> probs = model_.forward(mb.forwardFeatures.data(), b + mb.scouts);
-      sampler_.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), classes);
+      sampler_.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), model_);
       loss = model_.backwardRows(mb.features.data(), {firstRows_.data(), static_cast<std::size_t>(b)}, mb.labels.data(),
                                  mb.weights.data(), b, grad_);
     } else if (!mb.scoredRows.empty()) {
@@ -129,9 +127,9 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
       loss = model_.forwardBackward(mb.features.data(), mb.labels.data(), mb.prioritized ? mb.weights.data() : nullptr,
                                     b, grad_);
     }
-    // The step's own softmax outputs refresh the score table (the sampler ignores them
+    // The step's own outputs refresh the score table (the sampler ignores them
     // when it scored these examples already).
-    if (mb.scoredRows.empty()) sampler_.observe(model_.probabilities(), model_.numClasses());
+    if (mb.scoredRows.empty()) sampler_.observe(model_.probabilities(), model_);
     if (step == 0 && probeSize == 0) stats.lossStart = loss;
     lastLoss = loss;
     stats.prioritizedSteps += mb.prioritized ? 1 : 0;

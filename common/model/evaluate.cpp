@@ -1,5 +1,6 @@
-// Model::evaluate(): loss and accuracy over a data set. In its own file so that users
-// of the model without data sets do not link the data library.
+// Model::evaluate() and evalStats(): loss and metrics over a data set, and the checks
+// that a data set fits a model. In its own file so that users of the model without data
+// sets do not link the data library.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -7,25 +8,44 @@
 #include "starling/data/dataset.hpp"
 #include "starling/model/model.hpp"
 
+#include "network.hpp"
+
 namespace starling::model {
 
-Result<Evaluation> Model::evaluate(const data::Dataset& dataset, int batchSize) {
+float labelValue(const data::Dataset& dataset, std::size_t i) {
+  return dataset.isRegression() ? dataset.target(i) : static_cast<float>(dataset.label(i));
+}
+
+Status Model::checkData(const data::Dataset& dataset) const {
+  auto bad = [](const std::string& why) { return Status{StatusCode::kInvalidArgument, why}; };
   if (dataset.featureDim() != inputDim())
-    return Status{StatusCode::kInvalidArgument, "data set has " + std::to_string(dataset.featureDim()) +
-                                                    " features per example but model '" + spec() + "' expects " +
-                                                    std::to_string(inputDim())};
-  if (dataset.numClasses() > numClasses())
-    return Status{StatusCode::kInvalidArgument, "data set has " + std::to_string(dataset.numClasses()) +
-                                                    " classes but model '" + spec() + "' has " +
-                                                    std::to_string(numClasses())};
+    return bad("data set has " + std::to_string(dataset.featureDim()) + " features per example but model '" + spec() +
+               "' expects " + std::to_string(inputDim()));
+  const data::TaskKind t = task();
+  if (t == data::TaskKind::kRegression && !dataset.isRegression())
+    return bad("model '" + spec() + "' is a regression model but the data set has " +
+               std::to_string(dataset.numClasses()) + " classes, not real targets");
+  if (t != data::TaskKind::kRegression && dataset.isRegression())
+    return bad("model '" + spec() + "' is a " + std::string(data::taskKindName(t)) +
+               " model but the data set has real (regression) targets");
+  if (t == data::TaskKind::kClassification && dataset.numClasses() > numClasses())
+    return bad("data set has " + std::to_string(dataset.numClasses()) + " classes but model '" + spec() + "' has " +
+               std::to_string(numClasses()));
+  if (t == data::TaskKind::kBinary && dataset.numClasses() > 2)
+    return bad("data set has " + std::to_string(dataset.numClasses()) + " classes but model '" + spec() +
+               "' is binary (labels 0 and 1)");
+  return Status::ok();
+}
+
+Result<EvalStats> Model::evalStats(const data::Dataset& dataset, int batchSize) {
+  STARLING_RETURN_IF_ERROR(checkData(dataset));
   batchSize = std::max(1, batchSize);
-  Evaluation ev;
+  const data::TaskKind t = task();
+  const int classes = numClasses();
+  EvalStats st = EvalStats::empty(t, t == data::TaskKind::kClassification ? static_cast<uint32_t>(classes) : 0u);
   const std::size_t n = dataset.size();
   std::vector<uint32_t> idx;
   std::vector<float> xs;
-  double lossSum = 0.0;
-  std::size_t correct = 0;
-  const int classes = numClasses();
   for (std::size_t start = 0; start < n; start += static_cast<std::size_t>(batchSize)) {
     const int b = static_cast<int>(std::min<std::size_t>(batchSize, n - start));
     idx.resize(b);
@@ -34,19 +54,58 @@ Result<Evaluation> Model::evaluate(const data::Dataset& dataset, int batchSize) 
     xs.resize(static_cast<std::size_t>(b) * inputDim());
     dataset.gather(idx, xs);
     std::span<const float> p = forward(xs.data(), b);
+    const float* logits = net_->acts.back().data();
     for (int i = 0; i < b; ++i) {
       const float* row = p.data() + static_cast<std::size_t>(i) * classes;
-      const int32_t label = dataset.label(start + i);
-      const int best = static_cast<int>(std::max_element(row, row + classes) - row);
-      correct += best == label ? 1 : 0;
-      lossSum -= std::log(std::max(row[label], 1e-30f));
+      switch (t) {
+        case data::TaskKind::kClassification: {
+          const int32_t label = dataset.label(start + i);
+          const int best = static_cast<int>(std::max_element(row, row + classes) - row);
+          st.correct += best == label ? 1 : 0;
+          if (classes > 5) {
+            // In the top 5 when fewer than 5 classes score higher (ties go to the label).
+            int above = 0;
+            for (int c = 0; c < classes; ++c)
+              above += row[c] > row[label] ? 1 : 0;
+            st.top5Correct += above < 5 ? 1 : 0;
+          }
+          st.lossSum -= std::log(std::max(row[label], 1e-30f));
+          break;
+        }
+        case data::TaskKind::kBinary: {
+          const int32_t label = dataset.label(start + i);
+          const bool positive = row[0] >= 0.5f;
+          st.correct += positive == (label == 1) ? 1 : 0;
+          st.lossSum += detail::logisticLoss(logits[i], static_cast<float>(label));
+          (label == 1 ? st.positives : st.negatives)[aucBin(row[0])] += 1;
+          break;
+        }
+        case data::TaskKind::kRegression: {
+          const float y = dataset.target(start + i);
+          const double r = static_cast<double>(row[0]) - y;
+          st.lossSum += outputLoss(row, y);
+          st.sumSqErr += r * r;
+          st.sumAbsErr += std::abs(r);
+          st.sumY += y;
+          st.sumY2 += static_cast<double>(y) * y;
+          break;
+        }
+      }
     }
+    st.count += static_cast<uint64_t>(b);
   }
-  ev.examples = n;
-  if (n > 0) {
-    ev.loss = lossSum / static_cast<double>(n);
-    ev.accuracy = static_cast<double>(correct) / static_cast<double>(n);
-  }
+  return st;
+}
+
+Result<Evaluation> Model::evaluate(const data::Dataset& dataset, int batchSize) {
+  Result<EvalStats> st = evalStats(dataset, batchSize);
+  if (!st) return st.status();
+  Evaluation ev;
+  ev.stats = std::move(st).value();
+  ev.metrics = finalize(ev.stats);
+  ev.examples = dataset.size();
+  ev.loss = ev.metrics.loss;
+  ev.accuracy = ev.metrics.accuracy.value_or(0.0);
   return ev;
 }
 

@@ -7,6 +7,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <limits>
 
 #include "starling/model/fixed_order_sum.hpp"
@@ -189,6 +190,19 @@ void forwardLayer(const Layer& l, const float* params, const float* x, float* y,
       ys = xs.max(0.0f);
       return;
     }
+    case LayerKind::kTanh: {
+      const std::size_t m = static_cast<std::size_t>(n) * l.in.size();
+      Eigen::Map<const Eigen::ArrayXf> xs(x, static_cast<Eigen::Index>(m));
+      Eigen::Map<Eigen::ArrayXf> ys(y, static_cast<Eigen::Index>(m));
+      ys = xs.tanh();
+      return;
+    }
+    case LayerKind::kSigmoid: {
+      const std::size_t m = static_cast<std::size_t>(n) * l.in.size();
+      for (std::size_t i = 0; i < m; ++i)
+        y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+      return;
+    }
     case LayerKind::kConv:
       convForward(l, params, x, y, n, net);
       return;
@@ -211,6 +225,20 @@ void backwardLayer(const Layer& l, const float* params, const float* x, const fl
       Eigen::Map<const Eigen::ArrayXf> dys(dy, static_cast<Eigen::Index>(m));
       Eigen::Map<Eigen::ArrayXf> dxs(dx, static_cast<Eigen::Index>(m));
       dxs = (ys > 0.0f).select(dys, 0.0f);
+      return;
+    }
+    case LayerKind::kTanh:
+    case LayerKind::kSigmoid: {
+      // From the outputs: tanh' = 1 - y^2, sigmoid' = y (1 - y).
+      if (dx == nullptr) return;
+      const std::size_t m = static_cast<std::size_t>(n) * l.in.size();
+      Eigen::Map<const Eigen::ArrayXf> ys(y, static_cast<Eigen::Index>(m));
+      Eigen::Map<const Eigen::ArrayXf> dys(dy, static_cast<Eigen::Index>(m));
+      Eigen::Map<Eigen::ArrayXf> dxs(dx, static_cast<Eigen::Index>(m));
+      if (l.kind == LayerKind::kTanh)
+        dxs = dys * (1.0f - ys.square());
+      else
+        dxs = dys * ys * (1.0f - ys);
       return;
     }
     case LayerKind::kConv:

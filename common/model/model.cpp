@@ -49,6 +49,24 @@ std::size_t Model::inputDim() const {
 int Model::numClasses() const {
   return net_->classes;
 }
+LossKind Model::lossKind() const {
+  return net_->loss;
+}
+float Model::huberDelta() const {
+  return net_->huberDelta;
+}
+data::TaskKind Model::task() const {
+  switch (net_->loss) {
+    case LossKind::kLogistic:
+      return data::TaskKind::kBinary;
+    case LossKind::kSquaredError:
+    case LossKind::kHuber:
+      return data::TaskKind::kRegression;
+    case LossKind::kCrossEntropy:
+      break;
+  }
+  return data::TaskKind::kClassification;
+}
 
 Status Model::setParams(std::span<const float> values) {
   if (values.size() != params_.size())
@@ -82,7 +100,7 @@ namespace {
 // Softmax of each row of logits (batch x classes) into probs; returns the weighted
 // cross-entropy summed over the rows and divided by normalizer, and when dlogits is not
 // null writes its gradient there.
-float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* weights, int batch, int normalizer,
+float softmaxCrossEntropy(const float* logits, const float* y, const float* weights, int batch, int normalizer,
                           int classes, float* probs, float* dlogits) {
   double total = 0.0;
   const float inv = 1.0f / static_cast<float>(normalizer);
@@ -99,8 +117,8 @@ float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* we
     for (int c = 0; c < classes; ++c)
       p[c] *= invSum;
     if (y == nullptr) continue;
-    const int32_t label = y[i];
-    assert(label >= 0 && label < classes && "label out of range");
+    const auto label = static_cast<int32_t>(y[i]);
+    assert(label >= 0 && label < classes && static_cast<float>(label) == y[i] && "label out of range");
     const float w = weights == nullptr ? 1.0f : weights[i];
     total += static_cast<double>(w) * (std::log(sum) + zmax - z[label]);
     if (dlogits != nullptr) {
@@ -114,14 +132,69 @@ float softmaxCrossEntropy(const float* logits, const int32_t* y, const float* we
   return static_cast<float>(total / normalizer);
 }
 
+float sigmoid(float z) {
+  return 1.0f / (1.0f + std::exp(-z));
+}
+
+// The one-output heads: logistic (outputs sigmoid(z)), squared error and Huber (outputs
+// z). Same contract as softmaxCrossEntropy().
+float singleOutputLoss(LossKind loss, float delta, const float* z, const float* y, const float* weights, int batch,
+                       int normalizer, float* outputs, float* dz) {
+  double total = 0.0;
+  const float inv = 1.0f / static_cast<float>(normalizer);
+  for (int i = 0; i < batch; ++i) {
+    const float zi = z[i];
+    outputs[i] = loss == LossKind::kLogistic ? sigmoid(zi) : zi;
+    if (y == nullptr) continue;
+    const float w = weights == nullptr ? 1.0f : weights[i];
+    float g = 0.0f;  // d loss_i / d z_i
+    double l = 0.0;
+    switch (loss) {
+      case LossKind::kLogistic:
+        assert(y[i] >= 0.0f && y[i] <= 1.0f && "logistic label out of [0, 1]");
+        l = detail::logisticLoss(zi, y[i]);
+        g = outputs[i] - y[i];
+        break;
+      case LossKind::kSquaredError: {
+        const float r = zi - y[i];
+        l = 0.5 * static_cast<double>(r) * r;
+        g = r;
+        break;
+      }
+      case LossKind::kHuber: {
+        const float r = zi - y[i];
+        const float a = std::abs(r);
+        l = a <= delta ? 0.5 * static_cast<double>(r) * r
+                       : static_cast<double>(delta) * (static_cast<double>(a) - 0.5 * static_cast<double>(delta));
+        g = std::clamp(r, -delta, delta);
+        break;
+      }
+      case LossKind::kCrossEntropy:
+        assert(false && "cross-entropy has its own head");
+        break;
+    }
+    total += static_cast<double>(w) * l;
+    if (dz != nullptr) dz[i] = w * inv * g;
+  }
+  return static_cast<float>(total / normalizer);
+}
+
+// The head of net on the last layer's outputs: fills net.probs and, when y is not null,
+// returns the weighted loss and writes its gradient into dz (when not null).
+float headLoss(Network& net, const float* y, const float* weights, int batch, int normalizer, float* dz) {
+  const float* z = net.acts.back().data();
+  if (net.loss == LossKind::kCrossEntropy)
+    return softmaxCrossEntropy(z, y, weights, batch, normalizer, net.classes, net.probs.data(), dz);
+  return singleOutputLoss(net.loss, net.huberDelta, z, y, weights, batch, normalizer, net.probs.data(), dz);
+}
+
 // The loss and backward pass of a batch whose forward pass is in net.acts (rows
 // 0..batch) and whose inputs are x.
-float lossAndBackward(Network& net, const float* params, const float* x, const int32_t* y, const float* weights,
+float lossAndBackward(Network& net, const float* params, const float* x, const float* y, const float* weights,
                       int batch, int normalizer, float* grad) {
   float* dy = net.gradA.data();
   float* dx = net.gradB.data();
-  const float loss =
-      softmaxCrossEntropy(net.acts.back().data(), y, weights, batch, normalizer, net.classes, net.probs.data(), dy);
+  const float loss = headLoss(net, y, weights, batch, normalizer, dy);
   net.lastBatch = batch;
   for (std::size_t l = net.layers.size(); l-- > 0;) {
     const float* lin = l == 0 ? x : net.acts[l - 1].data();
@@ -154,14 +227,14 @@ const float* forwardLayers(Network& net, const float* params, const float* x, in
 
 }  // namespace
 
-float Model::forwardBackward(const float* x, const int32_t* y, const float* weights, int batch, std::span<float> grad) {
+float Model::forwardBackward(const float* x, const float* y, const float* weights, int batch, std::span<float> grad) {
   assert(batch > 0 && grad.size() == params_.size());
   Network& net = *net_;
   forwardLayers(net, params_.data(), x, batch);
   return lossAndBackward(net, params_.data(), x, y, weights, batch, batch, grad.data());
 }
 
-float Model::backwardRows(const float* x, std::span<const uint32_t> rows, const int32_t* y, const float* weights,
+float Model::backwardRows(const float* x, std::span<const uint32_t> rows, const float* y, const float* weights,
                           int normalizer, std::span<float> grad) {
   Network& net = *net_;
   assert(!rows.empty() && normalizer > 0 && grad.size() == params_.size());
@@ -175,14 +248,56 @@ float Model::backwardRows(const float* x, std::span<const uint32_t> rows, const 
 std::span<const float> Model::forward(const float* x, int batch) {
   assert(batch > 0);
   Network& net = *net_;
-  const float* in = forwardLayers(net, params_.data(), x, batch);
-  softmaxCrossEntropy(in, nullptr, nullptr, batch, batch, net.classes, net.probs.data(), nullptr);
+  forwardLayers(net, params_.data(), x, batch);
+  headLoss(net, nullptr, nullptr, batch, batch, nullptr);
   net.lastBatch = batch;
   return probabilities();
 }
 
 std::span<const float> Model::probabilities() const {
   return {net_->probs.data(), static_cast<std::size_t>(net_->lastBatch) * net_->classes};
+}
+
+float Model::outputGradientNorm(const float* outputs, float y) const {
+  switch (net_->loss) {
+    case LossKind::kCrossEntropy: {
+      // ||p - onehot(y)||, adding the squares in class order.
+      const auto label = static_cast<int32_t>(y);
+      float s = 0.0f;
+      for (int c = 0; c < net_->classes; ++c) {
+        const float d = outputs[c] - (c == label ? 1.0f : 0.0f);
+        s += d * d;
+      }
+      return std::sqrt(s);
+    }
+    case LossKind::kLogistic:
+    case LossKind::kSquaredError:
+      return std::abs(outputs[0] - y);
+    case LossKind::kHuber:
+      return std::min(std::abs(outputs[0] - y), net_->huberDelta);
+  }
+  return 0.0f;
+}
+
+double Model::outputLoss(const float* outputs, float y) const {
+  switch (net_->loss) {
+    case LossKind::kCrossEntropy:
+      return -std::log(std::max(outputs[static_cast<int32_t>(y)], 1e-30f));
+    case LossKind::kLogistic: {
+      const double p = outputs[0];
+      return -(y * std::log(std::max(p, 1e-30)) + (1.0 - y) * std::log(std::max(1.0 - p, 1e-30)));
+    }
+    case LossKind::kSquaredError: {
+      const double r = static_cast<double>(outputs[0]) - y;
+      return 0.5 * r * r;
+    }
+    case LossKind::kHuber: {
+      const double r = std::abs(static_cast<double>(outputs[0]) - y);
+      const double d = net_->huberDelta;
+      return r <= d ? 0.5 * r * r : d * (r - 0.5 * d);
+    }
+  }
+  return 0.0;
 }
 
 }  // namespace starling::model

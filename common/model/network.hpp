@@ -2,6 +2,8 @@
 // Private to common/model: the layers of a network, their shapes, and the workspaces a
 // Model's forward and backward passes run in.
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,7 +22,7 @@ struct Shape {
   std::size_t size() const { return static_cast<std::size_t>(c) * h * w; }
 };
 
-enum class LayerKind { kDense, kRelu, kConv, kMaxPool };
+enum class LayerKind { kDense, kRelu, kConv, kMaxPool, kTanh, kSigmoid };
 
 struct Layer {
   LayerKind kind = LayerKind::kDense;
@@ -29,7 +31,7 @@ struct Layer {
   int kernel = 0;                // conv kernel size, or max-pool window (= stride)
   std::size_t weightOffset = 0;  // dense and conv only
   std::size_t biasOffset = 0;
-  bool reluFollows = false;  // chooses He (true) or Glorot (false) initialization
+  bool reluFollows = false;  // chooses He (true) or Glorot (false: tanh, sigmoid, none) initialization
 };
 
 // Layers plus their workspaces. Copying copies the workspaces too (they hold no
@@ -38,7 +40,9 @@ struct Network {
   std::string spec;
   Layout layout;
   Shape input;
-  int classes = 0;
+  int classes = 0;  // outputs of the last layer
+  LossKind loss = LossKind::kCrossEntropy;
+  float huberDelta = 0.0f;
   std::vector<Layer> layers;
 
   // Workspaces, grown by reserve() and never shrunk.
@@ -46,13 +50,20 @@ struct Network {
   std::vector<std::vector<float>> acts;  // acts[l]: output of layer l, batch x out
   std::vector<float> gradA;              // ping-pong buffers for activation gradients
   std::vector<float> gradB;
-  std::vector<float> probs;  // softmax outputs, batch x classes
+  std::vector<float> probs;  // the head's outputs (Model::forward()), batch x classes
   std::vector<float> col;    // conv im2col scratch, one example
   std::vector<float> dcol;
   int lastBatch = 0;  // rows of probs that are valid
 
   void reserve(int batch);
 };
+
+// The logistic loss of logit z with label y in [0, 1]: softplus(z) - y z, without
+// overflow.
+inline double logisticLoss(float z, float y) {
+  const double zd = z;
+  return std::max(zd, 0.0) - static_cast<double>(y) * zd + std::log1p(std::exp(-std::abs(zd)));
+}
 
 // Builds the layers and layout of a spec; kInvalidArgument with a message on failure.
 Result<Network> parseSpec(std::string_view spec);

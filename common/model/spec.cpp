@@ -1,5 +1,6 @@
 // The model spec grammar (docs/model.md) and the network it builds.
 #include <charconv>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,11 @@ class Builder {
  public:
   explicit Builder(Network& net) : net_(net) {}
 
-  void dense(int out, bool relu) {
+  void dense(int out, bool relu) { dense(out, relu ? LayerKind::kRelu : LayerKind::kDense); }
+
+  // A dense layer followed by the activation `act` (kDense: none).
+  void dense(int out, LayerKind act) {
+    const bool relu = act == LayerKind::kRelu;
     Layer l;
     l.kind = LayerKind::kDense;
     l.in = Shape{static_cast<int>(current_.size()), 1, 1};
@@ -64,7 +69,7 @@ class Builder {
     l.biasOffset = net_.layout.add(name + ".bias", {out});
     l.reluFollows = relu;
     push(l);
-    if (relu) addRelu();
+    if (act != LayerKind::kDense) addActivation(act);
   }
 
   void conv(int out, int k) {
@@ -93,9 +98,10 @@ class Builder {
   Shape current_;
 
  private:
-  void addRelu() {
+  void addRelu() { addActivation(LayerKind::kRelu); }
+  void addActivation(LayerKind kind) {
     Layer r;
-    r.kind = LayerKind::kRelu;
+    r.kind = kind;
     r.in = current_;
     r.out = current_;
     push(r);
@@ -110,36 +116,122 @@ class Builder {
   int convCount_ = 0;
 };
 
-}  // namespace
-
-Result<Network> parseSpec(std::string_view spec) {
-  // Trim surrounding white space.
+// Trims surrounding white space.
+std::string_view trim(std::string_view spec) {
   while (!spec.empty() && (spec.front() == ' ' || spec.front() == '\t'))
     spec.remove_prefix(1);
   while (!spec.empty() && (spec.back() == ' ' || spec.back() == '\t' || spec.back() == '\n'))
     spec.remove_suffix(1);
+  return spec;
+}
 
+// The shortest text that reads back as v.
+std::string formatFloat(float v) {
+  char buf[32];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, ptr) : std::to_string(v);
+}
+
+struct Head {
+  LossKind loss = LossKind::kCrossEntropy;
+  float delta = 0.0f;
+};
+
+// The loss suffix without its '/': "ce", "logistic", "mse", "huber:D".
+Result<Head> parseHead(std::string_view spec, std::string_view suffix) {
+  if (suffix == "ce") return Head{LossKind::kCrossEntropy, 0.0f};
+  if (suffix == "logistic") return Head{LossKind::kLogistic, 0.0f};
+  if (suffix == "mse") return Head{LossKind::kSquaredError, 0.0f};
+  if (suffix.substr(0, 6) == "huber:") {
+    std::string_view d = suffix.substr(6);
+    float v = 0.0f;
+    auto [ptr, ec] = std::from_chars(d.data(), d.data() + d.size(), v);
+    if (d.empty() || ec != std::errc() || ptr != d.data() + d.size() || !std::isfinite(v) || !(v > 0.0f))
+      return bad(spec, "'/huber:" + std::string(d) + "' needs a finite delta > 0, e.g. /huber:1");
+    return Head{LossKind::kHuber, v};
+  }
+  return bad(spec, "unknown loss '/" + std::string(suffix) + "' (expected /ce, /logistic, /mse or /huber:D)");
+}
+
+// The canonical suffix ("" for cross-entropy).
+std::string headSuffix(const Head& h) {
+  switch (h.loss) {
+    case LossKind::kLogistic:
+      return "/logistic";
+    case LossKind::kSquaredError:
+      return "/mse";
+    case LossKind::kHuber:
+      return "/huber:" + formatFloat(h.delta);
+    case LossKind::kCrossEntropy:
+      break;
+  }
+  return "";
+}
+
+data::TaskKind headTask(LossKind loss) {
+  switch (loss) {
+    case LossKind::kLogistic:
+      return data::TaskKind::kBinary;
+    case LossKind::kSquaredError:
+    case LossKind::kHuber:
+      return data::TaskKind::kRegression;
+    case LossKind::kCrossEntropy:
+      break;
+  }
+  return data::TaskKind::kClassification;
+}
+
+// "relu:", "tanh:", "sigmoid:" at the start of an mlp's layers: the activation and the
+// length of the prefix (kRelu and 0 when there is none).
+std::pair<LayerKind, std::size_t> activationPrefix(std::string_view rest) {
+  if (rest.substr(0, 5) == "relu:") return {LayerKind::kRelu, 5};
+  if (rest.substr(0, 5) == "tanh:") return {LayerKind::kTanh, 5};
+  if (rest.substr(0, 8) == "sigmoid:") return {LayerKind::kSigmoid, 8};
+  return {LayerKind::kRelu, 0};
+}
+
+}  // namespace
+
+Result<Network> parseSpec(std::string_view spec) {
+  spec = trim(spec);
   Network net;
-  net.spec = std::string(spec);
-  std::size_t colon = spec.find(':');
+  // The loss suffix: everything after the first '/'.
+  const std::size_t slash = spec.find('/');
+  std::string_view body = spec.substr(0, slash);
+  Head head;
+  if (slash != std::string_view::npos) {
+    Result<Head> h = parseHead(spec, spec.substr(slash + 1));
+    if (!h) return h.status();
+    head = *h;
+  }
+  std::size_t colon = body.find(':');
   if (colon == std::string_view::npos)
     return bad(spec,
-               "expected '<kind>:<layers>' such as 'mlp:784-200-10' or "
+               "expected '<kind>:<layers>' such as 'mlp:784-200-10', 'linear:784-10' or "
                "'cnn:1x28x28-c16k5-p2-f128-10'");
-  std::string_view kind = spec.substr(0, colon);
-  std::vector<std::string_view> tokens = split(spec.substr(colon + 1), '-');
-  if (tokens.size() < 2) return bad(spec, "needs an input size and a number of classes");
+  std::string_view kind = body.substr(0, colon);
+  std::string_view rest = body.substr(colon + 1);
+  LayerKind act = LayerKind::kRelu;
+  if (kind == "mlp") {
+    auto [a, skip] = activationPrefix(rest);
+    act = a;
+    rest.remove_prefix(skip);
+  }
+  std::vector<std::string_view> tokens = split(rest, '-');
+  if (tokens.size() < 2) return bad(spec, "needs an input size and a number of classes (outputs)");
   if (!parseShape(tokens[0], net.input))
     return bad(spec, "input '" + std::string(tokens[0]) + "' is not a size like '784' or 'CxHxW' like '1x28x28'");
   Builder b(net);
   b.current_ = net.input;
   const std::size_t last = tokens.size() - 1;
 
-  if (kind == "mlp") {
+  if (kind == "mlp" || kind == "linear") {
+    if (kind == "linear" && tokens.size() != 2)
+      return bad(spec, "'linear' is one dense layer: linear:<inputs>-<outputs>, e.g. linear:784-10");
     for (std::size_t i = 1; i <= last; ++i) {
       long n = number(tokens[i]);
       if (n < 0) return bad(spec, "layer '" + std::string(tokens[i]) + "' is not a positive width");
-      b.dense(static_cast<int>(n), i != last);
+      b.dense(static_cast<int>(n), i != last ? act : LayerKind::kDense);
     }
   } else if (kind == "cnn") {
     bool flat = false;
@@ -148,7 +240,7 @@ Result<Network> parseSpec(std::string_view spec) {
       std::string tok(t);
       if (i == last) {
         long n = number(t);
-        if (n < 0) return bad(spec, "the last layer must be the number of classes, not '" + tok + "'");
+        if (n < 0) return bad(spec, "the last layer must be the number of classes (outputs), not '" + tok + "'");
         b.dense(static_cast<int>(n), false);
       } else if (t.size() > 1 && t[0] == 'c') {
         std::size_t kpos = t.find('k');
@@ -177,7 +269,7 @@ Result<Network> parseSpec(std::string_view spec) {
       }
     }
   } else {
-    return bad(spec, "unknown kind '" + std::string(kind) + "' (expected 'mlp' or 'cnn')");
+    return bad(spec, "unknown kind '" + std::string(kind) + "' (expected 'mlp', 'linear' or 'cnn')");
   }
   if (net.layout.size() > kMaxParams)
     return bad(spec,
@@ -187,9 +279,96 @@ Result<Network> parseSpec(std::string_view spec) {
       return bad(spec, "a layer's output of " + std::to_string(l.out.size()) +
                            " values per example exceeds the limit of " + std::to_string(kMaxActivation));
   net.classes = net.layers.back().out.c;
-  if (net.classes < 2) return bad(spec, "needs at least 2 classes");
+  const std::string suffix = headSuffix(head);
+  if (head.loss == LossKind::kCrossEntropy) {
+    if (net.classes < 2)
+      return bad(spec,
+                 "needs at least 2 classes for softmax cross-entropy (one output takes '/logistic', "
+                 "'/mse' or '/huber:D')");
+  } else if (net.classes != 1) {
+    return bad(spec, "'" + suffix + "' needs one output, not " + std::to_string(net.classes));
+  }
+  net.loss = head.loss;
+  net.huberDelta = head.delta;
+  // Canonical: without "relu:" (the default) and "/ce"; huber's delta in shortest form.
+  std::string canonical = std::string(kind) + ":";
+  if (act == LayerKind::kTanh) canonical += "tanh:";
+  if (act == LayerKind::kSigmoid) canonical += "sigmoid:";
+  net.spec = canonical + std::string(rest) + suffix;
   net.acts.resize(net.layers.size());
   return net;
 }
 
 }  // namespace starling::model::detail
+
+namespace starling::model {
+
+Result<std::string> resolveSpec(std::string_view spec, data::TaskKind task, std::size_t inputDim, int numClasses,
+                                float huberDelta) {
+  using detail::bad;
+  spec = detail::trim(spec);
+  const std::string_view task_name = data::taskKindName(task);
+  const bool classification = task == data::TaskKind::kClassification;
+  if (classification && numClasses < 2)
+    return bad(spec, "a classification task needs at least 2 classes, not " + std::to_string(numClasses));
+  if (inputDim == 0) return bad(spec, "the data has no features");
+  const int outputs = classification ? numClasses : 1;
+
+  const std::size_t slash = spec.find('/');
+  std::string_view body = spec.substr(0, slash);
+  std::string suffix;
+  if (slash != std::string_view::npos) {
+    Result<detail::Head> h = detail::parseHead(spec, spec.substr(slash + 1));
+    if (!h) return h.status();
+    if (detail::headTask(h->loss) != task)
+      return bad(spec, "loss '" + std::string(spec.substr(slash)) + "' is for " +
+                           std::string(data::taskKindName(detail::headTask(h->loss))) + " but the task is " +
+                           std::string(task_name));
+    suffix = std::string(spec.substr(slash));
+  } else if (task == data::TaskKind::kBinary) {
+    suffix = "/logistic";
+  } else if (task == data::TaskKind::kRegression) {
+    if (huberDelta < 0.0f || !std::isfinite(huberDelta))
+      return bad(spec,
+                 "the Huber delta must be finite and >= 0 (0: squared error), not " + detail::formatFloat(huberDelta));
+    suffix = huberDelta > 0.0f ? "/huber:" + detail::formatFloat(huberDelta) : "/mse";
+  }
+
+  const std::string in = std::to_string(inputDim);
+  const std::string out = std::to_string(outputs);
+  std::string full;
+  if (body == "linear") {
+    full = "linear:" + in + "-" + out;
+  } else if (body.substr(0, 4) == "mlp:") {
+    std::string_view rest = body.substr(4);
+    auto [act, skip] = detail::activationPrefix(rest);
+    std::string_view prefix = rest.substr(0, skip);
+    rest.remove_prefix(skip);
+    if (rest.substr(0, 7) == "hidden:") {
+      std::string_view widths = rest.substr(7);
+      if (widths.empty()) return bad(spec, "'hidden:' needs layer widths, e.g. mlp:hidden:64-32");
+      full = "mlp:" + std::string(prefix) + in + "-" + std::string(widths) + "-" + out;
+    }
+  }
+  if (full.empty()) full = std::string(body);
+  full += suffix;
+
+  Result<detail::Network> net = detail::parseSpec(full);
+  if (!net) {
+    // A body whose outputs do not suit the task's head: report the outputs against the
+    // task rather than the head's own complaint (parse it with a head that fits it).
+    Result<detail::Network> shape = detail::parseSpec(std::string(body) + "/mse");
+    if (!shape) shape = detail::parseSpec(body);
+    if (!shape || (shape->input.size() == inputDim && shape->classes == outputs)) return net.status();
+    net = std::move(shape);
+  }
+  if (net->input.size() != inputDim)
+    return bad(spec, "takes " + std::to_string(net->input.size()) + " inputs but the data has " + in +
+                         " features per example");
+  if (net->classes != outputs)
+    return bad(spec, "has " + std::to_string(net->classes) + " outputs but the " + std::string(task_name) +
+                         " task needs " + out + (classification ? " (one per class)" : ""));
+  return net->spec;
+}
+
+}  // namespace starling::model

@@ -36,7 +36,7 @@ class ShiftedBuffer {
 
 // The parameters after `steps` plain SGD steps (lr 0.1) on one batch, the input and the
 // gradient placed `shift` floats into their allocations.
-std::vector<float> train(const std::string& spec, const std::vector<float>& x, const std::vector<int32_t>& y, int steps,
+std::vector<float> train(const std::string& spec, const std::vector<float>& x, const std::vector<float>& y, int steps,
                          std::size_t shift) {
   auto m = Model::fromSpec(spec);
   REQUIRE(m.isOk());
@@ -67,9 +67,9 @@ TEST_CASE("training gives the same bits wherever the caller's buffers lie", "[mo
   std::vector<float> x(static_cast<std::size_t>(batch) * probe->inputDim());
   for (float& v : x)
     v = normal(rng);
-  std::vector<int32_t> y(batch);
-  for (int32_t& v : y)
-    v = label(rng);
+  std::vector<float> y(batch);
+  for (float& v : y)
+    v = static_cast<float>(label(rng));
 
   const std::vector<float> reference = train(spec, x, y, 4, 0);
   for (std::size_t shift = 1; shift < 16; ++shift) {

@@ -14,7 +14,7 @@ namespace {
 
 struct Batch {
   std::vector<float> x;
-  std::vector<int32_t> y;
+  std::vector<float> y;
   std::vector<float> w;
 };
 
@@ -28,7 +28,7 @@ Batch randomBatch(const Model& m, int n, uint64_t seed) {
   for (float& v : b.x)
     v = g(rng);
   for (int i = 0; i < n; ++i) {
-    b.y.push_back(label(rng));
+    b.y.push_back(static_cast<float>(label(rng)));
     b.w.push_back(weight(rng));
   }
   return b;
@@ -176,7 +176,7 @@ TEST_CASE("backwardRows equals a forward and backward pass over the drawn rows",
   const std::vector<uint32_t> rows = {1, 3, 5};
   const std::vector<float> summed = {1.5f, 2.0f, 0.5f + 0.7f};
   std::vector<float> rowX;
-  std::vector<int32_t> rowY;
+  std::vector<float> rowY;
   for (uint32_t r : rows) {
     rowX.insert(rowX.end(), candidates.x.data() + r * d, candidates.x.data() + (r + 1) * d);
     rowY.push_back(candidates.y[r]);
@@ -189,4 +189,111 @@ TEST_CASE("backwardRows equals a forward and backward pass over the drawn rows",
     REQUIRE(got[i] == Approx(expected[i]).epsilon(1e-4).margin(1e-6));
   // The probabilities now belong to the selected rows.
   CHECK(m->probabilities().size() == rows.size() * static_cast<std::size_t>(m->numClasses()));
+}
+
+TEST_CASE("every loss head and activation's gradient matches finite differences", "[model][gradient][heads]") {
+  struct Case {
+    const char* what;
+    const char* spec;
+    bool smooth;  // no ReLU or max-pool: every coordinate must agree
+  };
+  const Case cases[] = {
+      {"linear softmax regression", "linear:6-3", true},
+      {"tanh hidden layers", "mlp:tanh:6-5-4-3", true},
+      {"sigmoid hidden layer", "mlp:sigmoid:6-5-3", true},
+      {"logistic regression", "linear:6-1/logistic", true},
+      {"logistic head on a relu mlp", "mlp:6-5-1/logistic", false},
+      {"squared error on a tanh mlp", "mlp:tanh:6-5-1/mse", true},
+      {"linear regression", "linear:6-1/mse", true},
+      {"huber, residuals on both sides of delta", "mlp:sigmoid:6-4-1/huber:0.5", true},
+      {"huber on a cnn", "cnn:1x6x6-c2k3-p2-f4-1/huber:1", false},
+  };
+  for (const Case& c : cases) {
+    for (bool weighted : {false, true}) {
+      DYNAMIC_SECTION(c.what << (weighted ? " (weighted)" : " (unweighted)")) {
+        auto m = Model::fromSpec(c.spec);
+        REQUIRE(m.isOk());
+        m->initialize(7);
+        std::mt19937_64 rng(3);
+        std::uniform_real_distribution<float> u(-0.2f, 0.2f);
+        for (const auto& t : m->layout().tensors())
+          if (t.name.ends_with(".bias"))
+            for (std::size_t i = 0; i < t.size; ++i)
+              m->params()[t.offset + i] = u(rng);
+        Batch b = randomBatch(*m, 6, 11);
+        // Labels of the head: 0/1 for logistic, real targets spread around the outputs
+        // (|f - y| both below and above Huber's delta) for regression.
+        std::normal_distribution<float> target(0.0f, 1.5f);
+        for (std::size_t i = 0; i < b.y.size(); ++i) {
+          if (m->task() == starling::data::TaskKind::kBinary) b.y[i] = static_cast<float>(i % 2);
+          if (m->task() == starling::data::TaskKind::kRegression) b.y[i] = target(rng);
+        }
+        GradientCheck r = checkGradient(*m, b, weighted);
+        INFO("worst " << r.worst << ", bad " << r.bad << ", kinks " << r.kinks << " of " << m->numParams());
+        CHECK(r.checked > 0);
+        if (c.smooth) {
+          CHECK(r.bad == 0);
+          CHECK(r.worst < 1e-2);
+        } else {
+          CHECK(r.bad * 25 <= m->numParams());
+          CHECK((r.kinks + r.bad) * 10 <= m->numParams());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("one-output heads: outputs, losses and gradient norms by hand", "[model][heads]") {
+  // linear:1-1 with weight 2 and bias 0.5: z = 2x + 0.5.
+  const float x[2] = {1.0f, -1.0f};  // z = 2.5, -1.5
+  auto set = [](Model& m) {
+    m.params()[0] = 2.0f;
+    m.params()[1] = 0.5f;
+  };
+  std::vector<float> grad(2);
+  SECTION("logistic") {
+    auto m = Model::fromSpec("linear:1-1/logistic");
+    REQUIRE(m.isOk());
+    set(*m);
+    const float y[2] = {1.0f, 1.0f};
+    const double l0 = std::log1p(std::exp(-2.5));
+    const double l1 = std::log1p(std::exp(1.5));
+    CHECK(m->forwardBackward(x, y, nullptr, 2, grad) == Approx((l0 + l1) / 2).epsilon(1e-6));
+    const double p0 = 1 / (1 + std::exp(-2.5));
+    const double p1 = 1 / (1 + std::exp(1.5));
+    CHECK(m->probabilities()[0] == Approx(p0).epsilon(1e-6));
+    CHECK(m->probabilities()[1] == Approx(p1).epsilon(1e-6));
+    // d/dw = mean((p - y) x), d/db = mean(p - y).
+    CHECK(grad[0] == Approx(((p0 - 1) * 1 + (p1 - 1) * -1) / 2).epsilon(1e-5));
+    CHECK(grad[1] == Approx(((p0 - 1) + (p1 - 1)) / 2).epsilon(1e-5));
+    CHECK(m->outputGradientNorm(m->probabilities().data(), 1.0f) == Approx(1 - p0).epsilon(1e-5));
+    CHECK(m->outputGradientNorm(m->probabilities().data(), 0.0f) == Approx(p0).epsilon(1e-5));
+    CHECK(m->outputLoss(m->probabilities().data() + 1, 1.0f) == Approx(l1).epsilon(1e-5));
+    CHECK(m->task() == starling::data::TaskKind::kBinary);
+    CHECK(m->numClasses() == 1);
+  }
+  SECTION("squared error") {
+    auto m = Model::fromSpec("linear:1-1/mse");
+    REQUIRE(m.isOk());
+    set(*m);
+    const float y[2] = {2.0f, 1.0f};  // residuals 0.5, -2.5
+    CHECK(m->forwardBackward(x, y, nullptr, 2, grad) == Approx((0.125 + 3.125) / 2));
+    CHECK(m->probabilities()[0] == 2.5f);
+    CHECK(grad[0] == Approx((0.5 * 1 + -2.5 * -1) / 2));
+    CHECK(grad[1] == Approx((0.5 - 2.5) / 2));
+    CHECK(m->outputGradientNorm(m->probabilities().data() + 1, 1.0f) == Approx(2.5));
+    CHECK(m->task() == starling::data::TaskKind::kRegression);
+  }
+  SECTION("huber") {
+    auto m = Model::fromSpec("linear:1-1/huber:1");
+    REQUIRE(m.isOk());
+    set(*m);
+    const float y[2] = {2.0f, 1.0f};  // residuals 0.5 (quadratic), -2.5 (linear: 1 * (2.5 - 0.5))
+    CHECK(m->forwardBackward(x, y, nullptr, 2, grad) == Approx((0.125 + 2.0) / 2));
+    CHECK(grad[0] == Approx((0.5 * 1 + -1.0 * -1) / 2));
+    CHECK(grad[1] == Approx((0.5 - 1.0) / 2));
+    CHECK(m->outputGradientNorm(m->probabilities().data() + 1, 1.0f) == Approx(1.0));
+    CHECK(m->outputGradientNorm(m->probabilities().data(), 2.0f) == Approx(0.5));
+    CHECK(m->huberDelta() == 1.0f);
+  }
 }

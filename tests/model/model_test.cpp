@@ -123,7 +123,7 @@ TEST_CASE("forward gives probabilities that sum to one", "[model]") {
   // The forward pass inside forwardBackward gives the same probabilities.
   std::vector<float> before(p.begin(), p.end());
   std::vector<float> grad(m->numParams());
-  const int32_t y[3] = {0, 1, 2};
+  const float y[3] = {0, 1, 2};
   m->forwardBackward(x.data(), y, nullptr, 3, grad);
   auto q = m->probabilities();
   for (std::size_t i = 0; i < before.size(); ++i)

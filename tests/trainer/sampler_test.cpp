@@ -39,7 +39,8 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
   std::vector<float> xs(data.size() * data.featureDim());
   data.gather(all, xs);
   std::vector<float> g(d);
-  model.forwardBackward(xs.data(), data.labels().data(), nullptr, static_cast<int>(data.size()), g);
+  const std::vector<float> ys(data.labels().begin(), data.labels().end());
+  model.forwardBackward(xs.data(), ys.data(), nullptr, static_cast<int>(data.size()), g);
   std::vector<double> full(g.begin(), g.end());
 
   SamplerOptions options;
@@ -76,7 +77,7 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
       // As the trainer does: one forward pass over the minibatch and its scouts.
       const int classes = scorer.numClasses();
       auto probs = scorer.forward(mb.forwardFeatures.data(), b + mb.scouts);
-      sampler.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), classes);
+      sampler.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), model);
     }
     for (std::size_t j = 0; j < mb.weights.size(); ++j) {
       const float w = mb.weights[j];
@@ -87,7 +88,7 @@ TEST_CASE("priority minibatches give an unbiased weighted gradient", "[sampler][
     }
     model.forwardBackward(mb.features.data(), mb.labels.data(), mb.weights.data(), b, g);
     // The trainer feeds every step's softmax outputs back; the table proposal lives on them.
-    sampler.observe(model.probabilities(), model.numClasses());
+    sampler.observe(model.probabilities(), model);
     for (std::size_t i = 0; i < d; ++i)
       weighted[i] += g[i] / draws;
     model.forwardBackward(mb.features.data(), mb.labels.data(), nullptr, b, g);
@@ -152,7 +153,7 @@ TEST_CASE("weights are bounded by 1/lambda for any lambda", "[sampler]") {
           for (float w : mb.weights)
             maxWeight = std::max(maxWeight, w);
           std::vector<float> x(mb.features.begin(), mb.features.end());
-          sampler.observe(model.forward(x.data(), 8), model.numClasses());
+          sampler.observe(model.forward(x.data(), 8), model);
         }
         CHECK(maxWeight <= 1.0f / lambda + 1e-4f);
         if (lambda == 1.0f) CHECK(maxWeight == Approx(1.0f));
@@ -174,7 +175,7 @@ TEST_CASE("uniform minibatches carry unit weights and cost no extra forward pass
       REQUIRE(w == 1.0f);
     for (std::size_t i = 0; i < mb.indices.size(); ++i) {
       ++seen[mb.indices[i]];
-      REQUIRE(mb.labels[i] == data.label(mb.indices[i]));
+      REQUIRE(mb.labels[i] == static_cast<float>(data.label(mb.indices[i])));
     }
   }
   CHECK(sampler.scoredExamples() == 0);
@@ -192,7 +193,7 @@ TEST_CASE("the variance-reduction switch prioritizes only while it pays", "[samp
     auto mb = sampler.next(model, 8);
     g.resize(model.numParams());
     model.forwardBackward(mb.features.data(), mb.labels.data(), nullptr, 8, g);
-    if (!mb.prioritized) sampler.observe(model.probabilities(), model.numClasses());
+    if (!mb.prioritized) sampler.observe(model.probabilities(), model);
     return mb.prioritized;
   };
 
@@ -256,7 +257,7 @@ TEST_CASE("the score table keeps the latest score and ages it", "[sampler]") {
     const uint32_t i = mb.indices[0];
     CHECK(sampler.score(i) == 0.0f);  // never scored yet
     std::vector<float> x(mb.features.begin(), mb.features.end());
-    sampler.observe(model.forward(x.data(), 2), model.numClasses());
+    sampler.observe(model.forward(x.data(), 2), model);
     const float fresh = sampler.score(i);
     CHECK(fresh > 0.0f);
     CHECK(fresh <= std::sqrt(2.0f));  // ||p - onehot|| <= sqrt(2)
@@ -357,12 +358,12 @@ TEST_CASE("scouts share the minibatch's forward pass and refresh their table sco
     const float expectedLoss =
         twin.forwardBackward(mb.features.data(), mb.labels.data(), mb.weights.data(), b, expected);
     auto probs = model.forward(mb.forwardFeatures.data(), b + 4);
-    sampler.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), classes);
+    sampler.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), model);
     const float loss = model.backwardRows(mb.features.data(), firstRows, mb.labels.data(), mb.weights.data(), b, got);
     CHECK(loss == Approx(expectedLoss).epsilon(1e-5));
     for (std::size_t i = 0; i < got.size(); ++i)
       REQUIRE(got[i] == Approx(expected[i]).epsilon(1e-4).margin(1e-6));
-    sampler.observe(model.probabilities(), classes);
+    sampler.observe(model.probabilities(), model);
 
     // A scout's table score is its fresh score ||p - onehot||, unless it was also in
     // the minibatch (whose own score, from the same parameters, is the same).

@@ -129,12 +129,12 @@ TEST_CASE("the batch log records each step's minibatch and changes nothing", "[t
   Model replay = toyModel("mlp:5-7-3", 4);
   REQUIRE(replay.setParams(base).isOk());
   std::vector<float> grad(base.size()), x(5 * 8);
-  std::vector<int32_t> y(8);
+  std::vector<float> y(8);
   for (int step = 0; step < 12; ++step) {
     std::span<const uint32_t> rows(log.data() + step * 8, 8);
     data.gather(rows, x);
     for (int j = 0; j < 8; ++j)
-      y[j] = data.label(rows[j]);
+      y[j] = static_cast<float>(data.label(rows[j]));
     replay.forwardBackward(x.data(), y.data(), nullptr, 8, grad);
     for (std::size_t i = 0; i < base.size(); ++i)
       replay.params()[i] -= 0.1f * (grad[i] + 0.0f * replay.params()[i]);
@@ -155,7 +155,7 @@ TEST_CASE("momentum, weight decay and clipping follow the documented update", "[
   Model reference = toyModel("mlp:4-3-2", 6);
   std::vector<float> x(4);
   data.gather(std::vector<uint32_t>{0}, x);
-  const int32_t y = data.label(0);
+  const float y = static_cast<float>(data.label(0));
 
   TrainerOptions options;
   options.batchSize = 3;

@@ -8,7 +8,7 @@
 // score table, p_i = (1 - lambda) s_i / sum(s) + lambda / N, weight each
 // w_i = 1 / (N p_i) <= 1 / lambda. An example's score s_i = m + (t_i - m) ageing^age
 // reverts with age to m, the running mean score, from t_i, the score its last training
-// step measured (an example never scored has s_i = m). The scores come from the softmax
+// step measured (an example never scored has s_i = m). The scores come from the
 // outputs of the training steps themselves (observe()) and from s = scoutFactor * b
 // scouts per step: examples taken in data-set order (a sweep from a random start) and
 // forwarded in the same pass as the minibatch, only for their scores (observeScouts()).
@@ -16,7 +16,10 @@
 // the scouts keep every score younger than N / s steps.
 //
 // kCandidates (ALGORITHMS.md section 4): draw B = candidateFactor * b candidates
-// uniformly, score each with a forward pass, score_j = ||softmax(z_j) - onehot(y_j)||, set
+// uniformly, score each with a forward pass, score_j = the norm of the loss gradient with
+// respect to the outputs (Model::outputGradientNorm(): ||softmax(z_j) - onehot(y_j)|| for
+// cross-entropy, |sigmoid(z_j) - y_j| logistic, |f_j - y_j| mse, min(|f_j - y_j|, D)
+// huber), set
 // p_j = (1 - lambda) score_j / sum(score) + lambda / B, draw b of them with replacement
 // by p and weight each w_j = 1 / (B p_j).
 //
@@ -33,7 +36,7 @@
 // pass's activations, so they need no second forward pass ((B + 3b) / 3b with
 // maxScoreAge > 0, when they may have missed that pass); for kTable it is
 // kTableThreshold + scoutFactor / 3. While it is off it returns uniform minibatches and
-// refreshes tau_vr (and, for kTable, the table) from the softmax outputs of the training
+// refreshes tau_vr (and, for kTable, the table) from the outputs of the training
 // step itself (observe()), so the estimate costs no extra forward pass. Under kTable the
 // scores of prioritized minibatches are weighted by w to estimate tau_vr over the data.
 //
@@ -71,7 +74,7 @@ enum class Proposal {
   // The whole data set: b examples drawn straight from the score table,
   // p_i = (1 - lambda) s_i / sum(s) + lambda / N, w_i = 1 / (N p_i) <= 1 / lambda;
   // a score reverts with age to the running mean score, which an example not scored
-  // yet counts with. The scores come from the training steps' own softmax outputs
+  // yet counts with. The scores come from the training steps' own outputs
   // (observe()): no scoring pass.
   kTable,
 };
@@ -101,8 +104,8 @@ struct SamplerOptions {
 struct Minibatch {
   std::span<const uint32_t> indices;
   std::span<const float> features;  // b x featureDim, row-major
-  std::span<const int32_t> labels;
-  std::span<const float> weights;  // all 1 for a uniform minibatch
+  std::span<const float> labels;    // model::labelValue(): class index, 0/1 or target
+  std::span<const float> weights;   // all 1 for a uniform minibatch
   bool prioritized = false;
 
   // A prioritized minibatch whose examples were all in the scoring pass also comes as
@@ -111,12 +114,12 @@ struct Minibatch {
   // that next() scored with (normalizer b). Empty otherwise.
   std::span<const uint32_t> scoredRows;
   std::span<const float> rowFeatures;
-  std::span<const int32_t> rowLabels;
+  std::span<const float> rowLabels;
   std::span<const float> rowWeights;
 
   // kTable with SamplerOptions::scoutFactor > 0: the scouts' count and the features of the
   // b minibatch rows followed by the scouts' rows ((b + scouts) x featureDim), for one
-  // forward pass; Sampler::observeScouts() takes the scouts' softmax outputs.
+  // forward pass; Sampler::observeScouts() takes the scouts' outputs.
   int scouts = 0;
   std::span<const float> forwardFeatures;
 };
@@ -141,16 +144,18 @@ class Sampler {
   // valid until the next call.
   Minibatch next(model::Model& model, int b);
 
-  // Feeds the softmax outputs (b x classes) of the training step on the last minibatch
-  // (its b rows in order), refreshing the score table and tau_vr. Needed after uniform
-  // minibatches, and after every minibatch under kTable; a no-op after a kCandidates one
-  // (its candidates were scored already).
-  void observe(std::span<const float> probabilities, int classes);
+  // Feeds the outputs (b x model.numClasses(), as model.forward() returns them) of the
+  // training step on the last minibatch (its b rows in order), refreshing the score
+  // table and tau_vr; model gives the loss head that scores them
+  // (Model::outputGradientNorm()). Needed after uniform minibatches, and after every
+  // minibatch under kTable; a no-op after a kCandidates one (its candidates were scored
+  // already).
+  void observe(std::span<const float> outputs, const model::Model& model);
 
-  // Feeds the softmax outputs (scouts x classes) of the last minibatch's scouts (see
+  // Feeds the outputs (scouts x model.numClasses()) of the last minibatch's scouts (see
   // Minibatch::scouts), before observe(): their scores go into the table and into the
   // running mean score.
-  void observeScouts(std::span<const float> probabilities, int classes);
+  void observeScouts(std::span<const float> outputs, const model::Model& model);
 
   // Whether the next minibatch will be prioritized.
   bool prioritizing() const;
@@ -228,10 +233,10 @@ class Sampler {
   std::vector<uint32_t> drawn_;     // per minibatch slot: the candidate drawn
   std::vector<uint32_t> rows_;      // distinct drawn candidates' rows in the scoring pass
   std::vector<float> rowX_;
-  std::vector<int32_t> rowY_;
+  std::vector<float> rowY_;
   std::vector<float> rowW_;
   std::vector<uint32_t> candidates_;
-  std::vector<int32_t> candidateLabels_;
+  std::vector<float> candidateLabels_;
   std::vector<float> candidateX_;    // features of the candidates that need a forward pass
   std::vector<uint32_t> toScore_;    // their positions among the candidates
   std::vector<uint32_t> scoreRows_;  // their dataset indices
@@ -239,7 +244,7 @@ class Sampler {
   std::vector<double> cumulative_;
   std::vector<uint32_t> idx_;
   std::vector<float> x_;
-  std::vector<int32_t> y_;
+  std::vector<float> y_;
   std::vector<float> w_;
 };
 

@@ -1,6 +1,9 @@
 #pragma once
 // Trainer: the client's local SGD engine (ALGORITHMS.md section 2, docs/model.md).
 //
+// It trains whatever task the model's loss head names (classification, binary or
+// regression: Model::task()), with labels from model::labelValue().
+//
 // Given the shared model xhat, it runs tau steps of minibatch SGD with momentum,
 // weight decay and gradient clipping on the client's data set, minibatches chosen by
 // the Sampler, and returns the difference xhat - x plus statistics. Compression and
@@ -60,7 +63,8 @@ struct TrainStats {
 
 class Trainer {
  public:
-  // kInvalidArgument when the model's input size or classes do not fit the data set,
+  // kInvalidArgument when the model does not fit the data set (Model::checkData(): input
+  // size, and labels of the model's task: classes, 0/1 or real targets),
   // or the options are unusable (batch < 1, lambda outside (0, 1], ...).
   static Result<Trainer> create(model::Model model, const data::Dataset& dataset, TrainerOptions options = {});
   // The same with a Sampler carried from an earlier Trainer of this client over the same
@@ -91,7 +95,7 @@ class Trainer {
   std::vector<float> momentum_;
   std::vector<uint32_t> probe_;
   std::vector<float> probeX_;
-  std::vector<int32_t> probeY_;
+  std::vector<float> probeY_;
   std::vector<uint32_t> firstRows_;  // 0, 1, ..., b - 1: the minibatch rows of a pass with scouts
 };
 

@@ -5,11 +5,20 @@
 // Welcome; the client builds the same network):
 //
 //   mlp:784-200-200-10                     dense layers with ReLU between them
+//   mlp:tanh:784-64-10                     the same with tanh (or sigmoid, relu) between them
+//   linear:784-10                          one dense layer, no hidden layer
 //   cnn:1x28x28-c16k5-p2-c32k5-p2-f128-10  conv 5x5 (valid, stride 1) + ReLU, 2x2 max-pool,
 //                                          flatten, dense 128 + ReLU, dense 10
 //
-// The full grammar is in docs/model.md. Every network ends in a softmax cross-entropy
-// loss over its last layer's outputs (the number of classes).
+// A suffix names the loss head on the last layer's outputs:
+//   (none) or /ce  softmax cross-entropy over >= 2 outputs, one per class (classification)
+//   /logistic      logistic loss on one output z, P(y=1) = sigmoid(z), labels 0/1 (binary)
+//   /mse           squared error 0.5 (f - y)^2 on one output f (regression)
+//   /huber:D       Huber loss with delta D > 0 on one output (regression)
+// e.g. "linear:13-1/mse" is linear regression, "linear:30-1/logistic" logistic regression.
+// The canonical spec (spec()) drops "/ce" and "relu:", so the specs and model files
+// written before the heads existed stay valid and canonical. The full grammar, and the
+// short forms resolveSpec() completes from the data, are in docs/model.md.
 //
 // Parameters live in one contiguous float vector described by a Layout (named tensors
 // with offsets and shapes); layers read weights and write gradients through Eigen maps
@@ -30,6 +39,8 @@
 #include <string_view>
 #include <vector>
 
+#include "starling/data/task_kind.hpp"
+#include "starling/model/metrics.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::data {
@@ -37,6 +48,10 @@ class Dataset;
 }
 
 namespace starling::model {
+
+// The label of example i as the training calls take it: the real target of a regression
+// data set, the class index as a float otherwise (exact below 2^24 classes).
+float labelValue(const data::Dataset& dataset, std::size_t i);
 
 // One named tensor inside the flat parameter vector.
 struct TensorInfo {
@@ -62,12 +77,32 @@ class Layout {
   std::size_t size_ = 0;
 };
 
-// Loss and accuracy of a model over a data set.
+// Loss and metrics of a model over a data set.
 struct Evaluation {
-  double loss = 0.0;      // mean cross-entropy (natural log)
-  double accuracy = 0.0;  // fraction in [0, 1] of examples whose arg-max is the label
+  double loss = 0.0;      // mean loss of the model's head: cross-entropy or logistic log-loss
+                          // (natural log), 0.5 (f - y)^2 or Huber for regression
+  double accuracy = 0.0;  // classification: fraction in [0, 1] of examples whose arg-max is
+                          // the label; binary: correct at P(y=1) >= 0.5; regression: 0
   std::size_t examples = 0;
+  Metrics metrics;  // every metric of the task (metrics.hpp)
+  EvalStats stats;  // the sums behind them, to add across shards or clients
 };
+
+// The loss head at the end of a network (the spec's suffix).
+enum class LossKind { kCrossEntropy, kLogistic, kSquaredError, kHuber };
+
+// Completes a spec from the data: the short forms
+//   "linear"                        -> "linear:IN-OUT/LOSS"
+//   "mlp:hidden:64-32"              -> "mlp:IN-64-32-OUT/LOSS"
+//   "mlp:tanh:hidden:64-32"         -> "mlp:tanh:IN-64-32-OUT/LOSS" (sigmoid, relu alike)
+// with IN = inputDim, OUT = numClasses for classification and 1 for binary and regression,
+// LOSS = the task's head (classification: none, i.e. cross-entropy; binary: logistic;
+// regression: mse, or huber:D when huberDelta > 0). Full forms (mlp, linear, cnn) are
+// checked against inputDim and OUT (the error names both) and get the task's loss when
+// they have no suffix; a spec that has a suffix must agree with the task. Returns the
+// canonical spec; kInvalidArgument with a message otherwise.
+Result<std::string> resolveSpec(std::string_view spec, data::TaskKind task, std::size_t inputDim, int numClasses,
+                                float huberDelta = 0);
 
 namespace detail {
 struct Network;  // layers and workspaces; private to common/model
@@ -91,7 +126,14 @@ class Model {
   const Layout& layout() const;
   std::size_t numParams() const { return params_.size(); }
   std::size_t inputDim() const;
+  // The number of outputs of the last layer: the classes for cross-entropy, 1 for the
+  // logistic, squared-error and Huber heads.
   int numClasses() const;
+  // The task the loss head implies: cross-entropy -> classification, logistic -> binary,
+  // mse and huber -> regression.
+  data::TaskKind task() const;
+  LossKind lossKind() const;
+  float huberDelta() const;  // D of /huber:D, 0 for the other heads
 
   // The flat parameter vector, numParams() floats. Views stay valid for the life of
   // the Model (they are invalidated by moving or assigning the Model).
@@ -101,17 +143,21 @@ class Model {
   Status setParams(std::span<const float> values);
 
   // Seeded initialization: He-uniform weights for layers followed by a ReLU,
-  // Glorot-uniform for the last layer, zero biases. Same seed, same parameters, on
+  // Glorot-uniform for layers followed by tanh or sigmoid and for the last layer, zero
+  // biases. Same seed, same parameters, on
   // every machine (the generator is std::mt19937_64 with our own float conversion).
   void initialize(uint64_t seed);
 
   // One forward and backward pass over a batch. x holds batch rows of inputDim()
-  // floats; y holds batch labels in [0, numClasses()); weights, when not null, holds a
-  // per-example weight w_i. Returns the batch loss (1/batch) * sum_i w_i * CE_i
-  // (w_i = 1 when weights is null) and writes its gradient with respect to params()
-  // into grad (overwritten, numParams() floats). Labels out of range are a programmer
-  // error (asserted). The softmax outputs stay readable through probabilities().
-  float forwardBackward(const float* x, const int32_t* y, const float* weights, int batch, std::span<float> grad);
+  // floats; y holds batch labels, one float per example: the class index in
+  // [0, numClasses()) for cross-entropy, 0 or 1 for logistic, the real target for mse
+  // and huber (labelValue() reads one from a data set). weights, when not null, holds a
+  // per-example weight w_i. Returns the batch loss (1/batch) * sum_i w_i * L_i
+  // (w_i = 1 when weights is null, L_i the head's loss) and writes its gradient with
+  // respect to params() into grad (overwritten, numParams() floats). Labels out of
+  // range are a programmer error (asserted). The outputs stay readable through
+  // probabilities().
+  float forwardBackward(const float* x, const float* y, const float* weights, int batch, std::span<float> grad);
 
   // The backward pass of selected rows of the last forward() call, reusing that call's
   // activations instead of a second forward pass: rows are distinct positions in that
@@ -122,19 +168,38 @@ class Model {
   // k times (its weight here being the sum of those k weights). The parameters must not
   // have changed since that forward() call. Afterwards the activations of the other
   // rows are gone and probabilities() holds the selected rows.
-  float backwardRows(const float* x, std::span<const uint32_t> rows, const int32_t* y, const float* weights,
+  float backwardRows(const float* x, std::span<const uint32_t> rows, const float* y, const float* weights,
                      int normalizer, std::span<float> grad);
 
-  // Forward only: returns the softmax outputs, batch rows of numClasses() floats,
-  // in a view that stays valid until the next call on this Model.
+  // Forward only: returns the outputs, batch rows of numClasses() floats, in a view that
+  // stays valid until the next call on this Model. Per head: the softmax probabilities
+  // (cross-entropy), P(y=1) = sigmoid(z) (logistic), the prediction f (mse, huber).
   std::span<const float> forward(const float* x, int batch);
 
-  // The softmax outputs of the last forward() or forwardBackward() call.
+  // The outputs (as forward() returns them) of the last forward(), forwardBackward() or
+  // backwardRows() call.
   std::span<const float> probabilities() const;
 
-  // Loss and accuracy over the whole data set, batchSize examples at a time.
-  // kInvalidArgument when the data set's feature dimension or classes do not fit.
+  // The norm of the gradient of the loss with respect to the network's last-layer
+  // outputs, for one row of outputs (as forward() returns them) with label y: the
+  // Sampler's score. Cross-entropy ||p - onehot(y)||, logistic |p - y|, mse |f - y|,
+  // huber min(|f - y|, D).
+  float outputGradientNorm(const float* outputs, float y) const;
+  // The head's loss of one row of outputs (as forward() returns them) with label y, as
+  // evaluate() and the Trainer's loss probe count it (probabilities clamped at 1e-30).
+  double outputLoss(const float* outputs, float y) const;
+
+  // Whether the data set fits the model: its feature dimension, and labels of the
+  // model's task (classes no more than the outputs for cross-entropy, at most 2 classes
+  // for logistic, real targets for mse and huber). kInvalidArgument naming both.
+  Status checkData(const data::Dataset& dataset) const;
+
+  // Loss and metrics over the whole data set, batchSize examples at a time (loss,
+  // accuracy and examples as before the heads existed; metrics and stats per task).
+  // kInvalidArgument when the data set does not fit (checkData()).
   Result<Evaluation> evaluate(const data::Dataset& dataset, int batchSize = 500);
+  // The summable statistics alone (what evaluate() finalizes).
+  Result<EvalStats> evalStats(const data::Dataset& dataset, int batchSize = 500);
 
   // Model file: magic "STRLMDL\0", u32 version (1), u32 spec length, spec bytes,
   // u64 parameter count, the parameters as little-endian float32, u64 checksum of the

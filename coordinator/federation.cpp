@@ -22,8 +22,24 @@ namespace {
 EvaluationRecord evaluationRecord(const model::Evaluation& e) {
   EvaluationRecord r;
   r.loss = e.loss;
-  r.accuracy = e.accuracy;
+  r.accuracy = e.metrics.accuracy;
+  r.top5 = e.metrics.top5;
+  r.auc = e.metrics.auc;
+  r.rmse = e.metrics.rmse;
+  r.mae = e.metrics.mae;
+  r.r2 = e.metrics.r2;
   return r;
+}
+
+// "accuracy 86.12%", "accuracy 91.20% auc 0.9561" or "rmse 0.4123 r2 0.871".
+std::string evaluationText(const model::Metrics& m) {
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
+  if (m.accuracy) add(fmt::format("accuracy {:.2f}%", 100 * *m.accuracy));
+  if (m.auc) add(fmt::format("auc {:.4f}", *m.auc));
+  if (m.rmse) add(fmt::format("rmse {:.4g}", *m.rmse));
+  if (m.r2) add(fmt::format("r2 {:.3f}", *m.r2));
+  return out.empty() ? fmt::format("test loss {:.4f}", m.loss) : out;
 }
 
 Frame share(wire::Frame frame) {
@@ -77,8 +93,30 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
                                                        std::unique_ptr<Store> store,
                                                        std::shared_ptr<spdlog::logger> log) {
   std::shared_ptr<Federation> f(new Federation(io, std::move(task), std::move(store), std::move(log)));
+  // The evaluation data first: a short model spec ("linear", "mlp:hidden:64") is
+  // completed from it, and a full one checked against it.
+  const data::TaskKind kind = data::parseTaskKind(f->task_.kind).value_or(data::TaskKind::kClassification);
+  if (!f->task_.testData.empty()) {
+    auto test = data::loadData(f->task_.testData, dataOptions(f->task_, true));
+    if (!test) return test.status().withContext("evaluation data");
+    auto resolved =
+        model::resolveSpec(f->task_.model, kind, test->featureDim(), test->numClasses(), f->task_.huberDelta);
+    if (!resolved) return resolved.status().withContext("model spec");
+    f->task_.model = *resolved;
+    f->testSet_.emplace(std::move(*test));
+  }
   auto model = model::Model::fromSpec(f->task_.model);
-  if (!model) return model.status().withContext("model spec");
+  if (!model)
+    return model.status().withContext(f->task_.testData.empty()
+                                          ? "model spec (a short form needs eval.test-data to be completed from)"
+                                          : "model spec");
+  f->log_->info("task '{}': {} with model {} ({} parameters){}", f->task_.name, data::taskKindName(kind),
+                f->task_.model, model->numParams(),
+                f->testSet_ ? fmt::format(", evaluated on {} examples", f->testSet_->size()) : "");
+  if (model->task() != kind)
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("model '{}' is a {} model but the task is {} (task.task)", f->task_.model,
+                              data::taskKindName(model->task()), data::taskKindName(kind)));
 
   // A store belongs to one task: refuse to resume another one.
   for (const auto& [key, value] :
@@ -127,11 +165,6 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   }
 
   f->required_ = requiredCapabilities(f->engine_->config(), f->task_);
-  if (!f->task_.testData.empty()) {
-    auto test = data::loadData(f->task_.testData, dataOptions(f->task_, true));
-    if (!test) return test.status().withContext("evaluation data");
-    f->testSet_.emplace(std::move(*test));
-  }
   f->evalModel_.emplace(std::move(*model));
   if (f->resumedFrom_ > 0)
     f->log_->info("resumed from round {} (model checksum {:016x}, {} rounds committed)", f->resumedFrom_,
@@ -368,7 +401,7 @@ void Federation::report(const RoundSummary& s, const std::optional<model::Evalua
     log_->info(
         "round {:>3} committed: {}loss {:.4f} | up {} down {} | tau {} | density {:.4g}/{:.4g} | "
         "server step {:.3g} | {}/{} returned, {} stragglers",
-        s.round, evaluation ? fmt::format("accuracy {:.2f}% ", 100 * evaluation->accuracy) : "", s.trainLossStart,
+        s.round, evaluation ? evaluationText(evaluation->metrics) + " " : "", s.trainLossStart,
         megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity, s.downlinkDensity, s.serverStep,
         s.returned, s.selected, s.stragglers);
   } else {

@@ -10,7 +10,7 @@
 #   integrity_ok DB             true when PRAGMA integrity_check says ok
 #   finish                      prints the logs when a check failed; exits 0 or 1
 # STARLING_KEEP_WORK=1 keeps $work (logs, databases) for a look afterwards.
-if [ ! -f "$data/t10k-labels-idx1-ubyte.gz" ] && [ ! -f "$data/t10k-labels-idx1-ubyte" ]; then
+if [ "${needs_fashion_mnist:-1}" = 1 ] && [ ! -f "$data/t10k-labels-idx1-ubyte.gz" ] && [ ! -f "$data/t10k-labels-idx1-ubyte" ]; then
   echo "skip: no Fashion-MNIST in $data (scripts/setup installs dataset-fashion-mnist)"
   exit 77
 fi

@@ -177,7 +177,8 @@ double computeSeconds(double flopsPerExample, uint64_t trainedExamples, uint64_t
   return flopsPerExample * (3.0 * double(trainedExamples) + double(forwardOnlyExamples)) / flopsPerSecond;
 }
 
-Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, const data::DataOptions& options) {
+Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, const data::DataOptions& options,
+                            float huberDelta) {
   auto bad = [](const std::string& why) { return Status(StatusCode::kInvalidArgument, why); };
   if (s.clients == 0) return bad("sim.clients must be at least 1");
   if (!(s.deviceGflops > 0)) return bad("sim.device-gflops must be positive");
@@ -223,7 +224,10 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
     return Status(StatusCode::kInvalidArgument,
                   "sim.partition '" + s.partition + "' cuts by class; a regression task's clients take iid");
 
-  auto model = model::Model::fromSpec(modelSpec);
+  auto resolved = model::resolveSpec(modelSpec, options.task, f.train_.featureDim(), f.train_.numClasses(), huberDelta);
+  if (!resolved) return resolved.status().withContext("model spec");
+  f.modelSpec_ = *resolved;
+  auto model = model::Model::fromSpec(f.modelSpec_);
   if (!model) return model.status().withContext("model spec");
   f.flopsPerExample_ = s.flopsPerExample;
   if (f.flopsPerExample_ <= 0) {

@@ -77,9 +77,12 @@ int main(int argc, char** argv) {
   }
 
   settings.testData = strategies.front().task.testData;
-  auto fleet = sim::Fleet::create(settings, strategies.front().task.model,
-                                  coordinator::dataOptions(strategies.front().task, false));
+  auto fleet =
+      sim::Fleet::create(settings, strategies.front().task.model,
+                         coordinator::dataOptions(strategies.front().task, false), strategies.front().task.huberDelta);
   if (!fleet) return fail(fleet.status().message());
+  for (auto& s : strategies)
+    s.task.model = fleet->modelSpec();
   std::error_code ec;
   std::filesystem::create_directories(outDir, ec);
   if (ec) return fail("cannot create " + outDir + ": " + ec.message());

@@ -25,16 +25,17 @@ std::string roundsCsv(const StrategyResult& result) {
   std::string out =
       "round,committed,virtual_s,bytes_up,bytes_down,total_bytes,accuracy,test_loss,train_loss,tau,density_up,"
       "density_down,selected,participants,stragglers,dropped,sticky,payload_down,payload_down_sticky,started_s,"
-      "steps_min,steps_mean,steps_max,compute_max_s,closer_steps,closer_compute_s,closer_link_s\n";
+      "steps_min,steps_mean,steps_max,compute_max_s,closer_steps,closer_compute_s,closer_link_s,auc,rmse,r2\n";
   auto opt = [](const std::optional<double>& v) { return v ? fmt::format("{:.4f}", *v) : std::string(); };
   for (const auto& r : result.rounds)
     out += fmt::format(
         "{},{},{:.3f},{},{},{},{},{},{:.4f},{},{:.6g},{:.6g},{},{},{},{},{},{},{},"
-        "{:.3f},{},{:.1f},{},{:.3f},{},{:.3f},{:.3f}\n",
+        "{:.3f},{},{:.1f},{},{:.3f},{},{:.3f},{:.3f},{},{},{}\n",
         r.round, r.committed ? 1 : 0, r.virtualSeconds, r.bytesUp, r.bytesDown, r.totalBytes, opt(r.accuracy),
         opt(r.testLoss), r.trainLoss, r.tau, r.uplinkDensity, r.downlinkDensity, r.selected, r.participants,
         r.stragglers, r.dropped, r.sticky, r.payloadDown, r.payloadDownSticky, r.startedSeconds, r.stepsMin,
-        r.stepsMean, r.stepsMax, r.computeMaxSeconds, r.closerSteps, r.closerComputeSeconds, r.closerLinkSeconds);
+        r.stepsMean, r.stepsMax, r.computeMaxSeconds, r.closerSteps, r.closerComputeSeconds, r.closerLinkSeconds,
+        opt(r.auc), opt(r.rmse), opt(r.r2));
   return out;
 }
 
@@ -126,7 +127,7 @@ std::string panel(const std::vector<StrategyResult>& results, double target, con
         ymin = std::min(ymin, *row.accuracy);
         ymax = std::max(ymax, *row.accuracy);
       }
-  if (xmin > xmax) xmin = 0, xmax = 1;
+  if (xmin > xmax) xmin = logX ? 1 : 0, xmax = logX ? 10 : 1;  // nothing to plot (a task without accuracy)
   Axis ax{logX ? std::floor(std::log10(xmin)) : 0.0, logX ? std::ceil(std::log10(xmax)) : xmax, logX};
   if (ax.hi <= ax.lo) ax.hi = ax.lo + 1;
   Axis ay{std::max(0.0, std::floor(std::min(ymin, target) * 10) / 10),

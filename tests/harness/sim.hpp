@@ -119,9 +119,11 @@ struct RoundRow {
   uint64_t bytesUp = 0;            // frames carried during the round, Update frames
   uint64_t bytesDown = 0;          // RoundAssign frames
   uint64_t totalBytes = 0;         // cumulative, both ways, since the start
-  std::optional<double> accuracy;  // on the test sample, when evaluated
+  std::optional<double> accuracy;  // on the test sample, when evaluated (classification, binary)
   std::optional<double> testLoss;
-  double trainLoss = 0;  // example-weighted loss at the shared model
+  std::optional<double> auc;       // binary
+  std::optional<double> rmse, r2;  // regression
+  double trainLoss = 0;            // example-weighted loss at the shared model
   uint32_t tau = 0;
   double uplinkDensity = 1, downlinkDensity = 1;
   uint32_t selected = 0, participants = 0, stragglers = 0, dropped = 0;
@@ -156,8 +158,9 @@ struct StrategyResult {
 class Fleet {
  public:
   // Loads the data and builds the clients. The model spec fixes the cost model.
+  // A short spec ("linear", "mlp:hidden:64") is completed from the data (modelSpec()).
   static Result<Fleet> create(const SimSettings& settings, const std::string& modelSpec,
-                              const data::DataOptions& dataOptions = {});
+                              const data::DataOptions& dataOptions = {}, float huberDelta = 0);
 
   struct Client {
     std::vector<uint32_t> examples;  // indices into train()
@@ -170,6 +173,8 @@ class Fleet {
     double start = 0, end = 0;
   };
   const SimSettings& settings() const { return settings_; }
+  // The model spec completed from the data and checked against it (model::resolveSpec).
+  const std::string& modelSpec() const { return modelSpec_; }
   const data::Dataset& train() const { return train_; }
   const data::Dataset& test() const { return test_; }
   const std::vector<Client>& clients() const { return clients_; }
@@ -179,6 +184,7 @@ class Fleet {
 
  private:
   SimSettings settings_;
+  std::string modelSpec_;
   data::Dataset train_;
   data::Dataset test_;
   std::vector<Client> clients_;

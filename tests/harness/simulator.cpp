@@ -279,8 +279,11 @@ Status Run::perform(std::vector<Action> actions) {
         STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->servedModel()));
         auto e = evalModel_->evaluate(fleet_.test());
         if (!e) return e.status();
-        row.accuracy = e->accuracy;
+        row.accuracy = e->metrics.accuracy;
         row.testLoss = e->loss;
+        row.auc = e->metrics.auc;
+        row.rmse = e->metrics.rmse;
+        row.r2 = e->metrics.r2;
       }
       if (export_) {
         // The seed the engine gives the round's downlink compressor.

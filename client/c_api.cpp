@@ -33,6 +33,7 @@
 
 #include "starling/client/participant.hpp"
 #include "starling/data/dataset.hpp"
+#include "starling/data/load.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/net/connection.hpp"
 #include "starling/net/tls_context.hpp"
@@ -328,6 +329,46 @@ int starling_client_set_data_f32(starling_client* client, const float* features,
     std::vector<int32_t> y(labels, labels + count);
     return setData(client, data::Dataset::fromFloats(std::move(x), std::move(y), feature_dim, num_classes),
                    "the data arrays");
+  });
+}
+
+int starling_client_set_data_f32_targets(starling_client* client, const float* features, const float* targets,
+                                         size_t count, size_t feature_dim) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (targets == nullptr && count > 0)
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT, "features and targets must not be NULL");
+    // Two classes stand in for checkArrays' class check: a regression has none.
+    static const int32_t kSentinel = 0;
+    if (int rc = checkArrays(client, features, &kSentinel, count, feature_dim, 2); rc != STARLING_OK) return rc;
+    std::vector<float> x(features, features + count * feature_dim);
+    std::vector<float> t(targets, targets + count);
+    return setData(client, data::Dataset::fromFloatTargets(std::move(x), std::move(t), feature_dim), "the data arrays");
+  });
+}
+
+int starling_client_set_data_file(starling_client* client, const char* path, const char* format, const char* label,
+                                  const char* task) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (path == nullptr) return client->fail(STARLING_ERR_INVALID_ARGUMENT, "path must not be NULL");
+    data::DataOptions options;
+    const std::string formatName = format == nullptr ? "auto" : format;
+    const auto parsedFormat = data::parseDataFormat(formatName);
+    if (!parsedFormat)
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT,
+                          "format '" + formatName + "' is not one of auto, csv, libsvm, npy, npz, idx");
+    options.format = *parsedFormat;
+    const std::string taskName = task == nullptr ? "classification" : task;
+    const auto kind = data::parseTaskKind(taskName);
+    if (!kind)
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT,
+                          "task '" + taskName + "' is not one of classification, binary, regression");
+    options.task = *kind;
+    options.label = label == nullptr ? "" : label;
+    return setData(client, data::loadData(path, options), "the data file");
   });
 }
 

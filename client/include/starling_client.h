@@ -215,6 +215,24 @@ STARLING_CLIENT_API int starling_client_set_data_callback(starling_client* clien
 STARLING_CLIENT_API int starling_client_set_data_idx(starling_client* client, const char* images_path,
                                                      const char* labels_path, int num_classes);
 
+/*
+ * Regression: real targets, one per example (features as in set_data_f32). The
+ * coordinator's task must be a regression (model with one output, /mse or /huber).
+ */
+STARLING_CLIENT_API int starling_client_set_data_f32_targets(starling_client* client, const float* features,
+                                                             const float* targets, size_t count, size_t feature_dim);
+
+/*
+ * A data file, read as starling-client --data reads it: CSV, LIBSVM/SVMlight, NumPy
+ * .npy/.npz or an IDX directory, gzipped or not. format: NULL or "auto" (from the
+ * name), "csv", "libsvm", "npy", "npz", "idx"; label: NULL for the default (CSV: the
+ * last column; NPZ: the array "y"), else a CSV column by header name or 0-based index,
+ * or an NPZ array name; task: NULL or "classification", "binary", "regression" (how
+ * the labels are read and checked). Malformed input fails naming the file and line.
+ */
+STARLING_CLIENT_API int starling_client_set_data_file(starling_client* client, const char* path, const char* format,
+                                                      const char* label, const char* task);
+
 /* Examples in the current data set (0 before any set_data). Owner thread. */
 STARLING_CLIENT_API size_t starling_client_data_size(const starling_client* client);
 

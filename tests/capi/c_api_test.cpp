@@ -9,6 +9,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <string>
@@ -56,6 +58,29 @@ class Coordinator : public RunningFederation {
  public:
   Coordinator(const Pki& pki, const coordinator::EngineConfig& engine)
       : RunningFederation(pki, engine, smallTask("capi-test", "mlp:4-8-3", 8)) {}
+  Coordinator(const Pki& pki, const coordinator::EngineConfig& engine, const coordinator::TaskConfig& task)
+      : RunningFederation(pki, engine, task) {}
+};
+
+// y = 1.5 a - 2 b + 0.5 c + 0.7 + small noise, the rows of a CSV file or arrays.
+struct Regression {
+  std::vector<float> x, y;
+  explicit Regression(std::size_t n, uint64_t seed) : x(n * 3), y(n) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::normal_distribution<float> noise(0.0f, 0.05f);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < 3; ++j)
+        x[i * 3 + j] = u(rng);
+      y[i] = 1.5f * x[i * 3] - 2.0f * x[i * 3 + 1] + 0.5f * x[i * 3 + 2] + 0.7f + noise(rng);
+    }
+  }
+  void writeCsv(const std::string& path) const {
+    std::ofstream out(path);
+    out << "a,b,\"c, the third\",target\n";
+    for (std::size_t i = 0; i < y.size(); ++i)
+      out << x[i * 3] << ',' << x[i * 3 + 1] << ',' << x[i * 3 + 2] << ',' << y[i] << '\n';
+  }
 };
 
 coordinator::EngineConfig smallFederation(uint64_t rounds, uint32_t clients) {
@@ -351,6 +376,49 @@ TEST_CASE("the C API refuses what it cannot use, saying why", "[capi][errors]") 
     CHECK_THAT(starling_client_last_error(c), Catch::Contains("/nonexistent/images-idx3"));
   }
   starling_client_destroy(c);
+}
+
+TEST_CASE("a regression trains through the C API from a CSV file and from target arrays", "[capi][regression]") {
+  Pki pki;
+  coordinator::TaskConfig task = smallTask("capi-regression", "linear:3-1/mse", 16);
+  task.kind = "regression";
+  Coordinator coord(pki, smallEngine(8, 2, 30, 0.1), task);
+  Client a(pki, "client-0", coord.address());
+  Client b(pki, "client-1", coord.address());
+  const auto path = (std::filesystem::temp_directory_path() / "starling-capi-regression.csv").string();
+  Regression(400, 1).writeCsv(path);
+  REQUIRE(starling_client_set_data_file(a.c, path.c_str(), nullptr, "target", "regression") == STARLING_OK);
+  CHECK(starling_client_data_size(a.c) == 400);
+  const Regression arrays(300, 2);
+  REQUIRE(starling_client_set_data_f32_targets(b.c, arrays.x.data(), arrays.y.data(), 300, 3) == STARLING_OK);
+  runBoth(a, b, coord);
+  std::vector<float> model(4);
+  size_t n = 0;
+  REQUIRE(starling_client_get_model(a.c, model.data(), model.size(), &n) == STARLING_OK);
+  REQUIRE(n == 4);  // dense0.weight {1, 3}, then dense0.bias
+  CHECK(model[0] == Approx(1.5f).margin(0.1));
+  CHECK(model[1] == Approx(-2.0f).margin(0.1));
+  CHECK(model[2] == Approx(0.5f).margin(0.1));
+  CHECK(model[3] == Approx(0.7f).margin(0.1));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("set_data_file refuses a bad file, format or task, naming what is wrong", "[capi][errors]") {
+  Pki pki;
+  Client a(pki, "client-0", deadAddress());
+  const auto path = (std::filesystem::temp_directory_path() / "starling-capi-bad.csv").string();
+  {
+    std::ofstream out(path);
+    out << "a,b,label\n1,2,0\n3,x,1\n";
+  }
+  CHECK(starling_client_set_data_file(a.c, path.c_str(), "csv", nullptr, nullptr) != STARLING_OK);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains(path + ":3"));
+  CHECK(starling_client_set_data_file(a.c, path.c_str(), "parquet", nullptr, nullptr) == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("parquet"));
+  CHECK(starling_client_set_data_file(a.c, path.c_str(), nullptr, nullptr, "ranking") == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("ranking"));
+  CHECK(starling_client_data_size(a.c) == 0);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("a client whose data does not fit the coordinator's model fails with STARLING_ERR_TASK", "[capi][task]") {

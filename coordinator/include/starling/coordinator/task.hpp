@@ -16,7 +16,7 @@ namespace starling::coordinator {
 
 // What clients are told to train with, besides what the engine decides per round.
 struct TaskConfig {
-  std::string name = "fashion-mnist";
+  std::string name = "starling";
   std::string model = "mlp:784-200-200-10";  // the architecture every client builds
   uint64_t initSeed = 1;                     // initialization of the round-0 model
   int batchSize = 32;

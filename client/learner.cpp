@@ -74,7 +74,16 @@ wire::UpdateMsg LocalUpdate::message() const {
                          static_cast<float>(stats.lossStart),
                          static_cast<float>(stats.lossEnd),
                          compression::viewOf(payload),
-                         static_cast<uint32_t>(stats.seconds * 1000.0)};
+                         static_cast<uint32_t>(stats.seconds * 1000.0),
+                         evalStats};
+}
+
+Result<std::vector<double>> LearnerTask::evaluate(std::span<const float> params, const data::Dataset& heldOut) {
+  if (!evaluator_) evaluator_.emplace(prototype_);
+  STARLING_RETURN_IF_ERROR(evaluator_->setParams(params));
+  auto e = evaluator_->evaluate(heldOut);
+  if (!e) return e.status();
+  return e->stats.toVector();
 }
 
 // ---- Learner -------------------------------------------------------------------
@@ -212,16 +221,30 @@ void Learner::makeRoom(uint64_t round) {
 Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a) {
   if (!holding_ || !trainer_) return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
   makeRoom(a.round);
+  std::vector<double> evalStats;
+  if (a.evaluate && heldOut_ != nullptr && heldOut_->size() > 0) {
+    auto e = task_->evaluate(xhat_, *heldOut_);
+    if (!e) return e.status().withContext("evaluating on the held-out examples");
+    evalStats = std::move(*e);
+  }
   TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round)};
   auto stats = trainer_->run(xhat_, req, delta_);
   if (!stats) return stats.status();
-  return compressAndTag(a, *stats);
+  auto update = compressAndTag(a, *stats);
+  if (update) update->evalStats = std::move(evalStats);
+  return update;
 }
 
 Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a, std::span<const float> base,
-                                   const data::Dataset& shard) {
+                                   const data::Dataset& shard, const data::Dataset* heldOut) {
   if (holding_) return Status(StatusCode::kInternal, "a holding Learner trains from its own model");
   makeRoom(a.round);
+  std::vector<double> evalStats;
+  if (a.evaluate && heldOut != nullptr && heldOut->size() > 0) {
+    auto e = task_->evaluate(base, *heldOut);
+    if (!e) return e.status().withContext("evaluating on the held-out examples");
+    evalStats = std::move(*e);
+  }
   // The Trainer (a model copy, momentum) lives for this round only; the sampler (its
   // score table and estimate) carries to the next, as it does in a device's Trainer.
   TrainerOptions to = task_->trainerOptions();
@@ -237,6 +260,7 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a, std::span<cons
   sampler_.emplace(std::move(trainer->sampler()));
   sampler_->releaseWorkspaces();
   auto update = compressAndTag(a, *stats);
+  if (update) update->evalStats = std::move(evalStats);
   // Nothing model-sized stays with a virtual client but its memory.
   std::vector<float>().swap(delta_);  // (= {} would keep the capacity)
   return update;

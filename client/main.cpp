@@ -160,6 +160,11 @@ int main(int argc, char** argv) {
   app.add_option("--partition", partition, "how shards are cut: iid, dirichlet:ALPHA or classes:K");
   app.add_option("--partition-seed", partitionSeed, "seed of the partition (the same on every client)");
   app.add_option("--seed", seed, "seed of local randomness (sampling, reconnect jitter)");
+  double evalFraction = 0;
+  app.add_option("--eval-fraction", evalFraction,
+                 "hold this fraction of the data out of training and evaluate the model on it when the coordinator "
+                 "asks (federated evaluation)")
+      ->check(CLI::Range(0.0, 0.9));
   std::string auditOut;  // test-only (tests/cli/crash_points_test.sh), hidden from --help
   app.add_option("--test-audit", auditOut, "write the sums computed and kept in memory here")->group("");
   CLI11_PARSE(app, argc, argv);
@@ -227,6 +232,7 @@ int main(int argc, char** argv) {
   options.id = id;
   options.seed = seed;
   options.auditOut = auditOut;
+  options.evalFraction = evalFraction;
   options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
   client::Participant participant(std::move(*shard), options, *log);
   asio::io_context io(1);

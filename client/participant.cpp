@@ -61,8 +61,34 @@ Status Participant::finishLoading() {
   return Status::ok();
 }
 
+void Participant::holdOut() {
+  if (heldOutDone_) return;
+  heldOutDone_ = true;
+  if (!(options_.evalFraction > 0) || shard_->size() < 2) return;
+  // A seeded draw of round(fraction x n) examples, at least one, leaving at least one.
+  std::vector<uint32_t> order(shard_->size());
+  for (uint32_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::mt19937_64 rng(seed_ ^ 0xe7a1u);
+  std::shuffle(order.begin(), order.end(), rng);
+  const auto held = std::clamp<std::size_t>(
+      static_cast<std::size_t>(std::llround(options_.evalFraction * double(order.size()))), 1, order.size() - 1);
+  std::vector<uint32_t> evalRows(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(held));
+  std::vector<uint32_t> trainRows(order.begin() + static_cast<std::ptrdiff_t>(held), order.end());
+  std::sort(evalRows.begin(), evalRows.end());
+  std::sort(trainRows.begin(), trainRows.end());
+  heldOut_.emplace(shard_->subset(evalRows));
+  trainPart_.emplace(shard_->subset(trainRows));
+  shard_ = &*trainPart_;
+  owned_.reset();  // the parts are copies
+  learner_.setHeldOut(&*heldOut_);
+  log_->info("holding out {} of {} examples for federated evaluation", heldOut_->size(),
+             heldOut_->size() + trainPart_->size());
+}
+
 Status Participant::welcome(const wire::WelcomeMsg& w) {
   if (Status loaded = finishLoading(); !loaded) return loaded;
+  holdOut();
   if (Status st = learner_.welcome(w, *shard_); !st) return st;
   syncStats();
   log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", w.task, w.clientId, w.round, w.modelSpec);

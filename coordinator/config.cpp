@@ -160,6 +160,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "label of the evaluation data: CSV column by header name or 0-based index (default the last), NPZ array "
        "(default y)");
   bind("eval.eval-every", t.evalEvery, "evaluate every N committed rounds");
+  bind("eval.federated-every", e.federatedEvalEvery,
+       "federated evaluation: clients evaluate the model of every Nth committed round on their held-out examples "
+       "(starling-client --eval-fraction) and send the sums (0 = off)");
   bind("output.model-file", t.modelOut, "file the final model is saved to (empty = none)");
   bind("server.listen", c.listen, "address to listen on, HOST:PORT");
   bind("server.certs", c.certs, "directory with ca.crt, coordinator.crt, coordinator.key");

@@ -19,15 +19,15 @@ namespace fb = wire::fb;
 
 namespace {
 
-EvaluationRecord evaluationRecord(const model::Evaluation& e) {
+EvaluationRecord evaluationRecord(const model::Metrics& m) {
   EvaluationRecord r;
-  r.loss = e.loss;
-  r.accuracy = e.metrics.accuracy;
-  r.top5 = e.metrics.top5;
-  r.auc = e.metrics.auc;
-  r.rmse = e.metrics.rmse;
-  r.mae = e.metrics.mae;
-  r.r2 = e.metrics.r2;
+  r.loss = m.loss;
+  r.accuracy = m.accuracy;
+  r.top5 = m.top5;
+  r.auc = m.auc;
+  r.rmse = m.rmse;
+  r.mae = m.mae;
+  r.r2 = m.r2;
   return r;
 }
 
@@ -104,6 +104,12 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     if (!resolved) return resolved.status().withContext("model spec");
     f->task_.model = *resolved;
     f->testSet_.emplace(std::move(*test));
+  }
+  if (!f->testSet_ && f->task_.model.find('/') == std::string::npos && kind != data::TaskKind::kClassification) {
+    // A full spec without a loss, and no data to complete it from: the task's loss.
+    f->task_.model += kind == data::TaskKind::kBinary ? "/logistic"
+                      : f->task_.huberDelta > 0       ? fmt::format("/huber:{}", f->task_.huberDelta)
+                                                      : "/mse";
   }
   auto model = model::Model::fromSpec(f->task_.model);
   if (!model)
@@ -285,6 +291,7 @@ void Federation::update(const std::shared_ptr<Session>& session, const wire::Upd
   in.lossEnd = u.lossEnd;
   in.durationMs = u.durationMs;
   in.bytesWire = u.delta->byteSize();
+  in.evalStats = u.evalStats;
   if (!hooks_.auditOut.empty()) {
     std::vector<float> dense(d, 0.0f);
     if (compression::expand(in.delta, dense)) auditHeld_[{id, in.round}] = std::move(dense);
@@ -395,9 +402,10 @@ bool Federation::persist(const RoundSummary& s) {
 void Federation::report(const RoundSummary& s, const std::optional<model::Evaluation>& evaluation) {
   if (s.committed) {
     if (evaluation) {
-      if (Status st = store_->recordEvaluation(s.round, evaluationRecord(*evaluation)); !st)
+      if (Status st = store_->recordEvaluation(s.round, evaluationRecord(evaluation->metrics)); !st)
         log_->error("{}", st.message());  // the round itself is on disk
     }
+    if (!s.evalStats.empty()) reportFederatedEvaluation(s);
     log_->info(
         "round {:>3} committed: {}loss {:.4f} | up {} down {} | tau {} | density {:.4g}/{:.4g} | "
         "server step {:.3g} | {}/{} returned, {} stragglers",
@@ -408,6 +416,21 @@ void Federation::report(const RoundSummary& s, const std::optional<model::Evalua
     log_->warn("round {:>3} abandoned: {}", s.round, s.reason);
   }
   if (roundCallback_) roundCallback_({s, evaluation});
+}
+
+void Federation::reportFederatedEvaluation(const RoundSummary& s) {
+  auto merged = model::mergeVectors(s.evalStats);
+  if (!merged) {
+    log_->warn("round {}: the clients' evaluation statistics do not add up: {}", s.round, merged.status().message());
+    return;
+  }
+  const model::Metrics m = model::finalize(*merged);
+  log_->info("federated evaluation of round {}'s model: {} on {} held-out examples of {} clients", s.evalBaseRound,
+             evaluationText(m), m.examples, s.evalStats.size());
+  // The coordinator's own test set, when it has one, is what the round's metrics are;
+  // without one, they are the clients'.
+  if (testSet_ || s.evalBaseRound == 0 || m.examples == 0) return;
+  if (Status st = store_->recordEvaluation(s.evalBaseRound, evaluationRecord(m)); !st) log_->error("{}", st.message());
 }
 
 void Federation::startEvaluation(RoundSummary summary) {

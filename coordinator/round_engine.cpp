@@ -56,6 +56,8 @@ struct RoundEngine::Pending {
   uint32_t staleness = 0;
   Contribution part;     // what the aggregator sees
   bool settled = false;  // added to the sum or rejected; delta released
+  uint64_t baseRound = 0;
+  std::vector<double> evalStats;  // federated evaluation of the base model (may be empty)
 };
 
 struct RoundEngine::OpenRound {
@@ -282,6 +284,7 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
   a.uplinkDensity = static_cast<float>(open_->upDensity);
   a.deadlineMs = nowMs + config_.deadlineMs;
   a.baseChecksum = downlink_->checksum();
+  a.evaluate = config_.federatedEvalEvery > 0 && a.baseRound > 0 && a.baseRound % config_.federatedEvalEvery == 0;
   if (!c.heldRound || *c.heldRound != downlink_->round()) {
     Downlink::CatchUp up = downlink_->catchUp(c.heldRound, c.indicesRound);
     a.denseModel = std::move(up.denseModel);
@@ -406,6 +409,8 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
 
   auto p = std::make_unique<Pending>();
   p->round = u.round;
+  p->baseRound = u.baseRound;
+  p->evalStats = std::move(u.evalStats);
   p->record.round = u.round;
   // Older than the engine remembers: too stale.
   p->staleness = static_cast<uint32_t>(downlink_->commitsSince(u.baseRound, uint64_t(config_.maxStaleness) + 1));
@@ -527,6 +532,14 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     lossSum += double(p->part.examples) * p->record.selectionWeight * p->record.lossStart;
     lossW += double(p->part.examples) * p->record.selectionWeight;
   }
+
+  // The federated evaluation of the round's base model: the sums of the updates that
+  // evaluated it (late updates evaluated an older model, and a rejected update's sender
+  // is not trusted with the metric: theirs are left out).
+  s.evalBaseRound = downlink_->round();
+  for (auto& p : use)
+    if (p->baseRound == s.evalBaseRound && !p->evalStats.empty() && p->record.outcome != ParticipantOutcome::kRejected)
+      s.evalStats.push_back(std::move(p->evalStats));
 
   // Delta, the server's step on it, and the broadcast that applies it.
   const std::span<float> step = aggregator_->finish();

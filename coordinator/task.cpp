@@ -67,6 +67,7 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   add(t.prioritySampling, wire::kCapPrioritySampling);
   add(t.proxMu > 0, wire::kCapProx);
   add(t.uplinkErrorCap > 0, wire::kCapErrorCap);
+  add(e.federatedEvalEvery > 0, wire::kCapFederatedEval);
   return need;
 }
 
@@ -115,6 +116,7 @@ wire::RoundAssignMsg assignmentMessage(const Assignment& a, uint32_t deadlineInM
   m.baseChecksum = a.baseChecksum;
   if (a.denseModel) m.model = wire::denseView(*a.denseModel);
   if (a.values) m.values = compression::viewOf(*a.values);
+  m.evaluate = a.evaluate;
   return m;
 }
 

@@ -190,4 +190,19 @@ double exactAuc(std::span<const float> scores, std::span<const int32_t> labels) 
   return wins / (pos * negBelow);
 }
 
+Result<EvalStats> mergeVectors(std::span<const std::vector<double>> vectors) {
+  if (vectors.empty()) return Status(StatusCode::kInvalidArgument, "no statistics to merge");
+  std::optional<EvalStats> sum;
+  for (std::size_t i = 0; i < vectors.size(); ++i) {
+    auto one = EvalStats::fromVector(vectors[i]);
+    if (!one) return one.status().withContext("statistics " + std::to_string(i));
+    if (!sum) {
+      sum.emplace(std::move(*one));
+    } else if (Status st = sum->merge(*one); !st) {
+      return st.withContext("statistics " + std::to_string(i));
+    }
+  }
+  return std::move(*sum);
+}
+
 }  // namespace starling::model

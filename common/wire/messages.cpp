@@ -119,14 +119,15 @@ Frame encode(const RoundAssignMsg& m) {
   const auto model = optionalTensor(b, m.model);
   const auto values = optionalTensor(b, m.values);
   return finishFrame(b, fb::CreateRoundAssignDirect(b, m.round, m.baseRound, m.tau, m.lr, m.density, m.deadlineMs,
-                                                    &broadcast, m.baseChecksum, model, values));
+                                                    &broadcast, m.baseChecksum, model, values, m.evaluate));
 }
 
 Frame encode(const UpdateMsg& m) {
-  FlatBufferBuilder b(256 + sizeOf(m.delta));
+  FlatBufferBuilder b(256 + sizeOf(m.delta) + m.evalStats.size() * sizeof(double));
   const auto delta = optionalTensor(b, m.delta);
-  return finishFrame(
-      b, fb::CreateUpdate(b, m.round, m.baseRound, m.examples, m.steps, m.lossStart, m.lossEnd, delta, m.durationMs));
+  const auto stats = m.evalStats.empty() ? 0 : b.CreateVector(m.evalStats);
+  return finishFrame(b, fb::CreateUpdate(b, m.round, m.baseRound, m.examples, m.steps, m.lossStart, m.lossEnd, delta,
+                                         m.durationMs, stats));
 }
 
 Frame encode(const RoundResultMsg& m) {
@@ -218,6 +219,7 @@ Result<RoundAssignMsg> parseRoundAssign(const Message& m) {
   out.baseChecksum = a->base_checksum();
   if (Status st = assignView(a->model(), out.model); !st) return st;
   if (Status st = assignView(a->values(), out.values); !st) return st;
+  out.evaluate = a->evaluate();
   return out;
 }
 
@@ -234,6 +236,7 @@ Result<UpdateMsg> parseUpdate(const Message& m) {
   out.lossEnd = u->loss_end();
   if (Status st = assignView(u->delta(), out.delta); !st) return st;
   out.durationMs = u->duration_ms();
+  if (const auto* stats = u->eval_stats()) out.evalStats.assign(stats->begin(), stats->end());
   return out;
 }
 

@@ -2,7 +2,8 @@
 # Users' own data over mutual TLS: a coordinator and 3 starling-client processes train
 # a linear regression on a CSV file, then a binary classifier on a LIBSVM file, each
 # task's metrics evaluated on a test file of the same format and recorded in the
-# database. The data are made here with awk's seeded generator (no data set needed).
+# database; then the regression again with no test set at the coordinator, evaluated
+# by the clients on their held-out examples (federated evaluation). The data are made here with awk's seeded generator (no data set needed).
 # Usage: own_data_test.sh COORDINATOR_BIN CLIENT_BIN
 set -u
 coord_bin=$1
@@ -69,5 +70,20 @@ auc=$(last_value "$work/binary.db" 23)
 accuracy=$(last_value "$work/binary.db" 18)
 check "the test AUC ($auc) is above 0.95" above "$auc" 0.95
 check "the test accuracy ($accuracy) is above 0.9" above "$accuracy" 0.9
+for i in 0 1 2; do wait "${client_pid[$i]}"; done
+
+# ---- 3. federated evaluation: no test set at the coordinator ----------------------
+data="$work/train.csv"
+port=""
+launch_coordinator federated --task regression --model linear:3-1 --federated-every 1 --clients-per-round 3 \
+  --rounds 6 --tau 30 --lr 0.1 --deadline-ms 20000 --db "$work/federated.db" || exit 1
+for i in 0 1 2; do start_client "$i" "federated-client-$i.log" --task regression --eval-fraction 0.2; done
+wait "$coord_pid"
+check "the federated-evaluation federation finishes" test $? -eq 0
+check "each client holds out a fifth of its shard" grep -q "holding out 200 of 1000 examples" "$work/federated-client-0.log"
+check "the clients' sums are merged (600 held-out examples of 3 clients)" \
+  grep -q "federated evaluation of round 5's model: .* on 600 held-out examples of 3 clients" "$work/federated.log"
+rmse=$("$coord_bin" report --db "$work/federated.db" --format csv | awk -F, '$1 == 5 && $2 == "committed" { print $24 }')
+check "round 5's RMSE ($rmse), from the clients alone, is near the noise (< 0.2)" below "$rmse" 0.2
 for i in 0 1 2; do wait "${client_pid[$i]}"; done
 finish

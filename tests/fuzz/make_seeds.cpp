@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   }
   for (size_t i = 0; i < payloads.size(); ++i)
     frame("update-" + std::to_string(i),
-          wire::UpdateMsg{4, 3, 600, 5, 2.3f, 1.9f, compression::viewOf(payloads[i]), 1200});
+          wire::UpdateMsg{4, 3, 600, 5, 2.3f, 1.9f, compression::viewOf(payloads[i]), 1200, {}});
   frame("round-assign", wire::RoundAssignMsg{5,
                                              3,
                                              5,

@@ -190,6 +190,7 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
   if (!(s.linkSpread >= 1)) return bad("sim.link-spread must be at least 1");
   if (!(s.availabilityPeriodS >= 0)) return bad("sim.availability-period-s must be >= 0");
   if (s.efClients == 0) return bad("sim.ef-clients must be at least 1");
+  if (!(s.evalFraction >= 0 && s.evalFraction <= 0.9)) return bad("sim.eval-fraction must be in [0, 0.9]");
   if (s.speedDistribution != "loguniform" && s.speedDistribution != "lognormal")
     return bad("sim.speed-distribution must be loguniform or lognormal");
 
@@ -267,6 +268,18 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
   for (uint32_t i = 0; i < s.clients; ++i) {
     Client& c = f.clients_[i];
     c.examples = std::move((*parts)[i]);
+    if (s.evalFraction > 0 && c.examples.size() >= 2) {
+      // Federated evaluation: a seeded draw of the client's examples held out of training.
+      std::vector<uint32_t> order = c.examples;
+      std::mt19937_64 draw(s.seed ^ (0xe7a1ull + i));
+      std::shuffle(order.begin(), order.end(), draw);
+      const auto held = std::clamp<std::size_t>(
+          static_cast<std::size_t>(std::llround(s.evalFraction * double(order.size()))), 1, order.size() - 1);
+      c.heldOut.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(held));
+      c.examples.assign(order.begin() + static_cast<std::ptrdiff_t>(held), order.end());
+      std::sort(c.heldOut.begin(), c.heldOut.end());
+      std::sort(c.examples.begin(), c.examples.end());
+    }
     double relative = 1.0;
     if (!trace.empty()) {
       const double top = *std::max_element(trace.begin(), trace.end());

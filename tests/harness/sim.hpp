@@ -83,10 +83,13 @@ struct SimSettings {
   // device i mod (largest device + 1). Outside its windows a client is offline.
   std::string availabilityTrace;
   double availabilityPeriodS = 0;  // the trace repeats every this many seconds (0 = once)
-  uint32_t efClients = 256;        // most clients holding uplink error-feedback memory
-  double targetAccuracy = 0.85;    // for "bytes and time to target"
-  double maxVirtualHours = 1000;   // stops a strategy that never finishes
-  bool stopAtTarget = false;       // end a strategy at its first round at the target
+  // Federated evaluation (eval.federated-every): each client holds this fraction of its
+  // examples out of training and evaluates the model on them when asked (0 = none).
+  double evalFraction = 0;
+  uint32_t efClients = 256;       // most clients holding uplink error-feedback memory
+  double targetAccuracy = 0.85;   // for "bytes and time to target"
+  double maxVirtualHours = 1000;  // stops a strategy that never finishes
+  bool stopAtTarget = false;      // end a strategy at its first round at the target
   // Clients ship with the round-0 model (an app that bundles it) and name it, with its
   // checksum, when they join; otherwise they say they hold nothing, as starling-client
   // does (it builds the round-0 model from Welcome). Under the engine's
@@ -123,7 +126,11 @@ struct RoundRow {
   std::optional<double> testLoss;
   std::optional<double> auc;       // binary
   std::optional<double> rmse, r2;  // regression
-  double trainLoss = 0;            // example-weighted loss at the shared model
+  // Federated evaluation of the round's base model by the clients (eval.federated-every):
+  // accuracy (classification, binary) or RMSE (regression), and the examples it covered.
+  std::optional<double> fedAccuracy, fedRmse;
+  uint64_t fedExamples = 0;
+  double trainLoss = 0;  // example-weighted loss at the shared model
   uint32_t tau = 0;
   double uplinkDensity = 1, downlinkDensity = 1;
   uint32_t selected = 0, participants = 0, stragglers = 0, dropped = 0;
@@ -164,6 +171,7 @@ class Fleet {
 
   struct Client {
     std::vector<uint32_t> examples;  // indices into train()
+    std::vector<uint32_t> heldOut;   // indices into train() held out for federated evaluation
     double flopsPerSecond = 0;
     double uplinkMbps = 0, downlinkMbps = 0, latencyMs = 0;
     int32_t device = -1;  // its device in the availability trace (-1 = always online)

@@ -43,6 +43,9 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
          "write each strategy's initial model, shards, batch order and per-round results here, for "
          "bench/reference.py (full participation only; empty = off)");
   b.bind("sim.ef-clients", s.efClients, "most clients that keep uplink error-feedback memory (LRU)");
+  b.bind("sim.eval-fraction", s.evalFraction,
+         "federated evaluation: each client holds this fraction of its examples out of training and evaluates "
+         "the model on them when eval.federated-every asks (0 = none)");
   b.bind("sim.target-accuracy", s.targetAccuracy, "test accuracy for 'bytes and time to target'");
   b.bind("sim.max-virtual-hours", s.maxVirtualHours, "stop a strategy after this much virtual time");
   b.bind("sim.stop-at-target", s.stopAtTarget, "end each strategy once it reaches the target accuracy");

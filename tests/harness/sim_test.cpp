@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "starling/data/loaders.hpp"
 
@@ -441,6 +442,65 @@ TEST_CASE("availability traces: clients train only inside their windows", "[harn
     for (const RoundRow& row : r2->rounds)
       CHECK(row.startedSeconds < 30.0);
   }
+}
+
+}  // namespace starling::sim
+
+namespace starling::sim {
+
+TEST_CASE("federated evaluation: the clients' held-out sums, from a CSV regression", "[harness][federated-eval]") {
+  const auto path = (std::filesystem::temp_directory_path() / "starling-sim-regression.csv").string();
+  {
+    std::ofstream out(path);
+    out << "a,b,target\n";
+    std::mt19937_64 rng(3);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::normal_distribution<double> noise(0, 0.1);
+    for (int i = 0; i < 1000; ++i) {
+      const double a = u(rng), b = u(rng);
+      out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
+    }
+  }
+  SimSettings s = smallFleet();
+  s.data = path;
+  s.clients = 4;
+  s.partition = "iid";
+  s.trainExamples = 0;
+  s.testExamples = 0;
+  s.evalFraction = 0.25;
+  data::DataOptions options;
+  options.task = data::TaskKind::kRegression;
+  auto fleet = Fleet::create(s, "linear", options);
+  REQUIRE(fleet);
+  CHECK(fleet->modelSpec() == "linear:2-1/mse");
+  std::size_t held = 0, trained = 0;
+  for (const auto& c : fleet->clients()) {
+    held += c.heldOut.size();
+    trained += c.examples.size();
+  }
+  CHECK(held + trained == fleet->train().size());  // 800: a fifth of the file is the test set
+  CHECK(held == 200);
+  Strategy st = smallStrategy("federated-eval");
+  st.task.model = fleet->modelSpec();
+  st.task.kind = "regression";
+  st.engine.rounds = 6;
+  st.engine.clientsPerRound = 4;
+  st.engine.overSelection = 1.0;
+  st.engine.federatedEvalEvery = 1;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  REQUIRE(r->rounds.size() == 6);
+  CHECK(r->rounds[0].fedExamples == 0);  // round 1 trains from the round-0 model: nothing to evaluate
+  for (std::size_t k = 1; k < r->rounds.size(); ++k) {
+    CHECK(r->rounds[k].fedExamples == held);  // every client's held-out examples, once
+    REQUIRE(r->rounds[k].fedRmse.has_value());
+    CHECK_FALSE(r->rounds[k].fedAccuracy.has_value());
+  }
+  // Learning shows on the held-out examples, and ends near the test set's figure.
+  CHECK(*r->rounds.back().fedRmse < *r->rounds[1].fedRmse);
+  REQUIRE(r->rounds.back().rmse.has_value());
+  CHECK(*r->rounds.back().fedRmse == Approx(*r->rounds.back().rmse).epsilon(0.5));
+  std::filesystem::remove(path);
 }
 
 }  // namespace starling::sim

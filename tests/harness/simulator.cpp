@@ -161,7 +161,9 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
     c.learner = std::make_unique<client::Learner>(task_, lo);
   }
   if (task_->errorFeedback()) useMemory(i);
-  auto update = c.learner->train(a, engine_->model(), shard);
+  std::optional<data::Dataset> heldOut;
+  if (a.evaluate && !fc.heldOut.empty()) heldOut.emplace(fleet_.train().subset(fc.heldOut));
+  auto update = c.learner->train(a, engine_->model(), shard, heldOut ? &*heldOut : nullptr);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
@@ -173,7 +175,8 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   // forward passes.
   const uint64_t probe = std::min<uint64_t>(uint64_t(task_->trainerOptions().lossProbe), shard.size());
   const double seconds =
-      computeSeconds(fleet_.flopsPerExample(), stats.examples, stats.scoredExamples + 2 * probe, fc.flopsPerSecond);
+      computeSeconds(fleet_.flopsPerExample(), stats.examples,
+                     stats.scoredExamples + 2 * probe + (heldOut ? heldOut->size() : 0), fc.flopsPerSecond);
   const int64_t computeUs = static_cast<int64_t>(std::llround(seconds * 1e6));
 
   wire::UpdateMsg message = update->message();
@@ -192,6 +195,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   STARLING_RETURN_IF_ERROR(
       compression::decode(update->payload, static_cast<uint32_t>(engine_->model().size()), in.delta));
   in.bytesWire = update->payload.byteSize();
+  in.evalStats = update->evalStats;
   c.inFlight = std::move(in);
   c.inFlightFrameBytes = frameBytes;
   push(nowUs_ + downUs + computeUs + linkMicros(frameBytes, fc.uplinkMbps, fc.latencyMs), Event::Kind::kUpdateArrives,
@@ -274,6 +278,14 @@ Status Run::perform(std::vector<Action> actions) {
         }
       }
       if (onTime > 0) row.stepsMean /= onTime;
+      if (!sum.evalStats.empty()) {
+        auto merged = model::mergeVectors(sum.evalStats);
+        if (!merged) return merged.status().withContext(fmt::format("round {}'s federated evaluation", sum.round));
+        const model::Metrics m = model::finalize(*merged);
+        row.fedAccuracy = m.accuracy;
+        row.fedRmse = m.rmse;
+        row.fedExamples = m.examples;
+      }
       const uint32_t every = std::max<uint32_t>(1, strategy_.task.evalEvery);
       if (sum.committed && (engine_->commits() % every == 0 || engine_->finished())) {
         STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->servedModel()));

@@ -157,7 +157,8 @@ TEST_CASE("RoundAssign round-trips its broadcasts, model and values as views", "
                       {compression::viewOf(a), compression::viewOf(b)},
                       42,
                       std::nullopt,
-                      compression::viewOf(a)};
+                      compression::viewOf(a),
+                      true};
   const Message m = received(encode(sent));
   auto got = parseRoundAssign(m);
   REQUIRE(got.isOk());
@@ -171,6 +172,7 @@ TEST_CASE("RoundAssign round-trips its broadcasts, model and values as views", "
   CHECK(same(got->broadcast[0], a));
   CHECK(same(got->broadcast[1], b));
   CHECK(got->baseChecksum == 42);
+  CHECK(got->evaluate);
   CHECK_FALSE(got->model.has_value());
   REQUIRE(got->values.has_value());
   CHECK(same(*got->values, a));
@@ -178,10 +180,11 @@ TEST_CASE("RoundAssign round-trips its broadcasts, model and values as views", "
 
 TEST_CASE("Update round-trips; its delta is a view into the received message", "[wire][messages]") {
   const compression::Payload delta = topK();
-  const UpdateMsg sent{4, 3, 600, 5, 2.5f, 1.5f, compression::viewOf(delta), 1200};
+  const UpdateMsg sent{4, 3, 600, 5, 2.5f, 1.5f, compression::viewOf(delta), 1200, {1.0, 0.5, 1e300, -2.25}};
   const Message m = received(encode(sent));
   auto got = parseUpdate(m);
   REQUIRE(got.isOk());
+  CHECK(got->evalStats == sent.evalStats);
   CHECK(got->round == 4);
   CHECK(got->baseRound == 3);
   CHECK(got->examples == 600);

@@ -75,6 +75,9 @@ class LearnerTask {
   uint64_t seed() const { return seed_; }
   uint64_t initSeed() const { return initSeed_; }
   std::size_t numParams() const { return prototype_.numParams(); }
+  // The sums of `params` on `heldOut` (federated evaluation), in a model of the task's
+  // kept for the purpose (one evaluation at a time).
+  Result<std::vector<double>> evaluate(std::span<const float> params, const data::Dataset& heldOut);
 
  private:
   explicit LearnerTask(model::Model prototype) : prototype_(std::move(prototype)) {}
@@ -90,6 +93,7 @@ class LearnerTask {
   uint32_t mantissaBits_ = 23;
   uint64_t seed_ = 0;
   uint64_t initSeed_ = 0;
+  std::optional<model::Model> evaluator_;  // made on the first evaluate()
 };
 
 struct LearnerOptions {
@@ -120,6 +124,9 @@ struct LocalUpdate {
   compression::Payload payload;  // the encoded difference
   std::size_t selected = 0;      // values the compressor kept
   uint64_t compressionSeed = 0;  // the seed the uplink compressor was given (rand-k's draw)
+  // The model of baseRound evaluated on the client's held-out examples, when the
+  // assignment asked and the client has some (model::EvalStats::toVector).
+  std::vector<double> evalStats;
   // The Update message; its delta is a view of `payload` (valid while this is alive).
   wire::UpdateMsg message() const;
 };
@@ -154,11 +161,16 @@ class Learner {
   // applied last, so the kept indices are forgotten.
   void forgetReplayIndices() { lastIndices_.reset(); }
 
-  // Holding mode: trains from xhat.
+  // Holding mode: trains from xhat. When the assignment asks (RoundAssign.evaluate) and
+  // held-out examples were given (setHeldOut), evaluates xhat on them first.
   Result<LocalUpdate> train(const wire::RoundAssignMsg& assign);
-  // Borrowed-base mode: trains from `base` over `shard` (both outlive the call).
-  Result<LocalUpdate> train(const wire::RoundAssignMsg& assign, std::span<const float> base,
-                            const data::Dataset& shard);
+  // Borrowed-base mode: trains from `base` over `shard` (both outlive the call), after
+  // evaluating `base` on `heldOut` when the assignment asks and it is not null.
+  Result<LocalUpdate> train(const wire::RoundAssignMsg& assign, std::span<const float> base, const data::Dataset& shard,
+                            const data::Dataset* heldOut = nullptr);
+  // Holding mode: the client's held-out examples for federated evaluation (outlive the
+  // Learner; null = none).
+  void setHeldOut(const data::Dataset* heldOut) { heldOut_ = heldOut; }
 
   // The verdict on the update of `round`: commit or roll back its memory. Unknown
   // rounds are ignored.
@@ -197,6 +209,7 @@ class Learner {
   std::shared_ptr<LearnerTask> task_;
   const bool holding_;
   std::optional<Trainer> trainer_;  // holding mode only
+  const data::Dataset* heldOut_ = nullptr;
   std::optional<compression::ErrorFeedback> memory_;
   uint64_t seed_ = 0;               // the client's seed mixed with the task's
   uint64_t lastTrained_ = 0;        // the last round this client trained (missed rounds since)

@@ -43,6 +43,10 @@ struct ParticipantOptions {
   // every difference this client computed ("computed v0 v1 ...") and its uplink memory
   // ("memory v0 v1 ..."). Their difference is what the coordinator must have applied.
   std::string auditOut;
+  // Federated evaluation: this fraction of the examples (a seeded draw) is held out of
+  // training, and the model is evaluated on it when the coordinator asks
+  // (RoundAssign.evaluate). 0 = none held out.
+  double evalFraction = 0;
 };
 
 struct ParticipantStats {
@@ -96,13 +100,16 @@ class Participant {
   Status finishLoading();  // waits for the loader; ok at once when the data is there
   Status welcome(const wire::WelcomeMsg& welcome);
   void syncStats();  // stats_ <- the Learner's counters (held round and checksum: after each catch-up)
+  void holdOut();    // once the data is there: ParticipantOptions::evalFraction of it for evaluation
 
   const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
   uint64_t numExamples_ = 0;
   DeferredData deferred_;
   std::future<Result<data::Dataset>> loading_;
   std::chrono::steady_clock::time_point loadStarted_;
-  std::optional<data::Dataset> owned_;  // loaded deferred data
+  std::optional<data::Dataset> owned_;                // loaded deferred data
+  std::optional<data::Dataset> trainPart_, heldOut_;  // evalFraction > 0: the two parts of the data
+  bool heldOutDone_ = false;
   bool dataFailed_ = false;
   ParticipantOptions options_;
   std::shared_ptr<spdlog::logger> log_;

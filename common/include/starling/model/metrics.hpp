@@ -76,6 +76,11 @@ struct Metrics {
 // The metrics of the sums (none but loss and examples without examples).
 Metrics finalize(const EvalStats& stats);
 
+// The sum of several clients' statistics, each as toVector() wrote it (federated
+// evaluation); kMalformed when one does not parse, kInvalidArgument when they are of
+// different tasks or shapes, naming which (0-based).
+Result<EvalStats> mergeVectors(std::span<const std::vector<double>> vectors);
+
 // The area under the ROC curve of scores against 0/1 labels, ties counted one half
 // (the Mann-Whitney U statistic over P N); 0.5 when either class is missing. O(n log n).
 double exactAuc(std::span<const float> scores, std::span<const int32_t> labels);

@@ -36,11 +36,13 @@ inline constexpr std::string_view kCapModelPrecision = "model-precision";
 // Log replays whose top-k indices are coded against the previous broadcast's
 // (IndexFormat Relative): the client keeps the indices of the last broadcast it applied.
 inline constexpr std::string_view kCapRelativeIndices = "relative-indices";
+// Evaluates the model it is sent on its held-out examples when asked (RoundAssign.evaluate).
+inline constexpr std::string_view kCapFederatedEval = "federated-eval";
 
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 10> kClientCapabilities = {
-    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues, kCapPrioritySampling, kCapProx,
-    kCapErrorCap,    kCapInitialize,    kCapXorValues,     kCapModelPrecision,   kCapRelativeIndices};
+inline constexpr std::array<std::string_view, 11> kClientCapabilities = {
+    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues,  kCapPrioritySampling, kCapProx,         kCapErrorCap,
+    kCapInitialize,  kCapXorValues,     kCapModelPrecision, kCapRelativeIndices,  kCapFederatedEval};
 
 // The names in `required` that `offered` lacks, in the order of `required`.
 inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,

@@ -102,6 +102,7 @@ struct RoundAssignMsg {
   uint64_t baseChecksum = 0;
   std::optional<compression::PayloadView> model;   // a dense model replacing the client's
   std::optional<compression::PayloadView> values;  // catch-up by value
+  bool evaluate = false;                           // send eval stats of the base model
 };
 
 // client -> coordinator: the result of a round.
@@ -115,6 +116,7 @@ struct UpdateMsg {
   // Absent only in a malformed Update: the coordinator rejects it for its round.
   std::optional<compression::PayloadView> delta;
   uint32_t durationMs = 0;
+  std::vector<double> evalStats;  // when the assignment asked (model::EvalStats::toVector)
 };
 
 struct RoundResultMsg {

@@ -97,6 +97,9 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   bool persist(const RoundSummary& summary);
   // Reports an ended round: the log line, the recorded accuracy, the callback.
   void report(const RoundSummary& summary, const std::optional<model::Evaluation>& evaluation);
+  // Logs the clients' evaluation of the round's base model, and records it as that
+  // round's metrics when the coordinator has no test set of its own.
+  void reportFederatedEvaluation(const RoundSummary& summary);
   // Evaluates the current global model on the worker, then reports `summary`.
   void startEvaluation(RoundSummary summary);
   // Waits for an evaluation in flight, if any, and reports its round.

@@ -49,7 +49,11 @@ struct EngineConfig {
   uint32_t minGoal = 0;           // fewer updates at the deadline abandon the round (0 = ceil(K/2))
   int64_t deadlineMs = 60'000;    // from assignment to the round's deadline
   uint32_t maxStaleness = 2;      // S: a late update from round r - s is used while s <= S
-  double maxNormRatio = 20.0;     // reject updates with ||q|| > ratio * median (0 = off)
+  // Federated evaluation: clients evaluate the model of committed round b on their
+  // held-out examples when b is a multiple of this, and send the sums with their update
+  // (0 = off).
+  uint32_t federatedEvalEvery = 0;
+  double maxNormRatio = 20.0;  // reject updates with ||q|| > ratio * median (0 = off)
   // Sticky client sampling (GlueFL, He et al., MLSys 2023). 0 = off: the selected are
   // drawn uniformly from the idle clients. Otherwise the engine keeps a sticky group of
   // at most stickyClients clients: each round draws round(stickyFraction x n) of the n
@@ -219,6 +223,7 @@ struct Assignment {
   std::shared_ptr<const compression::Payload> values;
   std::vector<std::shared_ptr<const compression::Payload>> broadcasts;
   uint64_t baseChecksum = 0;  // checksum64 of the model after applying them
+  bool evaluate = false;      // evaluate the base model first (EngineConfig::federatedEvalEvery)
 };
 
 struct UpdateVerdict {
@@ -268,6 +273,11 @@ struct RoundSummary {
   int64_t startedMs = 0, endedMs = 0;
   uint64_t modelChecksum = 0;
   std::vector<ParticipantResult> participants;
+  // Federated evaluation (committed rounds): the model of round evalBaseRound evaluated
+  // by the clients that trained from it, one statistics vector each
+  // (model::EvalStats::toVector; empty when none were asked or sent).
+  uint64_t evalBaseRound = 0;
+  std::vector<std::vector<double>> evalStats;
 };
 
 // The things for the shell to do, carried out in the order the engine returns them.
@@ -306,6 +316,7 @@ struct IncomingUpdate {
   uint32_t durationMs = 0;
   compression::Compressed delta;
   uint64_t bytesWire = 0;
+  std::vector<double> evalStats;  // the client's evaluation of the base model, when asked
 };
 
 // The engine state a checkpoint carries besides the model and the memory.

@@ -19,6 +19,14 @@
 //   summary: ex_per_s_b32=X torch_ex_per_s_b32=Y mlp_acc_5ep=A cnn_acc=B
 //            priority_step_ratio=C priority_wall_ratio=D client_bin_mb=E client_rss_mib=F
 //            adaptive_step_ratio=G adaptive_wall_ratio=H priority_cpu_ratio=I
+//   5. sparse data (--only sparse runs it alone, without Fashion-MNIST): examples/s of
+//      Trainer::run on a synthetic hashed bag-of-words, 2^18 features at 0.1% density
+//      (262 non-zeros an example, 20,000 examples, seeded), batch 32, plain SGD (no
+//      momentum: the sparse update), for linear:262144-1/logistic and
+//      embedbag:262144-16-1/logistic on CSR minibatches, beside the same models trained
+//      dense: the same uniform minibatches densified (Dataset::gather), the dense
+//      forwardBackward and the same update over every parameter. Its own line:
+//        sparse: sparse_ex_per_s=S dense_equiv_ex_per_s=D ratio=S/D   (the linear model)
 //   4. the starling-client binary: size of a stripped copy (E, 10^6 bytes) and that
 //      copy's peak RSS (F, MiB, wait4's ru_maxrss) training on --shard 0/10 (6,000
 //      examples) for 3 rounds against a starling-coordinator process on 127.0.0.1
@@ -32,7 +40,7 @@
 //                    [--lambda F] [--ageing F] [--candidate-factor N]   (priority sampler options)
 //                    [--scout-factor F] [--scout-uniform]   (table proposal: F b scouts per step, a sweep
 //                                                            of the data set or uniform draws)
-//                    [--only throughput|accuracy|sampling|client|approx]
+//                    [--only throughput|accuracy|sampling|client|sparse|approx]
 // --only approx (not part of the full run): how a cheap 2x2-pooled forward pass ranks
 // examples against exact scores, beside table scores 100 and 500 steps old.
 // --only runs one section; the summary then shows 0 or n/a for what was not measured.
@@ -46,6 +54,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -133,6 +142,115 @@ double advance(Trainer& t, int steps, float lr, uint64_t seed) {
   auto stats = t.run(base, TrainRequest{steps, lr, seed}, delta);
   if (!stats) die(stats.status().toString());
   return stats->seconds;
+}
+
+// ---- 5. sparse data: CSR minibatches against the same steps on densified rows ----
+
+// n examples of dim hashed features, k non-zeros each (values in (0, 1]), labels from a
+// sparse random linear rule: separable, like bag-of-words sentiment.
+Dataset hashedBagOfWords(int n, uint32_t dim, int k, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint32_t> feature(0, dim - 1);
+  std::uniform_real_distribution<float> value(0.05f, 1.0f);
+  std::vector<uint64_t> off = {0};
+  std::vector<uint32_t> idx;
+  std::vector<float> val;
+  std::vector<int32_t> labels;
+  std::vector<uint32_t> row;
+  for (int i = 0; i < n; ++i) {
+    row.clear();
+    while (static_cast<int>(row.size()) < k) {
+      const uint32_t f = feature(rng);
+      if (std::find(row.begin(), row.end(), f) == row.end()) row.push_back(f);
+    }
+    std::sort(row.begin(), row.end());
+    double score = 0.0;
+    for (uint32_t f : row) {
+      const float v = value(rng);
+      idx.push_back(f);
+      val.push_back(v);
+      score += ((f * 2654435761u) >> 31) != 0 ? v : -v;  // each feature votes +-1
+    }
+    off.push_back(idx.size());
+    labels.push_back(score > 0.0 ? 1 : 0);
+  }
+  auto d = Dataset::fromSparse(std::move(off), std::move(idx), std::move(val), std::move(labels), dim, 2);
+  if (!d) die(d.status().toString());
+  return std::move(d).value();
+}
+
+// Examples/s of Trainer::run on sparse data (CSR minibatches), over at least `seconds`.
+double sparseExPerS(const char* spec, const Dataset& data, double seconds) {
+  TrainerOptions o;
+  o.batchSize = 32;
+  o.momentum = 0.0f;
+  o.lossProbe = 0;
+  auto t = Trainer::create(build(spec, 1), data, o);
+  if (!t) die(t.status().toString());
+  std::vector<float> base(t->model().params().begin(), t->model().params().end());
+  std::vector<float> delta(base.size());
+  double spent = 0.0;
+  uint64_t examples = 0;
+  for (uint64_t seed = 1; spent < seconds; ++seed) {
+    auto st = t->run(base, TrainRequest{500, 0.1f, seed}, delta);
+    if (!st) die(st.status().toString());
+    // run() includes the final delta pass over all parameters: a round's cost, counted.
+    spent += st->seconds;
+    examples += st->examples;
+  }
+  return static_cast<double>(examples) / spent;
+}
+
+// The same steps on densified rows: uniform minibatches gathered dense, the dense
+// forwardBackward, x <- x - lr g over every parameter.
+double denseExPerS(const char* spec, const Dataset& data, double seconds) {
+  Model m = build(spec, 1);
+  const int b = 32;
+  std::vector<float> x(static_cast<std::size_t>(b) * data.featureDim());
+  std::vector<float> y(b);
+  std::vector<uint32_t> idx(b);
+  std::vector<float> grad(m.numParams());
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(data.size() - 1));
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  uint64_t examples = 0;
+  while (elapsed() < seconds) {
+    for (int i = 0; i < b; ++i) {
+      idx[i] = pick(rng);
+      y[i] = static_cast<float>(data.label(idx[i]));
+    }
+    data.gather(idx, x);
+    m.forwardBackward(x.data(), y.data(), nullptr, b, grad);
+    float* p = m.params().data();
+    for (std::size_t i = 0; i < grad.size(); ++i)
+      p[i] -= 0.1f * grad[i];
+    examples += static_cast<uint64_t>(b);
+  }
+  return static_cast<double>(examples) / elapsed();
+}
+
+void sparseSection(bool quick) {
+  const uint32_t dim = 1u << 18;
+  const int k = 262;  // 0.1% of 2^18
+  const Dataset data = hashedBagOfWords(quick ? 4000 : 20000, dim, k, 42);
+  std::printf("\n%-44s %14s %14s %8s\n", "sparse: 2^18 features, 0.1% dense, batch 32", "sparse ex/s", "dense ex/s",
+              "ratio");
+  double linearSparse = 0.0;
+  double linearDense = 0.0;
+  for (const char* spec : {"linear:262144-1/logistic", "embedbag:262144-16-1/logistic"}) {
+    const double s = sparseExPerS(spec, data, quick ? 0.3 : 1.5);
+    const double d = denseExPerS(spec, data, quick ? 0.3 : 1.5);
+    std::printf("%-44s %14.0f %14.0f %8.1f\n", spec, s, d, s / d);
+    if (linearSparse == 0.0) {
+      linearSparse = s;
+      linearDense = d;
+    }
+  }
+  std::printf("  (%zu examples, %zu non-zeros, %.1f MB as CSR; dense they would take %.1f GB)\n", data.size(),
+              data.nnz(), data.memoryBytes() / 1e6, static_cast<double>(data.size()) * dim * 4 / 1e9);
+  std::printf("sparse: sparse_ex_per_s=%.0f dense_equiv_ex_per_s=%.0f ratio=%.1f\n", linearSparse, linearDense,
+              linearSparse / linearDense);
 }
 
 double accuracy(Trainer& t, const Dataset& test) {
@@ -566,9 +684,13 @@ int main(int argc, char** argv) {
     approxSection(fm->train);
     return 0;
   }
+  if (args.only == "sparse") {  // synthetic data: no Fashion-MNIST needed
+    sparseSection(args.quick);
+    return 0;
+  }
   if (!args.only.empty() && args.only != "throughput" && args.only != "accuracy" && args.only != "sampling" &&
       args.only != "client")
-    die("--only takes throughput, accuracy, sampling or client, not " + args.only);
+    die("--only takes throughput, accuracy, sampling, client or sparse, not " + args.only);
   auto runs = [&](const char* section) { return args.only.empty() || args.only == section; };
   // 4 first: a spawned child's ru_maxrss counts the spawning process's resident set
   // (Linux carries the old address space's high-water mark across exec), so the client
@@ -748,6 +870,7 @@ int main(int argc, char** argv) {
     std::printf("%-56s %10s %10s\n", "uncompressed updates and broadcasts", "", denseCol);
     if (!fp.note.empty()) std::printf("  (%s)\n", fp.note.c_str());
   }
+  if (args.only.empty()) sparseSection(args.quick);
   std::printf(
       "\nsummary: ex_per_s_b32=%.0f torch_ex_per_s_b32=%s mlp_acc_5ep=%.4f cnn_acc=%.4f "
       "priority_step_ratio=%s priority_wall_ratio=%s client_bin_mb=%s client_rss_mib=%s "

@@ -31,6 +31,7 @@ void Sampler::releaseWorkspaces() {
   for (auto* v : {&drawnWeight_, &rowX_, &rowW_, &candidateX_, &scores_, &x_, &w_, &rowY_, &candidateLabels_, &y_})
     std::vector<float>().swap(*v);
   std::vector<int32_t>().swap(rowOf_);
+  sparse_ = data::SparseBatch{};
   std::vector<double>().swap(cumulative_);
 }
 
@@ -50,6 +51,7 @@ double Sampler::threshold(int /*b*/) const {
 }
 
 bool Sampler::prioritizing() const {
+  if (dataset_->isSparse()) return false;  // see the header: uniform CSR minibatches
   switch (options_.mode) {
     case SamplingMode::kUniform:
       return false;
@@ -74,12 +76,13 @@ float Sampler::score(uint32_t i) const {
 }
 
 void Sampler::ensure(int b) {
-  const std::size_t d = dataset_->featureDim();
+  // A sparse data set's minibatches are CSR (sparse_): no dense rows to hold.
+  const std::size_t d = dataset_->isSparse() ? 0 : dataset_->featureDim();
   const std::size_t bb = static_cast<std::size_t>(b);
   const std::size_t big = bb * static_cast<std::size_t>(options_.candidateFactor);
   // Under kTable the scouts follow the minibatch in idx_, x_ and y_.
   const std::size_t rows = bb + static_cast<std::size_t>(scoutCount(b));
-  if (idx_.size() < rows) {
+  if (idx_.size() < rows || x_.size() < rows * d) {
     idx_.resize(rows);
     x_.resize(rows * d);
     y_.resize(rows);
@@ -117,7 +120,11 @@ Minibatch Sampler::batch(int b, bool prioritized) const {
   const std::size_t n = static_cast<std::size_t>(b);
   Minibatch mb;
   mb.indices = {idx_.data(), n};
-  mb.features = {x_.data(), n * dataset_->featureDim()};
+  if (dataset_->isSparse()) {
+    mb.sparse = &sparse_;
+  } else {
+    mb.features = {x_.data(), n * dataset_->featureDim()};
+  }
   mb.labels = {y_.data(), n};
   mb.weights = {w_.data(), n};
   mb.prioritized = prioritized;
@@ -132,7 +139,11 @@ Minibatch Sampler::uniform(int b) {
     y_[i] = model::labelValue(*dataset_, idx_[i]);
     w_[i] = 1.0f;
   }
-  dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
+  if (dataset_->isSparse()) {
+    dataset_->gatherSparse({idx_.data(), static_cast<std::size_t>(b)}, sparse_);
+  } else {
+    dataset_->gather({idx_.data(), static_cast<std::size_t>(b)}, {x_.data(), static_cast<std::size_t>(b) * d});
+  }
   lastUniform_ = true;
   ++uniformSteps_;
   return batch(b, false);
@@ -239,6 +250,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
 }
 
 void Sampler::observe(std::span<const float> probabilities, const model::Model& model) {
+  if (dataset_->isSparse()) return;  // uniform minibatches only: nothing to score
   const int classes = model.numClasses();
   if (options_.proposal == Proposal::kTable && (lastUniform_ || lastTable_) &&
       options_.mode != SamplingMode::kUniform) {

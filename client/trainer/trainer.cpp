@@ -29,6 +29,17 @@ Result<Trainer> Trainer::create(model::Model model, const data::Dataset& dataset
   if (!(options.sampler.scoutFactor >= 0.0f && options.sampler.scoutFactor <= 64.0f))
     return bad("sampler scout factor must be in [0, 64]");
   if (options.lossProbe < 0) return bad("loss probe must be >= 0");
+  if (dataset.isSparse() && !model.acceptsSparse()) {
+    const double bytes = static_cast<double>(options.batchSize) * static_cast<double>(dataset.featureDim()) * 4.0;
+    if (bytes > static_cast<double>(data::Dataset::kMaxDensifiedBytes))
+      return bad("model '" + model.spec() + "' takes dense rows, and a minibatch of " +
+                 std::to_string(options.batchSize) + " examples of this sparse data set (" +
+                 std::to_string(dataset.featureDim()) + " features) densifies to " +
+                 std::to_string(static_cast<uint64_t>(bytes)) + " bytes, over the limit of " +
+                 std::to_string(data::Dataset::kMaxDensifiedBytes) +
+                 " (Dataset::kMaxDensifiedBytes); use a model that takes sparse input (linear, mlp, embedbag) or "
+                 "a smaller batch");
+  }
   Sampler sampler(dataset, options.sampler, 0);
   return Trainer(std::move(model), dataset, options, std::move(sampler));
 }
@@ -56,6 +67,28 @@ Trainer::Trainer(model::Model model, const data::Dataset& dataset, TrainerOption
 
 double Trainer::probeLoss(std::span<const uint32_t> probe) {
   const int n = static_cast<int>(probe.size());
+  if (dataset_->isSparse()) {
+    // CSR rows for a sparse model; densified ones, a minibatch at a time, otherwise.
+    const bool sparse = model_.acceptsSparse();
+    const std::size_t chunk = sparse ? probe.size() : static_cast<std::size_t>(options_.batchSize);
+    const int classes = model_.numClasses();
+    double loss = 0.0;
+    for (std::size_t start = 0; start < probe.size(); start += chunk) {
+      const std::size_t m = std::min(chunk, probe.size() - start);
+      std::span<const float> p;
+      if (sparse) {
+        dataset_->gatherSparse(probe.subspan(start, m), probeSparse_);
+        p = model_.forwardSparse(probeSparse_);
+      } else {
+        denseX_.resize(m * dataset_->featureDim());
+        dataset_->gather(probe.subspan(start, m), denseX_);
+        p = model_.forward(denseX_.data(), static_cast<int>(m));
+      }
+      for (std::size_t i = 0; i < m; ++i)
+        loss += model_.outputLoss(p.data() + i * classes, probeY_[start + i]);
+    }
+    return loss / n;
+  }
   std::span<const float> p = model_.forward(probeX_.data(), n);
   const int classes = model_.numClasses();
   double loss = 0.0;
@@ -87,12 +120,14 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
     std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(dataset_->size() - 1));
     probe_.resize(probeSize);
     probeY_.resize(probeSize);
-    probeX_.resize(static_cast<std::size_t>(probeSize) * dataset_->featureDim());
     for (int i = 0; i < probeSize; ++i) {
       probe_[i] = pick(probeRng);
       probeY_[i] = model::labelValue(*dataset_, probe_[i]);
     }
-    dataset_->gather(probe_, probeX_);
+    if (!dataset_->isSparse()) {  // sparse data: probeLoss() gathers as it goes
+      probeX_.resize(static_cast<std::size_t>(probeSize) * dataset_->featureDim());
+      dataset_->gather(probe_, probeX_);
+    }
   }
 
   TrainStats stats;
@@ -112,7 +147,18 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
     // A prioritized minibatch was forwarded already, as rows of the scoring pass on
     // model_: only its distinct rows run backward, from those activations.
     float loss = 0.0f;
-    if (mb.scouts > 0) {
+    bool sparseStep = false;  // grad_ holds the gradient on touched_ only
+    if (mb.sparse != nullptr) {
+      // Sparse data: uniform minibatches (weights 1).
+      if (model_.acceptsSparse()) {
+        loss = model_.forwardBackwardSparse(*mb.sparse, mb.labels.data(), nullptr, grad_, &touched_);
+        sparseStep = true;
+      } else {
+        denseX_.resize(static_cast<std::size_t>(b) * dataset_->featureDim());
+        dataset_->gather(mb.indices, denseX_);
+        loss = model_.forwardBackward(denseX_.data(), mb.labels.data(), nullptr, b, grad_);
+      }
+    } else if (mb.scouts > 0) {
       // Scouts ride along in the forward pass (b + scouts rows); only the b minibatch
       // rows, the first ones, run backward.
       const int classes = model_.numClasses();
@@ -136,8 +182,21 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
 
     float scale = 1.0f;
     if (options_.clipNorm > 0.0f) {
-      const float norm = std::sqrt(model::fixedOrderSquaredNorm(grad_));
+      float norm = 0.0f;
+      if (sparseStep) {
+        double sq = 0.0;
+        for (const model::ParamRange& r : touched_)
+          for (std::size_t i = r.offset; i < r.offset + r.count; ++i)
+            sq += static_cast<double>(grad_[i]) * grad_[i];
+        norm = static_cast<float>(std::sqrt(sq));
+      } else {
+        norm = std::sqrt(model::fixedOrderSquaredNorm(grad_));
+      }
       if (norm > options_.clipNorm) scale = options_.clipNorm / norm;
+    }
+    if (sparseStep && mu == 0.0f && wd == 0.0f && prox == 0.0f) {
+      sparseUpdate(eta, scale);
+      continue;
     }
     // m <- mu m + g;  x <- x - eta (m + wd x), in one pass over the three vectors (the
     // update is memory-bound: two passes cost a third of a step for the MLP). With
@@ -159,6 +218,11 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
         xs[i] -= eta * (mi + wd * xs[i]);
       }
     }
+    if (sparseStep) {
+      // Back to zero outside the next step's ranges.
+      for (const model::ParamRange& r : touched_)
+        std::fill_n(grad_.begin() + static_cast<std::ptrdiff_t>(r.offset), r.count, 0.0f);
+    }
   }
   stats.steps = request.steps;
   stats.examples = static_cast<uint64_t>(request.steps) * static_cast<uint64_t>(b);
@@ -170,6 +234,18 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
   stats.scoredExamples = sampler_.scoredExamples() - scoredBefore;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return stats;
+}
+
+void Trainer::sparseUpdate(float eta, float scale) {
+  // mu = 0: m is scale g (not kept: nothing reads it); wd = 0 and no FedProx, so the
+  // parameters outside touched_ do not move.
+  float* xs = model_.params().data();
+  for (const model::ParamRange& r : touched_) {
+    for (std::size_t i = r.offset; i < r.offset + r.count; ++i) {
+      xs[i] -= eta * (scale * grad_[i]);
+      grad_[i] = 0.0f;
+    }
+  }
 }
 
 }  // namespace starling::client

@@ -1,5 +1,6 @@
 #include "starling/data/dataset.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -44,7 +45,104 @@ Status validate(std::size_t numFeatureValues, std::span<const int32_t> labels, s
   return Status::ok();
 }
 
+// Checks the CSR arrays of fromSparse and fromSparseTargets against the example count.
+Status validateSparse(std::span<const uint64_t> offsets, std::span<const uint32_t> indices,
+                      std::span<const float> values, std::size_t examples, std::size_t featureDim) {
+  auto bad = [](const std::string& why) { return Status{StatusCode::kInvalidArgument, why}; };
+  if (featureDim == 0) return bad("a dataset needs featureDim >= 1");
+  if (featureDim > (std::size_t(1) << 32))
+    return bad("featureDim " + std::to_string(featureDim) + " exceeds the 2^32 features a sparse dataset can index");
+  if (offsets.size() != examples + 1)
+    return bad(std::to_string(offsets.size()) + " row offsets do not delimit " + std::to_string(examples) +
+               " examples (expected one more offset than examples)");
+  if (indices.size() != values.size())
+    return bad(std::to_string(indices.size()) + " column indices but " + std::to_string(values.size()) + " values");
+  if (offsets[0] != 0) return bad("the first row offset must be 0");
+  if (offsets[examples] != indices.size())
+    return bad("the last row offset " + std::to_string(offsets[examples]) + " is not the number of non-zeros " +
+               std::to_string(indices.size()));
+  for (std::size_t r = 0; r < examples; ++r) {
+    if (offsets[r + 1] < offsets[r]) return bad("row offsets decrease at example " + std::to_string(r));
+    for (uint64_t k = offsets[r]; k < offsets[r + 1]; ++k) {
+      if (indices[k] >= featureDim)
+        return bad("example " + std::to_string(r) + ": feature index " + std::to_string(indices[k]) +
+                   " is not below featureDim " + std::to_string(featureDim));
+      if (k > offsets[r] && indices[k] <= indices[k - 1])
+        return bad("example " + std::to_string(r) + ": feature indices do not strictly increase (" +
+                   std::to_string(indices[k - 1]) + " then " + std::to_string(indices[k]) + ")");
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+Result<Dataset> Dataset::fromSparse(std::vector<uint64_t> rowOffsets, std::vector<uint32_t> columnIndices,
+                                    std::vector<float> values, std::vector<int32_t> labels, std::size_t featureDim,
+                                    int numClasses) {
+  STARLING_RETURN_IF_ERROR(validateSparse(rowOffsets, columnIndices, values, labels.size(), featureDim));
+  // The label checks of the dense factories, as if each example had one feature.
+  std::vector<int> one = {1};
+  STARLING_RETURN_IF_ERROR(validate(labels.size(), labels, 1, numClasses, one));
+  std::vector<int> shape;
+  if (featureDim <= static_cast<std::size_t>(std::numeric_limits<int>::max())) shape = {static_cast<int>(featureDim)};
+  Dataset d;
+  d.sparse_ = true;
+  d.offsets_ = std::move(rowOffsets);
+  d.indices_ = std::move(columnIndices);
+  d.floats_ = std::move(values);
+  d.labels_ = std::move(labels);
+  d.featureDim_ = featureDim;
+  d.numClasses_ = numClasses;
+  d.shape_ = std::move(shape);
+  return d;
+}
+
+Result<Dataset> Dataset::fromSparseTargets(std::vector<uint64_t> rowOffsets, std::vector<uint32_t> columnIndices,
+                                           std::vector<float> values, std::vector<float> targets,
+                                           std::size_t featureDim) {
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    if (!std::isfinite(targets[i]))
+      return Status(StatusCode::kInvalidArgument, "target of example " + std::to_string(i) + " is not a finite number");
+  auto d = fromSparse(std::move(rowOffsets), std::move(columnIndices), std::move(values),
+                      std::vector<int32_t>(targets.size(), 0), featureDim, 1);
+  if (!d) return d.status();
+  d->targets_ = std::move(targets);
+  d->regression_ = true;
+  return d;
+}
+
+std::size_t Dataset::nnz() const {
+  return sparse_ ? indices_.size() : size() * featureDim_;
+}
+
+void Dataset::gatherSparse(std::span<const uint32_t> idx, SparseBatch& out) const {
+  out.clear();
+  if (sparse_) {
+    for (uint32_t i : idx) {
+      assert(i < labels_.size());
+      const uint64_t begin = offsets_[i];
+      const uint64_t end = offsets_[i + 1];
+      out.indices.insert(out.indices.end(), indices_.begin() + begin, indices_.begin() + end);
+      out.values.insert(out.values.end(), floats_.begin() + begin, floats_.begin() + end);
+      out.offsets.push_back(out.indices.size());
+    }
+    return;
+  }
+  // Dense storage: the non-zero values of each row.
+  const std::size_t dim = featureDim_;
+  for (uint32_t i : idx) {
+    assert(i < labels_.size());
+    for (std::size_t j = 0; j < dim; ++j) {
+      const std::size_t at = static_cast<std::size_t>(i) * dim + j;
+      const float v = bytes_.empty() ? floats_[at] : static_cast<float>(bytes_[at]) * scale_;
+      if (v == 0.0f) continue;
+      out.indices.push_back(static_cast<uint32_t>(j));
+      out.values.push_back(v);
+    }
+    out.offsets.push_back(out.indices.size());
+  }
+}
 
 Result<Dataset> Dataset::fromBytes(std::vector<uint8_t> features, std::vector<int32_t> labels, std::size_t featureDim,
                                    int numClasses, float scale, std::vector<int> shape) {
@@ -92,9 +190,17 @@ Result<Dataset> Dataset::fromFloatTargets(std::vector<float> features, std::vect
 void Dataset::gather(std::span<const uint32_t> idx, std::span<float> out) const {
   const std::size_t dim = featureDim_;
   assert(out.size() == idx.size() * dim);
-  if (floats_.empty() && bytes_.empty()) return;  // an empty dataset: idx must be empty too
+  if (floats_.empty() && bytes_.empty() && !sparse_) return;  // an empty dataset: idx must be empty too
   float* __restrict dstBase = out.data();
-  if (!bytes_.empty()) {
+  if (sparse_) {
+    std::fill(out.begin(), out.end(), 0.0f);
+    for (std::size_t r = 0; r < idx.size(); ++r) {
+      assert(idx[r] < labels_.size());
+      float* dst = dstBase + r * dim;
+      for (uint64_t k = offsets_[idx[r]]; k < offsets_[idx[r] + 1]; ++k)
+        dst[indices_[k]] = floats_[k];
+    }
+  } else if (!bytes_.empty()) {
     const uint8_t* __restrict srcBase = bytes_.data();
     const float scale = scale_;
     for (std::size_t r = 0; r < idx.size(); ++r) {
@@ -122,7 +228,19 @@ Dataset Dataset::subset(std::span<const uint32_t> idx) const {
   d.shape_ = shape_;
   d.labels_.reserve(idx.size());
   const std::size_t dim = featureDim_;
-  if (!bytes_.empty()) {
+  if (sparse_) {
+    d.sparse_ = true;
+    d.offsets_.reserve(idx.size() + 1);
+    d.offsets_.push_back(0);
+    for (uint32_t i : idx) {
+      assert(i < labels_.size());
+      const uint64_t begin = offsets_[i];
+      const uint64_t end = offsets_[i + 1];
+      d.indices_.insert(d.indices_.end(), indices_.begin() + begin, indices_.begin() + end);
+      d.floats_.insert(d.floats_.end(), floats_.begin() + begin, floats_.begin() + end);
+      d.offsets_.push_back(d.indices_.size());
+    }
+  } else if (!bytes_.empty()) {
     d.bytes_.resize(idx.size() * dim);
     for (std::size_t r = 0; r < idx.size(); ++r) {
       assert(idx[r] < labels_.size());
@@ -149,7 +267,7 @@ Dataset Dataset::subset(std::span<const uint32_t> idx) const {
 
 std::size_t Dataset::memoryBytes() const {
   return bytes_.size() * sizeof(uint8_t) + floats_.size() * sizeof(float) + labels_.size() * sizeof(int32_t) +
-         targets_.size() * sizeof(float);
+         targets_.size() * sizeof(float) + offsets_.size() * sizeof(uint64_t) + indices_.size() * sizeof(uint32_t);
 }
 
 }  // namespace starling::data

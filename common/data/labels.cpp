@@ -123,4 +123,26 @@ Result<Dataset> LabelCollector::build(std::vector<float> features, std::size_t f
   return dataset;
 }
 
+Result<Dataset> LabelCollector::buildSparse(std::vector<uint64_t> rowOffsets, std::vector<uint32_t> columnIndices,
+                                            std::vector<float> values, std::size_t featureDim,
+                                            const std::string& path) {
+  Result<Dataset> dataset;
+  switch (task_) {
+    case TaskKind::kRegression:
+      dataset = Dataset::fromSparseTargets(std::move(rowOffsets), std::move(columnIndices), std::move(values),
+                                           std::move(targets_), featureDim);
+      break;
+    case TaskKind::kBinary:
+      dataset = Dataset::fromSparse(std::move(rowOffsets), std::move(columnIndices), std::move(values),
+                                    std::move(classes_), featureDim, 2);
+      break;
+    case TaskKind::kClassification:
+      dataset = Dataset::fromSparse(std::move(rowOffsets), std::move(columnIndices), std::move(values),
+                                    std::move(classes_), featureDim, numClasses_ > 0 ? numClasses_ : maxClass_ + 1);
+      break;
+  }
+  if (!dataset) return dataset.status().withContext(path);
+  return dataset;
+}
+
 }  // namespace starling::data::detail

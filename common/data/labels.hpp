@@ -40,6 +40,9 @@ class LabelCollector {
   // carry path as context.
   Result<Dataset> build(std::vector<float> features, std::size_t featureDim, std::vector<int> shape,
                         const std::string& path);
+  // The same with CSR features (Dataset::fromSparse).
+  Result<Dataset> buildSparse(std::vector<uint64_t> rowOffsets, std::vector<uint32_t> columnIndices,
+                              std::vector<float> values, std::size_t featureDim, const std::string& path);
 
  private:
   Status addClass(int64_t value, std::string_view shown);

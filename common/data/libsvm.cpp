@@ -1,4 +1,5 @@
-// loadLibsvm: sparse "label index:value ..." lines, densified.
+// loadLibsvm: sparse "label index:value ..." lines, kept sparse (CSR), read in blocks
+// so that memory follows the non-zeros rather than the file or examples x features.
 
 #include <algorithm>
 #include <cstdint>
@@ -59,6 +60,55 @@ struct LabelStats {
   }
 };
 
+// The lines of a file read in blocks, numbered from 1, a trailing '\r' stripped (as
+// LineCursor does for a whole text); a final line without '\n' still counts.
+class BlockLines {
+ public:
+  explicit BlockLines(detail::FileReader& reader) : reader_(reader) {}
+
+  // False at the end of the file; a read error leaves it in status().
+  bool next(std::string_view& line) {
+    while (true) {
+      const std::size_t end = buffer_.find('\n', pos_);
+      if (end != std::string::npos) return take(line, end, end + 1);
+      if (eof_) {
+        if (pos_ >= buffer_.size()) return false;
+        return take(line, buffer_.size(), buffer_.size());
+      }
+      // Keep the partial line and read another block after it.
+      buffer_.erase(0, pos_);
+      pos_ = 0;
+      const std::size_t have = buffer_.size();
+      buffer_.resize(have + kBlock);
+      std::size_t got = 0;
+      status_ = reader_.read(buffer_.data() + have, kBlock, &got);
+      buffer_.resize(have + got);
+      if (!status_) return false;
+      eof_ = got < kBlock;
+    }
+  }
+  std::size_t number() const { return number_; }
+  const Status& status() const { return status_; }
+
+ private:
+  static constexpr std::size_t kBlock = std::size_t(1) << 20;
+
+  bool take(std::string_view& line, std::size_t stop, std::size_t resume) {
+    line = std::string_view(buffer_).substr(pos_, stop - pos_);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    pos_ = resume;
+    ++number_;
+    return true;
+  }
+
+  detail::FileReader& reader_;
+  std::string buffer_;
+  std::size_t pos_ = 0;
+  std::size_t number_ = 0;
+  bool eof_ = false;
+  Status status_ = Status::ok();
+};
+
 }  // namespace
 
 namespace detail {
@@ -70,23 +120,18 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
   const bool byTask = task != TaskKind::kClassification;
   LabelCollector collector(task, options.numClasses);
   STARLING_RETURN_IF_ERROR(collector.checkOptions(path));
-  std::string text;
-  {
-    auto reader = detail::FileReader::open(path);
-    if (!reader) return reader.status();
-    STARLING_RETURN_IF_ERROR(reader->readAll(text));
-  }
+  auto reader = detail::FileReader::open(path);
+  if (!reader) return reader.status();
 
-  // Sparse rows first: the dimension may only be known at the end.
-  std::vector<std::size_t> rowStart;
-  std::vector<std::size_t> indices;  // 0-based
+  // CSR rows as they come: the dimension may only be known at the end.
+  std::vector<uint64_t> rowStart;
+  std::vector<uint32_t> indices;  // 0-based
   std::vector<float> values;
   std::vector<int64_t> rawLabels;
   LabelStats stats;
   std::size_t maxIndex = 0;  // 1-based, as in the file
-  std::size_t maxIndexLine = 0;
 
-  detail::LineCursor cursor(text);
+  BlockLines cursor(*reader);
   std::string_view line;
   while (cursor.next(line)) {
     const std::size_t hash = line.find('#');
@@ -125,6 +170,11 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
             path, cursor.number(),
             "index " + std::to_string(*index) + " exceeds featureDim " + std::to_string(options.featureDim));
       }
+      if (*index > (std::size_t(1) << 32)) {
+        return Status(StatusCode::kOutOfRange, path + ":" + std::to_string(cursor.number()) + ": index " +
+                                                   std::to_string(*index) +
+                                                   " exceeds the 2^32 features a sparse data set can index");
+      }
       const auto value = detail::parseFloat(token.substr(colon + 1));
       if (!value) {
         return lineError(path, cursor.number(),
@@ -132,16 +182,13 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
                              " is not a finite number");
       }
       previous = *index;
-      if (*index > maxIndex) {
-        maxIndex = *index;
-        maxIndexLine = cursor.number();
-      }
-      indices.push_back(*index - 1);
+      maxIndex = std::max(maxIndex, *index);
+      indices.push_back(static_cast<uint32_t>(*index - 1));
       values.push_back(*value);
     }
   }
+  STARLING_RETURN_IF_ERROR(cursor.status());
   if (rowStart.empty()) return Status(StatusCode::kMalformed, path + ": no examples");
-  const std::size_t n = rowStart.size();
   rowStart.push_back(indices.size());
 
   // Label mapping: see LibsvmLabels.
@@ -196,28 +243,12 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
 
   const std::size_t dim = options.featureDim > 0 ? options.featureDim : maxIndex;
   if (dim == 0) return Status(StatusCode::kMalformed, path + ": no features on any line; set featureDim");
-  if (dim > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
-      dim > std::numeric_limits<std::size_t>::max() / sizeof(float) / n) {
-    return lineError(
-        path, maxIndexLine,
-        "index " + std::to_string(maxIndex) + " makes " + std::to_string(n) + " dense examples too large for memory");
-  }
-  if (n * dim > options.maxDenseBytes / sizeof(float)) {
-    const bool inferred = options.featureDim == 0;
-    return Status(StatusCode::kOutOfRange, path + ":" + std::to_string(inferred ? maxIndexLine : 1) + ": " +
-                                               std::to_string(n) + " examples of " + std::to_string(dim) +
-                                               " features take " + std::to_string(n * dim * sizeof(float)) +
-                                               " bytes densified, over the limit of " +
-                                               std::to_string(options.maxDenseBytes) +
-                                               (inferred ? " (the largest index sets the features)" : ""));
-  }
-  std::vector<float> dense(n * dim, 0.0f);
-  for (std::size_t r = 0; r < n; ++r) {
-    for (std::size_t k = rowStart[r]; k < rowStart[r + 1]; ++k)
-      dense[r * dim + indices[k]] = values[k];
-  }
-  if (byTask) return collector.build(std::move(dense), dim, {}, path);
-  auto dataset = Dataset::fromFloats(std::move(dense), std::move(labels), dim, numClasses);
+  if (dim > (std::size_t(1) << 32))
+    return Status(StatusCode::kInvalidArgument, path + ": featureDim " + std::to_string(dim) +
+                                                    " exceeds the 2^32 features a sparse data set can index");
+  if (byTask) return collector.buildSparse(std::move(rowStart), std::move(indices), std::move(values), dim, path);
+  auto dataset = Dataset::fromSparse(std::move(rowStart), std::move(indices), std::move(values), std::move(labels), dim,
+                                     numClasses);
   if (!dataset) return dataset.status().withContext(path);
   return dataset;
 }

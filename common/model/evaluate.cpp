@@ -44,16 +44,31 @@ Result<EvalStats> Model::evalStats(const data::Dataset& dataset, int batchSize) 
   const int classes = numClasses();
   EvalStats st = EvalStats::empty(t, t == data::TaskKind::kClassification ? static_cast<uint32_t>(classes) : 0u);
   const std::size_t n = dataset.size();
+  // A sparse data set: CSR batches for a model that takes them; otherwise densified
+  // rows, no more than kMaxDensifiedBytes at a time.
+  const bool sparse = dataset.isSparse() && acceptsSparse();
+  if (dataset.isSparse() && !sparse) {
+    const std::size_t rowBytes = inputDim() * sizeof(float);
+    const std::size_t fit = std::max<std::size_t>(1, data::Dataset::kMaxDensifiedBytes / rowBytes);
+    batchSize = static_cast<int>(std::min<std::size_t>(batchSize, fit));
+  }
   std::vector<uint32_t> idx;
   std::vector<float> xs;
+  data::SparseBatch sx;
   for (std::size_t start = 0; start < n; start += static_cast<std::size_t>(batchSize)) {
     const int b = static_cast<int>(std::min<std::size_t>(batchSize, n - start));
     idx.resize(b);
     for (int i = 0; i < b; ++i)
       idx[i] = static_cast<uint32_t>(start + i);
-    xs.resize(static_cast<std::size_t>(b) * inputDim());
-    dataset.gather(idx, xs);
-    std::span<const float> p = forward(xs.data(), b);
+    std::span<const float> p;
+    if (sparse) {
+      dataset.gatherSparse(idx, sx);
+      p = forwardSparse(sx);
+    } else {
+      xs.resize(static_cast<std::size_t>(b) * inputDim());
+      dataset.gather(idx, xs);
+      p = forward(xs.data(), b);
+    }
     const float* logits = net_->acts.back().data();
     for (int i = 0; i < b; ++i) {
       const float* row = p.data() + static_cast<std::size_t>(i) * classes;

@@ -176,12 +176,117 @@ void poolBackward(const Layer& l, const float* x, const float* y, const float* d
     }
 }
 
+// kEmbedBag on dense rows: y = E^T x + b, E {in, out} row-major.
+void embedForward(const Layer& l, const float* params, const float* x, float* y, int n) {
+  const int in = l.in.c;
+  const int out = l.out.c;
+  Eigen::Map<const RowMat> e(params + l.weightOffset, in, out);
+  Eigen::Map<const Vec> b(params + l.biasOffset, out);
+  Eigen::Map<const ColMat> xs(x, in, n);
+  Eigen::Map<ColMat> ys(y, out, n);
+  ys.noalias() = e.transpose() * xs;
+  ys.colwise() += b;
+}
+
+void embedBackward(const Layer& l, const float* params, const float* x, const float* dy, float* dx, float* grad,
+                   int n) {
+  const int in = l.in.c;
+  const int out = l.out.c;
+  Eigen::Map<const ColMat> xs(x, in, n);
+  Eigen::Map<const ColMat> dys(dy, out, n);
+  Eigen::Map<RowMat> de(grad + l.weightOffset, in, out);
+  Eigen::Map<Vec> db(grad + l.biasOffset, out);
+  de.noalias() = xs * dys.transpose();
+  db.setZero();
+  for (int j = 0; j < n; ++j)
+    db += dys.col(j);
+  if (dx != nullptr) {
+    Eigen::Map<const RowMat> e(params + l.weightOffset, in, out);
+    Eigen::Map<ColMat> dxs(dx, in, n);
+    dxs.noalias() = e * dys;
+  }
+}
+
 }  // namespace
+
+void sparseForward(const Layer& l, const float* params, const data::SparseBatch& x, float* y) {
+  const std::size_t in = static_cast<std::size_t>(l.in.c);
+  const int out = l.out.c;
+  const float* w = params + l.weightOffset;
+  const float* b = params + l.biasOffset;
+  const std::size_t rows = x.rows();
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* __restrict yr = y + r * out;
+    std::copy_n(b, out, yr);
+    for (uint64_t k = x.offsets[r]; k < x.offsets[r + 1]; ++k) {
+      const std::size_t i = x.indices[k];
+      const float v = x.values[k];
+      assert(i < in);
+      if (l.kind == LayerKind::kEmbedBag) {
+        const float* __restrict e = w + i * out;
+        for (int o = 0; o < out; ++o)
+          yr[o] += v * e[o];
+      } else {
+        for (int o = 0; o < out; ++o)
+          yr[o] += v * w[o * in + i];
+      }
+    }
+  }
+}
+
+void sparseBackward(const Layer& l, const data::SparseBatch& x, const float* dy, float* grad, Network& net) {
+  const std::size_t in = static_cast<std::size_t>(l.in.c);
+  const int out = l.out.c;
+  float* dw = grad + l.weightOffset;
+  const bool embed = l.kind == LayerKind::kEmbedBag;
+  // The distinct features of the batch: zero their gradient once.
+  if (net.seenAt.size() != in) net.seenAt.assign(in, 0);
+  if (++net.pass == 0) {  // the counter wrapped: forget every mark
+    std::fill(net.seenAt.begin(), net.seenAt.end(), 0);
+    net.pass = 1;
+  }
+  net.features.clear();
+  for (uint32_t i : x.indices) {
+    assert(i < in);
+    if (net.seenAt[i] == net.pass) continue;
+    net.seenAt[i] = net.pass;
+    net.features.push_back(i);
+    if (embed) {
+      std::fill_n(dw + static_cast<std::size_t>(i) * out, out, 0.0f);
+    } else {
+      for (int o = 0; o < out; ++o)
+        dw[o * in + i] = 0.0f;
+    }
+  }
+  const std::size_t rows = x.rows();
+  float* db = grad + l.biasOffset;
+  std::fill_n(db, out, 0.0f);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* __restrict dyr = dy + r * out;
+    for (int o = 0; o < out; ++o)
+      db[o] += dyr[o];
+    for (uint64_t k = x.offsets[r]; k < x.offsets[r + 1]; ++k) {
+      const std::size_t i = x.indices[k];
+      const float v = x.values[k];
+      if (embed) {
+        float* __restrict g = dw + i * out;
+        for (int o = 0; o < out; ++o)
+          g[o] += v * dyr[o];
+      } else {
+        for (int o = 0; o < out; ++o)
+          dw[o * in + i] += v * dyr[o];
+      }
+    }
+  }
+}
 
 void forwardLayer(const Layer& l, const float* params, const float* x, float* y, int n, Network& net) {
   switch (l.kind) {
     case LayerKind::kDense:
       denseForward(l, params, x, y, n);
+      return;
+    case LayerKind::kEmbedBag:
+      embedForward(l, params, x, y, n);
       return;
     case LayerKind::kRelu: {
       const std::size_t m = static_cast<std::size_t>(n) * l.in.size();
@@ -218,6 +323,9 @@ void backwardLayer(const Layer& l, const float* params, const float* x, const fl
     case LayerKind::kDense:
       denseBackward(l, params, x, dy, dx, grad, n);
       return;
+    case LayerKind::kEmbedBag:
+      embedBackward(l, params, x, dy, dx, grad, n);
+      return;
     case LayerKind::kRelu: {
       if (dx == nullptr) return;
       const std::size_t m = static_cast<std::size_t>(n) * l.in.size();
@@ -252,7 +360,10 @@ void backwardLayer(const Layer& l, const float* params, const float* x, const fl
 
 void Network::reserve(int batch) {
   if (batch <= capacity) return;
-  std::size_t widest = input.size();
+  // Activation gradients are only needed for the inputs of layers after the first
+  // (lossAndBackward passes the first layer no dx), so the input width does not count:
+  // a sparse model's 2^20 inputs would otherwise cost batch x 2^20 floats here.
+  std::size_t widest = 0;
   std::size_t colSize = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const Layer& l = layers[i];

@@ -82,11 +82,10 @@ void Model::initialize(uint64_t seed) {
   auto uniform = [&rng]() { return static_cast<float>(rng() >> 40) * (2.0f / 16777216.0f) - 1.0f; };
   std::fill(params_.begin(), params_.end(), 0.0f);
   for (const Layer& l : net_->layers) {
-    if (l.kind != LayerKind::kDense && l.kind != LayerKind::kConv) continue;
-    const std::size_t fanIn =
-        l.kind == LayerKind::kDense ? l.in.size() : static_cast<std::size_t>(l.in.c) * l.kernel * l.kernel;
-    const std::size_t fanOut =
-        l.kind == LayerKind::kDense ? l.out.size() : static_cast<std::size_t>(l.out.c) * l.kernel * l.kernel;
+    if (l.kind != LayerKind::kDense && l.kind != LayerKind::kConv && l.kind != LayerKind::kEmbedBag) continue;
+    const bool flat = l.kind != LayerKind::kConv;
+    const std::size_t fanIn = flat ? l.in.size() : static_cast<std::size_t>(l.in.c) * l.kernel * l.kernel;
+    const std::size_t fanOut = flat ? l.out.size() : static_cast<std::size_t>(l.out.c) * l.kernel * l.kernel;
     const std::size_t count = l.biasOffset - l.weightOffset;  // the bias follows the weight
     const float bound = l.reluFollows ? std::sqrt(6.0f / static_cast<float>(fanIn))
                                       : std::sqrt(6.0f / static_cast<float>(fanIn + fanOut));
@@ -225,7 +224,66 @@ const float* forwardLayers(Network& net, const float* params, const float* x, in
   return in;
 }
 
+// forwardLayers() with the first layer on a CSR batch.
+void forwardLayersSparse(Network& net, const float* params, const data::SparseBatch& x) {
+  const int batch = static_cast<int>(x.rows());
+  net.reserve(batch);
+  detail::sparseForward(net.layers[0], params, x, net.acts[0].data());
+  for (std::size_t l = 1; l < net.layers.size(); ++l)
+    detail::forwardLayer(net.layers[l], params, net.acts[l - 1].data(), net.acts[l].data(), batch, net);
+}
+
 }  // namespace
+
+bool Model::acceptsSparse() const {
+  const LayerKind first = net_->layers.front().kind;
+  return first == LayerKind::kDense || first == LayerKind::kEmbedBag;
+}
+
+std::span<const float> Model::forwardSparse(const data::SparseBatch& x) {
+  assert(acceptsSparse() && x.rows() > 0);
+  Network& net = *net_;
+  const int batch = static_cast<int>(x.rows());
+  forwardLayersSparse(net, params_.data(), x);
+  headLoss(net, nullptr, nullptr, batch, batch, nullptr);
+  net.lastBatch = batch;
+  return probabilities();
+}
+
+float Model::forwardBackwardSparse(const data::SparseBatch& x, const float* y, const float* weights,
+                                   std::span<float> grad, std::vector<ParamRange>* touched) {
+  assert(acceptsSparse() && x.rows() > 0 && grad.size() == params_.size());
+  Network& net = *net_;
+  const int batch = static_cast<int>(x.rows());
+  forwardLayersSparse(net, params_.data(), x);
+  float* dy = net.gradA.data();
+  float* dx = net.gradB.data();
+  const float loss = headLoss(net, y, weights, batch, batch, dy);
+  net.lastBatch = batch;
+  for (std::size_t l = net.layers.size(); l-- > 1;) {
+    detail::backwardLayer(net.layers[l], params_.data(), net.acts[l - 1].data(), net.acts[l].data(), dy, dx,
+                          grad.data(), batch, net);
+    std::swap(dy, dx);
+  }
+  const Layer& first = net.layers[0];
+  if (touched == nullptr) std::fill(grad.begin(), grad.begin() + static_cast<std::ptrdiff_t>(first.biasOffset), 0.0f);
+  detail::sparseBackward(first, x, dy, grad.data(), net);
+  if (touched != nullptr) {
+    touched->clear();
+    const std::size_t out = static_cast<std::size_t>(first.out.c);
+    const std::size_t in = static_cast<std::size_t>(first.in.c);
+    for (uint32_t i : net.features) {
+      if (first.kind == LayerKind::kEmbedBag) {
+        touched->push_back({first.weightOffset + i * out, out});
+      } else {
+        for (std::size_t o = 0; o < out; ++o)
+          touched->push_back({first.weightOffset + o * in + i, 1});
+      }
+    }
+    touched->push_back({first.biasOffset, params_.size() - first.biasOffset});
+  }
+  return loss;
+}
 
 float Model::forwardBackward(const float* x, const float* y, const float* weights, int batch, std::span<float> grad) {
   assert(batch > 0 && grad.size() == params_.size());

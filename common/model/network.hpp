@@ -22,7 +22,11 @@ struct Shape {
   std::size_t size() const { return static_cast<std::size_t>(c) * h * w; }
 };
 
-enum class LayerKind { kDense, kRelu, kConv, kMaxPool, kTanh, kSigmoid };
+// kEmbedBag: the first layer of embedbag specs, y = E^T x + b with the table E stored
+// {in, out} row-major (feature i's embedding is contiguous), the transpose of kDense's
+// {out, in}. On a sparse batch y is the value-weighted sum of the rows of E of the
+// features present.
+enum class LayerKind { kDense, kRelu, kConv, kMaxPool, kTanh, kSigmoid, kEmbedBag };
 
 struct Layer {
   LayerKind kind = LayerKind::kDense;
@@ -55,6 +59,12 @@ struct Network {
   std::vector<float> dcol;
   int lastBatch = 0;  // rows of probs that are valid
 
+  // Sparse passes: per input feature the pass that last touched it (seenAt, grown to
+  // the input size on first use), and the distinct features of the current batch.
+  std::vector<uint32_t> seenAt;
+  uint32_t pass = 0;
+  std::vector<uint32_t> features;
+
   void reserve(int batch);
 };
 
@@ -74,5 +84,12 @@ Result<Network> parseSpec(std::string_view spec);
 void forwardLayer(const Layer& layer, const float* params, const float* x, float* y, int batch, Network& net);
 void backwardLayer(const Layer& layer, const float* params, const float* x, const float* y, const float* dy, float* dx,
                    float* grad, int batch, Network& net);
+
+// The first layer (kDense or kEmbedBag) on a CSR batch: O(nnz * out).
+void sparseForward(const Layer& layer, const float* params, const data::SparseBatch& x, float* y);
+// Its parameter gradients from a CSR batch: the weights of the features present in x
+// (the distinct ones land in net.features, in order of first appearance) and the bias
+// are overwritten; no other entry of grad is written. O(nnz * out).
+void sparseBackward(const Layer& layer, const data::SparseBatch& x, const float* dy, float* grad, Network& net);
 
 }  // namespace starling::model::detail

@@ -9,7 +9,8 @@
 namespace starling::model::detail {
 namespace {
 
-constexpr long kMaxDim = 1 << 16;                 // any single size in a spec
+constexpr long kMaxDim = 1 << 16;                 // any single size in a spec but a flat input
+constexpr long kMaxInputDim = 1 << 24;            // a flat input ("262144"): hashed sparse features
 constexpr std::size_t kMaxParams = 1u << 28;      // 1 GiB of floats: refuse anything larger
 constexpr std::size_t kMaxActivation = 1u << 22;  // floats per example in one layer's output
 
@@ -29,12 +30,12 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   return out;
 }
 
-// A positive integer that is the whole of s, at most kMaxDim; -1 otherwise.
-long number(std::string_view s) {
+// A positive integer that is the whole of s, at most max; -1 otherwise.
+long number(std::string_view s, long max = kMaxDim) {
   if (s.empty()) return -1;
   long v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v <= 0 || v > kMaxDim) return -1;
+  if (ec != std::errc() || ptr != s.data() + s.size() || v <= 0 || v > max) return -1;
   return v;
 }
 
@@ -44,11 +45,12 @@ bool parseShape(std::string_view s, Shape& shape) {
   if (parts.size() != 1 && parts.size() != 3) return false;
   long v[3] = {1, 1, 1};
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    v[i] = number(parts[i]);
+    v[i] = number(parts[i], parts.size() == 1 ? kMaxInputDim : kMaxDim);
     if (v[i] < 0) return false;
   }
   shape = {static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2])};
-  return shape.size() <= static_cast<std::size_t>(kMaxDim) * 64;
+  return shape.size() <=
+         (parts.size() == 1 ? static_cast<std::size_t>(kMaxInputDim) : static_cast<std::size_t>(kMaxDim) * 64);
 }
 
 class Builder {
@@ -70,6 +72,19 @@ class Builder {
     l.reluFollows = relu;
     push(l);
     if (act != LayerKind::kDense) addActivation(act);
+  }
+
+  // The embedding bag of embedbag specs: table {in, out}, bias {out}, then `act`.
+  void embed(int out, LayerKind act) {
+    Layer l;
+    l.kind = LayerKind::kEmbedBag;
+    l.in = Shape{static_cast<int>(current_.size()), 1, 1};
+    l.out = Shape{out, 1, 1};
+    l.weightOffset = net_.layout.add("embed.weight", {l.in.c, out});
+    l.biasOffset = net_.layout.add("embed.bias", {out});
+    l.reluFollows = act == LayerKind::kRelu;
+    push(l);
+    addActivation(act);
   }
 
   void conv(int out, int k) {
@@ -207,12 +222,12 @@ Result<Network> parseSpec(std::string_view spec) {
   std::size_t colon = body.find(':');
   if (colon == std::string_view::npos)
     return bad(spec,
-               "expected '<kind>:<layers>' such as 'mlp:784-200-10', 'linear:784-10' or "
-               "'cnn:1x28x28-c16k5-p2-f128-10'");
+               "expected '<kind>:<layers>' such as 'mlp:784-200-10', 'linear:784-10', "
+               "'embedbag:262144-16-2' or 'cnn:1x28x28-c16k5-p2-f128-10'");
   std::string_view kind = body.substr(0, colon);
   std::string_view rest = body.substr(colon + 1);
   LayerKind act = LayerKind::kRelu;
-  if (kind == "mlp") {
+  if (kind == "mlp" || kind == "embedbag") {
     auto [a, skip] = activationPrefix(rest);
     act = a;
     rest.remove_prefix(skip);
@@ -225,7 +240,22 @@ Result<Network> parseSpec(std::string_view spec) {
   b.current_ = net.input;
   const std::size_t last = tokens.size() - 1;
 
-  if (kind == "mlp" || kind == "linear") {
+  if (kind == "embedbag") {
+    if (tokens.size() < 3)
+      return bad(spec,
+                 "'embedbag' needs an input size, an embedding width and outputs: embedbag:<inputs>-<width>-...-"
+                 "<outputs>, e.g. embedbag:262144-16-2");
+    if (tokens[0].find('x') != std::string_view::npos)
+      return bad(spec, "the input of 'embedbag' is a number of features, not a shape");
+    for (std::size_t i = 1; i <= last; ++i) {
+      long n = number(tokens[i]);
+      if (n < 0) return bad(spec, "layer '" + std::string(tokens[i]) + "' is not a positive width");
+      if (i == 1)
+        b.embed(static_cast<int>(n), act);
+      else
+        b.dense(static_cast<int>(n), i != last ? act : LayerKind::kDense);
+    }
+  } else if (kind == "mlp" || kind == "linear") {
     if (kind == "linear" && tokens.size() != 2)
       return bad(spec, "'linear' is one dense layer: linear:<inputs>-<outputs>, e.g. linear:784-10");
     for (std::size_t i = 1; i <= last; ++i) {
@@ -269,7 +299,7 @@ Result<Network> parseSpec(std::string_view spec) {
       }
     }
   } else {
-    return bad(spec, "unknown kind '" + std::string(kind) + "' (expected 'mlp', 'linear' or 'cnn')");
+    return bad(spec, "unknown kind '" + std::string(kind) + "' (expected 'mlp', 'linear', 'embedbag' or 'cnn')");
   }
   if (net.layout.size() > kMaxParams)
     return bad(spec,
@@ -339,15 +369,16 @@ Result<std::string> resolveSpec(std::string_view spec, data::TaskKind task, std:
   std::string full;
   if (body == "linear") {
     full = "linear:" + in + "-" + out;
-  } else if (body.substr(0, 4) == "mlp:") {
-    std::string_view rest = body.substr(4);
+  } else if (body.substr(0, 4) == "mlp:" || body.substr(0, 9) == "embedbag:") {
+    const std::string_view kind = body.substr(0, body.find(':') + 1);
+    std::string_view rest = body.substr(kind.size());
     auto [act, skip] = detail::activationPrefix(rest);
     std::string_view prefix = rest.substr(0, skip);
     rest.remove_prefix(skip);
     if (rest.substr(0, 7) == "hidden:") {
       std::string_view widths = rest.substr(7);
       if (widths.empty()) return bad(spec, "'hidden:' needs layer widths, e.g. mlp:hidden:64-32");
-      full = "mlp:" + std::string(prefix) + in + "-" + std::string(widths) + "-" + out;
+      full = std::string(kind) + std::string(prefix) + in + "-" + std::string(widths) + "-" + out;
     }
   }
   if (full.empty()) full = std::string(body);

@@ -1,6 +1,7 @@
 #include "starling/data/dataset.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <vector>
 
 using namespace starling;
@@ -90,4 +91,113 @@ TEST_CASE("a dataset refuses inconsistent contents", "[dataset]") {
     CHECK_FALSE(Dataset::fromBytes({}, {}, 0, 1).isOk());
     CHECK_FALSE(Dataset::fromBytes({1}, {0}, 1, 0).isOk());
   }
+}
+
+namespace {
+
+// A CSR dataset of 4 examples over 6 features, and the same examples dense.
+struct SparseFixture {
+  std::vector<uint64_t> offsets = {0, 2, 2, 5, 6};
+  std::vector<uint32_t> indices = {1, 4, 0, 2, 5, 3};
+  std::vector<float> values = {1.5f, -2.0f, 3.0f, 0.25f, 7.0f, -1.0f};
+  std::vector<int32_t> labels = {0, 1, 2, 1};
+  std::vector<float> dense = {
+      0,    1.5f, 0,     0,     -2.0f, 0,     //
+      0,    0,    0,     0,     0,     0,     //
+      3.0f, 0,    0.25f, 0,     0,     7.0f,  //
+      0,    0,    0,     -1.0f, 0,     0,     //
+  };
+};
+
+}  // namespace
+
+TEST_CASE("a sparse dataset holds CSR rows and gathers them sparse or densified", "[dataset][sparse]") {
+  SparseFixture f;
+  auto d = Dataset::fromSparse(f.offsets, f.indices, f.values, f.labels, 6, 3);
+  REQUIRE(d.isOk());
+  CHECK(d->isSparse());
+  CHECK(d->size() == 4);
+  CHECK(d->nnz() == 6);
+  CHECK(d->featureDim() == 6);
+  CHECK(d->shape() == std::vector<int>{6});
+  CHECK(d->memoryBytes() == 5 * 8 + 6 * 4 + 6 * 4 + 4 * 4);
+  auto dense = Dataset::fromFloats(f.dense, f.labels, 6, 3);
+  REQUIRE(dense.isOk());
+  CHECK_FALSE(dense->isSparse());
+  CHECK(dense->nnz() == 24);
+
+  const std::vector<uint32_t> idx = {3, 0, 1, 2, 0};
+  SECTION("gather densifies the requested rows; it equals the dense dataset's gather") {
+    std::vector<float> a(idx.size() * 6, 99.0f);
+    std::vector<float> b(idx.size() * 6, -99.0f);
+    d->gather(idx, a);
+    dense->gather(idx, b);
+    CHECK(a == b);
+  }
+  SECTION("gatherSparse yields the rows in CSR; a dense dataset yields its non-zeros") {
+    SparseBatch s;
+    s.indices = {42};  // stale contents are overwritten
+    d->gatherSparse(idx, s);
+    CHECK(s.rows() == 5);
+    CHECK(s.offsets == std::vector<uint64_t>{0, 1, 3, 3, 6, 8});
+    CHECK(s.indices == std::vector<uint32_t>{3, 1, 4, 0, 2, 5, 1, 4});
+    CHECK(s.values == std::vector<float>{-1.0f, 1.5f, -2.0f, 3.0f, 0.25f, 7.0f, 1.5f, -2.0f});
+    SparseBatch t;
+    dense->gatherSparse(idx, t);
+    CHECK(t.offsets == s.offsets);
+    CHECK(t.indices == s.indices);
+    CHECK(t.values == s.values);
+  }
+  SECTION("subset keeps CSR and the chosen rows, and its memory follows the non-zeros") {
+    const std::vector<uint32_t> pick = {2, 2, 1};
+    Dataset s = d->subset(pick);
+    CHECK(s.isSparse());
+    CHECK(s.size() == 3);
+    CHECK(s.nnz() == 6);
+    CHECK(s.label(0) == 2);
+    CHECK(s.label(2) == 1);
+    CHECK(s.memoryBytes() == 4 * 8 + 6 * 4 + 6 * 4 + 3 * 4);
+    std::vector<float> out(18);
+    s.gather(std::vector<uint32_t>{0, 1, 2}, out);
+    std::vector<float> want(f.dense.begin() + 12, f.dense.begin() + 18);
+    want.insert(want.end(), f.dense.begin() + 12, f.dense.begin() + 18);
+    want.insert(want.end(), 6, 0.0f);
+    CHECK(out == want);
+  }
+  SECTION("regression targets ride along") {
+    auto r = Dataset::fromSparseTargets(f.offsets, f.indices, f.values, {0.5f, -1.0f, 2.0f, 3.0f}, 6);
+    REQUIRE(r.isOk());
+    CHECK(r->isRegression());
+    CHECK(r->numClasses() == 1);
+    CHECK(r->target(2) == 2.0f);
+    const std::vector<uint32_t> pick = {3};
+    Dataset s = r->subset(pick);
+    CHECK(s.isRegression());
+    CHECK(s.target(0) == 3.0f);
+    CHECK(s.isSparse());
+    CHECK_FALSE(Dataset::fromSparseTargets(f.offsets, f.indices, f.values, {0.5f, NAN, 2.0f, 3.0f}, 6).isOk());
+  }
+  SECTION("a featureDim of 10^9 costs nothing per feature") {
+    auto wide = Dataset::fromSparse({0, 1, 2}, {999999999, 0}, {1.0f, 2.0f}, {0, 1}, 1000000000, 2);
+    REQUIRE(wide.isOk());
+    CHECK(wide->memoryBytes() == 3 * 8 + 2 * 4 + 2 * 4 + 2 * 4);
+  }
+}
+
+TEST_CASE("a sparse dataset refuses inconsistent CSR", "[dataset][sparse]") {
+  SparseFixture f;
+  auto code = [](const Result<Dataset>& r) { return r.isOk() ? StatusCode::kOk : r.status().code(); };
+  CHECK(code(Dataset::fromSparse({0, 2, 2, 5}, f.indices, f.values, f.labels, 6, 3)) == StatusCode::kInvalidArgument);
+  CHECK(code(Dataset::fromSparse({1, 2, 2, 5, 6}, f.indices, f.values, f.labels, 6, 3)) ==
+        StatusCode::kInvalidArgument);
+  CHECK(code(Dataset::fromSparse({0, 2, 1, 5, 6}, f.indices, f.values, f.labels, 6, 3)) ==
+        StatusCode::kInvalidArgument);
+  CHECK(code(Dataset::fromSparse(f.offsets, f.indices, f.values, f.labels, 5, 3)) == StatusCode::kInvalidArgument);
+  CHECK(code(Dataset::fromSparse(f.offsets, f.indices, {1.0f}, f.labels, 6, 3)) == StatusCode::kInvalidArgument);
+  CHECK(code(Dataset::fromSparse(f.offsets, f.indices, f.values, {0, 1, 3, 1}, 6, 3)) == StatusCode::kInvalidArgument);
+  auto unsorted = Dataset::fromSparse(f.offsets, {1, 4, 2, 0, 5, 3}, f.values, f.labels, 6, 3);
+  REQUIRE_FALSE(unsorted.isOk());
+  CHECK_THAT(unsorted.status().message(), Catch::Contains("example 2"));
+  CHECK(code(Dataset::fromSparse(f.offsets, {1, 1, 0, 2, 5, 3}, f.values, f.labels, 6, 3)) ==
+        StatusCode::kInvalidArgument);
 }

@@ -45,6 +45,11 @@
 // aged table score, and only the others are scored. Any p gives an unbiased estimate with
 // w = 1 / (B p); staler scores only reduce the variance less.
 //
+// On a sparse data set (data::Dataset::isSparse()) every minibatch is uniform, whatever
+// the mode, and comes as CSR rows (Minibatch::sparse): the score table, the scouts and
+// the scoring passes work on dense rows, which a sparse data set of 2^20 features
+// cannot afford. observe() is then a no-op and tau_vr stays where it was.
+//
 // Ownership and threads: the Sampler borrows the Dataset (it must outlive the Sampler)
 // and is used by one thread at a time. Given the same seed and the same sequence of
 // calls it returns the same minibatches.
@@ -103,9 +108,11 @@ struct SamplerOptions {
 // One minibatch: b rows of features, labels, importance weights and dataset indices.
 struct Minibatch {
   std::span<const uint32_t> indices;
-  std::span<const float> features;  // b x featureDim, row-major
-  std::span<const float> labels;    // model::labelValue(): class index, 0/1 or target
-  std::span<const float> weights;   // all 1 for a uniform minibatch
+  std::span<const float> features;  // b x featureDim, row-major; empty for a sparse data set
+  // A sparse data set: the b rows as CSR (Dataset::gatherSparse()), else null.
+  const data::SparseBatch* sparse = nullptr;
+  std::span<const float> labels;   // model::labelValue(): class index, 0/1 or target
+  std::span<const float> weights;  // all 1 for a uniform minibatch
   bool prioritized = false;
 
   // A prioritized minibatch whose examples were all in the scoring pass also comes as
@@ -246,6 +253,7 @@ class Sampler {
   std::vector<float> x_;
   std::vector<float> y_;
   std::vector<float> w_;
+  data::SparseBatch sparse_;  // the minibatch of a sparse data set
 };
 
 }  // namespace starling::client

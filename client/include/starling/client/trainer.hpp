@@ -9,6 +9,15 @@
 // the Sampler, and returns the difference xhat - x plus statistics. Compression and
 // error feedback are the caller's business (compression/ works on the returned span).
 //
+// Sparse data (data::Dataset::isSparse()): a model that takes sparse input
+// (Model::acceptsSparse(): linear, mlp, embedbag) trains on CSR minibatches, and its
+// gradient covers only the features present; without momentum, weight decay and
+// FedProx the update then touches only those parameters too, so a step costs
+// O(nnz x the first layer's outputs + the rest of the network). With any of them the
+// update is a pass over all parameters per step. A model that does not take sparse input
+// (cnn) trains on densified minibatches, refused when b x featureDim floats exceed
+// data::Dataset::kMaxDensifiedBytes. Minibatches of sparse data are uniform (Sampler).
+//
 // A pure engine: no sockets, no threads, no clock beyond measuring its own duration.
 // The same seeds and calls give bit-identical results on one machine.
 //
@@ -86,6 +95,10 @@ class Trainer {
  private:
   Trainer(model::Model model, const data::Dataset& dataset, TrainerOptions options, Sampler sampler);
   double probeLoss(std::span<const uint32_t> probe);
+  // The update x <- x - eta (m + wd x) with m <- mu m + scale g (+ FedProx) over the
+  // parameters listed in touched_ only (sparse steps without momentum, weight decay and
+  // FedProx).
+  void sparseUpdate(float eta, float scale);
 
   model::Model model_;
   const data::Dataset* dataset_;
@@ -97,6 +110,11 @@ class Trainer {
   std::vector<float> probeX_;
   std::vector<float> probeY_;
   std::vector<uint32_t> firstRows_;  // 0, 1, ..., b - 1: the minibatch rows of a pass with scouts
+  // Sparse data: the gradient's ranges of the last sparse step (grad_ is zero elsewhere),
+  // the probe's CSR rows, and densified rows for a model without sparse input.
+  std::vector<model::ParamRange> touched_;
+  data::SparseBatch probeSparse_;
+  std::vector<float> denseX_;
 };
 
 }  // namespace starling::client

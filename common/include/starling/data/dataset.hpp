@@ -2,9 +2,14 @@
 // Dataset: labelled examples held in memory, compactly.
 //
 // Images stay as bytes (one byte per pixel, 784 bytes per Fashion-MNIST example)
-// and are converted to floats only per batch, by gather(); tabular data (CSV,
-// LIBSVM) is held as floats. A Dataset is immutable once built; gather() and
-// label() may be called from several threads at once.
+// and are converted to floats only per batch, by gather(); dense tabular data (CSV,
+// NPY) is held as floats; sparse data (LIBSVM) is held as CSR, compressed sparse rows:
+// per example the indices of its non-zero features (ascending) and their values, so
+// its memory is proportional to the non-zeros, not to examples x featureDim.
+// gatherSparse() yields CSR batches for models that take them (Model::acceptsSparse());
+// gather() densifies the requested rows for the others. A Dataset is immutable once
+// built; gather(), gatherSparse() and label() may be called from several threads at
+// once.
 //
 // Labels are classes (int32 in [0, numClasses)) or, for regression, real values
 // (targets(), float): a regression data set has numClasses() == 1 (one output) and
@@ -17,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "starling/data/sparse_batch.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::data {
@@ -38,7 +44,28 @@ class Dataset {
   static Result<Dataset> fromFloatTargets(std::vector<float> features, std::vector<float> targets,
                                           std::size_t featureDim, std::vector<int> shape = {});
 
+  // Sparse (CSR): example i holds the features columnIndices[k] (0-based, strictly
+  // increasing within the row, below featureDim) with the values values[k], for k in
+  // [rowOffsets[i], rowOffsets[i + 1]); every other feature is 0. rowOffsets has one
+  // entry per example plus one, starts at 0, never decreases and ends at
+  // columnIndices.size() == values.size(). featureDim may be up to 2^32 (the index type);
+  // the memory is proportional to the non-zeros. kInvalidArgument naming the first
+  // offending row otherwise. Labels as in fromFloats; shape is {featureDim} when it fits
+  // an int, else empty.
+  static Result<Dataset> fromSparse(std::vector<uint64_t> rowOffsets, std::vector<uint32_t> columnIndices,
+                                    std::vector<float> values, std::vector<int32_t> labels, std::size_t featureDim,
+                                    int numClasses);
+  // Regression: sparse features as in fromSparse, one real target per example (finite).
+  static Result<Dataset> fromSparseTargets(std::vector<uint64_t> rowOffsets, std::vector<uint32_t> columnIndices,
+                                           std::vector<float> values, std::vector<float> targets,
+                                           std::size_t featureDim);
+
   std::size_t size() const { return labels_.size(); }
+  // True when the features are held as CSR (fromSparse, fromSparseTargets, LIBSVM).
+  bool isSparse() const { return sparse_; }
+  // Stored non-zeros: of a sparse data set its CSR entries, of a dense one
+  // size() * featureDim() (every stored value, zero or not).
+  std::size_t nnz() const;
   // True when the labels are real values (fromFloatTargets).
   bool isRegression() const { return regression_; }
   // The real targets of a regression data set (empty otherwise).
@@ -51,8 +78,20 @@ class Dataset {
   std::span<const int32_t> labels() const { return labels_; }
 
   // Writes the features of examples idx[0..n) as the rows of out, row-major:
-  // out[r * featureDim() + j]. out.size() must be idx.size() * featureDim().
+  // out[r * featureDim() + j]. out.size() must be idx.size() * featureDim(). A sparse
+  // data set densifies the requested rows only (zeros, then its non-zeros): the caller
+  // sizes out, so the limit is the caller's (the Trainer refuses minibatches above
+  // kMaxDensifiedBytes; Model::evaluate() densifies fewer rows at a time).
   void gather(std::span<const uint32_t> idx, std::span<float> out) const;
+
+  // The features of examples idx[0..n) as a CSR batch (out is overwritten; its buffers
+  // are reused, so a batch of the same size allocates nothing): row r is example idx[r].
+  // A dense data set yields its non-zero values, so any Dataset can feed a sparse model.
+  void gatherSparse(std::span<const uint32_t> idx, SparseBatch& out) const;
+
+  // The most bytes a densified batch of a sparse data set may take where Starling
+  // densifies on its own (Trainer minibatches of a dense model on sparse data): 256 MiB.
+  static constexpr std::size_t kMaxDensifiedBytes = std::size_t(1) << 28;
 
   // A copy holding only the examples idx, in that order.
   Dataset subset(std::span<const uint32_t> idx) const;
@@ -63,6 +102,11 @@ class Dataset {
  private:
   std::vector<uint8_t> bytes_;  // when stored as bytes
   std::vector<float> floats_;   // when stored as floats
+  // When stored as CSR (sparse_): row i is [offsets_[i], offsets_[i + 1]) of indices_
+  // and floats_ (the values).
+  bool sparse_ = false;
+  std::vector<uint64_t> offsets_;
+  std::vector<uint32_t> indices_;
   std::vector<int32_t> labels_;
   std::vector<float> targets_;  // regression only
   bool regression_ = false;     // also when it holds no example

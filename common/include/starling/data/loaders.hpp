@@ -63,15 +63,13 @@ struct LibsvmOptions {
   // 0 infers the number of classes as the largest class + 1.
   int numClasses = 0;
   LibsvmLabels labels = LibsvmLabels::kAuto;
-  // The densified examples may take at most this many bytes (examples x featureDim
-  // x 4): one line "1 2000000000:1" would otherwise ask for 8 GB. kOutOfRange above.
-  // 256 MiB holds Fashion-MNIST's 60,000 x 784 training examples (188 MB).
-  std::size_t maxDenseBytes = std::size_t(1) << 28;
 };
 
 // LIBSVM / SVMlight: "label index:value index:value ... [# comment]", indices strictly
-// increasing. Examples are densified into floats (the Dataset is dense): featureDim
-// floats per example, absent features 0.
+// increasing. The Dataset is sparse (CSR, Dataset::fromSparse): 8 bytes per non-zero
+// plus 12 per example, whatever featureDim (at most 2^32; a larger index is
+// kOutOfRange). The file is read in 1 MiB blocks, so the memory follows its
+// non-zeros, not its size.
 Result<Dataset> loadLibsvm(const std::string& path, const LibsvmOptions& options = {});
 
 // Fashion-MNIST as its authors distribute it: a directory with

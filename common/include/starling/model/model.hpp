@@ -7,6 +7,9 @@
 //   mlp:784-200-200-10                     dense layers with ReLU between them
 //   mlp:tanh:784-64-10                     the same with tanh (or sigmoid, relu) between them
 //   linear:784-10                          one dense layer, no hidden layer
+//   embedbag:262144-64-32-2                an embedding bag (the 262144 x 64 table E, a
+//                                          bias and ReLU) then an mlp tail 64-32-2; on
+//                                          sparse data its cost is O(nnz x 64)
 //   cnn:1x28x28-c16k5-p2-c32k5-p2-f128-10  conv 5x5 (valid, stride 1) + ReLU, 2x2 max-pool,
 //                                          flatten, dense 128 + ReLU, dense 10
 //
@@ -27,6 +30,10 @@
 //
 // Batches are row-major: example i occupies x[i * inputDim() .. (i + 1) * inputDim()),
 // its features in C x H x W order for images (what data::Dataset::gather() writes).
+// Models whose first layer is dense (linear, mlp, embedbag: acceptsSparse()) also take
+// CSR batches (data::SparseBatch, what Dataset::gatherSparse() writes): the first
+// layer then costs O(nnz x its outputs) forward and backward, and its gradient touches
+// only the weights of the features present (see forwardBackwardSparse()).
 //
 // Thread-safety: a Model is a value (copyable, movable). Its forward passes use
 // internal workspaces, so one Model may be used by one thread at a time; copies are
@@ -39,6 +46,7 @@
 #include <string_view>
 #include <vector>
 
+#include "starling/data/sparse_batch.hpp"
 #include "starling/data/task_kind.hpp"
 #include "starling/model/metrics.hpp"
 #include "starling/util/status.hpp"
@@ -59,6 +67,12 @@ struct TensorInfo {
   std::size_t offset = 0;  // first element in the flat vector
   std::size_t size = 0;    // number of elements (product of shape)
   std::vector<int> shape;  // dense weight {out, in} row-major; conv weight {out, in, k, k}
+};
+
+// A run of count parameters from offset in the flat vector.
+struct ParamRange {
+  std::size_t offset = 0;
+  std::size_t count = 0;
 };
 
 // The tensors of a model in the order they appear in the flat vector, without gaps.
@@ -95,10 +109,12 @@ enum class LossKind { kCrossEntropy, kLogistic, kSquaredError, kHuber };
 //   "linear"                        -> "linear:IN-OUT/LOSS"
 //   "mlp:hidden:64-32"              -> "mlp:IN-64-32-OUT/LOSS"
 //   "mlp:tanh:hidden:64-32"         -> "mlp:tanh:IN-64-32-OUT/LOSS" (sigmoid, relu alike)
+//   "embedbag:hidden:16-32"         -> "embedbag:IN-16-32-OUT/LOSS" (16: the embedding width;
+//                                      activation prefixes as for mlp)
 // with IN = inputDim, OUT = numClasses for classification and 1 for binary and regression,
 // LOSS = the task's head (classification: none, i.e. cross-entropy; binary: logistic;
 // regression: mse, or huber:D when huberDelta > 0). Full forms (mlp, linear, cnn) are
-// checked against inputDim and OUT (the error names both) and get the task's loss when
+// checked against inputDim and OUT (the error names both; embedbag too) and get the task's loss when
 // they have no suffix; a spec that has a suffix must agree with the task. Returns the
 // canonical spec; kInvalidArgument with a message otherwise.
 Result<std::string> resolveSpec(std::string_view spec, data::TaskKind task, std::size_t inputDim, int numClasses,
@@ -176,8 +192,26 @@ class Model {
   // (cross-entropy), P(y=1) = sigmoid(z) (logistic), the prediction f (mse, huber).
   std::span<const float> forward(const float* x, int batch);
 
+  // Whether the first layer takes CSR batches (linear, mlp and embedbag; not cnn).
+  bool acceptsSparse() const;
+
+  // forwardBackward() on a CSR batch of x.rows() examples (acceptsSparse() models,
+  // indices below inputDim()): the same loss and gradient as on the densified rows, up
+  // to float rounding. The first layer costs O(nnz x its outputs). When touched is null,
+  // grad is overwritten whole (numParams() floats, zero outside the support: that fill
+  // is O(numParams())). When touched is not null, only the ranges listed there are
+  // written: the first layer's weights of the features present in x (one range per
+  // feature for embedbag, one per feature and output for linear and mlp), then one
+  // range from the first layer's bias to the end (the rest of the network); the
+  // gradient is zero everywhere else and those entries of grad are left as they were
+  // (a caller that keeps grad zero outside them, as the Trainer does, pays O(nnz)).
+  float forwardBackwardSparse(const data::SparseBatch& x, const float* y, const float* weights, std::span<float> grad,
+                              std::vector<ParamRange>* touched = nullptr);
+  // forward() on a CSR batch (acceptsSparse() models).
+  std::span<const float> forwardSparse(const data::SparseBatch& x);
+
   // The outputs (as forward() returns them) of the last forward(), forwardBackward() or
-  // backwardRows() call.
+  // backwardRows() call (or of their sparse forms).
   std::span<const float> probabilities() const;
 
   // The norm of the gradient of the loss with respect to the network's last-layer
@@ -196,6 +230,8 @@ class Model {
 
   // Loss and metrics over the whole data set, batchSize examples at a time (loss,
   // accuracy and examples as before the heads existed; metrics and stats per task).
+  // A sparse data set goes through forwardSparse() when acceptsSparse(); otherwise its
+  // rows are densified, at most data::Dataset::kMaxDensifiedBytes at a time.
   // kInvalidArgument when the data set does not fit (checkData()).
   Result<Evaluation> evaluate(const data::Dataset& dataset, int batchSize = 500);
   // The summable statistics alone (what evaluate() finalizes).

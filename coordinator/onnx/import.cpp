@@ -211,6 +211,7 @@ class Importer {
   std::set<std::string> glueReshapeOnly_;             // glue outputs (must feed Reshape shapes only)
   std::map<std::string, Act> path_;                   // values on the network's path and their shapes
   std::string input_;
+  int inputRank_ = 0;  // set when the input is neither N x features nor N x C x H x W
   Act inputAct_;
   std::string current_;
   Act act_;
@@ -235,6 +236,14 @@ Status Importer::readInput() {
   if (!in.type().has_tensor_type() || in.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
     return Status(StatusCode::kUnsupported, "input '" + input_ + "' must be a float tensor");
   const auto& shape = in.type().tensor_type().shape();
+  if (shape.dim_size() != 2 && shape.dim_size() != 4) {
+    // Refused at the first node that reads it, so that an unsupported op (an LSTM's
+    // T x N x features input) is named first.
+    inputRank_ = shape.dim_size();
+    current_ = input_;
+    path_[input_] = act_;
+    return {};
+  }
   std::vector<int64_t> dims;
   for (int i = 1; i < shape.dim_size(); ++i) {
     if (!shape.dim(i).has_dim_value() || shape.dim(i).dim_value() <= 0)
@@ -246,11 +255,8 @@ Status Importer::readInput() {
     if (d > (1 << 16)) return Status(StatusCode::kUnsupported, "input '" + input_ + "': a dimension is too large");
   if (shape.dim_size() == 2) {
     inputAct_ = Act{false, static_cast<int>(dims[0]), 1, 1};
-  } else if (shape.dim_size() == 4) {
-    inputAct_ = Act{true, static_cast<int>(dims[0]), static_cast<int>(dims[1]), static_cast<int>(dims[2])};
   } else {
-    return Status(StatusCode::kUnsupported, "input '" + input_ + "' has rank " + std::to_string(shape.dim_size()) +
-                                                ": Starling reads N x features or N x C x H x W");
+    inputAct_ = Act{true, static_cast<int>(dims[0]), static_cast<int>(dims[1]), static_cast<int>(dims[2])};
   }
   current_ = input_;
   act_ = inputAct_;
@@ -541,6 +547,16 @@ Status Importer::pathNode(const onnx::NodeProto& node, const std::string& where)
     if (path_.count(in)) ++onPath;
   if (onPath != 1 || std::find(node.input().begin(), node.input().end(), current_) == node.input().end())
     return unsupported(where, "the graph branches or joins here; Starling's networks are a single chain of layers");
+  static const std::set<std::string> kSupported = {"Gemm",    "MatMul",   "Add",     "Relu",      "Tanh",
+                                                   "Sigmoid", "Conv",     "MaxPool", "Flatten",   "Reshape",
+                                                   "Dropout", "Identity", "Softmax", "LogSoftmax"};
+  if (!kSupported.count(op))
+    return unsupported(where,
+                       "is not supported (Starling reads Gemm, MatMul, Add, Relu, Tanh, Sigmoid, Conv, "
+                       "MaxPool, Flatten, Reshape, Dropout, Identity, Softmax, LogSoftmax; see docs/model.md)");
+  if (inputRank_ != 0)
+    return unsupported(where, "reads the input '" + input_ + "' of rank " + std::to_string(inputRank_) +
+                                  ": Starling reads N x features or N x C x H x W");
   if (op == "Gemm") {
     STARLING_RETURN_IF_ERROR(gemm(node, where));
   } else if (op == "MatMul") {

@@ -534,7 +534,7 @@ Status Importer::reshape(const onnx::NodeProto& node, const std::string& where) 
   if (!ok)
     return unsupported(where, "reshapes " + act_.text() + " to " + ints(target) + ": only a flatten to N x " +
                                   std::to_string(flat) + " is supported");
-  stages_.push_back(Stage{StageKind::kFlatten, where});
+  if (act_.image) stages_.push_back(Stage{StageKind::kFlatten, where});
   act_ = Act{false, static_cast<int>(flat), 1, 1};
   return {};
 }

@@ -221,6 +221,13 @@ def make(out):
              init("fb", weights(1))]
     lines.append(save(out, "cnn_flatten", nodes, inits, [3, 8, 8], [1], "cnn:3x8x8-c5k3-1/mse", 4, "raw"))
 
+    # nn.Flatten then nn.Linear on an image input: an mlp over its C x H x W features.
+    n1, i1 = dense("fc1", "f", "h1", 16, 6)
+    n2, i2 = dense("fc2", "a1", "y", 6, 3)
+    nodes = [helper.make_node("Flatten", ["x"], ["f"], name="flatten")] + n1 + [
+        helper.make_node("Relu", ["h1"], ["a1"], name="relu1")] + n2
+    lines.append(save(out, "mlp_image", nodes, i1 + i2, [1, 4, 4], [3], "mlp:16-6-3", 3, "logits"))
+
     # Refused: a padded convolution, an LSTM, BatchNormalization, newer IR and opset.
     nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], name="conv3", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              helper.make_node("Flatten", ["c"], ["y"], name="flatten")]

@@ -118,7 +118,7 @@ TEST_CASE("onnx: graphs made with python3-onnx import to the same function", "[o
     std::printf("onnx import %-12s %-36s max |starling - reference| = %.3g\n", name.c_str(), spec.c_str(), diff);
     CHECK(diff <= 1e-5f);
   }
-  CHECK(cases == 6);
+  CHECK(cases == 7);
 }
 
 TEST_CASE("onnx: unsupported ops, attributes and versions are refused by name", "[onnx][python]") {

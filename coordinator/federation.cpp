@@ -11,6 +11,7 @@
 
 #include "starling/compression/precision.hpp"
 #include "starling/data/loaders.hpp"
+#include "starling/onnx/onnx.hpp"
 #include "starling/util/checksum.hpp"
 #include "starling/wire/capabilities.hpp"
 
@@ -96,14 +97,34 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   // The evaluation data first: a short model spec ("linear", "mlp:hidden:64") is
   // completed from it, and a full one checked against it.
   const data::TaskKind kind = data::parseTaskKind(f->task_.kind).value_or(data::TaskKind::kClassification);
+  // "onnx:PATH": the architecture and the round-0 weights come from an ONNX file. The
+  // task's spec becomes the Starling spec read from it (with the task's head), which is
+  // what clients are sent and what the store records, so a restart with the same file
+  // resumes; clients cannot build these weights from a seed, so they get them dense.
+  std::optional<onnxio::ImportedModel> imported;
+  const std::string modelSource = f->task_.model;
+  if (modelSource.starts_with("onnx:")) {
+    auto imp = onnxio::importOnnx(modelSource.substr(5));
+    if (!imp) return imp.status().withContext("task.model");
+    for (const auto& note : imp->notes)
+      f->log_->info("ONNX import: {}", note);
+    imported = std::move(*imp);
+    engine.clientsInitialize = false;
+  }
   if (!f->task_.testData.empty()) {
     auto test = data::loadData(f->task_.testData, dataOptions(f->task_, true));
     if (!test) return test.status().withContext("evaluation data");
     auto resolved =
-        model::resolveSpec(f->task_.model, kind, test->featureDim(), test->numClasses(), f->task_.huberDelta);
+        imported
+            ? onnxio::resolveImported(*imported, kind, test->featureDim(), test->numClasses(), f->task_.huberDelta)
+            : model::resolveSpec(f->task_.model, kind, test->featureDim(), test->numClasses(), f->task_.huberDelta);
     if (!resolved) return resolved.status().withContext("model spec");
     f->task_.model = *resolved;
     f->testSet_.emplace(std::move(*test));
+  } else if (imported) {
+    auto resolved = onnxio::resolveImported(*imported, kind, 0, 0, f->task_.huberDelta);
+    if (!resolved) return resolved.status().withContext("model spec of " + modelSource);
+    f->task_.model = *resolved;
   }
   if (!f->testSet_ && f->task_.model.find('/') == std::string::npos && kind != data::TaskKind::kClassification) {
     // A full spec without a loss, and no data to complete it from: the task's loss.
@@ -116,8 +137,8 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     return model.status().withContext(f->task_.testData.empty()
                                           ? "model spec (a short form needs eval.test-data to be completed from)"
                                           : "model spec");
-  f->log_->info("task '{}': {} with model {} ({} parameters){}", f->task_.name, data::taskKindName(kind),
-                f->task_.model, model->numParams(),
+  f->log_->info("task '{}': {} with model {}{} ({} parameters){}", f->task_.name, data::taskKindName(kind),
+                f->task_.model, imported ? " imported from " + modelSource : "", model->numParams(),
                 f->testSet_ ? fmt::format(", evaluated on {} examples", f->testSet_->size()) : "");
   if (model->task() != kind)
     return Status(StatusCode::kInvalidArgument,
@@ -164,7 +185,11 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     if (*last) f->engine_->reserveRoundsThrough(**last);
     f->resumedFrom_ = cp.round;
   } else {
-    model->initialize(f->task_.initSeed);
+    if (imported) {
+      STARLING_RETURN_IF_ERROR(model->setParams(imported->params));
+    } else {
+      model->initialize(f->task_.initSeed);
+    }
     auto engineR = RoundEngine::create(engine, std::vector<float>(model->params().begin(), model->params().end()));
     if (!engineR) return engineR.status();
     f->engine_ = std::move(*engineR);

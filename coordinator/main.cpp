@@ -4,6 +4,7 @@
 //   starling-coordinator run [--config FILE] [--certs DIR] [--listen HOST:PORT] [...]
 //   starling-coordinator revoke --certs DIR [--client ID]... [--cert FILE]... [--days D]
 //   starling-coordinator report --db FILE [--format table|csv|json]
+//   starling-coordinator export (--db FILE | --model-file FILE) [--format onnx|starling] --out FILE
 
 #include <malloc.h>
 
@@ -15,6 +16,7 @@
 #include <asio/strand.hpp>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "starling/coordinator/report.hpp"
 #include "starling/coordinator/server.hpp"
 #include "starling/net/certificates.hpp"
+#include "starling/onnx/onnx.hpp"
 #include "starling/util/log.hpp"
 
 namespace {
@@ -64,6 +67,46 @@ int runReport(const std::string& db, const std::string& format) {
   if (!store) return fail(store.status().message());
   Status st = coordinator::writeReport(**store, *fmt, std::cout);
   if (!st) return fail(st.message());
+  return 0;
+}
+
+// The trained model: the last checkpoint's (the served moving average when the task
+// keeps one, as the daemon evaluates and saves it) from a database, or a model file.
+int runExport(const std::string& db, const std::string& modelFile, const std::string& format, const std::string& out) {
+  if (db.empty() == modelFile.empty()) return fail("give one of --db and --model-file");
+  if (format != "onnx" && format != "starling") return fail("--format must be onnx or starling, not '" + format + "'");
+  std::optional<model::Model> m;
+  std::string from;
+  if (!modelFile.empty()) {
+    auto loaded = model::Model::load(modelFile);
+    if (!loaded) return fail(loaded.status().message());
+    m.emplace(std::move(*loaded));
+    from = modelFile;
+  } else {
+    if (!std::filesystem::exists(db)) return fail("no database '" + db + "'");
+    coordinator::StoreOptions options;
+    options.readOnly = true;
+    auto store = coordinator::Store::open(db, options);
+    if (!store) return fail(store.status().message());
+    auto spec = (*store)->meta("model");
+    if (!spec) return fail(spec.status().message());
+    if (!*spec) return fail("database '" + db + "' records no model");
+    auto cp = (*store)->latestCheckpoint();
+    if (!cp) return fail(cp.status().message());
+    if (!*cp) return fail("database '" + db + "' has no checkpoint yet (no round committed)");
+    auto built = model::Model::fromSpec(**spec);
+    if (!built) return fail(built.status().message());
+    const auto average = (*cp)->vectors.find("model-average");
+    const bool useAverage = average != (*cp)->vectors.end() && !average->second.empty();
+    Status st = built->setParams(useAverage ? average->second : (*cp)->model);
+    if (!st) return fail("checkpoint of round " + std::to_string((*cp)->round) + ": " + st.message());
+    m.emplace(std::move(*built));
+    from = db + ", round " + std::to_string((*cp)->round) + (useAverage ? " (moving average)" : "");
+  }
+  Status st = format == "onnx" ? onnxio::exportOnnx(*m, out) : m->save(out);
+  if (!st) return fail(st.message());
+  std::cout << "wrote " << out << " (" << format << ", " << m->spec() << ", " << m->numParams() << " parameters) from "
+            << from << "\n";
   return 0;
 }
 
@@ -216,7 +259,15 @@ int main(int argc, char** argv) {
   reportCmd->add_option("--db", db, "the coordinator's SQLite database")->required();
   reportCmd->add_option("--format", format, "table, csv or json");
 
+  std::string exportDb, exportModel, exportFormat = "onnx", exportOut;
+  auto* exportCmd = app.add_subcommand("export", "write the trained model as ONNX (or a Starling model file)");
+  exportCmd->add_option("--db", exportDb, "the coordinator's SQLite database: its last checkpoint's model");
+  exportCmd->add_option("--model-file", exportModel, "a Starling model file (output.model-file) instead");
+  exportCmd->add_option("--format", exportFormat, "onnx (IR 8, opset 17) or starling");
+  exportCmd->add_option("--out", exportOut, "file to write")->required();
+
   CLI11_PARSE(app, argc, argv);
+  if (exportCmd->parsed()) return runExport(exportDb, exportModel, exportFormat, exportOut);
   if (initCmd->parsed()) {
     if (!hostnames.empty()) init.hostnames = hostnames;
     return runInit(init);

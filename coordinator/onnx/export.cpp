@@ -1,0 +1,226 @@
+// ONNX export: a Model as an IR 8 / opset 17 graph whose initializers are the layout's
+// tensors under their Starling names (dense0.weight, conv1.bias, ...), so that import
+// gives the same parameters bit for bit.
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "starling/onnx/onnx.hpp"
+
+namespace starling::onnxio {
+namespace {
+
+std::vector<std::string> splitOn(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t pos = s.find(sep, start);
+    out.emplace_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (pos == std::string_view::npos) return out;
+    start = pos + 1;
+  }
+}
+
+class GraphWriter {
+ public:
+  GraphWriter(onnx::GraphProto& g, const model::Model& m) : g_(g), m_(m) {}
+
+  // Adds a node reading the current value; returns its output's name.
+  std::string node(const std::string& op, const std::string& name, std::vector<std::string> extraInputs = {}) {
+    onnx::NodeProto* n = g_.add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    n->add_input(current_);
+    for (const auto& in : extraInputs)
+      n->add_input(in);
+    current_ = name + "_out";
+    n->add_output(current_);
+    last_ = n;
+    return current_;
+  }
+  onnx::AttributeProto* attribute(const std::string& name, onnx::AttributeProto::AttributeType type) {
+    onnx::AttributeProto* a = last_->add_attribute();
+    a->set_name(name);
+    a->set_type(type);
+    return a;
+  }
+  void ints(const std::string& name, std::initializer_list<int64_t> values) {
+    auto* a = attribute(name, onnx::AttributeProto::INTS);
+    for (int64_t v : values)
+      a->add_ints(v);
+  }
+  void integer(const std::string& name, int64_t v) { attribute(name, onnx::AttributeProto::INT)->set_i(v); }
+
+  // The layout tensor as an initializer (fp32, raw little-endian bytes).
+  Status initializer(const std::string& name) {
+    const model::TensorInfo* t = m_.layout().find(name);
+    if (!t) return Status(StatusCode::kInternal, "model '" + m_.spec() + "' has no tensor '" + name + "'");
+    onnx::TensorProto* p = g_.add_initializer();
+    p->set_name(name);
+    p->set_data_type(onnx::TensorProto::FLOAT);
+    for (int d : t->shape)
+      p->add_dims(d);
+    p->set_raw_data(reinterpret_cast<const char*>(m_.params().data() + t->offset), t->size * sizeof(float));
+    return {};
+  }
+
+  Status dense(int index, bool last) {
+    const std::string name = "dense" + std::to_string(index);
+    STARLING_RETURN_IF_ERROR(initializer(name + ".weight"));
+    STARLING_RETURN_IF_ERROR(initializer(name + ".bias"));
+    node("Gemm", name, {name + ".weight", name + ".bias"});
+    integer("transB", 1);
+    (void)last;
+    return {};
+  }
+
+  std::string current_ = "input";
+
+ private:
+  onnx::GraphProto& g_;
+  const model::Model& m_;
+  onnx::NodeProto* last_ = nullptr;
+};
+
+void setShape(onnx::ValueInfoProto* v, const std::string& name, std::initializer_list<int64_t> dims) {
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  auto* shape = tt->mutable_shape();
+  shape->add_dim()->set_dim_param("N");
+  for (int64_t d : dims)
+    shape->add_dim()->set_dim_value(d);
+}
+
+}  // namespace
+
+Result<std::string> exportOnnxBytes(const model::Model& m) {
+  onnx::ModelProto proto;
+  proto.set_ir_version(kMaxIrVersion);
+  proto.set_producer_name("starling");
+  proto.set_producer_version("0.1");
+  proto.set_model_version(1);
+  auto* opset = proto.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kMaxOpset);
+  auto* meta = proto.add_metadata_props();
+  meta->set_key("starling.spec");
+  meta->set_value(m.spec());
+  onnx::GraphProto& g = *proto.mutable_graph();
+  g.set_name("starling");
+  const std::string& spec = m.spec();
+  proto.set_doc_string("Starling model " + spec);
+
+  // The canonical spec (model.hpp): kind ":" [activation ":"] layers ["/" head].
+  const std::string body = spec.substr(0, spec.find('/'));
+  const std::size_t colon = body.find(':');
+  const std::string kind = body.substr(0, colon);
+  std::string rest = body.substr(colon + 1);
+  std::string act = "Relu";
+  if (rest.starts_with("tanh:")) act = "Tanh", rest = rest.substr(5);
+  if (rest.starts_with("sigmoid:")) act = "Sigmoid", rest = rest.substr(8);
+  const std::vector<std::string> tokens = splitOn(rest, '-');
+  const std::vector<std::string> inShape = splitOn(tokens[0], 'x');
+
+  GraphWriter w(g, m);
+  if (kind == "cnn" && inShape.size() == 3) {
+    setShape(g.add_input(), "input", {std::stoll(inShape[0]), std::stoll(inShape[1]), std::stoll(inShape[2])});
+  } else {
+    setShape(g.add_input(), "input", {static_cast<int64_t>(m.inputDim())});
+  }
+  if (kind == "mlp" || kind == "linear") {
+    if (inShape.size() == 3) {  // an image input read as its C x H x W features
+      w.node("Flatten", "flatten");
+      w.integer("axis", 1);
+    }
+    for (std::size_t i = 1; i < tokens.size(); ++i) {
+      const bool last = i + 1 == tokens.size();
+      STARLING_RETURN_IF_ERROR(w.dense(static_cast<int>(i - 1), last));
+      if (!last)
+        w.node(act, act == "Relu" ? "relu" + std::to_string(i - 1)
+                                  : (act == "Tanh" ? "tanh" : "sigmoid") + std::to_string(i - 1));
+    }
+  } else if (kind == "cnn") {
+    int convs = 0, pools = 0, denses = 0;
+    bool flat = inShape.size() != 3;
+    for (std::size_t i = 1; i < tokens.size(); ++i) {
+      const std::string& t = tokens[i];
+      const bool last = i + 1 == tokens.size();
+      if (t[0] == 'c') {
+        const std::string name = "conv" + std::to_string(convs++);
+        const int k = std::stoi(t.substr(t.find('k') + 1));
+        STARLING_RETURN_IF_ERROR(w.initializer(name + ".weight"));
+        STARLING_RETURN_IF_ERROR(w.initializer(name + ".bias"));
+        w.node("Conv", name, {name + ".weight", name + ".bias"});
+        w.ints("kernel_shape", {k, k});
+        w.ints("strides", {1, 1});
+        w.ints("pads", {0, 0, 0, 0});
+        w.node("Relu", name + "_relu");
+      } else if (t[0] == 'p') {
+        const int64_t p = std::stoll(t.substr(1));
+        w.node("MaxPool", "pool" + std::to_string(pools++));
+        w.ints("kernel_shape", {p, p});
+        w.ints("strides", {p, p});
+      } else {
+        if (!flat) {
+          w.node("Flatten", "flatten");
+          w.integer("axis", 1);
+          flat = true;
+        }
+        STARLING_RETURN_IF_ERROR(w.dense(denses, last));
+        if (!last) w.node("Relu", "relu" + std::to_string(denses));
+        ++denses;
+      }
+    }
+  } else {
+    return Status(StatusCode::kUnsupported, "model '" + spec + "': no ONNX export for kind '" + kind + "'");
+  }
+  // The head's outputs, as Model::forward() returns them.
+  switch (m.lossKind()) {
+    case model::LossKind::kCrossEntropy:
+      w.node("Softmax", "probabilities");
+      w.integer("axis", 1);
+      break;
+    case model::LossKind::kLogistic:
+      w.node("Sigmoid", "probability");
+      break;
+    case model::LossKind::kSquaredError:
+    case model::LossKind::kHuber:
+      break;
+  }
+  // Rename the last value "output".
+  onnx::NodeProto* lastNode = g.mutable_node(g.node_size() - 1);
+  lastNode->set_output(0, "output");
+  setShape(g.add_output(), "output", {m.numClasses()});
+  try {
+    onnx::checker::check_model(proto);
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, "model '" + spec + "': the ONNX checker refuses the export: " + e.what());
+  }
+  std::string bytes;
+  if (!proto.SerializeToString(&bytes))
+    return Status(StatusCode::kInternal, "model '" + spec + "': serializing the ONNX graph failed");
+  return bytes;
+}
+
+Status exportOnnx(const model::Model& m, const std::string& path) {
+  auto bytes = exportOnnxBytes(m);
+  if (!bytes) return bytes.status();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return Status(StatusCode::kIo, "cannot write '" + tmp + "'");
+    out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+    out.flush();
+    if (!out) return Status(StatusCode::kIo, "writing '" + tmp + "' failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status(StatusCode::kIo, "renaming '" + tmp + "' to '" + path + "': " + ec.message());
+  return {};
+}
+
+}  // namespace starling::onnxio

@@ -1,0 +1,857 @@
+// ONNX import: walks the graph as one chain of layers from its input to its output and
+// writes the Starling spec those layers make (docs/model.md, "ONNX").
+//
+// The graph is checked first (IR and opset no newer than ONNX 1.12 knows, then
+// onnx::checker and strict shape inference), so the walk may rely on well-formed nodes.
+// Nodes fall in two groups: the network's path (every node that reads the input or a
+// value computed from it, except Shape) and shape glue (Constant, Shape, Gather,
+// Unsqueeze, Squeeze, Concat, Cast, Identity that compute a Reshape's target shape).
+// Glue is evaluated on small integer vectors in which the batch size is a symbol; it
+// may feed nothing but the shape input of a Reshape, and that Reshape must flatten.
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "starling/onnx/onnx.hpp"
+
+namespace starling::onnxio {
+namespace {
+
+constexpr int64_t kBatch = std::numeric_limits<int64_t>::min();        // the batch size, in glue values
+constexpr int64_t kUnknown = std::numeric_limits<int64_t>::min() + 1;  // a size glue cannot know
+constexpr std::size_t kMaxFileBytes = std::size_t{1} << 31;
+
+std::string label(const onnx::NodeProto& node, int index) {
+  if (!node.name().empty()) return "node '" + node.name() + "' (" + node.op_type() + ")";
+  return "node #" + std::to_string(index) + " (" + node.op_type() +
+         (node.output_size() > 0 ? ", output '" + node.output(0) + "')" : ")");
+}
+
+std::string ints(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// A constant tensor: an initializer or a Constant node's value.
+struct Const {
+  std::vector<int64_t> dims;
+  std::vector<float> f;    // FLOAT and DOUBLE tensors
+  std::vector<int64_t> i;  // integer tensors
+  bool isFloat = false;
+  std::size_t count() const {
+    std::size_t n = 1;
+    for (int64_t d : dims)
+      n *= static_cast<std::size_t>(d);
+    return n;
+  }
+};
+
+template <class T>
+std::vector<T> rawValues(const std::string& raw, std::size_t n) {
+  std::vector<T> out(n);
+  std::memcpy(out.data(), raw.data(), n * sizeof(T));  // ONNX raw data is little-endian, as is every target
+  return out;
+}
+
+Result<Const> readTensor(const onnx::TensorProto& t, const std::string& where) {
+  Const c;
+  for (int64_t d : t.dims()) {
+    if (d < 0) return Status(StatusCode::kMalformed, where + ": tensor '" + t.name() + "' has a negative dimension");
+    c.dims.push_back(d);
+  }
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return Status(StatusCode::kUnsupported,
+                  where + ": tensor '" + t.name() + "' is stored outside the file (external data is not supported)");
+  const std::size_t n = c.count();
+  const bool raw = t.has_raw_data();
+  auto sized = [&](std::size_t have) -> Status {
+    if (have != n)
+      return Status(StatusCode::kMalformed, where + ": tensor '" + t.name() + "' holds " + std::to_string(have) +
+                                                " values, its shape " + ints(c.dims) + " " + std::to_string(n));
+    return {};
+  };
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      c.isFloat = true;
+      if (raw) {
+        STARLING_RETURN_IF_ERROR(sized(t.raw_data().size() / 4));
+        c.f = rawValues<float>(t.raw_data(), n);
+      } else {
+        STARLING_RETURN_IF_ERROR(sized(static_cast<std::size_t>(t.float_data_size())));
+        c.f.assign(t.float_data().begin(), t.float_data().end());
+      }
+      return c;
+    case onnx::TensorProto::DOUBLE: {
+      c.isFloat = true;
+      std::vector<double> d;
+      if (raw) {
+        STARLING_RETURN_IF_ERROR(sized(t.raw_data().size() / 8));
+        d = rawValues<double>(t.raw_data(), n);
+      } else {
+        STARLING_RETURN_IF_ERROR(sized(static_cast<std::size_t>(t.double_data_size())));
+        d.assign(t.double_data().begin(), t.double_data().end());
+      }
+      c.f.assign(d.begin(), d.end());
+      return c;
+    }
+    case onnx::TensorProto::INT64:
+      if (raw) {
+        STARLING_RETURN_IF_ERROR(sized(t.raw_data().size() / 8));
+        c.i = rawValues<int64_t>(t.raw_data(), n);
+      } else {
+        STARLING_RETURN_IF_ERROR(sized(static_cast<std::size_t>(t.int64_data_size())));
+        c.i.assign(t.int64_data().begin(), t.int64_data().end());
+      }
+      return c;
+    case onnx::TensorProto::INT32:
+      if (raw) {
+        STARLING_RETURN_IF_ERROR(sized(t.raw_data().size() / 4));
+        auto v = rawValues<int32_t>(t.raw_data(), n);
+        c.i.assign(v.begin(), v.end());
+      } else {
+        STARLING_RETURN_IF_ERROR(sized(static_cast<std::size_t>(t.int32_data_size())));
+        c.i.assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      return c;
+    case onnx::TensorProto::BOOL:
+      if (raw) {
+        STARLING_RETURN_IF_ERROR(sized(t.raw_data().size()));
+        auto v = rawValues<uint8_t>(t.raw_data(), n);
+        c.i.assign(v.begin(), v.end());
+      } else {
+        STARLING_RETURN_IF_ERROR(sized(static_cast<std::size_t>(t.int32_data_size())));
+        c.i.assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      return c;
+    default:
+      return Status(StatusCode::kUnsupported, where + ": tensor '" + t.name() + "' has element type " +
+                                                  std::to_string(t.data_type()) +
+                                                  " (float, double, int32 and int64 are supported)");
+  }
+}
+
+const onnx::AttributeProto* attr(const onnx::NodeProto& node, std::string_view name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+int64_t attrInt(const onnx::NodeProto& node, std::string_view name, int64_t fallback) {
+  const auto* a = attr(node, name);
+  return a ? a->i() : fallback;
+}
+std::optional<std::vector<int64_t>> attrInts(const onnx::NodeProto& node, std::string_view name) {
+  const auto* a = attr(node, name);
+  if (!a) return std::nullopt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+// The activations of one example on the network's path.
+struct Act {
+  bool image = false;
+  int c = 0, h = 1, w = 1;
+  std::size_t size() const { return static_cast<std::size_t>(c) * h * w; }
+  std::string text() const {
+    return image ? std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w) : std::to_string(c);
+  }
+};
+
+enum class StageKind { kDense, kConv, kPool, kRelu, kTanh, kSigmoid, kFlatten, kSoftmax };
+
+struct Stage {
+  Stage(StageKind kind_, std::string where_, int out_ = 0, int in_ = 0, int k_ = 0)
+      : kind(kind_), where(std::move(where_)), out(out_), in(in_), k(k_) {}
+  StageKind kind;
+  std::string where;  // label() of the node
+  int out = 0, in = 0, k = 0;
+  std::vector<float> w, b;  // Starling's layout: dense {out, in}, conv {out, in, k, k}
+  bool biasSet = false;
+  bool fromMatMul = false;
+};
+
+Status unsupported(const std::string& where, const std::string& why) {
+  return {StatusCode::kUnsupported, where + ": " + why};
+}
+
+class Importer {
+ public:
+  explicit Importer(const onnx::ModelProto& m) : model_(m), graph_(m.graph()) {}
+
+  Result<ImportedModel> run();
+
+ private:
+  Status readInput();
+  Status glueNode(const onnx::NodeProto& node, const std::string& where);
+  Status pathNode(const onnx::NodeProto& node, const std::string& where);
+  Status gemm(const onnx::NodeProto& node, const std::string& where);
+  Status matmul(const onnx::NodeProto& node, const std::string& where);
+  Status add(const onnx::NodeProto& node, const std::string& where);
+  Status conv(const onnx::NodeProto& node, const std::string& where);
+  Status maxpool(const onnx::NodeProto& node, const std::string& where);
+  Status reshape(const onnx::NodeProto& node, const std::string& where);
+  Result<ImportedModel> finish();
+  const Const* constant(const std::string& name) const {
+    auto it = consts_.find(name);
+    return it == consts_.end() ? nullptr : &it->second;
+  }
+
+  const onnx::ModelProto& model_;
+  const onnx::GraphProto& graph_;
+  std::map<std::string, Const> consts_;
+  std::map<std::string, std::vector<int64_t>> glue_;  // evaluated shape values
+  std::set<std::string> glueReshapeOnly_;             // glue outputs (must feed Reshape shapes only)
+  std::map<std::string, Act> path_;                   // values on the network's path and their shapes
+  std::string input_;
+  int inputRank_ = 0;  // set when the input is neither N x features nor N x C x H x W
+  Act inputAct_;
+  std::string current_;
+  Act act_;
+  std::vector<Stage> stages_;
+  std::vector<std::string> notes_;
+};
+
+Status Importer::readInput() {
+  for (const auto& t : graph_.initializer()) {
+    auto c = readTensor(t, "initializer");
+    if (!c) return c.status();
+    consts_[t.name()] = std::move(*c);
+  }
+  std::vector<const onnx::ValueInfoProto*> inputs;
+  for (const auto& in : graph_.input())
+    if (!consts_.count(in.name())) inputs.push_back(&in);
+  if (inputs.size() != 1)
+    return Status(StatusCode::kUnsupported, "the graph has " + std::to_string(inputs.size()) +
+                                                " inputs besides its weights; Starling's models take one");
+  const onnx::ValueInfoProto& in = *inputs[0];
+  input_ = in.name();
+  if (!in.type().has_tensor_type() || in.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
+    return Status(StatusCode::kUnsupported, "input '" + input_ + "' must be a float tensor");
+  const auto& shape = in.type().tensor_type().shape();
+  if (shape.dim_size() != 2 && shape.dim_size() != 4) {
+    // Refused at the first node that reads it, so that an unsupported op (an LSTM's
+    // T x N x features input) is named first.
+    inputRank_ = shape.dim_size();
+    current_ = input_;
+    path_[input_] = act_;
+    return {};
+  }
+  std::vector<int64_t> dims;
+  for (int i = 1; i < shape.dim_size(); ++i) {
+    if (!shape.dim(i).has_dim_value() || shape.dim(i).dim_value() <= 0)
+      return Status(StatusCode::kUnsupported, "input '" + input_ + "': dimension " + std::to_string(i) +
+                                                  " must be a fixed size (only the batch, dimension 0, may vary)");
+    dims.push_back(shape.dim(i).dim_value());
+  }
+  for (int64_t d : dims)
+    if (d > (1 << 16)) return Status(StatusCode::kUnsupported, "input '" + input_ + "': a dimension is too large");
+  if (shape.dim_size() == 2) {
+    inputAct_ = Act{false, static_cast<int>(dims[0]), 1, 1};
+  } else {
+    inputAct_ = Act{true, static_cast<int>(dims[0]), static_cast<int>(dims[1]), static_cast<int>(dims[2])};
+  }
+  current_ = input_;
+  act_ = inputAct_;
+  path_[input_] = act_;
+  return {};
+}
+
+Status Importer::glueNode(const onnx::NodeProto& node, const std::string& where) {
+  const std::string& op = node.op_type();
+  auto value = [&](int i) -> const std::vector<int64_t>* {
+    if (i >= node.input_size()) return nullptr;
+    auto g = glue_.find(node.input(i));
+    if (g != glue_.end()) return &g->second;
+    const Const* c = constant(node.input(i));
+    if (c && !c->isFloat) {
+      glue_[node.input(i)] = c->i;
+      return &glue_[node.input(i)];
+    }
+    return nullptr;
+  };
+  std::vector<int64_t> out;
+  if (op == "Constant") {
+    const auto* v = attr(node, "value");
+    if (v) {
+      auto c = readTensor(v->t(), where);
+      if (!c) return c.status();
+      if (!c->isFloat) glue_[node.output(0)] = c->i;
+      consts_[node.output(0)] = std::move(*c);
+      return {};
+    }
+    if (const auto* vi = attr(node, "value_ints")) {
+      out.assign(vi->ints().begin(), vi->ints().end());
+    } else if (const auto* one = attr(node, "value_int")) {
+      out = {one->i()};
+    } else {
+      return unsupported(where, "only 'value', 'value_ints' and 'value_int' constants are supported");
+    }
+    Const c;
+    c.dims = {static_cast<int64_t>(out.size())};
+    c.i = out;
+    consts_[node.output(0)] = c;
+    glue_[node.output(0)] = out;
+    glueReshapeOnly_.insert(node.output(0));
+    return {};
+  }
+  if (op == "Shape") {
+    auto p = path_.find(node.input(0));
+    if (p == path_.end()) return unsupported(where, "takes the shape of a value that is not on the network's path");
+    const Act& a = p->second;
+    out = a.image ? std::vector<int64_t>{kBatch, a.c, a.h, a.w} : std::vector<int64_t>{kBatch, a.c};
+    const int64_t rank = static_cast<int64_t>(out.size());
+    int64_t start = attrInt(node, "start", 0), end = attrInt(node, "end", rank);
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, start, rank);
+    out = std::vector<int64_t>(out.begin() + start, out.begin() + end);
+  } else if (op == "Identity" || op == "Cast" || op == "Unsqueeze" || op == "Squeeze") {
+    const auto* v = value(0);
+    if (!v) return unsupported(where, "its input is not a shape Starling can compute");
+    out = *v;
+  } else if (op == "Gather") {
+    const auto* v = value(0);
+    const auto* idx = value(1);
+    if (!v || !idx || attrInt(node, "axis", 0) != 0)
+      return unsupported(where, "only gathers from a shape along axis 0 are supported");
+    for (int64_t i : *idx) {
+      if (i < 0) i += static_cast<int64_t>(v->size());
+      if (i < 0 || i >= static_cast<int64_t>(v->size())) return unsupported(where, "index out of range");
+      out.push_back((*v)[static_cast<std::size_t>(i)]);
+    }
+  } else if (op == "Concat") {
+    for (int i = 0; i < node.input_size(); ++i) {
+      const auto* v = value(i);
+      if (!v) return unsupported(where, "its input '" + node.input(i) + "' is not a shape Starling can compute");
+      out.insert(out.end(), v->begin(), v->end());
+    }
+  } else {
+    return unsupported(where,
+                       "is not supported off the network's path (only Constant, Shape, Gather, Unsqueeze, Squeeze, "
+                       "Concat, Cast and Identity computing a Reshape's shape are)");
+  }
+  glue_[node.output(0)] = out;
+  glueReshapeOnly_.insert(node.output(0));
+  return {};
+}
+
+Status Importer::gemm(const onnx::NodeProto& node, const std::string& where) {
+  if (act_.image) return unsupported(where, "needs a flat input (N x features): add a Flatten before it");
+  if (node.input(0) != current_) return unsupported(where, "the network's input must be its first operand (A)");
+  const Const* b = node.input_size() > 1 ? constant(node.input(1)) : nullptr;
+  if (!b || !b->isFloat || b->dims.size() != 2)
+    return unsupported(where, "its weight B must be a 2-D float initializer");
+  const Const* c = node.input_size() > 2 && !node.input(2).empty() ? constant(node.input(2)) : nullptr;
+  if (node.input_size() > 2 && !node.input(2).empty() && (!c || !c->isFloat))
+    return unsupported(where, "its bias C must be a float initializer");
+  if (const auto* a = attr(node, "alpha"); a && a->f() != 1.0f)
+    return unsupported(where, "alpha " + std::to_string(a->f()) + " is not supported (only 1)");
+  if (const auto* a = attr(node, "beta"); a && a->f() != 1.0f && c)
+    return unsupported(where, "beta " + std::to_string(a->f()) + " is not supported (only 1)");
+  if (attrInt(node, "transA", 0) != 0) return unsupported(where, "transA=1 is not supported");
+  const bool transB = attrInt(node, "transB", 0) != 0;
+  const int out = static_cast<int>(transB ? b->dims[0] : b->dims[1]);
+  const int in = static_cast<int>(transB ? b->dims[1] : b->dims[0]);
+  if (static_cast<std::size_t>(in) != act_.size())
+    return unsupported(where, "its weight takes " + std::to_string(in) + " inputs but receives " + act_.text());
+  Stage s{StageKind::kDense, where, out, in};
+  if (transB) {
+    s.w = b->f;
+  } else {  // B is {in, out}: Starling stores {out, in}
+    s.w.resize(b->f.size());
+    for (int o = 0; o < out; ++o)
+      for (int i = 0; i < in; ++i)
+        s.w[static_cast<std::size_t>(o) * in + i] = b->f[static_cast<std::size_t>(i) * out + o];
+  }
+  s.b.assign(static_cast<std::size_t>(out), 0.0f);
+  if (c) {
+    if (c->f.size() == static_cast<std::size_t>(out))
+      s.b = c->f;
+    else if (c->f.size() == 1)
+      s.b.assign(static_cast<std::size_t>(out), c->f[0]);
+    else
+      return unsupported(
+          where, "its bias C has " + std::to_string(c->f.size()) + " values for " + std::to_string(out) + " outputs");
+    s.biasSet = true;
+  }
+  stages_.push_back(std::move(s));
+  act_ = Act{false, out, 1, 1};
+  return {};
+}
+
+Status Importer::matmul(const onnx::NodeProto& node, const std::string& where) {
+  if (act_.image) return unsupported(where, "needs a flat input (N x features): add a Flatten before it");
+  if (node.input(0) != current_) return unsupported(where, "the network's input must be its first operand");
+  const Const* b = constant(node.input(1));
+  if (!b || !b->isFloat || b->dims.size() != 2)
+    return unsupported(where, "its second operand must be a 2-D float initializer {in, out}");
+  const int in = static_cast<int>(b->dims[0]);
+  const int out = static_cast<int>(b->dims[1]);
+  if (static_cast<std::size_t>(in) != act_.size())
+    return unsupported(where, "its weight takes " + std::to_string(in) + " inputs but receives " + act_.text());
+  Stage s{StageKind::kDense, where, out, in};
+  s.w.resize(b->f.size());
+  for (int o = 0; o < out; ++o)
+    for (int i = 0; i < in; ++i)
+      s.w[static_cast<std::size_t>(o) * in + i] = b->f[static_cast<std::size_t>(i) * out + o];
+  s.b.assign(static_cast<std::size_t>(out), 0.0f);
+  s.fromMatMul = true;
+  stages_.push_back(std::move(s));
+  act_ = Act{false, out, 1, 1};
+  return {};
+}
+
+Status Importer::add(const onnx::NodeProto& node, const std::string& where) {
+  const std::string& other = node.input(0) == current_ ? node.input(1) : node.input(0);
+  const Const* c = constant(other);
+  if (!c || !c->isFloat) return unsupported(where, "only a dense layer's bias (a float initializer) can be added");
+  if (stages_.empty() || stages_.back().kind != StageKind::kDense || stages_.back().biasSet)
+    return unsupported(where, "only a bias directly after MatMul (or a Gemm without C) can be added");
+  Stage& s = stages_.back();
+  if (c->f.size() != static_cast<std::size_t>(s.out) && c->f.size() != 1)
+    return unsupported(
+        where, "its bias has " + std::to_string(c->f.size()) + " values for " + std::to_string(s.out) + " outputs");
+  if (c->f.size() == 1)
+    s.b.assign(static_cast<std::size_t>(s.out), c->f[0]);
+  else
+    s.b = c->f;
+  s.biasSet = true;
+  return {};
+}
+
+Status Importer::conv(const onnx::NodeProto& node, const std::string& where) {
+  if (!act_.image) return unsupported(where, "needs an N x C x H x W input");
+  const Const* w = constant(node.input(1));
+  if (!w || !w->isFloat || w->dims.size() != 4) return unsupported(where, "its weight must be a 4-D float initializer");
+  const std::string autoPad = attr(node, "auto_pad") ? attr(node, "auto_pad")->s() : "NOTSET";
+  if (autoPad != "NOTSET" && autoPad != "VALID")
+    return unsupported(where, "auto_pad " + autoPad + " is not supported: Starling's conv layers are unpadded");
+  if (auto p = attrInts(node, "pads"); p && std::any_of(p->begin(), p->end(), [](int64_t v) { return v != 0; }))
+    return unsupported(where, "pads " + ints(*p) + " are not supported: Starling's conv layers are unpadded");
+  if (auto s = attrInts(node, "strides"); s && std::any_of(s->begin(), s->end(), [](int64_t v) { return v != 1; }))
+    return unsupported(where, "strides " + ints(*s) + " are not supported: Starling's conv layers have stride 1");
+  if (auto d = attrInts(node, "dilations"); d && std::any_of(d->begin(), d->end(), [](int64_t v) { return v != 1; }))
+    return unsupported(where, "dilations " + ints(*d) + " are not supported");
+  if (attrInt(node, "group", 1) != 1) return unsupported(where, "grouped convolutions are not supported");
+  const int out = static_cast<int>(w->dims[0]);
+  const int in = static_cast<int>(w->dims[1]);
+  if (w->dims[2] != w->dims[3])
+    return unsupported(where, "kernel " + ints({w->dims[2], w->dims[3]}) + " is not square");
+  const int k = static_cast<int>(w->dims[2]);
+  if (in != act_.c)
+    return unsupported(where, "its weight takes " + std::to_string(in) + " channels but receives " + act_.text());
+  if (k > act_.h || k > act_.w) return unsupported(where, "its kernel is larger than its " + act_.text() + " input");
+  Stage s{StageKind::kConv, where, out, in, k};
+  s.w = w->f;
+  s.b.assign(static_cast<std::size_t>(out), 0.0f);
+  if (node.input_size() > 2 && !node.input(2).empty()) {
+    const Const* b = constant(node.input(2));
+    if (!b || !b->isFloat || b->f.size() != static_cast<std::size_t>(out))
+      return unsupported(where, "its bias must be a float initializer of " + std::to_string(out) + " values");
+    s.b = b->f;
+  }
+  stages_.push_back(std::move(s));
+  act_ = Act{true, out, act_.h - k + 1, act_.w - k + 1};
+  return {};
+}
+
+Status Importer::maxpool(const onnx::NodeProto& node, const std::string& where) {
+  if (!act_.image) return unsupported(where, "needs an N x C x H x W input");
+  auto kernel = attrInts(node, "kernel_shape").value_or(std::vector<int64_t>{});
+  if (kernel.size() != 2 || kernel[0] != kernel[1])
+    return unsupported(where, "kernel_shape " + ints(kernel) + " is not a square 2-D window");
+  const int64_t k = kernel[0];
+  const std::string autoPad = attr(node, "auto_pad") ? attr(node, "auto_pad")->s() : "NOTSET";
+  if (autoPad != "NOTSET" && autoPad != "VALID")
+    return unsupported(where, "auto_pad " + autoPad + " is not supported: Starling's pooling is unpadded");
+  if (auto p = attrInts(node, "pads"); p && std::any_of(p->begin(), p->end(), [](int64_t v) { return v != 0; }))
+    return unsupported(where, "pads " + ints(*p) + " are not supported: Starling's pooling is unpadded");
+  auto strides = attrInts(node, "strides").value_or(std::vector<int64_t>{1, 1});
+  if (strides != std::vector<int64_t>{k, k})
+    return unsupported(where, "strides " + ints(strides) + " are not supported: Starling pools with stride = window (" +
+                                  std::to_string(k) + ")");
+  if (auto d = attrInts(node, "dilations"); d && std::any_of(d->begin(), d->end(), [](int64_t v) { return v != 1; }))
+    return unsupported(where, "dilations " + ints(*d) + " are not supported");
+  if (attrInt(node, "storage_order", 0) != 0) return unsupported(where, "storage_order 1 is not supported");
+  if (attrInt(node, "ceil_mode", 0) != 0 && (act_.h % k != 0 || act_.w % k != 0))
+    return unsupported(where, "ceil_mode 1 on a " + act_.text() + " input is not supported: Starling floors");
+  if (k > act_.h || k > act_.w) return unsupported(where, "its window is larger than its " + act_.text() + " input");
+  stages_.push_back(Stage{StageKind::kPool, where, 0, 0, static_cast<int>(k)});
+  act_ = Act{true, act_.c, act_.h / static_cast<int>(k), act_.w / static_cast<int>(k)};
+  return {};
+}
+
+Status Importer::reshape(const onnx::NodeProto& node, const std::string& where) {
+  if (attrInt(node, "allowzero", 0) != 0) return unsupported(where, "allowzero 1 is not supported");
+  auto g = glue_.find(node.input(1));
+  std::vector<int64_t> target;
+  if (g != glue_.end()) {
+    target = g->second;
+  } else if (const Const* c = constant(node.input(1)); c && !c->isFloat) {
+    target = c->i;
+  } else {
+    return unsupported(where, "its shape is not a constant or a shape computation Starling can follow");
+  }
+  const std::vector<int64_t> in =
+      act_.image ? std::vector<int64_t>{kBatch, act_.c, act_.h, act_.w} : std::vector<int64_t>{kBatch, act_.c};
+  // Resolve 0 (copy) and the batch symbol; the one -1 takes what is left.
+  bool ok = target.size() == 2;
+  int64_t known = 1;
+  int inferred = -1;
+  std::vector<int64_t> out = target;
+  for (std::size_t i = 0; ok && i < out.size(); ++i) {
+    if (out[i] == 0) out[i] = i < in.size() ? in[i] : kUnknown;
+    if (out[i] == -1) {
+      if (inferred >= 0) ok = false;
+      inferred = static_cast<int>(i);
+    } else if (out[i] == kUnknown || (out[i] < 0 && out[i] != kBatch)) {
+      ok = false;
+    } else if (out[i] != kBatch) {
+      known *= out[i];
+    }
+  }
+  const auto flat = static_cast<int64_t>(act_.size());
+  if (ok) {
+    // Flattening keeps the batch first: [batch, -1], [-1, features], [batch, features],
+    // or a fixed batch of 1 ([1, -1], [1, features]).
+    const bool batchFirst = out[0] == kBatch || out[0] == 1;
+    if (batchFirst && (out[1] == -1 || out[1] == flat))
+      ok = true;
+    else if (out[0] == -1 && out[1] == flat)
+      ok = true;
+    else
+      ok = false;
+  }
+  if (!ok)
+    return unsupported(where, "reshapes " + act_.text() + " to " + ints(target) + ": only a flatten to N x " +
+                                  std::to_string(flat) + " is supported");
+  if (act_.image) stages_.push_back(Stage{StageKind::kFlatten, where});
+  act_ = Act{false, static_cast<int>(flat), 1, 1};
+  return {};
+}
+
+Status Importer::pathNode(const onnx::NodeProto& node, const std::string& where) {
+  const std::string& op = node.op_type();
+  // The chain: one input on the path, and it is the latest value.
+  int onPath = 0;
+  for (const auto& in : node.input())
+    if (path_.count(in)) ++onPath;
+  if (onPath != 1 || std::find(node.input().begin(), node.input().end(), current_) == node.input().end())
+    return unsupported(where, "the graph branches or joins here; Starling's networks are a single chain of layers");
+  static const std::set<std::string> kSupported = {"Gemm",    "MatMul",   "Add",     "Relu",      "Tanh",
+                                                   "Sigmoid", "Conv",     "MaxPool", "Flatten",   "Reshape",
+                                                   "Dropout", "Identity", "Softmax", "LogSoftmax"};
+  if (!kSupported.count(op))
+    return unsupported(where,
+                       "is not supported (Starling reads Gemm, MatMul, Add, Relu, Tanh, Sigmoid, Conv, "
+                       "MaxPool, Flatten, Reshape, Dropout, Identity, Softmax, LogSoftmax; see docs/model.md)");
+  if (inputRank_ != 0)
+    return unsupported(where, "reads the input '" + input_ + "' of rank " + std::to_string(inputRank_) +
+                                  ": Starling reads N x features or N x C x H x W");
+  if (op == "Gemm") {
+    STARLING_RETURN_IF_ERROR(gemm(node, where));
+  } else if (op == "MatMul") {
+    STARLING_RETURN_IF_ERROR(matmul(node, where));
+  } else if (op == "Add") {
+    STARLING_RETURN_IF_ERROR(add(node, where));
+  } else if (op == "Relu") {
+    stages_.push_back(Stage{StageKind::kRelu, where});
+  } else if (op == "Tanh") {
+    stages_.push_back(Stage{StageKind::kTanh, where});
+  } else if (op == "Sigmoid") {
+    stages_.push_back(Stage{StageKind::kSigmoid, where});
+  } else if (op == "Conv") {
+    STARLING_RETURN_IF_ERROR(conv(node, where));
+  } else if (op == "MaxPool") {
+    if (node.output_size() > 1 && !node.output(1).empty())
+      return unsupported(where, "its Indices output is not supported");
+    STARLING_RETURN_IF_ERROR(maxpool(node, where));
+  } else if (op == "Flatten") {
+    if (attrInt(node, "axis", 1) != 1)
+      return unsupported(where, "axis " + std::to_string(attrInt(node, "axis", 1)) + " is not supported (only 1)");
+    if (act_.image) stages_.push_back(Stage{StageKind::kFlatten, where});
+    act_ = Act{false, static_cast<int>(act_.size()), 1, 1};
+  } else if (op == "Reshape") {
+    if (node.input(0) != current_) return unsupported(where, "reshapes its shape input");
+    STARLING_RETURN_IF_ERROR(reshape(node, where));
+  } else if (op == "Dropout") {
+    if (node.input_size() > 2 && !node.input(2).empty()) {
+      const Const* t = constant(node.input(2));
+      if (!t || t->i.empty() || t->i[0] != 0) return unsupported(where, "training_mode must be false");
+    }
+    if (node.output_size() > 1 && !node.output(1).empty())
+      return unsupported(where, "its mask output is not supported");
+    notes_.push_back(where + " read as the identity (Starling trains without dropout)");
+  } else if (op == "Identity") {
+  } else if (op == "Softmax" || op == "LogSoftmax") {
+    const int64_t axis = attrInt(node, "axis", -1);
+    if (act_.image || (axis != -1 && axis != 1))
+      return unsupported(where,
+                         "only a softmax over the outputs of a dense layer (axis 1 of N x outputs) is supported");
+    stages_.push_back(Stage{StageKind::kSoftmax, where});
+  } else {
+    return unsupported(where,
+                       "is not supported (Starling reads Gemm, MatMul, Add, Relu, Tanh, Sigmoid, Conv, "
+                       "MaxPool, Flatten, Reshape, Dropout, Identity, Softmax, LogSoftmax; see docs/model.md)");
+  }
+  current_ = node.output(0);
+  path_[current_] = act_;
+  return {};
+}
+
+Result<ImportedModel> Importer::run() {
+  STARLING_RETURN_IF_ERROR(readInput());
+  for (int i = 0; i < graph_.node_size(); ++i) {
+    const onnx::NodeProto& node = graph_.node(i);
+    const std::string where = label(node, i);
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      return unsupported(where, "domain '" + node.domain() + "' is not supported (only the default ONNX domain)");
+    bool onPath = false;
+    for (const auto& in : node.input())
+      if (path_.count(in)) onPath = true;
+    if (node.op_type() == "Shape" || !onPath) {
+      STARLING_RETURN_IF_ERROR(glueNode(node, where));
+    } else {
+      STARLING_RETURN_IF_ERROR(pathNode(node, where));
+    }
+  }
+  // Glue may feed only the shape input of a Reshape (or other glue).
+  for (int i = 0; i < graph_.node_size(); ++i) {
+    const onnx::NodeProto& node = graph_.node(i);
+    const bool glueNode = node.op_type() == "Shape" || !path_.count(node.output_size() ? node.output(0) : "");
+    for (int j = 0; j < node.input_size(); ++j) {
+      if (!glueReshapeOnly_.count(node.input(j))) continue;
+      if (glueNode || (node.op_type() == "Reshape" && j == 1)) continue;
+      return unsupported(label(node, i), "uses the computed value '" + node.input(j) +
+                                             "' as data; Starling follows shape computations only into a Reshape");
+    }
+  }
+  if (graph_.output_size() != 1)
+    return Status(StatusCode::kUnsupported,
+                  "the graph has " + std::to_string(graph_.output_size()) + " outputs; Starling's models have one");
+  if (graph_.output(0).name() != current_)
+    return Status(StatusCode::kUnsupported, "the graph's output '" + graph_.output(0).name() +
+                                                "' is not the end of the chain of layers from its input");
+  return finish();
+}
+
+const char* actName(StageKind k) {
+  return k == StageKind::kTanh ? "tanh" : k == StageKind::kSigmoid ? "sigmoid" : "relu";
+}
+bool isAct(StageKind k) {
+  return k == StageKind::kRelu || k == StageKind::kTanh || k == StageKind::kSigmoid;
+}
+
+Result<ImportedModel> Importer::finish() {
+  ImportedModel r;
+  std::vector<Stage> st = std::move(stages_);
+  // The head: a final softmax, or a sigmoid on one output.
+  if (!st.empty() && st.back().kind == StageKind::kSoftmax) {
+    r.head = OutputHead::kSoftmax;
+    r.notes.push_back(st.back().where + " read as the softmax of the cross-entropy head");
+    st.pop_back();
+  } else if (st.size() >= 2 && st.back().kind == StageKind::kSigmoid && st[st.size() - 2].kind == StageKind::kDense &&
+             st[st.size() - 2].out == 1) {
+    r.head = OutputHead::kSigmoid;
+    r.notes.push_back(st.back().where + " read as the sigmoid of the logistic head");
+    st.pop_back();
+  }
+  for (const Stage& s : st)
+    if (s.kind == StageKind::kSoftmax) return unsupported(s.where, "a softmax is supported only at the end");
+  if (st.empty() || st.back().kind != StageKind::kDense)
+    return unsupported(st.empty() ? std::string("the graph") : st.back().where,
+                       "Starling's networks end in a dense layer without activation (the loss head comes from the "
+                       "task: a final Softmax, or a Sigmoid on one output, is read as the head)");
+  const bool convolutional = std::any_of(
+      st.begin(), st.end(), [](const Stage& s) { return s.kind == StageKind::kConv || s.kind == StageKind::kPool; });
+  std::string body;
+  if (!convolutional) {
+    // [Flatten] Dense (act Dense)*, one activation throughout.
+    std::size_t i = 0;
+    if (i < st.size() && st[i].kind == StageKind::kFlatten) ++i;
+    std::optional<StageKind> act;
+    std::vector<int> widths;
+    const Stage* prev = nullptr;
+    bool needDense = true;
+    for (; i < st.size(); ++i) {
+      const Stage& s = st[i];
+      if (s.kind == StageKind::kDense) {
+        if (!needDense)
+          return unsupported(s.where, "follows the dense layer " + prev->where +
+                                          " without an activation; Starling's mlp has relu, tanh or sigmoid between "
+                                          "every two dense layers");
+        widths.push_back(s.out);
+        needDense = false;
+        prev = &s;
+      } else if (isAct(s.kind) && !needDense) {
+        if (act && *act != s.kind)
+          return unsupported(s.where, std::string("mixes activations: Starling's mlp uses one (") + actName(*act) +
+                                          ") between all its layers");
+        act = s.kind;
+        needDense = true;
+      } else {
+        return unsupported(s.where, "cannot be placed here: an mlp is dense layers with one activation between them");
+      }
+    }
+    r.inputDim = inputAct_.size();
+    if (widths.size() == 1) {
+      body = "linear:" + std::to_string(r.inputDim) + "-" + std::to_string(widths[0]);
+    } else {
+      body = "mlp:";
+      if (act == StageKind::kTanh) body += "tanh:";
+      if (act == StageKind::kSigmoid) body += "sigmoid:";
+      body += std::to_string(r.inputDim);
+      for (int w : widths)
+        body += "-" + std::to_string(w);
+    }
+  } else {
+    if (!inputAct_.image) return unsupported(st.front().where, "a convolutional network needs an N x C x H x W input");
+    body = "cnn:" + inputAct_.text();
+    r.inputDim = inputAct_.size();
+    bool flat = false;
+    bool reluPending = false;  // a conv whose ReLU has not come yet
+    bool reluAllowed = false;  // a ReLU here is the conv's (or a repeat after pooling, which changes nothing)
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      const Stage& s = st[i];
+      const bool last = i + 1 == st.size();
+      if (!flat) {
+        if (s.kind == StageKind::kConv) {
+          if (reluPending)
+            return unsupported(s.where,
+                               "follows a convolution that has no ReLU: Starling's conv layers are followed by ReLU");
+          body += "-c" + std::to_string(s.out) + "k" + std::to_string(s.k);
+          reluPending = true;
+          reluAllowed = true;
+        } else if (s.kind == StageKind::kPool) {
+          body += "-p" + std::to_string(s.k);
+        } else if (s.kind == StageKind::kRelu && reluAllowed) {
+          reluPending = false;
+        } else if (s.kind == StageKind::kFlatten) {
+          if (reluPending)
+            return unsupported(s.where,
+                               "follows a convolution that has no ReLU: Starling's conv layers are followed by ReLU");
+          flat = true;
+        } else {
+          return unsupported(s.where,
+                             "cannot be placed here: Starling's conv layers are each followed by a ReLU "
+                             "(and optionally max-pooling), then a flatten");
+        }
+      } else {
+        if (s.kind == StageKind::kDense) {
+          const bool relu = i + 1 < st.size() && st[i + 1].kind == StageKind::kRelu;
+          if (!last && !relu)
+            return unsupported(s.where, "is not followed by a ReLU: the dense layers of Starling's cnn are");
+          body += last ? "-" + std::to_string(s.out) : "-f" + std::to_string(s.out);
+          if (relu) ++i;
+        } else {
+          return unsupported(s.where, "cannot be placed here: after the flatten a cnn has dense layers with ReLU");
+        }
+      }
+    }
+    if (!flat) return unsupported(st.back().where, "needs a Flatten (or Reshape) before the dense layers");
+  }
+  r.outputs = st.back().out;
+  r.body = body;
+  std::string suffix;
+  if (r.outputs == 1) suffix = r.head == OutputHead::kSigmoid ? "/logistic" : "/mse";
+  if (r.outputs == 1 && r.head == OutputHead::kSoftmax)
+    return unsupported(st.back().where, "a softmax over one output is constant");
+  if (r.outputs > 1 && r.head == OutputHead::kSigmoid)
+    return unsupported(st.back().where, "a sigmoid over several outputs (multi-label) is not supported");
+  // Starling's export records the spec with its head: keep that head when the body agrees.
+  for (const auto& p : model_.metadata_props())
+    if (p.key() == "starling.spec" && p.value().substr(0, p.value().find('/')) == body) {
+      auto m = model::Model::fromSpec(p.value());
+      if (m && m->numClasses() == r.outputs) suffix = p.value().substr(std::min(p.value().size(), body.size()));
+    }
+  r.spec = body + suffix;
+  auto m = model::Model::fromSpec(r.spec);
+  if (!m) return m.status().withContext("the spec read from the graph");
+  // The parameters, layer by layer in the layout's order (weight, then bias).
+  const auto& tensors = m->layout().tensors();
+  std::size_t t = 0;
+  r.params.reserve(m->numParams());
+  for (const Stage& s : st) {
+    if (s.kind != StageKind::kDense && s.kind != StageKind::kConv) continue;
+    if (t + 1 >= tensors.size() || tensors[t].size != s.w.size() || tensors[t + 1].size != s.b.size())
+      return Status(StatusCode::kInternal, "the layout of '" + r.spec + "' does not match " + s.where);
+    r.params.insert(r.params.end(), s.w.begin(), s.w.end());
+    r.params.insert(r.params.end(), s.b.begin(), s.b.end());
+    t += 2;
+  }
+  if (t != tensors.size() || r.params.size() != m->numParams())
+    return Status(StatusCode::kInternal, "the layout of '" + r.spec + "' does not match the graph's weights");
+  for (auto& n : notes_)
+    r.notes.push_back(std::move(n));
+  return r;
+}
+
+}  // namespace
+
+Result<ImportedModel> importOnnxBytes(std::string_view bytes, const std::string& name) {
+  onnx::ModelProto model;
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return Status(StatusCode::kMalformed, name + ": not an ONNX model (the protobuf does not parse)");
+  if (model.ir_version() > kMaxIrVersion)
+    return Status(StatusCode::kUnsupported,
+                  name + ": IR version " + std::to_string(model.ir_version()) + " is newer than Starling reads (IR " +
+                      std::to_string(kMaxIrVersion) + ", opset " + std::to_string(kMaxOpset) +
+                      "): export with opset_version=17 from a torch that writes IR 8, or convert it with "
+                      "onnx.version_converter");
+  for (const auto& o : model.opset_import()) {
+    if (!o.domain().empty() && o.domain() != "ai.onnx")
+      return Status(StatusCode::kUnsupported, name + ": operator set '" + o.domain() + "' is not supported");
+    if (o.version() > kMaxOpset)
+      return Status(StatusCode::kUnsupported, name + ": opset " + std::to_string(o.version()) +
+                                                  " is newer than Starling reads (IR " + std::to_string(kMaxIrVersion) +
+                                                  ", opset " + std::to_string(kMaxOpset) +
+                                                  "): export with opset_version=17");
+  }
+  try {
+    onnx::checker::check_model(model);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(true, 1, false));
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kMalformed, name + ": the ONNX checker refuses it: " + e.what());
+  }
+  Importer importer(model);
+  auto r = importer.run();
+  if (!r) return Status(r.status().code(), name + ": " + r.status().message());
+  return r;
+}
+
+Result<ImportedModel> importOnnx(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(StatusCode::kNotFound, "cannot open ONNX file '" + path + "'");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  std::string bytes = std::move(buf).str();
+  if (bytes.size() > kMaxFileBytes) return Status(StatusCode::kOutOfRange, path + ": larger than 2 GiB");
+  return importOnnxBytes(bytes, path);
+}
+
+Result<std::string> resolveImported(const ImportedModel& imported, data::TaskKind task, std::size_t inputDim,
+                                    int numClasses, float huberDelta) {
+  const std::string name(data::taskKindName(task));
+  if (imported.head == OutputHead::kSoftmax && task != data::TaskKind::kClassification)
+    return Status(StatusCode::kInvalidArgument,
+                  "the ONNX graph ends in a softmax (class probabilities) but the task is " + name);
+  if (imported.head == OutputHead::kSigmoid && task != data::TaskKind::kBinary)
+    return Status(StatusCode::kInvalidArgument,
+                  "the ONNX graph ends in a sigmoid (P(y=1), a binary task) but the task is " + name);
+  if (inputDim == 0) inputDim = imported.inputDim;
+  if (numClasses == 0) numClasses = imported.outputs;
+  return model::resolveSpec(imported.body, task, inputDim, numClasses, huberDelta);
+}
+
+}  // namespace starling::onnxio

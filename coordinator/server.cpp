@@ -10,6 +10,7 @@
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "starling/coordinator/task.hpp"
 #include "starling/wire/messages.hpp"
 
 namespace starling::coordinator {
@@ -253,12 +254,13 @@ asio::awaitable<Status> Server::answerSkeleton(Session& session, const wire::Mes
       if (!hello) co_return hello.status();
       if (!hello->clientId.empty() && who != hello->clientId)
         log_->warn("{} says it is '{}'; the certificate decides: {}", who, hello->clientId, who);
-      wire::WelcomeMsg welcome;
+      // The Welcome of a default task (coordinator/task.hpp) with this server's names.
+      TaskConfig task;
+      task.name = options_.task;
+      task.model = options_.modelSpec;
+      task.heartbeatMs = options_.heartbeatMs;
+      wire::WelcomeMsg welcome = taskWelcome(EngineConfig{}, task);
       welcome.clientId = who;
-      welcome.task = options_.task;
-      welcome.modelSpec = options_.modelSpec;
-      welcome.hyper = wire::HyperParameters{0.05f, 0.0f, 0.0f, 32, 1, 0.0f, false, 0, 0.0f};
-      welcome.heartbeatMs = options_.heartbeatMs;
       const wire::Frame welcomeFrame = wire::encode(welcome);
       Status st = co_await conn.send(welcomeFrame.bytes());
       if (st) {

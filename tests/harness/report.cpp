@@ -114,27 +114,43 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-// One panel: accuracy (y) against x(row), at (left, top) of size w x h.
+// What the panels plot: test accuracy (classification, binary; with the target) or,
+// for a regression, test RMSE.
+struct Metric {
+  const char* name;
+  std::optional<double> RoundRow::*field;
+  bool percent;  // accuracy: a fraction shown in %, with the target line
+};
+
+// One panel: the metric (y) against x(row), at (left, top) of size w x h.
 std::string panel(const std::vector<StrategyResult>& results, double target, const std::string& title,
                   const std::string& xLabel, bool logX, double xScale, double left, double top, double w, double h,
-                  double (*x)(const RoundRow&)) {
-  double xmin = 1e300, xmax = -1e300, ymin = 1, ymax = 0;
+                  double (*x)(const RoundRow&), const Metric& metric) {
+  double xmin = 1e300, xmax = -1e300, ymin = metric.percent ? 1 : 1e300, ymax = metric.percent ? 0 : -1e300;
   for (const auto& r : results)
     for (const auto& row : r.rounds)
-      if (row.accuracy) {
+      if (row.*metric.field) {
         const double v = x(row) / xScale;
         if (logX && v <= 0) continue;
         xmin = std::min(xmin, v);
         xmax = std::max(xmax, v);
-        ymin = std::min(ymin, *row.accuracy);
-        ymax = std::max(ymax, *row.accuracy);
+        ymin = std::min(ymin, *(row.*metric.field));
+        ymax = std::max(ymax, *(row.*metric.field));
       }
   if (xmin > xmax) xmin = logX ? 1 : 0, xmax = logX ? 10 : 1;  // nothing to plot (a task without accuracy)
   Axis ax{logX ? std::floor(std::log10(xmin)) : 0.0, logX ? std::ceil(std::log10(xmax)) : xmax, logX};
   if (ax.hi <= ax.lo) ax.hi = ax.lo + 1;
-  Axis ay{std::max(0.0, std::floor(std::min(ymin, target) * 10) / 10),
-          std::min(1.0, std::ceil(std::max(ymax, target) * 10 + 1e-9) / 10)};
-  if (ay.hi <= ay.lo) ay.hi = ay.lo + 0.1;
+  Axis ay;
+  double yStep = 0.05;
+  if (metric.percent) {
+    ay = Axis{std::max(0.0, std::floor(std::min(ymin, target) * 10) / 10),
+              std::min(1.0, std::ceil(std::max(ymax, target) * 10 + 1e-9) / 10)};
+    if (ay.hi <= ay.lo) ay.hi = ay.lo + 0.1;
+  } else {
+    if (ymin > ymax) ymin = 0, ymax = 1;
+    ay = Axis{0.0, ymax > 0 ? ymax * 1.05 : 1.0};
+    yStep = ay.hi / 5;
+  }
   std::string s;
   s += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='none' stroke='#444'/>\n", left, top, w, h);
   s += fmt::format("<text x='{}' y='{}' text-anchor='middle' font-size='14' font-weight='bold'>{}</text>\n",
@@ -142,11 +158,11 @@ std::string panel(const std::vector<StrategyResult>& results, double target, con
   s += fmt::format("<text x='{}' y='{}' text-anchor='middle' font-size='12'>{}</text>\n", left + w / 2, top + h + 36,
                    escape(xLabel));
   // Grid and ticks.
-  for (double yv = ay.lo; yv <= ay.hi + 1e-9; yv += 0.05) {
+  for (double yv = ay.lo; yv <= ay.hi + 1e-9 * ay.hi; yv += yStep) {
     const double py = ay.map(yv, top + h, top);
     s += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#ddd'/>\n", left, py, left + w, py);
-    s += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end' font-size='11'>{:.0f}%</text>\n", left - 4, py + 4,
-                     yv * 100);
+    s += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end' font-size='11'>{}</text>\n", left - 4, py + 4,
+                     metric.percent ? fmt::format("{:.0f}%", yv * 100) : fmt::format("{:.3g}", yv));
   }
   if (logX) {
     for (double e = ax.lo; e <= ax.hi + 1e-9; e += 1) {
@@ -164,16 +180,18 @@ std::string panel(const std::vector<StrategyResult>& results, double target, con
                        v);
     }
   }
-  const double ty = ay.map(target, top + h, top);
-  s += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#888' stroke-dasharray='6,4'/>\n", left, ty,
-                   left + w, ty);
+  if (metric.percent) {
+    const double ty = ay.map(target, top + h, top);
+    s += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#888' stroke-dasharray='6,4'/>\n", left, ty,
+                     left + w, ty);
+  }
   for (std::size_t k = 0; k < results.size(); ++k) {
     std::string pts;
     for (const auto& row : results[k].rounds) {
-      if (!row.accuracy) continue;
+      if (!(row.*metric.field)) continue;
       const double v = x(row) / xScale;
       if (logX && v <= 0) continue;
-      pts += fmt::format("{:.1f},{:.1f} ", ax.map(v, left, left + w), ay.map(*row.accuracy, top + h, top));
+      pts += fmt::format("{:.1f},{:.1f} ", ax.map(v, left, left + w), ay.map(*(row.*metric.field), top + h, top));
     }
     s += fmt::format("<polyline fill='none' stroke='{}' stroke-width='2' points='{}'/>\n", kColors[k % kColors.size()],
                      pts);
@@ -193,18 +211,31 @@ std::string reportSvg(const std::vector<StrategyResult>& results, double target)
       "<svg xmlns='http://www.w3.org/2000/svg' width='1060' height='{}' font-family='sans-serif'>\n"
       "<rect width='100%' height='100%' fill='white'/>\n",
       top + h + 60 + 20 * results.size());
-  s += panel(results, target, "Test accuracy vs bytes (both ways)", "bytes, log scale", true, 1.0, left1, top, w, h,
-             [](const RoundRow& r) { return double(r.totalBytes); });
-  s += panel(results, target, "Test accuracy vs virtual time", hours ? "virtual time, hours" : "virtual time, minutes",
-             false, hours ? 3600.0 : 60.0, left2, top, w, h, [](const RoundRow& r) { return r.virtualSeconds; });
+  // A regression has no accuracy: its panels plot the RMSE.
+  bool anyAccuracy = false, anyRmse = false;
+  for (const auto& r : results)
+    for (const auto& row : r.rounds) {
+      anyAccuracy = anyAccuracy || row.accuracy.has_value();
+      anyRmse = anyRmse || row.rmse.has_value();
+    }
+  const Metric metric =
+      !anyAccuracy && anyRmse ? Metric{"RMSE", &RoundRow::rmse, false} : Metric{"accuracy", &RoundRow::accuracy, true};
+  s += panel(
+      results, target, fmt::format("Test {} vs bytes (both ways)", metric.name), "bytes, log scale", true, 1.0, left1,
+      top, w, h, [](const RoundRow& r) { return double(r.totalBytes); }, metric);
+  s += panel(
+      results, target, fmt::format("Test {} vs virtual time", metric.name),
+      hours ? "virtual time, hours" : "virtual time, minutes", false, hours ? 3600.0 : 60.0, left2, top, w, h,
+      [](const RoundRow& r) { return r.virtualSeconds; }, metric);
   for (std::size_t k = 0; k < results.size(); ++k) {
     const double y = top + h + 60 + 20 * double(k);
     s += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='{}' stroke-width='3'/>\n", left1, y - 4, left1 + 30,
                      y - 4, kColors[k % kColors.size()]);
     s += fmt::format("<text x='{}' y='{}' font-size='12'>{}</text>\n", left1 + 38, y, escape(results[k].name));
   }
-  s += fmt::format("<text x='{}' y='{}' font-size='12' fill='#666'>dashed: target {:.0f}%</text>\n", left2,
-                   top + h + 60, target * 100);
+  if (metric.percent)
+    s += fmt::format("<text x='{}' y='{}' font-size='12' fill='#666'>dashed: target {:.0f}%</text>\n", left2,
+                     top + h + 60, target * 100);
   s += "</svg>\n";
   return s;
 }

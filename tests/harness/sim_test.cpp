@@ -500,6 +500,12 @@ TEST_CASE("federated evaluation: the clients' held-out sums, from a CSV regressi
   CHECK(*r->rounds.back().fedRmse < *r->rounds[1].fedRmse);
   REQUIRE(r->rounds.back().rmse.has_value());
   CHECK(*r->rounds.back().fedRmse == Approx(*r->rounds.back().rmse).epsilon(0.5));
+  // A regression's report plots its RMSE (it has no accuracy), with no target line.
+  const std::string svg = reportSvg({*r}, 0.85);
+  CHECK(svg.find("Test RMSE vs bytes") != std::string::npos);
+  CHECK(svg.find("points='") != std::string::npos);
+  CHECK(svg.find("points=''") == std::string::npos);
+  CHECK(svg.find("dashed: target") == std::string::npos);
   std::filesystem::remove(path);
 }
 

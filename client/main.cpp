@@ -61,16 +61,15 @@ Result<client::DeferredData> planFile(const std::string& path, const data::DataO
                                       const std::string& shardSpec, const std::string& partition, uint64_t seed) {
   auto shard = parseShard(shardSpec);
   if (!shard) return shard.status();
-  auto all = data::loadData(path, dataOptions);
+  data::DataOptions withGroups = dataOptions;
+  if (*shard) withGroups.groupColumn = data::groupColumnOf(partition);
+  auto all = data::loadData(path, withGroups);
   if (!all) return all.status();
   std::shared_ptr<data::Dataset> mine;
   if (!*shard) {
     mine = std::make_shared<data::Dataset>(std::move(*all));
   } else {
-    if (all->isRegression() && partition != "iid")
-      return Status(StatusCode::kInvalidArgument,
-                    "--partition '" + partition + "' cuts by class; a regression task's shards take iid");
-    auto parts = data::partitionBySpec(all->labels(), (*shard)->second, partition, seed);
+    auto parts = data::partitionDataset(*all, (*shard)->second, partition, seed);
     if (!parts) return parts.status().withContext("--partition");
     mine = std::make_shared<data::Dataset>(all->subset((*parts)[(*shard)->first]));
   }
@@ -157,7 +156,9 @@ int main(int argc, char** argv) {
   app.add_option("--task", task,
                  "classification, binary or regression: how the labels are read (must match the coordinator's task)");
   app.add_option("--shard", shardSpec, "train on shard I of N of the training set, as I/N (default: all of it)");
-  app.add_option("--partition", partition, "how shards are cut: iid, dirichlet:ALPHA or classes:K");
+  app.add_option("--partition", partition,
+                 "how shards are cut: iid, dirichlet:ALPHA, classes:K or by-column:NAME (a CSV column, e.g. a user id: "
+                 "whole groups per shard, not a feature)");
   app.add_option("--partition-seed", partitionSeed, "seed of the partition (the same on every client)");
   app.add_option("--seed", seed, "seed of local randomness (sampling, reconnect jitter)");
   double evalFraction = 0;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,6 +109,9 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
   std::vector<float> features;
   std::size_t expectedFields = 0;  // set by the header or the first data row
   std::size_t labelIndex = 0;
+  std::optional<std::size_t> groupIndex;     // spec.groupName's column
+  std::map<std::string, uint32_t> groupIds;  // in order of first appearance
+  std::vector<uint32_t> groups;
   bool first = true;
 
   while (cursor.next(line)) {
@@ -153,6 +158,19 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
                          StatusCode::kInvalidArgument);
       }
       labelIndex = static_cast<std::size_t>(column);
+      if (!spec.groupName.empty()) {
+        const auto named = std::find(header.begin(), header.end(), spec.groupName);
+        if (named == header.end())
+          return lineError(path, cursor.number(),
+                           "group column " + detail::quoted(spec.groupName) +
+                               (header.empty() ? " needs a header naming the columns" : " is not a column name"),
+                           StatusCode::kInvalidArgument);
+        groupIndex = static_cast<std::size_t>(named - header.begin());
+        if (*groupIndex == labelIndex)
+          return lineError(path, cursor.number(), "the group column is the label column", StatusCode::kInvalidArgument);
+        if (count < 3)
+          return lineError(path, cursor.number(), "a group column leaves no feature", StatusCode::kInvalidArgument);
+      }
       // Lines bound the rows, so features are allocated once (blank lines aside).
       const std::size_t maxRows = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
       features.reserve(maxRows * (expectedFields - 1));
@@ -166,8 +184,12 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
     if (Status s = labels.addText(fields[labelIndex]); !s) {
       return lineError(path, cursor.number(), "field " + std::to_string(labelIndex + 1) + ": " + s.message());
     }
+    if (groupIndex) {
+      const auto id = groupIds.emplace(fields[*groupIndex], static_cast<uint32_t>(groupIds.size())).first->second;
+      groups.push_back(id);
+    }
     for (std::size_t f = 0; f < count; ++f) {
-      if (f == labelIndex) continue;
+      if (f == labelIndex || (groupIndex && f == *groupIndex)) continue;
       const auto value = parseFloat(fields[f]);
       if (value) {
         features.push_back(*value);
@@ -186,7 +208,9 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
   }
 
   if (labels.size() == 0) return Status(StatusCode::kMalformed, path + ": no data rows");
-  return labels.build(std::move(features), expectedFields - 1, {}, path);
+  auto built = labels.build(std::move(features), expectedFields - (groupIndex ? 2 : 1), {}, path);
+  if (built && groupIndex) STARLING_RETURN_IF_ERROR(built->withGroups(std::move(groups)));
+  return built;
 }
 
 }  // namespace detail

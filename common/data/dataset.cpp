@@ -187,6 +187,14 @@ Result<Dataset> Dataset::fromFloatTargets(std::vector<float> features, std::vect
   return d;
 }
 
+Status Dataset::withGroups(std::vector<uint32_t> groups) {
+  if (!groups.empty() && groups.size() != size())
+    return Status(StatusCode::kInvalidArgument,
+                  std::to_string(groups.size()) + " group ids for " + std::to_string(size()) + " examples");
+  groups_ = std::move(groups);
+  return Status::ok();
+}
+
 void Dataset::gather(std::span<const uint32_t> idx, std::span<float> out) const {
   const std::size_t dim = featureDim_;
   assert(out.size() == idx.size() * dim);
@@ -262,12 +270,18 @@ Dataset Dataset::subset(std::span<const uint32_t> idx) const {
     for (uint32_t i : idx)
       d.targets_.push_back(targets_[i]);
   }
+  if (!groups_.empty()) {
+    d.groups_.reserve(idx.size());
+    for (uint32_t i : idx)
+      d.groups_.push_back(groups_[i]);
+  }
   return d;
 }
 
 std::size_t Dataset::memoryBytes() const {
   return bytes_.size() * sizeof(uint8_t) + floats_.size() * sizeof(float) + labels_.size() * sizeof(int32_t) +
-         targets_.size() * sizeof(float) + offsets_.size() * sizeof(uint64_t) + indices_.size() * sizeof(uint32_t);
+         targets_.size() * sizeof(float) + groups_.size() * sizeof(uint32_t) + offsets_.size() * sizeof(uint64_t) +
+         indices_.size() * sizeof(uint32_t);
 }
 
 }  // namespace starling::data

@@ -92,9 +92,13 @@ Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
     if (!detected) return detected.status();
     format = *detected;
   }
+  if (!options.groupColumn.empty() && format != DataFormat::kCsv)
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": a group column ('" + options.groupColumn + "', partition by-column) needs a CSV file");
   switch (format) {
     case DataFormat::kCsv: {
       detail::CsvSpec spec;
+      spec.groupName = options.groupColumn;
       spec.header = options.header;
       spec.labelName = options.label;
       spec.labelIndex = -1;

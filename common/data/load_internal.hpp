@@ -20,6 +20,9 @@ struct CsvSpec {
   // (0-based, negative from the end).
   std::string labelName;
   long labelIndex = -1;
+  // A column by header name that is not a feature but each example's group
+  // (Dataset::groups()); "" = none.
+  std::string groupName;
   TaskKind task = TaskKind::kClassification;
   int numClasses = 0;
 };

@@ -204,4 +204,51 @@ Result<Partition> partitionBySpec(std::span<const int32_t> labels, std::size_t n
   return bad("the partition must be iid, dirichlet:ALPHA or classes:K, not '" + std::string(spec) + "'");
 }
 
+Partition partitionByGroup(std::span<const uint32_t> groups, std::size_t numClients) {
+  Partition parts(numClients);
+  if (numClients == 0) return parts;
+  uint32_t numGroups = 0;
+  for (uint32_t g : groups)
+    numGroups = std::max(numGroups, g + 1);
+  std::vector<std::vector<uint32_t>> members(numGroups);
+  for (uint32_t i = 0; i < groups.size(); ++i)
+    members[groups[i]].push_back(i);
+  std::vector<uint32_t> order(numGroups);
+  for (uint32_t g = 0; g < numGroups; ++g)
+    order[g] = g;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return members[a].size() > members[b].size(); });
+  for (uint32_t g : order) {
+    std::size_t least = 0;
+    for (std::size_t c = 1; c < numClients; ++c)
+      if (parts[c].size() < parts[least].size()) least = c;
+    parts[least].insert(parts[least].end(), members[g].begin(), members[g].end());
+  }
+  for (auto& p : parts)
+    std::sort(p.begin(), p.end());
+  return parts;
+}
+
+std::string groupColumnOf(std::string_view spec) {
+  constexpr std::string_view kPrefix = "by-column:";
+  return spec.starts_with(kPrefix) ? std::string(spec.substr(kPrefix.size())) : std::string();
+}
+
+Result<Partition> partitionDataset(const Dataset& dataset, std::size_t numClients, std::string_view spec,
+                                   uint64_t seed) {
+  if (spec.starts_with("by-column:")) {
+    if (groupColumnOf(spec).empty())
+      return Status(StatusCode::kInvalidArgument, "partition 'by-column:' needs a column name");
+    if (numClients == 0) return Status(StatusCode::kInvalidArgument, "a partition needs at least one client");
+    if (dataset.groups().size() != dataset.size())
+      return Status(StatusCode::kInvalidArgument,
+                    "partition '" + std::string(spec) + "': the data was loaded without that group column");
+    return partitionByGroup(dataset.groups(), numClients);
+  }
+  if (dataset.isRegression() && spec != "iid")
+    return Status(StatusCode::kInvalidArgument,
+                  "partition '" + std::string(spec) + "' cuts by class; a regression takes iid or by-column:NAME");
+  return partitionBySpec(dataset.labels(), numClients, spec, seed);
+}
+
 }  // namespace starling::data

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "starling/data/partition.hpp"
+
 #include "temp_files.hpp"
 
 using namespace starling;
@@ -251,4 +253,46 @@ TEST_CASE("--data-format overrides the extension", "[load]") {
   d = loadData(dir.write("train.data", "1 1:2\n"), o);
   REQUIRE(d.isOk());
   CHECK(d->featureDim() == 1);
+}
+
+TEST_CASE("a CSV group column is not a feature but each example's group", "[load][csv][groups]") {
+  TempDir dir;
+  const std::string path = dir.write("users.csv",
+                                     "user,x,y,label\n"
+                                     "ann,1,2,0\n"
+                                     "bob,3,4,1\n"
+                                     "ann,5,6,1\n"
+                                     "\"c, d\",7,8,0\n");
+  DataOptions options;
+  options.groupColumn = "user";
+  auto d = loadData(path, options);
+  REQUIRE(d.isOk());
+  CHECK(d->featureDim() == 2);
+  CHECK(d->groups().size() == 4);
+  CHECK(std::vector<uint32_t>(d->groups().begin(), d->groups().end()) == std::vector<uint32_t>{0, 1, 0, 2});
+  std::vector<float> row(2);
+  const uint32_t third = 2;
+  d->gather({&third, 1}, row);
+  CHECK(row == std::vector<float>{5, 6});
+  // A subset keeps its examples' groups.
+  const std::vector<uint32_t> pick = {3, 1};
+  const Dataset sub = d->subset(pick);
+  CHECK(std::vector<uint32_t>(sub.groups().begin(), sub.groups().end()) == std::vector<uint32_t>{2, 1});
+
+  // by-column: whole groups per client, largest first to the emptiest client.
+  auto parts = partitionDataset(*d, 2, "by-column:user", 1);
+  REQUIRE(parts.isOk());
+  CHECK((*parts)[0] == std::vector<uint32_t>{0, 2});  // ann's two
+  CHECK((*parts)[1] == std::vector<uint32_t>{1, 3});  // bob, then "c, d"
+
+  options.groupColumn = "device";
+  CHECK_THAT(refusal(dir, "users2.csv", "user,x,label\nann,1,0\n", options).message(),
+             Catch::Contains("group column 'device' is not a column name"));
+  options.groupColumn = "user";
+  CHECK_THAT(refusal(dir, "users3.libsvm", "1 1:2\n", options).message(), Catch::Contains("needs a CSV file"));
+  DataOptions plain;
+  auto noGroups = loadData(path.substr(0, path.size()), plain);
+  CHECK_FALSE(noGroups.isOk());  // "ann" is not a number: without the group column it is a feature
+  auto refused = partitionDataset(*d, 2, "by-column:", 1);
+  CHECK_FALSE(refused.isOk());
 }

@@ -216,14 +216,13 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
   } else {
     SimSettings withPath = s;
     withPath.data = path;
-    auto sets = loadFiles(withPath, options);
+    data::DataOptions withGroups = options;
+    withGroups.groupColumn = data::groupColumnOf(s.partition);
+    auto sets = loadFiles(withPath, withGroups);
     if (!sets) return sets.status();
     f.train_ = std::move(sets->first);
     f.test_ = std::move(sets->second);
   }
-  if (f.train_.isRegression() && s.partition != "iid")
-    return Status(StatusCode::kInvalidArgument,
-                  "sim.partition '" + s.partition + "' cuts by class; a regression task's clients take iid");
 
   auto resolved = model::resolveSpec(modelSpec, options.task, f.train_.featureDim(), f.train_.numClasses(), huberDelta);
   if (!resolved) return resolved.status().withContext("model spec");
@@ -240,7 +239,7 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
     f.flopsPerExample_ = 2.0 * weights;
   }
 
-  auto parts = data::partitionBySpec(f.train_.labels(), s.clients, s.partition, s.seed);
+  auto parts = data::partitionDataset(f.train_, s.clients, s.partition, s.seed);
   if (!parts) return parts.status().withContext("sim.partition");
   std::vector<double> trace;
   if (!s.speedTrace.empty()) {

@@ -61,6 +61,11 @@ class Dataset {
                                            std::size_t featureDim);
 
   std::size_t size() const { return labels_.size(); }
+  // A natural grouping of the examples (e.g. by user or device: a CSV column named by
+  // partition "by-column:NAME", not a feature): group ids from 0, one per example, or
+  // empty. withGroups() sets them (kInvalidArgument unless one per example).
+  std::span<const uint32_t> groups() const { return groups_; }
+  Status withGroups(std::vector<uint32_t> groups);
   // True when the features are held as CSR (fromSparse, fromSparseTargets, LIBSVM).
   bool isSparse() const { return sparse_; }
   // Stored non-zeros: of a sparse data set its CSR entries, of a dense one
@@ -108,8 +113,9 @@ class Dataset {
   std::vector<uint64_t> offsets_;
   std::vector<uint32_t> indices_;
   std::vector<int32_t> labels_;
-  std::vector<float> targets_;  // regression only
-  bool regression_ = false;     // also when it holds no example
+  std::vector<float> targets_;    // regression only
+  std::vector<uint32_t> groups_;  // optional, one per example
+  bool regression_ = false;       // also when it holds no example
   std::size_t featureDim_ = 0;
   int numClasses_ = 0;
   float scale_ = 1.0f;

@@ -49,6 +49,10 @@ struct DataOptions {
   std::optional<bool> header;
   // IDX directory: false reads the train split (train-*), true the test split (t10k-*).
   bool test = false;
+  // CSV with a header: this column is not a feature but each example's group
+  // (Dataset::groups(), for the partition "by-column:NAME"); "" = none. Other formats
+  // refuse it.
+  std::string groupColumn;
 };
 
 // The format a path names: a directory is IDX; *.csv CSV; *.libsvm, *.svm and

@@ -18,9 +18,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "starling/data/dataset.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::data {
@@ -57,5 +59,19 @@ Partition partitionKClasses(std::span<const int32_t> labels, std::size_t numClie
 // a kInvalidArgument value, for code that takes the spec from a person.
 Result<Partition> partitionBySpec(std::span<const int32_t> labels, std::size_t numClients, std::string_view spec,
                                   uint64_t seed);
+
+// By a natural grouping (partition "by-column:NAME"): whole groups go to clients, the
+// largest first, each to the client holding the fewest examples so far (lowest index on
+// a tie). Deterministic; a client is empty only when there are fewer groups than clients.
+Partition partitionByGroup(std::span<const uint32_t> groups, std::size_t numClients);
+
+// The group column a partition spec names ("by-column:NAME" -> "NAME"), or "".
+std::string groupColumnOf(std::string_view spec);
+
+// partitionBySpec over a data set: also "by-column:NAME", which takes the data set's
+// groups (loaded with DataOptions::groupColumn = NAME). The class-cut partitions
+// (dirichlet, classes) refuse a regression data set.
+Result<Partition> partitionDataset(const Dataset& dataset, std::size_t numClients, std::string_view spec,
+                                   uint64_t seed);
 
 }  // namespace starling::data

@@ -373,10 +373,10 @@ def main():
     # -- diabetes regression: simulator and real processes --
     d_train, d_test, d_info = prepare_diabetes()
     reg_common = ["--data", d_train, "--test-data", d_test, "--task", "regression", "--model", "linear",
-                  "--partition", "iid", "--rounds", "30", "--lr", "0.02", "--batch-size", "16"]
+                  "--partition", "iid", "--rounds", "40", "--lr", "0.05", "--batch-size", "16"]
     rfed, rcen, rfset, rcset = fed_vs_central("diabetes", reg_common, 10, 5)
     coord_args = ["--task", "regression", "--model", "linear", "--test-data", d_test, "--clients-per-round", "10",
-                  "--rounds", "30", "--tau", "5", "--lr", "0.02", "--batch-size", "16", "--deadline-ms", "20000"]
+                  "--rounds", "40", "--tau", "5", "--lr", "0.05", "--batch-size", "16", "--deadline-ms", "20000"]
     real, real_db, real_work = federation("diabetes-mtls", 10, coord_args, ["--task", "regression"], d_train)
     sd = d_info["target_sd"]
     rows = [["Starling federated, 10 clients (simulator)", num(rfed["rmse"]), num(float(rfed["rmse"]) * sd, "%.2f"),
@@ -413,12 +413,12 @@ def main():
           ["check", "value"],
           [["export --db -> run --model onnx:FILE (1 round, lr 1e-30) -> export: max |param diff|", "%g" % param_diff],
            ["test RMSE: numpy on the exported graph / Starling's last round / imported model's round",
-            "%.6f / %s / %s" % (onnx_rmse, real["rmse"], back["rmse"])]])
+            "%.6f / %.6f / %.6f" % (onnx_rmse, float(real["rmse"]), float(back["rmse"]))]])
     summary["onnx_roundtrip_max_abs"] = "%g" % param_diff
 
     # -- Fashion-MNIST --
     fm_common = ["--test-examples", "2000", "--model", "mlp:784-200-200-10", "--partition", "iid",
-                 "--rounds", "8", "--lr", "0.05", "--batch-size", "32"]
+                 "--rounds", "20", "--lr", "0.05", "--batch-size", "32"]
     ffed, fcen, ffset, fcset = fed_vs_central("fashion", fm_common, 10, 50)
     table("Fashion-MNIST (60000 train, 2000 seeded test examples, mlp:784-200-200-10)",
           ["run", "accuracy", "test loss", "wall s", "settings"],

@@ -153,6 +153,12 @@ int main(int argc, char** argv) {
   app.add_option("--label", label,
                  "CSV: the label column, by header name or 0-based index (default: the last); NPZ: the labels "
                  "array (default y)");
+  std::string categorical;
+  uint32_t categoricalBuckets = 16;
+  app.add_option("--categorical", categorical,
+                 "CSV columns of categories, comma-separated: each one-hot over hashed buckets (same on every client)");
+  app.add_option("--categorical-buckets", categoricalBuckets, "hashed one-hot slots per categorical column")
+      ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--task", task,
                  "classification, binary or regression: how the labels are read (must match the coordinator's task)");
   app.add_option("--shard", shardSpec, "train on shard I of N of the training set, as I/N (default: all of it)");
@@ -216,6 +222,8 @@ int main(int argc, char** argv) {
   if (!taskKind) return fail("--task: unknown task '" + task + "' (classification, binary or regression)");
   dataOptions.task = *taskKind;
   dataOptions.label = label;
+  dataOptions.categorical = data::splitList(categorical);
+  dataOptions.categoricalBuckets = categoricalBuckets;
   auto detected = dataOptions.format == data::DataFormat::kAuto ? data::detectFormat(dataDir)
                                                                 : Result<data::DataFormat>(dataOptions.format);
   if (!detected) return fail(detected.status().message());

@@ -156,6 +156,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "data to evaluate on: a CSV, LIBSVM (.libsvm/.svm), NumPy (.npy/.npz) file or an IDX directory (empty = none)");
   bind("eval.data-format", t.dataFormat,
        "format of the evaluation data: auto (from the name), csv, libsvm, npy, npz, idx");
+  bind("eval.categorical", t.categorical,
+       "CSV columns of categories (comma-separated), each one-hot over hashed buckets, as on the clients");
+  bind("eval.categorical-buckets", t.categoricalBuckets, "hashed one-hot slots per categorical column");
   bind("eval.label", t.label,
        "label of the evaluation data: CSV column by header name or 0-based index (default the last), NPZ array "
        "(default y)");

@@ -37,6 +37,7 @@ Status validateTask(const EngineConfig& e, const TaskConfig& task) {
   if (!data::parseDataFormat(task.dataFormat))
     return bad("data-format '" + task.dataFormat + "' is not one of auto, csv, libsvm, npy, npz, idx");
   if (!(task.huberDelta >= 0)) return bad("huber-delta must be at least 0 (0 = squared error)");
+  if (task.categoricalBuckets == 0) return bad("categorical-buckets must be at least 1");
   if (!(task.uplinkMemoryDecay >= 0 && task.uplinkMemoryDecay <= 1))
     return bad("uplink-memory-decay must be in [0, 1] (1 = off)");
   return Status::ok();
@@ -48,6 +49,8 @@ data::DataOptions dataOptions(const TaskConfig& task, bool test) {
   o.task = data::parseTaskKind(task.kind).value_or(data::TaskKind::kClassification);
   o.label = task.label;
   o.test = test;
+  o.categorical = data::splitList(task.categorical);
+  o.categoricalBuckets = task.categoricalBuckets;
   return o;
 }
 

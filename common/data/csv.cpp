@@ -76,6 +76,16 @@ std::string splitRecord(std::string_view line, char delimiter, std::vector<std::
   return {};
 }
 
+// FNV-1a, 64-bit: a category's slot, the same on every machine.
+uint64_t fnv1a(std::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 bool hasNonNumericField(const std::vector<std::string>& fields, std::size_t count) {
   for (std::size_t f = 0; f < count; ++f)
     if (!detail::isNumeric(fields[f])) return true;
@@ -112,6 +122,8 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
   std::optional<std::size_t> groupIndex;     // spec.groupName's column
   std::map<std::string, uint32_t> groupIds;  // in order of first appearance
   std::vector<uint32_t> groups;
+  std::vector<bool> isCategorical;  // by column
+  std::size_t featureDim = 0;
   bool first = true;
 
   while (cursor.next(line)) {
@@ -158,6 +170,25 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
                          StatusCode::kInvalidArgument);
       }
       labelIndex = static_cast<std::size_t>(column);
+      if (!spec.categorical.empty()) {
+        if (spec.buckets == 0)
+          return lineError(path, cursor.number(), "categorical columns need at least 1 bucket",
+                           StatusCode::kInvalidArgument);
+        isCategorical.assign(count, false);
+        for (const std::string& name : spec.categorical) {
+          const auto named = std::find(header.begin(), header.end(), name);
+          if (named == header.end())
+            return lineError(path, cursor.number(),
+                             "categorical column " + detail::quoted(name) +
+                                 (header.empty() ? " needs a header naming the columns" : " is not a column name"),
+                             StatusCode::kInvalidArgument);
+          const auto f = static_cast<std::size_t>(named - header.begin());
+          if (f == labelIndex)
+            return lineError(path, cursor.number(), "the label column cannot be categorical",
+                             StatusCode::kInvalidArgument);
+          isCategorical[f] = true;
+        }
+      }
       if (!spec.groupName.empty()) {
         const auto named = std::find(header.begin(), header.end(), spec.groupName);
         if (named == header.end())
@@ -170,10 +201,15 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
           return lineError(path, cursor.number(), "the group column is the label column", StatusCode::kInvalidArgument);
         if (count < 3)
           return lineError(path, cursor.number(), "a group column leaves no feature", StatusCode::kInvalidArgument);
+        if (!isCategorical.empty()) isCategorical[*groupIndex] = false;
+      }
+      for (std::size_t f = 0; f < count; ++f) {
+        if (f == labelIndex || (groupIndex && f == *groupIndex)) continue;
+        featureDim += !isCategorical.empty() && isCategorical[f] ? spec.buckets : 1;
       }
       // Lines bound the rows, so features are allocated once (blank lines aside).
       const std::size_t maxRows = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
-      features.reserve(maxRows * (expectedFields - 1));
+      features.reserve(maxRows * featureDim);
       labels.reserve(maxRows);
       if (isHeader) continue;
     } else if (count != expectedFields) {
@@ -190,6 +226,12 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
     }
     for (std::size_t f = 0; f < count; ++f) {
       if (f == labelIndex || (groupIndex && f == *groupIndex)) continue;
+      if (!isCategorical.empty() && isCategorical[f]) {
+        const std::size_t at = features.size();
+        features.resize(at + spec.buckets, 0.0f);
+        features[at + fnv1a(fields[f]) % spec.buckets] = 1.0f;
+        continue;
+      }
       const auto value = parseFloat(fields[f]);
       if (value) {
         features.push_back(*value);
@@ -203,12 +245,12 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
       }
       return lineError(path, cursor.number(),
                        where + detail::quoted(fields[f]) + " is not a number: " + columnName(header, f) +
-                           " is not numeric (categorical columns are not supported yet)");
+                           " is not numeric (name it with --categorical to hash its values into buckets)");
     }
   }
 
   if (labels.size() == 0) return Status(StatusCode::kMalformed, path + ": no data rows");
-  auto built = labels.build(std::move(features), expectedFields - (groupIndex ? 2 : 1), {}, path);
+  auto built = labels.build(std::move(features), featureDim, {}, path);
   if (built && groupIndex) STARLING_RETURN_IF_ERROR(built->withGroups(std::move(groups)));
   return built;
 }

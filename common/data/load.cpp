@@ -2,6 +2,7 @@
 
 #include "starling/data/load.hpp"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <utility>
@@ -85,6 +86,21 @@ Result<DataFormat> detectFormat(const std::string& path) {
                     "csv|libsvm|idx|npy|npz overrides");
 }
 
+std::vector<std::string> splitList(std::string_view list) {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    const std::size_t comma = std::min(list.find(','), list.size());
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t'))
+      item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t'))
+      item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    list.remove_prefix(std::min(comma + 1, list.size()));
+  }
+  return out;
+}
+
 Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
   DataFormat format = options.format;
   if (format == DataFormat::kAuto) {
@@ -92,6 +108,8 @@ Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
     if (!detected) return detected.status();
     format = *detected;
   }
+  if (!options.categorical.empty() && format != DataFormat::kCsv)
+    return Status(StatusCode::kInvalidArgument, path + ": categorical columns need a CSV file");
   if (!options.groupColumn.empty() && format != DataFormat::kCsv)
     return Status(StatusCode::kInvalidArgument,
                   path + ": a group column ('" + options.groupColumn + "', partition by-column) needs a CSV file");
@@ -99,6 +117,8 @@ Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
     case DataFormat::kCsv: {
       detail::CsvSpec spec;
       spec.groupName = options.groupColumn;
+      spec.categorical = options.categorical;
+      spec.buckets = options.categoricalBuckets;
       spec.header = options.header;
       spec.labelName = options.label;
       spec.labelIndex = -1;

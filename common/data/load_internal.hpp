@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "starling/data/dataset.hpp"
 #include "starling/data/load.hpp"
@@ -23,6 +24,9 @@ struct CsvSpec {
   // A column by header name that is not a feature but each example's group
   // (Dataset::groups()); "" = none.
   std::string groupName;
+  // Categorical columns by header name, each one-hot over `buckets` hashed slots.
+  std::vector<std::string> categorical;
+  uint32_t buckets = 16;
   TaskKind task = TaskKind::kClassification;
   int numClasses = 0;
 };

@@ -1,5 +1,6 @@
 #include "starling/data/load.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -113,7 +114,7 @@ TEST_CASE("CSV errors name the line, the column and the counts", "[load][csv]") 
   CHECK(s.code() == StatusCode::kMalformed);
   CHECK_THAT(s.message(), Catch::StartsWith(dir.file("a.csv") + ":2: "));
   CHECK_THAT(s.message(), Catch::Contains("column 'city' is not numeric") && Catch::Contains("'Paris'") &&
-                              Catch::Contains("categorical columns are not supported yet"));
+                              Catch::Contains("name it with --categorical"));
 
   s = refusal(dir, "b.csv", "a,b,label\n1,2,3\n\n1,2\n", {});
   CHECK_THAT(s.message(), Catch::StartsWith(dir.file("b.csv") + ":4: "));
@@ -295,4 +296,47 @@ TEST_CASE("a CSV group column is not a feature but each example's group", "[load
   CHECK_FALSE(noGroups.isOk());  // "ann" is not a number: without the group column it is a feature
   auto refused = partitionDataset(*d, 2, "by-column:", 1);
   CHECK_FALSE(refused.isOk());
+}
+
+TEST_CASE("CSV categorical columns are one-hot over hashed buckets", "[load][csv][categorical]") {
+  TempDir dir;
+  const std::string path = dir.write("shops.csv",
+                                     "city,size,browser,label\n"
+                                     "Paris,1.5,firefox,0\n"
+                                     "Oslo,2,chrome,1\n"
+                                     "Paris,3,\"chrome\",1\n");
+  DataOptions options;
+  options.categorical = {"city", "browser"};
+  options.categoricalBuckets = 8;
+  auto d = loadData(path, options);
+  REQUIRE(d.isOk());
+  REQUIRE(d->featureDim() == 8 + 1 + 8);
+  std::vector<float> rows(3 * 17);
+  const std::vector<uint32_t> all = {0, 1, 2};
+  d->gather(all, rows);
+  auto row = [&](int r) { return std::vector<float>(rows.begin() + r * 17, rows.begin() + (r + 1) * 17); };
+  for (int r = 0; r < 3; ++r) {
+    const auto x = row(r);
+    CHECK(std::count(x.begin(), x.begin() + 8, 1.0f) == 1);  // one city slot
+    CHECK(std::count(x.begin() + 9, x.end(), 1.0f) == 1);    // one browser slot
+  }
+  CHECK(row(0)[8] == 1.5f);
+  // The same value gets the same slot, in every row and every file.
+  const auto r0 = row(0), r1 = row(1), r2 = row(2);
+  CHECK(std::vector<float>(r0.begin(), r0.begin() + 8) == std::vector<float>(r2.begin(), r2.begin() + 8));
+  CHECK(std::vector<float>(r1.begin() + 9, r1.end()) == std::vector<float>(r2.begin() + 9, r2.end()));
+  // FNV-1a of "Paris", computed here: the slot never moves between builds or machines.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : std::string("Paris")) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  CHECK(row(0)[h % 8] == 1.0f);
+
+  options.categorical = {"colour"};
+  CHECK_THAT(refusal(dir, "shops2.csv", "city,size,label\nParis,1,0\n", options).message(),
+             Catch::Contains("categorical column 'colour' is not a column name"));
+  options.categorical = {"label"};
+  CHECK_THAT(refusal(dir, "shops3.csv", "city,size,label\nParis,1,0\n", options).message(),
+             Catch::Contains("the label column cannot be categorical"));
 }

@@ -53,7 +53,16 @@ struct DataOptions {
   // (Dataset::groups(), for the partition "by-column:NAME"); "" = none. Other formats
   // refuse it.
   std::string groupColumn;
+  // CSV with a header: these columns hold categories (any text), each encoded as
+  // categoricalBuckets features, one-hot at FNV-1a(value) mod buckets (the same slot on
+  // every client and file, no vocabulary to agree on; distinct values may share a slot).
+  // Any other non-numeric field is an error.
+  std::vector<std::string> categorical;
+  uint32_t categoricalBuckets = 16;
 };
+
+// "a,b , c" -> {"a", "b", "c"} (names given on a command line; empty items dropped).
+std::vector<std::string> splitList(std::string_view list);
 
 // The format a path names: a directory is IDX; *.csv CSV; *.libsvm, *.svm and
 // *.svmlight LIBSVM (the text formats also with a trailing .gz); *.npy NPY; *.npz NPZ.

@@ -38,6 +38,8 @@ struct TaskConfig {
   std::string testData;                 // evaluation data: a file (CSV, LIBSVM, NPY, NPZ) or IDX directory ("" = none)
   std::string dataFormat = "auto";      // its format (data/load.hpp; auto = from the name)
   std::string label;                    // its label column (CSV) or array (NPZ); "" = the default
+  std::string categorical;              // CSV columns of categories, comma-separated (data/load.hpp)
+  uint32_t categoricalBuckets = 16;     // hashed one-hot slots per categorical column
   uint32_t evalEvery = 1;               // evaluate every N committed rounds
   std::string modelOut;                 // where the final model is saved ("" = nowhere)
 };

@@ -49,7 +49,7 @@ Status Participant::finishLoading() {
   Status st = loaded.status();
   if (st && loaded->size() != numExamples_)
     st = Status(StatusCode::kMalformed,
-                fmt::format("{} examples loaded, {} announced in Hello", loaded->size(), numExamples_));
+                fmt::format("{} examples loaded, {} announced (held-out ones included)", loaded->size(), numExamples_));
   if (!st) {
     dataFailed_ = true;
     return st.withContext("loading the training data");
@@ -61,18 +61,22 @@ Status Participant::finishLoading() {
   return Status::ok();
 }
 
+std::size_t heldOutCount(std::size_t n, double fraction) {
+  if (!(fraction > 0) || n < 2) return 0;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(fraction * double(n))), 1, n - 1);
+}
+
 void Participant::holdOut() {
   if (heldOutDone_) return;
   heldOutDone_ = true;
-  if (!(options_.evalFraction > 0) || shard_->size() < 2) return;
+  const std::size_t held = heldOutCount(shard_->size(), options_.evalFraction);
+  if (held == 0) return;
   // A seeded draw of round(fraction x n) examples, at least one, leaving at least one.
   std::vector<uint32_t> order(shard_->size());
   for (uint32_t i = 0; i < order.size(); ++i)
     order[i] = i;
   std::mt19937_64 rng(seed_ ^ 0xe7a1u);
   std::shuffle(order.begin(), order.end(), rng);
-  const auto held = std::clamp<std::size_t>(
-      static_cast<std::size_t>(std::llround(options_.evalFraction * double(order.size()))), 1, order.size() - 1);
   std::vector<uint32_t> evalRows(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(held));
   std::vector<uint32_t> trainRows(order.begin() + static_cast<std::ptrdiff_t>(held), order.end());
   std::sort(evalRows.begin(), evalRows.end());
@@ -149,7 +153,8 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
   learner_.forgetReplayIndices();  // the coordinator forgets what this client held on reconnect
   const uint64_t held = learner_.heldRound();
   const wire::HelloMsg hello =
-      wire::clientHello(options_.id, numExamples_, held, held > 0 ? learner_.modelChecksum() : 0);
+      wire::clientHello(options_.id, numExamples_ - heldOutCount(numExamples_, options_.evalFraction), held,
+                        held > 0 ? learner_.modelChecksum() : 0);
   const wire::Frame helloFrame = wire::encode(hello);
   Status st = co_await conn.send(helloFrame.bytes());
   if (!st) co_return st;

@@ -81,6 +81,7 @@ for i in 0 1 2; do start_client "$i" "federated-client-$i.log" --task regression
 wait "$coord_pid"
 check "the federated-evaluation federation finishes" test $? -eq 0
 check "each client holds out a fifth of its shard" grep -q "holding out 200 of 1000 examples" "$work/federated-client-0.log"
+check "and joins with the 800 it trains on (the aggregation weight)" grep -q "client-0 joined from .* (800 examples" "$work/federated.log"
 check "the clients' sums are merged (600 held-out examples of 3 clients)" \
   grep -q "federated evaluation of round 5's model: .* on 600 held-out examples of 3 clients" "$work/federated.log"
 rmse=$("$coord_bin" report --db "$work/federated.db" --format csv | awk -F, '$1 == 5 && $2 == "committed" { print $24 }')

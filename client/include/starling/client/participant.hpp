@@ -49,6 +49,11 @@ struct ParticipantOptions {
   double evalFraction = 0;
 };
 
+// Examples of n held out for evaluation at `fraction` (ParticipantOptions::evalFraction):
+// round(fraction x n), at least 1 and leaving at least 1; 0 when fraction is 0 or n < 2.
+// Hello reports the n minus these, the examples the client trains on.
+std::size_t heldOutCount(std::size_t n, double fraction);
+
 struct ParticipantStats {
   uint64_t roundsTrained = 0;
   uint64_t roundsAccepted = 0;
@@ -103,7 +108,7 @@ class Participant {
   void holdOut();    // once the data is there: ParticipantOptions::evalFraction of it for evaluation
 
   const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
-  uint64_t numExamples_ = 0;
+  uint64_t numExamples_ = 0;              // all of the data, held-out examples included
   DeferredData deferred_;
   std::future<Result<data::Dataset>> loading_;
   std::chrono::steady_clock::time_point loadStarted_;

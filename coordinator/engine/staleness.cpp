@@ -46,15 +46,15 @@ Result<StalenessWeight> StalenessWeight::parse(std::string_view text) {
   return bad("expected constant, poly, poly:A or hinge:A:B");
 }
 
-double StalenessWeight::operator()(uint64_t staleness) const {
+double StalenessWeight::inverse(uint64_t staleness) const {
   const double s = static_cast<double>(staleness);
   switch (kind_) {
     case Kind::kConstant:
       return 1.0;
     case Kind::kPoly:
-      return std::pow(1.0 + s, -a_);
+      return a_ == 0.5 ? std::sqrt(1.0 + s) : std::pow(1.0 + s, a_);
     case Kind::kHinge:
-      return s <= b_ ? 1.0 : 1.0 / (a_ * (s - b_) + 1.0);
+      return s <= b_ ? 1.0 : a_ * (s - b_) + 1.0;
   }
   return 1.0;
 }
@@ -71,7 +71,7 @@ std::string StalenessWeight::name() const {
   return "constant";
 }
 
-void ClockBound::join(uint64_t client, int64_t nowMs, uint64_t clock) {
+void ClockBound::join(const std::string& client, int64_t nowMs, uint64_t clock) {
   const uint64_t floor = minClock();
   ClientClock& c = clients_[client];
   c.clock = std::max({c.clock, clock, floor});
@@ -81,12 +81,12 @@ void ClockBound::join(uint64_t client, int64_t nowMs, uint64_t clock) {
   c.waiting = false;
 }
 
-std::vector<uint64_t> ClockBound::leave(uint64_t client, int64_t nowMs) {
+std::vector<std::string> ClockBound::leave(const std::string& client, int64_t nowMs) {
   if (clients_.erase(client) == 0) return {};
   return release(nowMs);
 }
 
-ClockBound::Step ClockBound::finished(uint64_t client, int64_t nowMs) {
+ClockBound::Step ClockBound::finished(const std::string& client, int64_t nowMs) {
   if (!active(client)) join(client, nowMs);
   ClientClock& p = clients_.at(client);
   p.clock += 1;
@@ -103,7 +103,7 @@ ClockBound::Step ClockBound::finished(uint64_t client, int64_t nowMs) {
   return step;
 }
 
-bool ClockBound::mayStart(uint64_t id, ClientClock& p, int64_t nowMs) {
+bool ClockBound::mayStart(const std::string& id, ClientClock& p, int64_t nowMs) {
   const uint64_t slowest = minClock();
   const uint64_t lead = p.clock - slowest;
   if (lead <= options_.bound) {
@@ -132,8 +132,8 @@ bool ClockBound::mayStart(uint64_t id, ClientClock& p, int64_t nowMs) {
   return true;
 }
 
-std::vector<uint64_t> ClockBound::release(int64_t nowMs) {
-  std::vector<uint64_t> out;
+std::vector<std::string> ClockBound::release(int64_t nowMs) {
+  std::vector<std::string> out;
   for (auto& [id, c] : clients_) {
     if (!c.waiting) continue;
     if (mayStart(id, c, nowMs)) {
@@ -144,12 +144,12 @@ std::vector<uint64_t> ClockBound::release(int64_t nowMs) {
   return out;
 }
 
-bool ClockBound::waiting(uint64_t client) const {
+bool ClockBound::waiting(const std::string& client) const {
   auto it = clients_.find(client);
   return it != clients_.end() && it->second.waiting;
 }
 
-uint64_t ClockBound::clock(uint64_t client) const {
+uint64_t ClockBound::clock(const std::string& client) const {
   auto it = clients_.find(client);
   return it == clients_.end() ? 0 : it->second.clock;
 }
@@ -161,7 +161,7 @@ uint64_t ClockBound::minClock() const {
   return clients_.empty() ? 0 : m;
 }
 
-uint32_t ClockBound::extraLeft(uint64_t client) const {
+uint32_t ClockBound::extraLeft(const std::string& client) const {
   auto it = clients_.find(client);
   return it == clients_.end() ? 0 : it->second.extraLeft;
 }

@@ -29,7 +29,12 @@ class StalenessWeight {
   // kInvalidArgument naming the text when it is none of the above.
   static Result<StalenessWeight> parse(std::string_view text);
 
-  double operator()(uint64_t staleness) const;
+  // FedBuff's 1 / sqrt(1 + tau) ("poly:0.5").
+  static StalenessWeight fedBuff() { return StalenessWeight(Kind::kPoly, 0.5, 0); }
+
+  double operator()(uint64_t staleness) const { return 1.0 / inverse(staleness); }
+  // 1 / s(tau), what an update's weight is divided by (sqrt(1 + tau) for FedBuff's).
+  double inverse(uint64_t staleness) const;
   // The canonical text ("poly:0.5", "hinge:10:4", "constant"), which parse() reads back.
   std::string name() const;
 
@@ -69,25 +74,25 @@ class ClockBound {
   // The client becomes active at clock max(clock, the slowest active client's clock)
   // (0 when none is active): a client that left and returns passes the clock it had.
   // It is not waiting; its interval is unknown until it finishes a step.
-  void join(uint64_t client, int64_t nowMs, uint64_t clock = 0);
+  void join(const std::string& client, int64_t nowMs, uint64_t clock = 0);
   // The client is no longer active (it vanished or finished training): it no longer
   // holds the others back. Returns the clients this releases (see finished()).
-  std::vector<uint64_t> leave(uint64_t client, int64_t nowMs);
+  std::vector<std::string> leave(const std::string& client, int64_t nowMs);
 
   struct Step {
-    bool proceed = false;            // the client starts its next step now
-    std::vector<uint64_t> released;  // waiting clients that may start now, ascending id
+    bool proceed = false;               // the client starts its next step now
+    std::vector<std::string> released;  // waiting clients that may start now, by id
   };
   // The client finished a step at nowMs: its clock advances by one. An inactive client
   // is joined first.
-  Step finished(uint64_t client, int64_t nowMs);
+  Step finished(const std::string& client, int64_t nowMs);
 
-  bool active(uint64_t client) const { return clients_.count(client) != 0; }
-  bool waiting(uint64_t client) const;
-  uint64_t clock(uint64_t client) const;
+  bool active(const std::string& client) const { return clients_.count(client) != 0; }
+  bool waiting(const std::string& client) const;
+  uint64_t clock(const std::string& client) const;
   uint64_t minClock() const;
   // The extra steps a DSSP grant still allows the client (0 under SSP).
-  uint32_t extraLeft(uint64_t client) const;
+  uint32_t extraLeft(const std::string& client) const;
   std::size_t activeCount() const { return clients_.size(); }
   // Grants made so far (DSSP) and the times a client had to wait: for the records.
   uint64_t grants() const { return grants_; }
@@ -103,12 +108,12 @@ class ClockBound {
   };
   explicit ClockBound(const Options& options) : options_(options) {}
   // Whether client p (just finished, or waiting) may start now; consumes or makes a grant.
-  bool mayStart(uint64_t id, ClientClock& p, int64_t nowMs);
+  bool mayStart(const std::string& id, ClientClock& p, int64_t nowMs);
   // After the minimum clock may have risen: the waiting clients that may start now.
-  std::vector<uint64_t> release(int64_t nowMs);
+  std::vector<std::string> release(int64_t nowMs);
 
   Options options_;
-  std::map<uint64_t, ClientClock> clients_;
+  std::map<std::string, ClientClock> clients_;
   uint64_t grants_ = 0;
   uint64_t waits_ = 0;
 };

@@ -127,9 +127,14 @@ Status RoundEngine::init(std::vector<float> model) {
     mode_ = Mode::kDssp;
   else
     return Status(StatusCode::kInvalidArgument, fmt::format("unknown mode '{}' (sync, async, ssp or dssp)", c.mode));
-  if (mode_ == Mode::kSsp || mode_ == Mode::kDssp)
+  if (mode_ == Mode::kSsp || mode_ == Mode::kDssp) {
+    const uint32_t top = c.stalenessMax > 0 ? c.stalenessMax : c.stalenessBound + 4;
+    if (mode_ == Mode::kDssp && top < c.stalenessBound)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("staleness-max ({}) is below staleness-bound ({})", top, c.stalenessBound));
     gate_ = std::make_unique<ClockBound>(
-        ClockBound::create({c.stalenessBound, mode_ == Mode::kDssp ? c.stalenessExtra : 0u}));
+        ClockBound::create({c.stalenessBound, mode_ == Mode::kDssp ? top - c.stalenessBound : 0u}));
+  }
   auto downlink = Downlink::create(c, std::move(model));
   if (!downlink) return downlink.status();
   // The uplink's compressor runs on the clients: only its name and options are checked here.
@@ -342,8 +347,13 @@ std::vector<Action> RoundEngine::shutdown(const std::string& reason, int64_t now
 
 std::vector<std::string> RoundEngine::idleClients() const {
   std::vector<std::string> idle;
+  // In the asynchronous modes a client is not assigned twice from the same model
+  // version (the open round): it would train from the same base again, and its two
+  // updates would carry one round number, which names a pending update on the client.
+  const uint64_t open = open_ && async() ? open_->round : 0;
   for (const auto& [id, c] : clients_)
-    if (c->connected && !c->busy && !(gate_ && gate_->waiting(id))) idle.push_back(id);
+    if (c->connected && !c->busy && !(gate_ && gate_->waiting(id)) && (open == 0 || c->lastAssigned != open))
+      idle.push_back(id);
   return idle;
 }
 
@@ -440,7 +450,8 @@ void RoundEngine::expireAssignments(int64_t nowMs) {
 }
 
 bool RoundEngine::bufferFull() const {
-  return open_ && open_->received.size() + late_.size() >= config_.clientsPerRound;
+  const uint32_t k = config_.bufferSize > 0 ? config_.bufferSize : config_.clientsPerRound;
+  return open_ && open_->received.size() + late_.size() >= k;
 }
 
 void RoundEngine::stepFinished(const std::string& id, int64_t nowMs) {

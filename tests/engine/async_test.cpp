@@ -248,7 +248,7 @@ TEST_CASE("ssp with bound 0 is sync: the same models, bit for bit", "[engine][ss
     for (const char* id : {"a", "b", "c", "d"})
       ledger.note(engine->clientJoined(id, 100, 0, 0, 0));
     int64_t now = 0;
-    while (!engine->finished()) {
+    for (int pass = 0; pass < 100 && !engine->finished(); ++pass) {
       // Every assigned client returns, in a fixed order (d first: the order of arrival differs from the ids').
       std::vector<std::string> order = {"d", "b", "a", "c"};
       for (const std::string& id : order) {
@@ -271,17 +271,19 @@ TEST_CASE("ssp with bound 0 is sync: the same models, bit for bit", "[engine][ss
   const std::vector<uint64_t> b = run(ssp);
   REQUIRE(a.size() == 6);
   CHECK(a == b);
-  // and asynchronous with a larger bound is not.
+  // With a looser bound and a server step every 2 updates, clients run ahead: other models.
   EngineConfig loose = asyncConfig("ssp", 4);
   loose.stalenessBound = 3;
-  CHECK(run(loose) != a);
+  loose.bufferSize = 2;
+  const std::vector<uint64_t> c = run(loose);
+  CHECK(c != a);
 }
 
 TEST_CASE("dssp grants a fast client the steps that remove its wait; ssp holds it back", "[engine][dssp]") {
   auto script = [](EngineConfig config) {
     config.clientsPerRound = 1;  // every update is a server step
     config.stalenessBound = 0;
-    config.stalenessExtra = 4;
+    config.stalenessMax = 4;
     config.maxStaleness = 10;
     auto engine = RoundEngine::create(config, initialModel()).value();
     Ledger ledger;
@@ -314,4 +316,10 @@ TEST_CASE("asynchronous settings are checked", "[engine][async]") {
   auto w = RoundEngine::create(weight, initialModel());
   REQUIRE_FALSE(w.isOk());
   CHECK(w.status().message().find("staleness weight 'sqrt'") != std::string::npos);
+  EngineConfig range = asyncConfig("dssp", 2);
+  range.stalenessBound = 3;
+  range.stalenessMax = 2;
+  auto r = RoundEngine::create(range, initialModel());
+  REQUIRE_FALSE(r.isOk());
+  CHECK(r.status().message() == "staleness-max (2) is below staleness-bound (3)");
 }

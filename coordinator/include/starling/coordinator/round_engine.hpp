@@ -57,7 +57,7 @@ struct EngineConfig {
   //  "async"  buffered asynchronous aggregation (FedBuff, Nguyen et al. 2022): up to
   //           `concurrency` clients train at once, each from the model it was given, and
   //           an idle client is assigned as soon as a slot frees. A round is a server
-  //           step: it closes once K = clientsPerRound updates arrived since the last one,
+  //           step: it closes once K = bufferSize updates arrived since the last one,
   //           whichever round each was assigned in, each weighted by stalenessWeight of
   //           the versions it is behind; an update more than maxStaleness versions behind
   //           is discarded. An assignment unanswered after deadlineMs frees its slot (the
@@ -65,13 +65,14 @@ struct EngineConfig {
   //  "ssp"    async in which every connected client is a worker, gated by the SSP bound:
   //           a client is assigned again only while it has returned at most
   //           stalenessBound more updates than the slowest active client (Ho et al. 2013).
-  //  "dssp"   ssp with DSSP's grants (Zhao et al. 2019) of up to stalenessExtra steps
-  //           beyond the bound, from each client's last interval (engine/staleness.hpp).
+  //  "dssp"   ssp whose bound moves within [stalenessBound, stalenessMax] by DSSP's grants
+  //           (Zhao et al. 2019) from each client's last interval (engine/staleness.hpp).
   std::string mode = "sync";
   uint32_t concurrency = 0;                  // async: clients training at once (0 = ceil(K x overSelection))
+  uint32_t bufferSize = 0;                   // async, ssp, dssp: updates per server step (0 = clientsPerRound)
   std::string stalenessWeight = "poly:0.5";  // s(tau), StalenessWeight::parse
-  uint32_t stalenessBound = 2;               // ssp, dssp: s (dssp's lower bound s_L)
-  uint32_t stalenessExtra = 4;               // dssp: r_max, the bound moves within [s, s + r_max]
+  uint32_t stalenessBound = 2;               // ssp: s; dssp: the lowest bound s_L
+  uint32_t stalenessMax = 0;                 // dssp: the highest bound (0 = stalenessBound + 4)
   // Federated evaluation: clients evaluate the model of committed round b on their
   // held-out examples when b is a multiple of this, and send the sums with their update
   // (0 = off).
@@ -432,7 +433,8 @@ class RoundEngine {
   void openRound(int64_t nowMs);
   // Assigns the open round to client `id` (a Selection pick).
   void assignPick(const std::string& id, bool sticky, double weight, int64_t nowMs, std::vector<Action>& out);
-  // Connected clients that are not training and not held back by the SSP gate, by id.
+  // Connected clients that are not training, not held back by the SSP gate and (the
+  // asynchronous modes) not yet assigned the open round, by id.
   std::vector<std::string> idleClients() const;
   bool async() const { return mode_ != Mode::kSync; }
   // The asynchronous modes: fills the free slots with idle clients, then asks to be woken

@@ -398,13 +398,13 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
 
 void RoundEngine::topUp(int64_t nowMs, std::vector<Action>& out) {
   if (!open_ || finished() || stopping_) return;
-  // ssp and dssp: every connected client is a worker; the gate decides who waits.
-  const std::size_t slots =
-      mode_ == Mode::kAsync
-          ? (config_.concurrency > 0
-                 ? config_.concurrency
-                 : static_cast<std::size_t>(std::ceil(config_.clientsPerRound * config_.overSelection - 1e-9)))
-          : std::numeric_limits<std::size_t>::max();
+  // ssp and dssp without a concurrency: every connected client is a worker; the gate
+  // decides who waits.
+  std::size_t slots = config_.concurrency;
+  if (slots == 0)
+    slots = mode_ == Mode::kAsync
+                ? static_cast<std::size_t>(std::ceil(config_.clientsPerRound * config_.overSelection - 1e-9))
+                : std::numeric_limits<std::size_t>::max();
   const std::size_t used = open_->outstanding.size() + inflight_.size();
   if (used < slots) {
     std::vector<std::string> idle = idleClients();

@@ -62,14 +62,15 @@ struct EngineConfig {
   //           the versions it is behind; an update more than maxStaleness versions behind
   //           is discarded. An assignment unanswered after deadlineMs frees its slot (the
   //           client is recorded as a straggler). Rounds are committed as in sync.
-  //  "ssp"    async in which every connected client is a worker, gated by the SSP bound:
-  //           a client is assigned again only while it has returned at most
-  //           stalenessBound more updates than the slowest active client (Ho et al. 2013).
+  //  "ssp"    async gated by the SSP bound: a client is assigned again only while it has
+  //           returned at most stalenessBound more updates than the slowest active client
+  //           (Ho et al. 2013); every connected client is a worker unless concurrency
+  //           limits them.
   //  "dssp"   ssp whose bound moves within [stalenessBound, stalenessMax] by DSSP's grants
   //           (Zhao et al. 2019) from each client's last interval (engine/staleness.hpp).
   std::string mode = "sync";
-  uint32_t concurrency = 0;                  // async: clients training at once (0 = ceil(K x overSelection))
-  uint32_t bufferSize = 0;                   // async, ssp, dssp: updates per server step (0 = clientsPerRound)
+  uint32_t concurrency = 0;  // clients training at once (0: async ceil(K x overSelection), ssp/dssp all)
+  uint32_t bufferSize = 0;   // async, ssp, dssp: updates per server step (0 = clientsPerRound)
   std::string stalenessWeight = "poly:0.5";  // s(tau), StalenessWeight::parse
   uint32_t stalenessBound = 2;               // ssp: s; dssp: the lowest bound s_L
   uint32_t stalenessMax = 0;                 // dssp: the highest bound (0 = stalenessBound + 4)

@@ -87,6 +87,18 @@ TEST_CASE("every layer's gradient matches finite differences", "[model][gradient
       {"conv2d", "cnn:2x6x6-c3k3-4"},
       {"conv2d + max-pool", "cnn:1x7x7-c3k2-p2-3"},
       {"two convs, pools, flatten and a hidden dense", "cnn:2x10x10-c3k3-p2-c4k2-p2-f5-3"},
+      {"conv2d with stride and padding", "cnn:2x7x7-c3k3s2z1-4"},
+      {"linear conv2d with stride 3 and padding 2", "cnn:2x8x8-c3k4s3z2l-4"},
+      {"conv1d + max-pool", "cnn:2x12-c3k3-p2-4"},
+      {"conv1d with stride and padding, linear, tanh", "cnn:2x12-c3k3s2z1l-t-4"},
+      {"average pool", "cnn:1x6x6-c3k3l-a2-4"},
+      {"average pool 1-D", "cnn:2x12-a3-c3k2-4"},
+      {"global average pool", "cnn:2x6x6-c3k3l-g-4"},
+      {"batch norm then relu", "cnn:2x6x6-c3k3l-b-r-4"},
+      {"batch norm on a 1-D series and after a dense layer", "cnn:2x9-c3k2l-be0.001-sg-f5-b-4"},
+      {"leaky relu", "cnn:2x6x6-c3k3l-lr0.1-4"},
+      {"clip", "cnn:2x6x6-c3k3l-clipn0.5_0.5-4"},
+      {"standalone sigmoid and tanh", "cnn:2x5x5-c3k2l-sg-f4-t-4"},
   };
   for (const Case& c : cases) {
     for (bool weighted : {false, true}) {

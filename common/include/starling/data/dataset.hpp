@@ -101,6 +101,12 @@ class Dataset {
   // A copy holding only the examples idx, in that order.
   Dataset subset(std::span<const uint32_t> idx) const;
 
+  // The examples of parts, one after the other (part 0's first). The parts must agree in
+  // how they are stored (bytes, floats or CSR), featureDim, numClasses, regression or not,
+  // and whether they carry groups (group ids are then made distinct per part);
+  // kInvalidArgument naming the first part that differs (from 0) otherwise.
+  static Result<Dataset> concat(std::span<const Dataset> parts);
+
   // Bytes of memory the features and labels occupy.
   std::size_t memoryBytes() const;
 

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "starling/data/dataset.hpp"
+#include "starling/data/partition.hpp"
 #include "starling/data/task_kind.hpp"
 #include "starling/util/status.hpp"
 
@@ -72,5 +73,31 @@ Result<DataFormat> detectFormat(const std::string& path);
 // Reads path in options.format (detected when kAuto) and checks its labels against
 // options.task. See docs/data.md, "Formats and options".
 Result<Dataset> loadData(const std::string& path, const DataOptions& options = {});
+
+// Partition "files:DIR" (partition.hpp filesDirOf): one data file per client.
+//
+// The files of dir whose format loadData tells from the name (detectFormat; a
+// subdirectory is skipped), as paths sorted by file name. kNotFound when dir is not a
+// directory, kInvalidArgument when it holds no such file.
+Result<std::vector<std::string>> dataFilesIn(const std::string& dir);
+
+// The file of client `index` among `count` clients: file `index` of dataFilesIn(dir).
+// kInvalidArgument, giving both numbers, unless dir holds exactly `count` files.
+Result<std::string> clientFileOf(const std::string& dir, std::size_t index, std::size_t count);
+
+// Every file of dir loaded with options, one after the other in `all`; parts[i] lists
+// the examples of file i (files[i]), client i's. numClients must equal the number of
+// files (the error gives both). Files must agree in features and task: a count that
+// options leave to inference (LIBSVM featureDim, classification numClasses) becomes the
+// largest over the files, each file re-read with it when it inferred less; any other
+// difference (a dense file with another feature count, CSV next to LIBSVM) is
+// kInvalidArgument naming the file that differs and the first file.
+struct FilesPartition {
+  Dataset all;
+  Partition parts;
+  std::vector<std::string> files;
+};
+Result<FilesPartition> loadFilesPartition(const std::string& dir, std::size_t numClients,
+                                          const DataOptions& options = {});
 
 }  // namespace starling::data

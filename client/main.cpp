@@ -163,8 +163,9 @@ int main(int argc, char** argv) {
                  "classification, binary or regression: how the labels are read (must match the coordinator's task)");
   app.add_option("--shard", shardSpec, "train on shard I of N of the training set, as I/N (default: all of it)");
   app.add_option("--partition", partition,
-                 "how shards are cut: iid, dirichlet:ALPHA, classes:K or by-column:NAME (a CSV column, e.g. a user id: "
-                 "whole groups per shard, not a feature)");
+                 "how shards are cut: iid, dirichlet:ALPHA, classes:K, by-column:NAME (a CSV column, e.g. a user id: "
+                 "whole groups per shard, not a feature) or files:DIR (shard I is the I-th data file of DIR by name; "
+                 "no --data)");
   app.add_option("--partition-seed", partitionSeed, "seed of the partition (the same on every client)");
   app.add_option("--seed", seed, "seed of local randomness (sampling, reconnect jitter)");
   double evalFraction = 0;
@@ -178,6 +179,18 @@ int main(int argc, char** argv) {
   // One malloc arena: the data loader's thread would otherwise get an arena of its own,
   // whose freed pages the training thread cannot reuse (about 0.7 MiB more peak RSS).
   mallopt(M_ARENA_MAX, 1);
+  if (const std::string filesDir = data::filesDirOf(partition); !filesDir.empty()) {
+    // One file per client: shard I is file I, read whole.
+    if (!dataDir.empty())
+      return fail("--data is not used with --partition files:DIR (shard I is the I-th file of DIR)");
+    auto shard = parseShard(shardSpec);
+    if (!shard) return fail(shard.status().message());
+    if (!*shard) return fail("--partition files:DIR needs --shard I/N");
+    auto file = data::clientFileOf(filesDir, (*shard)->first, (*shard)->second);
+    if (!file) return fail("--partition: " + file.status().message());
+    dataDir = *file;
+    shardSpec.clear();
+  }
 
   auto log = makeLogger(id.empty() ? "client" : id, logLevel);
   if (!log) return fail(log.status().message());

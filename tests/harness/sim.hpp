@@ -49,7 +49,7 @@ namespace starling::sim {
 // The fleet and the run, the [sim] section of a config (docs/simulation.md).
 struct SimSettings {
   uint32_t clients = 100;                   // N virtual clients
-  std::string partition = "dirichlet:0.5";  // iid, dirichlet:ALPHA, classes:K
+  std::string partition = "dirichlet:0.5";  // iid, dirichlet:ALPHA, classes:K, by-column:NAME, files:DIR
   // Training data: a CSV, LIBSVM, NPY or NPZ file, or an IDX directory ("" = Debian's
   // Fashion-MNIST); read with the task's data format, label and kind (eval.data-format,
   // eval.label, task.task).

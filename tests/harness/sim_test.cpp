@@ -510,3 +510,67 @@ TEST_CASE("federated evaluation: the clients' held-out sums, from a CSV regressi
 }
 
 }  // namespace starling::sim
+
+namespace starling::sim {
+
+TEST_CASE("partition files:DIR: client i trains on the i-th file of the directory", "[harness][files]") {
+  const auto dir = std::filesystem::temp_directory_path() / "starling-sim-files";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // Three clients of 100, 200 and 300 examples; y = [x0 + x1 > 0].
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int c = 0; c < 3; ++c) {
+    std::ofstream out(dir / ("client-" + std::to_string(c) + ".csv"));
+    out << "x0,x1,label\n";
+    for (int i = 0; i < 100 * (c + 1); ++i) {
+      const double a = u(rng), b = u(rng);
+      out << a << ',' << b << ',' << (a + b > 0 ? 1 : 0) << '\n';
+    }
+  }
+  SimSettings s = smallFleet();
+  s.clients = 3;
+  s.partition = "files:" + dir.string();
+  s.trainExamples = 0;
+  s.testExamples = 0;
+  auto fleet = Fleet::create(s, "linear");
+  INFO(fleet.status().message());
+  REQUIRE(fleet);
+  // A fifth of the 600 examples is the test set; each client keeps the rest of its file.
+  CHECK(fleet->test().size() == 120);
+  CHECK(fleet->train().size() == 480);
+  REQUIRE(fleet->clients().size() == 3);
+  std::size_t at = 0;
+  for (int c = 0; c < 3; ++c) {
+    const auto& rows = fleet->clients()[c].examples;
+    CHECK(rows.size() == Approx(80.0 * (c + 1)).margin(25));
+    // Contiguous: file c's rows follow file c - 1's.
+    CHECK(rows.front() == at);
+    CHECK(rows.back() == at + rows.size() - 1);
+    at += rows.size();
+  }
+  Strategy st = smallStrategy("files");
+  st.task.model = fleet->modelSpec();
+  st.engine.rounds = 5;
+  st.engine.clientsPerRound = 3;
+  st.engine.overSelection = 1.0;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  REQUIRE(r->rounds.back().accuracy.has_value());
+  CHECK(*r->rounds.back().accuracy > 0.8);
+
+  SECTION("the number of clients must match the files, and sim.data is refused") {
+    s.clients = 4;
+    auto wrong = Fleet::create(s, "linear");
+    REQUIRE_FALSE(wrong);
+    CHECK_THAT(wrong.status().message(), Catch::Contains("3 data files for 4 clients"));
+    s.clients = 3;
+    s.data = (dir / "client-0.csv").string();
+    auto withData = Fleet::create(s, "linear");
+    REQUIRE_FALSE(withData);
+    CHECK_THAT(withData.status().message(), Catch::Contains("sim.data is not used with sim.partition files:DIR"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace starling::sim

@@ -159,6 +159,10 @@ int main(int argc, char** argv) {
                  "CSV columns of categories, comma-separated: each one-hot over hashed buckets (same on every client)");
   app.add_option("--categorical-buckets", categoricalBuckets, "hashed one-hot slots per categorical column")
       ->check(CLI::Range(1u, 1u << 20));
+  std::size_t dataMemoryLimit = 0;
+  app.add_option("--data-memory-limit", dataMemoryLimit,
+                 "most bytes the loaded data may take; a larger file is refused before it is read (0 = the memory "
+                 "this process may still allocate: MemAvailable, the cgroup's memory.max, ulimit -v)");
   app.add_option("--task", task,
                  "classification, binary or regression: how the labels are read (must match the coordinator's task)");
   app.add_option("--shard", shardSpec, "train on shard I of N of the training set, as I/N (default: all of it)");
@@ -237,6 +241,7 @@ int main(int argc, char** argv) {
   dataOptions.label = label;
   dataOptions.categorical = data::splitList(categorical);
   dataOptions.categoricalBuckets = categoricalBuckets;
+  dataOptions.memoryLimitBytes = dataMemoryLimit;
   auto detected = dataOptions.format == data::DataFormat::kAuto ? data::detectFormat(dataDir)
                                                                 : Result<data::DataFormat>(dataOptions.format);
   if (!detected) return fail(detected.status().message());

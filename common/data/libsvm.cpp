@@ -60,60 +60,12 @@ struct LabelStats {
   }
 };
 
-// The lines of a file read in blocks, numbered from 1, a trailing '\r' stripped (as
-// LineCursor does for a whole text); a final line without '\n' still counts.
-class BlockLines {
- public:
-  explicit BlockLines(detail::FileReader& reader) : reader_(reader) {}
-
-  // False at the end of the file; a read error leaves it in status().
-  bool next(std::string_view& line) {
-    while (true) {
-      const std::size_t end = buffer_.find('\n', pos_);
-      if (end != std::string::npos) return take(line, end, end + 1);
-      if (eof_) {
-        if (pos_ >= buffer_.size()) return false;
-        return take(line, buffer_.size(), buffer_.size());
-      }
-      // Keep the partial line and read another block after it.
-      buffer_.erase(0, pos_);
-      pos_ = 0;
-      const std::size_t have = buffer_.size();
-      buffer_.resize(have + kBlock);
-      std::size_t got = 0;
-      status_ = reader_.read(buffer_.data() + have, kBlock, &got);
-      buffer_.resize(have + got);
-      if (!status_) return false;
-      eof_ = got < kBlock;
-    }
-  }
-  std::size_t number() const { return number_; }
-  const Status& status() const { return status_; }
-
- private:
-  static constexpr std::size_t kBlock = std::size_t(1) << 20;
-
-  bool take(std::string_view& line, std::size_t stop, std::size_t resume) {
-    line = std::string_view(buffer_).substr(pos_, stop - pos_);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    pos_ = resume;
-    ++number_;
-    return true;
-  }
-
-  detail::FileReader& reader_;
-  std::string buffer_;
-  std::size_t pos_ = 0;
-  std::size_t number_ = 0;
-  bool eof_ = false;
-  Status status_ = Status::ok();
-};
-
 }  // namespace
 
 namespace detail {
 
-Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options, TaskKind task) {
+Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options, TaskKind task,
+                           const MemoryLimit& memoryLimit) {
   if (options.numClasses < 0) return Status(StatusCode::kInvalidArgument, path + ": numClasses must be >= 0");
   // Binary and regression labels follow the task's rules; classification keeps the
   // LibsvmLabels mapping.
@@ -131,7 +83,7 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
   LabelStats stats;
   std::size_t maxIndex = 0;  // 1-based, as in the file
 
-  BlockLines cursor(*reader);
+  detail::BlockLines cursor(*reader);
   std::string_view line;
   while (cursor.next(line)) {
     const std::size_t hash = line.find('#');
@@ -148,6 +100,10 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
       rawLabels.push_back(*label);
     }
     rowStart.push_back(indices.size());
+    const std::size_t held =
+        indices.size() * (sizeof(uint32_t) + sizeof(float)) + rowStart.size() * (sizeof(uint64_t) + sizeof(int64_t));
+    if (held > memoryLimit.bytes)
+      return detail::overMemoryLimit(path + ":" + std::to_string(cursor.number()), held, memoryLimit);
 
     std::size_t previous = 0;
     for (std::string_view token = nextToken(rest); !token.empty(); token = nextToken(rest)) {

@@ -2,9 +2,14 @@
 
 #include "starling/data/load.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "load_internal.hpp"
@@ -55,7 +60,83 @@ Result<Dataset> loadIdxDirectory(const std::string& path, const DataOptions& opt
   return loadFashionMnistSplit(path, options.test ? FashionMnistSplit::kTest : FashionMnistSplit::kTrain);
 }
 
+// The first line of a /proc or /sys file, or "" when it cannot be read.
+std::string firstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Bytes for a person: "123456 bytes" below 10 MiB, else "12.3 MiB".
+std::string mib(std::size_t bytes) {
+  if (bytes < std::size_t(10) << 20) return std::to_string(bytes) + " bytes";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(1 << 20));
+  return text;
+}
+
 }  // namespace
+
+MemoryLimit availableMemory() {
+  MemoryLimit limit;
+  auto consider = [&](std::size_t bytes, std::string source) {
+    if (bytes < limit.bytes) limit = {bytes, std::move(source)};
+  };
+  {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    std::size_t kib = 0;
+    std::string unit;
+    while (meminfo >> key >> kib >> unit)
+      if (key == "MemAvailable:") consider(kib * 1024, "MemAvailable in /proc/meminfo");
+  }
+  // cgroup v2: the line "0::/PATH" of /proc/self/cgroup names this process's group.
+  std::ifstream groups("/proc/self/cgroup");
+  for (std::string line; std::getline(groups, line);) {
+    if (!line.starts_with("0::")) continue;
+    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+    const std::string max = firstLine(dir + "/memory.max");
+    const std::string current = firstLine(dir + "/memory.current");
+    if (max.empty() || max == "max") break;
+    const std::size_t cap = std::strtoull(max.c_str(), nullptr, 10);
+    const std::size_t used = std::strtoull(current.c_str(), nullptr, 10);
+    consider(cap > used ? cap - used : 0, "the cgroup's memory.max less memory.current (" + dir + ")");
+    break;
+  }
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    consider(static_cast<std::size_t>(as.rlim_cur), "RLIMIT_AS (ulimit -v)");
+  return limit;
+}
+
+std::size_t estimatedDataBytes(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return 0;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return 0;
+  std::ifstream in(path, std::ios::binary);
+  unsigned char magic[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(magic), 2);
+  if (!in || magic[0] != 0x1f || magic[1] != 0x8b || size < 18) return size;
+  // gzip's trailer: the uncompressed size mod 2^32, little-endian, in the last 4 bytes.
+  unsigned char tail[4] = {0, 0, 0, 0};
+  in.seekg(static_cast<std::streamoff>(size - 4));
+  in.read(reinterpret_cast<char*>(tail), 4);
+  const std::size_t isize =
+      std::size_t(tail[0]) | std::size_t(tail[1]) << 8 | std::size_t(tail[2]) << 16 | std::size_t(tail[3]) << 24;
+  return std::max<std::size_t>(isize, size);
+}
+
+namespace detail {
+
+Status overMemoryLimit(const std::string& where, std::size_t bytes, const MemoryLimit& limit) {
+  return Status(StatusCode::kOutOfRange, where + ": the data would take " + mib(bytes) +
+                                             " of memory, over the limit of " + mib(limit.bytes) + " (" + limit.source +
+                                             "; DataOptions::memoryLimitBytes or --data-memory-limit sets it)");
+}
+
+}  // namespace detail
 
 std::string_view formatName(DataFormat format) {
   for (const auto& [f, name] : kNames)
@@ -108,6 +189,14 @@ Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
     if (!detected) return detected.status();
     format = *detected;
   }
+  MemoryLimit limit;
+  if (options.memoryLimitBytes != 0) {
+    limit = {options.memoryLimitBytes, "the limit set"};
+  } else {
+    limit = availableMemory();
+  }
+  if (const std::size_t estimate = estimatedDataBytes(path); estimate > limit.bytes)
+    return detail::overMemoryLimit(path, estimate, limit);
   if (!options.categorical.empty() && format != DataFormat::kCsv)
     return Status(StatusCode::kInvalidArgument, path + ": categorical columns need a CSV file");
   if (!options.groupColumn.empty() && format != DataFormat::kCsv)
@@ -124,13 +213,14 @@ Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
       spec.labelIndex = -1;
       spec.task = options.task;
       spec.numClasses = options.numClasses;
+      spec.memoryLimit = limit;
       return detail::readCsv(path, spec);
     }
     case DataFormat::kLibsvm: {
       LibsvmOptions o;
       o.featureDim = options.featureDim;
       o.numClasses = options.numClasses;
-      return detail::readLibsvm(path, o, options.task);
+      return detail::readLibsvm(path, o, options.task, limit);
     }
     case DataFormat::kIdx:
       return loadIdxDirectory(path, options);

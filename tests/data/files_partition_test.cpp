@@ -114,3 +114,48 @@ TEST_CASE("a malformed last line leaves no data set, naming path:line", "[load][
   REQUIRE_FALSE(e.isOk());
   CHECK_THAT(e.status().message(), Catch::StartsWith(c + ":1002: "));
 }
+
+TEST_CASE("a file larger than the memory limit is refused, naming the limit", "[load][memory]") {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 2000; ++i)
+    text += std::to_string(i % 2) + " 1:0.5 2:0.25 3:" + std::to_string(i) + "\n";
+  const std::string svm = dir.write("big.libsvm", text);
+  DataOptions options;
+  options.memoryLimitBytes = 10'000;
+  SECTION("before reading, from the file's size") {
+    auto d = loadData(svm, options);
+    REQUIRE_FALSE(d.isOk());
+    CHECK(d.status().code() == StatusCode::kOutOfRange);
+    CHECK_THAT(d.status().message(), Catch::StartsWith(svm + ": the data would take") &&
+                                         Catch::Contains("over the limit of 10000 bytes (the limit set;"));
+  }
+  SECTION("a gzip file by its uncompressed size") {
+    const std::string gz = dir.writeGzip("big.libsvm.gz", std::vector<uint8_t>(text.begin(), text.end()));
+    CHECK(estimatedDataBytes(gz) == text.size());
+    CHECK_THAT(loadData(gz, options).status().message(), Catch::Contains("over the limit"));
+  }
+  SECTION("while reading, at the line where the rows pass it") {
+    // The text (about 40 kB) is within 60 kB, its parsed rows (12 bytes per entry, 16 per
+    // row: about 100 kB) are not.
+    options.memoryLimitBytes = 60'000;
+    auto d = loadData(svm, options);
+    REQUIRE_FALSE(d.isOk());
+    CHECK_THAT(d.status().message(), Catch::StartsWith(svm + ":") && Catch::Contains("over the limit"));
+    std::string csv = "a,b,label\n";
+    for (int i = 0; i < 2000; ++i)
+      csv += "1,2,0\n";
+    options.memoryLimitBytes = 14'000;  // 12 kB of text, 16 kB of floats: passed at row 1750
+    const std::string c = dir.write("big.csv", csv);
+    auto e = loadData(c, options);
+    REQUIRE_FALSE(e.isOk());
+    CHECK_THAT(e.status().message(), Catch::StartsWith(c + ":175") && Catch::Contains("over the limit"));
+  }
+  SECTION("without a limit set, the process's available memory") {
+    const MemoryLimit limit = availableMemory();
+    CHECK(limit.bytes > 0);
+    CHECK(limit.bytes < SIZE_MAX);  // Linux has MemAvailable at least
+    CHECK_FALSE(limit.source.empty());
+    CHECK(loadData(svm).isOk());
+  }
+}

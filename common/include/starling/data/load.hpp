@@ -14,6 +14,7 @@
 // Stateless; any thread may call these.
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,7 +61,30 @@ struct DataOptions {
   // Any other non-numeric field is an error.
   std::vector<std::string> categorical;
   uint32_t categoricalBuckets = 16;
+  // The most bytes the loaded data may take in memory; 0 = what this process may still
+  // allocate (availableMemory()). A file whose estimated size (its decompressed bytes)
+  // exceeds it is refused before it is read, and the text formats (streamed) stop with
+  // an error at the line where the examples read so far pass it. Either way the error
+  // names the limit and where it came from.
+  std::size_t memoryLimitBytes = 0;
 };
+
+// What this process may still allocate, on Linux: the least of MemAvailable
+// (/proc/meminfo), its cgroup v2 memory.max less memory.current (a container's limit),
+// and the soft RLIMIT_AS; `source` says which. SIZE_MAX and "no limit found" when none
+// can be read. Reads /proc and /sys on each call.
+struct MemoryLimit {
+  std::size_t bytes = SIZE_MAX;
+  std::string source = "no limit found";
+};
+MemoryLimit availableMemory();
+
+// The bytes a file's data takes once read, estimated before reading it: its size, or
+// for a gzip file the uncompressed size its trailer records (at least the compressed
+// size). Text becomes binary arrays of about its size (a LIBSVM "12:0.5 " is 8 bytes
+// of index and value; a CSV "0.25," 4 bytes of float); NPY float64 halves. 0 for a
+// directory or a file that cannot be read (the loader reports those).
+std::size_t estimatedDataBytes(const std::string& path);
 
 // "a,b , c" -> {"a", "b", "c"} (names given on a command line; empty items dropped).
 std::vector<std::string> splitList(std::string_view list);

@@ -91,18 +91,29 @@ MemoryLimit availableMemory() {
     while (meminfo >> key >> kib >> unit)
       if (key == "MemAvailable:") consider(kib * 1024, "MemAvailable in /proc/meminfo");
   }
-  // cgroup v2: the line "0::/PATH" of /proc/self/cgroup names this process's group.
+  // The process's memory cgroup: v2 ("0::/PATH" in /proc/self/cgroup, files memory.max
+  // and memory.current) or v1 ("N:memory:/PATH", memory.limit_in_bytes and
+  // memory.usage_in_bytes). In a container the group's directory may be the mount's
+  // root rather than PATH. "max" or a v1 limit of 2^62 or more means none.
+  auto cgroup = [&](const std::string& root, const std::string& path, const char* maxFile, const char* usedFile) {
+    for (const std::string& dir : {root + path, root}) {
+      const std::string max = firstLine(dir + "/" + maxFile);
+      if (max.empty()) continue;
+      if (max == "max") return;
+      const std::size_t cap = std::strtoull(max.c_str(), nullptr, 10);
+      if (cap >= std::size_t(1) << 62) return;
+      const std::size_t used = std::strtoull(firstLine(dir + "/" + usedFile).c_str(), nullptr, 10);
+      consider(cap > used ? cap - used : 0, "the memory cgroup's limit less its usage (" + dir + ")");
+      return;
+    }
+  };
   std::ifstream groups("/proc/self/cgroup");
   for (std::string line; std::getline(groups, line);) {
-    if (!line.starts_with("0::")) continue;
-    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
-    const std::string max = firstLine(dir + "/memory.max");
-    const std::string current = firstLine(dir + "/memory.current");
-    if (max.empty() || max == "max") break;
-    const std::size_t cap = std::strtoull(max.c_str(), nullptr, 10);
-    const std::size_t used = std::strtoull(current.c_str(), nullptr, 10);
-    consider(cap > used ? cap - used : 0, "the cgroup's memory.max less memory.current (" + dir + ")");
-    break;
+    if (line.starts_with("0::")) {
+      cgroup("/sys/fs/cgroup", line.substr(3), "memory.max", "memory.current");
+    } else if (const auto at = line.find(":memory:"); at != std::string::npos) {
+      cgroup("/sys/fs/cgroup/memory", line.substr(at + 8), "memory.limit_in_bytes", "memory.usage_in_bytes");
+    }
   }
   rlimit as{};
   if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)

@@ -70,8 +70,9 @@ struct DataOptions {
 };
 
 // What this process may still allocate, on Linux: the least of MemAvailable
-// (/proc/meminfo), its cgroup v2 memory.max less memory.current (a container's limit),
-// and the soft RLIMIT_AS; `source` says which. SIZE_MAX and "no limit found" when none
+// (/proc/meminfo), its memory cgroup's limit less its usage (a container's limit; v2
+// memory.max and memory.current, or v1 memory.limit_in_bytes and usage_in_bytes), and
+// the soft RLIMIT_AS; `source` says which. SIZE_MAX and "no limit found" when none
 // can be read. Reads /proc and /sys on each call.
 struct MemoryLimit {
   std::size_t bytes = SIZE_MAX;

@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "starling/client/learner.hpp"
 #include "starling/data/idx_select.hpp"
 #include "starling/data/load.hpp"
 #include "starling/data/loaders.hpp"
@@ -330,17 +331,11 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
   for (uint32_t i = 0; i < s.clients; ++i) {
     Client& c = f.clients_[i];
     c.examples = std::move((*parts)[i]);
-    if (s.evalFraction > 0 && c.examples.size() >= 2) {
-      // Federated evaluation: a seeded draw of the client's examples held out of training.
-      std::vector<uint32_t> order = c.examples;
-      std::mt19937_64 draw(s.seed ^ (0xe7a1ull + i));
-      std::shuffle(order.begin(), order.end(), draw);
-      const auto held = std::clamp<std::size_t>(
-          static_cast<std::size_t>(std::llround(s.evalFraction * double(order.size()))), 1, order.size() - 1);
-      c.heldOut.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(held));
-      c.examples.assign(order.begin() + static_cast<std::ptrdiff_t>(held), order.end());
-      std::sort(c.heldOut.begin(), c.heldOut.end());
-      std::sort(c.examples.begin(), c.examples.end());
+    if (s.evalFraction > 0) {
+      // Federated evaluation: the client's held-out draw, as a device makes it.
+      client::HeldOutSplit split = client::splitHeldOut(c.examples, s.evalFraction, s.seed ^ (0xe7a1ull + i));
+      c.heldOut = std::move(split.heldOut);
+      c.examples = std::move(split.kept);
     }
     double relative = 1.0;
     if (!trace.empty()) {

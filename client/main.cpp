@@ -61,18 +61,10 @@ Result<client::DeferredData> planFile(const std::string& path, const data::DataO
                                       const std::string& shardSpec, const std::string& partition, uint64_t seed) {
   auto shard = parseShard(shardSpec);
   if (!shard) return shard.status();
-  data::DataOptions withGroups = dataOptions;
-  if (*shard) withGroups.groupColumn = data::groupColumnOf(partition);
-  auto all = data::loadData(path, withGroups);
-  if (!all) return all.status();
-  std::shared_ptr<data::Dataset> mine;
-  if (!*shard) {
-    mine = std::make_shared<data::Dataset>(std::move(*all));
-  } else {
-    auto parts = data::partitionDataset(*all, (*shard)->second, partition, seed);
-    if (!parts) return parts.status().withContext("--partition");
-    mine = std::make_shared<data::Dataset>(all->subset((*parts)[(*shard)->first]));
-  }
+  auto loaded = *shard ? data::loadDataShard(path, dataOptions, (*shard)->first, (*shard)->second, partition, seed)
+                       : data::loadData(path, dataOptions);
+  if (!loaded) return loaded.status();
+  auto mine = std::make_shared<data::Dataset>(std::move(*loaded));
   client::DeferredData out;
   out.numExamples = mine->size();
   out.load = [mine]() -> Result<data::Dataset> { return std::move(*mine); };

@@ -104,4 +104,28 @@ Result<FilesPartition> loadFilesPartition(const std::string& dir, std::size_t nu
   return out;
 }
 
+Result<Dataset> loadDataShard(const std::string& path, const DataOptions& options, std::size_t index, std::size_t count,
+                              std::string_view partition, uint64_t seed) {
+  if (const std::string dir = filesDirOf(partition); !dir.empty()) {
+    if (!path.empty())
+      return Status(StatusCode::kInvalidArgument,
+                    "partition files:DIR takes shard I from the I-th file of DIR; no data path is used");
+    if (count == 0) return Status(StatusCode::kInvalidArgument, "partition files:DIR needs a shard I of N");
+    auto file = clientFileOf(dir, index, count);
+    if (!file) return file.status().withContext("partition");
+    return loadData(*file, options);
+  }
+  if (count == 0) return loadData(path, options);
+  if (index >= count)
+    return Status(StatusCode::kInvalidArgument,
+                  "shard " + std::to_string(index) + " of " + std::to_string(count) + " does not exist");
+  DataOptions withGroups = options;
+  withGroups.groupColumn = groupColumnOf(partition);
+  auto all = loadData(path, withGroups);
+  if (!all) return all.status();
+  auto parts = partitionDataset(*all, count, partition, seed);
+  if (!parts) return parts.status().withContext("partition");
+  return all->subset((*parts)[index]);
+}
+
 }  // namespace starling::data

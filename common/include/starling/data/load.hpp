@@ -125,4 +125,12 @@ struct FilesPartition {
 Result<FilesPartition> loadFilesPartition(const std::string& dir, std::size_t numClients,
                                           const DataOptions& options = {});
 
+// Shard `index` of `count` of a data file, cut as starling-client --shard I/N
+// --partition SPEC cuts it (and the C API's set_data_file_ex): count 0 keeps all of
+// path; "files:DIR" reads file `index` of DIR (clientFileOf; path must be empty);
+// "by-column:NAME" loads NAME as the groups (options.groupColumn); any other spec goes
+// to partitionDataset with seed. Errors name the path or the partition.
+Result<Dataset> loadDataShard(const std::string& path, const DataOptions& options, std::size_t index, std::size_t count,
+                              std::string_view partition, uint64_t seed);
+
 }  // namespace starling::data

@@ -14,6 +14,7 @@
 #include "starling/data/loaders.hpp"
 #include "starling/data/partition.hpp"
 #include "starling/model/model.hpp"
+#include "starling/onnx/onnx.hpp"
 
 #include "sim.hpp"
 
@@ -287,11 +288,25 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
     f.test_ = std::move(sets->second);
   }
 
-  auto resolved = model::resolveSpec(modelSpec, options.task, f.train_.featureDim(), f.train_.numClasses(), huberDelta);
+  Result<std::string> resolved = std::string();
+  if (modelSpec.starts_with("onnx:")) {
+    // The architecture and the round-0 weights from an ONNX file, as the coordinator
+    // reads task.model = "onnx:PATH".
+    auto imported = onnxio::importOnnx(modelSpec.substr(5));
+    if (!imported) return imported.status().withContext("task.model");
+    resolved =
+        onnxio::resolveImported(*imported, options.task, f.train_.featureDim(), f.train_.numClasses(), huberDelta);
+    f.initialModel_ = std::move(imported->params);
+  } else {
+    resolved = model::resolveSpec(modelSpec, options.task, f.train_.featureDim(), f.train_.numClasses(), huberDelta);
+  }
   if (!resolved) return resolved.status().withContext("model spec");
   f.modelSpec_ = *resolved;
   auto model = model::Model::fromSpec(f.modelSpec_);
   if (!model) return model.status().withContext("model spec");
+  if (!f.initialModel_.empty() && f.initialModel_.size() != model->params().size())
+    return Status(StatusCode::kInternal, fmt::format("{}: {} weights for a model of {}", modelSpec,
+                                                     f.initialModel_.size(), model->params().size()));
   f.flopsPerExample_ = s.flopsPerExample;
   if (f.flopsPerExample_ <= 0) {
     // One multiply-add per weight per example: exact for dense layers, a lower bound

@@ -166,6 +166,9 @@ class Fleet {
  public:
   // Loads the data and builds the clients. The model spec fixes the cost model.
   // A short spec ("linear", "mlp:hidden:64") is completed from the data (modelSpec()).
+  // "onnx:PATH" imports an ONNX file as the coordinator does (onnxio::importOnnx, its
+  // spec resolved against the training data): its weights are the round-0 model
+  // (initialModel()).
   static Result<Fleet> create(const SimSettings& settings, const std::string& modelSpec,
                               const data::DataOptions& dataOptions = {}, float huberDelta = 0);
 
@@ -183,6 +186,9 @@ class Fleet {
   const SimSettings& settings() const { return settings_; }
   // The model spec completed from the data and checked against it (model::resolveSpec).
   const std::string& modelSpec() const { return modelSpec_; }
+  // The round-0 model an ONNX file gave, in modelSpec()'s layout; empty when the model
+  // is initialized from the task's seed.
+  const std::vector<float>& initialModel() const { return initialModel_; }
   const data::Dataset& train() const { return train_; }
   const data::Dataset& test() const { return test_; }
   const std::vector<Client>& clients() const { return clients_; }
@@ -193,6 +199,7 @@ class Fleet {
  private:
   SimSettings settings_;
   std::string modelSpec_;
+  std::vector<float> initialModel_;
   data::Dataset train_;
   data::Dataset test_;
   std::vector<Client> clients_;

@@ -102,7 +102,7 @@ class Run {
   int64_t nowMs() const { return nowUs_ / 1000; }
 
   const Fleet& fleet_;
-  const Strategy& strategy_;
+  Strategy strategy_;  // a copy: an imported round-0 model turns clientsInitialize off
   const SimSettings& s() const { return fleet_.settings(); }
   std::unique_ptr<coordinator::RoundEngine> engine_;
   std::optional<model::Model> evalModel_;
@@ -342,11 +342,18 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   const auto wallStart = std::chrono::steady_clock::now();
   onRound_ = onRound;
   result_.name = strategy_.name;
-  const Strategy& dc = strategy_;
+  Strategy& dc = strategy_;
   STARLING_RETURN_IF_ERROR(coordinator::validateTask(dc.engine, dc.task));
   auto model = model::Model::fromSpec(dc.task.model);
   if (!model) return model.status().withContext("model spec");
-  model->initialize(dc.task.initSeed);
+  if (fleet_.initialModel().empty()) {
+    model->initialize(dc.task.initSeed);
+  } else {
+    // An imported model's weights: clients cannot build them from a seed, so they get
+    // them dense, as from the coordinator.
+    std::copy(fleet_.initialModel().begin(), fleet_.initialModel().end(), model->params().begin());
+    dc.engine.clientsInitialize = false;
+  }
   auto engine = coordinator::RoundEngine::create(dc.engine, {model->params().begin(), model->params().end()});
   if (!engine) return engine.status().withContext("strategy '" + strategy_.name + "'");
   engine_ = std::move(*engine);

@@ -228,16 +228,22 @@ void Dataset::gather(std::span<const uint32_t> idx, std::span<float> out) const 
   }
 }
 
-Dataset Dataset::subset(std::span<const uint32_t> idx) const {
+Dataset Dataset::emptyLike() const {
   Dataset d;
   d.featureDim_ = featureDim_;
   d.numClasses_ = numClasses_;
   d.scale_ = scale_;
   d.shape_ = shape_;
+  d.sparse_ = sparse_;
+  d.regression_ = regression_;
+  return d;
+}
+
+Dataset Dataset::subset(std::span<const uint32_t> idx) const {
+  Dataset d = emptyLike();
   d.labels_.reserve(idx.size());
   const std::size_t dim = featureDim_;
   if (sparse_) {
-    d.sparse_ = true;
     d.offsets_.reserve(idx.size() + 1);
     d.offsets_.push_back(0);
     for (uint32_t i : idx) {
@@ -264,7 +270,6 @@ Dataset Dataset::subset(std::span<const uint32_t> idx) const {
   }
   for (uint32_t i : idx)
     d.labels_.push_back(labels_[i]);
-  d.regression_ = regression_;
   if (regression_) {
     d.targets_.reserve(idx.size());
     for (uint32_t i : idx)
@@ -297,13 +302,7 @@ Result<Dataset> Dataset::concat(std::span<const Dataset> parts) {
                      ")");
     if (d.groups_.empty() != first.groups_.empty()) return differs("having groups");
   }
-  Dataset out;
-  out.featureDim_ = first.featureDim_;
-  out.numClasses_ = first.numClasses_;
-  out.scale_ = first.scale_;
-  out.shape_ = first.shape_;
-  out.sparse_ = first.sparse_;
-  out.regression_ = first.regression_;
+  Dataset out = first.emptyLike();
   if (out.sparse_) out.offsets_.push_back(0);
   uint32_t groupBase = 0;
   for (const Dataset& d : parts) {

@@ -111,6 +111,9 @@ class Dataset {
   std::size_t memoryBytes() const;
 
  private:
+  // No examples, the rest (dimensions, classes, scale, shape, storage kind) as this one.
+  Dataset emptyLike() const;
+
   std::vector<uint8_t> bytes_;  // when stored as bytes
   std::vector<float> floats_;   // when stored as floats
   // When stored as CSR (sparse_): row i is [offsets_[i], offsets_[i + 1]) of indices_

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,7 +82,10 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
   std::vector<float> values;
   std::vector<int64_t> rawLabels;
   LabelStats stats;
-  std::size_t maxIndex = 0;  // 1-based, as in the file
+  std::size_t maxIndex = 0;                               // 1-based, as in the file
+  std::map<std::string, uint32_t, std::less<>> groupIds;  // in order of first appearance
+  std::vector<uint32_t> groups;
+  const std::string groupPrefix = options.groupName + ":";
 
   detail::BlockLines cursor(*reader);
   std::string_view line;
@@ -98,6 +102,18 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
       if (!label) return lineError(path, cursor.number(), "label " + detail::quoted(labelToken) + " is not an integer");
       stats.add(*label, cursor.number());
       rawLabels.push_back(*label);
+    }
+    if (!options.groupName.empty()) {
+      const std::string_view token = nextToken(rest);
+      if (!token.starts_with(groupPrefix) || token.size() == groupPrefix.size())
+        return lineError(path, cursor.number(),
+                         "expected the group " + detail::quoted(groupPrefix + "VALUE") +
+                             " after the label (partition by-column:" + options.groupName + "), found " +
+                             (token.empty() ? std::string("nothing") : detail::quoted(token)));
+      const std::string_view value = token.substr(groupPrefix.size());
+      auto at = groupIds.find(value);
+      if (at == groupIds.end()) at = groupIds.emplace(std::string(value), static_cast<uint32_t>(groupIds.size())).first;
+      groups.push_back(at->second);
     }
     rowStart.push_back(indices.size());
     const std::size_t held =
@@ -202,10 +218,11 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
   if (dim > (std::size_t(1) << 32))
     return Status(StatusCode::kInvalidArgument, path + ": featureDim " + std::to_string(dim) +
                                                     " exceeds the 2^32 features a sparse data set can index");
-  if (byTask) return collector.buildSparse(std::move(rowStart), std::move(indices), std::move(values), dim, path);
-  auto dataset = Dataset::fromSparse(std::move(rowStart), std::move(indices), std::move(values), std::move(labels), dim,
-                                     numClasses);
-  if (!dataset) return dataset.status().withContext(path);
+  auto dataset = byTask ? collector.buildSparse(std::move(rowStart), std::move(indices), std::move(values), dim, path)
+                        : Dataset::fromSparse(std::move(rowStart), std::move(indices), std::move(values),
+                                              std::move(labels), dim, numClasses);
+  if (!dataset) return byTask ? dataset.status() : dataset.status().withContext(path);
+  if (!options.groupName.empty()) STARLING_RETURN_IF_ERROR(dataset->withGroups(std::move(groups)));
   return dataset;
 }
 

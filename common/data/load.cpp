@@ -210,9 +210,9 @@ Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
     return detail::overMemoryLimit(path, estimate, limit);
   if (!options.categorical.empty() && format != DataFormat::kCsv)
     return Status(StatusCode::kInvalidArgument, path + ": categorical columns need a CSV file");
-  if (!options.groupColumn.empty() && format != DataFormat::kCsv)
-    return Status(StatusCode::kInvalidArgument,
-                  path + ": a group column ('" + options.groupColumn + "', partition by-column) needs a CSV file");
+  if (!options.groupColumn.empty() && format != DataFormat::kCsv && format != DataFormat::kLibsvm)
+    return Status(StatusCode::kInvalidArgument, path + ": a group column ('" + options.groupColumn +
+                                                    "', partition by-column) needs a CSV or LIBSVM file");
   switch (format) {
     case DataFormat::kCsv: {
       detail::CsvSpec spec;
@@ -231,6 +231,7 @@ Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
       LibsvmOptions o;
       o.featureDim = options.featureDim;
       o.numClasses = options.numClasses;
+      o.groupName = options.groupColumn;
       return detail::readLibsvm(path, o, options.task, limit);
     }
     case DataFormat::kIdx:

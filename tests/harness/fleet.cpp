@@ -48,7 +48,9 @@ Result<std::pair<data::Dataset, data::Dataset>> loadFiles(const SimSettings& s, 
   if (!all) return all.status().withContext("sim.data");
   data::Dataset train, test;
   if (!s.testData.empty()) {
-    auto t = data::loadData(s.testData, options);
+    data::DataOptions noGroups = options;  // the test set is not partitioned
+    noGroups.groupColumn.clear();
+    auto t = data::loadData(s.testData, noGroups);
     if (!t) return t.status().withContext("sim.test-data");
     if (t->featureDim() != all->featureDim())
       return Status(StatusCode::kInvalidArgument,

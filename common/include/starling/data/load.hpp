@@ -52,7 +52,8 @@ struct DataOptions {
   // IDX directory: false reads the train split (train-*), true the test split (t10k-*).
   bool test = false;
   // CSV with a header: this column is not a feature but each example's group
-  // (Dataset::groups(), for the partition "by-column:NAME"); "" = none. Other formats
+  // (Dataset::groups(), for the partition "by-column:NAME"); LIBSVM: the token
+  // "NAME:VALUE" after each label (LibsvmOptions::groupName); "" = none. Other formats
   // refuse it.
   std::string groupColumn;
   // CSV with a header: these columns hold categories (any text), each encoded as

@@ -21,7 +21,8 @@
 //   next window's start it joins again holding the model it had.
 //
 // Memory: a virtual client holds its example indices, link and speed figures, a few
-// counters and a client::Learner in borrowed-base mode (the devices' local round,
+// counters (under federated evaluation, from its first evaluation on, a copy of its
+// held-out examples) and a client::Learner in borrowed-base mode (the devices' local round,
 // trained from the engine's model). Training runs one client at a time, building a
 // Trainer over that client's examples for the round; the client's sampler (score
 // table and variance-reduction estimate) carries from one round to its next, as on a

@@ -60,6 +60,10 @@ struct ClientState {
   // client trains the next) and its uplink memory (dropped, least recently used first,
   // past SimSettings::efClients). Made at its first assignment.
   std::unique_ptr<client::Learner> learner;
+  // Its held-out examples, copied out of the training set at its first evaluation and
+  // kept (Model::evaluate reads a whole Dataset, not rows of one): the copies of all
+  // clients together are sim.eval-fraction of the training set, once.
+  std::optional<data::Dataset> heldOut;
   std::list<std::size_t>::iterator lru;  // while its Learner holds a memory
   std::optional<coordinator::IncomingUpdate> inFlight;
   uint64_t inFlightFrameBytes = 0;
@@ -161,9 +165,12 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
     c.learner = std::make_unique<client::Learner>(task_, lo);
   }
   if (task_->errorFeedback()) useMemory(i);
-  std::optional<data::Dataset> heldOut;
-  if (a.evaluate && !fc.heldOut.empty()) heldOut.emplace(fleet_.train().subset(fc.heldOut));
-  auto update = c.learner->train(a, engine_->model(), shard, heldOut ? &*heldOut : nullptr);
+  const data::Dataset* heldOut = nullptr;
+  if (a.evaluate && !fc.heldOut.empty()) {
+    if (!c.heldOut) c.heldOut.emplace(fleet_.train().subset(fc.heldOut));
+    heldOut = &*c.heldOut;
+  }
+  auto update = c.learner->train(a, engine_->model(), shard, heldOut);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)

@@ -348,27 +348,73 @@ int starling_client_set_data_f32_targets(starling_client* client, const float* f
   });
 }
 
+void starling_client_data_options_init(starling_client_data_options* options) {
+  if (options == nullptr) return;
+  *options = starling_client_data_options{};
+  options->struct_size = sizeof(starling_client_data_options);
+  options->header = -1;
+  options->categorical_buckets = 16;
+  options->partition_seed = 1;
+}
+
 int starling_client_set_data_file(starling_client* client, const char* path, const char* format, const char* label,
                                   const char* task) {
+  starling_client_data_options options;
+  starling_client_data_options_init(&options);
+  options.format = format;
+  options.label = label;
+  options.task = task;
+  return starling_client_set_data_file_ex(client, path, &options);
+}
+
+int starling_client_set_data_file_ex(starling_client* client, const char* path,
+                                     const starling_client_data_options* given) {
   if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
   return guarded(client, [&]() -> int {
     if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
-    if (path == nullptr) return client->fail(STARLING_ERR_INVALID_ARGUMENT, "path must not be NULL");
+    starling_client_data_options o;
+    starling_client_data_options_init(&o);
+    if (given != nullptr) {
+      // This version's struct is the only one so far; later ones append fields.
+      if (given->struct_size != sizeof(starling_client_data_options))
+        return client->fail(STARLING_ERR_INVALID_ARGUMENT, "options.struct_size is " +
+                                                               std::to_string(given->struct_size) + ", not " +
+                                                               std::to_string(sizeof(starling_client_data_options)) +
+                                                               " (call starling_client_data_options_init first)");
+      o = *given;
+    }
+    const std::string partition = o.partition == nullptr ? "iid" : o.partition;
+    const bool files = !data::filesDirOf(partition).empty();
+    if (path == nullptr && !files) return client->fail(STARLING_ERR_INVALID_ARGUMENT, "path must not be NULL");
     data::DataOptions options;
-    const std::string formatName = format == nullptr ? "auto" : format;
+    const std::string formatName = o.format == nullptr ? "auto" : o.format;
     const auto parsedFormat = data::parseDataFormat(formatName);
     if (!parsedFormat)
       return client->fail(STARLING_ERR_INVALID_ARGUMENT,
                           "format '" + formatName + "' is not one of auto, csv, libsvm, npy, npz, idx");
     options.format = *parsedFormat;
-    const std::string taskName = task == nullptr ? "classification" : task;
+    const std::string taskName = o.task == nullptr ? "classification" : o.task;
     const auto kind = data::parseTaskKind(taskName);
     if (!kind)
       return client->fail(STARLING_ERR_INVALID_ARGUMENT,
                           "task '" + taskName + "' is not one of classification, binary, regression");
     options.task = *kind;
-    options.label = label == nullptr ? "" : label;
-    return setData(client, data::loadData(path, options), "the data file");
+    options.label = o.label == nullptr ? "" : o.label;
+    if (o.header < -1 || o.header > 1)
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT,
+                          "options.header is " + std::to_string(o.header) + ", not -1 (detect), 0 or 1");
+    if (o.header >= 0) options.header = o.header == 1;
+    if (o.categorical != nullptr) options.categorical = data::splitList(o.categorical);
+    if (o.categorical_buckets < 1 || o.categorical_buckets > (1u << 20))
+      return client->fail(
+          STARLING_ERR_INVALID_ARGUMENT,
+          "options.categorical_buckets is " + std::to_string(o.categorical_buckets) + ", not in 1 .. 1048576");
+    options.categoricalBuckets = o.categorical_buckets;
+    options.memoryLimitBytes = static_cast<std::size_t>(o.memory_limit_bytes);
+    return setData(client,
+                   data::loadDataShard(path == nullptr ? "" : path, options, o.shard_index, o.shard_count, partition,
+                                       o.partition_seed),
+                   "the data file");
   });
 }
 

@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <random>
 
 #include "starling/client/replay.hpp"
 #include "starling/compression/precision.hpp"
@@ -25,6 +27,29 @@ uint64_t clientSeed(uint64_t seed, std::string_view clientId) {
   for (char ch : clientId)
     seed = mix(seed, static_cast<unsigned char>(ch));
   return seed;
+}
+
+std::size_t heldOutCount(std::size_t n, double fraction) {
+  if (!(fraction > 0) || n < 2) return 0;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(fraction * double(n))), 1, n - 1);
+}
+
+HeldOutSplit splitHeldOut(std::span<const uint32_t> rows, double fraction, uint64_t seed) {
+  HeldOutSplit out;
+  const std::size_t held = heldOutCount(rows.size(), fraction);
+  if (held == 0) {
+    out.kept.assign(rows.begin(), rows.end());
+    std::sort(out.kept.begin(), out.kept.end());
+    return out;
+  }
+  std::vector<uint32_t> order(rows.begin(), rows.end());
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  out.heldOut.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(held));
+  out.kept.assign(order.begin() + static_cast<std::ptrdiff_t>(held), order.end());
+  std::sort(out.heldOut.begin(), out.heldOut.end());
+  std::sort(out.kept.begin(), out.kept.end());
+  return out;
 }
 
 // ---- LearnerTask ---------------------------------------------------------------

@@ -61,18 +61,10 @@ Result<client::DeferredData> planFile(const std::string& path, const data::DataO
                                       const std::string& shardSpec, const std::string& partition, uint64_t seed) {
   auto shard = parseShard(shardSpec);
   if (!shard) return shard.status();
-  data::DataOptions withGroups = dataOptions;
-  if (*shard) withGroups.groupColumn = data::groupColumnOf(partition);
-  auto all = data::loadData(path, withGroups);
-  if (!all) return all.status();
-  std::shared_ptr<data::Dataset> mine;
-  if (!*shard) {
-    mine = std::make_shared<data::Dataset>(std::move(*all));
-  } else {
-    auto parts = data::partitionDataset(*all, (*shard)->second, partition, seed);
-    if (!parts) return parts.status().withContext("--partition");
-    mine = std::make_shared<data::Dataset>(all->subset((*parts)[(*shard)->first]));
-  }
+  auto loaded = *shard ? data::loadDataShard(path, dataOptions, (*shard)->first, (*shard)->second, partition, seed)
+                       : data::loadData(path, dataOptions);
+  if (!loaded) return loaded.status();
+  auto mine = std::make_shared<data::Dataset>(std::move(*loaded));
   client::DeferredData out;
   out.numExamples = mine->size();
   out.load = [mine]() -> Result<data::Dataset> { return std::move(*mine); };
@@ -159,12 +151,17 @@ int main(int argc, char** argv) {
                  "CSV columns of categories, comma-separated: each one-hot over hashed buckets (same on every client)");
   app.add_option("--categorical-buckets", categoricalBuckets, "hashed one-hot slots per categorical column")
       ->check(CLI::Range(1u, 1u << 20));
+  std::size_t dataMemoryLimit = 0;
+  app.add_option("--data-memory-limit", dataMemoryLimit,
+                 "most bytes the loaded data may take; a larger file is refused before it is read (0 = the memory "
+                 "this process may still allocate: MemAvailable, the cgroup's memory.max, ulimit -v)");
   app.add_option("--task", task,
                  "classification, binary or regression: how the labels are read (must match the coordinator's task)");
   app.add_option("--shard", shardSpec, "train on shard I of N of the training set, as I/N (default: all of it)");
   app.add_option("--partition", partition,
-                 "how shards are cut: iid, dirichlet:ALPHA, classes:K or by-column:NAME (a CSV column, e.g. a user id: "
-                 "whole groups per shard, not a feature)");
+                 "how shards are cut: iid, dirichlet:ALPHA, classes:K, by-column:NAME (a CSV column, e.g. a user id: "
+                 "whole groups per shard, not a feature) or files:DIR (shard I is the I-th data file of DIR by name; "
+                 "no --data)");
   app.add_option("--partition-seed", partitionSeed, "seed of the partition (the same on every client)");
   app.add_option("--seed", seed, "seed of local randomness (sampling, reconnect jitter)");
   double evalFraction = 0;
@@ -178,6 +175,18 @@ int main(int argc, char** argv) {
   // One malloc arena: the data loader's thread would otherwise get an arena of its own,
   // whose freed pages the training thread cannot reuse (about 0.7 MiB more peak RSS).
   mallopt(M_ARENA_MAX, 1);
+  if (const std::string filesDir = data::filesDirOf(partition); !filesDir.empty()) {
+    // One file per client: shard I is file I, read whole.
+    if (!dataDir.empty())
+      return fail("--data is not used with --partition files:DIR (shard I is the I-th file of DIR)");
+    auto shard = parseShard(shardSpec);
+    if (!shard) return fail(shard.status().message());
+    if (!*shard) return fail("--partition files:DIR needs --shard I/N");
+    auto file = data::clientFileOf(filesDir, (*shard)->first, (*shard)->second);
+    if (!file) return fail("--partition: " + file.status().message());
+    dataDir = *file;
+    shardSpec.clear();
+  }
 
   auto log = makeLogger(id.empty() ? "client" : id, logLevel);
   if (!log) return fail(log.status().message());
@@ -224,6 +233,7 @@ int main(int argc, char** argv) {
   dataOptions.label = label;
   dataOptions.categorical = data::splitList(categorical);
   dataOptions.categoricalBuckets = categoricalBuckets;
+  dataOptions.memoryLimitBytes = dataMemoryLimit;
   auto detected = dataOptions.format == data::DataFormat::kAuto ? data::detectFormat(dataDir)
                                                                 : Result<data::DataFormat>(dataOptions.format);
   if (!detected) return fail(detected.status().message());

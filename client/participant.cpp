@@ -61,28 +61,16 @@ Status Participant::finishLoading() {
   return Status::ok();
 }
 
-std::size_t heldOutCount(std::size_t n, double fraction) {
-  if (!(fraction > 0) || n < 2) return 0;
-  return std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(fraction * double(n))), 1, n - 1);
-}
-
 void Participant::holdOut() {
   if (heldOutDone_) return;
   heldOutDone_ = true;
-  const std::size_t held = heldOutCount(shard_->size(), options_.evalFraction);
-  if (held == 0) return;
-  // A seeded draw of round(fraction x n) examples, at least one, leaving at least one.
-  std::vector<uint32_t> order(shard_->size());
-  for (uint32_t i = 0; i < order.size(); ++i)
-    order[i] = i;
-  std::mt19937_64 rng(seed_ ^ 0xe7a1u);
-  std::shuffle(order.begin(), order.end(), rng);
-  std::vector<uint32_t> evalRows(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(held));
-  std::vector<uint32_t> trainRows(order.begin() + static_cast<std::ptrdiff_t>(held), order.end());
-  std::sort(evalRows.begin(), evalRows.end());
-  std::sort(trainRows.begin(), trainRows.end());
-  heldOut_.emplace(shard_->subset(evalRows));
-  trainPart_.emplace(shard_->subset(trainRows));
+  if (heldOutCount(shard_->size(), options_.evalFraction) == 0) return;
+  std::vector<uint32_t> rows(shard_->size());
+  for (uint32_t i = 0; i < rows.size(); ++i)
+    rows[i] = i;
+  const HeldOutSplit split = splitHeldOut(rows, options_.evalFraction, seed_ ^ 0xe7a1u);
+  heldOut_.emplace(shard_->subset(split.heldOut));
+  trainPart_.emplace(shard_->subset(split.kept));
   shard_ = &*trainPart_;
   owned_.reset();  // the parts are copies
   learner_.setHeldOut(&*heldOut_);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "starling/compression/precision.hpp"
+#include "starling/coordinator/report.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/onnx/onnx.hpp"
 #include "starling/util/checksum.hpp"
@@ -34,12 +35,7 @@ EvaluationRecord evaluationRecord(const model::Metrics& m) {
 
 // "accuracy 86.12%", "accuracy 91.20% auc 0.9561" or "rmse 0.4123 r2 0.871".
 std::string evaluationText(const model::Metrics& m) {
-  std::string out;
-  auto add = [&](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
-  if (m.accuracy) add(fmt::format("accuracy {:.2f}%", 100 * *m.accuracy));
-  if (m.auc) add(fmt::format("auc {:.4f}", *m.auc));
-  if (m.rmse) add(fmt::format("rmse {:.4g}", *m.rmse));
-  if (m.r2) add(fmt::format("r2 {:.3f}", *m.r2));
+  const std::string out = testFiguresText({m.accuracy, m.auc, m.rmse, m.r2}, "accuracy ");
   return out.empty() ? fmt::format("test loss {:.4f}", m.loss) : out;
 }
 

@@ -233,6 +233,54 @@ STARLING_CLIENT_API int starling_client_set_data_f32_targets(starling_client* cl
 STARLING_CLIENT_API int starling_client_set_data_file(starling_client* client, const char* path, const char* format,
                                                       const char* label, const char* task);
 
+/*
+ * The options of starling_client_set_data_file_ex(), as starling-client's data flags.
+ * Fill starling_client_data_options_init()'s defaults in, then set what you need. Later
+ * versions of the library may append fields: struct_size (set by init) tells the
+ * library which fields this caller's struct has, so a program built against this
+ * header keeps working with a newer library. Strings are copied; NULL means "not given".
+ */
+typedef struct starling_client_data_options {
+  /* sizeof(starling_client_data_options) as the caller was compiled; set by init. */
+  size_t struct_size;
+  /* As in starling_client_set_data_file(). */
+  const char* format;
+  const char* label;
+  const char* task;
+  /* CSV: the first row names the columns: 1 yes, 0 no, -1 (default) detect. */
+  int header;
+  /* CSV: columns holding categories, comma-separated header names ("city, device");
+   * each is one-hot over categorical_buckets hashed slots (FNV-1a: the same slot on
+   * every client). Default NULL (none). */
+  const char* categorical;
+  /* Hashed slots per categorical column, 1 .. 2^20. Default 16. */
+  uint32_t categorical_buckets;
+  /* Keep shard shard_index of shard_count (0 = the whole file), cut by partition:
+   * "iid" (the default when NULL), "dirichlet:ALPHA", "classes:K", "by-column:NAME"
+   * (a CSV column, e.g. a user id, read as groups: whole groups per shard, not a
+   * feature) or "files:DIR" (shard I is the I-th data file of DIR by name; path must
+   * then be NULL). partition_seed seeds it; every client of a federation gives the
+   * same. Defaults 0, 0, NULL, 1. */
+  uint32_t shard_index;
+  uint32_t shard_count;
+  const char* partition;
+  uint64_t partition_seed;
+  /* Most bytes the data may take in memory; a larger file is refused before it is
+   * read. 0 (default) = what the process may still allocate. */
+  uint64_t memory_limit_bytes;
+} starling_client_data_options;
+
+/* Sets every field of *options to its default. Any thread. */
+STARLING_CLIENT_API void starling_client_data_options_init(starling_client_data_options* options);
+/*
+ * starling_client_set_data_file() with the options above (NULL options = the
+ * defaults). STARLING_ERR_INVALID_ARGUMENT for an options struct whose struct_size is
+ * not one this library knows (init not called), or an option out of range; errors in
+ * the file name the file and line.
+ */
+STARLING_CLIENT_API int starling_client_set_data_file_ex(starling_client* client, const char* path,
+                                                         const starling_client_data_options* options);
+
 /* Examples in the current data set (0 before any set_data). Owner thread. */
 STARLING_CLIENT_API size_t starling_client_data_size(const starling_client* client);
 

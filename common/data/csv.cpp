@@ -104,14 +104,10 @@ namespace detail {
 Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
   LabelCollector labels(spec.task, spec.numClasses);
   STARLING_RETURN_IF_ERROR(labels.checkOptions(path));
-  std::string text;
-  {
-    auto reader = FileReader::open(path);
-    if (!reader) return reader.status();
-    STARLING_RETURN_IF_ERROR(reader->readAll(text));
-  }
-
-  LineCursor cursor(text);
+  auto reader = FileReader::open(path);
+  if (!reader) return reader.status();
+  // Streamed: memory holds a block of text and the parsed rows, never the whole file.
+  BlockLines cursor(*reader);
   std::string_view line;
   std::vector<std::string> fields;
   std::size_t count = 0;
@@ -207,16 +203,14 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
         if (f == labelIndex || (groupIndex && f == *groupIndex)) continue;
         featureDim += !isCategorical.empty() && isCategorical[f] ? spec.buckets : 1;
       }
-      // Lines bound the rows, so features are allocated once (blank lines aside).
-      const std::size_t maxRows = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
-      features.reserve(maxRows * featureDim);
-      labels.reserve(maxRows);
       if (isHeader) continue;
     } else if (count != expectedFields) {
       return lineError(path, cursor.number(),
                        "expected " + std::to_string(expectedFields) + " fields, found " + std::to_string(count));
     }
 
+    if (const std::size_t held = (features.size() + featureDim + 2) * sizeof(float); held > spec.memoryLimit.bytes)
+      return overMemoryLimit(path + ":" + std::to_string(cursor.number()), held, spec.memoryLimit);
     if (Status s = labels.addText(fields[labelIndex]); !s) {
       return lineError(path, cursor.number(), "field " + std::to_string(labelIndex + 1) + ": " + s.message());
     }
@@ -249,6 +243,7 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
     }
   }
 
+  STARLING_RETURN_IF_ERROR(cursor.status());
   if (labels.size() == 0) return Status(StatusCode::kMalformed, path + ": no data rows");
   auto built = labels.build(std::move(features), featureDim, {}, path);
   if (built && groupIndex) STARLING_RETURN_IF_ERROR(built->withGroups(std::move(groups)));

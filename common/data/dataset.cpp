@@ -228,16 +228,22 @@ void Dataset::gather(std::span<const uint32_t> idx, std::span<float> out) const 
   }
 }
 
-Dataset Dataset::subset(std::span<const uint32_t> idx) const {
+Dataset Dataset::emptyLike() const {
   Dataset d;
   d.featureDim_ = featureDim_;
   d.numClasses_ = numClasses_;
   d.scale_ = scale_;
   d.shape_ = shape_;
+  d.sparse_ = sparse_;
+  d.regression_ = regression_;
+  return d;
+}
+
+Dataset Dataset::subset(std::span<const uint32_t> idx) const {
+  Dataset d = emptyLike();
   d.labels_.reserve(idx.size());
   const std::size_t dim = featureDim_;
   if (sparse_) {
-    d.sparse_ = true;
     d.offsets_.reserve(idx.size() + 1);
     d.offsets_.push_back(0);
     for (uint32_t i : idx) {
@@ -264,7 +270,6 @@ Dataset Dataset::subset(std::span<const uint32_t> idx) const {
   }
   for (uint32_t i : idx)
     d.labels_.push_back(labels_[i]);
-  d.regression_ = regression_;
   if (regression_) {
     d.targets_.reserve(idx.size());
     for (uint32_t i : idx)
@@ -276,6 +281,49 @@ Dataset Dataset::subset(std::span<const uint32_t> idx) const {
       d.groups_.push_back(groups_[i]);
   }
   return d;
+}
+
+Result<Dataset> Dataset::concat(std::span<const Dataset> parts) {
+  if (parts.empty()) return Status(StatusCode::kInvalidArgument, "nothing to concatenate");
+  const Dataset& first = parts[0];
+  for (std::size_t p = 1; p < parts.size(); ++p) {
+    const Dataset& d = parts[p];
+    auto differs = [&](const std::string& what) {
+      return Status(StatusCode::kInvalidArgument, "part " + std::to_string(p) + " differs from part 0 in " + what);
+    };
+    if (d.sparse_ != first.sparse_ || d.bytes_.empty() != first.bytes_.empty())
+      return differs("how its features are stored");
+    if (d.featureDim_ != first.featureDim_)
+      return differs("its features (" + std::to_string(d.featureDim_) + ", not " + std::to_string(first.featureDim_) +
+                     ")");
+    if (d.regression_ != first.regression_) return differs("its task (regression or not)");
+    if (d.numClasses_ != first.numClasses_)
+      return differs("its classes (" + std::to_string(d.numClasses_) + ", not " + std::to_string(first.numClasses_) +
+                     ")");
+    if (d.groups_.empty() != first.groups_.empty()) return differs("having groups");
+  }
+  Dataset out = first.emptyLike();
+  if (out.sparse_) out.offsets_.push_back(0);
+  uint32_t groupBase = 0;
+  for (const Dataset& d : parts) {
+    out.bytes_.insert(out.bytes_.end(), d.bytes_.begin(), d.bytes_.end());
+    out.floats_.insert(out.floats_.end(), d.floats_.begin(), d.floats_.end());
+    if (out.sparse_) {
+      const uint64_t base = out.indices_.size();
+      for (std::size_t r = 1; r < d.offsets_.size(); ++r)
+        out.offsets_.push_back(base + d.offsets_[r]);
+      out.indices_.insert(out.indices_.end(), d.indices_.begin(), d.indices_.end());
+    }
+    out.labels_.insert(out.labels_.end(), d.labels_.begin(), d.labels_.end());
+    out.targets_.insert(out.targets_.end(), d.targets_.begin(), d.targets_.end());
+    uint32_t most = 0;
+    for (uint32_t g : d.groups_) {
+      out.groups_.push_back(groupBase + g);
+      most = std::max(most, g + 1);
+    }
+    groupBase += most;
+  }
+  return out;
 }
 
 std::size_t Dataset::memoryBytes() const {

@@ -89,16 +89,33 @@ Status FileReader::append(std::vector<uint8_t>& out, std::size_t n, std::size_t*
   return Status::ok();
 }
 
-Status FileReader::readAll(std::string& out) {
-  for (;;) {
-    const std::size_t before = out.size();
-    out.resize(before + kChunk);
+bool BlockLines::next(std::string_view& line) {
+  while (true) {
+    const std::size_t end = buffer_.find('\n', pos_);
+    if (end != std::string::npos) return take(line, end, end + 1);
+    if (eof_) {
+      if (pos_ >= buffer_.size()) return false;
+      return take(line, buffer_.size(), buffer_.size());
+    }
+    // Keep the partial line and read another block after it.
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+    const std::size_t have = buffer_.size();
+    buffer_.resize(have + kBlock);
     std::size_t got = 0;
-    Status status = read(out.data() + before, kChunk, &got);
-    out.resize(before + got);
-    STARLING_RETURN_IF_ERROR(status);
-    if (got < kChunk) return Status::ok();
+    status_ = reader_.read(buffer_.data() + have, kBlock, &got);
+    buffer_.resize(have + got);
+    if (!status_) return false;
+    eof_ = got < kBlock;
   }
+}
+
+bool BlockLines::take(std::string_view& line, std::size_t stop, std::size_t resume) {
+  line = std::string_view(buffer_).substr(pos_, stop - pos_);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  pos_ = resume;
+  ++number_;
+  return true;
 }
 
 Result<std::string> findPlainOrGz(const std::string& dir, const std::string& name) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "starling/util/status.hpp"
@@ -36,9 +37,6 @@ class FileReader {
   // lies about a huge size costs no more memory than the file holds.
   Status append(std::vector<uint8_t>& out, std::size_t n, std::size_t* got);
 
-  // Reads the rest of the file.
-  Status readAll(std::string& out);
-
   // Bytes of decompressed contents consumed so far.
   std::size_t offset() const { return offset_; }
   const std::string& path() const { return path_; }
@@ -49,6 +47,32 @@ class FileReader {
   gzFile file_ = nullptr;
   std::string path_;
   std::size_t offset_ = 0;
+};
+
+// The lines of a file read in blocks of 1 MiB (memory: the block and the longest
+// line, never the whole text), numbered from 1, a trailing '\r' stripped; a final line
+// without '\n' still counts. A line stays valid until the next call of next().
+class BlockLines {
+ public:
+  explicit BlockLines(FileReader& reader) : reader_(reader) {}
+
+  // False at the end of the file; a read error leaves it in status().
+  bool next(std::string_view& line);
+  // Number of the line next() returned last.
+  std::size_t number() const { return number_; }
+  const Status& status() const { return status_; }
+
+ private:
+  static constexpr std::size_t kBlock = std::size_t(1) << 20;
+
+  bool take(std::string_view& line, std::size_t stop, std::size_t resume);
+
+  FileReader& reader_;
+  std::string buffer_;
+  std::size_t pos_ = 0;
+  std::size_t number_ = 0;
+  bool eof_ = false;
+  Status status_ = Status::ok();
 };
 
 // dir/name, or dir/name.gz when only that exists; kNotFound naming both otherwise.

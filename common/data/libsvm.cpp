@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,60 +61,12 @@ struct LabelStats {
   }
 };
 
-// The lines of a file read in blocks, numbered from 1, a trailing '\r' stripped (as
-// LineCursor does for a whole text); a final line without '\n' still counts.
-class BlockLines {
- public:
-  explicit BlockLines(detail::FileReader& reader) : reader_(reader) {}
-
-  // False at the end of the file; a read error leaves it in status().
-  bool next(std::string_view& line) {
-    while (true) {
-      const std::size_t end = buffer_.find('\n', pos_);
-      if (end != std::string::npos) return take(line, end, end + 1);
-      if (eof_) {
-        if (pos_ >= buffer_.size()) return false;
-        return take(line, buffer_.size(), buffer_.size());
-      }
-      // Keep the partial line and read another block after it.
-      buffer_.erase(0, pos_);
-      pos_ = 0;
-      const std::size_t have = buffer_.size();
-      buffer_.resize(have + kBlock);
-      std::size_t got = 0;
-      status_ = reader_.read(buffer_.data() + have, kBlock, &got);
-      buffer_.resize(have + got);
-      if (!status_) return false;
-      eof_ = got < kBlock;
-    }
-  }
-  std::size_t number() const { return number_; }
-  const Status& status() const { return status_; }
-
- private:
-  static constexpr std::size_t kBlock = std::size_t(1) << 20;
-
-  bool take(std::string_view& line, std::size_t stop, std::size_t resume) {
-    line = std::string_view(buffer_).substr(pos_, stop - pos_);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    pos_ = resume;
-    ++number_;
-    return true;
-  }
-
-  detail::FileReader& reader_;
-  std::string buffer_;
-  std::size_t pos_ = 0;
-  std::size_t number_ = 0;
-  bool eof_ = false;
-  Status status_ = Status::ok();
-};
-
 }  // namespace
 
 namespace detail {
 
-Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options, TaskKind task) {
+Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options, TaskKind task,
+                           const MemoryLimit& memoryLimit) {
   if (options.numClasses < 0) return Status(StatusCode::kInvalidArgument, path + ": numClasses must be >= 0");
   // Binary and regression labels follow the task's rules; classification keeps the
   // LibsvmLabels mapping.
@@ -129,9 +82,12 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
   std::vector<float> values;
   std::vector<int64_t> rawLabels;
   LabelStats stats;
-  std::size_t maxIndex = 0;  // 1-based, as in the file
+  std::size_t maxIndex = 0;                               // 1-based, as in the file
+  std::map<std::string, uint32_t, std::less<>> groupIds;  // in order of first appearance
+  std::vector<uint32_t> groups;
+  const std::string groupPrefix = options.groupName + ":";
 
-  BlockLines cursor(*reader);
+  detail::BlockLines cursor(*reader);
   std::string_view line;
   while (cursor.next(line)) {
     const std::size_t hash = line.find('#');
@@ -147,7 +103,23 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
       stats.add(*label, cursor.number());
       rawLabels.push_back(*label);
     }
+    if (!options.groupName.empty()) {
+      const std::string_view token = nextToken(rest);
+      if (!token.starts_with(groupPrefix) || token.size() == groupPrefix.size())
+        return lineError(path, cursor.number(),
+                         "expected the group " + detail::quoted(groupPrefix + "VALUE") +
+                             " after the label (partition by-column:" + options.groupName + "), found " +
+                             (token.empty() ? std::string("nothing") : detail::quoted(token)));
+      const std::string_view value = token.substr(groupPrefix.size());
+      auto at = groupIds.find(value);
+      if (at == groupIds.end()) at = groupIds.emplace(std::string(value), static_cast<uint32_t>(groupIds.size())).first;
+      groups.push_back(at->second);
+    }
     rowStart.push_back(indices.size());
+    const std::size_t held =
+        indices.size() * (sizeof(uint32_t) + sizeof(float)) + rowStart.size() * (sizeof(uint64_t) + sizeof(int64_t));
+    if (held > memoryLimit.bytes)
+      return detail::overMemoryLimit(path + ":" + std::to_string(cursor.number()), held, memoryLimit);
 
     std::size_t previous = 0;
     for (std::string_view token = nextToken(rest); !token.empty(); token = nextToken(rest)) {
@@ -246,10 +218,11 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
   if (dim > (std::size_t(1) << 32))
     return Status(StatusCode::kInvalidArgument, path + ": featureDim " + std::to_string(dim) +
                                                     " exceeds the 2^32 features a sparse data set can index");
-  if (byTask) return collector.buildSparse(std::move(rowStart), std::move(indices), std::move(values), dim, path);
-  auto dataset = Dataset::fromSparse(std::move(rowStart), std::move(indices), std::move(values), std::move(labels), dim,
-                                     numClasses);
-  if (!dataset) return dataset.status().withContext(path);
+  auto dataset = byTask ? collector.buildSparse(std::move(rowStart), std::move(indices), std::move(values), dim, path)
+                        : Dataset::fromSparse(std::move(rowStart), std::move(indices), std::move(values),
+                                              std::move(labels), dim, numClasses);
+  if (!dataset) return byTask ? dataset.status() : dataset.status().withContext(path);
+  if (!options.groupName.empty()) STARLING_RETURN_IF_ERROR(dataset->withGroups(std::move(groups)));
   return dataset;
 }
 

@@ -29,12 +29,18 @@ struct CsvSpec {
   uint32_t buckets = 16;
   TaskKind task = TaskKind::kClassification;
   int numClasses = 0;
+  MemoryLimit memoryLimit;
 };
+
+// The error of data at path that would take `bytes`, over the limit; `where` is the
+// path, or "path:LINE" when the limit is passed while reading.
+Status overMemoryLimit(const std::string& where, std::size_t bytes, const MemoryLimit& limit);
 
 Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec);
 
 // LIBSVM with the task's label rules; for classification, options.labels applies.
-Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options, TaskKind task);
+Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options, TaskKind task,
+                           const MemoryLimit& memoryLimit = {});
 
 // A .npy file: one 2-D array, label column per options.label (default the last).
 Result<Dataset> readNpy(const std::string& path, const DataOptions& options);

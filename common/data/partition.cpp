@@ -201,7 +201,8 @@ Result<Partition> partitionBySpec(std::span<const int32_t> labels, std::size_t n
     if (!(v >= 1) || v != std::floor(v) || v > 1e6) return bad("classes:K needs a whole K >= 1");
     return partitionKClasses(labels, numClients, static_cast<int>(v), seed);
   }
-  return bad("the partition must be iid, dirichlet:ALPHA or classes:K, not '" + std::string(spec) + "'");
+  return bad("the partition must be iid, dirichlet:ALPHA, classes:K, by-column:NAME or files:DIR, not '" +
+             std::string(spec) + "'");
 }
 
 Partition partitionByGroup(std::span<const uint32_t> groups, std::size_t numClients) {
@@ -234,8 +235,16 @@ std::string groupColumnOf(std::string_view spec) {
   return spec.starts_with(kPrefix) ? std::string(spec.substr(kPrefix.size())) : std::string();
 }
 
+std::string filesDirOf(std::string_view spec) {
+  constexpr std::string_view kPrefix = "files:";
+  return spec.starts_with(kPrefix) ? std::string(spec.substr(kPrefix.size())) : std::string();
+}
+
 Result<Partition> partitionDataset(const Dataset& dataset, std::size_t numClients, std::string_view spec,
                                    uint64_t seed) {
+  if (spec.starts_with("files:"))
+    return Status(StatusCode::kInvalidArgument, "partition '" + std::string(spec) +
+                                                    "' takes one file per client from the directory, not one data set");
   if (spec.starts_with("by-column:")) {
     if (groupColumnOf(spec).empty())
       return Status(StatusCode::kInvalidArgument, "partition 'by-column:' needs a column name");

@@ -10,32 +10,6 @@
 
 namespace starling::data::detail {
 
-// Walks the lines of a text, numbering them from 1; strips a trailing '\r'.
-class LineCursor {
- public:
-  explicit LineCursor(std::string_view text) : text_(text) {}
-
-  // False at the end of the text; a final line without '\n' still counts.
-  bool next(std::string_view& line) {
-    if (pos_ >= text_.size()) return false;
-    const std::size_t end = text_.find('\n', pos_);
-    const std::size_t stop = end == std::string_view::npos ? text_.size() : end;
-    line = text_.substr(pos_, stop - pos_);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    pos_ = stop + 1;
-    ++number_;
-    return true;
-  }
-
-  // Number of the line next() returned last.
-  std::size_t number() const { return number_; }
-
- private:
-  std::string_view text_;
-  std::size_t pos_ = 0;
-  std::size_t number_ = 0;
-};
-
 inline bool isBlank(char c) {
   return c == ' ' || c == '\t';
 }

@@ -107,12 +107,23 @@ std::string renderTable(const std::vector<std::string>& header, const std::vecto
 // A round's headline test figure: its accuracy, with the AUC of a binary task, or the
 // RMSE of a regression; "-" when it was not evaluated.
 std::string testMetric(std::optional<double> accuracy, std::optional<double> auc, std::optional<double> rmse) {
-  std::string out;
-  if (accuracy) out = fmt::format("{:.2f}%", *accuracy * 100.0);
-  if (auc) out += fmt::format("{}auc {:.4f}", out.empty() ? "" : " ", *auc);
-  if (rmse) out += fmt::format("{}rmse {:.4g}", out.empty() ? "" : " ", *rmse);
+  const std::string out = testFiguresText({accuracy, auc, rmse, std::nullopt});
   return out.empty() ? "-" : out;
 }
+
+}  // namespace
+
+std::string testFiguresText(const TestFigures& figures, std::string_view accuracyLabel) {
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : " ") + part; };
+  if (figures.accuracy) add(fmt::format("{}{:.2f}%", accuracyLabel, 100 * *figures.accuracy));
+  if (figures.auc) add(fmt::format("auc {:.4f}", *figures.auc));
+  if (figures.rmse) add(fmt::format("rmse {:.4g}", *figures.rmse));
+  if (figures.r2) add(fmt::format("r2 {:.3f}", *figures.r2));
+  return out;
+}
+
+namespace {
 
 std::string formatTable(const ReportData& data, const ReportTotals& totals) {
   std::string out;

@@ -432,3 +432,69 @@ TEST_CASE("a client whose data does not fit the coordinator's model fails with S
   CHECK(starling_client_state(a.c) == STARLING_STATE_FAILED);
   CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("cannot train"));
 }
+
+TEST_CASE("set_data_file_ex: the CLI's CSV options, a shard and a partition", "[capi][data-options]") {
+  Pki pki;
+  Client a(pki, "client-0", deadAddress());
+  const auto dir = std::filesystem::temp_directory_path() / "starling-capi-options";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "per-client");
+  const std::string path = (dir / "users.csv").string();
+  {
+    std::ofstream out(path);
+    out << "user,city,x,label\n";
+    for (int i = 0; i < 30; ++i)
+      out << "u" << i % 3 << ',' << (i % 2 ? "Oslo" : "Lima") << ',' << i << ',' << i % 2 << '\n';
+  }
+  starling_client_data_options o;
+  starling_client_data_options_init(&o);
+  CHECK(o.struct_size == sizeof o);
+  CHECK(o.header == -1);
+  CHECK(o.categorical_buckets == 16);
+
+  SECTION("categorical columns over hashed buckets, the group column not a feature, one shard") {
+    o.categorical = "city";
+    o.categorical_buckets = 4;
+    o.partition = "by-column:user";
+    o.shard_index = 1;
+    o.shard_count = 3;
+    REQUIRE(starling_client_set_data_file_ex(a.c, path.c_str(), &o) == STARLING_OK);
+    CHECK(starling_client_data_size(a.c) == 10);  // one user's 10 rows
+    // Without naming city categorical, the text is refused, naming the option.
+    starling_client_data_options plain;
+    starling_client_data_options_init(&plain);
+    CHECK(starling_client_set_data_file_ex(a.c, path.c_str(), &plain) != STARLING_OK);
+    CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("categorical"));
+  }
+  SECTION("header forced off: the names row is data and fails") {
+    o.categorical = "city";
+    o.header = 0;
+    CHECK(starling_client_set_data_file_ex(a.c, path.c_str(), &o) != STARLING_OK);
+    o.header = 3;
+    CHECK(starling_client_set_data_file_ex(a.c, path.c_str(), &o) == STARLING_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("options.header is 3"));
+  }
+  SECTION("files:DIR: shard I is the I-th file, with no path") {
+    std::ofstream(dir / "per-client" / "a.csv") << "x,label\n1,0\n2,1\n";
+    std::ofstream(dir / "per-client" / "b.csv") << "x,label\n1,0\n2,1\n3,1\n";
+    const std::string partition = "files:" + (dir / "per-client").string();
+    o.partition = partition.c_str();
+    o.shard_index = 1;
+    o.shard_count = 2;
+    REQUIRE(starling_client_set_data_file_ex(a.c, nullptr, &o) == STARLING_OK);
+    CHECK(starling_client_data_size(a.c) == 3);
+    o.shard_count = 3;
+    CHECK(starling_client_set_data_file_ex(a.c, nullptr, &o) == STARLING_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("2 data files for 3 clients"));
+  }
+  SECTION("a memory limit and a struct from another version are refused") {
+    o.memory_limit_bytes = 100;
+    CHECK(starling_client_set_data_file_ex(a.c, path.c_str(), &o) != STARLING_OK);
+    CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("over the limit of 100 bytes"));
+    o.memory_limit_bytes = 0;
+    o.struct_size = 8;
+    CHECK(starling_client_set_data_file_ex(a.c, path.c_str(), &o) == STARLING_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("struct_size"));
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -12,6 +12,7 @@ int starling_capi_c_check(void) {
   starling_client_config config;
   starling_client* client = NULL;
   starling_client_stats stats;
+  starling_client_data_options data_options;
   int rc;
   starling_client_config_init(&config);
   if (config.log_level != STARLING_LOG_INFO || config.coordinator != NULL) return 1;
@@ -24,5 +25,7 @@ int starling_capi_c_check(void) {
   starling_client_destroy(client);
   starling_client_destroy(NULL);
   if (strlen(starling_client_version()) == 0) return 7;
+  starling_client_data_options_init(&data_options);
+  if (data_options.struct_size != sizeof data_options || data_options.header != -1) return 8;
   return 0;
 }

@@ -43,6 +43,18 @@ data="$work/train.csv"
 check "a client reading regression targets as classes is refused, naming the line" \
   bash -c "'$client_bin' --coordinator 127.0.0.1:1 --certs '$work/certs' --id client-0 --data '$data' 2>&1 |
            grep -q 'train.csv:2'"
+mkdir -p "$work/per-client"
+head -n 101 "$data" >"$work/per-client/0.csv"
+head -n 201 "$data" >"$work/per-client/1.csv"
+check "--partition files:DIR with 2 files for 3 shards is refused, giving both numbers" \
+  bash -c "'$client_bin' --coordinator 127.0.0.1:1 --certs '$work/certs' --id client-0 --shard 0/3 \
+           --partition 'files:$work/per-client' 2>&1 | grep -q '2 data files for 3 clients'"
+check "--partition files:DIR takes no --data" \
+  bash -c "'$client_bin' --coordinator 127.0.0.1:1 --certs '$work/certs' --id client-0 --shard 0/2 --data '$data' \
+           --partition 'files:$work/per-client' 2>&1 | grep -q 'data is not used with --partition files:DIR'"
+check "--partition files:DIR: shard 1 of 2 trains on the second file's 200 examples" \
+  bash -c "'$client_bin' --coordinator 127.0.0.1:1 --certs '$work/certs' --id client-0 --shard 1/2 --task regression \
+           --partition 'files:$work/per-client' --handshake-timeout-ms 500 2>&1 | grep -q 'training data: 200 examples from .*1.csv'"
 port=""
 launch_coordinator regression --task regression --model linear --test-data "$work/test.csv" --clients-per-round 3 \
   --rounds 6 --tau 30 --lr 0.1 --deadline-ms 20000 --db "$work/regression.db" || exit 1

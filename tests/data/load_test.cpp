@@ -290,12 +290,43 @@ TEST_CASE("a CSV group column is not a feature but each example's group", "[load
   CHECK_THAT(refusal(dir, "users2.csv", "user,x,label\nann,1,0\n", options).message(),
              Catch::Contains("group column 'device' is not a column name"));
   options.groupColumn = "user";
-  CHECK_THAT(refusal(dir, "users3.libsvm", "1 1:2\n", options).message(), Catch::Contains("needs a CSV file"));
+  CHECK_THAT(refusal(dir, "users3.libsvm", "1 1:2\n", options).message(),
+             Catch::Contains("users3.libsvm:1: expected the group 'user:VALUE' after the label"));
+  CHECK_THAT(refusal(dir, "users4.npy", "", options).message(), Catch::Contains("needs a CSV or LIBSVM file"));
   DataOptions plain;
   auto noGroups = loadData(path.substr(0, path.size()), plain);
   CHECK_FALSE(noGroups.isOk());  // "ann" is not a number: without the group column it is a feature
   auto refused = partitionDataset(*d, 2, "by-column:", 1);
   CHECK_FALSE(refused.isOk());
+}
+
+TEST_CASE("a LIBSVM group is the token NAME:VALUE after the label", "[load][libsvm][groups]") {
+  TempDir dir;
+  const std::string path = dir.write("mail.libsvm",
+                                     "+1 sender:a.example 1:1 3:2\n"
+                                     "-1 sender:b.example 2:1\n"
+                                     "# a comment line\n"
+                                     "+1 sender:a.example 3:1\n");
+  DataOptions options;
+  options.groupColumn = "sender";
+  options.task = TaskKind::kBinary;
+  auto d = loadData(path, options);
+  REQUIRE(d.isOk());
+  CHECK(d->featureDim() == 3);
+  CHECK(std::vector<uint32_t>(d->groups().begin(), d->groups().end()) == std::vector<uint32_t>{0, 1, 0});
+  auto parts = partitionDataset(*d, 2, "by-column:sender", 1);
+  REQUIRE(parts.isOk());
+  CHECK((*parts)[0] == std::vector<uint32_t>{0, 2});
+  CHECK((*parts)[1] == std::vector<uint32_t>{1});
+  // Classification labels too, and SVMlight's qid.
+  options.task = TaskKind::kClassification;
+  options.groupColumn = "qid";
+  auto q = loadData(dir.write("rank.svm", "1 qid:7 1:1\n2 qid:7 1:2\n1 qid:9 2:1\n"), options);
+  REQUIRE(q.isOk());
+  CHECK(std::vector<uint32_t>(q->groups().begin(), q->groups().end()) == std::vector<uint32_t>{0, 0, 1});
+  CHECK_THAT(refusal(dir, "bad.svm", "1 qid:7 1:1\n2 1:2\n", options).message(),
+             Catch::Contains("bad.svm:2: expected the group 'qid:VALUE' after the label") && Catch::Contains("'1:2'"));
+  CHECK_THAT(refusal(dir, "empty.svm", "1 qid: 1:1\n", options).message(), Catch::Contains("empty.svm:1:"));
 }
 
 TEST_CASE("CSV categorical columns are one-hot over hashed buckets", "[load][csv][categorical]") {

@@ -4,14 +4,17 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
+#include "starling/client/learner.hpp"
 #include "starling/data/idx_select.hpp"
 #include "starling/data/load.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/data/partition.hpp"
 #include "starling/model/model.hpp"
+#include "starling/onnx/onnx.hpp"
 
 #include "sim.hpp"
 
@@ -45,7 +48,9 @@ Result<std::pair<data::Dataset, data::Dataset>> loadFiles(const SimSettings& s, 
   if (!all) return all.status().withContext("sim.data");
   data::Dataset train, test;
   if (!s.testData.empty()) {
-    auto t = data::loadData(s.testData, options);
+    data::DataOptions noGroups = options;  // the test set is not partitioned
+    noGroups.groupColumn.clear();
+    auto t = data::loadData(s.testData, noGroups);
     if (!t) return t.status().withContext("sim.test-data");
     if (t->featureDim() != all->featureDim())
       return Status(StatusCode::kInvalidArgument,
@@ -65,6 +70,58 @@ Result<std::pair<data::Dataset, data::Dataset>> loadFiles(const SimSettings& s, 
   }
   return std::pair{sampleOf(std::move(train), s.trainExamples, s.seed),
                    sampleOf(std::move(test), s.testExamples, s.seed + 1)};
+}
+
+// Partition files:DIR: the clients' files one after the other, and client i's examples
+// in them. The test set is sim.test-data or, without it, a seeded fifth of all the
+// files' examples held out (each client keeps the rest of its file).
+struct ClientFiles {
+  data::Dataset train, test;
+  data::Partition parts;
+};
+
+Result<ClientFiles> loadClientFiles(const SimSettings& s, const std::string& dir, const data::DataOptions& options) {
+  auto bad = [](const std::string& why) { return Status(StatusCode::kInvalidArgument, why); };
+  if (!s.data.empty())
+    return bad("sim.data is not used with sim.partition files:DIR (each client's data is its file in " + dir +
+               "); leave sim.data empty");
+  if (s.trainExamples != 0)
+    return bad("sim.train-examples does not apply to sim.partition files:DIR (each client trains on its whole file)");
+  auto files = data::loadFilesPartition(dir, s.clients, options);
+  if (!files) return files.status().withContext("sim.partition");
+  ClientFiles out;
+  if (!s.testData.empty()) {
+    auto t = data::loadData(s.testData, options);
+    if (!t) return t.status().withContext("sim.test-data");
+    if (t->featureDim() != files->all.featureDim())
+      return bad(fmt::format("sim.test-data has {} features, the files of {} {}", t->featureDim(), dir,
+                             files->all.featureDim()));
+    out.test = sampleOf(std::move(*t), s.testExamples, s.seed + 1);
+    out.train = std::move(files->all);
+    out.parts = std::move(files->parts);
+    return out;
+  }
+  if (files->all.size() < 5) return bad(dir + ": too few examples to hold out a test fifth");
+  const auto fifths = data::partitionIid(files->all.size(), 5, s.seed ^ 0x7e57ull);
+  std::vector<bool> isTest(files->all.size(), false);
+  for (uint32_t i : fifths[0])
+    isTest[i] = true;
+  // The training rows keep their order, so each client's rows stay its own, renumbered.
+  std::vector<uint32_t> rest, renumbered(files->all.size(), 0);
+  for (uint32_t i = 0; i < files->all.size(); ++i) {
+    if (isTest[i]) continue;
+    renumbered[i] = static_cast<uint32_t>(rest.size());
+    rest.push_back(i);
+  }
+  for (auto& rows : files->parts) {
+    std::vector<uint32_t> kept;
+    for (uint32_t i : rows)
+      if (!isTest[i]) kept.push_back(renumbered[i]);
+    out.parts.push_back(std::move(kept));
+  }
+  out.test = sampleOf(files->all.subset(fifths[0]), s.testExamples, s.seed + 1);
+  out.train = files->all.subset(rest);
+  return out;
 }
 
 Result<std::vector<double>> readTrace(const std::string& path) {
@@ -196,11 +253,20 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
 
   Fleet f;
   f.settings_ = s;
+  const std::string filesDir = data::filesDirOf(s.partition);
+  std::optional<data::Partition> fileParts;
   const std::string path = s.data.empty() ? data::defaultFashionMnistDir() : s.data;
   auto format =
       options.format == data::DataFormat::kAuto ? data::detectFormat(path) : Result<data::DataFormat>(options.format);
-  if (!format) return format.status().withContext("sim.data");
-  if (*format == data::DataFormat::kIdx) {
+  if (!filesDir.empty()) {
+    auto files = loadClientFiles(s, filesDir, options);
+    if (!files) return files.status();
+    f.train_ = std::move(files->train);
+    f.test_ = std::move(files->test);
+    fileParts = std::move(files->parts);
+  } else if (!format) {
+    return format.status().withContext("sim.data");
+  } else if (*format == data::DataFormat::kIdx) {
     // An IDX directory (Fashion-MNIST's layout): its train and t10k splits, sampled
     // without holding the rest.
     if (options.task != data::TaskKind::kClassification)
@@ -224,11 +290,25 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
     f.test_ = std::move(sets->second);
   }
 
-  auto resolved = model::resolveSpec(modelSpec, options.task, f.train_.featureDim(), f.train_.numClasses(), huberDelta);
+  Result<std::string> resolved = std::string();
+  if (modelSpec.starts_with("onnx:")) {
+    // The architecture and the round-0 weights from an ONNX file, as the coordinator
+    // reads task.model = "onnx:PATH".
+    auto imported = onnxio::importOnnx(modelSpec.substr(5));
+    if (!imported) return imported.status().withContext("task.model");
+    resolved =
+        onnxio::resolveImported(*imported, options.task, f.train_.featureDim(), f.train_.numClasses(), huberDelta);
+    f.initialModel_ = std::move(imported->params);
+  } else {
+    resolved = model::resolveSpec(modelSpec, options.task, f.train_.featureDim(), f.train_.numClasses(), huberDelta);
+  }
   if (!resolved) return resolved.status().withContext("model spec");
   f.modelSpec_ = *resolved;
   auto model = model::Model::fromSpec(f.modelSpec_);
   if (!model) return model.status().withContext("model spec");
+  if (!f.initialModel_.empty() && f.initialModel_.size() != model->params().size())
+    return Status(StatusCode::kInternal, fmt::format("{}: {} weights for a model of {}", modelSpec,
+                                                     f.initialModel_.size(), model->params().size()));
   f.flopsPerExample_ = s.flopsPerExample;
   if (f.flopsPerExample_ <= 0) {
     // One multiply-add per weight per example: exact for dense layers, a lower bound
@@ -239,7 +319,8 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
     f.flopsPerExample_ = 2.0 * weights;
   }
 
-  auto parts = data::partitionDataset(f.train_, s.clients, s.partition, s.seed);
+  auto parts = fileParts ? Result<data::Partition>(std::move(*fileParts))
+                         : data::partitionDataset(f.train_, s.clients, s.partition, s.seed);
   if (!parts) return parts.status().withContext("sim.partition");
   std::vector<double> trace;
   if (!s.speedTrace.empty()) {
@@ -267,17 +348,11 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
   for (uint32_t i = 0; i < s.clients; ++i) {
     Client& c = f.clients_[i];
     c.examples = std::move((*parts)[i]);
-    if (s.evalFraction > 0 && c.examples.size() >= 2) {
-      // Federated evaluation: a seeded draw of the client's examples held out of training.
-      std::vector<uint32_t> order = c.examples;
-      std::mt19937_64 draw(s.seed ^ (0xe7a1ull + i));
-      std::shuffle(order.begin(), order.end(), draw);
-      const auto held = std::clamp<std::size_t>(
-          static_cast<std::size_t>(std::llround(s.evalFraction * double(order.size()))), 1, order.size() - 1);
-      c.heldOut.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(held));
-      c.examples.assign(order.begin() + static_cast<std::ptrdiff_t>(held), order.end());
-      std::sort(c.heldOut.begin(), c.heldOut.end());
-      std::sort(c.examples.begin(), c.examples.end());
+    if (s.evalFraction > 0) {
+      // Federated evaluation: the client's held-out draw, as a device makes it.
+      client::HeldOutSplit split = client::splitHeldOut(c.examples, s.evalFraction, s.seed ^ (0xe7a1ull + i));
+      c.heldOut = std::move(split.heldOut);
+      c.examples = std::move(split.kept);
     }
     double relative = 1.0;
     if (!trace.empty()) {

@@ -21,7 +21,8 @@
 //   next window's start it joins again holding the model it had.
 //
 // Memory: a virtual client holds its example indices, link and speed figures, a few
-// counters and a client::Learner in borrowed-base mode (the devices' local round,
+// counters (under federated evaluation, from its first evaluation on, a copy of its
+// held-out examples) and a client::Learner in borrowed-base mode (the devices' local round,
 // trained from the engine's model). Training runs one client at a time, building a
 // Trainer over that client's examples for the round; the client's sampler (score
 // table and variance-reduction estimate) carries from one round to its next, as on a
@@ -49,7 +50,7 @@ namespace starling::sim {
 // The fleet and the run, the [sim] section of a config (docs/simulation.md).
 struct SimSettings {
   uint32_t clients = 100;                   // N virtual clients
-  std::string partition = "dirichlet:0.5";  // iid, dirichlet:ALPHA, classes:K
+  std::string partition = "dirichlet:0.5";  // iid, dirichlet:ALPHA, classes:K, by-column:NAME, files:DIR
   // Training data: a CSV, LIBSVM, NPY or NPZ file, or an IDX directory ("" = Debian's
   // Fashion-MNIST); read with the task's data format, label and kind (eval.data-format,
   // eval.label, task.task).
@@ -166,6 +167,9 @@ class Fleet {
  public:
   // Loads the data and builds the clients. The model spec fixes the cost model.
   // A short spec ("linear", "mlp:hidden:64") is completed from the data (modelSpec()).
+  // "onnx:PATH" imports an ONNX file as the coordinator does (onnxio::importOnnx, its
+  // spec resolved against the training data): its weights are the round-0 model
+  // (initialModel()).
   static Result<Fleet> create(const SimSettings& settings, const std::string& modelSpec,
                               const data::DataOptions& dataOptions = {}, float huberDelta = 0);
 
@@ -183,6 +187,9 @@ class Fleet {
   const SimSettings& settings() const { return settings_; }
   // The model spec completed from the data and checked against it (model::resolveSpec).
   const std::string& modelSpec() const { return modelSpec_; }
+  // The round-0 model an ONNX file gave, in modelSpec()'s layout; empty when the model
+  // is initialized from the task's seed.
+  const std::vector<float>& initialModel() const { return initialModel_; }
   const data::Dataset& train() const { return train_; }
   const data::Dataset& test() const { return test_; }
   const std::vector<Client>& clients() const { return clients_; }
@@ -193,6 +200,7 @@ class Fleet {
  private:
   SimSettings settings_;
   std::string modelSpec_;
+  std::vector<float> initialModel_;
   data::Dataset train_;
   data::Dataset test_;
   std::vector<Client> clients_;

@@ -12,7 +12,7 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.clients", s.clients, "virtual clients in the fleet");
   b.bind("sim.partition", s.partition,
          "how the training set is split: iid, dirichlet:ALPHA, classes:K, by-column:NAME (a CSV column: whole groups "
-         "per client)");
+         "per client) or files:DIR (client i takes the i-th data file of DIR by name; sim.data unused)");
   b.bind("sim.data", s.data,
          "training data: a CSV, LIBSVM, NumPy (.npy/.npz) file or an IDX directory (empty = Debian's Fashion-MNIST); "
          "format and label as eval.data-format and eval.label; test data from eval.test-data (empty = the IDX "

@@ -60,6 +60,10 @@ struct ClientState {
   // client trains the next) and its uplink memory (dropped, least recently used first,
   // past SimSettings::efClients). Made at its first assignment.
   std::unique_ptr<client::Learner> learner;
+  // Its held-out examples, copied out of the training set at its first evaluation and
+  // kept (Model::evaluate reads a whole Dataset, not rows of one): the copies of all
+  // clients together are sim.eval-fraction of the training set, once.
+  std::optional<data::Dataset> heldOut;
   std::list<std::size_t>::iterator lru;  // while its Learner holds a memory
   std::optional<coordinator::IncomingUpdate> inFlight;
   uint64_t inFlightFrameBytes = 0;
@@ -102,7 +106,7 @@ class Run {
   int64_t nowMs() const { return nowUs_ / 1000; }
 
   const Fleet& fleet_;
-  const Strategy& strategy_;
+  Strategy strategy_;  // a copy: an imported round-0 model turns clientsInitialize off
   const SimSettings& s() const { return fleet_.settings(); }
   std::unique_ptr<coordinator::RoundEngine> engine_;
   std::optional<model::Model> evalModel_;
@@ -161,9 +165,12 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
     c.learner = std::make_unique<client::Learner>(task_, lo);
   }
   if (task_->errorFeedback()) useMemory(i);
-  std::optional<data::Dataset> heldOut;
-  if (a.evaluate && !fc.heldOut.empty()) heldOut.emplace(fleet_.train().subset(fc.heldOut));
-  auto update = c.learner->train(a, engine_->model(), shard, heldOut ? &*heldOut : nullptr);
+  const data::Dataset* heldOut = nullptr;
+  if (a.evaluate && !fc.heldOut.empty()) {
+    if (!c.heldOut) c.heldOut.emplace(fleet_.train().subset(fc.heldOut));
+    heldOut = &*c.heldOut;
+  }
+  auto update = c.learner->train(a, engine_->model(), shard, heldOut);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
@@ -342,11 +349,18 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   const auto wallStart = std::chrono::steady_clock::now();
   onRound_ = onRound;
   result_.name = strategy_.name;
-  const Strategy& dc = strategy_;
+  Strategy& dc = strategy_;
   STARLING_RETURN_IF_ERROR(coordinator::validateTask(dc.engine, dc.task));
   auto model = model::Model::fromSpec(dc.task.model);
   if (!model) return model.status().withContext("model spec");
-  model->initialize(dc.task.initSeed);
+  if (fleet_.initialModel().empty()) {
+    model->initialize(dc.task.initSeed);
+  } else {
+    // An imported model's weights: clients cannot build them from a seed, so they get
+    // them dense, as from the coordinator.
+    std::copy(fleet_.initialModel().begin(), fleet_.initialModel().end(), model->params().begin());
+    dc.engine.clientsInitialize = false;
+  }
   auto engine = coordinator::RoundEngine::create(dc.engine, {model->params().begin(), model->params().end()});
   if (!engine) return engine.status().withContext("strategy '" + strategy_.name + "'");
   engine_ = std::move(*engine);

@@ -449,3 +449,10 @@ TEST_CASE("the JSON is valid and holds the numbers", "[report]") {
     CHECK_THAT(*none, Catch::Contains("\"refused\": [],\n"));
   }
 }
+
+TEST_CASE("test figures read alike in the coordinator's log and the report", "[report]") {
+  CHECK(testFiguresText({0.86124, std::nullopt, std::nullopt, std::nullopt}) == "86.12%");
+  CHECK(testFiguresText({0.912, 0.95614, std::nullopt, std::nullopt}, "accuracy ") == "accuracy 91.20% auc 0.9561");
+  CHECK(testFiguresText({std::nullopt, std::nullopt, 0.41234, 0.8714}) == "rmse 0.4123 r2 0.871");
+  CHECK(testFiguresText({std::nullopt, std::nullopt, std::nullopt, std::nullopt}).empty());
+}

@@ -78,19 +78,12 @@ bool hasTable(const std::string& path, const std::string& table) {
 // What turns a database of this build's schema back into version 1's tables (the
 // caller sets the version).
 // An evaluation with the given loss and metrics (pairs of a field and its value).
-EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<const char*, double>> metrics = {}) {
+using Metric = std::optional<double> EvaluationRecord::*;
+EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<Metric, double>> metrics = {}) {
   EvaluationRecord e;
   e.loss = loss;
-  for (const auto& [name, value] : metrics) {
-    const std::string n = name;
-    std::optional<double>& field = n == "accuracy" ? e.accuracy
-                                   : n == "top5"   ? e.top5
-                                   : n == "auc"    ? e.auc
-                                   : n == "rmse"   ? e.rmse
-                                   : n == "mae"    ? e.mae
-                                                   : e.r2;
-    field = value;
-  }
+  for (const auto& [field, value] : metrics)
+    e.*field = value;
   return e;
 }
 
@@ -189,21 +182,23 @@ TEST_CASE("a committed round's evaluation is recorded after the round", "[store]
   RoundRecord expected = (*store->rounds())[0];
   REQUIRE_FALSE(expected.testAccuracy.has_value());
 
-  requireOk(store->recordEvaluation(1, evaluation(0.375, {{"accuracy", 0.8125}, {"top5", 0.96875}})));
+  requireOk(store->recordEvaluation(
+      1, evaluation(0.375, {{&EvaluationRecord::accuracy, 0.8125}, {&EvaluationRecord::top5, 0.96875}})));
   expected.testLoss = 0.375;
   expected.testAccuracy = 0.8125;
   expected.testTop5 = 0.96875;
   CHECK((*store->rounds())[0] == expected);  // and nothing else changed
 
   SECTION("refused for a round never recorded, and for an abandoned one") {
-    Status missing = store->recordEvaluation(2, evaluation(0.5, {{"accuracy", 0.5}}));
+    Status missing = store->recordEvaluation(2, evaluation(0.5, {{&EvaluationRecord::accuracy, 0.5}}));
     CHECK(missing.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(missing.message(), Catch::Contains("round 2") && Catch::Contains("no committed round"));
     RoundRecord abandoned = makeRound(2);
     abandoned.status = RoundStatus::kAbandoned;
     abandoned.reason = "deadline";
     requireOk(store->recordAbandonedRound(abandoned, std::vector<ParticipantRecord>{}));
-    CHECK(store->recordEvaluation(2, evaluation(0.5, {{"accuracy", 0.5}})).code() == StatusCode::kInvalidArgument);
+    CHECK(store->recordEvaluation(2, evaluation(0.5, {{&EvaluationRecord::accuracy, 0.5}})).code() ==
+          StatusCode::kInvalidArgument);
     CHECK((*store->rounds())[0].testAccuracy == 0.8125);
   }
 }
@@ -216,7 +211,9 @@ TEST_CASE("a regression round's metrics are recorded without an accuracy", "[sto
   round.testAccuracy.reset();
   requireOk(
       store->commitRound(round, std::vector<ParticipantRecord>{}, makeCheckpoint(1), std::vector<ClientRecord>{}));
-  requireOk(store->recordEvaluation(1, evaluation(0.125, {{"rmse", 0.5}, {"mae", 0.375}, {"r2", 0.875}})));
+  requireOk(store->recordEvaluation(1, evaluation(0.125, {{&EvaluationRecord::rmse, 0.5},
+                                                          {&EvaluationRecord::mae, 0.375},
+                                                          {&EvaluationRecord::r2, 0.875}})));
   const RoundRecord got = (*store->rounds())[0];
   CHECK(got.testLoss == 0.125);
   CHECK_FALSE(got.testAccuracy.has_value());
@@ -242,14 +239,14 @@ TEST_CASE("a version-4 database is read without metrics and upgraded when opened
     REQUIRE(rounds.isOk());
     REQUIRE(rounds->size() == 1);
     CHECK_FALSE((*rounds)[0].testRmse.has_value());
-    const Status refused = reader->recordEvaluation(1, evaluation(0.5, {{"accuracy", 0.5}}));
+    const Status refused = reader->recordEvaluation(1, evaluation(0.5, {{&EvaluationRecord::accuracy, 0.5}}));
     CHECK(refused.code() == StatusCode::kUnsupported);
     CHECK_THAT(refused.message(), Catch::Contains("schema version 4"));
   }
   CHECK(fileVersion(path) == 4);
   auto store = openOrFail(path);
   CHECK(fileVersion(path) == 5);
-  requireOk(store->recordEvaluation(1, evaluation(0.5, {{"auc", 0.75}})));
+  requireOk(store->recordEvaluation(1, evaluation(0.5, {{&EvaluationRecord::auc, 0.75}})));
   CHECK((*store->rounds())[0].testAuc == 0.75);
   commitSimpleRound(*store, 2);
   CHECK(store->rounds()->size() == 2);

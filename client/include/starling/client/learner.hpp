@@ -53,6 +53,20 @@ namespace starling::client {
 // A client's seed from a configured seed and its identity.
 uint64_t clientSeed(uint64_t seed, std::string_view clientId);
 
+// Federated evaluation: of n examples, round(fraction x n) are held out of training, at
+// least 1 and leaving at least 1; 0 when fraction is 0 or n < 2. Hello reports the n
+// minus these, the examples the client trains on.
+std::size_t heldOutCount(std::size_t n, double fraction);
+
+// The held-out draw, the same on a device (Participant) and in starling-sim: rows
+// shuffled by std::mt19937_64(seed), the first heldOutCount(rows.size(), fraction)
+// held out, the rest kept for training; both returned sorted ascending.
+struct HeldOutSplit {
+  std::vector<uint32_t> heldOut;
+  std::vector<uint32_t> kept;
+};
+HeldOutSplit splitHeldOut(std::span<const uint32_t> rows, double fraction, uint64_t seed);
+
 // The task of a Welcome, set up once: the model as specified, the trainer's options,
 // the uplink compressor and the settings of the uplink memory. Owns the compressor's
 // scratch buffers; not synchronized.

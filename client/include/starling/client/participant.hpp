@@ -49,11 +49,6 @@ struct ParticipantOptions {
   double evalFraction = 0;
 };
 
-// Examples of n held out for evaluation at `fraction` (ParticipantOptions::evalFraction):
-// round(fraction x n), at least 1 and leaving at least 1; 0 when fraction is 0 or n < 2.
-// Hello reports the n minus these, the examples the client trains on.
-std::size_t heldOutCount(std::size_t n, double fraction);
-
 struct ParticipantStats {
   uint64_t roundsTrained = 0;
   uint64_t roundsAccepted = 0;

@@ -101,10 +101,19 @@ class Dataset {
   // A copy holding only the examples idx, in that order.
   Dataset subset(std::span<const uint32_t> idx) const;
 
+  // The examples of parts, one after the other (part 0's first). The parts must agree in
+  // how they are stored (bytes, floats or CSR), featureDim, numClasses, regression or not,
+  // and whether they carry groups (group ids are then made distinct per part);
+  // kInvalidArgument naming the first part that differs (from 0) otherwise.
+  static Result<Dataset> concat(std::span<const Dataset> parts);
+
   // Bytes of memory the features and labels occupy.
   std::size_t memoryBytes() const;
 
  private:
+  // No examples, the rest (dimensions, classes, scale, shape, storage kind) as this one.
+  Dataset emptyLike() const;
+
   std::vector<uint8_t> bytes_;  // when stored as bytes
   std::vector<float> floats_;   // when stored as floats
   // When stored as CSR (sparse_): row i is [offsets_[i], offsets_[i + 1]) of indices_

@@ -14,11 +14,13 @@
 // Stateless; any thread may call these.
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "starling/data/dataset.hpp"
+#include "starling/data/partition.hpp"
 #include "starling/data/task_kind.hpp"
 #include "starling/util/status.hpp"
 
@@ -50,7 +52,8 @@ struct DataOptions {
   // IDX directory: false reads the train split (train-*), true the test split (t10k-*).
   bool test = false;
   // CSV with a header: this column is not a feature but each example's group
-  // (Dataset::groups(), for the partition "by-column:NAME"); "" = none. Other formats
+  // (Dataset::groups(), for the partition "by-column:NAME"); LIBSVM: the token
+  // "NAME:VALUE" after each label (LibsvmOptions::groupName); "" = none. Other formats
   // refuse it.
   std::string groupColumn;
   // CSV with a header: these columns hold categories (any text), each encoded as
@@ -59,7 +62,31 @@ struct DataOptions {
   // Any other non-numeric field is an error.
   std::vector<std::string> categorical;
   uint32_t categoricalBuckets = 16;
+  // The most bytes the loaded data may take in memory; 0 = what this process may still
+  // allocate (availableMemory()). A file whose estimated size (its decompressed bytes)
+  // exceeds it is refused before it is read, and the text formats (streamed) stop with
+  // an error at the line where the examples read so far pass it. Either way the error
+  // names the limit and where it came from.
+  std::size_t memoryLimitBytes = 0;
 };
+
+// What this process may still allocate, on Linux: the least of MemAvailable
+// (/proc/meminfo), its memory cgroup's limit less its usage (a container's limit; v2
+// memory.max and memory.current, or v1 memory.limit_in_bytes and usage_in_bytes), and
+// the soft RLIMIT_AS; `source` says which. SIZE_MAX and "no limit found" when none
+// can be read. Reads /proc and /sys on each call.
+struct MemoryLimit {
+  std::size_t bytes = SIZE_MAX;
+  std::string source = "no limit found";
+};
+MemoryLimit availableMemory();
+
+// The bytes a file's data takes once read, estimated before reading it: its size, or
+// for a gzip file the uncompressed size its trailer records (at least the compressed
+// size). Text becomes binary arrays of about its size (a LIBSVM "12:0.5 " is 8 bytes
+// of index and value; a CSV "0.25," 4 bytes of float); NPY float64 halves. 0 for a
+// directory or a file that cannot be read (the loader reports those).
+std::size_t estimatedDataBytes(const std::string& path);
 
 // "a,b , c" -> {"a", "b", "c"} (names given on a command line; empty items dropped).
 std::vector<std::string> splitList(std::string_view list);
@@ -72,5 +99,39 @@ Result<DataFormat> detectFormat(const std::string& path);
 // Reads path in options.format (detected when kAuto) and checks its labels against
 // options.task. See docs/data.md, "Formats and options".
 Result<Dataset> loadData(const std::string& path, const DataOptions& options = {});
+
+// Partition "files:DIR" (partition.hpp filesDirOf): one data file per client.
+//
+// The files of dir whose format loadData tells from the name (detectFormat; a
+// subdirectory is skipped), as paths sorted by file name. kNotFound when dir is not a
+// directory, kInvalidArgument when it holds no such file.
+Result<std::vector<std::string>> dataFilesIn(const std::string& dir);
+
+// The file of client `index` among `count` clients: file `index` of dataFilesIn(dir).
+// kInvalidArgument, giving both numbers, unless dir holds exactly `count` files.
+Result<std::string> clientFileOf(const std::string& dir, std::size_t index, std::size_t count);
+
+// Every file of dir loaded with options, one after the other in `all`; parts[i] lists
+// the examples of file i (files[i]), client i's. numClients must equal the number of
+// files (the error gives both). Files must agree in features and task: a count that
+// options leave to inference (LIBSVM featureDim, classification numClasses) becomes the
+// largest over the files, each file re-read with it when it inferred less; any other
+// difference (a dense file with another feature count, CSV next to LIBSVM) is
+// kInvalidArgument naming the file that differs and the first file.
+struct FilesPartition {
+  Dataset all;
+  Partition parts;
+  std::vector<std::string> files;
+};
+Result<FilesPartition> loadFilesPartition(const std::string& dir, std::size_t numClients,
+                                          const DataOptions& options = {});
+
+// Shard `index` of `count` of a data file, cut as starling-client --shard I/N
+// --partition SPEC cuts it (and the C API's set_data_file_ex): count 0 keeps all of
+// path; "files:DIR" reads file `index` of DIR (clientFileOf; path must be empty);
+// "by-column:NAME" loads NAME as the groups (options.groupColumn); any other spec goes
+// to partitionDataset with seed. Errors name the path or the partition.
+Result<Dataset> loadDataShard(const std::string& path, const DataOptions& options, std::size_t index, std::size_t count,
+                              std::string_view partition, uint64_t seed);
 
 }  // namespace starling::data

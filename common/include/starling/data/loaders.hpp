@@ -63,6 +63,11 @@ struct LibsvmOptions {
   // 0 infers the number of classes as the largest class + 1.
   int numClasses = 0;
   LibsvmLabels labels = LibsvmLabels::kAuto;
+  // Each example's group (Dataset::groups(), partition "by-column:NAME"): with NAME set,
+  // every line carries the token "NAME:VALUE" right after its label, VALUE any text
+  // without blanks (SVMlight's "qid:3" is NAME "qid"; "sender:example.com" another);
+  // group ids in order of first appearance. "" = none (such a token is then an error).
+  std::string groupName;
 };
 
 // LIBSVM / SVMlight: "label index:value index:value ... [# comment]", indices strictly

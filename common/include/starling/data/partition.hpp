@@ -68,9 +68,14 @@ Partition partitionByGroup(std::span<const uint32_t> groups, std::size_t numClie
 // The group column a partition spec names ("by-column:NAME" -> "NAME"), or "".
 std::string groupColumnOf(std::string_view spec);
 
+// The directory a partition spec names ("files:DIR" -> "DIR": one data file per client,
+// load.hpp loadFilesPartition), or "".
+std::string filesDirOf(std::string_view spec);
+
 // partitionBySpec over a data set: also "by-column:NAME", which takes the data set's
 // groups (loaded with DataOptions::groupColumn = NAME). The class-cut partitions
-// (dirichlet, classes) refuse a regression data set.
+// (dirichlet, classes) refuse a regression data set. "files:DIR" is refused: its
+// clients come from the files (loadFilesPartition), not from one data set.
 Result<Partition> partitionDataset(const Dataset& dataset, std::size_t numClients, std::string_view spec,
                                    uint64_t seed);
 

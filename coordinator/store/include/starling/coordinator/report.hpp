@@ -54,6 +54,14 @@ struct ReportTotals {
   std::optional<double> lastTestAuc, lastTestRmse;  // binary; regression
 };
 
+// The test figures of an evaluation as logs and reports print them, those present,
+// space-separated: accuracyLabel + "86.12%", "auc 0.9561", "rmse 0.4123", "r2 0.871";
+// "" when none is.
+struct TestFigures {
+  std::optional<double> accuracy, auc, rmse, r2;
+};
+std::string testFiguresText(const TestFigures& figures, std::string_view accuracyLabel = "");
+
 // Reads the rounds, the non-accepted participants and the refusals.
 Result<ReportData> loadReport(Store& store);
 

@@ -333,6 +333,23 @@ std::string jsonArray(std::string_view name, const std::vector<T>& items, ToObje
 
 std::string formatJson(const ReportData& data, const ReportTotals& totals) {
   std::string out = "{\n";
+  out += "  \"feature_statistics\": ";
+  if (const auto& st = data.statistics) {
+    std::string clients = "[";
+    for (const std::string& c : st->clients)
+      clients += (clients.size() > 1 ? ", " : "") + jsonString(c);
+    out += JsonObject()
+               .str("scaling", st->centre ? "z-scores" : "std")
+               .unum("participants", st->clients.size())
+               .add("clients", clients + "]")
+               .unum("examples", st->examples)
+               .unum("features", st->mean.size())
+               .num("at_ms", st->atMs)
+               .done();
+  } else {
+    out += "null";
+  }
+  out += ",\n";
   out += jsonArray("rounds", data.rounds, [](const RoundRecord& r) {
     return JsonObject()
         .unum("round", r.round)
@@ -391,23 +408,6 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
         .str("reason", r.reason)
         .done();
   });
-  out += "  \"feature_statistics\": ";
-  if (const auto& st = data.statistics) {
-    std::string clients = "[";
-    for (const std::string& c : st->clients)
-      clients += (clients.size() > 1 ? ", " : "") + jsonString(c);
-    out += JsonObject()
-               .str("scaling", st->centre ? "z-scores" : "std")
-               .unum("participants", st->clients.size())
-               .add("clients", clients + "]")
-               .unum("examples", st->examples)
-               .unum("features", st->mean.size())
-               .num("at_ms", st->atMs)
-               .done();
-  } else {
-    out += "null";
-  }
-  out += ",\n";
   out += "  \"totals\": ";
   out += JsonObject()
              .num("rounds_committed", totals.roundsCommitted)

@@ -823,7 +823,7 @@ TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
   execOrFail(path, (kBackToVersion1 + "CREATE TABLE refusals (x); PRAGMA user_version = 1").c_str());
   auto store = Store::open(path);
   REQUIRE_FALSE(store.isOk());
-  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 5"));
+  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 6"));
   CHECK(fileVersion(path) == 1);
   CHECK_FALSE(hasTable(path, "checkpoint_vectors"));
 }

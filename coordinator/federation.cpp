@@ -368,7 +368,7 @@ void Federation::update(const std::shared_ptr<Session>& session, const wire::Upd
 
 void Federation::maybeStartStatistics() {
   if (!task_.standardize || !scaling_.empty() || statsOpen_ || done_) return;
-  if (waiting_.size() < statsMinClients(engine_->config())) return;
+  if (waiting_.size() < statsWaitFor(engine_->config(), task_)) return;
   statsOpen_ = true;
   ++statsAttempts_;
   statsAsked_.clear();

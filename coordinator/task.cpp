@@ -79,7 +79,8 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   return need;
 }
 
-uint32_t statsMinClients(const EngineConfig& e) {
+uint32_t statsWaitFor(const EngineConfig& e, const TaskConfig& t) {
+  if (t.statsMinClients > 0) return t.statsMinClients;
   return std::max<uint32_t>(1, e.minClients > 0 ? e.minClients : e.clientsPerRound);
 }
 

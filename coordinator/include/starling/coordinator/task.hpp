@@ -45,7 +45,8 @@ struct TaskConfig {
   // clients' per-feature counts, sums and sums of squares; every party then scales its
   // features with the merged mean and std (z-scores; sparse data: divided by std only).
   bool standardize = false;
-  uint32_t statsClients = 0;    // clients asked in the statistics round (0 = every connected one)
+  uint32_t statsClients = 0;     // clients asked in the statistics round (0 = every waiting one)
+  uint32_t statsMinClients = 0;  // clients waiting before it starts (0 = the engine's min-clients, or K)
   int64_t statsDeadlineMs = 0;  // its deadline from the request (0 = the round deadline, task.deadline-ms)
   std::string modelOut;                 // where the final model is saved ("" = nowhere)
 };
@@ -71,9 +72,10 @@ wire::RoundAssignMsg assignmentMessage(const Assignment& a, uint32_t deadlineInM
 // simulator sizes its links with the same bytes.
 wire::Frame encodeAssignment(const Assignment& a, uint32_t deadlineInMs);
 
-// The clients a statistics round waits for before it starts (the engine's min-clients,
-// or K), and the answers it needs to succeed (min-goal, or ceil(K / 2)); at least 1.
-uint32_t statsMinClients(const EngineConfig& engine);
+// The clients a statistics round waits for before it starts (task.stats-min-clients, or
+// the engine's min-clients, or K), and the answers it needs to succeed (min-goal, or
+// ceil(K / 2)); at least 1.
+uint32_t statsWaitFor(const EngineConfig& engine, const TaskConfig& task);
 uint32_t statsMinAnswers(const EngineConfig& engine);
 
 // The task part of every client's Welcome (model, hyper-parameters, compression,

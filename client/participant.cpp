@@ -192,6 +192,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
   // counted this client, and this thread keeps answering heartbeats meanwhile.
   startLoading();
   std::optional<wire::Message> heldWelcome;  // a Welcome waiting for the data
+  bool sentStats = false;                    // FeatureStats sent, no Welcome yet
 
   for (;;) {
     auto msg = co_await conn.receive();
@@ -206,6 +207,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
     switch (msg->type()) {
       case fb::Body::Welcome: {
         welcomed = true;
+        sentStats = false;
         if (!dataReady()) {
           heldWelcome.emplace(std::move(msg).value());
           break;
@@ -251,6 +253,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         log_->info("sent the feature statistics of {} training examples", shard_->size());
         st = co_await conn.send(statsFrame.bytes());
         if (!st) co_return st;
+        sentStats = true;
         break;
       }
       case fb::Body::RoundResult: {
@@ -288,7 +291,11 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
       case fb::Body::Error: {
         auto e = wire::parseError(*msg);
         if (!e) co_return e.status();
-        // Missing capabilities will be missing at the next connection too: give up.
+        // Missing capabilities will be missing at the next connection too, and statistics
+        // refused as malformed would be sent again from the same data: give up.
+        if (e->code == fb::ErrorCode::Malformed && sentStats)
+          co_return Status(StatusCode::kInvalidArgument, "the coordinator refused this client's feature statistics: " +
+                                                             e->message);
         co_return Status(e->code == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
                          "the coordinator reported an error: " + e->message);
       }

@@ -41,7 +41,7 @@ start_own() {  # I LOG: client-I on its own file, all of it
 
 # ---- 1. the statistics round, then training -------------------------------------
 port=""
-launch_coordinator std --task regression --model linear --test-data "$work/test.csv" --standardize \
+launch_coordinator std --task regression --model linear --test-data "$work/test.csv" --standardize true \
   --clients-per-round 3 --stats-min-clients 4 --rounds 4 --tau 30 --lr 0.1 --deadline-ms 20000 --db "$work/std.db" || exit 1
 start_own 3 client-3.log
 wait_for "$work/std.log" "client-3 joined .* waiting for the statistics round" 20
@@ -66,7 +66,10 @@ check "the JSON report names the participants" \
 rmse=$("$coord_bin" report --db "$work/std.db" --format csv | awk -F, '$2 == "committed" { v = $24 } END { print v }')
 check "the test RMSE on the scaled test set ($rmse) is near the noise (< 0.2)" \
   awk -v x="$rmse" 'BEGIN { exit !(x != "" && x < 0.2) }'
-for i in 0 1 2 3; do wait "${client_pid[$i]}" 2>/dev/null; done
+wait "${client_pid[3]}"
+check "the refused client gives up instead of reconnecting" test $? -ne 0
+check "saying why" grep -q "the coordinator refused this client's feature statistics" "$work/client-3.log"
+for i in 0 1 2; do wait "${client_pid[$i]}"; done
 
 # The stored mean and std against NumPy over the union of the three files (float32
 # features, as every loader reads them; population std).
@@ -93,7 +96,7 @@ fi
 
 # ---- 2. a restart reuses the stored statistics -----------------------------------
 port=""
-launch_coordinator restart --task regression --model linear --test-data "$work/test.csv" --standardize \
+launch_coordinator restart --task regression --model linear --test-data "$work/test.csv" --standardize true \
   --clients-per-round 3 --rounds 6 --tau 30 --lr 0.1 --deadline-ms 20000 --db "$work/std.db" || exit 1
 for i in 0 1 2; do start_own "$i" "restart-client-$i.log"; done
 wait "$coord_pid"

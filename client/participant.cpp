@@ -294,8 +294,8 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         // Missing capabilities will be missing at the next connection too, and statistics
         // refused as malformed would be sent again from the same data: give up.
         if (e->code == fb::ErrorCode::Malformed && sentStats)
-          co_return Status(StatusCode::kInvalidArgument, "the coordinator refused this client's feature statistics: " +
-                                                             e->message);
+          co_return Status(StatusCode::kInvalidArgument,
+                           "the coordinator refused this client's feature statistics: " + e->message);
         co_return Status(e->code == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
                          "the coordinator reported an error: " + e->message);
       }

@@ -9,12 +9,13 @@
 #include <cstdlib>
 #include <thread>
 
-#include "engine/statistics.hpp"
 #include "starling/compression/precision.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/onnx/onnx.hpp"
 #include "starling/util/checksum.hpp"
 #include "starling/wire/capabilities.hpp"
+
+#include "engine/statistics.hpp"
 
 namespace starling::coordinator {
 namespace fb = wire::fb;
@@ -284,13 +285,7 @@ void Federation::hello(const std::shared_ptr<Session>& session, const wire::Hell
     log_->warn("refused {} from {}: {}", id, session->peer().address, why);
     // Recorded before the client is told, so that the refusal is on disk by the time it
     // reads the error. Not being able to record it does not change the answer.
-    RefusalRecord refusal;
-    refusal.clientId = id;
-    refusal.peer = session->peer().address;
-    refusal.atMs = wallEpochMs_ + nowMs();
-    refusal.reason = why;
-    if (Status st = store_->recordRefusal(refusal); !st)
-      log_->warn("recording the refusal of {}: {}", id, st.message());
+    recordRefusal(*session, why);
     session->send(share(wire::encode(wire::ErrorMsg{fb::ErrorCode::Unsupported, why})));
     session->close();
     return;
@@ -366,6 +361,16 @@ void Federation::update(const std::shared_ptr<Session>& session, const wire::Upd
   perform(engine_->updateArrived(id, std::move(in), nowMs()));
 }
 
+void Federation::recordRefusal(const Session& session, const std::string& why) {
+  RefusalRecord refusal;
+  refusal.clientId = session.clientId();
+  refusal.peer = session.peer().address;
+  refusal.atMs = wallEpochMs_ + nowMs();
+  refusal.reason = why;
+  if (Status st = store_->recordRefusal(refusal); !st)
+    log_->warn("recording the refusal of {}: {}", refusal.clientId, st.message());
+}
+
 void Federation::maybeStartStatistics() {
   if (!task_.standardize || !scaling_.empty() || statsOpen_ || done_) return;
   if (waiting_.size() < statsWaitFor(engine_->config(), task_)) return;
@@ -399,12 +404,7 @@ void Federation::featureStats(const std::shared_ptr<Session>& session, const wir
     // Like a bad update: refused, recorded, and the client is not asked again on this connection.
     const std::string why = "statistics round: " + st.message();
     log_->warn("rejected the feature statistics of {}: {}", id, st.message());
-    RefusalRecord refusal;
-    refusal.clientId = id;
-    refusal.peer = session->peer().address;
-    refusal.atMs = wallEpochMs_ + nowMs();
-    refusal.reason = why;
-    if (Status rs = store_->recordRefusal(refusal); !rs) log_->warn("recording the refusal of {}: {}", id, rs.message());
+    recordRefusal(*session, why);
     statsAsked_.erase(id);
     waiting_.erase(id);
     sessions_.erase(id);

@@ -12,8 +12,8 @@ Status checkFeatureSums(const data::FeatureSums& s, std::size_t featureDim) {
   if (s.sum.size() != featureDim)
     return bad(fmt::format("{} features, the task's model has {}", s.sum.size(), featureDim));
   if (s.count.size() != featureDim || s.sumSquares.size() != featureDim)
-    return bad(fmt::format("{} counts, {} sums and {} sums of squares", s.count.size(), s.sum.size(),
-                           s.sumSquares.size()));
+    return bad(
+        fmt::format("{} counts, {} sums and {} sums of squares", s.count.size(), s.sum.size(), s.sumSquares.size()));
   for (std::size_t j = 0; j < featureDim; ++j) {
     if (!std::isfinite(s.count[j]) || s.count[j] < 0 || s.count[j] > double(s.examples))
       return bad(fmt::format("feature {}: count {} of {} examples", j, s.count[j], s.examples));
@@ -41,9 +41,8 @@ Result<StatisticsResult> mergeFeatureSums(const std::map<std::string, data::Feat
   bool centre = true;
   for (const auto& [id, s] : byClient) {  // id order: the same bits whatever the arrival order
     if (s.features() != dim || s.count.size() != dim || s.sumSquares.size() != dim)
-      return Status(StatusCode::kInvalidArgument,
-                    fmt::format("client '{}' sent statistics of {} features, '{}' of {}", id, s.features(),
-                                byClient.begin()->first, dim));
+      return Status(StatusCode::kInvalidArgument, fmt::format("client '{}' sent statistics of {} features, '{}' of {}",
+                                                              id, s.features(), byClient.begin()->first, dim));
     for (std::size_t j = 0; j < dim; ++j) {
       count[j] += s.count[j];
       sum[j] += s.sum[j];

@@ -162,8 +162,7 @@ CREATE TABLE feature_statistics (
 // kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
 // the empty file). A new file runs every step; a file of an older version, opened for
 // writing, runs the steps past its version, all in one transaction.
-constexpr std::array<const char*, 6> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3,
-                                                     kSchemaV4, kSchemaV5, kSchemaV6};
+constexpr std::array<const char*, 6> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6};
 static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The statistics round's parts: a shard's sums (data::featureSums), their merge
 // (coordinator::mergeFeatureSums) and the scaling (data::scaleFeatures), checked against
 // NumPy over the concatenated data.
+#include "engine/statistics.hpp"
+
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -11,7 +13,6 @@
 #include <random>
 #include <sstream>
 
-#include "engine/statistics.hpp"
 #include "starling/data/feature_scaling.hpp"
 
 using starling::StatusCode;
@@ -63,10 +64,11 @@ std::vector<std::pair<double, double>> numpyMoments(const std::vector<float>& ro
       out << buf << ((i + 1) % kDim == 0 ? "\n" : " ");
     }
   }
-  const std::string cmd = "/usr/bin/python3 -c \"import numpy as np, sys; x = np.loadtxt(sys.argv[1], "
-                          "dtype=np.float32).astype(np.float64); [print(repr(m), repr(s)) for m, s in "
-                          "zip(x.mean(axis=0), x.std(axis=0))]\" " +
-                          data.string();
+  const std::string cmd =
+      "/usr/bin/python3 -c \"import numpy as np, sys; x = np.loadtxt(sys.argv[1], "
+      "dtype=np.float32).astype(np.float64); [print(repr(m), repr(s)) for m, s in "
+      "zip(x.mean(axis=0), x.std(axis=0))]\" " +
+      data.string();
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::string text;
@@ -88,9 +90,8 @@ std::vector<std::pair<double, double>> numpyMoments(const std::vector<float>& ro
 
 TEST_CASE("the merged statistics equal NumPy's over the union of the shards", "[statistics]") {
   const std::vector<float> a = makeRows(300, 1, 0.0f), b = makeRows(170, 2, 3.0f), c = makeRows(531, 3, -2.0f);
-  std::map<std::string, FeatureSums> sums{{"client-b", featureSums(dense(b))},
-                                          {"client-a", featureSums(dense(a))},
-                                          {"client-c", featureSums(dense(c))}};
+  std::map<std::string, FeatureSums> sums{
+      {"client-b", featureSums(dense(b))}, {"client-a", featureSums(dense(a))}, {"client-c", featureSums(dense(c))}};
   for (const auto& [id, s] : sums)
     REQUIRE(checkFeatureSums(s, kDim).isOk());
   auto merged = mergeFeatureSums(sums);

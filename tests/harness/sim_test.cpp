@@ -448,6 +448,21 @@ TEST_CASE("availability traces: clients train only inside their windows", "[harn
 
 namespace starling::sim {
 
+// 4 clients, iid, over the whole of a CSV regression file (a fifth of it the test set),
+// a quarter of each shard held out for evaluation.
+Result<Fleet> regressionFleet(const std::string& path) {
+  SimSettings s = smallFleet();
+  s.data = path;
+  s.clients = 4;
+  s.partition = "iid";
+  s.trainExamples = 0;
+  s.testExamples = 0;
+  s.evalFraction = 0.25;
+  data::DataOptions options;
+  options.task = data::TaskKind::kRegression;
+  return Fleet::create(s, "linear", options);
+}
+
 TEST_CASE("federated evaluation: the clients' held-out sums, from a CSV regression", "[harness][federated-eval]") {
   const auto path = (std::filesystem::temp_directory_path() / "starling-sim-regression.csv").string();
   {
@@ -461,16 +476,7 @@ TEST_CASE("federated evaluation: the clients' held-out sums, from a CSV regressi
       out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
     }
   }
-  SimSettings s = smallFleet();
-  s.data = path;
-  s.clients = 4;
-  s.partition = "iid";
-  s.trainExamples = 0;
-  s.testExamples = 0;
-  s.evalFraction = 0.25;
-  data::DataOptions options;
-  options.task = data::TaskKind::kRegression;
-  auto fleet = Fleet::create(s, "linear", options);
+  auto fleet = regressionFleet(path);
   REQUIRE(fleet);
   CHECK(fleet->modelSpec() == "linear:2-1/mse");
   std::size_t held = 0, trained = 0;
@@ -530,16 +536,7 @@ TEST_CASE("standardize: the simulator's statistics round equals NumPy over the u
       out << a << ',' << b << ',' << c << ',' << 1.5 * a - 0.002 * (b - 5500) + 50 * c + noise(rng) << '\n';
     }
   }
-  SimSettings s = smallFleet();
-  s.data = path;
-  s.clients = 4;
-  s.partition = "iid";
-  s.trainExamples = 0;
-  s.testExamples = 0;
-  s.evalFraction = 0.25;
-  data::DataOptions options;
-  options.task = data::TaskKind::kRegression;
-  auto fleet = Fleet::create(s, "linear", options);
+  auto fleet = regressionFleet(path);
   INFO(fleet.status().message());
   REQUIRE(fleet);
   Strategy st = smallStrategy("standardize");
@@ -571,9 +568,10 @@ TEST_CASE("standardize: the simulator's statistics round equals NumPy over the u
       out << buf << ((i + 1) % 3 == 0 ? "\n" : " ");
     }
   }
-  const std::string cmd = "/usr/bin/python3 -c \"import numpy as np, sys; x = np.loadtxt(sys.argv[1], "
-                          "dtype=np.float32).astype(np.float64); print(*x.mean(axis=0), *x.std(axis=0))\" " +
-                          rowsPath.string() + " 2>/dev/null";
+  const std::string cmd =
+      "/usr/bin/python3 -c \"import numpy as np, sys; x = np.loadtxt(sys.argv[1], "
+      "dtype=np.float32).astype(np.float64); print(*x.mean(axis=0), *x.std(axis=0))\" " +
+      rowsPath.string() + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::vector<double> ref;

@@ -13,13 +13,13 @@
 
 #include "starling/client/learner.hpp"
 #include "starling/compression/payload.hpp"
-#include "engine/statistics.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/coordinator/task.hpp"
 #include "starling/model/model.hpp"
 #include "starling/util/mix.hpp"
 #include "starling/wire/messages.hpp"
 
+#include "engine/statistics.hpp"
 #include "export.hpp"
 #include "sim.hpp"
 
@@ -141,8 +141,7 @@ Status Run::statisticsRound() {
     const auto& c = fleet_.clients()[i];
     if (c.examples.empty()) continue;  // never joins
     if (t.statsClients > 0 && sums.size() >= t.statsClients) break;
-    data::FeatureSums s =
-        coordinator::featureSumsOf(client::shardStatistics(fleet_.train().subset(c.examples)));
+    data::FeatureSums s = coordinator::featureSumsOf(client::shardStatistics(fleet_.train().subset(c.examples)));
     STARLING_RETURN_IF_ERROR(coordinator::checkFeatureSums(s, evalModel_->inputDim()).withContext(clientId(i)));
     sums.emplace(clientId(i), std::move(s));
   }

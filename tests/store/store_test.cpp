@@ -97,7 +97,8 @@ EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<const c
 // What version 5 added: the metrics' columns of rounds.
 const std::string kBackToVersion5 = "DROP TABLE feature_statistics; ";
 const std::string kBackToVersion4 =
-    kBackToVersion5 + "ALTER TABLE rounds DROP COLUMN test_top5; ALTER TABLE rounds DROP COLUMN test_auc; ALTER TABLE rounds DROP "
+    kBackToVersion5 +
+    "ALTER TABLE rounds DROP COLUMN test_top5; ALTER TABLE rounds DROP COLUMN test_auc; ALTER TABLE rounds DROP "
     "COLUMN test_rmse; ALTER TABLE rounds DROP COLUMN test_mae; ALTER TABLE rounds DROP COLUMN test_r2; ";
 const std::string kBackToVersion1 =
     kBackToVersion4 +

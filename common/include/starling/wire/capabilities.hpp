@@ -45,7 +45,7 @@ inline constexpr std::string_view kCapFeatureStats = "feature-stats";
 
 // Everything starling-client of this build implements.
 inline constexpr std::array<std::string_view, 12> kClientCapabilities = {
-    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues,  kCapPrioritySampling, kCapProx,         kCapErrorCap,
+    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues,  kCapPrioritySampling, kCapProx,          kCapErrorCap,
     kCapInitialize,  kCapXorValues,     kCapModelPrecision, kCapRelativeIndices,  kCapFederatedEval, kCapFeatureStats};
 
 // The names in `required` that `offered` lacks, in the order of `required`.

@@ -25,8 +25,8 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "starling/coordinator/round_engine.hpp"
@@ -98,6 +98,8 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   void handle(const std::shared_ptr<Session>& session, const wire::Message& message);
   void hello(const std::shared_ptr<Session>& session, const wire::HelloMsg& hello);
   void update(const std::shared_ptr<Session>& session, const wire::UpdateMsg& update);
+  // Records a client turned away (the refusals table); a failure to record is logged.
+  void recordRefusal(const Session& session, const std::string& why);
   // Sends the Welcome (with the feature scaling, if any) and tells the engine.
   void welcomeClient(const std::shared_ptr<Session>& session, const wire::HelloMsg& hello);
   // The statistics round: start it once enough clients wait; take an answer; close it

@@ -47,8 +47,8 @@ struct TaskConfig {
   bool standardize = false;
   uint32_t statsClients = 0;     // clients asked in the statistics round (0 = every waiting one)
   uint32_t statsMinClients = 0;  // clients waiting before it starts (0 = the engine's min-clients, or K)
-  int64_t statsDeadlineMs = 0;  // its deadline from the request (0 = the round deadline, task.deadline-ms)
-  std::string modelOut;                 // where the final model is saved ("" = nowhere)
+  int64_t statsDeadlineMs = 0;   // its deadline from the request (0 = the round deadline, task.deadline-ms)
+  std::string modelOut;          // where the final model is saved ("" = nowhere)
 };
 
 // Checks values no single setting can (e.g. tau-min <= tau <= tau-max); the message

@@ -309,6 +309,10 @@ void Federation::hello(const std::shared_ptr<Session>& session, const wire::Hell
     waiting_[id] = h;
     log_->info("{} joined from {} ({} examples); waiting for the statistics round", id, session->peer().address,
                h.numExamples);
+    if (statsOpen_ && statsAsked_.contains(id) && !statsReceived_.contains(id)) {
+      // Asked on the connection this one replaced: ask again.
+      session->send(share(wire::encode(wire::StatsRequestMsg{static_cast<uint32_t>(statsDeadlineMs())})));
+    }
     maybeStartStatistics();
     return;
   }
@@ -371,6 +375,10 @@ void Federation::recordRefusal(const Session& session, const std::string& why) {
     log_->warn("recording the refusal of {}: {}", refusal.clientId, st.message());
 }
 
+int64_t Federation::statsDeadlineMs() const {
+  return task_.statsDeadlineMs > 0 ? task_.statsDeadlineMs : engine_->config().deadlineMs;
+}
+
 void Federation::maybeStartStatistics() {
   if (!task_.standardize || !scaling_.empty() || statsOpen_ || done_) return;
   if (waiting_.size() < statsWaitFor(engine_->config(), task_)) return;
@@ -378,7 +386,7 @@ void Federation::maybeStartStatistics() {
   ++statsAttempts_;
   statsAsked_.clear();
   statsReceived_.clear();
-  const int64_t deadline = task_.statsDeadlineMs > 0 ? task_.statsDeadlineMs : engine_->config().deadlineMs;
+  const int64_t deadline = statsDeadlineMs();
   auto request = share(wire::encode(wire::StatsRequestMsg{static_cast<uint32_t>(deadline)}));
   for (const auto& [id, hello] : waiting_) {  // by id: the first stats-clients of them
     if (task_.statsClients > 0 && statsAsked_.size() >= task_.statsClients) break;

@@ -107,6 +107,7 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   void maybeStartStatistics();
   void featureStats(const std::shared_ptr<Session>& session, const wire::FeatureStatsMsg& stats);
   void closeStatistics();
+  int64_t statsDeadlineMs() const;  // task.stats-deadline-ms, or the round deadline
   // The scaling becomes the task's: the test set is scaled, waiting clients welcomed.
   Status adoptScaling(const data::FeatureScaling& scaling);
   void perform(std::vector<Action> actions);

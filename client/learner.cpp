@@ -10,6 +10,7 @@
 
 #include "starling/client/replay.hpp"
 #include "starling/compression/precision.hpp"
+#include "starling/data/feature_scaling.hpp"
 #include "starling/util/checksum.hpp"
 #include "starling/util/mix.hpp"
 
@@ -22,6 +23,17 @@ uint64_t mix(uint64_t a, uint64_t b) {
 }
 
 }  // namespace
+
+wire::FeatureStatsMsg shardStatistics(const data::Dataset& shard) {
+  data::FeatureSums s = data::featureSums(shard);
+  wire::FeatureStatsMsg m;
+  m.examples = s.examples;
+  m.count = std::move(s.count);
+  m.sum = std::move(s.sum);
+  m.sumSquares = std::move(s.sumSquares);
+  m.sparse = s.sparse;
+  return m;
+}
 
 uint64_t clientSeed(uint64_t seed, std::string_view clientId) {
   for (char ch : clientId)

@@ -9,6 +9,8 @@
 #include <asio/use_awaitable.hpp>
 #include <random>
 
+#include "starling/data/feature_scaling.hpp"
+
 namespace starling::client {
 namespace fb = wire::fb;
 
@@ -78,9 +80,37 @@ void Participant::holdOut() {
              heldOut_->size() + trainPart_->size());
 }
 
+Status Participant::scale(const wire::WelcomeMsg& w) {
+  if (w.featureMean.empty()) return Status::ok();
+  if (!scaledMean_.empty()) {
+    if (scaledMean_ == w.featureMean && scaledStd_ == w.featureStd) return Status::ok();
+    return Status(StatusCode::kInvalidArgument,
+                  "the coordinator's feature scaling changed since this client scaled its data (restart the client)");
+  }
+  const data::FeatureScaling scaling{w.featureMean, w.featureStd, w.featureCentre};
+  rawTrain_ = shard_;
+  auto train = data::scaleFeatures(*shard_, scaling);
+  if (!train) return train.status().withContext("the Welcome's feature scaling");
+  scaledTrain_.emplace(std::move(*train));
+  shard_ = &*scaledTrain_;
+  if (heldOut_) {
+    auto held = data::scaleFeatures(*heldOut_, scaling);
+    if (!held) return held.status().withContext("the Welcome's feature scaling");
+    scaledHeldOut_.emplace(std::move(*held));
+    learner_.setHeldOut(&*scaledHeldOut_);
+  }
+  scaledMean_ = w.featureMean;
+  scaledStd_ = w.featureStd;
+  log_->info("features scaled by the statistics round's {} ({} features)",
+             w.featureCentre ? "mean and std (z-scores)" : "std (sparse data: divided, not centred)",
+             w.featureMean.size());
+  return Status::ok();
+}
+
 Status Participant::welcome(const wire::WelcomeMsg& w) {
   if (Status loaded = finishLoading(); !loaded) return loaded;
   holdOut();
+  if (Status st = scale(w); !st) return st;
   if (Status st = learner_.welcome(w, *shard_); !st) return st;
   syncStats();
   log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", w.task, w.clientId, w.round, w.modelSpec);
@@ -150,6 +180,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
   // counted this client, and this thread keeps answering heartbeats meanwhile.
   startLoading();
   std::optional<wire::Message> heldWelcome;  // a Welcome waiting for the data
+  bool sentStats = false;                    // FeatureStats sent, no Welcome yet
 
   for (;;) {
     auto msg = co_await conn.receive();
@@ -164,6 +195,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
     switch (msg->type()) {
       case fb::Body::Welcome: {
         welcomed = true;
+        sentStats = false;
         if (!dataReady()) {
           heldWelcome.emplace(std::move(msg).value());
           break;
@@ -197,6 +229,19 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         const wire::Frame updateFrame = wire::encode(update->message());
         st = co_await conn.send(updateFrame.bytes());
         if (!st) co_return st;
+        break;
+      }
+      case fb::Body::StatsRequest: {
+        // Before the Welcome of a task that standardizes: the sums of the unscaled
+        // training examples (held-out ones excluded).
+        if (!wire::parseStatsRequest(*msg)) co_return Status(StatusCode::kMalformed, "malformed StatsRequest");
+        if (Status loaded = finishLoading(); !loaded) co_return loaded;
+        holdOut();
+        const wire::Frame statsFrame = wire::encode(shardStatistics(rawTrain_ != nullptr ? *rawTrain_ : *shard_));
+        log_->info("sent the feature statistics of {} training examples", shard_->size());
+        st = co_await conn.send(statsFrame.bytes());
+        if (!st) co_return st;
+        sentStats = true;
         break;
       }
       case fb::Body::RoundResult: {
@@ -234,7 +279,11 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
       case fb::Body::Error: {
         auto e = wire::parseError(*msg);
         if (!e) co_return e.status();
-        // Missing capabilities will be missing at the next connection too: give up.
+        // Missing capabilities will be missing at the next connection too, and statistics
+        // refused as malformed would be sent again from the same data: give up.
+        if (e->code == fb::ErrorCode::Malformed && sentStats)
+          co_return Status(StatusCode::kInvalidArgument,
+                           "the coordinator refused this client's feature statistics: " + e->message);
         co_return Status(e->code == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
                          "the coordinator reported an error: " + e->message);
       }

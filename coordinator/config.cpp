@@ -104,6 +104,12 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.clients-initialize", e.clientsInitialize,
        "a client holding nothing builds the round-0 model from the spec and seed, then catches up");
   bind("task.seed", e.seed, "seed of selection and seeded compressors");
+  bind("task.standardize", t.standardize,
+       "scale features by the mean and std of a statistics round before round 1 (z-scores; sparse data: x / std)");
+  bind("task.stats-clients", t.statsClients, "clients asked in the statistics round (0 = every waiting one)");
+  bind("task.stats-min-clients", t.statsMinClients,
+       "clients waiting before the statistics round starts (0 = min-clients, or clients-per-round)");
+  bind("task.stats-deadline-ms", t.statsDeadlineMs, "the statistics round's deadline (0 = task.deadline-ms)");
   bind("train.lr", e.lr, "learning rate");
   bind("train.lr-decay", e.lrDecay, "lr x this per committed round");
   bind("train.model-ema", e.modelEma,

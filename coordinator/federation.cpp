@@ -16,6 +16,8 @@
 #include "starling/util/checksum.hpp"
 #include "starling/wire/capabilities.hpp"
 
+#include "engine/statistics.hpp"
+
 namespace starling::coordinator {
 namespace fb = wire::fb;
 
@@ -80,6 +82,7 @@ Federation::Federation(asio::io_context& io, TaskConfig task, std::unique_ptr<St
       task_(std::move(task)),
       store_(std::move(store)),
       log_(std::move(log)),
+      statsTimer_(strand_),
       timer_(strand_),
       epoch_(std::chrono::steady_clock::now()),
       wallEpochMs_(
@@ -192,6 +195,21 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   }
 
   f->required_ = requiredCapabilities(f->engine_->config(), f->task_);
+  if (f->task_.standardize) {
+    // A restart reuses the statistics round of the first run: no second round.
+    auto stored = f->store_->featureStatistics();
+    if (!stored) return stored.status();
+    if (*stored) {
+      const FeatureStatisticsRecord& r = **stored;
+      if (r.mean.size() != model->inputDim())
+        return Status(StatusCode::kMalformed,
+                      fmt::format("database '{}' holds feature statistics of {} features, the model takes {}",
+                                  f->store_->path(), r.mean.size(), model->inputDim()));
+      STARLING_RETURN_IF_ERROR(f->adoptScaling(data::FeatureScaling{r.mean, r.std, r.centre}));
+      f->log_->info("standardizing with the stored statistics of {} clients ({} examples); no statistics round",
+                    r.clients.size(), r.examples);
+    }
+  }
   f->evalModel_.emplace(std::move(*model));
   if (f->resumedFrom_ > 0)
     f->log_->info("resumed from round {} (model checksum {:016x}, {} rounds committed)", f->resumedFrom_,
@@ -209,10 +227,17 @@ void Federation::onMessage(const std::shared_ptr<Session>& session, wire::Messag
 
 void Federation::onClosed(const std::shared_ptr<Session>& session, const Status& why) {
   asio::post(strand_, [self = shared_from_this(), session, why] {
-    auto it = self->sessions_.find(session->clientId());
+    const std::string& id = session->clientId();
+    auto it = self->sessions_.find(id);
     if (it == self->sessions_.end() || it->second != session) return;  // replaced by a newer connection
     self->sessions_.erase(it);
-    if (!self->done_) self->perform(self->engine_->clientLeft(session->clientId(), why.message(), self->nowMs()));
+    if (self->waiting_.erase(id) > 0) {  // never welcomed: the engine does not know it
+      if (self->statsOpen_ && !self->statsReceived_.contains(id) && self->statsAsked_.erase(id) > 0 &&
+          self->statsReceived_.size() == self->statsAsked_.size())
+        self->closeStatistics();
+      return;
+    }
+    if (!self->done_) self->perform(self->engine_->clientLeft(id, why.message(), self->nowMs()));
   });
 }
 
@@ -224,6 +249,9 @@ void Federation::handle(const std::shared_ptr<Session>& session, const wire::Mes
       break;
     case fb::Body::Update:
       if (auto u = wire::parseUpdate(msg)) return update(session, *u);
+      break;
+    case fb::Body::FeatureStats:
+      if (auto fs = wire::parseFeatureStats(msg)) return featureStats(session, *fs);
       break;
     case fb::Body::Heartbeat:
       return;  // the answer to ours: it kept the connection alive
@@ -253,13 +281,7 @@ void Federation::hello(const std::shared_ptr<Session>& session, const wire::Hell
     log_->warn("refused {} from {}: {}", id, session->peer().address, why);
     // Recorded before the client is told, so that the refusal is on disk by the time it
     // reads the error. Not being able to record it does not change the answer.
-    RefusalRecord refusal;
-    refusal.clientId = id;
-    refusal.peer = session->peer().address;
-    refusal.atMs = wallEpochMs_ + nowMs();
-    refusal.reason = why;
-    if (Status st = store_->recordRefusal(refusal); !st)
-      log_->warn("recording the refusal of {}: {}", id, st.message());
+    recordRefusal(*session, why);
     session->send(share(wire::encode(wire::ErrorMsg{fb::ErrorCode::Unsupported, why})));
     session->close();
     return;
@@ -278,7 +300,23 @@ void Federation::hello(const std::shared_ptr<Session>& session, const wire::Hell
   rec.lastSeenMs = wallNow;
   rec.examples = static_cast<int64_t>(h.numExamples);
   if (Status st = store_->upsertClient(rec); !st) log_->warn("recording client {}: {}", id, st.message());
+  if (task_.standardize && scaling_.empty()) {
+    // Welcomed once the statistics round has given the scaling.
+    waiting_[id] = h;
+    log_->info("{} joined from {} ({} examples); waiting for the statistics round", id, session->peer().address,
+               h.numExamples);
+    if (statsOpen_ && statsAsked_.contains(id) && !statsReceived_.contains(id)) {
+      // Asked on the connection this one replaced: ask again.
+      session->send(share(wire::encode(wire::StatsRequestMsg{static_cast<uint32_t>(statsDeadlineMs())})));
+    }
+    maybeStartStatistics();
+    return;
+  }
+  welcomeClient(session, h);
+}
 
+void Federation::welcomeClient(const std::shared_ptr<Session>& session, const wire::HelloMsg& h) {
+  const std::string& id = session->clientId();
   wire::WelcomeMsg welcome = taskWelcome(engine_->config(), task_);
   welcome.clientId = id;
   welcome.round = engine_->committedRound();
@@ -286,6 +324,9 @@ void Federation::hello(const std::shared_ptr<Session>& session, const wire::Hell
   welcome.lastAcceptedRound = engine_->lastAcceptedRound(id);
   welcome.heldRounds = engine_->heldUpdateRounds(id);
   welcome.acceptedRounds = engine_->acceptedRounds(id);
+  welcome.featureMean = scaling_.mean;
+  welcome.featureStd = scaling_.std;
+  welcome.featureCentre = scaling_.centre;
   session->send(share(wire::encode(welcome)));
   log_->info("{} joined from {} ({} examples, holds round {})", id, session->peer().address, h.numExamples,
              h.lastRound);
@@ -318,6 +359,111 @@ void Federation::update(const std::shared_ptr<Session>& session, const wire::Upd
     if (compression::expand(in.delta, dense)) auditHeld_[{id, in.round}] = std::move(dense);
   }
   perform(engine_->updateArrived(id, std::move(in), nowMs()));
+}
+
+void Federation::recordRefusal(const Session& session, const std::string& why) {
+  RefusalRecord refusal;
+  refusal.clientId = session.clientId();
+  refusal.peer = session.peer().address;
+  refusal.atMs = wallEpochMs_ + nowMs();
+  refusal.reason = why;
+  if (Status st = store_->recordRefusal(refusal); !st)
+    log_->warn("recording the refusal of {}: {}", refusal.clientId, st.message());
+}
+
+int64_t Federation::statsDeadlineMs() const {
+  return task_.statsDeadlineMs > 0 ? task_.statsDeadlineMs : engine_->config().deadlineMs;
+}
+
+void Federation::maybeStartStatistics() {
+  if (!task_.standardize || !scaling_.empty() || statsOpen_ || done_) return;
+  if (waiting_.size() < statsWaitFor(engine_->config(), task_)) return;
+  statsOpen_ = true;
+  ++statsAttempts_;
+  statsAsked_.clear();
+  statsReceived_.clear();
+  const int64_t deadline = statsDeadlineMs();
+  auto request = share(wire::encode(wire::StatsRequestMsg{static_cast<uint32_t>(deadline)}));
+  for (const auto& [id, hello] : waiting_) {  // by id: the first stats-clients of them
+    if (task_.statsClients > 0 && statsAsked_.size() >= task_.statsClients) break;
+    statsAsked_.insert(id);
+    sendTo(id, request);
+  }
+  log_->info("statistics round (attempt {}): asked {} of {} waiting clients for their feature sums, deadline {} ms",
+             statsAttempts_, statsAsked_.size(), waiting_.size(), deadline);
+  statsTimer_.expires_after(std::chrono::milliseconds(deadline));
+  statsTimer_.async_wait([self = shared_from_this()](const std::error_code& ec) {
+    if (!ec && !self->done_ && self->statsOpen_) self->closeStatistics();
+  });
+}
+
+void Federation::featureStats(const std::shared_ptr<Session>& session, const wire::FeatureStatsMsg& m) {
+  const std::string& id = session->clientId();
+  if (!statsOpen_ || !statsAsked_.contains(id) || statsReceived_.contains(id)) {
+    log_->warn("ignored feature statistics from {}: not asked in an open statistics round", id);
+    return;
+  }
+  data::FeatureSums sums = featureSumsOf(m);
+  if (Status st = checkFeatureSums(sums, evalModel_->inputDim()); !st) {
+    // Like a bad update: refused, recorded, and the client is not asked again on this connection.
+    const std::string why = "statistics round: " + st.message();
+    log_->warn("rejected the feature statistics of {}: {}", id, st.message());
+    recordRefusal(*session, why);
+    statsAsked_.erase(id);
+    waiting_.erase(id);
+    sessions_.erase(id);
+    session->send(share(wire::encode(wire::ErrorMsg{fb::ErrorCode::Malformed, why})));
+    session->close();
+  } else {
+    statsReceived_[id] = std::move(sums);
+  }
+  if (statsReceived_.size() == statsAsked_.size()) closeStatistics();
+}
+
+void Federation::closeStatistics() {
+  statsOpen_ = false;
+  statsTimer_.cancel();
+  const uint32_t need = statsMinAnswers(engine_->config());
+  if (statsReceived_.size() < need) {
+    log_->warn("statistics round (attempt {}): {} answers from {} clients asked, {} needed; asking again",
+               statsAttempts_, statsReceived_.size(), statsAsked_.size(), need);
+    statsAsked_.clear();
+    statsReceived_.clear();
+    maybeStartStatistics();
+    return;
+  }
+  auto merged = mergeFeatureSums(statsReceived_);
+  if (!merged) return finish(merged.status().withContext("statistics round"));
+  FeatureStatisticsRecord rec;
+  rec.mean = merged->scaling.mean;
+  rec.std = merged->scaling.std;
+  rec.centre = merged->scaling.centre;
+  rec.clients = merged->clients;
+  rec.examples = merged->examples;
+  rec.atMs = wallEpochMs_ + nowMs();
+  if (Status st = store_->saveFeatureStatistics(rec); !st) return finish(st);
+  log_->info("statistics round: {} clients, {} examples, {} features{}", rec.clients.size(), rec.examples,
+             rec.mean.size(),
+             rec.centre ? "; features become z-scores"
+                        : "; sparse data: features are divided by their std, not centred (centring would make "
+                          "them dense)");
+  statsAsked_.clear();
+  statsReceived_.clear();
+  if (Status st = adoptScaling(merged->scaling); !st) return finish(st);
+}
+
+Status Federation::adoptScaling(const data::FeatureScaling& scaling) {
+  if (testSet_) {
+    auto scaled = data::scaleFeatures(*testSet_, scaling);
+    if (!scaled) return scaled.status().withContext("evaluation data");
+    testSet_.emplace(std::move(*scaled));
+  }
+  scaling_ = scaling;
+  for (const auto& [id, hello] : std::exchange(waiting_, {})) {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) welcomeClient(it->second, hello);
+  }
+  return Status::ok();
 }
 
 Frame Federation::assignFrame(const Assignment& a) {

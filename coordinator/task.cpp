@@ -38,6 +38,10 @@ Status validateTask(const EngineConfig& e, const TaskConfig& task) {
     return bad("data-format '" + task.dataFormat + "' is not one of auto, csv, libsvm, npy, npz, idx");
   if (!(task.huberDelta >= 0)) return bad("huber-delta must be at least 0 (0 = squared error)");
   if (task.categoricalBuckets == 0) return bad("categorical-buckets must be at least 1");
+  if (task.statsDeadlineMs < 0) return bad("stats-deadline-ms must be 0 or more");
+  if (task.statsClients > 0 && task.statsClients < statsMinAnswers(e))
+    return bad(fmt::format("stats-clients ({}) is below the answers a statistics round needs (min-goal: {})",
+                           task.statsClients, statsMinAnswers(e)));
   if (!(task.uplinkMemoryDecay >= 0 && task.uplinkMemoryDecay <= 1))
     return bad("uplink-memory-decay must be in [0, 1] (1 = off)");
   return Status::ok();
@@ -71,7 +75,17 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   add(t.proxMu > 0, wire::kCapProx);
   add(t.uplinkErrorCap > 0, wire::kCapErrorCap);
   add(e.federatedEvalEvery > 0, wire::kCapFederatedEval);
+  add(t.standardize, wire::kCapFeatureStats);
   return need;
+}
+
+uint32_t statsWaitFor(const EngineConfig& e, const TaskConfig& t) {
+  if (t.statsMinClients > 0) return t.statsMinClients;
+  return std::max<uint32_t>(1, e.minClients > 0 ? e.minClients : e.clientsPerRound);
+}
+
+uint32_t statsMinAnswers(const EngineConfig& e) {
+  return std::max<uint32_t>(1, e.minGoal > 0 ? e.minGoal : (e.clientsPerRound + 1) / 2);
 }
 
 wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {

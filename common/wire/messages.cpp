@@ -89,7 +89,7 @@ Frame encode(const HelloMsg& m) {
 }
 
 Frame encode(const WelcomeMsg& m) {
-  FlatBufferBuilder b(512 + sizeOf(m.model));
+  FlatBufferBuilder b(512 + sizeOf(m.model) + (m.featureMean.size() + m.featureStd.size()) * sizeof(double));
   Offset<fb::HyperParameters> hyper;
   if (const auto& h = m.hyper)
     hyper = fb::CreateHyperParameters(b, h->lr, h->momentum, h->weightDecay, h->batchSize, h->tau, h->clipNorm,
@@ -104,7 +104,9 @@ Frame encode(const WelcomeMsg& m) {
   return finishFrame(
       b, fb::CreateWelcomeDirect(b, m.clientId.c_str(), m.task.c_str(), m.modelSpec.c_str(), hyper, comp, m.round,
                                  model, m.modelChecksum, m.heartbeatMs, m.lastAcceptedRound, m.rounds, m.initSeed,
-                                 &m.heldRounds, m.acceptedRounds ? &*m.acceptedRounds : nullptr));
+                                 &m.heldRounds, m.acceptedRounds ? &*m.acceptedRounds : nullptr,
+                                 m.featureMean.empty() ? nullptr : &m.featureMean,
+                                 m.featureStd.empty() ? nullptr : &m.featureStd, m.featureCentre));
 }
 
 Frame encode(const RoundAssignMsg& m) {
@@ -148,6 +150,16 @@ Frame encode(const ByeMsg& m) {
 Frame encode(const ErrorMsg& m) {
   FlatBufferBuilder b(64 + m.message.size());
   return finishFrame(b, fb::CreateErrorDirect(b, m.code, m.message.c_str()));
+}
+
+Frame encode(const StatsRequestMsg& m) {
+  FlatBufferBuilder b(64);
+  return finishFrame(b, fb::CreateStatsRequest(b, m.deadlineMs));
+}
+
+Frame encode(const FeatureStatsMsg& m) {
+  FlatBufferBuilder b(128 + (m.count.size() + m.sum.size() + m.sumSquares.size()) * sizeof(double));
+  return finishFrame(b, fb::CreateFeatureStatsDirect(b, m.examples, &m.count, &m.sum, &m.sumSquares, m.sparse));
 }
 
 // ---- parse ---------------------------------------------------------------------
@@ -194,6 +206,12 @@ Result<WelcomeMsg> parseWelcome(const Message& m) {
   if (const auto* held = w->held_rounds()) out.heldRounds.assign(held->begin(), held->end());
   if (const auto* accepted = w->accepted_rounds())
     out.acceptedRounds = std::vector<uint64_t>(accepted->begin(), accepted->end());
+  if (const auto* mean = w->feature_mean()) out.featureMean.assign(mean->begin(), mean->end());
+  if (const auto* sd = w->feature_std()) out.featureStd.assign(sd->begin(), sd->end());
+  out.featureCentre = w->feature_centre();
+  if (out.featureMean.size() != out.featureStd.size())
+    return Status(StatusCode::kMalformed, fmt::format("Welcome has {} feature means and {} standard deviations",
+                                                      out.featureMean.size(), out.featureStd.size()));
   return out;
 }
 
@@ -266,6 +284,25 @@ Result<ErrorMsg> parseError(const Message& m) {
   if (!eBody) return eBody.status();
   const fb::Error* e = *eBody;
   return ErrorMsg{e->code(), str(e->message())};
+}
+
+Result<StatsRequestMsg> parseStatsRequest(const Message& m) {
+  auto body = bodyOf<fb::StatsRequest>(m, "StatsRequest");
+  if (!body) return body.status();
+  return StatsRequestMsg{(*body)->deadline_ms()};
+}
+
+Result<FeatureStatsMsg> parseFeatureStats(const Message& m) {
+  auto body = bodyOf<fb::FeatureStats>(m, "FeatureStats");
+  if (!body) return body.status();
+  const fb::FeatureStats* f = *body;
+  FeatureStatsMsg out;
+  out.examples = f->examples();
+  if (const auto* v = f->count()) out.count.assign(v->begin(), v->end());
+  if (const auto* v = f->sum()) out.sum.assign(v->begin(), v->end());
+  if (const auto* v = f->sum_squares()) out.sumSquares.assign(v->begin(), v->end());
+  out.sparse = f->sparse();
+  return out;
 }
 
 }  // namespace starling::wire

@@ -125,8 +125,17 @@ std::string testFiguresText(const TestFigures& figures, std::string_view accurac
 
 namespace {
 
+// "none", or how the features are scaled and where the scaling came from.
+std::string scalingText(const std::optional<FeatureStatisticsRecord>& s) {
+  if (!s) return "none";
+  return fmt::format("standardized ({}) by a statistics round of {} clients, {} examples, {} features, at {}",
+                     s->centre ? "z-scores" : "sparse: divided by std, not centred", s->clients.size(), s->examples,
+                     s->mean.size(), utcTime(s->atMs));
+}
+
 std::string formatTable(const ReportData& data, const ReportTotals& totals) {
   std::string out;
+  out += "Feature scaling: " + scalingText(data.statistics) + "\n\n";
   out += "Rounds\n";
   std::vector<std::vector<std::string>> rows;
   for (const RoundRecord& r : data.rounds) {
@@ -335,6 +344,23 @@ std::string jsonArray(std::string_view name, const std::vector<T>& items, ToObje
 
 std::string formatJson(const ReportData& data, const ReportTotals& totals) {
   std::string out = "{\n";
+  out += "  \"feature_statistics\": ";
+  if (const auto& st = data.statistics) {
+    std::string clients = "[";
+    for (const std::string& c : st->clients)
+      clients += (clients.size() > 1 ? ", " : "") + jsonString(c);
+    out += JsonObject()
+               .str("scaling", st->centre ? "z-scores" : "std")
+               .unum("participants", st->clients.size())
+               .add("clients", clients + "]")
+               .unum("examples", st->examples)
+               .unum("features", st->mean.size())
+               .num("at_ms", st->atMs)
+               .done();
+  } else {
+    out += "null";
+  }
+  out += ",\n";
   out += jsonArray("rounds", data.rounds, [](const RoundRecord& r) {
     return JsonObject()
         .unum("round", r.round)
@@ -444,6 +470,9 @@ Result<ReportData> loadReport(Store& store) {
   Result<std::vector<RefusalRecord>> refusals = store.refusals();
   if (!refusals) return refusals.status();
   data.refusals = std::move(*refusals);
+  Result<std::optional<FeatureStatisticsRecord>> statistics = store.featureStatistics();
+  if (!statistics) return statistics.status();
+  data.statistics = std::move(*statistics);
   return data;
 }
 

@@ -141,10 +141,28 @@ ALTER TABLE rounds ADD COLUMN test_mae REAL;
 ALTER TABLE rounds ADD COLUMN test_r2 REAL;
 )sql";
 
+// Version 6: the statistics round of a task that standardizes its features
+// (task.standardize): at most one row, the merged mean and standard deviation per
+// feature as little-endian doubles with their checksum, and who took part, so that a
+// restarted coordinator reuses them instead of asking again.
+constexpr const char* kSchemaV6 = R"sql(
+CREATE TABLE feature_statistics (
+  id           INTEGER PRIMARY KEY CHECK (id = 1),
+  at_ms        INTEGER NOT NULL,
+  features     INTEGER NOT NULL,
+  centre       INTEGER NOT NULL,
+  participants TEXT NOT NULL,
+  examples     INTEGER NOT NULL,
+  mean         BLOB NOT NULL,
+  std          BLOB NOT NULL,
+  checksum     INTEGER NOT NULL
+);
+)sql";
+
 // kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
 // the empty file). A new file runs every step; a file of an older version, opened for
 // writing, runs the steps past its version, all in one transaction.
-constexpr std::array<const char*, 5> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
+constexpr std::array<const char*, 6> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6};
 static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 }  // namespace

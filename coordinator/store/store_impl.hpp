@@ -7,6 +7,7 @@
 //   clients.cpp          clients and the clients refused at Hello
 //   checkpoints.cpp      checkpoints and their vectors, pruning, the latest checkpoint
 //   catch_up_state.cpp   the engine's catch-up state kept with a checkpoint
+//   statistics.cpp       the statistics round of a task that standardizes its features
 //
 // Store::Impl owns the connection and every prepared statement. Each file prepares the
 // statements it uses (prepare*Statements, called by prepareAll) and reaches the others'
@@ -135,6 +136,9 @@ struct Store::Impl {
   // catch_up_state.cpp
   std::unique_ptr<sqlite::Statement> insertCatchUp;  // null before version 4 (read as it is)
   std::unique_ptr<sqlite::Statement> selectCatchUp;  // likewise
+  // statistics.cpp
+  std::unique_ptr<sqlite::Statement> saveStatistics;    // null before version 6 (read as it is)
+  std::unique_ptr<sqlite::Statement> selectStatistics;  // likewise
   // store.cpp
   std::unique_ptr<sqlite::Statement> setMeta;
   std::unique_ptr<sqlite::Statement> getMeta;
@@ -182,6 +186,9 @@ struct Store::Impl {
   // transaction. A failure's context names what failed ("checkpoint", "pruning old
   // checkpoints").
   Status writeCheckpoint(const Checkpoint& checkpoint, const store_detail::EncodedCheckpoint& encoded);
+
+  // statistics.cpp
+  Status prepareStatisticsStatements();
 
   // catch_up_state.cpp
   Status prepareCatchUpStatements();

@@ -42,6 +42,7 @@
 
 #include "starling/coordinator/task.hpp"
 #include "starling/data/dataset.hpp"
+#include "starling/data/feature_scaling.hpp"
 #include "starling/data/load.hpp"
 #include "starling/util/status.hpp"
 
@@ -157,6 +158,11 @@ struct StrategyResult {
   std::vector<RoundRow> rounds;
   double wallSeconds = 0;
   std::string stopped;  // why it ended before its rounds, "" when it finished
+  // task.standardize: the statistics round's scaling (the daemon's merge over every
+  // client's training examples), its participants and their examples.
+  data::FeatureScaling scaling;
+  uint32_t statsClients = 0;
+  uint64_t statsExamples = 0;
   // The first evaluated round at or above the target accuracy.
   std::optional<RoundRow> firstAtOrAbove(double target) const;
   std::optional<double> finalAccuracy() const;

@@ -448,6 +448,21 @@ TEST_CASE("availability traces: clients train only inside their windows", "[harn
 
 namespace starling::sim {
 
+// 4 clients, iid, over the whole of a CSV regression file (a fifth of it the test set),
+// a quarter of each shard held out for evaluation.
+Result<Fleet> regressionFleet(const std::string& path) {
+  SimSettings s = smallFleet();
+  s.data = path;
+  s.clients = 4;
+  s.partition = "iid";
+  s.trainExamples = 0;
+  s.testExamples = 0;
+  s.evalFraction = 0.25;
+  data::DataOptions options;
+  options.task = data::TaskKind::kRegression;
+  return Fleet::create(s, "linear", options);
+}
+
 TEST_CASE("federated evaluation: the clients' held-out sums, from a CSV regression", "[harness][federated-eval]") {
   const auto path = (std::filesystem::temp_directory_path() / "starling-sim-regression.csv").string();
   {
@@ -461,16 +476,7 @@ TEST_CASE("federated evaluation: the clients' held-out sums, from a CSV regressi
       out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
     }
   }
-  SimSettings s = smallFleet();
-  s.data = path;
-  s.clients = 4;
-  s.partition = "iid";
-  s.trainExamples = 0;
-  s.testExamples = 0;
-  s.evalFraction = 0.25;
-  data::DataOptions options;
-  options.task = data::TaskKind::kRegression;
-  auto fleet = Fleet::create(s, "linear", options);
+  auto fleet = regressionFleet(path);
   REQUIRE(fleet);
   CHECK(fleet->modelSpec() == "linear:2-1/mse");
   std::size_t held = 0, trained = 0;
@@ -648,6 +654,83 @@ TEST_CASE("task.model onnx:PATH: the file's weights are the round-0 model", "[ha
   REQUIRE_FALSE(missing);
   CHECK_THAT(missing.status().message(), Catch::Contains("none.onnx"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("standardize: the simulator's statistics round equals NumPy over the union of the shards",
+          "[harness][standardize]") {
+  // Columns on scales 1, 1000 and 0.01; a fifth of the file becomes the test set and a
+  // quarter of each shard is held out (not counted in the statistics).
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto path = (dir / "starling-sim-standardize.csv").string();
+  {
+    std::ofstream out(path);
+    out << "a,b,c,target\n";
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::normal_distribution<double> noise(0, 0.1);
+    for (int i = 0; i < 1000; ++i) {
+      const double a = u(rng), b = 3000 + 2500 * (u(rng) + 1), c = 0.01 * u(rng);
+      out << a << ',' << b << ',' << c << ',' << 1.5 * a - 0.002 * (b - 5500) + 50 * c + noise(rng) << '\n';
+    }
+  }
+  auto fleet = regressionFleet(path);
+  INFO(fleet.status().message());
+  REQUIRE(fleet);
+  Strategy st = smallStrategy("standardize");
+  st.task.model = fleet->modelSpec();
+  st.task.kind = "regression";
+  st.task.standardize = true;
+  st.engine.rounds = 8;
+  st.engine.clientsPerRound = 4;
+  st.engine.overSelection = 1.0;
+  st.engine.lr = 0.1;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+
+  // The reference: the clients' training rows, as the fleet holds them, through NumPy.
+  std::vector<uint32_t> rows;
+  for (const auto& c : fleet->clients())
+    rows.insert(rows.end(), c.examples.begin(), c.examples.end());
+  CHECK(r->statsClients == 4);
+  CHECK(r->statsExamples == rows.size());
+  CHECK(r->scaling.centre);
+  std::vector<float> x(rows.size() * 3);
+  fleet->train().gather(rows, x);
+  const auto rowsPath = dir / "starling-sim-standardize-rows.txt";
+  {
+    std::ofstream out(rowsPath);
+    char buf[32];
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%.9g", double(x[i]));
+      out << buf << ((i + 1) % 3 == 0 ? "\n" : " ");
+    }
+  }
+  const std::string cmd =
+      "/usr/bin/python3 -c \"import numpy as np, sys; x = np.loadtxt(sys.argv[1], "
+      "dtype=np.float32).astype(np.float64); print(*x.mean(axis=0), *x.std(axis=0))\" " +
+      rowsPath.string() + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::vector<double> ref;
+  double v = 0;
+  while (std::fscanf(p, "%lf", &v) == 1)
+    ref.push_back(v);
+  pclose(p);
+  if (ref.size() != 6) {
+    WARN("numpy (/usr/bin/python3 with numpy) is missing: the statistics are not compared");
+  } else {
+    for (std::size_t j = 0; j < 3; ++j) {
+      INFO("feature " << j);
+      CHECK(r->scaling.mean[j] == Approx(ref[j]).epsilon(1e-9));
+      CHECK(r->scaling.std[j] == Approx(ref[3 + j]).epsilon(1e-9));
+    }
+  }
+  // Trained on z-scores, the linear model reaches the noise with a learning rate that
+  // the raw column of thousands would make diverge.
+  REQUIRE(r->rounds.back().rmse.has_value());
+  CHECK(*r->rounds.back().rmse < 0.3);
+  std::filesystem::remove(path);
+  std::filesystem::remove(rowsPath);
 }
 
 }  // namespace starling::sim

@@ -19,6 +19,7 @@
 #include "starling/util/mix.hpp"
 #include "starling/wire/messages.hpp"
 
+#include "engine/statistics.hpp"
 #include "export.hpp"
 #include "sim.hpp"
 
@@ -104,6 +105,14 @@ class Run {
   }
   Status join(std::size_t i);
   int64_t nowMs() const { return nowUs_ / 1000; }
+  // task.standardize: the statistics round over the clients' training examples (the
+  // daemon's parts: client::shardStatistics, coordinator::mergeFeatureSums), then the
+  // training and test sets scaled with its result. It takes no virtual time.
+  Status statisticsRound();
+  // The data the clients train on and the coordinator evaluates on: the fleet's, or
+  // their scaled copies (statisticsRound).
+  const data::Dataset& train() const { return scaledTrain_ ? *scaledTrain_ : fleet_.train(); }
+  const data::Dataset& test() const { return scaledTest_ ? *scaledTest_ : fleet_.test(); }
 
   const Fleet& fleet_;
   Strategy strategy_;  // a copy: an imported round-0 model turns clientsInitialize off
@@ -126,7 +135,33 @@ class Run {
   StrategyResult result_;
   std::function<void(const RoundRow&)> onRound_;
   std::unique_ptr<RunExport> export_;  // SimSettings::exportDir
+  std::optional<data::Dataset> scaledTrain_, scaledTest_;
 };
+
+Status Run::statisticsRound() {
+  const coordinator::TaskConfig& t = strategy_.task;
+  std::map<std::string, data::FeatureSums> sums;  // by id, as the daemon merges them
+  for (std::size_t i = 0; i < fleet_.clients().size(); ++i) {
+    const auto& c = fleet_.clients()[i];
+    if (c.examples.empty()) continue;  // never joins
+    if (t.statsClients > 0 && sums.size() >= t.statsClients) break;
+    data::FeatureSums s = coordinator::featureSumsOf(client::shardStatistics(fleet_.train().subset(c.examples)));
+    STARLING_RETURN_IF_ERROR(coordinator::checkFeatureSums(s, evalModel_->inputDim()).withContext(clientId(i)));
+    sums.emplace(clientId(i), std::move(s));
+  }
+  auto merged = coordinator::mergeFeatureSums(sums);
+  if (!merged) return merged.status().withContext("statistics round");
+  auto train = data::scaleFeatures(fleet_.train(), merged->scaling);
+  if (!train) return train.status().withContext("training data");
+  auto test = data::scaleFeatures(fleet_.test(), merged->scaling);
+  if (!test) return test.status().withContext("test data");
+  scaledTrain_.emplace(std::move(*train));
+  scaledTest_.emplace(std::move(*test));
+  result_.scaling = merged->scaling;
+  result_.statsClients = static_cast<uint32_t>(merged->clients.size());
+  result_.statsExamples = merged->examples;
+  return Status::ok();
+}
 
 void Run::useMemory(std::size_t i) {
   ClientState& c = state_[i];
@@ -157,7 +192,7 @@ void Run::settle(std::size_t i, uint64_t round, bool accepted) {
 
 Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) {
   const Fleet::Client& fc = fleet_.clients()[i];
-  const data::Dataset shard = fleet_.train().subset(fc.examples);
+  const data::Dataset shard = train().subset(fc.examples);
   ClientState& c = state_[i];
   if (!c.learner) {
     client::LearnerOptions lo{client::clientSeed(0, clientId(i))};
@@ -167,7 +202,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   if (task_->errorFeedback()) useMemory(i);
   const data::Dataset* heldOut = nullptr;
   if (a.evaluate && !fc.heldOut.empty()) {
-    if (!c.heldOut) c.heldOut.emplace(fleet_.train().subset(fc.heldOut));
+    if (!c.heldOut) c.heldOut.emplace(train().subset(fc.heldOut));
     heldOut = &*c.heldOut;
   }
   auto update = c.learner->train(a, engine_->model(), shard, heldOut);
@@ -296,7 +331,7 @@ Status Run::perform(std::vector<Action> actions) {
       const uint32_t every = std::max<uint32_t>(1, strategy_.task.evalEvery);
       if (sum.committed && (engine_->commits() % every == 0 || engine_->finished())) {
         STARLING_RETURN_IF_ERROR(evalModel_->setParams(engine_->servedModel()));
-        auto e = evalModel_->evaluate(fleet_.test());
+        auto e = evalModel_->evaluate(test());
         if (!e) return e.status();
         row.accuracy = e->metrics.accuracy;
         row.testLoss = e->loss;
@@ -373,6 +408,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
     export_ = std::move(*x);
   }
   evalModel_.emplace(std::move(*model));
+  if (dc.task.standardize) STARLING_RETURN_IF_ERROR(statisticsRound());
   rng_.seed(mixSeed(s().seed, 0xd509));
 
   const int64_t rejoinUs = (s().rejoinMs > 0 ? s().rejoinMs : dc.engine.deadlineMs) * 1000;

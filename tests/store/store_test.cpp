@@ -88,7 +88,9 @@ EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<Metric,
 }
 
 // What version 5 added: the metrics' columns of rounds.
+const std::string kBackToVersion5 = "DROP TABLE feature_statistics; ";
 const std::string kBackToVersion4 =
+    kBackToVersion5 +
     "ALTER TABLE rounds DROP COLUMN test_top5; ALTER TABLE rounds DROP COLUMN test_auc; ALTER TABLE rounds DROP "
     "COLUMN test_rmse; ALTER TABLE rounds DROP COLUMN test_mae; ALTER TABLE rounds DROP COLUMN test_r2; ";
 const std::string kBackToVersion1 =
@@ -131,7 +133,7 @@ TEST_CASE("a new store is empty and at the current schema version", "[store]") {
   CHECK_FALSE(store->meta("task")->has_value());
   requireOk(store->checkIntegrity());
   CHECK(fileVersion(dir.file("fresh.db")) == Store::kSchemaVersion);
-  CHECK(Store::kSchemaVersion == 5);
+  CHECK(Store::kSchemaVersion == 6);
   CHECK(hasTable(dir.file("fresh.db"), "refusals"));
   CHECK(hasTable(dir.file("fresh.db"), "checkpoint_catch_up"));
 }
@@ -223,6 +225,67 @@ TEST_CASE("a regression round's metrics are recorded without an accuracy", "[sto
   CHECK(got.testR2 == 0.875);
 }
 
+FeatureStatisticsRecord makeStatistics() {
+  FeatureStatisticsRecord r;
+  r.mean = {0.5, -1250.25, 3.0};
+  r.std = {0.125, 980.5, 1.0};
+  r.centre = true;
+  r.clients = {"client-a", "client-b", "client-c"};
+  r.examples = 1200;
+  r.atMs = 1'700'000'000'123;
+  return r;
+}
+
+TEST_CASE("the statistics round is stored once and read back bit for bit", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("stats.db");
+  {
+    auto store = openOrFail(path);
+    CHECK_FALSE(store->featureStatistics()->has_value());
+    requireOk(store->saveFeatureStatistics(makeStatistics()));
+    FeatureStatisticsRecord bad = makeStatistics();
+    bad.std.pop_back();
+    CHECK(store->saveFeatureStatistics(bad).code() == StatusCode::kInvalidArgument);
+  }
+  auto store = openOrFail(path);  // a restart reads what the first run stored
+  auto got = store->featureStatistics();
+  REQUIRE(got.isOk());
+  REQUIRE(got->has_value());
+  CHECK(**got == makeStatistics());
+
+  SECTION("a corrupt blob is refused") {
+    execOrFail(path, "UPDATE feature_statistics SET std = zeroblob(24)");
+    auto corrupt = store->featureStatistics();
+    CHECK(corrupt.status().code() == StatusCode::kMalformed);
+    CHECK_THAT(corrupt.status().message(), Catch::Contains("feature statistics are corrupt"));
+  }
+}
+
+TEST_CASE("a version-5 database has no statistics and is upgraded when opened for writing", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("v5.db");
+  {
+    auto store = openOrFail(path);
+    commitSimpleRound(*store, 1);
+  }
+  execOrFail(path, (kBackToVersion5 + "PRAGMA user_version = 5").c_str());
+  {
+    StoreOptions ro;
+    ro.readOnly = true;
+    auto reader = openOrFail(path, ro);
+    auto none = reader->featureStatistics();
+    REQUIRE(none.isOk());
+    CHECK_FALSE(none->has_value());
+    CHECK(reader->saveFeatureStatistics(makeStatistics()).code() == StatusCode::kUnsupported);
+  }
+  CHECK(fileVersion(path) == 5);
+  auto store = openOrFail(path);
+  CHECK(fileVersion(path) == 6);
+  requireOk(store->saveFeatureStatistics(makeStatistics()));
+  CHECK(**store->featureStatistics() == makeStatistics());
+  CHECK(store->rounds()->size() == 1);
+}
+
 TEST_CASE("a version-4 database is read without metrics and upgraded when opened for writing", "[store]") {
   TempDir dir;
   const std::string path = dir.file("v4.db");
@@ -245,7 +308,7 @@ TEST_CASE("a version-4 database is read without metrics and upgraded when opened
   }
   CHECK(fileVersion(path) == 4);
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 5);
+  CHECK(fileVersion(path) == 6);
   requireOk(store->recordEvaluation(1, evaluation(0.5, {{&EvaluationRecord::auc, 0.75}})));
   CHECK((*store->rounds())[0].testAuc == 0.75);
   commitSimpleRound(*store, 2);
@@ -646,7 +709,7 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
   CHECK(version() == 1);  // reading changed nothing
   CHECK_FALSE(hasTable(path, "refusals"));
   auto store = openOrFail(path);
-  CHECK(version() == 5);
+  CHECK(version() == 6);
   CHECK(version() == Store::kSchemaVersion);
   CHECK(store->refusals()->empty());
   requireOk(store->recordRefusal(makeRefusal(4)));
@@ -697,7 +760,7 @@ TEST_CASE("a version-2 database is read as it is and upgraded when opened for wr
   CHECK_FALSE(hasTable(path, "refusals"));
 
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 5);
+  CHECK(fileVersion(path) == 6);
   CHECK(hasTable(path, "refusals"));
   // The rounds, participants and checkpoint of version 2 are all still there.
   const std::vector<RoundRecord> rounds = *store->rounds();
@@ -738,7 +801,7 @@ TEST_CASE("a version-3 database is read as it is and upgraded when opened for wr
   CHECK_FALSE(hasTable(path, "checkpoint_catch_up"));
 
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 5);
+  CHECK(fileVersion(path) == 6);
   CHECK((*store->latestCheckpoint())->catchUp.empty());  // round 1 was written without one
   commitSimpleRound(*store, 2);
   CHECK((*store->latestCheckpoint())->catchUp == makeCheckpoint(2).catchUp);
@@ -758,7 +821,7 @@ TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
   execOrFail(path, (kBackToVersion1 + "CREATE TABLE refusals (x); PRAGMA user_version = 1").c_str());
   auto store = Store::open(path);
   REQUIRE_FALSE(store.isOk());
-  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 5"));
+  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 6"));
   CHECK(fileVersion(path) == 1);
   CHECK_FALSE(hasTable(path, "checkpoint_vectors"));
 }

@@ -227,3 +227,43 @@ TEST_CASE("RoundResult, Heartbeat, Bye and Error round-trip", "[wire][messages]"
     CHECK(got->message == "needs fedprox");
   }
 }
+
+TEST_CASE("the statistics round's messages and Welcome's feature scaling round-trip", "[wire][messages]") {
+  const StatsRequestMsg request{15'000};
+  auto gotRequest = parseStatsRequest(received(encode(request)));
+  REQUIRE(gotRequest.isOk());
+  CHECK(gotRequest->deadlineMs == 15'000);
+
+  FeatureStatsMsg stats;
+  stats.examples = 400;
+  stats.count = {400, 400, 400};
+  stats.sum = {19.5, 2'190'659.25, -0.0232};
+  stats.sumSquares = {187.75, 1.2e10, 1.3e-2};
+  stats.sparse = true;
+  const Message m = received(encode(stats));
+  auto got = parseFeatureStats(m);
+  REQUIRE(got.isOk());
+  CHECK(got->examples == 400);
+  CHECK(got->count == stats.count);
+  CHECK(got->sum == stats.sum);  // doubles, bit for bit
+  CHECK(got->sumSquares == stats.sumSquares);
+  CHECK(got->sparse);
+  CHECK_THAT(parseStatsRequest(m).status().message(), Catch::Contains("expected StatsRequest, got FeatureStats"));
+
+  WelcomeMsg welcome;
+  welcome.task = "scaled";
+  CHECK(parseWelcome(received(encode(welcome)))->featureMean.empty());  // absent: no scaling
+  CHECK(parseWelcome(received(encode(welcome)))->featureCentre);
+  welcome.featureMean = {0.048, 5476.6};
+  welcome.featureStd = {0.685, 1435.8};
+  welcome.featureCentre = false;
+  auto w = parseWelcome(received(encode(welcome)));
+  REQUIRE(w.isOk());
+  CHECK(w->featureMean == welcome.featureMean);
+  CHECK(w->featureStd == welcome.featureStd);
+  CHECK_FALSE(w->featureCentre);
+  welcome.featureStd.pop_back();
+  auto bad = parseWelcome(received(encode(welcome)));
+  CHECK(bad.status().code() == StatusCode::kMalformed);
+  CHECK_THAT(bad.status().message(), Catch::Contains("2 feature means and 1 standard deviations"));
+}

@@ -50,6 +50,11 @@ class logger;
 
 namespace starling::client {
 
+// The answer to a StatsRequest (task.standardize): the per-feature count, sum and sum
+// of squares of the client's training examples (data::featureSums), as starling-client
+// sends them and the simulator's virtual clients make them.
+wire::FeatureStatsMsg shardStatistics(const data::Dataset& shard);
+
 // A client's seed from a configured seed and its identity.
 uint64_t clientSeed(uint64_t seed, std::string_view clientId);
 

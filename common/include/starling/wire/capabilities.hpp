@@ -39,10 +39,14 @@ inline constexpr std::string_view kCapRelativeIndices = "relative-indices";
 // Evaluates the model it is sent on its held-out examples when asked (RoundAssign.evaluate).
 inline constexpr std::string_view kCapFederatedEval = "federated-eval";
 
+// Answers a StatsRequest with FeatureStats and scales its features with Welcome's
+// feature_mean / feature_std (task.standardize).
+inline constexpr std::string_view kCapFeatureStats = "feature-stats";
+
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 11> kClientCapabilities = {
-    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues,  kCapPrioritySampling, kCapProx,         kCapErrorCap,
-    kCapInitialize,  kCapXorValues,     kCapModelPrecision, kCapRelativeIndices,  kCapFederatedEval};
+inline constexpr std::array<std::string_view, 12> kClientCapabilities = {
+    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues,  kCapPrioritySampling, kCapProx,          kCapErrorCap,
+    kCapInitialize,  kCapXorValues,     kCapModelPrecision, kCapRelativeIndices,  kCapFederatedEval, kCapFeatureStats};
 
 // The names in `required` that `offered` lacks, in the order of `required`.
 inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,

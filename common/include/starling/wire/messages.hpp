@@ -88,6 +88,24 @@ struct WelcomeMsg {
   // absent: a coordinator that names lastAcceptedRound only.
   std::vector<uint64_t> heldRounds;
   std::optional<std::vector<uint64_t>> acceptedRounds;
+  // Feature scaling from the statistics round (empty: none); featureCentre false: divide only.
+  std::vector<double> featureMean;
+  std::vector<double> featureStd;
+  bool featureCentre = true;
+};
+
+// coordinator -> client, before Welcome: send your FeatureStats (task.standardize).
+struct StatsRequestMsg {
+  uint32_t deadlineMs = 0;
+};
+
+// client -> coordinator: per feature over the training examples (data::FeatureSums).
+struct FeatureStatsMsg {
+  uint64_t examples = 0;
+  std::vector<double> count;
+  std::vector<double> sum;
+  std::vector<double> sumSquares;
+  bool sparse = false;  // the client's data is sparse (CSR)
 };
 
 // coordinator -> client: train this round.
@@ -151,6 +169,8 @@ Frame encode(const RoundResultMsg& m);
 Frame encode(const HeartbeatMsg& m);
 Frame encode(const ByeMsg& m);
 Frame encode(const ErrorMsg& m);
+Frame encode(const StatsRequestMsg& m);
+Frame encode(const FeatureStatsMsg& m);
 
 Result<HelloMsg> parseHello(const Message& m);
 Result<WelcomeMsg> parseWelcome(const Message& m);
@@ -160,5 +180,7 @@ Result<RoundResultMsg> parseRoundResult(const Message& m);
 Result<HeartbeatMsg> parseHeartbeat(const Message& m);
 Result<ByeMsg> parseBye(const Message& m);
 Result<ErrorMsg> parseError(const Message& m);
+Result<StatsRequestMsg> parseStatsRequest(const Message& m);
+Result<FeatureStatsMsg> parseFeatureStats(const Message& m);
 
 }  // namespace starling::wire

@@ -5,6 +5,11 @@
 // per ended round, the checkpoint with it, so a restarted coordinator resumes from
 // the last committed round.
 //
+// A task that standardizes (task.standardize) and has no statistics stored runs a
+// statistics round first (docs/coordinator.md): clients are held before their Welcome,
+// asked for their feature sums (StatsRequest / FeatureStats), and welcomed, with the
+// merged scaling, once the round has succeeded; a restart reuses the stored scaling.
+//
 // Threading: every engine call and store write runs on one strand; SessionHandler
 // callbacks arrive on session strands and are posted onto it. Evaluating the global
 // model on the held-out set runs on a worker thread while the next round trains:
@@ -21,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "starling/coordinator/round_engine.hpp"
@@ -28,6 +34,7 @@
 #include "starling/coordinator/store.hpp"
 #include "starling/coordinator/task.hpp"
 #include "starling/data/dataset.hpp"
+#include "starling/data/feature_scaling.hpp"
 #include "starling/model/model.hpp"
 #include "starling/wire/messages.hpp"
 
@@ -91,6 +98,18 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   void handle(const std::shared_ptr<Session>& session, const wire::Message& message);
   void hello(const std::shared_ptr<Session>& session, const wire::HelloMsg& hello);
   void update(const std::shared_ptr<Session>& session, const wire::UpdateMsg& update);
+  // Records a client turned away (the refusals table); a failure to record is logged.
+  void recordRefusal(const Session& session, const std::string& why);
+  // Sends the Welcome (with the feature scaling, if any) and tells the engine.
+  void welcomeClient(const std::shared_ptr<Session>& session, const wire::HelloMsg& hello);
+  // The statistics round: start it once enough clients wait; take an answer; close it
+  // when every asked client answered or at its deadline.
+  void maybeStartStatistics();
+  void featureStats(const std::shared_ptr<Session>& session, const wire::FeatureStatsMsg& stats);
+  void closeStatistics();
+  int64_t statsDeadlineMs() const;  // task.stats-deadline-ms, or the round deadline
+  // The scaling becomes the task's: the test set is scaled, waiting clients welcomed.
+  Status adoptScaling(const data::FeatureScaling& scaling);
   void perform(std::vector<Action> actions);
   void sendTo(const std::string& clientId, Frame frame);
   Frame assignFrame(const Assignment& a);
@@ -121,6 +140,15 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   std::optional<model::Model> evalModel_;
   std::optional<data::Dataset> testSet_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by certificate identity
+  // task.standardize: the scaling every client applies (empty until known), the
+  // clients held before their Welcome until it is, and the statistics round in flight.
+  data::FeatureScaling scaling_;
+  std::map<std::string, wire::HelloMsg> waiting_;
+  bool statsOpen_ = false;
+  uint32_t statsAttempts_ = 0;
+  std::set<std::string> statsAsked_;
+  std::map<std::string, data::FeatureSums> statsReceived_;
+  asio::steady_timer statsTimer_;
   asio::steady_timer timer_;
   std::chrono::steady_clock::time_point epoch_;
   int64_t wallEpochMs_ = 0;

@@ -41,7 +41,14 @@ struct TaskConfig {
   std::string categorical;              // CSV columns of categories, comma-separated (data/load.hpp)
   uint32_t categoricalBuckets = 16;     // hashed one-hot slots per categorical column
   uint32_t evalEvery = 1;               // evaluate every N committed rounds
-  std::string modelOut;                 // where the final model is saved ("" = nowhere)
+  // Feature scaling (docs/data.md): before round 1 a statistics round collects the
+  // clients' per-feature counts, sums and sums of squares; every party then scales its
+  // features with the merged mean and std (z-scores; sparse data: divided by std only).
+  bool standardize = false;
+  uint32_t statsClients = 0;     // clients asked in the statistics round (0 = every waiting one)
+  uint32_t statsMinClients = 0;  // clients waiting before it starts (0 = the engine's min-clients, or K)
+  int64_t statsDeadlineMs = 0;   // its deadline from the request (0 = the round deadline, task.deadline-ms)
+  std::string modelOut;          // where the final model is saved ("" = nowhere)
 };
 
 // Checks values no single setting can (e.g. tau-min <= tau <= tau-max); the message
@@ -64,6 +71,12 @@ wire::RoundAssignMsg assignmentMessage(const Assignment& a, uint32_t deadlineInM
 // Its frame (header + body); the broadcasts and the model go straight into it. The
 // simulator sizes its links with the same bytes.
 wire::Frame encodeAssignment(const Assignment& a, uint32_t deadlineInMs);
+
+// The clients a statistics round waits for before it starts (task.stats-min-clients, or
+// the engine's min-clients, or K), and the answers it needs to succeed (min-goal, or
+// ceil(K / 2)); at least 1.
+uint32_t statsWaitFor(const EngineConfig& engine, const TaskConfig& task);
+uint32_t statsMinAnswers(const EngineConfig& engine);
 
 // The task part of every client's Welcome (model, hyper-parameters, compression,
 // rounds, initial seed, heartbeat); the federation adds the client's own fields. The

@@ -28,6 +28,8 @@ struct ReportData {
   std::vector<RoundRecord> rounds;              // every round, in order
   std::vector<ParticipantRecord> participants;  // every participant that was not simply accepted
   std::vector<RefusalRecord> refusals;          // every client refused at Hello, in order
+  // The statistics round of a task that standardizes its features (none: the task does not).
+  std::optional<FeatureStatisticsRecord> statistics;
 };
 
 struct ReportTotals {

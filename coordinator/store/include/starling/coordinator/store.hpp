@@ -181,6 +181,20 @@ struct RefusalRecord {
   bool operator==(const RefusalRecord&) const = default;
 };
 
+// The statistics round of a task that standardizes (task.standardize): what every
+// client scales its features with, and who took part. Schema version 6 (table
+// feature_statistics, one row at most).
+struct FeatureStatisticsRecord {
+  std::vector<double> mean;          // per feature
+  std::vector<double> std;           // per feature, never 0
+  bool centre = true;                // false: sparse data, divided by std only
+  std::vector<std::string> clients;  // the participants, sorted
+  uint64_t examples = 0;             // their training examples
+  int64_t atMs = 0;                  // wall clock, ms since the Unix epoch
+
+  bool operator==(const FeatureStatisticsRecord&) const = default;
+};
+
 struct StoreOptions {
   // Open for reading only (the report): no schema is created, nothing is written.
   bool readOnly = false;
@@ -208,7 +222,7 @@ struct EvaluationRecord {
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of
@@ -285,6 +299,13 @@ class Store {
   // Clients refused at Hello, in the order they were recorded (empty for a file older
   // than version 3 read as it is).
   Result<std::vector<RefusalRecord>> refusals();
+
+  // Records the task's statistics round, in its own transaction (replacing an earlier
+  // one). kInvalidArgument when mean and std differ in length or are empty.
+  Status saveFeatureStatistics(const FeatureStatisticsRecord& record);
+  // The recorded statistics round, or nullopt (none, or a file older than version 6
+  // read as it is); kMalformed when the blobs do not match their checksum.
+  Result<std::optional<FeatureStatisticsRecord>> featureStatistics();
 
   // Small key/value settings, e.g. the daemon's task specification, so that resuming
   // with a different task is refused.

@@ -82,6 +82,12 @@ void Model::initialize(uint64_t seed) {
   auto uniform = [&rng]() { return static_cast<float>(rng() >> 40) * (2.0f / 16777216.0f) - 1.0f; };
   std::fill(params_.begin(), params_.end(), 0.0f);
   for (const Layer& l : net_->layers) {
+    if (l.kind == LayerKind::kGru) {  // every weight and bias uniform in +-1/sqrt(hidden), as PyTorch's GRU
+      const float bound = 1.0f / std::sqrt(static_cast<float>(l.out.c));
+      for (std::size_t i = l.weightOffset; i < l.biasOffset + static_cast<std::size_t>(6) * l.out.c; ++i)
+        params_[i] = bound * uniform();
+      continue;
+    }
     if (l.kind != LayerKind::kDense && l.kind != LayerKind::kConv && l.kind != LayerKind::kEmbedBag) continue;
     const bool flat = l.kind != LayerKind::kConv;
     const std::size_t fanIn = flat ? l.in.size() : static_cast<std::size_t>(l.in.c) * l.kernel * l.kernel;

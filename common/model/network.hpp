@@ -25,8 +25,13 @@ struct Shape {
 // kEmbedBag: the first layer of embedbag specs, y = E^T x + b with the table E stored
 // {in, out} row-major (feature i's embedding is contiguous), the transpose of kDense's
 // {out, in}. On a sparse batch y is the value-weighted sum of the rows of E of the
-// features present.
-enum class LayerKind { kDense, kRelu, kConv, kMaxPool, kTanh, kSigmoid, kEmbedBag };
+// features present (divided by the sum of its values when `mean` is set).
+// kGru: one GRU layer over `steps` time steps of in.c / steps features (an example is
+// time-major: step t's features contiguous); its output is the last hidden state.
+// Parameters as ONNX stores them, gates in the order z, r, h: W {1, 3H, F} at
+// weightOffset, R {1, 3H, H} right after it, B {1, 6H} (W's biases, then R's) at
+// biasOffset.
+enum class LayerKind { kDense, kRelu, kConv, kMaxPool, kTanh, kSigmoid, kEmbedBag, kGru };
 
 struct Layer {
   LayerKind kind = LayerKind::kDense;
@@ -36,6 +41,8 @@ struct Layer {
   std::size_t weightOffset = 0;  // dense and conv only
   std::size_t biasOffset = 0;
   bool reluFollows = false;  // chooses He (true) or Glorot (false: tanh, sigmoid, none) initialization
+  int steps = 0;             // kGru: time steps
+  bool mean = false;         // kEmbedBag: the mean of the rows rather than their sum
 };
 
 // Layers plus their workspaces. Copying copies the workspaces too (they hold no
@@ -57,7 +64,8 @@ struct Network {
   std::vector<float> probs;  // the head's outputs (Model::forward()), batch x classes
   std::vector<float> col;    // conv im2col scratch, one example
   std::vector<float> dcol;
-  int lastBatch = 0;  // rows of probs that are valid
+  std::vector<float> seq;  // kGru: the gates and hidden states of every step (backward)
+  int lastBatch = 0;       // rows of probs that are valid
 
   // Sparse passes: per input feature the pass that last touched it (seenAt, grown to
   // the input size on first use), and the distinct features of the current batch.
@@ -84,6 +92,15 @@ Result<Network> parseSpec(std::string_view spec);
 void forwardLayer(const Layer& layer, const float* params, const float* x, float* y, int batch, Network& net);
 void backwardLayer(const Layer& layer, const float* params, const float* x, const float* y, const float* dy, float* dx,
                    float* grad, int batch, Network& net);
+
+// kGru's kernels (gru.cpp), with forwardLayer()'s and backwardLayer()'s contracts.
+void gruForward(const Layer& layer, const float* params, const float* x, float* y, int batch);
+void gruBackward(const Layer& layer, const float* params, const float* x, const float* dy, float* dx, float* grad,
+                 int batch, Network& net);
+
+// A mean embedding bag's factor for one example: 1 / (the sum of its values), 0 for an
+// empty bag or values summing to 0. The values are added in order.
+float bagScale(const float* values, std::size_t count);
 
 // The first layer (kDense or kEmbedBag) on a CSR batch: O(nnz * out).
 void sparseForward(const Layer& layer, const float* params, const data::SparseBatch& x, float* y);

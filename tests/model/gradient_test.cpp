@@ -87,6 +87,8 @@ TEST_CASE("every layer's gradient matches finite differences", "[model][gradient
       {"conv2d", "cnn:2x6x6-c3k3-4"},
       {"conv2d + max-pool", "cnn:1x7x7-c3k2-p2-3"},
       {"two convs, pools, flatten and a hidden dense", "cnn:2x10x10-c3k3-p2-c4k2-p2-f5-3"},
+      {"gru, backward through time", "gru:4x3-5-3"},
+      {"gru + a hidden dense", "gru:3x2-4-6-3"},
   };
   for (const Case& c : cases) {
     for (bool weighted : {false, true}) {

@@ -153,6 +153,11 @@ const char* kRoundTripSpecs[] = {
     "mlp:9-4-1/huber:0.5",
     "cnn:2x14x14-c4k3-p2-c6k3-p2-f16-3",
     "cnn:1x8x8-c3k3-p2-1/logistic",
+    // Sequences and embedding bags (the python3-onnx evaluation of these is in onnx_seq_test.cpp).
+    "gru:5x3-4-2",
+    "gru:6x2-5-7-1/mse",
+    "embedbag:30-4-3",
+    "embedbag:mean:tanh:30-4-6-1/logistic",
 };
 }
 
@@ -184,7 +189,8 @@ TEST_CASE("onnx: export -> import gives the same spec, parameters and outputs", 
     CHECK(diff == 0.0f);
 
     // The exported file as python3-onnx sees it: checker, and its own evaluation.
-    if (havePythonOnnx()) {
+    const bool sequence = std::string_view(spec).starts_with("gru:") || std::string_view(spec).starts_with("embedbag:");
+    if (havePythonOnnx() && !sequence) {
       writeFloats(dir.path / "x.bin", x);
       writeFloats(dir.path / "got.bin", before);
       const std::string cmd = python() + " " + helperScript() + " eval " + file.string() + " " +

@@ -257,8 +257,12 @@ def make(out):
 def check(model_path, x_path, batch, got_path):
     model = onnx.load(model_path)
     onnx.checker.check_model(model)
-    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
-    x = np.fromfile(x_path, dtype=np.float32).reshape([int(batch)] + dims)
+    inp = model.graph.input[0].type.tensor_type
+    if inp.elem_type == TensorProto.INT64:  # token ids, N x L
+        x = np.fromfile(x_path, dtype=np.int64).reshape(int(batch), -1)
+    else:
+        dims = [d.dim_value for d in inp.shape.dim[1:]]
+        x = np.fromfile(x_path, dtype=np.float32).reshape([int(batch)] + dims)
     want = evaluate(model, x)
     got = np.fromfile(got_path, dtype=np.float32).reshape(want.shape)
     diff = float(np.max(np.abs(want - got)))

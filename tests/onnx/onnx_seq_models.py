@@ -10,9 +10,9 @@
       The GRU and embedding models are torch.nn.Modules exported by torch.onnx.export
       (opset 17, IR 8), so the graphs are PyTorch's own; their reference is torch's output.
   onnx_seq_models.py eval MODEL X.bin BATCH GOT.bin
-      checks an exported MODEL with onnx.checker and evaluates it in numpy on X (float32
-      N x T x F for a GRU, int64 N x L token ids for an embedding bag); prints the largest
-      difference from GOT and exits 1 above 1e-5.
+      onnx_models.py's eval with the ops below: checks an exported MODEL with onnx.checker
+      and evaluates it in numpy on X (float32 N x T x F for a GRU, int64 N x L token ids
+      for an embedding bag); prints the largest difference from GOT, exits 1 above 1e-5.
 """
 import io
 import warnings
@@ -236,25 +236,8 @@ def make(out):
         f.writelines(lines)
 
 
-def check(model_path, x_path, batch, got_path):
-    model = onnx.load(model_path)
-    onnx.checker.check_model(model)
-    inp = model.graph.input[0].type.tensor_type
-    if inp.elem_type == TensorProto.INT64:
-        x = np.fromfile(x_path, dtype=np.int64).reshape(int(batch), -1)
-    else:
-        dims = [d.dim_value for d in inp.shape.dim[1:]]
-        x = np.fromfile(x_path, dtype=np.float32).reshape([int(batch)] + dims)
-    want = onnx_models.evaluate(model, x)
-    got = np.fromfile(got_path, dtype=np.float32).reshape(want.shape)
-    diff = float(np.max(np.abs(want - got)))
-    print(f"{model_path}: IR {model.ir_version}, opset {model.opset_import[0].version}, checker ok, "
-          f"max |numpy - starling| = {diff:.3g}")
-    return 0 if diff <= 1e-5 else 1
-
-
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
     elif sys.argv[1] == "eval":
-        sys.exit(check(*sys.argv[2:6]))
+        sys.exit(onnx_models.check(*sys.argv[2:6]))  # with the ops above registered

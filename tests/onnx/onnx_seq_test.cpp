@@ -14,6 +14,8 @@
 #include "starling/data/sparse_batch.hpp"
 #include "starling/onnx/onnx.hpp"
 
+#include "import_cases.hpp"
+
 namespace fs = std::filesystem;
 using namespace starling;
 
@@ -33,13 +35,6 @@ bool haveTorchOnnx() {
   return have;
 }
 
-template <class T>
-std::vector<T> load(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<T> v(fs::file_size(p) / sizeof(T));
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
-  return v;
-}
 template <class T>
 void store(const fs::path& p, const std::vector<T>& v) {
   std::ofstream out(p, std::ios::binary);
@@ -73,39 +68,27 @@ TEST_CASE("onnx: PyTorch's GRU and embedding-bag exports import to the same func
     return;
   }
   const fs::path& dir = seqModels();
-  std::ifstream manifest(dir / "seq_manifest.txt");
-  std::string name, spec;
-  int batch = 0;
   int cases = 0;
-  while (manifest >> name >> batch >> spec) {
-    if (spec == "-") continue;
+  for (const onnxtest::ImportCase& c : onnxtest::importCases(dir / "seq_manifest.txt")) {
     ++cases;
-    INFO(name);
-    auto imported = onnxio::importOnnx((dir / (name + ".onnx")).string());
-    REQUIRE(imported);
-    CHECK(imported->spec == spec);
-    auto m = model::Model::fromSpec(imported->spec);
-    REQUIRE(m);
-    REQUIRE(m->setParams(imported->params));
-    const std::vector<float> x = load<float>(dir / (name + ".x.bin"));
-    const std::vector<float> want = load<float>(dir / (name + ".ref.bin"));
-    REQUIRE(x.size() == static_cast<std::size_t>(batch) * m->inputDim());
-    const float diff = largestDifference(m->forward(x.data(), batch), want);
-    std::printf("onnx import %-16s %-28s max |starling - reference| = %.3g\n", name.c_str(), spec.c_str(), diff);
-    CHECK(diff <= 1e-5f);
-    if (m->acceptsSparse()) {
+    INFO(c.name);
+    onnxtest::Imported r = onnxtest::importCase(dir, c);
+    std::printf("onnx import %-16s %-28s max |starling - reference| = %.3g\n", c.name.c_str(), c.spec.c_str(), r.diff);
+    CHECK(r.diff <= 1e-5f);
+    model::Model& m = r.model;
+    if (m.acceptsSparse()) {
       // The bag of token ids as sparse id:count features, as LIBSVM data gives it.
       data::SparseBatch sparse;
       sparse.clear();
-      for (int r = 0; r < batch; ++r) {
-        for (std::size_t i = 0; i < m->inputDim(); ++i)
-          if (const float c = x[r * m->inputDim() + i]; c != 0.0f) {
+      for (int row = 0; row < c.batch; ++row) {
+        for (std::size_t i = 0; i < m.inputDim(); ++i)
+          if (const float count = r.x[row * m.inputDim() + i]; count != 0.0f) {
             sparse.indices.push_back(static_cast<uint32_t>(i));
-            sparse.values.push_back(c);
+            sparse.values.push_back(count);
           }
         sparse.offsets.push_back(sparse.indices.size());
       }
-      CHECK(largestDifference(m->forwardSparse(sparse), want) <= 1e-5f);
+      CHECK(largestDifference(m.forwardSparse(sparse), r.ref) <= 1e-5f);
     }
   }
   CHECK(cases == 5);

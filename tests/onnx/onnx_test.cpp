@@ -18,6 +18,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "import_cases.hpp"
+
 namespace fs = std::filesystem;
 using namespace starling;
 
@@ -50,12 +52,6 @@ struct TempDir {
   }
 };
 
-std::vector<float> readFloats(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<float> v(fs::file_size(p) / sizeof(float));
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
-}
 void writeFloats(const fs::path& p, std::span<const float> v) {
   std::ofstream out(p, std::ios::binary);
   out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size_bytes()));
@@ -96,26 +92,12 @@ TEST_CASE("onnx: graphs made with python3-onnx import to the same function", "[o
     return;
   }
   const fs::path& dir = madeModels();
-  std::ifstream manifest(dir / "manifest.txt");
-  std::string name, spec;
-  int batch = 0;
   int cases = 0;
-  while (manifest >> name >> batch >> spec) {
-    if (spec == "-") continue;
+  for (const onnxtest::ImportCase& c : onnxtest::importCases(dir / "manifest.txt")) {
     ++cases;
-    INFO(name);
-    auto imported = onnxio::importOnnx((dir / (name + ".onnx")).string());
-    REQUIRE(imported);
-    CHECK(imported->spec == spec);
-    auto m = model::Model::fromSpec(imported->spec);
-    REQUIRE(m);
-    REQUIRE(m->setParams(imported->params));
-    const std::vector<float> x = readFloats(dir / (name + ".x.bin"));
-    const std::vector<float> want = readFloats(dir / (name + ".ref.bin"));
-    REQUIRE(x.size() == static_cast<std::size_t>(batch) * m->inputDim());
-    auto got = m->forward(x.data(), batch);
-    const float diff = maxAbsDiff(got, want);
-    std::printf("onnx import %-12s %-36s max |starling - reference| = %.3g\n", name.c_str(), spec.c_str(), diff);
+    INFO(c.name);
+    const float diff = onnxtest::importCase(dir, c).diff;
+    std::printf("onnx import %-12s %-36s max |starling - reference| = %.3g\n", c.name.c_str(), c.spec.c_str(), diff);
     CHECK(diff <= 1e-5f);
   }
   CHECK(cases == 7);

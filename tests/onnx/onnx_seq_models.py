@@ -191,7 +191,8 @@ def torch_models(out):
 
 
 def gru_graph(out, name, attrs, select, directions=1):
-    """A GRU over x [T, N, F] (layout 0) made with onnx.helper, select, then a Gemm."""
+    """A GRU over x [T, N, F] (layout 0; [N, T, F] for layout 1) made with onnx.helper,
+    select (nodes from Y or Y_h to "last", N x H), then a Gemm."""
     t, f, h, d = 5, 2, 3, directions
     nodes = [helper.make_node("GRU", ["x", "W", "R", "B"], ["Y", "Y_h"], name="gru0", hidden_size=h,
                               **attrs)] + select + [
@@ -200,9 +201,13 @@ def gru_graph(out, name, attrs, select, directions=1):
              numpy_helper.from_array((rng.standard_normal((d, 3 * h, h)) * 0.6).astype(np.float32), "R"),
              numpy_helper.from_array((rng.standard_normal((d, 6 * h)) * 0.6).astype(np.float32), "B"),
              numpy_helper.from_array(np.array([0], np.int64), "axes0"),
+             numpy_helper.from_array(np.array([0, 1], np.int64), "axes01"),
+             numpy_helper.from_array(np.array([1], np.int64), "axes1"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1"),
+             numpy_helper.from_array(np.array([2 ** 62], np.int64), "big"),
              numpy_helper.from_array((rng.standard_normal((2, h)) * 0.6).astype(np.float32), "fw"),
              numpy_helper.from_array((rng.standard_normal(2) * 0.6).astype(np.float32), "fb")]
-    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [t, "N", f])],
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", t, f] if attrs.get("layout") else [t, "N", f])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -214,14 +219,21 @@ def gru_graph(out, name, attrs, select, directions=1):
 def make(out):
     lines = torch_models(out)
     # Layout 0 with the input time-major [T, N, F]: Starling's examples are still step-major.
-    model = gru_graph(out, "gru_time_major", {"linear_before_reset": 1},
-                      [helper.make_node("Squeeze", ["Y_h", "axes0"], ["last"], name="squeeze")])
-    batch = 4
-    x = rng.standard_normal((batch, 5, 2)).astype(np.float32)
-    y = softmax(onnx_models.evaluate(model, x.transpose(1, 0, 2)))
-    x.tofile(f"{out}/gru_time_major.x.bin")
-    y.astype(np.float32).tofile(f"{out}/gru_time_major.ref.bin")
-    lines.append(f"gru_time_major {batch} gru:5x2-3-2\n")
+    # Y's last step by Slice; layout 1 (batch-first without a Transpose).
+    graphs = [
+        ("gru_time_major", {}, [helper.make_node("Squeeze", ["Y_h", "axes0"], ["last"], name="squeeze")]),
+        ("gru_slice", {}, [helper.make_node("Slice", ["Y", "minus1", "big", "axes0"], ["Y1"], name="slice"),
+                           helper.make_node("Squeeze", ["Y1", "axes01"], ["last"], name="squeeze")]),
+        ("gru_layout1", {"layout": 1}, [helper.make_node("Squeeze", ["Y_h", "axes1"], ["last"], name="squeeze")]),
+    ]
+    for name, attrs, select in graphs:
+        model = gru_graph(out, name, dict(attrs, linear_before_reset=1), select)
+        batch = 4
+        x = rng.standard_normal((batch, 5, 2)).astype(np.float32)
+        y = softmax(onnx_models.evaluate(model, x if attrs.get("layout") else x.transpose(1, 0, 2)))
+        x.tofile(f"{out}/{name}.x.bin")
+        y.astype(np.float32).tofile(f"{out}/{name}.ref.bin")
+        lines.append(f"{name} {batch} gru:5x2-3-2\n")
     # Refused.
     squeeze = [helper.make_node("Squeeze", ["Y_h", "axes0"], ["last"], name="squeeze")]
     gru_graph(out, "gru_reset_before", {"linear_before_reset": 0}, squeeze)

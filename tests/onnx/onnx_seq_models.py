@@ -133,6 +133,17 @@ def torch_models(out):
             out, _ = self.gru(x)
             return self.fc2(torch.relu(self.fc1(out[:, -1, :])))
 
+    class SensorGru(torch.nn.Module):  # docs/model.md's example: fc2(relu(fc1(h_n[-1])))
+        def __init__(self):
+            super().__init__()
+            self.gru = torch.nn.GRU(input_size=6, hidden_size=32, batch_first=True)
+            self.fc1 = torch.nn.Linear(32, 16)
+            self.fc2 = torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            _, h = self.gru(x)
+            return self.fc2(torch.relu(self.fc1(h[-1])))
+
     class Bag(torch.nn.Module):  # fc(act(mean or sum of the token embeddings + bias))
         def __init__(self, vocab, dim, outputs, mean, act):
             super().__init__()
@@ -149,6 +160,7 @@ def torch_models(out):
     cases = [
         ("gru_last_state", GruLastState(3, 5, 2), (4, 3), "gru:4x3-5-2"),
         ("gru_last_step", GruLastStep(2, 6, 8), (7, 2), "gru:7x2-6-8-1/mse"),
+        ("gru_sensor", SensorGru(), (50, 6), "gru:50x6-32-16-4"),
     ]
     for name, module, (t, f), spec in cases:
         module.eval()

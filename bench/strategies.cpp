@@ -25,11 +25,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim.hpp"
@@ -70,7 +74,14 @@ struct Options {
   double uplinkDensity = 0.006;
   // All on: sticky updates weigh by their examples alone, not by their selection weights.
   bool stickyUnweighted = true;
-  bool skipStrategies = false, skipSim10k = false;
+  bool skipStrategies = false, skipSim10k = false, skipHetero = false;
+  // The heterogeneous fleet (issue 20): seeds, the shard partition's target, the
+  // asynchronous strategies' concurrency and server lr, their most server steps.
+  uint32_t heteroSeeds = 3;
+  double shardTarget = 0.70;
+  uint32_t concurrency = 20;
+  double asyncServerLr = 0.5;
+  uint64_t asyncRounds = 600;
 };
 
 sim::SimSettings fleet(const Options& o) {
@@ -237,6 +248,128 @@ Sim10k runSim10k(const Options& o) {
   return r;
 }
 
+// The heterogeneous fleet: speeds log-normal with sigma ln(10) / (2 x 1.645) = 0.70 (the
+// 95th percentile 10x the 5th), links 1 Mbit/s up and 5 down spread over 4x per client,
+// 10% dropout with clients back after 30 s, 100 clients, K = 10 updates per server step.
+sim::SimSettings heteroFleet(const Options& o, const std::string& partition, uint64_t seed, double target) {
+  sim::SimSettings s = fleet(o);
+  s.partition = partition;
+  s.seed = seed;
+  s.speedDistribution = "lognormal";
+  s.speedSigma = std::log(10.0) / (2 * 1.6449);
+  s.linkSpread = 4;
+  s.rejoinMs = 30'000;
+  s.targetAccuracy = target;
+  s.testExamples = o.testExamples > 0 ? o.testExamples : 2000;
+  return s;
+}
+
+// The compression every strategy but FedAvg uses: top-k 1% both ways, fp16 values,
+// error feedback on both ends.
+void compress(sim::Strategy& s) {
+  s.engine.uplink = "topk-sampled";
+  s.engine.uplinkDensity = 0.01;
+  s.engine.downlink = "topk";
+  s.engine.downlinkDensity = 0.01;
+  s.engine.fp16Values = true;
+  s.engine.errorFeedback = true;
+}
+
+std::vector<sim::Strategy> heteroStrategies(const Options& o) {
+  std::vector<sim::Strategy> out;
+  out.push_back(base(o, "sync fedavg fp32"));
+  sim::Strategy s = base(o, "sync top-k 1% + EF");
+  compress(s);
+  out.push_back(s);
+  auto async = [&](const std::string& name, const std::string& mode) {
+    sim::Strategy a = base(o, name);
+    compress(a);
+    a.engine.mode = mode;
+    a.engine.rounds = o.asyncRounds;
+    a.engine.concurrency = o.concurrency;
+    a.engine.serverLr = o.asyncServerLr;
+    a.engine.maxStaleness = 2 * o.concurrency / a.engine.clientsPerRound + 2;
+    return a;
+  };
+  out.push_back(async(fmt::format("async C={} + top-k", o.concurrency), "async"));
+  for (uint32_t bound : {1u, 2u, 4u, 8u}) {
+    sim::Strategy a = async(fmt::format("ssp {} C={} + top-k", bound, o.concurrency), "ssp");
+    a.engine.stalenessBound = bound;
+    out.push_back(a);
+  }
+  sim::Strategy d = async(fmt::format("dssp 1..8 C={} + top-k", o.concurrency), "dssp");
+  d.engine.stalenessBound = 1;
+  d.engine.stalenessMax = 8;
+  out.push_back(d);
+  return out;
+}
+
+struct HeteroRow {
+  std::string name;
+  std::vector<double> seconds, bytes;  // to the target, per seed (NaN: not reached)
+  double finalAcc = 0;
+};
+
+double median(std::vector<double> v) {
+  for (double& x : v)  // NaN (not reached) counts as infinitely slow
+    if (std::isnan(x)) x = std::numeric_limits<double>::infinity();
+  std::sort(v.begin(), v.end());
+  return v.empty() ? std::numeric_limits<double>::infinity() : v[v.size() / 2];
+}
+
+// Runs every strategy on both partitions over the seeds; returns the IID rows (the
+// summary's ratios are on them) after printing both tables.
+std::vector<HeteroRow> runHetero(const Options& o) {
+  std::vector<HeteroRow> iidRows;
+  for (const auto& [partition, target] : {std::pair<std::string, double>{"iid", 0.85}, {"classes:2", o.shardTarget}}) {
+    std::vector<HeteroRow> rows;
+    for (const auto& st : heteroStrategies(o))
+      rows.push_back({st.name, {}, {}, 0});
+    for (uint32_t seed = 1; seed <= o.heteroSeeds; ++seed) {
+      auto fl = sim::Fleet::create(heteroFleet(o, partition, seed, target), "mlp:784-200-200-10");
+      if (!fl) {
+        std::fprintf(stderr, "bench-strategies: %s\n", fl.status().message().c_str());
+        std::exit(1);
+      }
+      std::size_t i = 0;
+      for (auto st : heteroStrategies(o)) {
+        st.engine.seed = seed;
+        auto r = sim::runStrategy(*fl, st, [&](const sim::RoundRow& row) {
+          std::fprintf(stderr, "\rhetero %-9s seed %u %-24s step %4llu  acc %5.2f%%  %7.1f virtual min",
+                       partition.c_str(), seed, st.name.c_str(), static_cast<unsigned long long>(row.round),
+                       row.accuracy ? *row.accuracy * 100 : 0.0, row.virtualSeconds / 60);
+        });
+        std::fprintf(stderr, "\n");
+        if (!r) {
+          std::fprintf(stderr, "bench-strategies: %s: %s\n", st.name.c_str(), r.status().message().c_str());
+          std::exit(1);
+        }
+        const auto at = r->firstAtOrAbove(target);
+        rows[i].seconds.push_back(at ? at->virtualSeconds : std::nan(""));
+        rows[i].bytes.push_back(at ? double(at->totalBytes) : std::nan(""));
+        rows[i].finalAcc += r->finalAccuracy().value_or(0) / o.heteroSeeds;
+        ++i;
+      }
+    }
+    std::printf("heterogeneous fleet, %s, target %.0f%%: median over %u seeds (fleet seeds 1..%u)\n", partition.c_str(),
+                target * 100, o.heteroSeeds, o.heteroSeeds);
+    std::printf("%-26s %12s %12s %10s %10s %10s\n", "strategy", "time (min)", "bytes (MB)", "time x", "bytes x",
+                "final acc");
+    const double t0 = median(rows.front().seconds), b0 = median(rows.front().bytes);
+    for (const HeteroRow& r : rows) {
+      const double t = median(r.seconds), b = median(r.bytes);
+      std::printf("%-26s %12s %12s %10s %10s %9.2f%%\n", r.name.c_str(),
+                  std::isinf(t) ? "not reached" : fmt::format("{:.1f}", t / 60).c_str(),
+                  std::isinf(b) ? "-" : fmt::format("{:.1f}", b / 1e6).c_str(),
+                  std::isinf(t) ? "-" : fmt::format("{:.2f}", t0 / t).c_str(),
+                  std::isinf(b) ? "-" : fmt::format("{:.1f}", b0 / b).c_str(), r.finalAcc * 100);
+    }
+    std::printf("\n");
+    if (partition == "iid") iidRows = rows;
+  }
+  return iidRows;
+}
+
 int usage() {
   std::fprintf(
       stderr,
@@ -245,7 +378,8 @@ int usage() {
       "       [--no-ternary] [--model-mantissa-bits N (23 = off)] [--server-lr F (1 = off)]\n"
       "       [--no-relative-indices] [--uplink-density F (0 = 0.2%%)] [--sticky-reweight]\n"
       "       [--test-examples N] [--sim10k-rounds N]\n"
-      "       [--sim10k-tau N] [--skip-strategies] [--skip-sim10k]\n");
+      "       [--sim10k-tau N] [--skip-strategies] [--skip-sim10k] [--skip-hetero]\n"
+      "       [--hetero-seeds N] [--shard-target F] [--concurrency C] [--async-server-lr F] [--async-rounds N]\n");
   return 2;
 }
 
@@ -267,6 +401,18 @@ int main(int argc, char** argv) {
       o.stickyUnweighted = false;
     else if (a == "--skip-sim10k")
       o.skipSim10k = true;
+    else if (a == "--skip-hetero")
+      o.skipHetero = true;
+    else if (a == "--hetero-seeds" && (v = next()))
+      o.heteroSeeds = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--shard-target" && (v = next()))
+      o.shardTarget = std::atof(v);
+    else if (a == "--concurrency" && (v = next()))
+      o.concurrency = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--async-server-lr" && (v = next()))
+      o.asyncServerLr = std::atof(v);
+    else if (a == "--async-rounds" && (v = next()))
+      o.asyncRounds = std::strtoull(v, nullptr, 10);
     else if (a == "--data" && (v = next()))
       o.data = v;
     else if (a == "--rounds" && (v = next()))
@@ -350,7 +496,27 @@ int main(int argc, char** argv) {
         "simulator cost: 10,000 virtual clients, %llu rounds of 100 (tau %u, all-on compression): %.1f s wall, "
         "peak RSS %.0f MiB%s\n",
         static_cast<unsigned long long>(s10k.rounds), o.sim10kTau, s10k.wallS, s10k.rssMiB, s10k.ok ? "" : " (FAILED)");
-  std::printf("summary: bytes_ratio=%.1f time_ratio=%.1f sim10k_wall_s=%.1f sim10k_rss_mib=%.0f\n", bytesRatio,
-              timeRatio, s10k.wallS, s10k.rssMiB);
+  // The heterogeneous fleet: ratios of median virtual time (and bytes) to 85% IID.
+  std::string hetero = "async_vs_fedavg_time=- async_vs_sync_time=- async_bytes_ratio=- dssp_vs_best_ssp_time=-";
+  if (!o.skipHetero) {
+    const std::vector<HeteroRow> rows = runHetero(o);
+    auto t = [&](std::size_t i) { return median(rows[i].seconds); };
+    auto ratio = [](double a, double b) {
+      return std::isinf(a) || std::isinf(b) ? std::string("-") : fmt::format("{:.2f}", a / b);
+    };
+    double bestSsp = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 3; i + 1 < rows.size(); ++i)
+      bestSsp = std::min(bestSsp, t(i));
+    hetero = fmt::format("async_vs_fedavg_time={} async_vs_sync_time={} async_bytes_ratio={} dssp_vs_best_ssp_time={}",
+                         ratio(t(0), t(2)), ratio(t(1), t(2)), ratio(median(rows[0].bytes), median(rows[2].bytes)),
+                         ratio(bestSsp, t(rows.size() - 1)));
+    std::printf(
+        "goals (IID): async >= 3x less time than sync FedAvg fp32 and >= 2x less than sync with the same compression, "
+        "at >= 50x fewer bytes than FedAvg; dssp at least as fast as the best ssp bound (>= 1.0)\n");
+  }
+  // dbs_vs_budgets_time: dynamic batch sizes are not built yet.
+  std::printf(
+      "summary: bytes_ratio=%.1f time_ratio=%.1f sim10k_wall_s=%.1f sim10k_rss_mib=%.0f %s dbs_vs_budgets_time=-\n",
+      bytesRatio, timeRatio, s10k.wallS, s10k.rssMiB, hetero.c_str());
   return 0;
 }

@@ -84,6 +84,16 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.min-goal", e.minGoal, "fewer updates at the deadline abandon the round (0 = ceil(K/2))");
   bind("task.deadline-ms", e.deadlineMs, "time from assignment to a round's deadline");
   bind("task.max-staleness", e.maxStaleness, "late updates up to this many rounds old are applied");
+  bind("task.mode", e.mode,
+       "sync (rounds), async (FedBuff: concurrency clients train at once, a server step every buffer-size "
+       "updates), ssp or dssp (every client a worker within a staleness bound)");
+  bind("task.concurrency", e.concurrency, "async: clients training at once (0 = ceil(K x over-selection))");
+  bind("task.buffer-size", e.bufferSize, "async, ssp, dssp: updates per server step (0 = clients-per-round)");
+  bind("task.staleness-weight", e.stalenessWeight,
+       "async: weight of an update s versions behind: poly:A = 1/(1+s)^A (poly:0.5, FedBuff), hinge:A:B, constant");
+  bind("task.staleness-bound", e.stalenessBound,
+       "ssp: a client runs at most this many updates ahead of the slowest; dssp: the lowest bound");
+  bind("task.staleness-max", e.stalenessMax, "dssp: the highest bound (0 = staleness-bound + 4)");
   bind("task.max-norm-ratio", e.maxNormRatio, "reject updates with a norm over this x the round's median (0 = off)");
   bind("task.catch-up-rounds", e.catchUpRounds, "broadcasts kept for clients that missed rounds");
   bind("task.catch-up-by-value", e.catchUpByValue,

@@ -15,6 +15,7 @@
 #include "engine/pace.hpp"
 #include "engine/selection.hpp"
 #include "engine/server_optimizer.hpp"
+#include "engine/staleness.hpp"
 
 namespace starling::coordinator {
 
@@ -114,6 +115,26 @@ Status RoundEngine::init(std::vector<float> model) {
   auto isTopK = [](const std::string& name) { return name == "topk" || name == "topk-sampled"; };
   if (c.uplinkTernary && !isTopK(c.uplink))
     return Status(StatusCode::kInvalidArgument, "ternary values need a topk or topk-sampled compressor on that link");
+  auto weight = StalenessWeight::parse(c.stalenessWeight);
+  if (!weight) return weight.status();
+  if (c.mode == "sync")
+    mode_ = Mode::kSync;
+  else if (c.mode == "async")
+    mode_ = Mode::kAsync;
+  else if (c.mode == "ssp")
+    mode_ = Mode::kSsp;
+  else if (c.mode == "dssp")
+    mode_ = Mode::kDssp;
+  else
+    return Status(StatusCode::kInvalidArgument, fmt::format("unknown mode '{}' (sync, async, ssp or dssp)", c.mode));
+  if (mode_ == Mode::kSsp || mode_ == Mode::kDssp) {
+    const uint32_t top = c.stalenessMax > 0 ? c.stalenessMax : c.stalenessBound + 4;
+    if (mode_ == Mode::kDssp && top < c.stalenessBound)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("staleness-max ({}) is below staleness-bound ({})", top, c.stalenessBound));
+    gate_ = std::make_unique<ClockBound>(
+        ClockBound::create({c.stalenessBound, mode_ == Mode::kDssp ? top - c.stalenessBound : 0u}));
+  }
   auto downlink = Downlink::create(c, std::move(model));
   if (!downlink) return downlink.status();
   // The uplink's compressor runs on the clients: only its name and options are checked here.
@@ -124,7 +145,7 @@ Status RoundEngine::init(std::vector<float> model) {
   selection_ = std::make_unique<Selection>(std::move(*selection));
   pace_ = std::make_unique<Pace>(std::move(*pace));
   downlink_ = std::move(*downlink);
-  aggregator_ = std::make_unique<Aggregator>(dim, c.maxNormRatio, c.senderMean);
+  aggregator_ = std::make_unique<Aggregator>(dim, c.maxNormRatio, c.senderMean, *weight);
   return Status::ok();
 }
 
@@ -203,6 +224,9 @@ std::vector<Action> RoundEngine::clientJoined(const std::string& id, uint64_t ex
     c.heldRound = heldRound;
   else if (heldRound == 0 && heldChecksum == 0 && config_.clientsInitialize)
     c.heldRound = 0;
+  // Whatever it had in flight was lost with its connection.
+  inflight_.erase(id);
+  if (gate_ && !gate_->active(id)) gate_->join(id, nowMs);
   std::vector<Action> out;
   if (finished()) return out;
   maybeStartRound(nowMs, out);
@@ -217,21 +241,34 @@ std::vector<Action> RoundEngine::clientLeft(const std::string& id, const std::st
   c.connected = false;
   c.busy = false;
   c.indicesRound.reset();
+  if (gate_) gate_->leave(id, nowMs);  // those it held back are idle again: topUp assigns them
   dropOutstanding(id, reason, nowMs, out);
   return out;
 }
 
 void RoundEngine::dropOutstanding(const std::string& id, const std::string& reason, int64_t nowMs,
                                   std::vector<Action>& out) {
+  if (auto f = inflight_.find(id); f != inflight_.end()) {
+    ParticipantResult rec = f->second;
+    rec.outcome = ParticipantOutcome::kDropped;
+    rec.reason = reason;
+    (open_ ? open_->closed : orphans_).push_back(rec);
+    inflight_.erase(f);
+  }
   if (!open_) return;
   auto a = open_->outstanding.find(id);
-  if (a == open_->outstanding.end()) return;
-  ParticipantResult rec = a->second;
-  rec.outcome = ParticipantOutcome::kDropped;
-  rec.reason = reason;
-  open_->closed.push_back(rec);
-  open_->outstanding.erase(a);
-  if (open_->outstanding.empty()) {
+  if (a != open_->outstanding.end()) {
+    ParticipantResult rec = a->second;
+    rec.outcome = ParticipantOutcome::kDropped;
+    rec.reason = reason;
+    open_->closed.push_back(rec);
+    open_->outstanding.erase(a);
+  } else if (!async()) {
+    return;
+  }
+  if (async()) {
+    topUp(nowMs, out);  // its slot is free (an asynchronous step waits for K updates, not for anyone)
+  } else if (open_->outstanding.empty()) {
     // Nobody else can still deliver: decide now rather than at the deadline.
     if (open_->received.size() >= minGoal())
       closeRound(nowMs, out);
@@ -263,6 +300,11 @@ std::vector<Action> RoundEngine::clientOutOfSync(const std::string& id, const st
 
 std::vector<Action> RoundEngine::tick(int64_t nowMs) {
   std::vector<Action> out;
+  if (async()) {
+    expireAssignments(nowMs);
+    maybeStartRound(nowMs, out);  // tops up an open round, or opens one
+    return out;
+  }
   if (open_ && nowMs >= open_->deadlineMs) {
     if (open_->received.size() >= minGoal())
       closeRound(nowMs, out);
@@ -303,14 +345,19 @@ std::vector<Action> RoundEngine::shutdown(const std::string& reason, int64_t now
   return out;
 }
 
-void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
-  if (open_ || finished() || stopping_) return;
+std::vector<std::string> RoundEngine::idleClients() const {
   std::vector<std::string> idle;
-  for (auto& [id, c] : clients_)
-    if (c->connected && !c->busy) idle.push_back(id);
-  if (!selection_->due(idle.size())) return;
-  const std::vector<Selection::Pick> picks = selection_->select(std::move(idle), nextRound_);
+  // In the asynchronous modes a client is not assigned twice from the same model
+  // version (the open round): it would train from the same base again, and its two
+  // updates would carry one round number, which names a pending update on the client.
+  const uint64_t open = open_ && async() ? open_->round : 0;
+  for (const auto& [id, c] : clients_)
+    if (c->connected && !c->busy && !(gate_ && gate_->waiting(id)) && (open == 0 || c->lastAssigned != open))
+      idle.push_back(id);
+  return idle;
+}
 
+void RoundEngine::openRound(int64_t nowMs) {
   open_ = std::make_unique<OpenRound>();
   open_->round = nextRound_++;
   open_->startedMs = nowMs;
@@ -319,18 +366,102 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   open_->lr = pace_->lr(commits_);
   open_->upDensity = pace_->uplinkDensity(commits_);
   open_->downDensity = pace_->downlinkDensity(commits_);
-  open_->selected = static_cast<uint32_t>(picks.size());
-  std::vector<Client*> chosen;
-  std::vector<double> speeds;  // the measured ones
-  for (const Selection::Pick& pick : picks) {
-    chosen.push_back(clients_.at(pick.id).get());
-    if (chosen.back()->stepsPerMs > 0) speeds.push_back(chosen.back()->stepsPerMs);
-  }
-  open_->budgetMs = pace_->roundBudgetMs(speeds);
   aggregator_->begin();
-  for (std::size_t i = 0; i < picks.size(); ++i) {
-    const Selection::Pick& pick = picks[i];
-    Client* c = chosen[i];
+}
+
+void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
+  if (finished() || stopping_) return;
+  if (open_) {
+    if (async()) topUp(nowMs, out);
+    return;
+  }
+  std::vector<std::string> idle = idleClients();
+  // The asynchronous modes wait for min-clients before their first server step only:
+  // afterwards the next step's buffer opens as soon as the last one closed.
+  if (!(async() && commits_ > 0) && !selection_->due(idle.size())) return;
+  if (async()) {
+    openRound(nowMs);
+    topUp(nowMs, out);
+    return;
+  }
+  const std::vector<Selection::Pick> picks = selection_->select(std::move(idle), nextRound_);
+  openRound(nowMs);
+  open_->selected = static_cast<uint32_t>(picks.size());
+  std::vector<double> speeds;  // the measured ones
+  for (const Selection::Pick& pick : picks)
+    if (const double v = clients_.at(pick.id)->stepsPerMs; v > 0) speeds.push_back(v);
+  open_->budgetMs = pace_->roundBudgetMs(speeds);
+  for (const Selection::Pick& pick : picks)
+    assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
+  out.push_back(WakeAt{open_->deadlineMs});
+}
+
+void RoundEngine::topUp(int64_t nowMs, std::vector<Action>& out) {
+  if (!open_ || finished() || stopping_) return;
+  // ssp and dssp without a concurrency: every connected client is a worker; the gate
+  // decides who waits.
+  std::size_t slots = config_.concurrency;
+  if (slots == 0)
+    slots = mode_ == Mode::kAsync
+                ? static_cast<std::size_t>(std::ceil(config_.clientsPerRound * config_.overSelection - 1e-9))
+                : std::numeric_limits<std::size_t>::max();
+  const std::size_t used = open_->outstanding.size() + inflight_.size();
+  if (used < slots) {
+    std::vector<std::string> idle = idleClients();
+    if (!idle.empty()) {
+      const std::vector<Selection::Pick> picks = selection_->select(std::move(idle), open_->round, slots - used);
+      open_->selected += static_cast<uint32_t>(picks.size());
+      for (const Selection::Pick& pick : picks)
+        assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
+    }
+  }
+  // One timer serves the daemon: ask for the earliest deadline of any assignment.
+  std::optional<int64_t> next;
+  auto earliest = [&](const ParticipantResult& rec) {
+    const int64_t at = rec.assignedMs + config_.deadlineMs;
+    next = next ? std::min(*next, at) : at;
+  };
+  for (const auto& [id, rec] : open_->outstanding)
+    earliest(rec);
+  for (const auto& [id, rec] : inflight_)
+    earliest(rec);
+  if (next) out.push_back(WakeAt{*next});
+}
+
+void RoundEngine::expireAssignments(int64_t nowMs) {
+  const std::string why = fmt::format("no update within {} ms", config_.deadlineMs);
+  auto expire = [&](std::map<std::string, ParticipantResult>& assigned) {
+    for (auto it = assigned.begin(); it != assigned.end();) {
+      if (it->second.assignedMs + config_.deadlineMs > nowMs) {
+        ++it;
+        continue;
+      }
+      ParticipantResult rec = it->second;
+      rec.outcome = ParticipantOutcome::kStraggler;
+      rec.reason = why;
+      (open_ ? open_->closed : orphans_).push_back(rec);
+      // It no longer holds back the others; it rejoins the gate when its update arrives.
+      if (gate_) gate_->leave(it->first, nowMs);
+      it = assigned.erase(it);
+    }
+  };
+  if (open_) expire(open_->outstanding);
+  expire(inflight_);
+}
+
+bool RoundEngine::bufferFull() const {
+  const uint32_t k = config_.bufferSize > 0 ? config_.bufferSize : config_.clientsPerRound;
+  return open_ && open_->received.size() + late_.size() >= k;
+}
+
+void RoundEngine::stepFinished(const std::string& id, int64_t nowMs) {
+  if (gate_) gate_->finished(id, nowMs);  // whom it releases, topUp finds idle
+}
+
+void RoundEngine::assignPick(const std::string& id, bool sticky, double weight, int64_t nowMs,
+                             std::vector<Action>& out) {
+  Client* c = clients_.at(id).get();
+  {
     Assign act{c->id, makeAssignment(*c, open_->round, nowMs)};
     uint64_t wire = 0;
     for (const auto& b : act.assignment.broadcasts)
@@ -345,16 +476,15 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     rec.clientId = c->id;
     rec.assignedMs = nowMs;
     c->lastAssigned = open_->round;
-    c->sticky = pick.sticky;
-    c->selectionWeight = pick.weight;
+    c->sticky = sticky;
+    c->selectionWeight = weight;
     rec.bytesDownWire = wire;
-    rec.sticky = pick.sticky;
-    rec.selectionWeight = pick.weight;
+    rec.sticky = sticky;
+    rec.selectionWeight = weight;
     open_->outstanding.emplace(c->id, rec);
     c->busy = true;
     out.push_back(std::move(act));
   }
-  out.push_back(WakeAt{open_->deadlineMs});
 }
 
 std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t round, const std::string& reason,
@@ -367,6 +497,11 @@ std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t 
   rec.outcome = ParticipantOutcome::kRejected;
   rec.reason = reason;
   rec.returnedMs = nowMs;
+  if (auto f = inflight_.find(id); f != inflight_.end()) {
+    rec.assignedMs = f->second.assignedMs;
+    rec.bytesDownWire = f->second.bytesDownWire;
+    inflight_.erase(f);
+  }
   // Recorded under the open round (or the next one to end): the round an update
   // names may not exist.
   if (open_) {
@@ -382,6 +517,11 @@ std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t 
     orphans_.push_back(rec);
   }
   out.push_back(Verdict{id, {round, false, reason}});
+  if (async()) {
+    if (it != clients_.end()) stepFinished(id, nowMs);
+    maybeStartRound(nowMs, out);
+    return out;
+  }
   if (open_ && open_->outstanding.empty()) {
     if (open_->received.size() >= minGoal())
       closeRound(nowMs, out);
@@ -447,16 +587,35 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   c.busy = false;
 
   std::vector<Action> out;
-  const bool onTime = open_ && u.round == open_->round && open_->outstanding.count(id) > 0;
+  // In the asynchronous modes an assignment of the open round whose deadline passed
+  // (recorded as a straggler, its slot given away) still counts when it arrives.
+  const bool onTime =
+      open_ && u.round == open_->round && (open_->outstanding.count(id) > 0 || (async() && u.round == c.lastAssigned));
+  if (async() && (onTime || u.round == c.lastAssigned)) {
+    stepFinished(id, nowMs);
+    if (auto f = inflight_.find(id); f != inflight_.end()) {
+      rec.assignedMs = f->second.assignedMs;
+      rec.bytesDownWire = f->second.bytesDownWire;
+      inflight_.erase(f);
+    }
+  }
   if (onTime) {
-    auto a = open_->outstanding.find(id);
-    rec.assignedMs = a->second.assignedMs;
-    rec.bytesDownWire = a->second.bytesDownWire;
-    open_->outstanding.erase(a);
+    if (auto a = open_->outstanding.find(id); a != open_->outstanding.end()) {
+      rec.assignedMs = a->second.assignedMs;
+      rec.bytesDownWire = a->second.bytesDownWire;
+      open_->outstanding.erase(a);
+    }
     rec.outcome = ParticipantOutcome::kAccepted;
     aggregator_->noteNorm(p->part.norm);
     open_->received.push_back(std::move(p));
     settleReceived();
+    if (async()) {
+      if (bufferFull())
+        closeRound(nowMs, out);
+      else
+        topUp(nowMs, out);
+      return out;
+    }
     if (open_->received.size() >= config_.clientsPerRound) {
       closeRound(nowMs, out);
     } else if (open_->outstanding.empty()) {
@@ -476,6 +635,7 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
     rec.reason = fmt::format("{} rounds stale, more than the bound of {}", p->staleness, config_.maxStaleness);
     (open_ ? open_->closed : orphans_).push_back(rec);
     out.push_back(Verdict{id, {u.round, false, rec.reason}});
+    if (async()) maybeStartRound(nowMs, out);
     return out;
   }
   // Held for the next aggregation. Its verdict goes out with the round that applies it,
@@ -484,7 +644,10 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   // the next one (compression::ErrorFeedback holds several).
   rec.outcome = ParticipantOutcome::kLateApplied;
   late_.push_back(std::move(p));
-  if (!open_) maybeStartRound(nowMs, out);
+  if (async() && bufferFull())
+    closeRound(nowMs, out);
+  else
+    maybeStartRound(nowMs, out);  // sync: only when no round is open
   return out;
 }
 
@@ -523,6 +686,8 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   for (auto& p : use)
     if (!p->settled) settle(*p, limit);
   std::vector<ParticipantResult> records = std::move(r.closed);
+  for (const ParticipantResult& rec : records)  // the asynchronous modes' expired assignments
+    s.stragglers += rec.outcome == ParticipantOutcome::kStraggler ? 1 : 0;
 
   // ADACOMM's round loss: weighted by the clients' examples (x the selection weight) over
   // the updates on time.
@@ -574,6 +739,10 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     records.push_back(rec);
   }
   for (auto& [id, rec] : r.outstanding) {
+    if (async()) {  // still training: its update joins a later step, weighted by its staleness
+      inflight_.emplace(id, rec);
+      continue;
+    }
     ParticipantResult straggler = rec;
     straggler.outcome = ParticipantOutcome::kStraggler;
     straggler.reason = nowMs >= r.deadlineMs ? fmt::format("no update within {} ms", config_.deadlineMs)
@@ -640,6 +809,14 @@ void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::ve
     records.push_back(straggler);
     ++s.stragglers;
   }
+  for (auto& [id, rec] : inflight_) {
+    ParticipantResult straggler = rec;
+    straggler.outcome = ParticipantOutcome::kStraggler;
+    straggler.reason = "round abandoned: " + reason;
+    records.push_back(straggler);
+    ++s.stragglers;
+  }
+  inflight_.clear();
   for (auto& rec : orphans_) {
     rec.round = r.round;
     records.push_back(rec);

@@ -88,10 +88,16 @@ void Model::initialize(uint64_t seed) {
         params_[i] = bound * uniform();
       continue;
     }
+    if (l.kind == LayerKind::kBatchNorm) {  // the identity: gamma 1, beta 0, mean 0, variance 1
+      std::fill_n(params_.begin() + static_cast<std::ptrdiff_t>(l.weightOffset), l.in.c, 1.0f);
+      std::fill_n(params_.begin() + static_cast<std::ptrdiff_t>(l.varOffset), l.in.c, 1.0f);
+      continue;
+    }
     if (l.kind != LayerKind::kDense && l.kind != LayerKind::kConv && l.kind != LayerKind::kEmbedBag) continue;
     const bool flat = l.kind != LayerKind::kConv;
-    const std::size_t fanIn = flat ? l.in.size() : static_cast<std::size_t>(l.in.c) * l.kernel * l.kernel;
-    const std::size_t fanOut = flat ? l.out.size() : static_cast<std::size_t>(l.out.c) * l.kernel * l.kernel;
+    const std::size_t area = static_cast<std::size_t>(l.kernelH) * l.kernel;
+    const std::size_t fanIn = flat ? l.in.size() : static_cast<std::size_t>(l.in.c) * area;
+    const std::size_t fanOut = flat ? l.out.size() : static_cast<std::size_t>(l.out.c) * area;
     const std::size_t count = l.biasOffset - l.weightOffset;  // the bias follows the weight
     const float bound = l.reluFollows ? std::sqrt(6.0f / static_cast<float>(fanIn))
                                       : std::sqrt(6.0f / static_cast<float>(fanIn + fanOut));
@@ -220,23 +226,29 @@ void compactRows(float* buffer, std::size_t width, std::span<const uint32_t> row
 }
 
 // Runs every layer on a batch of x into net's activations; returns the last layer's.
-const float* forwardLayers(Network& net, const float* params, const float* x, int batch) {
+// A training pass normalizes with batch statistics (batch normalization) and moves the
+// running statistics in params towards them.
+const float* forwardLayers(Network& net, float* params, const float* x, int batch, bool training) {
   net.reserve(batch);
+  net.training = training;
   const float* in = x;
   for (std::size_t l = 0; l < net.layers.size(); ++l) {
     detail::forwardLayer(net.layers[l], params, in, net.acts[l].data(), batch, net);
     in = net.acts[l].data();
   }
+  if (training && !net.batchStats.empty()) detail::updateRunningStats(net, params, batch);
   return in;
 }
 
 // forwardLayers() with the first layer on a CSR batch.
-void forwardLayersSparse(Network& net, const float* params, const data::SparseBatch& x) {
+void forwardLayersSparse(Network& net, float* params, const data::SparseBatch& x, bool training) {
   const int batch = static_cast<int>(x.rows());
   net.reserve(batch);
+  net.training = training;
   detail::sparseForward(net.layers[0], params, x, net.acts[0].data());
   for (std::size_t l = 1; l < net.layers.size(); ++l)
     detail::forwardLayer(net.layers[l], params, net.acts[l - 1].data(), net.acts[l].data(), batch, net);
+  if (training && !net.batchStats.empty()) detail::updateRunningStats(net, params, batch);
 }
 
 }  // namespace
@@ -250,7 +262,7 @@ std::span<const float> Model::forwardSparse(const data::SparseBatch& x) {
   assert(acceptsSparse() && x.rows() > 0);
   Network& net = *net_;
   const int batch = static_cast<int>(x.rows());
-  forwardLayersSparse(net, params_.data(), x);
+  forwardLayersSparse(net, params_.data(), x, false);
   headLoss(net, nullptr, nullptr, batch, batch, nullptr);
   net.lastBatch = batch;
   return probabilities();
@@ -261,7 +273,7 @@ float Model::forwardBackwardSparse(const data::SparseBatch& x, const float* y, c
   assert(acceptsSparse() && x.rows() > 0 && grad.size() == params_.size());
   Network& net = *net_;
   const int batch = static_cast<int>(x.rows());
-  forwardLayersSparse(net, params_.data(), x);
+  forwardLayersSparse(net, params_.data(), x, true);
   float* dy = net.gradA.data();
   float* dx = net.gradB.data();
   const float loss = headLoss(net, y, weights, batch, batch, dy);
@@ -294,7 +306,7 @@ float Model::forwardBackwardSparse(const data::SparseBatch& x, const float* y, c
 float Model::forwardBackward(const float* x, const float* y, const float* weights, int batch, std::span<float> grad) {
   assert(batch > 0 && grad.size() == params_.size());
   Network& net = *net_;
-  forwardLayers(net, params_.data(), x, batch);
+  forwardLayers(net, params_.data(), x, batch, true);
   return lossAndBackward(net, params_.data(), x, y, weights, batch, batch, grad.data());
 }
 
@@ -312,7 +324,7 @@ float Model::backwardRows(const float* x, std::span<const uint32_t> rows, const 
 std::span<const float> Model::forward(const float* x, int batch) {
   assert(batch > 0);
   Network& net = *net_;
-  forwardLayers(net, params_.data(), x, batch);
+  forwardLayers(net, params_.data(), x, batch, false);
   headLoss(net, nullptr, nullptr, batch, batch, nullptr);
   net.lastBatch = batch;
   return probabilities();

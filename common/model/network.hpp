@@ -31,18 +31,56 @@ struct Shape {
 // Parameters as ONNX stores them, gates in the order z, r, h: W {1, 3H, F} at
 // weightOffset, R {1, 3H, H} right after it, B {1, 6H} (W's biases, then R's) at
 // biasOffset.
-enum class LayerKind { kDense, kRelu, kConv, kMaxPool, kTanh, kSigmoid, kEmbedBag, kGru };
+//
+// Kinds after kEmbedBag (cnn specs): kAvgPool (window = stride, no padding),
+// kGlobalAvgPool (C x H x W -> C), kBatchNorm (per channel: gamma at weightOffset, beta
+// at biasOffset, running mean and variance at meanOffset and varOffset), kLeakyRelu
+// (slope alpha), kClip (clamp to [alpha, beta]). New kinds are appended: the order is
+// not part of any file format, but other branches add kinds too.
+enum class LayerKind {
+  kDense,
+  kRelu,
+  kConv,
+  kMaxPool,
+  kTanh,
+  kSigmoid,
+  kEmbedBag,
+  kAvgPool,
+  kGlobalAvgPool,
+  kBatchNorm,
+  kLeakyRelu,
+  kClip,
+  kGru,
+};
+
+// Batch normalization's fixed hyperparameters (PyTorch's): the running statistics move
+// by kBatchNormMomentum of the batch's towards it in each training forward pass.
+constexpr float kBatchNormMomentum = 0.1f;
+constexpr float kBatchNormEps = 1e-5f;
 
 struct Layer {
   LayerKind kind = LayerKind::kDense;
   Shape in;
   Shape out;
-  int kernel = 0;                // conv kernel size, or max-pool window (= stride)
+  int kernel = 0;                // conv kernel or pool window: its width (and height unless kernelH says)
   std::size_t weightOffset = 0;  // dense and conv only
   std::size_t biasOffset = 0;
   bool reluFollows = false;  // chooses He (true) or Glorot (false: tanh, sigmoid, none) initialization
-  int steps = 0;             // kGru: time steps
-  bool mean = false;         // kEmbedBag: the mean of the rows rather than their sum
+  // Conv and pools: the window's height (1 on 1-D inputs, else kernel), the strides
+  // (pools: the window) and the symmetric zero padding of each side (conv only).
+  int kernelH = 0;
+  int strideH = 1;
+  int strideW = 1;
+  int padH = 0;
+  int padW = 0;
+  float alpha = 0.0f;           // kLeakyRelu: the slope below 0; kClip: the lower bound
+  float beta = 0.0f;            // kClip: the upper bound
+  float eps = kBatchNormEps;    // kBatchNorm
+  std::size_t meanOffset = 0;   // kBatchNorm: running mean and variance (not trained:
+  std::size_t varOffset = 0;    // their gradient is 0)
+  std::size_t statsOffset = 0;  // kBatchNorm: its 2 x channels floats in Network::batchStats
+  int steps = 0;                // kGru: time steps
+  bool mean = false;            // kEmbedBag: the mean of the rows rather than their sum
 };
 
 // Layers plus their workspaces. Copying copies the workspaces too (they hold no
@@ -66,6 +104,12 @@ struct Network {
   std::vector<float> dcol;
   std::vector<float> seq;  // kGru: the gates and hidden states of every step (backward)
   int lastBatch = 0;       // rows of probs that are valid
+  // Set by the training passes before their forward pass: batch normalization then
+  // normalizes with the batch's statistics (and their backward pass), and records them
+  // in batchStats at the layer's statsOffset (mean, then biased variance, per channel)
+  // for updateRunningStats(). Clear: the running statistics.
+  bool training = false;
+  std::vector<float> batchStats;
 
   // Sparse passes: per input feature the pass that last touched it (seenAt, grown to
   // the input size on first use), and the distinct features of the current batch.
@@ -85,6 +129,10 @@ inline double logisticLoss(float z, float y) {
 
 // Builds the layers and layout of a spec; kInvalidArgument with a message on failure.
 Result<Network> parseSpec(std::string_view spec);
+
+// Moves the running statistics of every batch-normalization layer towards the last
+// training forward pass's batch statistics (PyTorch's rule: unbiased variance).
+void updateRunningStats(const Network& net, float* params, int batch);
 
 // Layer kernels. x and y hold batch examples of in.size() / out.size() floats.
 // Backward writes (overwrites) the layer's parameter gradients at the layer's offsets

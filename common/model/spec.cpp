@@ -39,15 +39,16 @@ long number(std::string_view s, long max = kMaxDim) {
   return v;
 }
 
-// "1x28x28" or "784".
+// "1x28x28", "3x128" (C x L: a 1-D series, stored C x 1 x L) or "784".
 bool parseShape(std::string_view s, Shape& shape) {
   std::vector<std::string_view> parts = split(s, 'x');
-  if (parts.size() != 1 && parts.size() != 3) return false;
+  if (parts.size() > 3) return false;
   long v[3] = {1, 1, 1};
   for (std::size_t i = 0; i < parts.size(); ++i) {
     v[i] = number(parts[i], parts.size() == 1 ? kMaxInputDim : kMaxDim);
     if (v[i] < 0) return false;
   }
+  if (parts.size() == 2) std::swap(v[1], v[2]);  // C x L is C x 1 x L
   shape = {static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2])};
   return shape.size() <=
          (parts.size() == 1 ? static_cast<std::size_t>(kMaxInputDim) : static_cast<std::size_t>(kMaxDim) * 64);
@@ -103,40 +104,85 @@ class Builder {
     push(l);
   }
 
-  void conv(int out, int k) {
+  // A k x k convolution (1 x k on 1-D inputs) with out filters, then a ReLU unless
+  // linear. The caller checked that the (padded) input holds the kernel.
+  void conv(int out, int k, int stride, int pad, bool linear) {
     Layer l;
     l.kind = LayerKind::kConv;
     l.in = current_;
-    l.out = Shape{out, current_.h - k + 1, current_.w - k + 1};
     l.kernel = k;
+    l.kernelH = oneD_ ? 1 : k;
+    l.strideW = stride;
+    l.strideH = oneD_ ? 1 : stride;
+    l.padW = pad;
+    l.padH = oneD_ ? 0 : pad;
+    l.out = Shape{out, (current_.h + 2 * l.padH - l.kernelH) / l.strideH + 1,
+                  (current_.w + 2 * l.padW - l.kernel) / l.strideW + 1};
     std::string name = "conv" + std::to_string(convCount_++);
-    l.weightOffset = net_.layout.add(name + ".weight", {out, current_.c, k, k});
+    l.weightOffset = net_.layout.add(
+        name + ".weight", oneD_ ? std::vector<int>{out, current_.c, k} : std::vector<int>{out, current_.c, k, k});
     l.biasOffset = net_.layout.add(name + ".bias", {out});
-    l.reluFollows = true;
+    l.reluFollows = !linear;
     push(l);
-    addRelu();
+    if (!linear) addRelu();
   }
 
-  void pool(int p) {
+  // Max (kMaxPool) or average (kAvgPool) pooling over p x p windows (1 x p on 1-D
+  // inputs) at stride p.
+  void pool(int p, LayerKind kind = LayerKind::kMaxPool) {
     Layer l;
-    l.kind = LayerKind::kMaxPool;
+    l.kind = kind;
     l.in = current_;
-    l.out = Shape{current_.c, current_.h / p, current_.w / p};
     l.kernel = p;
+    l.kernelH = oneD_ ? 1 : p;
+    l.strideW = p;
+    l.strideH = l.kernelH;
+    l.out = Shape{current_.c, current_.h / l.kernelH, current_.w / p};
     push(l);
   }
 
-  Shape current_;
+  void globalPool() {
+    Layer l;
+    l.kind = LayerKind::kGlobalAvgPool;
+    l.in = current_;
+    l.out = Shape{current_.c, 1, 1};
+    push(l);
+  }
 
- private:
-  void addRelu() { addActivation(LayerKind::kRelu); }
-  void addActivation(LayerKind kind) {
+  // Per-channel batch normalization: gamma, beta, running mean and variance, in
+  // PyTorch's names and order.
+  void batchNorm(float eps) {
+    Layer l;
+    l.kind = LayerKind::kBatchNorm;
+    l.in = current_;
+    l.out = current_;
+    l.eps = eps;
+    const std::string name = "bn" + std::to_string(bnCount_++);
+    l.weightOffset = net_.layout.add(name + ".weight", {current_.c});
+    l.biasOffset = net_.layout.add(name + ".bias", {current_.c});
+    l.meanOffset = net_.layout.add(name + ".running_mean", {current_.c});
+    l.varOffset = net_.layout.add(name + ".running_var", {current_.c});
+    l.statsOffset = net_.batchStats.size();
+    net_.batchStats.resize(net_.batchStats.size() + 2 * static_cast<std::size_t>(current_.c));
+    push(l);
+  }
+
+  // An activation layer; alpha and beta as in Layer (leaky slope, clip bounds).
+  void addActivation(LayerKind kind, float alpha = 0.0f, float beta = 0.0f) {
     Layer r;
     r.kind = kind;
     r.in = current_;
     r.out = current_;
+    r.alpha = alpha;
+    r.beta = beta;
     push(r);
   }
+
+  Shape current_;
+  bool oneD_ = false;  // the input is C x L: windows are 1 x k
+
+ private:
+  void addRelu() { addActivation(LayerKind::kRelu); }
   void push(const Layer& l) {
     net_.layers.push_back(l);
     current_ = l.out;
@@ -145,6 +191,7 @@ class Builder {
   Network& net_;
   int denseCount_ = 0;
   int convCount_ = 0;
+  int bnCount_ = 0;
 };
 
 // Trims surrounding white space.
@@ -254,6 +301,160 @@ Status parseGru(std::string_view spec, const std::vector<std::string_view>& toke
   return {};
 }
 
+// A float in a spec token: digits with an optional '.' and exponent, a leading 'n' for
+// negative ('-' separates tokens). False unless it is the whole of s and finite.
+bool tokenFloat(std::string_view s, float& v) {
+  bool negative = false;
+  if (!s.empty() && s[0] == 'n') {
+    negative = true;
+    s.remove_prefix(1);
+  }
+  if (s.empty() || s[0] == '-' || s[0] == '+') return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) return false;
+  if (negative) v = -v;
+  return true;
+}
+
+// The canonical text of a token float: the shortest fixed notation that reads back as
+// v, 'n' for negative.
+std::string tokenFloatText(float v) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, std::abs(v), std::chars_format::fixed);
+  std::string text = ec == std::errc() ? std::string(buf, ptr) : formatFloat(std::abs(v));
+  return (v < 0.0f ? "n" : "") + text;
+}
+
+// A cnn convolution token: c<filters>k<kernel>[s<stride>][z<padding>][l].
+struct ConvToken {
+  long filters = -1;
+  long kernel = -1;
+  long stride = 1;
+  long pad = 0;
+  bool linear = false;
+  std::string text() const {
+    std::string t = "c" + std::to_string(filters) + "k" + std::to_string(kernel);
+    if (stride != 1) t += "s" + std::to_string(stride);
+    if (pad != 0) t += "z" + std::to_string(pad);
+    return linear ? t + "l" : t;
+  }
+};
+
+bool parseConvToken(std::string_view t, ConvToken& c) {
+  std::size_t pos = 1;
+  auto next = [&](long& v) {
+    std::size_t end = pos;
+    while (end < t.size() && t[end] >= '0' && t[end] <= '9')
+      ++end;
+    v = number(t.substr(pos, end - pos));
+    pos = end;
+    return v > 0;
+  };
+  if (t.empty() || t[0] != 'c' || !next(c.filters)) return false;
+  if (pos >= t.size() || t[pos++] != 'k' || !next(c.kernel)) return false;
+  if (pos < t.size() && t[pos] == 's' && (++pos, !next(c.stride))) return false;
+  if (pos < t.size() && t[pos] == 'z' && (++pos, !next(c.pad))) return false;
+  if (pos < t.size() && t[pos] == 'l') {
+    c.linear = true;
+    ++pos;
+  }
+  return pos == t.size();
+}
+
+constexpr const char* kCnnLayers =
+    "expected c<filters>k<kernel>[s<stride>][z<padding>][l], p<window>, a<window>, g, b, be<eps>, r, t, sg, "
+    "lr<slope>, clip<lo>_<hi>, f<units>";
+
+// The layers of a cnn after its input (tokens[1..]) into b; returns them in canonical
+// form, the input first.
+Result<std::string> parseCnn(std::string_view spec, const std::vector<std::string_view>& tokens, Builder& b) {
+  std::string body(tokens[0]);
+  bool flat = false;
+  const std::size_t last = tokens.size() - 1;
+  auto size = [&b]() {
+    return b.oneD_ ? std::to_string(b.current_.w) : std::to_string(b.current_.h) + "x" + std::to_string(b.current_.w);
+  };
+  for (std::size_t i = 1; i <= last; ++i) {
+    std::string_view t = tokens[i];
+    const std::string tok(t);
+    std::string canon = tok;
+    float a = 0.0f;
+    float hi = 0.0f;
+    if (t.empty()) return bad(spec, std::string("an empty layer between two '-' (") + kCnnLayers + ")");
+    if (i == last) {
+      long n = number(t);
+      if (n < 0) return bad(spec, "the last layer must be the number of classes (outputs), not '" + tok + "'");
+      b.dense(static_cast<int>(n), false);
+      canon = std::to_string(n);
+    } else if (t == "r" || t == "t" || t == "sg") {
+      b.addActivation(t == "r" ? LayerKind::kRelu : t == "t" ? LayerKind::kTanh : LayerKind::kSigmoid);
+    } else if (t.substr(0, 2) == "lr") {
+      if (!tokenFloat(t.substr(2), a))
+        return bad(spec, "leaky ReLU '" + tok + "' must read lr<slope>, e.g. lr0.01 (n for minus: lrn0.5)");
+      b.addActivation(LayerKind::kLeakyRelu, a);
+      canon = "lr" + tokenFloatText(a);
+    } else if (t.substr(0, 4) == "clip") {
+      const std::size_t us = t.find('_');
+      if (us == std::string_view::npos || !tokenFloat(t.substr(4, us - 4), a) || !tokenFloat(t.substr(us + 1), hi) ||
+          a > hi)
+        return bad(spec,
+                   "clip '" + tok + "' must read clip<lo>_<hi> with lo <= hi, e.g. clip0_6 (n for minus: clipn1_1)");
+      b.addActivation(LayerKind::kClip, a, hi);
+      canon = "clip" + tokenFloatText(a) + "_" + tokenFloatText(hi);
+    } else if (t == "b" || t.substr(0, 2) == "be") {
+      float eps = kBatchNormEps;
+      if (t != "b" && (!tokenFloat(t.substr(2), eps) || !(eps > 0.0f)))
+        return bad(spec, "batch normalization '" + tok + "' must read b, or be<eps> with eps > 0, e.g. be0.001");
+      b.batchNorm(eps);
+      canon = eps == kBatchNormEps ? "b" : "be" + tokenFloatText(eps);
+    } else if (t == "g") {
+      if (flat) return bad(spec, "global average pooling 'g' after a dense layer");
+      b.globalPool();
+    } else if (t[0] == 'c') {
+      ConvToken c;
+      if (!parseConvToken(t, c))
+        return bad(spec, "convolution '" + tok +
+                             "' must read c<filters>k<kernel>[s<stride>][z<padding>][l], e.g. c16k5 or c16k3s2z1l");
+      if (flat) return bad(spec, "convolution '" + tok + "' after a dense layer");
+      const long padH = b.oneD_ ? 0 : c.pad;
+      const long kh = b.oneD_ ? 1 : c.kernel;
+      if (c.pad >= c.kernel) return bad(spec, "padding of '" + tok + "' must be smaller than its kernel");
+      if (kh > b.current_.h + 2 * padH || c.kernel > b.current_.w + 2 * c.pad)
+        return bad(spec, "kernel of '" + tok + "' is larger than its " + size() + " input" +
+                             (c.pad ? std::string(" (padded)") : std::string()));
+      // A ReLU after a linear conv is the conv's own: c16k3l-r reads as c16k3.
+      if (c.linear && i + 1 < last && tokens[i + 1] == "r") {
+        c.linear = false;
+        ++i;
+      }
+      b.conv(static_cast<int>(c.filters), static_cast<int>(c.kernel), static_cast<int>(c.stride),
+             static_cast<int>(c.pad), c.linear);
+      canon = c.text();
+    } else if ((t[0] == 'p' || t[0] == 'a') && t.size() > 1) {
+      const bool average = t[0] == 'a';
+      long p = number(t.substr(1));
+      if (p < 0)
+        return bad(spec, std::string(average ? "average" : "max") + " pooling '" + tok + "' must read " +
+                             (average ? "a" : "p") + "<window>, e.g. " + (average ? "a2" : "p2"));
+      if (flat) return bad(spec, "pooling '" + tok + "' after a dense layer");
+      if ((!b.oneD_ && p > b.current_.h) || p > b.current_.w)
+        return bad(spec, "pooling window of '" + tok + "' is larger than its " + size() + " input");
+      b.pool(static_cast<int>(p), average ? LayerKind::kAvgPool : LayerKind::kMaxPool);
+      canon = (average ? "a" : "p") + std::to_string(p);
+    } else if (t.size() > 1 && t[0] == 'f') {
+      long n = number(t.substr(1));
+      if (n < 0) return bad(spec, "dense layer '" + tok + "' must read f<units>, e.g. f128");
+      flat = true;
+      b.dense(static_cast<int>(n), true);
+      canon = "f" + std::to_string(n);
+    } else {
+      return bad(spec, "unknown layer '" + tok + "' (" + kCnnLayers + ")");
+    }
+    body += "-" + canon;
+  }
+  return body;
+}
+
 }  // namespace
 
 Result<Network> parseSpec(std::string_view spec) {
@@ -286,10 +487,13 @@ Result<Network> parseSpec(std::string_view spec) {
   std::vector<std::string_view> tokens = split(rest, '-');
   if (tokens.size() < 2) return bad(spec, "needs an input size and a number of classes (outputs)");
   if (kind != "gru" && !parseShape(tokens[0], net.input))
-    return bad(spec, "input '" + std::string(tokens[0]) + "' is not a size like '784' or 'CxHxW' like '1x28x28'");
+    return bad(spec, "input '" + std::string(tokens[0]) +
+                         "' is not a size like '784', 'CxHxW' like '1x28x28' or 'CxL' like '3x128'");
   Builder b(net);
   b.current_ = net.input;
+  b.oneD_ = kind == "cnn" && split(tokens[0], 'x').size() == 2;
   const std::size_t last = tokens.size() - 1;
+  std::string cnnBody;  // a cnn's layers in canonical form
 
   if (kind == "embedbag") {
     if (tokens.size() < 3)
@@ -317,40 +521,9 @@ Result<Network> parseSpec(std::string_view spec) {
       b.dense(static_cast<int>(n), i != last ? act : LayerKind::kDense);
     }
   } else if (kind == "cnn") {
-    bool flat = false;
-    for (std::size_t i = 1; i <= last; ++i) {
-      std::string_view t = tokens[i];
-      std::string tok(t);
-      if (i == last) {
-        long n = number(t);
-        if (n < 0) return bad(spec, "the last layer must be the number of classes (outputs), not '" + tok + "'");
-        b.dense(static_cast<int>(n), false);
-      } else if (t.size() > 1 && t[0] == 'c') {
-        std::size_t kpos = t.find('k');
-        long out = kpos == std::string_view::npos ? -1 : number(t.substr(1, kpos - 1));
-        long k = kpos == std::string_view::npos ? -1 : number(t.substr(kpos + 1));
-        if (out < 0 || k < 0) return bad(spec, "convolution '" + tok + "' must read c<filters>k<kernel>, e.g. c16k5");
-        if (flat) return bad(spec, "convolution '" + tok + "' after a dense layer");
-        if (k > b.current_.h || k > b.current_.w)
-          return bad(spec, "kernel of '" + tok + "' is larger than its " + std::to_string(b.current_.h) + "x" +
-                               std::to_string(b.current_.w) + " input");
-        b.conv(static_cast<int>(out), static_cast<int>(k));
-      } else if (t.size() > 1 && t[0] == 'p') {
-        long p = number(t.substr(1));
-        if (p < 0) return bad(spec, "pooling '" + tok + "' must read p<window>, e.g. p2");
-        if (flat) return bad(spec, "pooling '" + tok + "' after a dense layer");
-        if (p > b.current_.h || p > b.current_.w)
-          return bad(spec, "pooling window of '" + tok + "' is larger than its input");
-        b.pool(static_cast<int>(p));
-      } else if (t.size() > 1 && t[0] == 'f') {
-        long n = number(t.substr(1));
-        if (n < 0) return bad(spec, "dense layer '" + tok + "' must read f<units>, e.g. f128");
-        flat = true;
-        b.dense(static_cast<int>(n), true);
-      } else {
-        return bad(spec, "unknown layer '" + tok + "' (expected c<f>k<k>, p<w>, f<units>)");
-      }
-    }
+    Result<std::string> layers = parseCnn(spec, tokens, b);
+    if (!layers) return layers.status();
+    cnnBody = std::move(layers).value();
   } else {
     return bad(spec, "unknown kind '" + std::string(kind) + "' (expected 'mlp', 'linear', 'embedbag', 'gru' or 'cnn')");
   }
@@ -378,7 +551,7 @@ Result<Network> parseSpec(std::string_view spec) {
   if (mean) canonical += "mean:";
   if (act == LayerKind::kTanh) canonical += "tanh:";
   if (act == LayerKind::kSigmoid) canonical += "sigmoid:";
-  net.spec = canonical + std::string(rest) + suffix;
+  net.spec = canonical + (kind == "cnn" ? cnnBody : std::string(rest)) + suffix;
   net.acts.resize(net.layers.size());
   return net;
 }

@@ -18,8 +18,8 @@ double upperMedian(std::vector<double> v) {
 
 }  // namespace
 
-Aggregator::Aggregator(std::size_t dim, double maxNormRatio, bool senderMean)
-    : maxNormRatio_(maxNormRatio), senderMean_(senderMean), sum_(dim, 0.0f) {}
+Aggregator::Aggregator(std::size_t dim, double maxNormRatio, bool senderMean, StalenessWeight weight)
+    : maxNormRatio_(maxNormRatio), weight_(weight), senderMean_(senderMean), sum_(dim, 0.0f) {}
 
 void Aggregator::begin() {
   sum_.assign(sum_.size(), 0.0f);
@@ -46,10 +46,10 @@ std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
   if (limit > 0 && c.norm > limit) {
     rejected = fmt::format("update norm {:.3g} is over {} x the round's median", c.norm, maxNormRatio_);
   } else {
-    // Weights: examples x 1/sqrt(1 + staleness); FedNova-style normalization by steps
+    // Weights: examples x s(staleness); FedNova-style normalization by steps
     // is applied in finish(), when the sums are complete.
     // With sticky sampling, x the selection weight (unbiased for uniform sampling's sum).
-    const double w = double(c.examples) * c.selectionWeight / std::sqrt(1.0 + c.staleness);
+    const double w = double(c.examples) * c.selectionWeight / weight_.inverse(c.staleness);
     weightSum_ += w;
     stepSum_ += w * c.steps;
     const double perStep = c.norm / double(c.steps);

@@ -1,6 +1,7 @@
 #pragma once
 // Aggregator: what one round's updates add up to. It owns the decision of each
-// update's weight (examples x selection weight x 1/sqrt(1 + staleness)), FedNova's
+// update's weight (examples x selection weight x s(staleness), s FedBuff's
+// 1/sqrt(1 + staleness) unless EngineConfig::stalenessWeight says otherwise), FedNova's
 // normalization by steps, the norm-ratio rejection (maxNormRatio x the upper median
 // of the round's norms, with the first updates held until kMinNormsToJudge norms are
 // in), the sender mean (senderMean: coordinate i scaled by W / W_i) and the statistics
@@ -24,6 +25,8 @@
 
 #include "starling/compression/compressed.hpp"
 
+#include "engine/staleness.hpp"
+
 namespace starling::coordinator {
 
 // One update as the aggregator sees it.
@@ -41,8 +44,9 @@ class Aggregator {
   // The norm check needs this many norms before a median means something.
   static constexpr std::size_t kMinNormsToJudge = 3;
 
-  // maxNormRatio 0 = no norm check.
-  Aggregator(std::size_t dim, double maxNormRatio, bool senderMean);
+  // maxNormRatio 0 = no norm check; weight: s(staleness).
+  Aggregator(std::size_t dim, double maxNormRatio, bool senderMean,
+             StalenessWeight weight = StalenessWeight::fedBuff());
 
   // Starts a round: the sums and norms at zero.
   void begin();
@@ -69,6 +73,7 @@ class Aggregator {
 
  private:
   double maxNormRatio_;
+  StalenessWeight weight_;
   bool senderMean_;
   std::vector<float> sum_;       // the open round's running sum, then its Delta
   std::vector<float> coverage_;  // senderMean: W_i of the open round

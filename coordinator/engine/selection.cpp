@@ -53,8 +53,9 @@ bool Selection::due(std::size_t idle) const {
   return idle >= need && idle > 0;
 }
 
-std::vector<Selection::Pick> Selection::select(std::vector<std::string> idle, uint64_t round) {
-  const auto want = static_cast<std::size_t>(std::ceil(clientsPerRound_ * overSelection_ - 1e-9));
+std::vector<Selection::Pick> Selection::select(std::vector<std::string> idle, uint64_t round,
+                                               std::optional<std::size_t> count) {
+  const auto want = count ? *count : static_cast<std::size_t>(std::ceil(clientsPerRound_ * overSelection_ - 1e-9));
   auto shuffle = [&](std::vector<const std::string*>& v) {
     for (std::size_t i = v.size(); i > 1; --i)
       std::swap(v[i - 1], v[splitmix(rng_) % i]);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,9 @@ class Selection {
   // Picks round `round`'s participants among `idle` (ids; the caller's order is part of
   // the determinism: the engine passes them ordered by id) and, under sticky sampling,
   // makes them the newest members of the group, the members assigned longest ago leaving.
-  std::vector<Pick> select(std::vector<std::string> idle, uint64_t round);
+  // `count` of them when given (the asynchronous modes fill the slots that are free),
+  // else ceil(K x overSelection); fewer when fewer are idle.
+  std::vector<Pick> select(std::vector<std::string> idle, uint64_t round, std::optional<std::size_t> count = {});
 
   // The sticky group's members, ordered by id; empty when sticky sampling is off.
   std::vector<std::string> group() const;

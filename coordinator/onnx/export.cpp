@@ -53,6 +53,21 @@ class GraphWriter {
       a->add_ints(v);
   }
   void integer(const std::string& name, int64_t v) { attribute(name, onnx::AttributeProto::INT)->set_i(v); }
+  void real(const std::string& name, float v) { attribute(name, onnx::AttributeProto::FLOAT)->set_f(v); }
+  // A window attribute: the value once per spatial axis (rank of them), or twice per
+  // axis for pads.
+  void window(const std::string& name, int rank, int64_t v) {
+    auto* a = attribute(name, onnx::AttributeProto::INTS);
+    for (int i = 0; i < rank; ++i)
+      a->add_ints(v);
+  }
+  // A float scalar initializer that is not a parameter (a clip bound).
+  void scalar(const std::string& name, float v) {
+    onnx::TensorProto* p = g_.add_initializer();
+    p->set_name(name);
+    p->set_data_type(onnx::TensorProto::FLOAT);
+    p->add_float_data(v);
+  }
 
   // The layout tensor as an initializer (fp32, raw little-endian bytes).
   Status initializer(const std::string& name) {
@@ -84,6 +99,19 @@ class GraphWriter {
   const model::Model& m_;
   onnx::NodeProto* last_ = nullptr;
 };
+
+// A float of a spec token: 'n' for minus.
+float tokenFloat(std::string_view s) {
+  const bool negative = !s.empty() && s[0] == 'n';
+  const float v = std::stof(std::string(s.substr(negative ? 1 : 0)));
+  return negative ? -v : v;
+}
+
+// The number after letter in a conv token (c16k3s2z1l), or fallback.
+int64_t tokenPart(const std::string& t, char letter, int64_t fallback) {
+  const std::size_t at = t.find(letter, 1);
+  return at == std::string::npos ? fallback : std::stoll(t.substr(at + 1));
+}
 
 void setShape(onnx::ValueInfoProto* v, const std::string& name, std::initializer_list<int64_t> dims) {
   v->set_name(name);
@@ -224,6 +252,8 @@ Result<std::string> exportOnnxBytes(const model::Model& m) {
     STARLING_RETURN_IF_ERROR(sequenceGraph(g, w, kind, body.substr(colon + 1)));
   } else if (kind == "cnn" && inShape.size() == 3) {
     setShape(g.add_input(), "input", {std::stoll(inShape[0]), std::stoll(inShape[1]), std::stoll(inShape[2])});
+  } else if (kind == "cnn" && inShape.size() == 2) {  // a 1-D series: N x C x L
+    setShape(g.add_input(), "input", {std::stoll(inShape[0]), std::stoll(inShape[1])});
   } else {
     setShape(g.add_input(), "input", {static_cast<int64_t>(m.inputDim())});
   }
@@ -240,26 +270,51 @@ Result<std::string> exportOnnxBytes(const model::Model& m) {
                                   : (act == "Tanh" ? "tanh" : "sigmoid") + std::to_string(i - 1));
     }
   } else if (kind == "cnn") {
-    int convs = 0, pools = 0, denses = 0;
-    bool flat = inShape.size() != 3;
+    // The canonical cnn grammar (docs/model.md): one node (and its ReLU) per token.
+    int convs = 0, pools = 0, denses = 0, norms = 0, acts = 0;
+    bool flat = inShape.size() == 1;
+    const int rank = inShape.size() == 2 ? 1 : 2;  // spatial axes
     for (std::size_t i = 1; i < tokens.size(); ++i) {
       const std::string& t = tokens[i];
       const bool last = i + 1 == tokens.size();
-      if (t[0] == 'c') {
+      const std::string act = "act" + std::to_string(acts);
+      if (t == "r" || t == "t" || t == "sg") {
+        w.node(t == "r" ? "Relu" : t == "t" ? "Tanh" : "Sigmoid", act);
+        ++acts;
+      } else if (t.starts_with("lr")) {
+        w.node("LeakyRelu", act);
+        w.real("alpha", tokenFloat(t.substr(2)));
+        ++acts;
+      } else if (t.starts_with("clip")) {
+        const std::size_t us = t.find('_');
+        w.scalar(act + ".min", tokenFloat(t.substr(4, us - 4)));
+        w.scalar(act + ".max", tokenFloat(t.substr(us + 1)));
+        w.node("Clip", act, {act + ".min", act + ".max"});
+        ++acts;
+      } else if (t == "b" || t.starts_with("be")) {
+        const std::string name = "bn" + std::to_string(norms++);
+        for (const char* part : {".weight", ".bias", ".running_mean", ".running_var"})
+          STARLING_RETURN_IF_ERROR(w.initializer(name + part));
+        w.node("BatchNormalization", name,
+               {name + ".weight", name + ".bias", name + ".running_mean", name + ".running_var"});
+        w.real("epsilon", t == "b" ? 1e-5f : tokenFloat(t.substr(2)));
+        w.real("momentum", 0.9f);  // ONNX's momentum keeps 0.9 of the running value
+      } else if (t == "g") {
+        w.node("GlobalAveragePool", "pool" + std::to_string(pools++));
+      } else if (t[0] == 'c') {
         const std::string name = "conv" + std::to_string(convs++);
-        const int k = std::stoi(t.substr(t.find('k') + 1));
         STARLING_RETURN_IF_ERROR(w.initializer(name + ".weight"));
         STARLING_RETURN_IF_ERROR(w.initializer(name + ".bias"));
         w.node("Conv", name, {name + ".weight", name + ".bias"});
-        w.ints("kernel_shape", {k, k});
-        w.ints("strides", {1, 1});
-        w.ints("pads", {0, 0, 0, 0});
-        w.node("Relu", name + "_relu");
-      } else if (t[0] == 'p') {
+        w.window("kernel_shape", rank, tokenPart(t, 'k', 0));
+        w.window("strides", rank, tokenPart(t, 's', 1));
+        w.window("pads", 2 * rank, tokenPart(t, 'z', 0));
+        if (t.back() != 'l') w.node("Relu", name + "_relu");
+      } else if (t[0] == 'p' || t[0] == 'a') {
         const int64_t p = std::stoll(t.substr(1));
-        w.node("MaxPool", "pool" + std::to_string(pools++));
-        w.ints("kernel_shape", {p, p});
-        w.ints("strides", {p, p});
+        w.node(t[0] == 'p' ? "MaxPool" : "AveragePool", "pool" + std::to_string(pools++));
+        w.window("kernel_shape", rank, p);
+        w.window("strides", rank, p);
       } else {
         if (!flat) {
           w.node("Flatten", "flatten");

@@ -12,6 +12,8 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -156,18 +158,44 @@ std::optional<std::vector<int64_t>> attrInts(const onnx::NodeProto& node, std::s
 }
 
 // The activations of one example on the network's path.
+// An image is C x H x W, or C x L (oneD: an N x C x L value, h = 1).
 struct Act {
   bool image = false;
   int c = 0, h = 1, w = 1;
+  bool oneD = false;
   std::size_t size() const { return static_cast<std::size_t>(c) * h * w; }
   std::string text() const {
-    return image ? std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w) : std::to_string(c);
+    if (!image) return std::to_string(c);
+    return oneD ? std::to_string(c) + "x" + std::to_string(w)
+                : std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w);
+  }
+  // The value's dimensions after the batch.
+  std::vector<int64_t> dims() const {
+    if (!image) return {c};
+    if (oneD) return {c, w};
+    return {c, h, w};
   }
 };
 
 // kGru: in = features, k = steps, out = hidden; w = W then R, b = B (ONNX's layout).
 // kEmbed: in = rows of the table, out = its width, k = 1 for a mean; w = the table.
-enum class StageKind { kDense, kConv, kPool, kRelu, kTanh, kSigmoid, kFlatten, kSoftmax, kGru, kEmbed };
+enum class StageKind {
+  kDense,
+  kConv,
+  kPool,
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kFlatten,
+  kSoftmax,
+  kAvgPool,
+  kGlobalPool,
+  kBatchNorm,
+  kLeakyRelu,
+  kClip,
+  kGru,
+  kEmbed
+};
 
 struct Stage {
   Stage(StageKind kind_, std::string where_, int out_ = 0, int in_ = 0, int k_ = 0)
@@ -175,10 +203,21 @@ struct Stage {
   StageKind kind;
   std::string where;  // label() of the node
   int out = 0, in = 0, k = 0;
-  std::vector<float> w, b;  // Starling's layout: dense {out, in}, conv {out, in, k, k}
+  int stride = 1, pad = 0;  // conv
+  float alpha = 0.0f;       // leaky relu slope, clip's lower bound
+  float beta = 0.0f;        // clip's upper bound
+  float eps = 0.0f;         // batch normalization
+  // Starling's layout: dense {out, in}, conv {out, in, k, k} (or {out, in, k}), batch
+  // normalization gamma (w), beta (b), running mean and variance.
+  std::vector<float> w, b, mean, var;
   bool biasSet = false;
   bool fromMatMul = false;
 };
+
+constexpr const char* kNotSupported =
+    "is not supported (Starling reads Gemm, MatMul, Add, Relu, LeakyRelu, Tanh, Sigmoid, Clip, Conv, MaxPool, "
+    "AveragePool, GlobalAveragePool, BatchNormalization, Flatten, Reshape, Dropout, Identity, Softmax, LogSoftmax, "
+    "and on the graph's input a GRU, or Gather + ReduceSum/ReduceMean; see docs/model.md)";
 
 Status unsupported(const std::string& where, const std::string& why) {
   return {StatusCode::kUnsupported, where + ": " + why};
@@ -198,7 +237,9 @@ class Importer {
   Status matmul(const onnx::NodeProto& node, const std::string& where);
   Status add(const onnx::NodeProto& node, const std::string& where);
   Status conv(const onnx::NodeProto& node, const std::string& where);
-  Status maxpool(const onnx::NodeProto& node, const std::string& where);
+  Status pool(const onnx::NodeProto& node, const std::string& where);
+  Status batchNorm(const onnx::NodeProto& node, const std::string& where);
+  Status clip(const onnx::NodeProto& node, const std::string& where);
   Status reshape(const onnx::NodeProto& node, const std::string& where);
   // Sequences and embeddings: the values between a rank-3 (or token id) input and the
   // first N x features value, tracked by their axes.
@@ -259,9 +300,10 @@ Status Importer::readInput() {
   if (!in.type().has_tensor_type() || in.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
     return Status(StatusCode::kUnsupported, "input '" + input_ + "' must be a float tensor");
   const auto& shape = in.type().tensor_type().shape();
-  if (shape.dim_size() != 2 && shape.dim_size() != 4) {
+  auto fixed = [&shape](int i) { return shape.dim(i).has_dim_value() && shape.dim(i).dim_value() > 0; };
+  if (shape.dim_size() < 2 || shape.dim_size() > 4 || (shape.dim_size() == 3 && !(fixed(1) && fixed(2)))) {
     // Refused at the first node that reads it, so that an unsupported op (an LSTM's
-    // T x N x features input) is named first.
+    // T x N x features input; N x C x L with a variable dimension) is named first.
     inputRank_ = shape.dim_size();
     current_ = input_;
     path_[input_] = act_;
@@ -278,6 +320,8 @@ Status Importer::readInput() {
     if (d > (1 << 16)) return Status(StatusCode::kUnsupported, "input '" + input_ + "': a dimension is too large");
   if (shape.dim_size() == 2) {
     inputAct_ = Act{false, static_cast<int>(dims[0]), 1, 1};
+  } else if (shape.dim_size() == 3) {  // N x C x L: a 1-D series
+    inputAct_ = Act{true, static_cast<int>(dims[0]), 1, static_cast<int>(dims[1]), true};
   } else {
     inputAct_ = Act{true, static_cast<int>(dims[0]), static_cast<int>(dims[1]), static_cast<int>(dims[2])};
   }
@@ -328,10 +372,13 @@ Status Importer::glueNode(const onnx::NodeProto& node, const std::string& where)
   if (op == "Shape") {
     auto p = path_.find(node.input(0));
     if (p == path_.end()) return unsupported(where, "takes the shape of a value that is not on the network's path");
-    const Act& a = p->second;
-    out = axes_.count(node.input(0)) ? seqShape(node.input(0))
-          : a.image                  ? std::vector<int64_t>{kBatch, a.c, a.h, a.w}
-                                     : std::vector<int64_t>{kBatch, a.c};
+    if (axes_.count(node.input(0))) {
+      out = seqShape(node.input(0));
+    } else {
+      out = {kBatch};
+      for (int64_t d : p->second.dims())
+        out.push_back(d);
+    }
     const int64_t rank = static_cast<int64_t>(out.size());
     int64_t start = attrInt(node, "start", 0), end = attrInt(node, "end", rank);
     if (start < 0) start += rank;
@@ -456,29 +503,63 @@ Status Importer::add(const onnx::NodeProto& node, const std::string& where) {
   return {};
 }
 
-Status Importer::conv(const onnx::NodeProto& node, const std::string& where) {
-  if (!act_.image) return unsupported(where, "needs an N x C x H x W input");
-  const Const* w = constant(node.input(1));
-  if (!w || !w->isFloat || w->dims.size() != 4) return unsupported(where, "its weight must be a 4-D float initializer");
+// The window of a Conv or a pool on the current image: square (one size for every
+// spatial axis), equal strides, and the same padding on every side. auto_pad VALID is
+// no padding; SAME_* is refused.
+struct WindowAttrs {
+  int k = 0, stride = 1, pad = 0;
+};
+Result<WindowAttrs> windowAttrs(const onnx::NodeProto& node, const std::string& where, const Act& act,
+                                const std::vector<int64_t>& kernel, const char* what) {
+  const std::size_t rank = act.oneD ? 1 : 2;
+  if (kernel.size() != rank || std::any_of(kernel.begin(), kernel.end(), [&](int64_t v) { return v != kernel[0]; }))
+    return unsupported(where, "kernel " + ints(kernel) + " is not a square " + std::to_string(rank) +
+                                  "-D window on its " + act.text() + " input");
+  WindowAttrs a;
+  a.k = static_cast<int>(kernel[0]);
   const std::string autoPad = attr(node, "auto_pad") ? attr(node, "auto_pad")->s() : "NOTSET";
   if (autoPad != "NOTSET" && autoPad != "VALID")
-    return unsupported(where, "auto_pad " + autoPad + " is not supported: Starling's conv layers are unpadded");
-  if (auto p = attrInts(node, "pads"); p && std::any_of(p->begin(), p->end(), [](int64_t v) { return v != 0; }))
-    return unsupported(where, "pads " + ints(*p) + " are not supported: Starling's conv layers are unpadded");
-  if (auto s = attrInts(node, "strides"); s && std::any_of(s->begin(), s->end(), [](int64_t v) { return v != 1; }))
-    return unsupported(where, "strides " + ints(*s) + " are not supported: Starling's conv layers have stride 1");
+    return unsupported(where, "auto_pad " + autoPad + " is not supported: give explicit symmetric pads");
+  if (auto p = attrInts(node, "pads"); p && !p->empty()) {
+    if (std::any_of(p->begin(), p->end(), [&](int64_t v) { return v != (*p)[0]; }))
+      return unsupported(where, "pads " + ints(*p) + " are not supported: Starling's " + what +
+                                    " pads every side of every axis equally");
+    a.pad = static_cast<int>((*p)[0]);
+  }
+  if (auto s = attrInts(node, "strides"); s && !s->empty()) {
+    if (std::any_of(s->begin(), s->end(), [&](int64_t v) { return v != (*s)[0]; }))
+      return unsupported(where, "strides " + ints(*s) + " differ between axes: Starling's " + what + " has one stride");
+    a.stride = static_cast<int>((*s)[0]);
+  }
   if (auto d = attrInts(node, "dilations"); d && std::any_of(d->begin(), d->end(), [](int64_t v) { return v != 1; }))
     return unsupported(where, "dilations " + ints(*d) + " are not supported");
+  if (a.k < 1 || a.stride < 1 || a.pad < 0 || a.pad >= a.k)
+    return unsupported(where, "kernel " + std::to_string(a.k) + ", stride " + std::to_string(a.stride) + ", pads " +
+                                  std::to_string(a.pad) + " are not supported (padding must be below the kernel)");
+  if (a.k > (act.oneD ? 1 : act.h + 2 * a.pad) && !act.oneD)
+    return unsupported(where, "its window is larger than its " + act.text() + " input");
+  if (a.k > act.w + 2 * a.pad) return unsupported(where, "its window is larger than its " + act.text() + " input");
+  return a;
+}
+
+Status Importer::conv(const onnx::NodeProto& node, const std::string& where) {
+  if (!act_.image) return unsupported(where, "needs an N x C x H x W or N x C x L input");
+  const Const* w = constant(node.input(1));
+  const std::size_t rank = act_.oneD ? 3 : 4;
+  if (!w || !w->isFloat || w->dims.size() != rank)
+    return unsupported(where, "its weight must be a " + std::to_string(rank) + "-D float initializer");
   if (attrInt(node, "group", 1) != 1) return unsupported(where, "grouped convolutions are not supported");
   const int out = static_cast<int>(w->dims[0]);
   const int in = static_cast<int>(w->dims[1]);
-  if (w->dims[2] != w->dims[3])
-    return unsupported(where, "kernel " + ints({w->dims[2], w->dims[3]}) + " is not square");
-  const int k = static_cast<int>(w->dims[2]);
   if (in != act_.c)
     return unsupported(where, "its weight takes " + std::to_string(in) + " channels but receives " + act_.text());
-  if (k > act_.h || k > act_.w) return unsupported(where, "its kernel is larger than its " + act_.text() + " input");
-  Stage s{StageKind::kConv, where, out, in, k};
+  auto win = windowAttrs(node, where, act_, std::vector<int64_t>(w->dims.begin() + 2, w->dims.end()), "convolution");
+  if (!win) return win.status();
+  if (auto ks = attrInts(node, "kernel_shape"); ks && *ks != std::vector<int64_t>(w->dims.begin() + 2, w->dims.end()))
+    return unsupported(where, "kernel_shape " + ints(*ks) + " disagrees with its weight");
+  Stage s{StageKind::kConv, where, out, in, win->k};
+  s.stride = win->stride;
+  s.pad = win->pad;
   s.w = w->f;
   s.b.assign(static_cast<std::size_t>(out), 0.0f);
   if (node.input_size() > 2 && !node.input(2).empty()) {
@@ -488,33 +569,88 @@ Status Importer::conv(const onnx::NodeProto& node, const std::string& where) {
     s.b = b->f;
   }
   stages_.push_back(std::move(s));
-  act_ = Act{true, out, act_.h - k + 1, act_.w - k + 1};
+  const int h = act_.oneD ? 1 : (act_.h + 2 * win->pad - win->k) / win->stride + 1;
+  act_ = Act{true, out, h, (act_.w + 2 * win->pad - win->k) / win->stride + 1, act_.oneD};
   return {};
 }
 
-Status Importer::maxpool(const onnx::NodeProto& node, const std::string& where) {
-  if (!act_.image) return unsupported(where, "needs an N x C x H x W input");
+// MaxPool and AveragePool with stride = window and no padding (so AveragePool's
+// count_include_pad changes nothing).
+Status Importer::pool(const onnx::NodeProto& node, const std::string& where) {
+  if (!act_.image) return unsupported(where, "needs an N x C x H x W or N x C x L input");
+  const bool average = node.op_type() == "AveragePool";
   auto kernel = attrInts(node, "kernel_shape").value_or(std::vector<int64_t>{});
-  if (kernel.size() != 2 || kernel[0] != kernel[1])
-    return unsupported(where, "kernel_shape " + ints(kernel) + " is not a square 2-D window");
-  const int64_t k = kernel[0];
-  const std::string autoPad = attr(node, "auto_pad") ? attr(node, "auto_pad")->s() : "NOTSET";
-  if (autoPad != "NOTSET" && autoPad != "VALID")
-    return unsupported(where, "auto_pad " + autoPad + " is not supported: Starling's pooling is unpadded");
-  if (auto p = attrInts(node, "pads"); p && std::any_of(p->begin(), p->end(), [](int64_t v) { return v != 0; }))
-    return unsupported(where, "pads " + ints(*p) + " are not supported: Starling's pooling is unpadded");
-  auto strides = attrInts(node, "strides").value_or(std::vector<int64_t>{1, 1});
-  if (strides != std::vector<int64_t>{k, k})
-    return unsupported(where, "strides " + ints(strides) + " are not supported: Starling pools with stride = window (" +
-                                  std::to_string(k) + ")");
-  if (auto d = attrInts(node, "dilations"); d && std::any_of(d->begin(), d->end(), [](int64_t v) { return v != 1; }))
-    return unsupported(where, "dilations " + ints(*d) + " are not supported");
+  auto win = windowAttrs(node, where, act_, kernel, "pooling");
+  if (!win) return win.status();
+  const int k = win->k;
+  if (win->pad != 0)
+    return unsupported(where,
+                       "pads " + ints(*attrInts(node, "pads")) + " are not supported: Starling's pooling is unpadded");
+  if (win->stride != k)
+    return unsupported(where, "strides " + ints(attrInts(node, "strides").value_or(std::vector<int64_t>{1})) +
+                                  " are not supported: Starling pools with stride = window (" + std::to_string(k) +
+                                  ")");
   if (attrInt(node, "storage_order", 0) != 0) return unsupported(where, "storage_order 1 is not supported");
-  if (attrInt(node, "ceil_mode", 0) != 0 && (act_.h % k != 0 || act_.w % k != 0))
+  const int h = act_.oneD ? 1 : act_.h / k;
+  if (attrInt(node, "ceil_mode", 0) != 0 && ((!act_.oneD && act_.h % k != 0) || act_.w % k != 0))
     return unsupported(where, "ceil_mode 1 on a " + act_.text() + " input is not supported: Starling floors");
-  if (k > act_.h || k > act_.w) return unsupported(where, "its window is larger than its " + act_.text() + " input");
-  stages_.push_back(Stage{StageKind::kPool, where, 0, 0, static_cast<int>(k)});
-  act_ = Act{true, act_.c, act_.h / static_cast<int>(k), act_.w / static_cast<int>(k)};
+  stages_.push_back(Stage{average ? StageKind::kAvgPool : StageKind::kPool, where, 0, 0, k});
+  act_ = Act{true, act_.c, h, act_.w / k, act_.oneD};
+  return {};
+}
+
+// Inference-mode batch normalization: scale, B, input_mean and input_var are float
+// initializers of one value per channel.
+Status Importer::batchNorm(const onnx::NodeProto& node, const std::string& where) {
+  if (attrInt(node, "training_mode", 0) != 0) return unsupported(where, "training_mode 1 is not supported");
+  if (node.output_size() > 1)
+    return unsupported(where, "its running statistics outputs (training mode) are not supported");
+  const int c = act_.c;
+  Stage s{StageKind::kBatchNorm, where, c, c};
+  std::vector<float>* into[4] = {&s.w, &s.b, &s.mean, &s.var};
+  const char* names[4] = {"scale", "B", "input_mean", "input_var"};
+  for (int i = 0; i < 4; ++i) {
+    const Const* t = node.input_size() > i + 1 ? constant(node.input(i + 1)) : nullptr;
+    if (!t || !t->isFloat || t->f.size() != static_cast<std::size_t>(c))
+      return unsupported(where, std::string("its ") + names[i] + " must be a float initializer of " +
+                                    std::to_string(c) + " values (one per channel)");
+    *into[i] = t->f;
+  }
+  s.eps = attr(node, "epsilon") ? attr(node, "epsilon")->f() : 1e-5f;
+  if (!(s.eps > 0.0f) || !std::isfinite(s.eps)) return unsupported(where, "epsilon must be > 0");
+  if (attr(node, "momentum"))
+    notes_.push_back(where + ": momentum ignored (Starling's running statistics move by 0.1 per training step)");
+  stages_.push_back(std::move(s));
+  return {};
+}
+
+// Clip with both bounds: min and max inputs (opset 11+, initializers or Constants) or
+// attributes (opset 6). Clip to [0, inf) is a ReLU.
+Status Importer::clip(const onnx::NodeProto& node, const std::string& where) {
+  auto bound = [&](int input, const char* name, std::optional<float>& v) -> Status {
+    if (const auto* a = attr(node, name)) v = a->f();
+    if (node.input_size() <= input || node.input(input).empty()) return {};
+    const Const* t = constant(node.input(input));
+    if (!t || !t->isFloat || t->f.size() != 1)
+      return unsupported(where, std::string("its ") + name + " must be a float scalar initializer or Constant");
+    v = t->f[0];
+    return {};
+  };
+  std::optional<float> lo, hi;
+  STARLING_RETURN_IF_ERROR(bound(1, "min", lo));
+  STARLING_RETURN_IF_ERROR(bound(2, "max", hi));
+  if (lo && *lo == 0.0f && !hi) {
+    stages_.push_back(Stage{StageKind::kRelu, where});
+    return {};
+  }
+  if (!lo || !hi || !std::isfinite(*lo) || !std::isfinite(*hi))
+    return unsupported(where, std::string("its ") + (!lo || !std::isfinite(*lo) ? "min" : "max") +
+                                  " is missing or infinite: Starling's clip has two finite bounds");
+  if (*lo > *hi) return unsupported(where, "min > max");
+  Stage s{StageKind::kClip, where};
+  s.alpha = *lo;
+  s.beta = *hi;
+  stages_.push_back(std::move(s));
   return {};
 }
 
@@ -529,8 +665,9 @@ Status Importer::reshape(const onnx::NodeProto& node, const std::string& where) 
   } else {
     return unsupported(where, "its shape is not a constant or a shape computation Starling can follow");
   }
-  const std::vector<int64_t> in =
-      act_.image ? std::vector<int64_t>{kBatch, act_.c, act_.h, act_.w} : std::vector<int64_t>{kBatch, act_.c};
+  std::vector<int64_t> in = {kBatch};
+  for (int64_t d : act_.dims())
+    in.push_back(d);
   // Resolve 0 (copy) and the batch symbol; the one -1 takes what is left.
   bool ok = target.size() == 2;
   int64_t known = 1;
@@ -575,16 +712,29 @@ Status Importer::pathNode(const onnx::NodeProto& node, const std::string& where)
     if (path_.count(in)) ++onPath;
   if (onPath != 1 || std::find(node.input().begin(), node.input().end(), current_) == node.input().end())
     return unsupported(where, "the graph branches or joins here; Starling's networks are a single chain of layers");
-  static const std::set<std::string> kSupported = {"Gemm",    "MatMul",   "Add",     "Relu",      "Tanh",
-                                                   "Sigmoid", "Conv",     "MaxPool", "Flatten",   "Reshape",
-                                                   "Dropout", "Identity", "Softmax", "LogSoftmax"};
-  if (!kSupported.count(op))
-    return unsupported(where,
-                       "is not supported (Starling reads Gemm, MatMul, Add, Relu, Tanh, Sigmoid, Conv, "
-                       "MaxPool, Flatten, Reshape, Dropout, Identity, Softmax, LogSoftmax; see docs/model.md)");
+  static const std::set<std::string> kSupported = {"Gemm",
+                                                   "MatMul",
+                                                   "Add",
+                                                   "Relu",
+                                                   "Tanh",
+                                                   "Sigmoid",
+                                                   "Conv",
+                                                   "MaxPool",
+                                                   "Flatten",
+                                                   "Reshape",
+                                                   "Dropout",
+                                                   "Identity",
+                                                   "Softmax",
+                                                   "LogSoftmax",
+                                                   "AveragePool",
+                                                   "GlobalAveragePool",
+                                                   "BatchNormalization",
+                                                   "LeakyRelu",
+                                                   "Clip"};
+  if (!kSupported.count(op)) return unsupported(where, kNotSupported);
   if (inputRank_ != 0)
     return unsupported(where, "reads the input '" + input_ + "' of rank " + std::to_string(inputRank_) +
-                                  ": Starling reads N x features or N x C x H x W");
+                                  ": Starling reads N x features, N x C x L or N x C x H x W");
   if (op == "Gemm") {
     STARLING_RETURN_IF_ERROR(gemm(node, where));
   } else if (op == "MatMul") {
@@ -599,10 +749,22 @@ Status Importer::pathNode(const onnx::NodeProto& node, const std::string& where)
     stages_.push_back(Stage{StageKind::kSigmoid, where});
   } else if (op == "Conv") {
     STARLING_RETURN_IF_ERROR(conv(node, where));
-  } else if (op == "MaxPool") {
+  } else if (op == "MaxPool" || op == "AveragePool") {
     if (node.output_size() > 1 && !node.output(1).empty())
       return unsupported(where, "its Indices output is not supported");
-    STARLING_RETURN_IF_ERROR(maxpool(node, where));
+    STARLING_RETURN_IF_ERROR(pool(node, where));
+  } else if (op == "GlobalAveragePool") {
+    if (!act_.image) return unsupported(where, "needs an N x C x H x W or N x C x L input");
+    stages_.push_back(Stage{StageKind::kGlobalPool, where});
+    act_ = Act{true, act_.c, 1, 1, act_.oneD};
+  } else if (op == "BatchNormalization") {
+    STARLING_RETURN_IF_ERROR(batchNorm(node, where));
+  } else if (op == "LeakyRelu") {
+    Stage st{StageKind::kLeakyRelu, where};
+    st.alpha = attr(node, "alpha") ? attr(node, "alpha")->f() : 0.01f;
+    stages_.push_back(std::move(st));
+  } else if (op == "Clip") {
+    STARLING_RETURN_IF_ERROR(clip(node, where));
   } else if (op == "Flatten") {
     if (attrInt(node, "axis", 1) != 1)
       return unsupported(where, "axis " + std::to_string(attrInt(node, "axis", 1)) + " is not supported (only 1)");
@@ -627,9 +789,7 @@ Status Importer::pathNode(const onnx::NodeProto& node, const std::string& where)
                          "only a softmax over the outputs of a dense layer (axis 1 of N x outputs) is supported");
     stages_.push_back(Stage{StageKind::kSoftmax, where});
   } else {
-    return unsupported(where,
-                       "is not supported (Starling reads Gemm, MatMul, Add, Relu, Tanh, Sigmoid, Conv, "
-                       "MaxPool, Flatten, Reshape, Dropout, Identity, Softmax, LogSoftmax; see docs/model.md)");
+    return unsupported(where, kNotSupported);
   }
   current_ = node.output(0);
   path_[current_] = act_;
@@ -662,7 +822,7 @@ Result<ImportedModel> Importer::run() {
     const bool glueNode = node.op_type() == "Shape" || !path_.count(node.output_size() ? node.output(0) : "");
     for (int j = 0; j < node.input_size(); ++j) {
       if (!glueReshapeOnly_.count(node.input(j))) continue;
-      if (glueNode || (node.op_type() == "Reshape" && j == 1)) continue;
+      if (glueNode || (node.op_type() == "Reshape" && j == 1) || (node.op_type() == "Clip" && j >= 1)) continue;
       return unsupported(label(node, i), "uses the computed value '" + node.input(j) +
                                              "' as data; Starling follows shape computations only into a Reshape");
     }
@@ -674,6 +834,13 @@ Result<ImportedModel> Importer::run() {
     return Status(StatusCode::kUnsupported, "the graph's output '" + graph_.output(0).name() +
                                                 "' is not the end of the chain of layers from its input");
   return finish();
+}
+
+// A float as a spec token writes it: shortest fixed notation, 'n' for minus.
+std::string specFloat(float v) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, std::abs(v), std::chars_format::fixed);
+  return (v < 0.0f ? "n" : "") + std::string(buf, ec == std::errc() ? ptr : buf);
 }
 
 const char* actName(StageKind k) {
@@ -703,8 +870,10 @@ Result<ImportedModel> Importer::finish() {
     return unsupported(st.empty() ? std::string("the graph") : st.back().where,
                        "Starling's networks end in a dense layer without activation (the loss head comes from the "
                        "task: a final Softmax, or a Sigmoid on one output, is read as the head)");
-  const bool convolutional = std::any_of(
-      st.begin(), st.end(), [](const Stage& s) { return s.kind == StageKind::kConv || s.kind == StageKind::kPool; });
+  // An mlp is dense layers and activations; anything else takes a cnn spec.
+  const bool convolutional = std::any_of(st.begin(), st.end(), [](const Stage& s) {
+    return s.kind != StageKind::kDense && s.kind != StageKind::kFlatten && !isAct(s.kind);
+  });
   std::string body;
   if (st.front().kind == StageKind::kGru || st.front().kind == StageKind::kEmbed) {
     auto b = sequenceBody(st, r);
@@ -750,50 +919,50 @@ Result<ImportedModel> Importer::finish() {
         body += "-" + std::to_string(w);
     }
   } else {
-    if (!inputAct_.image) return unsupported(st.front().where, "a convolutional network needs an N x C x H x W input");
     body = "cnn:" + inputAct_.text();
     r.inputDim = inputAct_.size();
-    bool flat = false;
-    bool reluPending = false;  // a conv whose ReLU has not come yet
-    bool reluAllowed = false;  // a ReLU here is the conv's (or a repeat after pooling, which changes nothing)
+    bool flat = !inputAct_.image;
+    std::vector<bool> consumed(st.size(), false);  // ReLUs read as part of a conv or dense layer
     for (std::size_t i = 0; i < st.size(); ++i) {
       const Stage& s = st[i];
       const bool last = i + 1 == st.size();
-      if (!flat) {
-        if (s.kind == StageKind::kConv) {
-          if (reluPending)
-            return unsupported(s.where,
-                               "follows a convolution that has no ReLU: Starling's conv layers are followed by ReLU");
-          body += "-c" + std::to_string(s.out) + "k" + std::to_string(s.k);
-          reluPending = true;
-          reluAllowed = true;
-        } else if (s.kind == StageKind::kPool) {
-          body += "-p" + std::to_string(s.k);
-        } else if (s.kind == StageKind::kRelu && reluAllowed) {
-          reluPending = false;
-        } else if (s.kind == StageKind::kFlatten) {
-          if (reluPending)
-            return unsupported(s.where,
-                               "follows a convolution that has no ReLU: Starling's conv layers are followed by ReLU");
-          flat = true;
-        } else {
-          return unsupported(s.where,
-                             "cannot be placed here: Starling's conv layers are each followed by a ReLU "
-                             "(and optionally max-pooling), then a flatten");
-        }
+      if (consumed[i]) continue;
+      if (s.kind == StageKind::kConv) {
+        // The conv's ReLU: the next stage, or one after max pools (they commute).
+        std::size_t j = i + 1;
+        while (j < st.size() && st[j].kind == StageKind::kPool)
+          ++j;
+        const bool relu = j < st.size() && st[j].kind == StageKind::kRelu;
+        if (relu) consumed[j] = true;
+        body += "-c" + std::to_string(s.out) + "k" + std::to_string(s.k);
+        if (s.stride != 1) body += "s" + std::to_string(s.stride);
+        if (s.pad != 0) body += "z" + std::to_string(s.pad);
+        if (!relu) body += "l";
+      } else if (s.kind == StageKind::kPool || s.kind == StageKind::kAvgPool || s.kind == StageKind::kGlobalPool) {
+        body += s.kind == StageKind::kPool      ? "-p" + std::to_string(s.k)
+                : s.kind == StageKind::kAvgPool ? "-a" + std::to_string(s.k)
+                                                : std::string("-g");
+      } else if (s.kind == StageKind::kFlatten) {
+        flat = true;
+      } else if (s.kind == StageKind::kBatchNorm) {
+        body += s.eps == 1e-5f ? std::string("-b") : "-be" + specFloat(s.eps);
+      } else if (isAct(s.kind)) {
+        body += s.kind == StageKind::kRelu ? "-r" : s.kind == StageKind::kTanh ? "-t" : "-sg";
+      } else if (s.kind == StageKind::kLeakyRelu) {
+        body += "-lr" + specFloat(s.alpha);
+      } else if (s.kind == StageKind::kClip) {
+        body += "-clip" + specFloat(s.alpha) + "_" + specFloat(s.beta);
+      } else if (s.kind == StageKind::kDense) {
+        if (!flat) return unsupported(s.where, "needs a Flatten (or Reshape) before it");
+        const bool relu = !last && st[i + 1].kind == StageKind::kRelu;
+        if (!last && !relu)
+          return unsupported(s.where, "is not followed by a ReLU: the hidden dense layers of Starling's cnn are");
+        body += last ? "-" + std::to_string(s.out) : "-f" + std::to_string(s.out);
+        if (relu) consumed[i + 1] = true;
       } else {
-        if (s.kind == StageKind::kDense) {
-          const bool relu = i + 1 < st.size() && st[i + 1].kind == StageKind::kRelu;
-          if (!last && !relu)
-            return unsupported(s.where, "is not followed by a ReLU: the dense layers of Starling's cnn are");
-          body += last ? "-" + std::to_string(s.out) : "-f" + std::to_string(s.out);
-          if (relu) ++i;
-        } else {
-          return unsupported(s.where, "cannot be placed here: after the flatten a cnn has dense layers with ReLU");
-        }
+        return unsupported(s.where, "cannot be placed here in a cnn");
       }
     }
-    if (!flat) return unsupported(st.back().where, "needs a Flatten (or Reshape) before the dense layers");
   }
   r.outputs = st.back().out;
   r.body = body;
@@ -826,12 +995,17 @@ Result<ImportedModel> Importer::finish() {
       t += 3;
       continue;
     }
-    if (s.kind != StageKind::kDense && s.kind != StageKind::kConv && s.kind != StageKind::kEmbed) continue;
-    if (t + 1 >= tensors.size() || tensors[t].size != s.w.size() || tensors[t + 1].size != s.b.size())
-      return Status(StatusCode::kInternal, "the layout of '" + r.spec + "' does not match " + s.where);
-    r.params.insert(r.params.end(), s.w.begin(), s.w.end());
-    r.params.insert(r.params.end(), s.b.begin(), s.b.end());
-    t += 2;
+    if (s.kind != StageKind::kDense && s.kind != StageKind::kConv && s.kind != StageKind::kBatchNorm &&
+        s.kind != StageKind::kEmbed)
+      continue;
+    std::vector<const std::vector<float>*> parts = {&s.w, &s.b};
+    if (s.kind == StageKind::kBatchNorm) parts = {&s.w, &s.b, &s.mean, &s.var};
+    for (const std::vector<float>* part : parts) {
+      if (t >= tensors.size() || tensors[t].size != part->size())
+        return Status(StatusCode::kInternal, "the layout of '" + r.spec + "' does not match " + s.where);
+      r.params.insert(r.params.end(), part->begin(), part->end());
+      ++t;
+    }
   }
   if (t != tensors.size() || r.params.size() != m->numParams())
     return Status(StatusCode::kInternal, "the layout of '" + r.spec + "' does not match the graph's weights");
@@ -847,7 +1021,11 @@ bool Importer::readSequenceInput(const onnx::ValueInfoProto& in) {
   const auto& tt = in.type().tensor_type();
   const int rank = tt.shape().dim_size();
   const bool ids = tt.elem_type() == onnx::TensorProto::INT64 || tt.elem_type() == onnx::TensorProto::INT32;
-  if (!(ids && rank == 2) && !(tt.elem_type() == onnx::TensorProto::FLOAT && rank == 3)) return false;
+  // A rank-3 float input is a GRU's sequence in a graph with a GRU, otherwise a cnn's
+  // N x C x L series (readInput).
+  const bool gru = std::any_of(graph_.node().begin(), graph_.node().end(),
+                               [](const onnx::NodeProto& n) { return n.op_type() == "GRU"; });
+  if (!(ids && rank == 2) && !(tt.elem_type() == onnx::TensorProto::FLOAT && rank == 3 && gru)) return false;
   for (int i = 0; i < rank; ++i) {
     const auto& d = tt.shape().dim(i);
     seqInputDims_.push_back(d.has_dim_value() && d.dim_value() > 0 ? d.dim_value() : -1);

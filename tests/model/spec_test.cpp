@@ -33,6 +33,20 @@ TEST_CASE("loss suffixes, linear and activations parse to canonical specs", "[mo
       {" linear:784-10 ", "linear:784-10", TaskKind::kClassification, LossKind::kCrossEntropy, 10, 7850},
       {"cnn:1x8x8-c2k3-p2-f4-1/mse", "cnn:1x8x8-c2k3-p2-f4-1/mse", TaskKind::kRegression, LossKind::kSquaredError, 1,
        2 * 9 + 2 + 2 * 3 * 3 * 4 + 4 + 4 + 1},
+      {"cnn:1x28x28-c16k5-p2-c32k5-p2-f128-10", "cnn:1x28x28-c16k5-p2-c32k5-p2-f128-10", TaskKind::kClassification,
+       LossKind::kCrossEntropy, 10, 16 * 25 + 16 + 32 * 16 * 25 + 32 + 32 * 4 * 4 * 128 + 128 + 128 * 10 + 10},
+      // 1-D: 3 channels x 32 samples; k5 s2 z2: 16 outputs; a2: 8; 4 x 8 -> 10.
+      {"cnn:3x32-c4k5s2z2-a2-10", "cnn:3x32-c4k5s2z2-a2-10", TaskKind::kClassification, LossKind::kCrossEntropy, 10,
+       4 * 3 * 5 + 4 + 4 * 8 * 10 + 10},
+      // Canonical: s1 and the ReLU after a linear conv fold away, numbers lose their
+      // zeros, eps 1e-5 is plain b, floats in shortest fixed form.
+      {"cnn:1x8x8-c02k3s1l-r-b-lr0.010-clip0_6.0-be0.00100-g-t-sg-r-3",
+       "cnn:1x8x8-c2k3-b-lr0.01-clip0_6-be0.001-g-t-sg-r-3", TaskKind::kClassification, LossKind::kCrossEntropy, 3,
+       2 * 9 + 2 + 4 * 2 + 4 * 2 + 2 * 3 + 3},
+      {"cnn:1x8x8-c2k3l-clipn1_1-3", "cnn:1x8x8-c2k3l-clipn1_1-3", TaskKind::kClassification, LossKind::kCrossEntropy,
+       3, 2 * 9 + 2 + 2 * 36 * 3 + 3},
+      {"cnn:1x8x8-c2k3-be0.00001-3", "cnn:1x8x8-c2k3-b-3", TaskKind::kClassification, LossKind::kCrossEntropy, 3,
+       2 * 9 + 2 + 4 * 2 + 2 * 36 * 3 + 3},
   };
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.spec) {

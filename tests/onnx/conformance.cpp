@@ -126,11 +126,14 @@ std::string unknownAttributes(const onnx::NodeProto& node, std::initializer_list
 }
 
 std::vector<float> runLayer(const model::detail::Layer& layer, const std::vector<float>& params,
-                            const std::vector<float>& x, int batch) {
+                            const std::vector<float>& x, int batch, bool training) {
   model::detail::Network net;
   net.layers = {layer};
+  net.layers[0].statsOffset = 0;
   net.acts.resize(1);
   net.classes = layer.out.c;
+  net.training = training;
+  net.batchStats.resize(2 * static_cast<std::size_t>(layer.in.c));
   net.reserve(batch);
   model::detail::forwardLayer(layer, params.data(), x.data(), net.acts[0].data(), batch, net);
   return {net.acts[0].begin(), net.acts[0].begin() + static_cast<std::ptrdiff_t>(batch * layer.out.size())};

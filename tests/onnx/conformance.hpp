@@ -92,8 +92,9 @@ std::string unknownAttributes(const onnx::NodeProto& node, std::initializer_list
 
 // Runs one layer on batch examples of x (batch x layer.in.size() floats) with the
 // given parameters (at the layer's offsets); returns batch x layer.out.size() floats.
+// training: the forward pass of training (batch normalization uses batch statistics).
 std::vector<float> runLayer(const model::detail::Layer& layer, const std::vector<float>& params,
-                            const std::vector<float>& x, int batch);
+                            const std::vector<float>& x, int batch, bool training = false);
 
 // Tolerance: |got - expected| <= kAbsTol + kRelTol * |expected| for every element.
 constexpr double kAbsTol = 1e-5;

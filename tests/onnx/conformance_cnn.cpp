@@ -149,38 +149,76 @@ std::string windowUnsupported(const NodeCase& c, std::initializer_list<std::stri
     if (d != 1) return "attribute 'dilations' != 1";
   if (attrInt(n, "group", 1) != 1) return "attribute 'group' != 1";
   if (attrInt(n, "ceil_mode", 0) != 0) return "attribute 'ceil_mode' = 1";
-  if (c.input(0)->rank() != 4) return "a " + std::to_string(c.input(0)->rank() - 2) + "-D input (Starling: 2-D)";
+  const int rank = c.input(0)->rank();
+  if (rank != 3 && rank != 4) return "a " + std::to_string(rank - 2) + "-D input (Starling: 1-D and 2-D)";
   return "";
 }
 
+// N x C x H x W, or N x C x L as C x 1 x L.
 Shape imageShape(const Tensor& x) {
+  if (x.rank() == 3) return Shape{static_cast<int>(x.dim(1)), 1, static_cast<int>(x.dim(2))};
   return Shape{static_cast<int>(x.dim(1)), static_cast<int>(x.dim(2)), static_cast<int>(x.dim(3))};
 }
 
 Tensor imageOutput(const Tensor& x, const Layer& l, std::vector<float> values) {
   Tensor y;
-  y.dims = {x.dim(0), l.out.c, l.out.h, l.out.w};
+  if (x.rank() == 3)
+    y.dims = {x.dim(0), l.out.c, l.out.w};
+  else
+    y.dims = {x.dim(0), l.out.c, l.out.h, l.out.w};
   y.values = std::move(values);
   return y;
 }
 
-Outcome runConv(const NodeCase& c) {
+// A square window's size, stride and symmetric padding as Starling's spec has them (one
+// value for every spatial axis), or a skip reason.
+struct Window {
+  int k = 0, stride = 1, pad = 0;
+};
+std::string readWindow(const NodeCase& c, const std::vector<int64_t>& kernel, Window& win, bool stridesAreWindow) {
   const onnx::NodeProto& n = c.node();
+  for (int64_t k : kernel)
+    if (k != kernel[0]) return "a non-square window";
+  win.k = static_cast<int>(kernel[0]);
+  const auto strides = attrInts(n, "strides");
+  win.stride = strides.empty() ? 1 : static_cast<int>(strides[0]);
+  for (int64_t s : strides)
+    if (s != win.stride) return "attribute 'strides' differs between axes";
+  if (stridesAreWindow && win.stride != win.k) return "attribute 'strides' != the window";
+  const auto pads = attrInts(n, "pads");
+  win.pad = pads.empty() ? 0 : static_cast<int>(pads[0]);
+  for (int64_t p : pads)
+    if (p != win.pad) return "attribute 'pads' is not the same on every side";
+  if (stridesAreWindow && win.pad != 0) return "attribute 'pads' != 0";
+  return "";
+}
+
+void setWindow(Layer& l, const Window& w) {
+  const bool oneD = l.in.h == 1 && l.kind != LayerKind::kDense;
+  l.kernel = w.k;
+  l.kernelH = oneD ? 1 : w.k;
+  l.strideW = w.stride;
+  l.strideH = oneD ? 1 : w.stride;
+  l.padW = w.pad;
+  l.padH = oneD ? 0 : w.pad;
+  l.out.h = (l.in.h + 2 * l.padH - l.kernelH) / l.strideH + 1;
+  l.out.w = (l.in.w + 2 * l.padW - l.kernel) / l.strideW + 1;
+}
+
+Outcome runConv(const NodeCase& c) {
   if (std::string u = windowUnsupported(c, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
       !u.empty())
     return Outcome::skip(u);
   const Tensor& x = *c.input(0);
   const Tensor& w = *c.input(1);
-  if (w.dim(2) != w.dim(3)) return Outcome::skip("a non-square kernel");
-  for (int64_t s : attrInts(n, "strides"))
-    if (s != 1) return Outcome::skip("attribute 'strides' != 1");
-  for (int64_t p : attrInts(n, "pads"))
-    if (p != 0) return Outcome::skip("attribute 'pads' != 0");
+  std::vector<int64_t> kernel(w.dims.begin() + 2, w.dims.end());
+  Window win;
+  if (std::string u = readWindow(c, kernel, win, false); !u.empty()) return Outcome::skip(u);
   Layer l;
   l.kind = LayerKind::kConv;
   l.in = imageShape(x);
-  l.kernel = static_cast<int>(w.dim(2));
-  l.out = Shape{static_cast<int>(w.dim(0)), l.in.h - l.kernel + 1, l.in.w - l.kernel + 1};
+  l.out.c = static_cast<int>(w.dim(0));
+  setWindow(l, win);
   l.weightOffset = 0;
   l.biasOffset = w.count();
   std::vector<float> params = w.values;
@@ -191,25 +229,106 @@ Outcome runConv(const NodeCase& c) {
   return Outcome::output(imageOutput(x, l, runLayer(l, params, x.values, static_cast<int>(x.dim(0)))));
 }
 
-Outcome runMaxPool(const NodeCase& c) {
-  const onnx::NodeProto& n = c.node();
-  if (std::string u = windowUnsupported(c, {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "ceil_mode"});
+// MaxPool and AveragePool: windows at stride = window, no padding (so AveragePool's
+// count_include_pad changes nothing).
+Outcome pool(const NodeCase& c, LayerKind kind) {
+  if (std::string u = windowUnsupported(
+          c, {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "ceil_mode", "count_include_pad"});
       !u.empty())
     return Outcome::skip(u);
   if (c.model.graph().output_size() > 1) return Outcome::skip("the Indices output");
-  const auto k = attrInts(n, "kernel_shape");
-  const auto s = attrInts(n, "strides");
-  if (k.size() != 2 || k[0] != k[1]) return Outcome::skip("a non-square window");
-  if (s.size() != 2 || s[0] != k[0] || s[1] != k[1]) return Outcome::skip("attribute 'strides' != the window");
-  for (int64_t p : attrInts(n, "pads"))
-    if (p != 0) return Outcome::skip("attribute 'pads' != 0");
+  Window win;
+  if (std::string u = readWindow(c, attrInts(c.node(), "kernel_shape"), win, true); !u.empty()) return Outcome::skip(u);
   const Tensor& x = *c.input(0);
   Layer l;
-  l.kind = LayerKind::kMaxPool;
+  l.kind = kind;
   l.in = imageShape(x);
-  l.kernel = static_cast<int>(k[0]);
-  l.out = Shape{l.in.c, l.in.h / l.kernel, l.in.w / l.kernel};
+  l.out.c = l.in.c;
+  setWindow(l, win);
+  l.out.h = l.in.h / l.kernelH;  // floor, like ceil_mode 0
+  l.out.w = l.in.w / l.kernel;
   return Outcome::output(imageOutput(x, l, runLayer(l, {}, x.values, static_cast<int>(x.dim(0)))));
+}
+Outcome runMaxPool(const NodeCase& c) {
+  return pool(c, LayerKind::kMaxPool);
+}
+Outcome runAveragePool(const NodeCase& c) {
+  return pool(c, LayerKind::kAvgPool);
+}
+
+Outcome runGlobalAveragePool(const NodeCase& c) {
+  const Tensor& x = *c.input(0);
+  if (x.rank() != 3 && x.rank() != 4) return Outcome::skip("a " + std::to_string(x.rank() - 2) + "-D input");
+  Layer l;
+  l.kind = LayerKind::kGlobalAvgPool;
+  l.in = imageShape(x);
+  l.out = Shape{l.in.c, 1, 1};
+  Tensor y;
+  y.dims = x.dims;
+  for (std::size_t i = 2; i < y.dims.size(); ++i)
+    y.dims[i] = 1;
+  y.values = runLayer(l, {}, x.values, static_cast<int>(x.dim(0)));
+  return Outcome::output(std::move(y));
+}
+
+// BatchNormalization: inference mode normalizes with the given mean and variance;
+// training mode (output 0 only) with the batch's.
+Outcome runBatchNormalization(const NodeCase& c) {
+  const onnx::NodeProto& n = c.node();
+  if (std::string u = unknownAttributes(n, {"epsilon", "momentum", "training_mode"}); !u.empty())
+    return Outcome::skip(u);
+  const Tensor& x = *c.input(0);
+  if (x.rank() < 2 || x.rank() > 4) return Outcome::skip("a rank " + std::to_string(x.rank()) + " input");
+  Layer l;
+  l.kind = LayerKind::kBatchNorm;
+  l.in = x.rank() == 2 ? Shape{static_cast<int>(x.dim(1)), 1, 1} : imageShape(x);
+  l.out = l.in;
+  l.eps = attrFloat(n, "epsilon", 1e-5f);
+  const auto ch = static_cast<std::size_t>(l.in.c);
+  l.weightOffset = 0;
+  l.biasOffset = ch;
+  l.meanOffset = 2 * ch;
+  l.varOffset = 3 * ch;
+  std::vector<float> params;
+  for (int i = 1; i <= 4; ++i)
+    params.insert(params.end(), c.input(i)->values.begin(), c.input(i)->values.end());
+  Tensor y;
+  y.dims = x.dims;
+  y.values = runLayer(l, params, x.values, static_cast<int>(x.dim(0)), attrInt(n, "training_mode", 0) != 0);
+  return Outcome::output(std::move(y));
+}
+
+Outcome runLeakyRelu(const NodeCase& c) {
+  const Tensor* x = c.input(0);
+  Layer l;
+  l.kind = LayerKind::kLeakyRelu;
+  l.in = Shape{static_cast<int>(x->count()), 1, 1};
+  l.out = l.in;
+  l.alpha = attrFloat(c.node(), "alpha", 0.01f);
+  Tensor y;
+  y.dims = x->dims;
+  y.values = runLayer(l, {}, x->values, 1);
+  return Outcome::output(std::move(y));
+}
+
+// Clip with both bounds as inputs (opset 11+) or attributes (before).
+Outcome runClip(const NodeCase& c) {
+  const Tensor* x = c.input(0);
+  const Tensor* lo = c.input(1);
+  const Tensor* hi = c.input(2);
+  if (!lo || !hi)
+    return Outcome::skip(std::string("no ") + (lo ? "max" : "min") + " (Starling's clip has both bounds)");
+  Layer l;
+  l.kind = LayerKind::kClip;
+  l.in = Shape{static_cast<int>(x->count()), 1, 1};
+  l.out = l.in;
+  l.alpha = lo->values.at(0);
+  l.beta = hi->values.at(0);
+  if (l.alpha > l.beta) return Outcome::skip("min > max");
+  Tensor y;
+  y.dims = x->dims;
+  y.values = runLayer(l, {}, x->values, 1);
+  return Outcome::output(std::move(y));
 }
 
 const Register kRelu("Relu", runRelu);
@@ -222,6 +341,11 @@ const Register kSoftmax("Softmax", runSoftmax);
 const Register kLogSoftmax("LogSoftmax", runLogSoftmax);
 const Register kConv("Conv", runConv);
 const Register kMaxPool("MaxPool", runMaxPool);
+const Register kAveragePool("AveragePool", runAveragePool);
+const Register kGlobalAveragePool("GlobalAveragePool", runGlobalAveragePool);
+const Register kBatchNormalization("BatchNormalization", runBatchNormalization);
+const Register kLeakyRelu("LeakyRelu", runLeakyRelu);
+const Register kClip("Clip", runClip);
 
 }  // namespace
 }  // namespace starling::conformance

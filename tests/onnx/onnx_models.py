@@ -35,26 +35,44 @@ def conv2d(x, w, b, strides, pads):
     if any(pads):
         x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
     n, c, h, wd = x.shape
-    o, _, k, _ = w.shape
-    ho, wo = (h - k) // strides[0] + 1, (wd - k) // strides[1] + 1
+    o, _, kh, kw = w.shape
+    ho, wo = (h - kh) // strides[0] + 1, (wd - kw) // strides[1] + 1
     y = np.zeros((n, o, ho, wo), dtype=np.float64)
     for i in range(ho):
         for j in range(wo):
-            patch = x[:, :, i * strides[0]:i * strides[0] + k, j * strides[1]:j * strides[1] + k]
+            patch = x[:, :, i * strides[0]:i * strides[0] + kh, j * strides[1]:j * strides[1] + kw]
             y[:, :, i, j] = np.tensordot(patch, w, axes=([1, 2, 3], [1, 2, 3]))
     if b is not None:
         y += b[None, :, None, None]
     return y
 
 
-def maxpool(x, k, s):
+def conv(x, w, b, strides, pads):
+    """Conv over 1-D (N x C x L) or 2-D inputs: a 1-D one is a 2-D one of height 1."""
+    if x.ndim == 3:
+        return conv2d(x[:, :, None, :], w[:, :, None, :], b, [1, strides[0]], [0, pads[0], 0, pads[1]])[:, :, 0, :]
+    return conv2d(x, w, b, strides, pads)
+
+
+def pool(x, k, s, reduce):
+    if x.ndim == 3:
+        return pool(x[:, :, None, :], [1, k[0]], [1, s[0]], reduce)[:, :, 0, :]
     n, c, h, w = x.shape
-    ho, wo = (h - k) // s + 1, (w - k) // s + 1
+    ho, wo = (h - k[0]) // s[0] + 1, (w - k[1]) // s[1] + 1
     y = np.empty((n, c, ho, wo))
     for i in range(ho):
         for j in range(wo):
-            y[:, :, i, j] = x[:, :, i * s:i * s + k, j * s:j * s + k].max(axis=(2, 3))
+            y[:, :, i, j] = reduce(x[:, :, i * s[0]:i * s[0] + k[0], j * s[1]:j * s[1] + k[1]], axis=(2, 3))
     return y
+
+
+def maxpool(x, k, s):
+    return pool(x, [k, k], [s, s], np.max)
+
+
+def batchnorm(x, scale, bias, mean, var, eps):
+    shape = [1, -1] + [1] * (x.ndim - 2)
+    return (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
 
 
 # More reference ops, by name: f(inputs, attributes) -> output (or a tuple of outputs).
@@ -93,9 +111,20 @@ def evaluate(model, x):
         elif op == "Sigmoid":
             y = sigmoid(i[0])
         elif op == "Conv":
-            y = conv2d(i[0], i[1], i[2] if len(i) > 2 else None, a.get("strides", [1, 1]), a.get("pads", [0] * 4))
-        elif op == "MaxPool":
-            y = maxpool(i[0], a["kernel_shape"][0], a.get("strides", [1, 1])[0])
+            rank = i[0].ndim - 2
+            y = conv(i[0], i[1], i[2] if len(i) > 2 else None, a.get("strides", [1] * rank), a.get("pads", [0] * 2 * rank))
+        elif op in ("MaxPool", "AveragePool"):
+            rank = i[0].ndim - 2
+            y = pool(i[0], a["kernel_shape"], a.get("strides", [1] * rank), np.max if op == "MaxPool" else np.mean)
+        elif op == "GlobalAveragePool":
+            y = i[0].mean(axis=tuple(range(2, i[0].ndim)), keepdims=True)
+        elif op == "BatchNormalization":
+            y = batchnorm(i[0], i[1], i[2], i[3], i[4], a.get("epsilon", 1e-5))
+        elif op == "LeakyRelu":
+            y = np.where(i[0] > 0, i[0], a.get("alpha", 0.01) * i[0])
+        elif op == "Clip":
+            y = np.clip(i[0], i[1] if len(i) > 1 and i[1] is not None else -np.inf,
+                        i[2] if len(i) > 2 and i[2] is not None else np.inf)
         elif op == "Flatten":
             y = i[0].reshape(i[0].shape[0], -1)
         elif op == "Reshape":
@@ -235,16 +264,82 @@ def make(out):
         helper.make_node("Relu", ["h1"], ["a1"], name="relu1")] + n2
     lines.append(save(out, "mlp_image", nodes, i1 + i2, [1, 4, 4], [3], "mlp:16-6-3", 3, "logits"))
 
-    # Refused: a padded convolution, an LSTM, BatchNormalization, newer IR and opset.
-    nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], name="conv3", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    # The PyTorch block conv (stride 2, padding 1, no bias) -> BatchNorm -> ReLU, then an
+    # average pool, a conv with its ReLU, global average pooling, a linear layer, softmax.
+    nodes = [
+        helper.make_node("Conv", ["x", "c1.w"], ["c1"], name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                         strides=[2, 2]),
+        helper.make_node("BatchNormalization", ["c1", "bn.s", "bn.b", "bn.m", "bn.v"], ["n1"], name="bn1",
+                         epsilon=1e-5, momentum=0.9),
+        helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+        helper.make_node("AveragePool", ["r1"], ["a1"], name="avg1", kernel_shape=[2, 2], strides=[2, 2],
+                         count_include_pad=1),
+        helper.make_node("Conv", ["a1", "c2.w", "c2.b"], ["c2"], name="conv2", kernel_shape=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc.w", "fc.b"], ["z"], name="fc", transB=1),
+        helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=1),
+    ]
+    inits = [init("c1.w", weights(4, 3, 3, 3)), init("bn.s", weights(4) + 1), init("bn.b", weights(4)),
+             init("bn.m", weights(4)), init("bn.v", np.abs(weights(4)) + 0.5), init("c2.w", weights(5, 4, 2, 2)),
+             init("c2.b", weights(5)), init("fc.w", weights(4, 5)), init("fc.b", weights(4))]
+    lines.append(save(out, "cnn_bn", nodes, inits, [3, 12, 12], [4], "cnn:3x12x12-c4k3s2z1l-b-r-a2-c5k2-g-4", 6,
+                      "probs"))
+    # 1-D convolutions over a sensor series: padded conv, leaky ReLU, max pool, conv,
+    # ReLU6 as a Clip whose bounds are Constant nodes (opset 11+ inputs).
+    nodes = [
+        helper.make_node("Conv", ["x", "d1.w", "d1.b"], ["c1"], name="conv1d1", kernel_shape=[5], pads=[2, 2]),
+        helper.make_node("LeakyRelu", ["c1"], ["l1"], name="leaky", alpha=0.1),
+        helper.make_node("MaxPool", ["l1"], ["p1"], name="pool1", kernel_shape=[2], strides=[2]),
+        helper.make_node("Conv", ["p1", "d2.w", "d2.b"], ["c2"], name="conv1d2", kernel_shape=[3]),
+        helper.make_node("Constant", [], ["lo"], name="lo", value=numpy_helper.from_array(np.array(0, np.float32))),
+        helper.make_node("Constant", [], ["hi"], name="hi", value=numpy_helper.from_array(np.array(6, np.float32))),
+        helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"], name="relu6"),
+        helper.make_node("Flatten", ["r2"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc.w", "fc.b"], ["y"], name="fc", transB=1),
+    ]
+    inits = [init("d1.w", weights(4, 2, 5)), init("d1.b", weights(4)), init("d2.w", weights(3, 4, 3) * 4),
+             init("d2.b", weights(3)), init("fc.w", weights(3, 18)), init("fc.b", weights(3))]
+    lines.append(save(out, "conv1d", nodes, inits, [2, 16], [3], "cnn:2x16-c4k5z2l-lr0.1-p2-c3k3l-clip0_6-3", 5,
+                      "logits"))
+    # Batch normalization with its own epsilon, standalone tanh, a sigmoid head.
+    nodes = [
+        helper.make_node("Conv", ["x", "c.w", "c.b"], ["c"], name="conv", kernel_shape=[3, 3]),
+        helper.make_node("BatchNormalization", ["c", "bn.s", "bn.b", "bn.m", "bn.v"], ["n"], name="bn",
+                         epsilon=1e-3),
+        helper.make_node("Tanh", ["n"], ["t"], name="tanh"),
+        helper.make_node("Flatten", ["t"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc.w", "fc.b"], ["z"], name="fc", transB=1),
+        helper.make_node("Sigmoid", ["z"], ["y"], name="head"),
+    ]
+    inits = [init("c.w", weights(2, 1, 3, 3)), init("c.b", weights(2)), init("bn.s", weights(2) + 1),
+             init("bn.b", weights(2)), init("bn.m", weights(2)), init("bn.v", np.abs(weights(2)) + 0.5),
+             init("fc.w", weights(1, 32)), init("fc.b", weights(1))]
+    lines.append(save(out, "bn_eps", nodes, inits, [1, 6, 6], [1], "cnn:1x6x6-c2k3l-be0.001-t-1/logistic", 4, "raw"))
+
+    # Refused: an asymmetrically padded convolution, an LSTM, BatchNormalization in
+    # training mode, padded and overlapping average pools, a one-sided Clip, newer IR
+    # and opset.
+    nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], name="conv3", kernel_shape=[3, 3], pads=[0, 0, 1, 1]),
              helper.make_node("Flatten", ["c"], ["y"], name="flatten")]
-    lines.append(save(out, "padded_conv", nodes, [init("cw", weights(2, 1, 3, 3))], [1, 6, 6], [72], "-", 1, ""))
+    lines.append(save(out, "padded_conv", nodes, [init("cw", weights(2, 1, 3, 3))], [1, 6, 6], [50], "-", 1, ""))
+    nodes = [helper.make_node("AveragePool", ["x"], ["p"], name="avg", kernel_shape=[2, 2], strides=[2, 2],
+                              pads=[1, 1, 1, 1], count_include_pad=1),
+             helper.make_node("Flatten", ["p"], ["y"], name="flatten")]
+    lines.append(save(out, "avgpool_pads", nodes, [], [1, 6, 6], [16], "-", 1, ""))
+    nodes = [helper.make_node("AveragePool", ["x"], ["p"], name="avg", kernel_shape=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["y"], name="flatten")]
+    lines.append(save(out, "avgpool_stride", nodes, [], [1, 6, 6], [25], "-", 1, ""))
+    nodes = [helper.make_node("Clip", ["x", "lo"], ["y"], name="clip")]
+    lines.append(save(out, "clip_min", nodes, [init("lo", np.array(-1, np.float32))], [4], [4], "-", 1, ""))
     nodes = [helper.make_node("LSTM", ["x", "W", "R"], ["", "y"], name="lstm0", hidden_size=4)]
     inits = [init("W", weights(1, 16, 5)), init("R", weights(1, 16, 4))]
     graph = helper.make_graph(nodes, "lstm", [value("x", [3, "N", 5])], [value("y", [1, "N", 4])], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), f"{out}/lstm.onnx")
     lines.append("lstm 1 -\n")
-    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn1")]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], name="bn1",
+                              training_mode=1)]
     inits = [init("s", weights(2)), init("b", weights(2)), init("m", weights(2)), init("v", np.ones(2, np.float32))]
     lines.append(save(out, "batchnorm", nodes, inits, [2, 4, 4], [2, 4, 4], "-", 1, ""))
     n, i = dense("fc", "x", "y", 4, 2)

@@ -100,7 +100,7 @@ TEST_CASE("onnx: graphs made with python3-onnx import to the same function", "[o
     std::printf("onnx import %-12s %-36s max |starling - reference| = %.3g\n", c.name.c_str(), c.spec.c_str(), diff);
     CHECK(diff <= 1e-5f);
   }
-  CHECK(cases == 7);
+  CHECK(cases == 10);
 }
 
 TEST_CASE("onnx: unsupported ops, attributes and versions are refused by name", "[onnx][python]") {
@@ -118,10 +118,16 @@ TEST_CASE("onnx: unsupported ops, attributes and versions are refused by name", 
     return r.status().message();
   };
   std::string m = refusal("padded_conv");
-  CHECK_THAT(m,
-             Catch::Contains("node 'conv3' (Conv): pads [1,1,1,1] are not supported") && Catch::Contains("unpadded"));
+  CHECK_THAT(m, Catch::Contains("node 'conv3' (Conv): pads [0,0,1,1] are not supported") &&
+                    Catch::Contains("pads every side"));
+  CHECK_THAT(refusal("avgpool_pads"), Catch::Contains("node 'avg' (AveragePool): pads [1,1,1,1] are not supported"));
+  CHECK_THAT(refusal("avgpool_stride"),
+             Catch::Contains("node 'avg' (AveragePool): strides [1] are not supported: Starling pools with stride = "
+                             "window (2)"));
+  CHECK_THAT(refusal("clip_min"), Catch::Contains("node 'clip' (Clip): its max is missing or infinite"));
   CHECK_THAT(refusal("lstm"), Catch::Contains("node 'lstm0' (LSTM): is not supported"));
-  CHECK_THAT(refusal("batchnorm"), Catch::Contains("node 'bn1' (BatchNormalization): is not supported"));
+  CHECK_THAT(refusal("batchnorm"),
+             Catch::Contains("node 'bn1' (BatchNormalization): training_mode 1 is not supported"));
   CHECK_THAT(refusal("ir9"), Catch::Contains("IR version 9 is newer than Starling reads (IR 8, opset 17)"));
   CHECK_THAT(refusal("opset18"), Catch::Contains("opset 18 is newer than Starling reads (IR 8, opset 17)"));
 }
@@ -135,6 +141,11 @@ const char* kRoundTripSpecs[] = {
     "mlp:9-4-1/huber:0.5",
     "cnn:2x14x14-c4k3-p2-c6k3-p2-f16-3",
     "cnn:1x8x8-c3k3-p2-1/logistic",
+    "cnn:3x12x12-c4k3s2z1l-b-r-a2-c5k2-g-4",
+    "cnn:2x16-c4k5z2l-lr0.1-p2-c3k3l-clip0_6-3",
+    "cnn:1x6x6-c2k3l-be0.001-t-1/logistic",
+    "cnn:2x20-c3k3s2-a3-clipn1_1.5-sg-f6-b-5",
+    "cnn:2x9x9-c3k3z1-b-f4-b-3",
     // Sequences and embedding bags (the python3-onnx evaluation of these is in onnx_seq_test.cpp).
     "gru:5x3-4-2",
     "gru:6x2-5-7-1/mse",
@@ -249,7 +260,7 @@ TEST_CASE("onnx: newer IR and opset versions are refused before anything else", 
   CHECK(missing.status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("onnx: a padded convolution and a branching graph are refused naming the node", "[onnx]") {
+TEST_CASE("onnx: an asymmetrically padded convolution and a branching graph are refused naming the node", "[onnx]") {
   auto m = model::Model::fromSpec("cnn:1x6x6-c2k3-3");
   REQUIRE(m);
   auto bytes = onnxio::exportOnnxBytes(*m);
@@ -262,12 +273,12 @@ TEST_CASE("onnx: a padded convolution and a branching graph are refused naming t
       for (auto& a : *node.mutable_attribute())
         if (a.name() == "pads")
           for (int i = 0; i < a.ints_size(); ++i)
-            a.set_ints(i, 1);
+            a.set_ints(i, i < 2 ? 0 : 1);  // asymmetric: only the ends
   auto r = onnxio::importOnnxBytes(padded.SerializeAsString(), "padded.onnx");
   REQUIRE_FALSE(r);
   CHECK_THAT(r.status().message(),
-             Catch::Contains("node 'conv0' (Conv): pads [1,1,1,1] are not supported: Starling's conv layers are "
-                             "unpadded"));
+             Catch::Contains("node 'conv0' (Conv): pads [0,0,1,1] are not supported: Starling's convolution pads "
+                             "every side of every axis equally"));
 
   // A residual connection: the second dense layer's output added to its input.
   auto d = model::Model::fromSpec("mlp:4-4-4-2");

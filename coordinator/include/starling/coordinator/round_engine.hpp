@@ -36,6 +36,7 @@ namespace starling::coordinator {
 
 // The engine's parts (coordinator/engine/, docs/coordinator.md "The engine's parts").
 class Aggregator;
+class ClockBound;
 class Downlink;
 class Pace;
 class Selection;
@@ -49,6 +50,30 @@ struct EngineConfig {
   uint32_t minGoal = 0;           // fewer updates at the deadline abandon the round (0 = ceil(K/2))
   int64_t deadlineMs = 60'000;    // from assignment to the round's deadline
   uint32_t maxStaleness = 2;      // S: a late update from round r - s is used while s <= S
+
+  // How rounds relate to time (docs/coordinator.md "Modes"; ALGORITHMS.md §7).
+  //  "sync"   a round assigns ceil(K x overSelection) clients and closes with K updates,
+  //           or at the deadline with at least minGoal.
+  //  "async"  buffered asynchronous aggregation (FedBuff, Nguyen et al. 2022): up to
+  //           `concurrency` clients train at once, each from the model it was given, and
+  //           an idle client is assigned as soon as a slot frees. A round is a server
+  //           step: it closes once K = bufferSize updates arrived since the last one,
+  //           whichever round each was assigned in, each weighted by stalenessWeight of
+  //           the versions it is behind; an update more than maxStaleness versions behind
+  //           is discarded. An assignment unanswered after deadlineMs frees its slot (the
+  //           client is recorded as a straggler). Rounds are committed as in sync.
+  //  "ssp"    async gated by the SSP bound: a client is assigned again only while it has
+  //           returned at most stalenessBound more updates than the slowest active client
+  //           (Ho et al. 2013); every connected client is a worker unless concurrency
+  //           limits them.
+  //  "dssp"   ssp whose bound moves within [stalenessBound, stalenessMax] by DSSP's grants
+  //           (Zhao et al. 2019) from each client's last interval (engine/staleness.hpp).
+  std::string mode = "sync";
+  uint32_t concurrency = 0;  // clients training at once (0: async ceil(K x overSelection), ssp/dssp all)
+  uint32_t bufferSize = 0;   // async, ssp, dssp: updates per server step (0 = clientsPerRound)
+  std::string stalenessWeight = "poly:0.5";  // s(tau), StalenessWeight::parse
+  uint32_t stalenessBound = 2;               // ssp: s; dssp: the lowest bound s_L
+  uint32_t stalenessMax = 0;                 // dssp: the highest bound (0 = stalenessBound + 4)
   // Federated evaluation: clients evaluate the model of committed round b on their
   // held-out examples when b is a multiple of this, and send the sums with their update
   // (0 = off).
@@ -405,6 +430,24 @@ class RoundEngine {
   // Checks the engine's own settings and creates the parts around `model`.
   Status init(std::vector<float> model);
   void maybeStartRound(int64_t nowMs, std::vector<Action>& out);
+  // Opens round nextRound_ (its tau, lr, densities and deadline; the aggregator's sums at 0).
+  void openRound(int64_t nowMs);
+  // Assigns the open round to client `id` (a Selection pick).
+  void assignPick(const std::string& id, bool sticky, double weight, int64_t nowMs, std::vector<Action>& out);
+  // Connected clients that are not training, not held back by the SSP gate and (the
+  // asynchronous modes) not yet assigned the open round, by id.
+  std::vector<std::string> idleClients() const;
+  bool async() const { return mode_ != Mode::kSync; }
+  // The asynchronous modes: fills the free slots with idle clients, then asks to be woken
+  // at the earliest assignment deadline.
+  void topUp(int64_t nowMs, std::vector<Action>& out);
+  // The asynchronous modes: assignments past their deadline free their slots (recorded
+  // as stragglers; the client stays busy until its update arrives or it leaves).
+  void expireAssignments(int64_t nowMs);
+  // The asynchronous modes: K updates arrived since the last server step.
+  bool bufferFull() const;
+  // The SSP/DSSP gate: the client finished a step (its update arrived, or was refused).
+  void stepFinished(const std::string& id, int64_t nowMs);
   static RoundSummary summaryOf(const OpenRound& r, int64_t nowMs);
   void closeRound(int64_t nowMs, std::vector<Action>& out);
   void abandonRound(const std::string& reason, int64_t nowMs, std::vector<Action>& out);
@@ -429,6 +472,12 @@ class RoundEngine {
   std::unique_ptr<ServerOptimizer> optimizer_;
   std::unique_ptr<Downlink> downlink_;  // the model, its round and checksum, and catch-up
   std::unique_ptr<Pace> pace_;
+  enum class Mode { kSync, kAsync, kSsp, kDssp };
+  Mode mode_ = Mode::kSync;
+  std::unique_ptr<ClockBound> gate_;  // ssp, dssp
+  // The asynchronous modes: assignments of rounds already closed whose update has not
+  // arrived (they still hold their slots), by client.
+  std::map<std::string, ParticipantResult> inflight_;
   uint64_t nextRound_ = 1;
   uint64_t commits_ = 0;
   std::map<std::string, std::unique_ptr<Client>> clients_;  // ordered: deterministic iteration

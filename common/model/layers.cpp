@@ -336,7 +336,8 @@ void batchNormBackward(const Layer& l, const float* params, const float* x, cons
   }
 }
 
-// kEmbedBag on dense rows: y = E^T x + b, E {in, out} row-major.
+// kEmbedBag on dense rows: y = E^T x + b, E {in, out} row-major; the mean divides E^T x
+// by the sum of the row's values.
 void embedForward(const Layer& l, const float* params, const float* x, float* y, int n) {
   const int in = l.in.c;
   const int out = l.out.c;
@@ -345,6 +346,9 @@ void embedForward(const Layer& l, const float* params, const float* x, float* y,
   Eigen::Map<const ColMat> xs(x, in, n);
   Eigen::Map<ColMat> ys(y, out, n);
   ys.noalias() = e.transpose() * xs;
+  if (l.mean)
+    for (int j = 0; j < n; ++j)
+      ys.col(j) *= bagScale(x + static_cast<std::size_t>(j) * in, static_cast<std::size_t>(in));
   ys.colwise() += b;
 }
 
@@ -356,14 +360,33 @@ void embedBackward(const Layer& l, const float* params, const float* x, const fl
   Eigen::Map<const ColMat> dys(dy, out, n);
   Eigen::Map<RowMat> de(grad + l.weightOffset, in, out);
   Eigen::Map<Vec> db(grad + l.biasOffset, out);
-  de.noalias() = xs * dys.transpose();
   db.setZero();
   for (int j = 0; j < n; ++j)
     db += dys.col(j);
+  if (!l.mean) {
+    de.noalias() = xs * dys.transpose();
+    if (dx != nullptr) {
+      Eigen::Map<const RowMat> e(params + l.weightOffset, in, out);
+      Eigen::Map<ColMat> dxs(dx, in, n);
+      dxs.noalias() = e * dys;
+    }
+    return;
+  }
+  // The mean: y = s E^T x + b with s = 1 / sum(x), so dE = x (s dy)^T and
+  // dx = s (E dy - (dy . s E^T x)).
+  ColMat scaled = dys;
+  for (int j = 0; j < n; ++j)
+    scaled.col(j) *= bagScale(x + static_cast<std::size_t>(j) * in, static_cast<std::size_t>(in));
+  de.noalias() = xs * scaled.transpose();
   if (dx != nullptr) {
     Eigen::Map<const RowMat> e(params + l.weightOffset, in, out);
     Eigen::Map<ColMat> dxs(dx, in, n);
-    dxs.noalias() = e * dys;
+    for (int j = 0; j < n; ++j) {
+      const float s = bagScale(x + static_cast<std::size_t>(j) * in, static_cast<std::size_t>(in));
+      const Vec u = s * (e.transpose() * xs.col(j));
+      dxs.col(j) = e * scaled.col(j);
+      dxs.col(j).array() -= s * u.dot(dys.col(j));
+    }
   }
 }
 
@@ -378,9 +401,10 @@ void sparseForward(const Layer& l, const float* params, const data::SparseBatch&
   for (std::size_t r = 0; r < rows; ++r) {
     float* __restrict yr = y + r * out;
     std::copy_n(b, out, yr);
+    const float scale = l.mean ? bagScale(x.values.data() + x.offsets[r], x.offsets[r + 1] - x.offsets[r]) : 1.0f;
     for (uint64_t k = x.offsets[r]; k < x.offsets[r + 1]; ++k) {
       const std::size_t i = x.indices[k];
-      const float v = x.values[k];
+      const float v = scale * x.values[k];
       assert(i < in);
       if (l.kind == LayerKind::kEmbedBag) {
         const float* __restrict e = w + i * out;
@@ -425,9 +449,10 @@ void sparseBackward(const Layer& l, const data::SparseBatch& x, const float* dy,
     const float* __restrict dyr = dy + r * out;
     for (int o = 0; o < out; ++o)
       db[o] += dyr[o];
+    const float scale = l.mean ? bagScale(x.values.data() + x.offsets[r], x.offsets[r + 1] - x.offsets[r]) : 1.0f;
     for (uint64_t k = x.offsets[r]; k < x.offsets[r + 1]; ++k) {
       const std::size_t i = x.indices[k];
-      const float v = x.values[k];
+      const float v = scale * x.values[k];
       if (embed) {
         float* __restrict g = dw + i * out;
         for (int o = 0; o < out; ++o)
@@ -493,6 +518,9 @@ void forwardLayer(const Layer& l, const float* params, const float* x, float* y,
         y[i] = std::min(std::max(x[i], l.alpha), l.beta);
       return;
     }
+    case LayerKind::kGru:
+      gruForward(l, params, x, y, n);
+      return;
   }
 }
 
@@ -556,6 +584,9 @@ void backwardLayer(const Layer& l, const float* params, const float* x, const fl
         dx[i] = x[i] >= l.alpha && x[i] <= l.beta ? dy[i] : 0.0f;
       return;
     }
+    case LayerKind::kGru:
+      gruBackward(l, params, x, dy, dx, grad, n, net);
+      return;
   }
 }
 

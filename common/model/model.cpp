@@ -82,6 +82,12 @@ void Model::initialize(uint64_t seed) {
   auto uniform = [&rng]() { return static_cast<float>(rng() >> 40) * (2.0f / 16777216.0f) - 1.0f; };
   std::fill(params_.begin(), params_.end(), 0.0f);
   for (const Layer& l : net_->layers) {
+    if (l.kind == LayerKind::kGru) {  // every weight and bias uniform in +-1/sqrt(hidden), as PyTorch's GRU
+      const float bound = 1.0f / std::sqrt(static_cast<float>(l.out.c));
+      for (std::size_t i = l.weightOffset; i < l.biasOffset + static_cast<std::size_t>(6) * l.out.c; ++i)
+        params_[i] = bound * uniform();
+      continue;
+    }
     if (l.kind == LayerKind::kBatchNorm) {  // the identity: gamma 1, beta 0, mean 0, variance 1
       std::fill_n(params_.begin() + static_cast<std::ptrdiff_t>(l.weightOffset), l.in.c, 1.0f);
       std::fill_n(params_.begin() + static_cast<std::ptrdiff_t>(l.varOffset), l.in.c, 1.0f);

@@ -25,7 +25,12 @@ struct Shape {
 // kEmbedBag: the first layer of embedbag specs, y = E^T x + b with the table E stored
 // {in, out} row-major (feature i's embedding is contiguous), the transpose of kDense's
 // {out, in}. On a sparse batch y is the value-weighted sum of the rows of E of the
-// features present.
+// features present (divided by the sum of its values when `mean` is set).
+// kGru: one GRU layer over `steps` time steps of in.c / steps features (an example is
+// time-major: step t's features contiguous); its output is the last hidden state.
+// Parameters as ONNX stores them, gates in the order z, r, h: W {1, 3H, F} at
+// weightOffset, R {1, 3H, H} right after it, B {1, 6H} (W's biases, then R's) at
+// biasOffset.
 //
 // Kinds after kEmbedBag (cnn specs): kAvgPool (window = stride, no padding),
 // kGlobalAvgPool (C x H x W -> C), kBatchNorm (per channel: gamma at weightOffset, beta
@@ -45,6 +50,7 @@ enum class LayerKind {
   kBatchNorm,
   kLeakyRelu,
   kClip,
+  kGru,
 };
 
 // Batch normalization's fixed hyperparameters (PyTorch's): the running statistics move
@@ -73,6 +79,8 @@ struct Layer {
   std::size_t meanOffset = 0;   // kBatchNorm: running mean and variance (not trained:
   std::size_t varOffset = 0;    // their gradient is 0)
   std::size_t statsOffset = 0;  // kBatchNorm: its 2 x channels floats in Network::batchStats
+  int steps = 0;                // kGru: time steps
+  bool mean = false;            // kEmbedBag: the mean of the rows rather than their sum
 };
 
 // Layers plus their workspaces. Copying copies the workspaces too (they hold no
@@ -94,7 +102,8 @@ struct Network {
   std::vector<float> probs;  // the head's outputs (Model::forward()), batch x classes
   std::vector<float> col;    // conv im2col scratch, one example
   std::vector<float> dcol;
-  int lastBatch = 0;  // rows of probs that are valid
+  std::vector<float> seq;  // kGru: the gates and hidden states of every step (backward)
+  int lastBatch = 0;       // rows of probs that are valid
   // Set by the training passes before their forward pass: batch normalization then
   // normalizes with the batch's statistics (and their backward pass), and records them
   // in batchStats at the layer's statsOffset (mean, then biased variance, per channel)
@@ -131,6 +140,15 @@ void updateRunningStats(const Network& net, float* params, int batch);
 void forwardLayer(const Layer& layer, const float* params, const float* x, float* y, int batch, Network& net);
 void backwardLayer(const Layer& layer, const float* params, const float* x, const float* y, const float* dy, float* dx,
                    float* grad, int batch, Network& net);
+
+// kGru's kernels (gru.cpp), with forwardLayer()'s and backwardLayer()'s contracts.
+void gruForward(const Layer& layer, const float* params, const float* x, float* y, int batch);
+void gruBackward(const Layer& layer, const float* params, const float* x, const float* dy, float* dx, float* grad,
+                 int batch, Network& net);
+
+// A mean embedding bag's factor for one example: 1 / (the sum of its values), 0 for an
+// empty bag or values summing to 0. The values are added in order.
+float bagScale(const float* values, std::size_t count);
 
 // The first layer (kDense or kEmbedBag) on a CSR batch: O(nnz * out).
 void sparseForward(const Layer& layer, const float* params, const data::SparseBatch& x, float* y);

@@ -76,9 +76,10 @@ class Builder {
   }
 
   // The embedding bag of embedbag specs: table {in, out}, bias {out}, then `act`.
-  void embed(int out, LayerKind act) {
+  void embed(int out, LayerKind act, bool mean) {
     Layer l;
     l.kind = LayerKind::kEmbedBag;
+    l.mean = mean;
     l.in = Shape{static_cast<int>(current_.size()), 1, 1};
     l.out = Shape{out, 1, 1};
     l.weightOffset = net_.layout.add("embed.weight", {l.in.c, out});
@@ -86,6 +87,21 @@ class Builder {
     l.reluFollows = act == LayerKind::kRelu;
     push(l);
     addActivation(act);
+  }
+
+  // The GRU of gru specs over `steps` steps of the current input: W, R, B as ONNX
+  // stores them (network.hpp).
+  void gru(int steps, int hidden) {
+    Layer l;
+    l.kind = LayerKind::kGru;
+    l.in = current_;
+    l.out = Shape{hidden, 1, 1};
+    l.steps = steps;
+    const int features = current_.c / steps;
+    l.weightOffset = net_.layout.add("gru.W", {1, 3 * hidden, features});
+    net_.layout.add("gru.R", {1, 3 * hidden, hidden});
+    l.biasOffset = net_.layout.add("gru.B", {1, 6 * hidden});
+    push(l);
   }
 
   // A k x k convolution (1 x k on 1-D inputs) with out filters, then a ReLU unless
@@ -250,6 +266,39 @@ std::pair<LayerKind, std::size_t> activationPrefix(std::string_view rest) {
   if (rest.substr(0, 5) == "tanh:") return {LayerKind::kTanh, 5};
   if (rest.substr(0, 8) == "sigmoid:") return {LayerKind::kSigmoid, 8};
   return {LayerKind::kRelu, 0};
+}
+
+// "mean:" at the start of an embedbag's layers: its length (0 when absent).
+std::size_t meanPrefix(std::string_view kind, std::string_view rest) {
+  return kind == "embedbag" && rest.substr(0, 5) == "mean:" ? 5 : 0;
+}
+
+// gru:<T>x<F>-<H>(-<width>)*-<outputs>: the GRU's last hidden state feeds dense layers
+// with ReLU between them, as in mlp.
+Status parseGru(std::string_view spec, const std::vector<std::string_view>& tokens, Network& net) {
+  if (tokens.size() < 3)
+    return bad(spec,
+               "'gru' needs steps x features, hidden units and outputs: gru:<T>x<F>-<H>-...-<outputs>, e.g. "
+               "gru:50x6-32-4");
+  const std::vector<std::string_view> tf = split(tokens[0], 'x');
+  const long steps = tf.size() == 2 ? number(tf[0]) : -1;
+  const long features = tf.size() == 2 ? number(tf[1]) : -1;
+  if (steps < 0 || features < 0 || steps * features > kMaxInputDim)
+    return bad(spec,
+               "the input of 'gru' must read <steps>x<features>, e.g. 50x6, not '" + std::string(tokens[0]) + "'");
+  net.input = Shape{static_cast<int>(steps * features), 1, 1};
+  Builder b(net);
+  b.current_ = net.input;
+  const std::size_t last = tokens.size() - 1;
+  for (std::size_t i = 1; i <= last; ++i) {
+    long n = number(tokens[i]);
+    if (n < 0) return bad(spec, "layer '" + std::string(tokens[i]) + "' is not a positive width");
+    if (i == 1)
+      b.gru(static_cast<int>(steps), static_cast<int>(n));
+    else
+      b.dense(static_cast<int>(n), i != last ? LayerKind::kRelu : LayerKind::kDense);
+  }
+  return {};
 }
 
 // A float in a spec token: digits with an optional '.' and exponent, a leading 'n' for
@@ -428,6 +477,8 @@ Result<Network> parseSpec(std::string_view spec) {
   std::string_view kind = body.substr(0, colon);
   std::string_view rest = body.substr(colon + 1);
   LayerKind act = LayerKind::kRelu;
+  const bool mean = meanPrefix(kind, rest) > 0;
+  rest.remove_prefix(meanPrefix(kind, rest));
   if (kind == "mlp" || kind == "embedbag") {
     auto [a, skip] = activationPrefix(rest);
     act = a;
@@ -435,7 +486,7 @@ Result<Network> parseSpec(std::string_view spec) {
   }
   std::vector<std::string_view> tokens = split(rest, '-');
   if (tokens.size() < 2) return bad(spec, "needs an input size and a number of classes (outputs)");
-  if (!parseShape(tokens[0], net.input))
+  if (kind != "gru" && !parseShape(tokens[0], net.input))
     return bad(spec, "input '" + std::string(tokens[0]) +
                          "' is not a size like '784', 'CxHxW' like '1x28x28' or 'CxL' like '3x128'");
   Builder b(net);
@@ -455,10 +506,12 @@ Result<Network> parseSpec(std::string_view spec) {
       long n = number(tokens[i]);
       if (n < 0) return bad(spec, "layer '" + std::string(tokens[i]) + "' is not a positive width");
       if (i == 1)
-        b.embed(static_cast<int>(n), act);
+        b.embed(static_cast<int>(n), act, mean);
       else
         b.dense(static_cast<int>(n), i != last ? act : LayerKind::kDense);
     }
+  } else if (kind == "gru") {
+    STARLING_RETURN_IF_ERROR(parseGru(spec, tokens, net));
   } else if (kind == "mlp" || kind == "linear") {
     if (kind == "linear" && tokens.size() != 2)
       return bad(spec, "'linear' is one dense layer: linear:<inputs>-<outputs>, e.g. linear:784-10");
@@ -472,7 +525,7 @@ Result<Network> parseSpec(std::string_view spec) {
     if (!layers) return layers.status();
     cnnBody = std::move(layers).value();
   } else {
-    return bad(spec, "unknown kind '" + std::string(kind) + "' (expected 'mlp', 'linear', 'embedbag' or 'cnn')");
+    return bad(spec, "unknown kind '" + std::string(kind) + "' (expected 'mlp', 'linear', 'embedbag', 'gru' or 'cnn')");
   }
   if (net.layout.size() > kMaxParams)
     return bad(spec,
@@ -495,6 +548,7 @@ Result<Network> parseSpec(std::string_view spec) {
   net.huberDelta = head.delta;
   // Canonical: without "relu:" (the default) and "/ce"; huber's delta in shortest form.
   std::string canonical = std::string(kind) + ":";
+  if (mean) canonical += "mean:";
   if (act == LayerKind::kTanh) canonical += "tanh:";
   if (act == LayerKind::kSigmoid) canonical += "sigmoid:";
   net.spec = canonical + (kind == "cnn" ? cnnBody : std::string(rest)) + suffix;
@@ -545,15 +599,21 @@ Result<std::string> resolveSpec(std::string_view spec, data::TaskKind task, std:
   } else if (body.substr(0, 4) == "mlp:" || body.substr(0, 9) == "embedbag:") {
     const std::string_view kind = body.substr(0, body.find(':') + 1);
     std::string_view rest = body.substr(kind.size());
-    auto [act, skip] = detail::activationPrefix(rest);
-    std::string_view prefix = rest.substr(0, skip);
-    rest.remove_prefix(skip);
+    const std::size_t meanSkip = detail::meanPrefix(kind.substr(0, kind.size() - 1), rest);
+    auto [act, skip] = detail::activationPrefix(rest.substr(meanSkip));
+    std::string_view prefix = rest.substr(0, meanSkip + skip);
+    rest.remove_prefix(meanSkip + skip);
     if (rest.substr(0, 7) == "hidden:") {
       std::string_view widths = rest.substr(7);
       if (widths.empty()) return bad(spec, "'hidden:' needs layer widths, e.g. mlp:hidden:64-32");
       full = std::string(kind) + std::string(prefix) + in + "-" + std::string(widths) + "-" + out;
     }
   }
+  if (body.substr(0, 11) == "gru:hidden:")
+    return bad(spec, "the sequence length cannot be known from the data's " + in +
+                         " features per example: write the full form gru:<steps>x<features>-<hidden>-...-<outputs> "
+                         "with steps x features = " +
+                         in);
   if (full.empty()) full = std::string(body);
   full += suffix;
 

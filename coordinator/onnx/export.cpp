@@ -123,6 +123,99 @@ void setShape(onnx::ValueInfoProto* v, const std::string& name, std::initializer
     shape->add_dim()->set_dim_value(d);
 }
 
+// ---- gru and embedbag ----
+
+onnx::NodeProto* addNode(onnx::GraphProto& g, const std::string& op, const std::string& name,
+                         std::initializer_list<std::string> inputs, std::initializer_list<std::string> outputs) {
+  onnx::NodeProto* n = g.add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (const auto& in : inputs)
+    n->add_input(in);
+  for (const auto& out : outputs)
+    n->add_output(out);
+  return n;
+}
+
+void intAttribute(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void intsAttribute(onnx::NodeProto* n, const std::string& name, std::initializer_list<int64_t> values) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values)
+    a->add_ints(v);
+}
+
+// The layers of a gru or embedbag spec up to its last dense layer. gru: the input
+// [N, T, F] is transposed to the GRU's [T, N, F]; Y_h [1, N, H] becomes [N, H] by
+// Transpose and Flatten. embedbag: the input is [N, L] token ids; Gather of the rows
+// of embed.weight, ReduceSum (or ReduceMean) over the L tokens, Add embed.bias.
+Status sequenceGraph(onnx::GraphProto& g, GraphWriter& w, const std::string& kind, std::string rest) {
+  const bool mean = rest.starts_with("mean:");
+  if (mean) rest = rest.substr(5);
+  std::string act = "Relu";
+  if (rest.starts_with("tanh:")) act = "Tanh", rest = rest.substr(5);
+  if (rest.starts_with("sigmoid:")) act = "Sigmoid", rest = rest.substr(8);
+  const std::vector<std::string> tokens = splitOn(rest, '-');
+  auto* in = g.add_input();
+  in->set_name("input");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  auto* shape = tt->mutable_shape();
+  shape->add_dim()->set_dim_param("N");
+  if (kind == "gru") {
+    const std::vector<std::string> tf = splitOn(tokens[0], 'x');
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    shape->add_dim()->set_dim_value(std::stoll(tf[0]));
+    shape->add_dim()->set_dim_value(std::stoll(tf[1]));
+    w.node("Transpose", "gru_time_major");
+    w.ints("perm", {1, 0, 2});
+    for (const char* t : {"gru.W", "gru.R", "gru.B"})
+      STARLING_RETURN_IF_ERROR(w.initializer(t));
+    onnx::NodeProto* n = addNode(g, "GRU", "gru", {w.current_, "gru.W", "gru.R", "gru.B"}, {"", "gru_h"});
+    intAttribute(n, "hidden_size", std::stoll(tokens[1]));
+    intAttribute(n, "linear_before_reset", 1);
+    w.current_ = "gru_h";
+    w.node("Transpose", "gru_batch_first");
+    w.ints("perm", {1, 0, 2});
+    w.node("Flatten", "gru_last");
+    w.integer("axis", 1);
+  } else {
+    tt->set_elem_type(onnx::TensorProto::INT64);
+    shape->add_dim()->set_dim_param("L");
+    STARLING_RETURN_IF_ERROR(w.initializer("embed.weight"));
+    STARLING_RETURN_IF_ERROR(w.initializer("embed.bias"));
+    addNode(g, "Gather", "embed", {"embed.weight", "input"}, {"embed_rows"});
+    onnx::NodeProto* n = nullptr;
+    if (mean) {
+      n = addNode(g, "ReduceMean", "embed_mean", {"embed_rows"}, {"embed_bag"});
+      intsAttribute(n, "axes", {1});
+    } else {
+      onnx::TensorProto* axes = g.add_initializer();
+      axes->set_name("embed.axes");
+      axes->set_data_type(onnx::TensorProto::INT64);
+      axes->add_dims(1);
+      axes->add_int64_data(1);
+      n = addNode(g, "ReduceSum", "embed_sum", {"embed_rows", "embed.axes"}, {"embed_bag"});
+    }
+    intAttribute(n, "keepdims", 0);
+    w.current_ = "embed_bag";
+    w.node("Add", "embed_bias", {"embed.bias"});
+    w.node(act, "embed_" + act);
+  }
+  for (std::size_t i = 2; i < tokens.size(); ++i) {
+    const bool last = i + 1 == tokens.size();
+    STARLING_RETURN_IF_ERROR(w.dense(static_cast<int>(i - 2), last));
+    if (!last) w.node(act, act + std::to_string(i - 2));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::string> exportOnnxBytes(const model::Model& m) {
@@ -154,7 +247,10 @@ Result<std::string> exportOnnxBytes(const model::Model& m) {
   const std::vector<std::string> inShape = splitOn(tokens[0], 'x');
 
   GraphWriter w(g, m);
-  if (kind == "cnn" && inShape.size() == 3) {
+  const bool sequence = kind == "gru" || kind == "embedbag";
+  if (sequence) {
+    STARLING_RETURN_IF_ERROR(sequenceGraph(g, w, kind, body.substr(colon + 1)));
+  } else if (kind == "cnn" && inShape.size() == 3) {
     setShape(g.add_input(), "input", {std::stoll(inShape[0]), std::stoll(inShape[1]), std::stoll(inShape[2])});
   } else if (kind == "cnn" && inShape.size() == 2) {  // a 1-D series: N x C x L
     setShape(g.add_input(), "input", {std::stoll(inShape[0]), std::stoll(inShape[1])});
@@ -230,7 +326,7 @@ Result<std::string> exportOnnxBytes(const model::Model& m) {
         ++denses;
       }
     }
-  } else {
+  } else if (!sequence) {
     return Status(StatusCode::kUnsupported, "model '" + spec + "': no ONNX export for kind '" + kind + "'");
   }
   // The head's outputs, as Model::forward() returns them.

@@ -177,6 +177,8 @@ struct Act {
   }
 };
 
+// kGru: in = features, k = steps, out = hidden; w = W then R, b = B (ONNX's layout).
+// kEmbed: in = rows of the table, out = its width, k = 1 for a mean; w = the table.
 enum class StageKind {
   kDense,
   kConv,
@@ -190,7 +192,9 @@ enum class StageKind {
   kGlobalPool,
   kBatchNorm,
   kLeakyRelu,
-  kClip
+  kClip,
+  kGru,
+  kEmbed
 };
 
 struct Stage {
@@ -212,8 +216,8 @@ struct Stage {
 
 constexpr const char* kNotSupported =
     "is not supported (Starling reads Gemm, MatMul, Add, Relu, LeakyRelu, Tanh, Sigmoid, Clip, Conv, MaxPool, "
-    "AveragePool, GlobalAveragePool, BatchNormalization, Flatten, Reshape, Dropout, Identity, Softmax, LogSoftmax; "
-    "see docs/model.md)";
+    "AveragePool, GlobalAveragePool, BatchNormalization, Flatten, Reshape, Dropout, Identity, Softmax, LogSoftmax, "
+    "and on the graph's input a GRU, or Gather + ReduceSum/ReduceMean; see docs/model.md)";
 
 Status unsupported(const std::string& where, const std::string& why) {
   return {StatusCode::kUnsupported, where + ": " + why};
@@ -237,6 +241,18 @@ class Importer {
   Status batchNorm(const onnx::NodeProto& node, const std::string& where);
   Status clip(const onnx::NodeProto& node, const std::string& where);
   Status reshape(const onnx::NodeProto& node, const std::string& where);
+  // Sequences and embeddings: the values between a rank-3 (or token id) input and the
+  // first N x features value, tracked by their axes.
+  bool readSequenceInput(const onnx::ValueInfoProto& in);
+  std::vector<int64_t> seqShape(const std::string& value) const;
+  Status constantOfShape(const onnx::NodeProto& node, const std::string& where);
+  Status seqNode(const onnx::NodeProto& node, const std::string& where);
+  Status gru(const onnx::NodeProto& node, const std::string& where, const std::string& x);
+  Status embedding(const onnx::NodeProto& node, const std::string& where);
+  Status reduceTokens(const onnx::NodeProto& node, const std::string& where, const std::string& x);
+  Status seqResult(const onnx::NodeProto& node, std::string axes);
+  std::optional<std::vector<int64_t>> seqIndices(const onnx::NodeProto& node, int input, const char* attribute);
+  Result<std::string> sequenceBody(const std::vector<Stage>& st, ImportedModel& r) const;
   Result<ImportedModel> finish();
   const Const* constant(const std::string& name) const {
     auto it = consts_.find(name);
@@ -256,6 +272,14 @@ class Importer {
   Act act_;
   std::vector<Stage> stages_;
   std::vector<std::string> notes_;
+  // Axes of the sequence values, one letter each: N batch, T steps, F features, H hidden
+  // units, D directions (1), 1 a kept axis of size 1, L tokens, E embedding width;
+  // before the GRU the input's axes are a, b, c (its dimensions 0, 1, 2).
+  std::map<std::string, std::string> axes_;
+  std::vector<int64_t> seqInputDims_;  // -1: not a fixed size
+  int seqSteps_ = 0, seqFeatures_ = 0, seqHidden_ = 0, embedWidth_ = 0;
+  std::set<std::string> gruOutputs_;  // the GRU's outputs, until one of them is read
+  std::set<std::string> zeros_;       // ConstantOfShape values that are all zero
 };
 
 Status Importer::readInput() {
@@ -272,6 +296,7 @@ Status Importer::readInput() {
                                                 " inputs besides its weights; Starling's models take one");
   const onnx::ValueInfoProto& in = *inputs[0];
   input_ = in.name();
+  if (readSequenceInput(in)) return {};
   if (!in.type().has_tensor_type() || in.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
     return Status(StatusCode::kUnsupported, "input '" + input_ + "' must be a float tensor");
   const auto& shape = in.type().tensor_type().shape();
@@ -347,9 +372,13 @@ Status Importer::glueNode(const onnx::NodeProto& node, const std::string& where)
   if (op == "Shape") {
     auto p = path_.find(node.input(0));
     if (p == path_.end()) return unsupported(where, "takes the shape of a value that is not on the network's path");
-    out = {kBatch};
-    for (int64_t d : p->second.dims())
-      out.push_back(d);
+    if (axes_.count(node.input(0))) {
+      out = seqShape(node.input(0));
+    } else {
+      out = {kBatch};
+      for (int64_t d : p->second.dims())
+        out.push_back(d);
+    }
     const int64_t rank = static_cast<int64_t>(out.size());
     int64_t start = attrInt(node, "start", 0), end = attrInt(node, "end", rank);
     if (start < 0) start += rank;
@@ -377,6 +406,8 @@ Status Importer::glueNode(const onnx::NodeProto& node, const std::string& where)
       if (!v) return unsupported(where, "its input '" + node.input(i) + "' is not a shape Starling can compute");
       out.insert(out.end(), v->begin(), v->end());
     }
+  } else if (op == "ConstantOfShape") {
+    return constantOfShape(node, where);
   } else {
     return unsupported(where,
                        "is not supported off the network's path (only Constant, Shape, Gather, Unsqueeze, Squeeze, "
@@ -457,7 +488,8 @@ Status Importer::add(const onnx::NodeProto& node, const std::string& where) {
   const std::string& other = node.input(0) == current_ ? node.input(1) : node.input(0);
   const Const* c = constant(other);
   if (!c || !c->isFloat) return unsupported(where, "only a dense layer's bias (a float initializer) can be added");
-  if (stages_.empty() || stages_.back().kind != StageKind::kDense || stages_.back().biasSet)
+  if (stages_.empty() || (stages_.back().kind != StageKind::kDense && stages_.back().kind != StageKind::kEmbed) ||
+      stages_.back().biasSet)
     return unsupported(where, "only a bias directly after MatMul (or a Gemm without C) can be added");
   Stage& s = stages_.back();
   if (c->f.size() != static_cast<std::size_t>(s.out) && c->f.size() != 1)
@@ -774,8 +806,12 @@ Result<ImportedModel> Importer::run() {
     bool onPath = false;
     for (const auto& in : node.input())
       if (path_.count(in)) onPath = true;
+    const bool onSequence = std::any_of(node.input().begin(), node.input().end(),
+                                        [&](const std::string& in) { return axes_.count(in) > 0; });
     if (node.op_type() == "Shape" || !onPath) {
       STARLING_RETURN_IF_ERROR(glueNode(node, where));
+    } else if (onSequence) {
+      STARLING_RETURN_IF_ERROR(seqNode(node, where));
     } else {
       STARLING_RETURN_IF_ERROR(pathNode(node, where));
     }
@@ -839,7 +875,11 @@ Result<ImportedModel> Importer::finish() {
     return s.kind != StageKind::kDense && s.kind != StageKind::kFlatten && !isAct(s.kind);
   });
   std::string body;
-  if (!convolutional) {
+  if (st.front().kind == StageKind::kGru || st.front().kind == StageKind::kEmbed) {
+    auto b = sequenceBody(st, r);
+    if (!b) return b.status();
+    body = *b;
+  } else if (!convolutional) {
     // [Flatten] Dense (act Dense)*, one activation throughout.
     std::size_t i = 0;
     if (i < st.size() && st[i].kind == StageKind::kFlatten) ++i;
@@ -946,7 +986,18 @@ Result<ImportedModel> Importer::finish() {
   std::size_t t = 0;
   r.params.reserve(m->numParams());
   for (const Stage& s : st) {
-    if (s.kind != StageKind::kDense && s.kind != StageKind::kConv && s.kind != StageKind::kBatchNorm) continue;
+    if (s.kind == StageKind::kGru) {  // W and R in w, B in b
+      if (t + 2 >= tensors.size() || tensors[t].size + tensors[t + 1].size != s.w.size() ||
+          tensors[t + 2].size != s.b.size())
+        return Status(StatusCode::kInternal, "the layout of '" + r.spec + "' does not match " + s.where);
+      r.params.insert(r.params.end(), s.w.begin(), s.w.end());
+      r.params.insert(r.params.end(), s.b.begin(), s.b.end());
+      t += 3;
+      continue;
+    }
+    if (s.kind != StageKind::kDense && s.kind != StageKind::kConv && s.kind != StageKind::kBatchNorm &&
+        s.kind != StageKind::kEmbed)
+      continue;
     std::vector<const std::vector<float>*> parts = {&s.w, &s.b};
     if (s.kind == StageKind::kBatchNorm) parts = {&s.w, &s.b, &s.mean, &s.var};
     for (const std::vector<float>* part : parts) {
@@ -961,6 +1012,339 @@ Result<ImportedModel> Importer::finish() {
   for (auto& n : notes_)
     r.notes.push_back(std::move(n));
   return r;
+}
+
+// ---- Sequences (GRU) and embedding bags (Gather + ReduceSum/ReduceMean) ----
+
+bool Importer::readSequenceInput(const onnx::ValueInfoProto& in) {
+  if (!in.type().has_tensor_type()) return false;
+  const auto& tt = in.type().tensor_type();
+  const int rank = tt.shape().dim_size();
+  const bool ids = tt.elem_type() == onnx::TensorProto::INT64 || tt.elem_type() == onnx::TensorProto::INT32;
+  // A rank-3 float input is a GRU's sequence in a graph with a GRU, otherwise a cnn's
+  // N x C x L series (readInput).
+  const bool gru = std::any_of(graph_.node().begin(), graph_.node().end(),
+                               [](const onnx::NodeProto& n) { return n.op_type() == "GRU"; });
+  if (!(ids && rank == 2) && !(tt.elem_type() == onnx::TensorProto::FLOAT && rank == 3 && gru)) return false;
+  for (int i = 0; i < rank; ++i) {
+    const auto& d = tt.shape().dim(i);
+    seqInputDims_.push_back(d.has_dim_value() && d.dim_value() > 0 ? d.dim_value() : -1);
+  }
+  current_ = input_;
+  path_[input_] = Act{};
+  axes_[input_] = ids ? "NL" : "abc";
+  return true;
+}
+
+std::vector<int64_t> Importer::seqShape(const std::string& value) const {
+  std::vector<int64_t> out;
+  for (char a : axes_.at(value)) {
+    switch (a) {
+      case 'N':
+        out.push_back(kBatch);
+        break;
+      case 'T':
+        out.push_back(seqSteps_);
+        break;
+      case 'F':
+        out.push_back(seqFeatures_);
+        break;
+      case 'H':
+        out.push_back(seqHidden_);
+        break;
+      case 'E':
+        out.push_back(embedWidth_);
+        break;
+      case 'L':
+        out.push_back(seqInputDims_[1] > 0 ? seqInputDims_[1] : kUnknown);
+        break;
+      case 'a':
+      case 'b':
+      case 'c': {  // the input's own dimensions: a symbolic one is the batch
+        const int64_t d = seqInputDims_[static_cast<std::size_t>(a - 'a')];
+        out.push_back(d > 0 ? d : kBatch);
+        break;
+      }
+      default:  // D and 1
+        out.push_back(1);
+    }
+  }
+  return out;
+}
+
+Status Importer::constantOfShape(const onnx::NodeProto& node, const std::string& where) {
+  if (const auto* v = attr(node, "value")) {
+    auto c = readTensor(v->t(), where);
+    if (!c) return c.status();
+    if (std::any_of(c->f.begin(), c->f.end(), [](float f) { return f != 0.0f; }) ||
+        std::any_of(c->i.begin(), c->i.end(), [](int64_t i) { return i != 0; }))
+      return unsupported(where, "only a ConstantOfShape of zeros (a GRU's initial state) is supported");
+  }
+  zeros_.insert(node.output(0));
+  return {};
+}
+
+std::optional<std::vector<int64_t>> Importer::seqIndices(const onnx::NodeProto& node, int input,
+                                                         const char* attribute) {
+  if (node.input_size() > input && !node.input(input).empty()) {
+    const Const* c = constant(node.input(input));
+    if (!c || c->isFloat) return std::nullopt;
+    return c->i;
+  }
+  return attrInts(node, attribute);
+}
+
+Status Importer::seqResult(const onnx::NodeProto& node, std::string axes) {
+  const std::string& out = node.output(0);
+  current_ = out;
+  if (axes.size() == 2 && axes[0] == 'N' && (axes[1] == 'H' || axes[1] == 'E')) {
+    act_ = Act{false, axes[1] == 'H' ? seqHidden_ : embedWidth_, 1, 1};
+    path_[out] = act_;
+    return {};
+  }
+  path_[out] = Act{};
+  axes_[out] = std::move(axes);
+  return {};
+}
+
+Status Importer::seqNode(const onnx::NodeProto& node, const std::string& where) {
+  const std::string& op = node.op_type();
+  int onPath = 0;
+  std::string x;
+  for (const auto& in : node.input())
+    if (path_.count(in)) {
+      ++onPath;
+      x = in;
+    }
+  if (onPath != 1 || (x != current_ && !gruOutputs_.count(x)))
+    return unsupported(where, "the graph branches or joins here; Starling's networks are a single chain of layers");
+  gruOutputs_.clear();
+  const std::string ax = axes_.at(x);
+  auto axisOf = [&](int64_t a) { return a < 0 ? a + static_cast<int64_t>(ax.size()) : a; };
+  auto sizeOne = [](char a) { return a == 'D' || a == '1'; };
+  if (op == "GRU") return gru(node, where, x);
+  if (op == "Gather" && x == node.input(1)) return embedding(node, where);
+  if (op == "ReduceSum" || op == "ReduceMean") return reduceTokens(node, where, x);
+  if (op == "Identity") return seqResult(node, ax);
+  if (op == "Transpose") {
+    std::vector<int64_t> perm = attrInts(node, "perm").value_or(std::vector<int64_t>{});
+    if (perm.empty())
+      for (std::size_t i = ax.size(); i-- > 0;)
+        perm.push_back(static_cast<int64_t>(i));
+    std::string out;
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(ax.size()))
+        return unsupported(where, "perm " + ints(perm) + " is invalid");
+      out += ax[static_cast<std::size_t>(p)];
+    }
+    return seqResult(node, out);
+  }
+  if (op == "Squeeze") {
+    auto axes = seqIndices(node, 1, "axes");
+    std::string out;
+    for (std::size_t i = 0; i < ax.size(); ++i) {
+      const bool listed = axes ? std::any_of(axes->begin(), axes->end(),
+                                             [&](int64_t a) { return axisOf(a) == static_cast<int64_t>(i); })
+                               : sizeOne(ax[i]);
+      if (listed && !sizeOne(ax[i]))
+        return unsupported(where, "squeezes axis " + std::to_string(i) + ", which Starling cannot show is of size 1");
+      if (!listed) out += ax[i];
+    }
+    return seqResult(node, out);
+  }
+  if (op == "Gather" || op == "Slice") {
+    // The last step of Y (axis T), or the one direction (axis D) of Y or Y_h.
+    int64_t axis = 0, first = 0, end = std::numeric_limits<int64_t>::max();
+    bool scalar = false;
+    if (op == "Gather") {
+      axis = axisOf(attrInt(node, "axis", 0));
+      const Const* idx = constant(node.input(1));
+      if (!idx || idx->isFloat || idx->count() != 1)
+        return unsupported(where, "its indices must be one constant integer (the last step)");
+      first = idx->i[0];
+      end = first == -1 ? std::numeric_limits<int64_t>::max() : first + 1;
+      scalar = idx->dims.empty();
+    } else {
+      auto starts = seqIndices(node, 1, "starts"), ends = seqIndices(node, 2, "ends");
+      auto axes = seqIndices(node, 3, "axes").value_or(std::vector<int64_t>{0});
+      auto steps = seqIndices(node, 4, "steps").value_or(std::vector<int64_t>{1});
+      if (!starts || !ends || starts->size() != 1 || ends->size() != 1 || axes.size() != 1 ||
+          steps != std::vector<int64_t>{1})
+        return unsupported(where, "only a constant slice of one axis with step 1 (the last step) is supported");
+      axis = axisOf(axes[0]);
+      first = (*starts)[0];
+      end = (*ends)[0];
+    }
+    if (axis < 0 || axis >= static_cast<int64_t>(ax.size())) return unsupported(where, "its axis is out of range");
+    const char a = ax[static_cast<std::size_t>(axis)];
+    const int64_t size = a == 'T' ? seqSteps_ : sizeOne(a) ? 1 : -1;
+    if (first < 0) first += size;
+    if (end < 0) end += size;
+    if (size < 0 || first != size - 1 || end < size)
+      return unsupported(where, "selects [" + std::to_string(first) + ", " + std::to_string(end) + ") of axis " +
+                                    std::to_string(axis) +
+                                    ": Starling's gru feeds only the last step's hidden state to its dense layers");
+    std::string out = ax;
+    if (scalar)
+      out.erase(static_cast<std::size_t>(axis), 1);
+    else
+      out[static_cast<std::size_t>(axis)] = a == 'T' ? '1' : a;
+    return seqResult(node, out);
+  }
+  if (op == "Flatten" && attrInt(node, "axis", 1) == 1 && ax[0] == 'N') {
+    std::string rest;
+    for (std::size_t i = 1; i < ax.size(); ++i)
+      if (!sizeOne(ax[i])) rest += ax[i];
+    if (rest == "H" || rest == "E") return seqResult(node, "N" + rest);
+  }
+  return unsupported(where,
+                     "is not supported here (on a sequence Starling reads Transpose, one GRU, then Squeeze, Gather, "
+                     "Slice or Flatten down to the last hidden state; on token ids, Gather from an embedding table "
+                     "then ReduceSum or ReduceMean over the tokens; see docs/model.md)");
+}
+
+Status Importer::gru(const onnx::NodeProto& node, const std::string& where, const std::string& x) {
+  const std::string& ax = axes_.at(x);
+  if (!stages_.empty() || ax.size() != 3 || ax.find_first_not_of("abc") != std::string::npos)
+    return unsupported(where, "its input X must be the graph's N x steps x features input, or a Transpose of it");
+  const int64_t layout = attrInt(node, "layout", 0);
+  if (layout != 0 && layout != 1) return unsupported(where, "layout " + std::to_string(layout) + " is invalid");
+  // X is [steps, batch, features] (layout 0) or [batch, steps, features] (layout 1).
+  const int64_t steps = seqInputDims_[static_cast<std::size_t>(ax[layout == 0 ? 0 : 1] - 'a')];
+  const int64_t features = seqInputDims_[static_cast<std::size_t>(ax[2] - 'a')];
+  if (steps <= 0 || features <= 0 || steps * features > (1 << 24))
+    return unsupported(where, "its input X needs a fixed number of steps and of features (only the batch may vary)");
+  const std::string direction = attr(node, "direction") ? attr(node, "direction")->s() : "forward";
+  if (direction != "forward")
+    return unsupported(where, "direction '" + direction + "' is not supported (only forward)");
+  if (attrInt(node, "linear_before_reset", 0) != 1)
+    return unsupported(where,
+                       "linear_before_reset 0 is not supported: Starling's GRU applies the reset gate to the "
+                       "recurrent product with its bias (linear_before_reset 1, as PyTorch's GRU)");
+  if (const auto* a = attr(node, "activations")) {
+    std::vector<std::string> acts(a->strings().begin(), a->strings().end());
+    if (acts != std::vector<std::string>{"Sigmoid", "Tanh"})
+      return unsupported(where, "activations other than the default (Sigmoid, Tanh) are not supported");
+  }
+  for (const char* name : {"activation_alpha", "activation_beta", "clip"})
+    if (attr(node, name)) return unsupported(where, std::string(name) + " is not supported");
+  const int64_t hidden = attrInt(node, "hidden_size", 0);
+  const Const* w = node.input_size() > 1 ? constant(node.input(1)) : nullptr;
+  const Const* r = node.input_size() > 2 ? constant(node.input(2)) : nullptr;
+  const Const* b = node.input_size() > 3 && !node.input(3).empty() ? constant(node.input(3)) : nullptr;
+  if (hidden <= 0 || hidden > (1 << 16)) return unsupported(where, "hidden_size must be set (1 to 65536)");
+  if (!w || !w->isFloat || w->dims != std::vector<int64_t>{1, 3 * hidden, features})
+    return unsupported(where, "its weight W must be a float initializer of shape [1," + std::to_string(3 * hidden) +
+                                  "," + std::to_string(features) + "]");
+  if (!r || !r->isFloat || r->dims != std::vector<int64_t>{1, 3 * hidden, hidden})
+    return unsupported(where, "its weight R must be a float initializer of shape [1," + std::to_string(3 * hidden) +
+                                  "," + std::to_string(hidden) + "]");
+  if (node.input_size() > 3 && !node.input(3).empty() &&
+      (!b || !b->isFloat || b->dims != std::vector<int64_t>{1, 6 * hidden}))
+    return unsupported(where, "its bias B must be a float initializer of shape [1," + std::to_string(6 * hidden) + "]");
+  if (node.input_size() > 4 && !node.input(4).empty())
+    return unsupported(where,
+                       "sequence_lens is not supported: every sequence has all " + std::to_string(steps) + " steps");
+  if (node.input_size() > 5 && !node.input(5).empty()) {
+    const Const* h0 = constant(node.input(5));
+    const bool zero = zeros_.count(node.input(5)) ||
+                      (h0 && h0->isFloat && std::all_of(h0->f.begin(), h0->f.end(), [](float v) { return v == 0.0f; }));
+    if (!zero) return unsupported(where, "initial_h must be absent or zero");
+  }
+  Stage s{StageKind::kGru, where, static_cast<int>(hidden), static_cast<int>(features), static_cast<int>(steps)};
+  s.w = w->f;
+  s.w.insert(s.w.end(), r->f.begin(), r->f.end());
+  s.b = b ? b->f : std::vector<float>(static_cast<std::size_t>(6 * hidden), 0.0f);
+  stages_.push_back(std::move(s));
+  seqSteps_ = static_cast<int>(steps);
+  seqFeatures_ = static_cast<int>(features);
+  seqHidden_ = static_cast<int>(hidden);
+  const std::string yAxes = layout == 0 ? "TDNH" : "NTDH";
+  const std::string hAxes = layout == 0 ? "DNH" : "NDH";
+  current_.clear();
+  for (int i = 0; i < node.output_size() && i < 2; ++i) {
+    if (node.output(i).empty()) continue;
+    path_[node.output(i)] = Act{};
+    axes_[node.output(i)] = i == 0 ? yAxes : hAxes;
+    gruOutputs_.insert(node.output(i));
+    if (current_.empty()) current_ = node.output(i);
+  }
+  if (node.output_size() > 2) return unsupported(where, "has more than two outputs");
+  return {};
+}
+
+Status Importer::embedding(const onnx::NodeProto& node, const std::string& where) {
+  const Const* table = constant(node.input(0));
+  if (axes_.at(node.input(1)) != "NL" || attrInt(node, "axis", 0) != 0 || !table || !table->isFloat ||
+      table->dims.size() != 2)
+    return unsupported(where,
+                       "only an embedding lookup is supported: Gather(axis 0) of rows of a 2-D float table by the "
+                       "graph's N x tokens input of ids");
+  if (table->dims[0] > (1 << 24) || table->dims[1] > (1 << 16))
+    return unsupported(where, "its table of " + ints(table->dims) + " is too large");
+  Stage s{StageKind::kEmbed, where, static_cast<int>(table->dims[1]), static_cast<int>(table->dims[0]), 0};
+  s.w = table->f;
+  s.b.assign(static_cast<std::size_t>(s.out), 0.0f);
+  stages_.push_back(std::move(s));
+  embedWidth_ = static_cast<int>(table->dims[1]);
+  return seqResult(node, "NLE");
+}
+
+Status Importer::reduceTokens(const onnx::NodeProto& node, const std::string& where, const std::string& x) {
+  const std::string& ax = axes_.at(x);
+  const std::size_t tokens = ax.find('L');
+  auto axes = seqIndices(node, 1, "axes");
+  if (axes && axes->size() == 1 && (*axes)[0] < 0) (*axes)[0] += static_cast<int64_t>(ax.size());
+  if (tokens == std::string::npos || stages_.empty() || stages_.back().kind != StageKind::kEmbed || !axes ||
+      *axes != std::vector<int64_t>{static_cast<int64_t>(tokens)})
+    return unsupported(where,
+                       "only a sum or mean over the token axis of an embedding lookup is supported (an embedding bag)");
+  stages_.back().k = node.op_type() == "ReduceMean" ? 1 : 0;
+  std::string out = ax;
+  if (attrInt(node, "keepdims", 1) != 0)
+    out[tokens] = '1';
+  else
+    out.erase(tokens, 1);
+  return seqResult(node, out);
+}
+
+// gru:<T>x<F>-<H>(-<width>)*-<outputs> or embedbag:[mean:][act:]<rows>-<width>-...
+Result<std::string> Importer::sequenceBody(const std::vector<Stage>& st, ImportedModel& r) const {
+  const Stage& first = st.front();
+  std::string body;
+  std::size_t i = 1;
+  std::optional<StageKind> act;
+  if (first.kind == StageKind::kGru) {
+    body = "gru:" + std::to_string(first.k) + "x" + std::to_string(first.in) + "-" + std::to_string(first.out);
+    r.inputDim = static_cast<std::size_t>(first.k) * first.in;
+    act = StageKind::kRelu;
+  } else {
+    if (st.size() < 3 || !isAct(st[1].kind))
+      return unsupported(st.size() > 1 ? st[1].where : first.where,
+                         "Starling's embedbag has an activation (Relu, Tanh or Sigmoid) after the embedding bag, "
+                         "then dense layers");
+    act = st[1].kind;
+    body = std::string("embedbag:") + (first.k ? "mean:" : "");
+    if (act != StageKind::kRelu) body += std::string(actName(*act)) + ":";
+    body += std::to_string(first.in) + "-" + std::to_string(first.out);
+    r.inputDim = static_cast<std::size_t>(first.in);
+    i = 2;
+  }
+  bool needDense = true;
+  for (; i < st.size(); ++i) {
+    const Stage& s = st[i];
+    if (s.kind == StageKind::kDense && needDense) {
+      body += "-" + std::to_string(s.out);
+      needDense = false;
+    } else if (s.kind == act && !needDense) {
+      needDense = true;
+    } else {
+      return unsupported(s.where, std::string("cannot be placed here: after the ") +
+                                      (first.kind == StageKind::kGru ? "GRU" : "embedding bag") +
+                                      " Starling has dense layers with " + actName(*act) + " between them");
+    }
+  }
+  return body;
 }
 
 }  // namespace

@@ -99,6 +99,8 @@ TEST_CASE("every layer's gradient matches finite differences", "[model][gradient
       {"leaky relu", "cnn:2x6x6-c3k3l-lr0.1-4"},
       {"clip", "cnn:2x6x6-c3k3l-clipn0.5_0.5-4"},
       {"standalone sigmoid and tanh", "cnn:2x5x5-c3k2l-sg-f4-t-4"},
+      {"gru, backward through time", "gru:4x3-5-3"},
+      {"gru + a hidden dense", "gru:3x2-4-6-3"},
   };
   for (const Case& c : cases) {
     for (bool weighted : {false, true}) {

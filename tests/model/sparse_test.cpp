@@ -29,6 +29,7 @@ struct Both {
 Both randomBoth(const Model& m, int n, int k, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const std::size_t dim = m.inputDim();
+  const bool mean = m.spec().starts_with("embedbag:mean:");
   std::uniform_int_distribution<uint32_t> feature(0, static_cast<uint32_t>(dim - 1));
   std::normal_distribution<float> g(0.0f, 1.0f);
   std::uniform_real_distribution<float> weight(0.2f, 3.0f);
@@ -40,7 +41,8 @@ Both randomBoth(const Model& m, int n, int k, uint64_t seed) {
     while (static_cast<int>(cols.size()) < k)
       cols.insert(feature(rng) % 7 == 0 ? feature(rng) % 5 : feature(rng));  // some features shared across rows
     for (uint32_t c : cols) {
-      const float v = g(rng);
+      // A mean bag divides by the sum of the values: keep them positive (counts).
+      const float v = mean ? std::abs(g(rng)) + 0.1f : g(rng);
       b.sparse.indices.push_back(c);
       b.sparse.values.push_back(v);
       b.dense[static_cast<std::size_t>(r) * dim + c] = v;
@@ -68,7 +70,8 @@ TEST_CASE("sparse passes equal the dense passes on the densified rows", "[model]
   const std::string spec =
       GENERATE(std::string("linear:300-1/logistic"), std::string("linear:300-4"), std::string("mlp:tanh:300-8-3"),
                std::string("embedbag:300-8-1/mse"), std::string("embedbag:300-6-5-3"),
-               std::string("embedbag:sigmoid:300-4-2-1/huber:0.5"));
+               std::string("embedbag:sigmoid:300-4-2-1/huber:0.5"), std::string("embedbag:mean:300-6-5-3"),
+               std::string("embedbag:mean:tanh:300-4-1/logistic"));
   CAPTURE(spec);
   auto made = Model::fromSpec(spec);
   REQUIRE(made.isOk());
@@ -135,8 +138,9 @@ TEST_CASE("sparse passes equal the dense passes on the densified rows", "[model]
 }
 
 TEST_CASE("sparse gradients agree with central differences", "[model][sparse]") {
-  const std::string spec = GENERATE(std::string("linear:50-3"), std::string("embedbag:tanh:50-5-4-1/logistic"),
-                                    std::string("embedbag:50-4-3-1/mse"));
+  const std::string spec = GENERATE(
+      std::string("linear:50-3"), std::string("embedbag:tanh:50-5-4-1/logistic"), std::string("embedbag:50-4-3-1/mse"),
+      std::string("embedbag:mean:sigmoid:50-4-3-1/mse"), std::string("embedbag:mean:tanh:50-5-4-1/logistic"));
   CAPTURE(spec);
   auto made = Model::fromSpec(spec);
   REQUIRE(made.isOk());

@@ -75,6 +75,10 @@ def batchnorm(x, scale, bias, mean, var, eps):
     return (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * scale.reshape(shape) + bias.reshape(shape)
 
 
+# More reference ops, by name: f(inputs, attributes) -> output (or a tuple of outputs).
+EXTRA_OPS = {}
+
+
 def evaluate(model, x):
     """The graph's output on x, in float64, from the operator definitions."""
     try:
@@ -85,7 +89,7 @@ def evaluate(model, x):
     g = model.graph
     v = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     inputs = [i for i in g.input if i.name not in v]
-    v[inputs[0].name] = x.astype(np.float64)
+    v[inputs[0].name] = x if x.dtype.kind in "iu" else x.astype(np.float64)  # token ids stay integers
     for n in g.node:
         a = {at.name: helper.get_attribute_value(at) for at in n.attribute}
         i = [v[name] if name else None for name in n.input]
@@ -142,9 +146,12 @@ def evaluate(model, x):
             y = np.concatenate(i, axis=a["axis"])
         elif op == "Constant":
             y = numpy_helper.to_array(a["value"])
+        elif op in EXTRA_OPS:  # ops other test scripts add (onnx_seq_models.py)
+            y = EXTRA_OPS[op](i, a)
         else:
             raise SystemExit("onnx_models.py: no reference for " + op)
-        v[n.output[0]] = y
+        for name, out in zip(n.output, y if isinstance(y, tuple) else (y,)):
+            v[name] = out
     return v[g.output[0].name]
 
 
@@ -345,8 +352,12 @@ def make(out):
 def check(model_path, x_path, batch, got_path):
     model = onnx.load(model_path)
     onnx.checker.check_model(model)
-    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
-    x = np.fromfile(x_path, dtype=np.float32).reshape([int(batch)] + dims)
+    inp = model.graph.input[0].type.tensor_type
+    if inp.elem_type == TensorProto.INT64:  # token ids, N x L
+        x = np.fromfile(x_path, dtype=np.int64).reshape(int(batch), -1)
+    else:
+        dims = [d.dim_value for d in inp.shape.dim[1:]]
+        x = np.fromfile(x_path, dtype=np.float32).reshape([int(batch)] + dims)
     want = evaluate(model, x)
     got = np.fromfile(got_path, dtype=np.float32).reshape(want.shape)
     diff = float(np.max(np.abs(want - got)))

@@ -7,14 +7,17 @@
 // with one stride and symmetric padding, MaxPool and AveragePool with stride = window,
 // GlobalAveragePool, inference-mode BatchNormalization, Flatten/Reshape to a flatten,
 // Dropout and Identity as the identity, a final Softmax/LogSoftmax or single-output
-// Sigmoid read as the loss head) and returns the
+// Sigmoid read as the loss head; a forward GRU with linear_before_reset 1 read up to its
+// last hidden state; Gather from an embedding table + ReduceSum/ReduceMean over the
+// tokens) and returns the
 // spec and the parameters in Starling's layout. Anything else is refused with a message
 // that names the node and its op type. Models newer than IR 8 / opset 17 (what
 // ONNX 1.12 checks) are refused.
 //
 // Export writes a Model as an IR 8 / opset 17 graph: Gemm (transB = 1, the weights as
 // the layout stores them), Relu/Tanh/Sigmoid/LeakyRelu/Clip, Conv, MaxPool,
-// AveragePool, GlobalAveragePool, BatchNormalization, Flatten, then the head's
+// AveragePool, GlobalAveragePool, BatchNormalization, Flatten, GRU, Gather +
+// ReduceSum/ReduceMean (an embedbag's input is then N x L token ids), then the head's
 // output as Model::forward() returns it: Softmax probabilities (cross-entropy), P(y=1) =
 // Sigmoid(z) (logistic), the prediction (mse, huber). Importing an exported file gives
 // the same spec and bit-identical parameters.

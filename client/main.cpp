@@ -169,6 +169,11 @@ int main(int argc, char** argv) {
                  "hold this fraction of the data out of training and evaluate the model on it when the coordinator "
                  "asks (federated evaluation)")
       ->check(CLI::Range(0.0, 0.9));
+  double slowdown = 1.0;
+  app.add_option("--slowdown", slowdown,
+                 "act as a device this many times slower: wait (F - 1) x each round's training time before sending, "
+                 "and report F x it (benchmarks and tests of uneven fleets)")
+      ->check(CLI::Range(1.0, 1000.0));
   std::string auditOut;  // test-only (tests/cli/crash_points_test.sh), hidden from --help
   app.add_option("--test-audit", auditOut, "write the sums computed and kept in memory here")->group("");
   CLI11_PARSE(app, argc, argv);
@@ -252,6 +257,7 @@ int main(int argc, char** argv) {
   options.seed = seed;
   options.auditOut = auditOut;
   options.evalFraction = evalFraction;
+  options.slowdown = slowdown;
   options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
   client::Participant participant(std::move(*shard), options, *log);
   asio::io_context io(1);

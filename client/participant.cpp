@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+#include <cmath>
+#include <limits>
 #include <random>
 
 #include "starling/data/feature_scaling.hpp"
@@ -223,10 +226,21 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
           if (!st) co_return st;
           break;
         }
+        const auto trainStarted = std::chrono::steady_clock::now();
         auto update = learner_.train(*a);
         if (!update) co_return update.status();
         syncStats();
-        const wire::Frame updateFrame = wire::encode(update->message());
+        wire::UpdateMsg updateMsg = update->message();
+        if (options_.slowdown > 1.0) {
+          const auto took = std::chrono::steady_clock::now() - trainStarted;
+          asio::steady_timer slow(
+              co_await asio::this_coro::executor,
+              std::chrono::duration_cast<std::chrono::steady_clock::duration>(took * (options_.slowdown - 1.0)));
+          co_await slow.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+          updateMsg.durationMs = static_cast<uint32_t>(std::min<double>(
+              std::numeric_limits<uint32_t>::max(), std::ceil(updateMsg.durationMs * options_.slowdown)));
+        }
+        const wire::Frame updateFrame = wire::encode(updateMsg);
         st = co_await conn.send(updateFrame.bytes());
         if (!st) co_return st;
         break;

@@ -47,6 +47,11 @@ struct ParticipantOptions {
   // training, and the model is evaluated on it when the coordinator asks
   // (RoundAssign.evaluate). 0 = none held out.
   double evalFraction = 0;
+  // A device this many times slower than the machine it runs on (>= 1): after each
+  // round's training the client waits (slowdown - 1) x the time the training took, and
+  // reports slowdown x that time as its duration. For benchmarks and tests of uneven
+  // fleets on one machine (bench-federation --hetero, the async CLI test).
+  double slowdown = 1.0;
 };
 
 struct ParticipantStats {

@@ -103,12 +103,22 @@ struct Options {
   std::string only;                      // run only the configuration of this name
   int timeoutS = 600;                    // per configuration
   bool keep = false;                     // keep the temporary directory
+  // --hetero: instead of the four configurations, FedAvg on IID shards with client i
+  // slowed i + 1 times (starling-client --slowdown), sync against async (FedBuff:
+  // every client in flight, a server step every heteroBuffer updates, server lr
+  // heteroServerLr, 2 x rounds steps); wall time to 84%.
+  bool hetero = false;
+  int heteroBuffer = 5;
+  double heteroServerLr = 0.5;
 };
 
 struct Config {
-  std::string name;  // fedavg-iid, full-iid, fedavg-shard, full-shard
+  std::string name;  // fedavg-iid, full-iid, fedavg-shard, full-shard (sync-hetero, async-hetero)
   bool full;
   std::string partition;  // iid or classes:2
+  std::string mode = "sync";
+  bool slowed = false;  // client i runs --slowdown i + 1
+  int rounds = 0;       // 0 = Options::rounds
 };
 
 struct Round {
@@ -200,7 +210,7 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
                                 "--model",
                                 "mlp:784-200-200-10",
                                 "--rounds",
-                                std::to_string(o.rounds),
+                                std::to_string(c.rounds > 0 ? c.rounds : o.rounds),
                                 "--clients-per-round",
                                 std::to_string(o.clients),
                                 "--over-selection",
@@ -218,6 +228,9 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
                                 "--eval-every",
                                 "1"};
   auto add = [&](std::initializer_list<std::string> more) { a.insert(a.end(), more); };
+  if (c.mode != "sync")
+    add({"--mode", c.mode, "--concurrency", std::to_string(o.clients), "--buffer-size", std::to_string(o.heteroBuffer),
+         "--server-lr", fmt::format("{}", o.heteroServerLr), "--max-staleness", std::to_string(2 * o.clients)});
   if (c.full) {
     // tau-max bounds the initial tau too: raise it when a longer tau is asked for.
     const int tau = c.partition != "iid" && o.fullShardTau > 0 ? o.fullShardTau : o.fullTau;
@@ -308,6 +321,7 @@ Result runConfig(const Options& o, const Config& c, const std::string& dir) {
                                      "1",
                                      "--seed",
                                      std::to_string(i)};
+    if (c.slowed) args.insert(args.end(), {"--slowdown", std::to_string(i + 1)});
     auto& ch = clients[static_cast<std::size_t>(i)];
     ch.pid = spawnLogged(args, fmt::format("{}/{}-client-{}.log", dir, c.name, i));
     all.push_back(&ch);
@@ -366,8 +380,9 @@ Result runConfig(const Options& o, const Config& c, const std::string& dir) {
     return res;
   }
   res.rounds = parseRounds(readFile(reportPath));
-  if (static_cast<int>(res.rounds.size()) != o.rounds) {
-    res.error = fmt::format("{} committed rounds in the report, expected {}", res.rounds.size(), o.rounds);
+  const int rounds = c.rounds > 0 ? c.rounds : o.rounds;
+  if (static_cast<int>(res.rounds.size()) != rounds) {
+    res.error = fmt::format("{} committed rounds in the report, expected {}", res.rounds.size(), rounds);
     return res;
   }
   res.ok = true;
@@ -392,7 +407,8 @@ void usage() {
                "       [--full-shard-tau N] [--full-momentum F] [--full-downlink NAME]\n"
                "       [--full-adaptive-tau] [--full-priority] [--full-lr F] [--full-server-lr F]\n"
                "       [--full-model-ema F] [--full-values ternary|fp16] [--full-arg ARG]... [--fedavg-arg ARG]...\n"
-               "NAME is one of fedavg-iid, full-iid, fedavg-shard, full-shard.\n");
+               "       [--hetero [--hetero-buffer K] [--hetero-server-lr F]]\n"
+               "NAME is one of fedavg-iid, full-iid, fedavg-shard, full-shard (sync-hetero, async-hetero).\n");
 }
 
 bool parseOptions(int argc, char** argv, Options& o) {
@@ -405,6 +421,12 @@ bool parseOptions(int argc, char** argv, Options& o) {
     std::optional<std::string> v;
     if (a == "--keep") {
       o.keep = true;
+    } else if (a == "--hetero") {
+      o.hetero = true;
+    } else if (a == "--hetero-buffer" && (v = next())) {
+      o.heteroBuffer = std::atoi(v->c_str());
+    } else if (a == "--hetero-server-lr" && (v = next())) {
+      o.heteroServerLr = std::atof(v->c_str());
     } else if (a == "--full-adaptive-tau") {
       o.fullAdaptiveTau = true;
     } else if (a == "--full-priority") {
@@ -450,6 +472,50 @@ bool parseOptions(int argc, char** argv, Options& o) {
   return true;
 }
 
+// Wall seconds from the first round's start to the end of the first round at or above
+// target accuracy (NaN when none is).
+double wallToReach(const Result& r, double target) {
+  for (const Round& rd : r.rounds)
+    if (rd.accuracy && *rd.accuracy >= target) return (rd.endedMs - r.rounds.front().startedMs) / 1000.0;
+  return NAN;
+}
+
+// --hetero: sync against async FedAvg on a fleet whose client i is i + 1 times slower.
+int runHetero(const Options& o, const Options& run, const std::string& dir) {
+  const std::vector<Config> configs = {{"sync-hetero", false, "iid", "sync", true, o.rounds},
+                                       {"async-hetero", false, "iid", "async", true, 2 * o.rounds}};
+  std::vector<Result> results;
+  for (const Config& c : configs) {
+    std::fprintf(stderr, "bench-federation: %s ...\n", c.name.c_str());
+    results.push_back(runConfig(run, c, dir));
+    const Result& r = results.back();
+    if (!r.ok) std::fprintf(stderr, "  FAILED: %s\n", r.error.c_str());
+    for (const Round& rd : r.rounds)
+      std::fprintf(stderr, "    step %2d  acc %6.2f%%  ended %.1f s\n", rd.round,
+                   rd.accuracy ? *rd.accuracy * 100 : NAN, (rd.endedMs - r.rounds.front().startedMs) / 1000);
+  }
+  std::printf(
+      "Uneven fleet on 127.0.0.1: %d starling-client processes, client i slowed i + 1 times (--slowdown), FedAvg "
+      "(tau %d, fp32), IID shards;\nsync: %d rounds of all %d clients; async: every client in flight, a server step "
+      "every %d updates, server lr %g, %d steps.\n\n",
+      o.clients, o.tau, o.rounds, o.clients, o.heteroBuffer, o.heteroServerLr, 2 * o.rounds);
+  std::printf("| mode | wall s to 84%% | final accuracy | wall s, whole run |\n|---|---|---|---|\n");
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const Result& r = results[i];
+    std::printf("| %s | %s | %s | %s |\n", configs[i].mode.c_str(),
+                r.ok ? num(wallToReach(r, kTargetAcc), 1).c_str() : "FAILED",
+                r.ok ? num(r.finalAccuracy(), 2, "%").c_str() : "-", r.ok ? num(r.wallS, 1).c_str() : "-");
+  }
+  const double ratio =
+      results[0].ok && results[1].ok ? wallToReach(results[0], kTargetAcc) / wallToReach(results[1], kTargetAcc) : NAN;
+  std::printf("\ngoal (issue 20): async reaches 84%% in >= 1.5x less wall time than sync: %s\n",
+              yesNo(!std::isnan(ratio), ratio >= 1.5).c_str());
+  std::printf("\nlogs and databases: %s%s\n", dir.c_str(), o.keep ? "" : " (removed; --keep keeps them)");
+  if (!o.keep) fs::remove_all(dir);
+  std::printf("summary: hetero_async_wall_ratio=%s\n", num(ratio, 2).c_str());
+  return results[0].ok && results[1].ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -478,6 +544,7 @@ int main(int argc, char** argv) {
   run.data = dir + "/data";
   if (!inflateDataset(o.data, run.data)) return 1;
 
+  if (o.hetero) return runHetero(o, run, dir);
   const std::vector<Config> configs = {{"fedavg-iid", false, "iid"},
                                        {"full-iid", true, "iid"},
                                        {"fedavg-shard", false, "classes:2"},

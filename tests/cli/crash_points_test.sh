@@ -15,6 +15,7 @@
 # starts only with all three (so all three are there at the end): the third is late,
 # its update held and applied with the next round while it trains that one, so late
 # updates, whose verdicts come with the round that applies them, are crashed on too.
+# STARLING_CRASH_MODE=async runs it in an asynchronous mode.
 # Usage: crash_points_test.sh COORDINATOR_BIN CLIENT_BIN [DATA_DIR]
 set -u
 coord_bin=$1
@@ -32,6 +33,9 @@ rounds=$((4 * trials + 6))
 task=(--model mlp:784-16-10 --lr 0.05 --tau "$tau" --uplink topk --uplink-density 0.05 --downlink topk
   --downlink-density 0.2 --clients-per-round 2 --over-selection 1.5 --min-clients 3 --max-staleness 3
   --deadline-ms 20000 --rounds "$rounds" --max-norm-ratio 0)
+# STARLING_CRASH_MODE=async: the same under buffered asynchronous aggregation (FedBuff:
+# the three clients all in flight, a server step every 2 updates, stale ones applied).
+[ -n "${STARLING_CRASH_MODE:-}" ] && task+=(--mode "$STARLING_CRASH_MODE")
 
 # check_sums DIR DB: the invariant for every client, and no (client, round) applied twice.
 check_sums() {

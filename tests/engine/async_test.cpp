@@ -36,28 +36,10 @@ EngineConfig asyncConfig(const char* mode, uint32_t k) {
 }
 
 IncomingUpdate update(uint64_t round, uint64_t baseRound, float value) {
-  IncomingUpdate u;
-  u.round = round;
-  u.baseRound = baseRound;
-  u.examples = 100;
-  u.steps = 10;
-  u.lossStart = 1.0f;
-  u.lossEnd = 0.9f;
-  u.durationMs = 100;
-  u.delta.encoding = compression::Encoding::kDense32;
-  u.delta.count = static_cast<uint32_t>(kDim);
-  u.delta.values.assign(kDim, value);
-  u.bytesWire = kDim * 4;
-  return u;
+  return testing::update(round, baseRound, std::vector<float>(kDim, value));
 }
 
-template <typename T>
-std::vector<T> only(const std::vector<Action>& actions) {
-  std::vector<T> out;
-  for (const auto& a : actions)
-    if (const T* t = std::get_if<T>(&a)) out.push_back(*t);
-  return out;
-}
+using testing::only;
 
 std::set<std::string> assigned(const std::vector<Action>& actions) {
   std::set<std::string> ids;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "starling/coordinator/round_engine.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::coordinator::testing {
@@ -38,6 +39,38 @@ void readStateText(Part& part, const std::string& text) {
     REQUIRE(part.readState(key, in, ok));
     REQUIRE(ok);
   }
+}
+
+inline compression::Compressed dense(const std::vector<float>& v) {
+  compression::Compressed c;
+  c.encoding = compression::Encoding::kDense32;
+  c.count = static_cast<uint32_t>(v.size());
+  c.values = v;
+  return c;
+}
+
+inline IncomingUpdate update(uint64_t round, uint64_t baseRound, std::vector<float> delta, uint64_t examples = 100,
+                             uint32_t steps = 10, float loss = 1.0f) {
+  IncomingUpdate u;
+  u.round = round;
+  u.baseRound = baseRound;
+  u.examples = examples;
+  u.steps = steps;
+  u.lossStart = loss;
+  u.lossEnd = loss * 0.9f;
+  u.durationMs = 100;
+  u.delta = dense(delta);
+  u.bytesWire = delta.size() * 4;
+  return u;
+}
+
+// The actions of one kind, in order.
+template <typename T>
+std::vector<T> only(const std::vector<Action>& actions) {
+  std::vector<T> out;
+  for (const auto& a : actions)
+    if (const T* t = std::get_if<T>(&a)) out.push_back(*t);
+  return out;
 }
 
 }  // namespace starling::coordinator::testing

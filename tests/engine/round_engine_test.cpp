@@ -22,8 +22,11 @@
 
 using namespace starling;
 using namespace starling::coordinator;
+using starling::coordinator::testing::dense;
 using starling::coordinator::testing::initialModel;
 using starling::coordinator::testing::kDim;
+using starling::coordinator::testing::only;
+using starling::coordinator::testing::update;
 
 namespace {
 
@@ -36,38 +39,6 @@ EngineConfig smallConfig(uint32_t k) {
   c.tau = 10;
   c.stepBudgets = false;
   return c;
-}
-
-compression::Compressed dense(const std::vector<float>& v) {
-  compression::Compressed c;
-  c.encoding = compression::Encoding::kDense32;
-  c.count = static_cast<uint32_t>(v.size());
-  c.values = v;
-  return c;
-}
-
-IncomingUpdate update(uint64_t round, uint64_t baseRound, std::vector<float> delta, uint64_t examples = 100,
-                      uint32_t steps = 10, float loss = 1.0f) {
-  IncomingUpdate u;
-  u.round = round;
-  u.baseRound = baseRound;
-  u.examples = examples;
-  u.steps = steps;
-  u.lossStart = loss;
-  u.lossEnd = loss * 0.9f;
-  u.durationMs = 100;
-  u.delta = dense(delta);
-  u.bytesWire = delta.size() * 4;
-  return u;
-}
-
-// The actions of one kind, in order.
-template <typename T>
-std::vector<T> only(const std::vector<Action>& actions) {
-  std::vector<T> out;
-  for (const auto& a : actions)
-    if (const T* t = std::get_if<T>(&a)) out.push_back(*t);
-  return out;
 }
 
 // A client's copy of the global model, kept up to date the way starling-client does.

@@ -376,10 +376,12 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     return;
   }
   std::vector<std::string> idle = idleClients();
-  // The asynchronous modes wait for min-clients before their first server step only:
+  // The asynchronous modes wait for min-clients before the first server step of this
+  // engine (at the start, and again after a resume, when the fleet reconnects);
   // afterwards the next step's buffer opens as soon as the last one closed.
-  if (!(async() && commits_ > 0) && !selection_->due(idle.size())) return;
+  if (!(async() && asyncStarted_) && !selection_->due(idle.size())) return;
   if (async()) {
+    asyncStarted_ = true;
     openRound(nowMs);
     topUp(nowMs, out);
     return;

@@ -478,6 +478,7 @@ class RoundEngine {
   // The asynchronous modes: assignments of rounds already closed whose update has not
   // arrived (they still hold their slots), by client.
   std::map<std::string, ParticipantResult> inflight_;
+  bool asyncStarted_ = false;  // the asynchronous modes: a buffer was opened (min-clients met)
   uint64_t nextRound_ = 1;
   uint64_t commits_ = 0;
   std::map<std::string, std::unique_ptr<Client>> clients_;  // ordered: deterministic iteration

@@ -7,12 +7,8 @@
 #include <catch2/catch.hpp>
 #include <random>
 
-using starling::StatusCode;
-using starling::coordinator::CategoryCounts;
-using starling::coordinator::checkCategoryCounts;
-using starling::coordinator::mergeCategoryCounts;
-using starling::coordinator::Vocabulary;
-using starling::coordinator::VocabularyOptions;
+using namespace starling;
+using namespace starling::coordinator;
 
 namespace {
 

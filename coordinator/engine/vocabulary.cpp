@@ -27,6 +27,30 @@ Status checkCategoryCounts(const CategoryCounts& counts, const std::vector<std::
   return Status::ok();
 }
 
+Result<CategoryCounts> categoryCountsOf(const std::vector<wire::CategoryValuesMsg>& columns) {
+  CategoryCounts out;
+  for (const auto& c : columns) {
+    auto [column, fresh] = out.try_emplace(c.column);
+    if (!fresh) return Status(StatusCode::kMalformed, fmt::format("category counts: column '{}' twice", c.column));
+    for (std::size_t i = 0; i < c.values.size() && i < c.counts.size(); ++i)
+      if (!column->second.emplace(c.values[i], c.counts[i]).second)
+        return Status(StatusCode::kMalformed,
+                      fmt::format("category counts: column '{}': value '{}' twice", c.column, c.values[i]));
+  }
+  return out;
+}
+
+std::vector<wire::CategoryValuesMsg> vocabularyMessage(const Vocabulary& vocabulary) {
+  std::vector<wire::CategoryValuesMsg> out;
+  for (const auto& [name, column] : vocabulary) {
+    wire::CategoryValuesMsg m;
+    m.column = name;
+    m.values = column.values;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 Result<Vocabulary> mergeCategoryCounts(const std::map<std::string, CategoryCounts>& byClient,
                                        const VocabularyOptions& options) {
   if (byClient.empty()) return Status(StatusCode::kInvalidArgument, "no client sent category counts");

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "starling/util/status.hpp"
+#include "starling/wire/messages.hpp"
 
 namespace starling::coordinator {
 
@@ -55,5 +56,12 @@ Status checkCategoryCounts(const CategoryCounts& counts, const std::vector<std::
 // on the columns, or minCount is 0 or maxValues 0.
 Result<Vocabulary> mergeCategoryCounts(const std::map<std::string, CategoryCounts>& byClient,
                                        const VocabularyOptions& options);
+
+// The counts a FeatureStats message carries (wire categories); kMalformed when a column
+// or a value of one column appears twice.
+Result<CategoryCounts> categoryCountsOf(const std::vector<wire::CategoryValuesMsg>& columns);
+
+// The vocabulary as Welcome carries it: per column its sorted values, no counts.
+std::vector<wire::CategoryValuesMsg> vocabularyMessage(const Vocabulary& vocabulary);
 
 }  // namespace starling::coordinator

@@ -124,3 +124,21 @@ TEST_CASE("a client's counts are checked against the task's columns and its exam
     CHECK_THAT(checkCategoryCounts(c, columns, 5).message(), Catch::Contains("count 0"));
   }
 }
+
+TEST_CASE("category counts are read from FeatureStats and the vocabulary written for Welcome") {
+  std::vector<wire::CategoryValuesMsg> sent = {{"city", {"Oslo", "Bergen"}, {4, 6}}};
+  auto counts = categoryCountsOf(sent);
+  REQUIRE(counts.isOk());
+  CHECK(counts->at("city") == ValueCounts{{"Bergen", 6}, {"Oslo", 4}});
+  std::map<std::string, CategoryCounts> byClient{{"a", *counts}};
+  auto message = vocabularyMessage(mergeCategoryCounts(byClient, options(5, 256)).value());
+  REQUIRE(message.size() == 1);
+  CHECK(message[0].column == "city");
+  CHECK(message[0].values == std::vector<std::string>{"Bergen"});
+  CHECK(message[0].counts.empty());
+
+  sent.push_back(sent[0]);
+  CHECK_THAT(categoryCountsOf(sent).status().message(), Catch::Contains("column 'city' twice"));
+  sent = {{"city", {"Oslo", "Oslo"}, {1, 2}}};
+  CHECK_THAT(categoryCountsOf(sent).status().message(), Catch::Contains("value 'Oslo' twice"));
+}

@@ -119,6 +119,8 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
   std::map<std::string, uint32_t> groupIds;  // in order of first appearance
   std::vector<uint32_t> groups;
   std::vector<bool> isCategorical;  // by column
+  // Vocabulary mode: by column, the sorted values of a categorical one (else null).
+  std::vector<const std::vector<std::string>*> vocabularyOf;
   std::size_t featureDim = 0;
   bool first = true;
 
@@ -184,6 +186,27 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
                              StatusCode::kInvalidArgument);
           isCategorical[f] = true;
         }
+        if (!spec.vocabulary.empty()) {
+          vocabularyOf.assign(count, nullptr);
+          for (const auto& [name, values] : spec.vocabulary) {
+            const auto named = std::find(spec.categorical.begin(), spec.categorical.end(), name);
+            if (named == spec.categorical.end())
+              return lineError(path, cursor.number(),
+                               "the vocabulary names column " + detail::quoted(name) + ", not a categorical column",
+                               StatusCode::kInvalidArgument);
+            if (!std::is_sorted(values.begin(), values.end()))
+              return lineError(path, cursor.number(),
+                               "the vocabulary of column " + detail::quoted(name) + " is not sorted",
+                               StatusCode::kInvalidArgument);
+            vocabularyOf[static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin())] =
+                &values;
+          }
+          for (const std::string& name : spec.categorical)
+            if (!spec.vocabulary.contains(name))
+              return lineError(path, cursor.number(),
+                               "categorical column " + detail::quoted(name) + " has no vocabulary",
+                               StatusCode::kInvalidArgument);
+        }
       }
       if (!spec.groupName.empty()) {
         const auto named = std::find(header.begin(), header.end(), spec.groupName);
@@ -201,7 +224,10 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
       }
       for (std::size_t f = 0; f < count; ++f) {
         if (f == labelIndex || (groupIndex && f == *groupIndex)) continue;
-        featureDim += !isCategorical.empty() && isCategorical[f] ? spec.buckets : 1;
+        if (!vocabularyOf.empty() && vocabularyOf[f])
+          featureDim += vocabularyOf[f]->size() + 1;
+        else
+          featureDim += !isCategorical.empty() && isCategorical[f] ? spec.buckets : 1;
       }
       if (isHeader) continue;
     } else if (count != expectedFields) {
@@ -220,6 +246,15 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
     }
     for (std::size_t f = 0; f < count; ++f) {
       if (f == labelIndex || (groupIndex && f == *groupIndex)) continue;
+      if (!vocabularyOf.empty() && vocabularyOf[f]) {
+        const auto& values = *vocabularyOf[f];
+        const std::size_t at = features.size();
+        features.resize(at + values.size() + 1, 0.0f);
+        const auto found = std::lower_bound(values.begin(), values.end(), fields[f]);
+        const bool known = found != values.end() && *found == fields[f];
+        features[at + (known ? static_cast<std::size_t>(found - values.begin()) : values.size())] = 1.0f;
+        continue;
+      }
       if (!isCategorical.empty() && isCategorical[f]) {
         const std::size_t at = features.size();
         features.resize(at + spec.buckets, 0.0f);

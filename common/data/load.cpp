@@ -219,6 +219,7 @@ Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
       spec.groupName = options.groupColumn;
       spec.categorical = options.categorical;
       spec.buckets = options.categoricalBuckets;
+      spec.vocabulary = options.categoricalVocabulary;
       spec.header = options.header;
       spec.labelName = options.label;
       spec.labelIndex = -1;

@@ -2,6 +2,7 @@
 // The readers behind loadData and the loaders.hpp functions (private to data/).
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ struct CsvSpec {
   // Categorical columns by header name, each one-hot over `buckets` hashed slots.
   std::vector<std::string> categorical;
   uint32_t buckets = 16;
+  // Not empty: each categorical column one-hot over its sorted values + "other".
+  std::map<std::string, std::vector<std::string>> vocabulary;
   TaskKind task = TaskKind::kClassification;
   int numClasses = 0;
   MemoryLimit memoryLimit;

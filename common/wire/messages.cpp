@@ -88,6 +88,44 @@ Frame encode(const HelloMsg& m) {
                                               m.lastRound, m.modelChecksum));
 }
 
+namespace {
+
+std::vector<Offset<fb::CategoryValues>> categoryValues(FlatBufferBuilder& b,
+                                                       const std::vector<CategoryValuesMsg>& columns) {
+  std::vector<Offset<fb::CategoryValues>> out;
+  out.reserve(columns.size());
+  for (const auto& c : columns) {
+    const auto values = b.CreateVectorOfStrings(c.values);
+    const auto counts = c.counts.empty() ? 0 : b.CreateVector(c.counts);
+    out.push_back(fb::CreateCategoryValues(b, b.CreateString(c.column), values, counts));
+  }
+  return out;
+}
+
+// kMalformed unless every column has a name and, when withCounts, one count per value.
+Result<std::vector<CategoryValuesMsg>> parseCategoryValues(
+    const flatbuffers::Vector<Offset<fb::CategoryValues>>* columns, bool withCounts, std::string_view where) {
+  std::vector<CategoryValuesMsg> out;
+  if (!columns) return out;
+  for (const fb::CategoryValues* c : *columns) {
+    CategoryValuesMsg v;
+    if (c->column()) v.column = c->column()->str();
+    if (v.column.empty())
+      return Status(StatusCode::kMalformed, fmt::format("{}: a categorical column without a name", where));
+    if (const auto* values = c->values())
+      for (const auto* s : *values)
+        v.values.push_back(s ? s->str() : std::string());
+    if (const auto* counts = c->counts()) v.counts.assign(counts->begin(), counts->end());
+    if (withCounts ? v.counts.size() != v.values.size() : !v.counts.empty())
+      return Status(StatusCode::kMalformed, fmt::format("{}: column '{}' has {} values and {} counts", where, v.column,
+                                                        v.values.size(), v.counts.size()));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace
+
 Frame encode(const WelcomeMsg& m) {
   FlatBufferBuilder b(512 + sizeOf(m.model) + (m.featureMean.size() + m.featureStd.size()) * sizeof(double));
   Offset<fb::HyperParameters> hyper;
@@ -101,12 +139,14 @@ Frame encode(const WelcomeMsg& m) {
                                                c->uplinkTernary, c->modelMantissaBits, c->qsgdLevels, c->memoryDecay,
                                                c->memoryResetAfter);
   const auto model = optionalTensor(b, m.model);
+  const auto vocabulary = categoryValues(b, m.categoricalVocabulary);
   return finishFrame(
       b, fb::CreateWelcomeDirect(b, m.clientId.c_str(), m.task.c_str(), m.modelSpec.c_str(), hyper, comp, m.round,
                                  model, m.modelChecksum, m.heartbeatMs, m.lastAcceptedRound, m.rounds, m.initSeed,
                                  &m.heldRounds, m.acceptedRounds ? &*m.acceptedRounds : nullptr,
                                  m.featureMean.empty() ? nullptr : &m.featureMean,
-                                 m.featureStd.empty() ? nullptr : &m.featureStd, m.featureCentre));
+                                 m.featureStd.empty() ? nullptr : &m.featureStd, m.featureCentre,
+                                 vocabulary.empty() ? nullptr : &vocabulary));
 }
 
 Frame encode(const RoundAssignMsg& m) {
@@ -159,7 +199,9 @@ Frame encode(const StatsRequestMsg& m) {
 
 Frame encode(const FeatureStatsMsg& m) {
   FlatBufferBuilder b(128 + (m.count.size() + m.sum.size() + m.sumSquares.size()) * sizeof(double));
-  return finishFrame(b, fb::CreateFeatureStatsDirect(b, m.examples, &m.count, &m.sum, &m.sumSquares, m.sparse));
+  const auto categories = categoryValues(b, m.categories);
+  return finishFrame(b, fb::CreateFeatureStatsDirect(b, m.examples, &m.count, &m.sum, &m.sumSquares, m.sparse,
+                                                     categories.empty() ? nullptr : &categories));
 }
 
 // ---- parse ---------------------------------------------------------------------
@@ -212,6 +254,9 @@ Result<WelcomeMsg> parseWelcome(const Message& m) {
   if (out.featureMean.size() != out.featureStd.size())
     return Status(StatusCode::kMalformed, fmt::format("Welcome has {} feature means and {} standard deviations",
                                                       out.featureMean.size(), out.featureStd.size()));
+  auto vocabulary = parseCategoryValues(w->categorical_vocabulary(), false, "Welcome");
+  if (!vocabulary) return vocabulary.status();
+  out.categoricalVocabulary = std::move(*vocabulary);
   return out;
 }
 
@@ -302,6 +347,9 @@ Result<FeatureStatsMsg> parseFeatureStats(const Message& m) {
   if (const auto* v = f->sum()) out.sum.assign(v->begin(), v->end());
   if (const auto* v = f->sum_squares()) out.sumSquares.assign(v->begin(), v->end());
   out.sparse = f->sparse();
+  auto categories = parseCategoryValues(f->categories(), true, "FeatureStats");
+  if (!categories) return categories.status();
+  out.categories = std::move(*categories);
   return out;
 }
 

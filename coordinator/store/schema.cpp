@@ -159,10 +159,25 @@ CREATE TABLE feature_statistics (
 );
 )sql";
 
+// Version 7: the categorical vocabulary of the statistics round
+// (task.categorical-vocabulary): per categorical column its agreed values in order
+// (position 0, 1, ...) with their merged counts, so that a restarted coordinator
+// encodes over the same vocabulary instead of asking again.
+constexpr const char* kSchemaV7 = R"sql(
+CREATE TABLE categorical_vocabulary (
+  column_name TEXT NOT NULL,
+  position    INTEGER NOT NULL,
+  value       TEXT NOT NULL,
+  count       INTEGER NOT NULL,
+  PRIMARY KEY (column_name, position)
+) WITHOUT ROWID;
+)sql";
+
 // kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
 // the empty file). A new file runs every step; a file of an older version, opened for
 // writing, runs the steps past its version, all in one transaction.
-constexpr std::array<const char*, 6> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5, kSchemaV6};
+constexpr std::array<const char*, 7> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
+                                                     kSchemaV5, kSchemaV6, kSchemaV7};
 static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 }  // namespace

@@ -76,6 +76,7 @@ Status Store::Impl::prepareAll() {
   STARLING_RETURN_IF_ERROR(prepareCheckpointStatements());
   STARLING_RETURN_IF_ERROR(prepareCatchUpStatements());
   STARLING_RETURN_IF_ERROR(prepareStatisticsStatements());
+  STARLING_RETURN_IF_ERROR(prepareVocabularyStatements());
   STARLING_RETURN_IF_ERROR(prepare(&setMeta, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)"));
   return prepare(&getMeta, "SELECT value FROM meta WHERE key = ?1");
 }

@@ -139,6 +139,9 @@ struct Store::Impl {
   // statistics.cpp
   std::unique_ptr<sqlite::Statement> saveStatistics;    // null before version 6 (read as it is)
   std::unique_ptr<sqlite::Statement> selectStatistics;  // likewise
+  // vocabulary.cpp
+  std::unique_ptr<sqlite::Statement> insertVocabulary;  // null before version 7 (read as it is)
+  std::unique_ptr<sqlite::Statement> selectVocabulary;  // likewise
   // store.cpp
   std::unique_ptr<sqlite::Statement> setMeta;
   std::unique_ptr<sqlite::Statement> getMeta;
@@ -189,6 +192,7 @@ struct Store::Impl {
 
   // statistics.cpp
   Status prepareStatisticsStatements();
+  Status prepareVocabularyStatements();
 
   // catch_up_state.cpp
   Status prepareCatchUpStatements();

@@ -371,3 +371,45 @@ TEST_CASE("CSV categorical columns are one-hot over hashed buckets", "[load][csv
   CHECK_THAT(refusal(dir, "shops3.csv", "city,size,label\nParis,1,0\n", options).message(),
              Catch::Contains("the label column cannot be categorical"));
 }
+
+TEST_CASE("CSV categorical columns are one-hot over an agreed vocabulary plus an other slot",
+          "[load][csv][categorical]") {
+  TempDir dir;
+  const std::string path = dir.write("shops.csv",
+                                     "city,size,label\n"
+                                     "Paris,1.5,0\n"
+                                     "Oslo,2,1\n"
+                                     "Lima,3,1\n"
+                                     "\"Paris\",4,0\n");
+  DataOptions options;
+  options.categorical = {"city"};
+  options.categoricalVocabulary["city"] = {"Bergen", "Oslo", "Paris"};  // sorted; Lima is not in it
+  auto d = loadData(path, options);
+  REQUIRE(d.isOk());
+  REQUIRE(d->featureDim() == 3 + 1 + 1);
+  std::vector<float> rows(4 * 5);
+  d->gather(std::vector<uint32_t>{0, 1, 2, 3}, rows);
+  CHECK(rows == std::vector<float>{0, 0, 1, 0, 1.5f,  // Paris: slot 2
+                                   0, 1, 0, 0, 2,     // Oslo: slot 1
+                                   0, 0, 0, 1, 3,     // Lima: the other slot
+                                   0, 0, 1, 0, 4});
+  SECTION("an empty vocabulary leaves only the other slot") {
+    options.categoricalVocabulary["city"] = {};
+    auto e = loadData(path, options);
+    REQUIRE(e.isOk());
+    CHECK(e->featureDim() == 2);
+  }
+  SECTION("the vocabulary must cover exactly the categorical columns, sorted") {
+    options.categoricalVocabulary["size"] = {"1"};
+    CHECK_THAT(refusal(dir, "a.csv", "city,size,label\nParis,1,0\n", options).message(),
+               Catch::Contains("the vocabulary names column 'size', not a categorical column"));
+    options.categoricalVocabulary.erase("size");
+    options.categoricalVocabulary["city"] = {"Paris", "Oslo"};
+    CHECK_THAT(refusal(dir, "b.csv", "city,size,label\nParis,1,0\n", options).message(),
+               Catch::Contains("the vocabulary of column 'city' is not sorted"));
+    options.categorical = {"city", "size"};
+    options.categoricalVocabulary["city"] = {"Oslo"};
+    CHECK_THAT(refusal(dir, "c.csv", "city,size,label\nParis,1,0\n", options).message(),
+               Catch::Contains("categorical column 'size' has no vocabulary"));
+  }
+}

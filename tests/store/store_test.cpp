@@ -88,7 +88,8 @@ EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<Metric,
 }
 
 // What version 5 added: the metrics' columns of rounds.
-const std::string kBackToVersion5 = "DROP TABLE feature_statistics; ";
+const std::string kBackToVersion6 = "DROP TABLE categorical_vocabulary; ";
+const std::string kBackToVersion5 = kBackToVersion6 + "DROP TABLE feature_statistics; ";
 const std::string kBackToVersion4 =
     kBackToVersion5 +
     "ALTER TABLE rounds DROP COLUMN test_top5; ALTER TABLE rounds DROP COLUMN test_auc; ALTER TABLE rounds DROP "
@@ -133,7 +134,7 @@ TEST_CASE("a new store is empty and at the current schema version", "[store]") {
   CHECK_FALSE(store->meta("task")->has_value());
   requireOk(store->checkIntegrity());
   CHECK(fileVersion(dir.file("fresh.db")) == Store::kSchemaVersion);
-  CHECK(Store::kSchemaVersion == 6);
+  CHECK(Store::kSchemaVersion == 7);
   CHECK(hasTable(dir.file("fresh.db"), "refusals"));
   CHECK(hasTable(dir.file("fresh.db"), "checkpoint_catch_up"));
 }
@@ -280,10 +281,53 @@ TEST_CASE("a version-5 database has no statistics and is upgraded when opened fo
   }
   CHECK(fileVersion(path) == 5);
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 6);
+  CHECK(fileVersion(path) == 7);
   requireOk(store->saveFeatureStatistics(makeStatistics()));
   CHECK(**store->featureStatistics() == makeStatistics());
   CHECK(store->rounds()->size() == 1);
+}
+
+TEST_CASE("the categorical vocabulary is stored, replaced and refused when malformed", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("vocabulary.db");
+  auto store = openOrFail(path);
+  CHECK(store->categoricalVocabulary()->empty());
+  std::vector<CategoricalColumnRecord> vocabulary(2);
+  vocabulary[0].column = "city";
+  vocabulary[0].values = {"Bergen", "Oslo", "Z\u00fcrich"};
+  vocabulary[0].counts = {5, 90, 7};
+  vocabulary[1].column = "browser";  // sorted by name when read back
+  requireOk(store->saveCategoricalVocabulary(vocabulary));
+  auto got = store->categoricalVocabulary();
+  REQUIRE(got.isOk());
+  REQUIRE(got->size() == 1);  // a column with no value has no row
+  CHECK((*got)[0] == vocabulary[0]);
+  vocabulary[0].values = {"Oslo"};
+  vocabulary[0].counts = {90};
+  requireOk(store->saveCategoricalVocabulary(vocabulary));
+  CHECK((*store->categoricalVocabulary())[0] == vocabulary[0]);
+
+  vocabulary[0].values = {"Oslo", "Bergen"};
+  vocabulary[0].counts = {1, 2};
+  CHECK_THAT(store->saveCategoricalVocabulary(vocabulary).message(), Catch::Contains("not sorted and distinct"));
+  vocabulary[0].values = {"Oslo"};
+  CHECK_THAT(store->saveCategoricalVocabulary(vocabulary).message(), Catch::Contains("1 values and 2 counts"));
+  CHECK((*store->categoricalVocabulary())[0].values == std::vector<std::string>{"Oslo"});  // unchanged
+
+  SECTION("a version-6 file has none and is upgraded when opened for writing") {
+    store.reset();
+    execOrFail(path, (kBackToVersion6 + "PRAGMA user_version = 6").c_str());
+    {
+      StoreOptions ro;
+      ro.readOnly = true;
+      auto reader = openOrFail(path, ro);
+      CHECK(reader->categoricalVocabulary()->empty());
+      CHECK(reader->saveCategoricalVocabulary({}).code() == StatusCode::kUnsupported);
+    }
+    auto upgraded = openOrFail(path);
+    CHECK(fileVersion(path) == 7);
+    CHECK(upgraded->categoricalVocabulary()->empty());
+  }
 }
 
 TEST_CASE("a version-4 database is read without metrics and upgraded when opened for writing", "[store]") {
@@ -308,7 +352,7 @@ TEST_CASE("a version-4 database is read without metrics and upgraded when opened
   }
   CHECK(fileVersion(path) == 4);
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 6);
+  CHECK(fileVersion(path) == 7);
   requireOk(store->recordEvaluation(1, evaluation(0.5, {{&EvaluationRecord::auc, 0.75}})));
   CHECK((*store->rounds())[0].testAuc == 0.75);
   commitSimpleRound(*store, 2);
@@ -709,7 +753,7 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
   CHECK(version() == 1);  // reading changed nothing
   CHECK_FALSE(hasTable(path, "refusals"));
   auto store = openOrFail(path);
-  CHECK(version() == 6);
+  CHECK(version() == 7);
   CHECK(version() == Store::kSchemaVersion);
   CHECK(store->refusals()->empty());
   requireOk(store->recordRefusal(makeRefusal(4)));
@@ -760,7 +804,7 @@ TEST_CASE("a version-2 database is read as it is and upgraded when opened for wr
   CHECK_FALSE(hasTable(path, "refusals"));
 
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 6);
+  CHECK(fileVersion(path) == 7);
   CHECK(hasTable(path, "refusals"));
   // The rounds, participants and checkpoint of version 2 are all still there.
   const std::vector<RoundRecord> rounds = *store->rounds();
@@ -801,7 +845,7 @@ TEST_CASE("a version-3 database is read as it is and upgraded when opened for wr
   CHECK_FALSE(hasTable(path, "checkpoint_catch_up"));
 
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 6);
+  CHECK(fileVersion(path) == 7);
   CHECK((*store->latestCheckpoint())->catchUp.empty());  // round 1 was written without one
   commitSimpleRound(*store, 2);
   CHECK((*store->latestCheckpoint())->catchUp == makeCheckpoint(2).catchUp);
@@ -821,7 +865,7 @@ TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
   execOrFail(path, (kBackToVersion1 + "CREATE TABLE refusals (x); PRAGMA user_version = 1").c_str());
   auto store = Store::open(path);
   REQUIRE_FALSE(store.isOk());
-  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 6"));
+  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 7"));
   CHECK(fileVersion(path) == 1);
   CHECK_FALSE(hasTable(path, "checkpoint_vectors"));
 }
@@ -856,11 +900,11 @@ TEST_CASE("a file that is not a Starling database is refused", "[store]") {
     { auto store = openOrFail(path); }
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 7", nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 8", nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
     auto store = Store::open(path);
     CHECK(store.status().code() == StatusCode::kUnsupported);
-    CHECK_THAT(store.status().message(), Catch::Contains("schema version 7"));
+    CHECK_THAT(store.status().message(), Catch::Contains("schema version 8"));
   }
   SECTION("a directory that does not exist") {
     const std::string path = dir.file("no/such/dir/x.db");

@@ -267,3 +267,37 @@ TEST_CASE("the statistics round's messages and Welcome's feature scaling round-t
   CHECK(bad.status().code() == StatusCode::kMalformed);
   CHECK_THAT(bad.status().message(), Catch::Contains("2 feature means and 1 standard deviations"));
 }
+
+TEST_CASE("category counts in FeatureStats and the vocabulary in Welcome round-trip", "[wire][messages]") {
+  FeatureStatsMsg stats;
+  stats.examples = 12;
+  stats.count = {12};
+  stats.sum = {3};
+  stats.sumSquares = {5};
+  CHECK(parseFeatureStats(received(encode(stats)))->categories.empty());  // absent: an older client
+  stats.categories = {{"city", {"Bergen", "Oslo"}, {5, 7}}, {"browser", {}, {}}};
+  auto got = parseFeatureStats(received(encode(stats)));
+  REQUIRE(got.isOk());
+  REQUIRE(got->categories.size() == 2);
+  CHECK(got->categories[0].column == "city");
+  CHECK(got->categories[0].values == std::vector<std::string>{"Bergen", "Oslo"});
+  CHECK(got->categories[0].counts == std::vector<uint64_t>{5, 7});
+  CHECK(got->categories[1].column == "browser");
+  CHECK(got->categories[1].values.empty());
+  stats.categories[0].counts.pop_back();
+  CHECK_THAT(parseFeatureStats(received(encode(stats))).status().message(),
+             Catch::Contains("FeatureStats: column 'city' has 2 values and 1 counts"));
+  stats.categories = {{"", {"x"}, {1}}};
+  CHECK_THAT(parseFeatureStats(received(encode(stats))).status().message(),
+             Catch::Contains("a categorical column without a name"));
+
+  WelcomeMsg welcome;
+  welcome.task = "cities";
+  CHECK(parseWelcome(received(encode(welcome)))->categoricalVocabulary.empty());
+  welcome.categoricalVocabulary = {{"city", {"Bergen", "Oslo"}, {}}};
+  auto w = parseWelcome(received(encode(welcome)));
+  REQUIRE(w.isOk());
+  REQUIRE(w->categoricalVocabulary.size() == 1);
+  CHECK(w->categoricalVocabulary[0].column == "city");
+  CHECK(w->categoricalVocabulary[0].values == std::vector<std::string>{"Bergen", "Oslo"});
+}

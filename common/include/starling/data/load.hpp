@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,11 @@ struct DataOptions {
   // Any other non-numeric field is an error.
   std::vector<std::string> categorical;
   uint32_t categoricalBuckets = 16;
+  // Vocabulary mode (task.categorical-vocabulary): when not empty, every categorical
+  // column is one-hot over its values here (sorted, as the statistics round agreed them)
+  // plus one last "other" slot for a value not among them, instead of hashed buckets.
+  // Its keys must be exactly the categorical columns.
+  std::map<std::string, std::vector<std::string>> categoricalVocabulary;
   // The most bytes the loaded data may take in memory; 0 = what this process may still
   // allocate (availableMemory()). A file whose estimated size (its decompressed bytes)
   // exceeds it is refused before it is read, and the text formats (streamed) stop with

@@ -69,6 +69,14 @@ struct CompressionSettings {
   uint32_t memoryResetAfter = 0;
 };
 
+// One categorical column's values (wire CategoryValues): with their counts in
+// FeatureStats, without (counts empty) in Welcome's vocabulary.
+struct CategoryValuesMsg {
+  std::string column;
+  std::vector<std::string> values;
+  std::vector<uint64_t> counts;
+};
+
 // coordinator -> client: the task.
 struct WelcomeMsg {
   std::string clientId;
@@ -92,6 +100,8 @@ struct WelcomeMsg {
   std::vector<double> featureMean;
   std::vector<double> featureStd;
   bool featureCentre = true;
+  // The categorical vocabulary of the statistics round (empty: none).
+  std::vector<CategoryValuesMsg> categoricalVocabulary;
 };
 
 // coordinator -> client, before Welcome: send your FeatureStats (task.standardize).
@@ -106,6 +116,8 @@ struct FeatureStatsMsg {
   std::vector<double> sum;
   std::vector<double> sumSquares;
   bool sparse = false;  // the client's data is sparse (CSR)
+  // Per categorical column, its values and their counts (empty: none sent).
+  std::vector<CategoryValuesMsg> categories;
 };
 
 // coordinator -> client: train this round.

@@ -195,6 +195,16 @@ struct FeatureStatisticsRecord {
   bool operator==(const FeatureStatisticsRecord&) const = default;
 };
 
+// One categorical column's vocabulary from the statistics round
+// (task.categorical-vocabulary). Schema version 7 (table categorical_vocabulary).
+struct CategoricalColumnRecord {
+  std::string column;
+  std::vector<std::string> values;  // sorted, the order of the one-hot slots
+  std::vector<uint64_t> counts;     // counts[i]: the examples holding values[i]
+
+  bool operator==(const CategoricalColumnRecord&) const = default;
+};
+
 struct StoreOptions {
   // Open for reading only (the report): no schema is created, nothing is written.
   bool readOnly = false;
@@ -222,7 +232,7 @@ struct EvaluationRecord {
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of
@@ -306,6 +316,14 @@ class Store {
   // The recorded statistics round, or nullopt (none, or a file older than version 6
   // read as it is); kMalformed when the blobs do not match their checksum.
   Result<std::optional<FeatureStatisticsRecord>> featureStatistics();
+
+  // Records the categorical vocabulary, replacing any earlier one, in one transaction.
+  // kInvalidArgument when a column has no name, its values are not sorted and distinct,
+  // or values and counts differ in length.
+  Status saveCategoricalVocabulary(const std::vector<CategoricalColumnRecord>& columns);
+  // The recorded vocabulary by column name (empty: none, or a file older than version 7
+  // read as it is).
+  Result<std::vector<CategoricalColumnRecord>> categoricalVocabulary();
 
   // Small key/value settings, e.g. the daemon's task specification, so that resuming
   // with a different task is refused.

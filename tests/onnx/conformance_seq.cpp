@@ -18,8 +18,6 @@ Outcome runGru(const NodeCase& c) {
   const onnx::NodeProto& n = c.node();
   if (std::string u = unknownAttributes(n, {"hidden_size", "layout", "linear_before_reset", "direction"}); !u.empty())
     return Outcome::skip(u);
-  if (attrInt(n, "linear_before_reset", 0) != 1)
-    return Outcome::skip("linear_before_reset 0 (ONNX's default): Starling's GRU is linear_before_reset 1 (PyTorch's)");
   if (attrString(n, "direction", "forward") != "forward") return Outcome::skip("a direction other than forward");
   if (c.input(4)) return Outcome::skip("sequence_lens (Starling's sequences have all their steps)");
   if (const Tensor* h0 = c.input(5))
@@ -41,6 +39,7 @@ Outcome runGru(const NodeCase& c) {
   l.in = Shape{steps * features, 1, 1};
   l.out = Shape{hidden, 1, 1};
   l.steps = steps;
+  l.resetBefore = attrInt(n, "linear_before_reset", 0) == 0;  // gru:lbr0:
   l.weightOffset = 0;
   std::vector<float> params = w->values;
   params.insert(params.end(), r->values.begin(), r->values.end());

@@ -91,7 +91,7 @@ TEST_CASE("onnx: PyTorch's GRU and embedding-bag exports import to the same func
       CHECK(largestDifference(m.forwardSparse(sparse), r.ref) <= 1e-5f);
     }
   }
-  CHECK(cases == 8);
+  CHECK(cases == 9);
 }
 
 TEST_CASE("onnx: unsupported GRU attributes and selections are refused by name", "[onnx][seq][python]") {

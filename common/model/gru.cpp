@@ -5,8 +5,11 @@
 //   r = sigmoid(W_r x_t + Wb_r + R_r h_{t-1} + Rb_r)
 //   n = tanh(W_h x_t + Wb_h + r * (R_h h_{t-1} + Rb_h))
 //   h_t = (1 - z) * n + z * h_{t-1}
-// the equations of ONNX's GRU with linear_before_reset = 1 (which is PyTorch's GRU), and
-// the layer's output is h_{T-1}. Batches are column-major (hidden x batch), as in
+// the equations of ONNX's GRU with linear_before_reset = 1 (which is PyTorch's GRU). With
+// Layer::resetBefore (spec marker "lbr0:", ONNX's linear_before_reset = 0) the reset gate
+// scales h before R_h:
+//   n = tanh(W_h x_t + Wb_h + R_h (r * h_{t-1}) + Rb_h)
+// The layer's output is h_{T-1}. Batches are column-major (hidden x batch), as in
 // layers.cpp.
 #include <Eigen/Core>
 
@@ -22,7 +25,8 @@ using Vec = Eigen::Matrix<float, Eigen::Dynamic, 1>;
 struct GruShape {
   int steps, features, hidden;
   explicit GruShape(const Layer& l) : steps(l.steps), features(l.in.c / l.steps), hidden(l.out.c) {}
-  // One step's record in the cache: z, r, n (3H x batch), R_h h + Rb_h (H x batch), h_t.
+  // One step's record in the cache: z, r, n (3H x batch), n's recurrent term (R_h h + Rb_h,
+  // or R_h (r * h) + Rb_h with resetBefore; H x batch), h_t.
   std::size_t stepFloats(int batch) const { return static_cast<std::size_t>(5) * hidden * batch; }
 };
 
@@ -47,11 +51,20 @@ void runSequence(const Layer& l, const float* params, const float* x, float* y, 
   for (int t = 0; t < s.steps; ++t) {
     gx.noalias() = w * xs.middleRows(static_cast<Eigen::Index>(t) * s.features, s.features);
     gx.colwise() += bw;
-    gh.noalias() = r * h;
-    gh.colwise() += br;
+    const Eigen::Index rows = l.resetBefore ? 2 * hh : h3;  // the rows R multiplies by h itself
+    gh.topRows(rows).noalias() = r.topRows(rows) * h;
+    gh.topRows(rows).colwise() += br.head(rows);
     const Eigen::ArrayXXf z = sigmoid(gx.topRows(hh).array() + gh.topRows(hh).array());
     const Eigen::ArrayXXf rg = sigmoid(gx.middleRows(hh, hh).array() + gh.middleRows(hh, hh).array());
-    const Eigen::ArrayXXf nn = (gx.bottomRows(hh).array() + rg * gh.bottomRows(hh).array()).tanh();
+    Eigen::ArrayXXf pre = gx.bottomRows(hh).array();
+    if (l.resetBefore) {
+      gh.bottomRows(hh).noalias() = r.bottomRows(hh) * (rg * h.array()).matrix();
+      gh.bottomRows(hh).colwise() += br.tail(hh);
+      pre += gh.bottomRows(hh).array();
+    } else {
+      pre += rg * gh.bottomRows(hh).array();
+    }
+    const Eigen::ArrayXXf nn = pre.tanh();
     h = ((1.0f - z) * nn + z * h.array()).matrix();
     if (cache != nullptr) {
       float* c = cache + s.stepFloats(n) * t;
@@ -117,12 +130,24 @@ void gruBackward(const Layer& l, const float* params, const float* x, const floa
     const auto nn = gates.bottomRows(hh).array();
     const Eigen::ArrayXXf dn = dh.array() * (1.0f - z) * (1.0f - nn.square());  // at n's pre-activation
     dgx.topRows(hh) = (dh.array() * (hprev.array() - nn) * z * (1.0f - z)).matrix();
-    dgx.middleRows(hh, hh) = (dn * ghn.array() * rg * (1.0f - rg)).matrix();
     dgx.bottomRows(hh) = dn.matrix();
+    ColMat drh;  // resetBefore: the gradient at r * h_{t-1}
+    if (l.resetBefore) {
+      drh.noalias() = r.bottomRows(hh).transpose() * dn.matrix();
+      dgx.middleRows(hh, hh) = (drh.array() * hprev.array() * rg * (1.0f - rg)).matrix();
+      dgh.bottomRows(hh) = dn.matrix();
+    } else {
+      dgx.middleRows(hh, hh) = (dn * ghn.array() * rg * (1.0f - rg)).matrix();
+      dgh.bottomRows(hh) = (dn * rg).matrix();
+    }
     dgh.topRows(2 * hh) = dgx.topRows(2 * hh);
-    dgh.bottomRows(hh) = (dn * rg).matrix();
     dw.noalias() += dgx * xs.middleRows(static_cast<Eigen::Index>(t) * s.features, s.features).transpose();
-    dr.noalias() += dgh * hprev.transpose();
+    if (l.resetBefore) {
+      dr.topRows(2 * hh).noalias() += dgh.topRows(2 * hh) * hprev.transpose();
+      dr.bottomRows(hh).noalias() += dn.matrix() * (rg * hprev.array()).matrix().transpose();
+    } else {
+      dr.noalias() += dgh * hprev.transpose();
+    }
     addColumns(dgx, dbw);
     addColumns(dgh, dbr);
     if (dx != nullptr) {
@@ -130,7 +155,12 @@ void gruBackward(const Layer& l, const float* params, const float* x, const floa
       dxs.middleRows(static_cast<Eigen::Index>(t) * s.features, s.features).noalias() = w.transpose() * dgx;
     }
     dh = (dh.array() * z).matrix();
-    dh.noalias() += r.transpose() * dgh;
+    if (l.resetBefore) {
+      dh.noalias() += r.topRows(2 * hh).transpose() * dgh.topRows(2 * hh);
+      dh += (rg * drh.array()).matrix();
+    } else {
+      dh.noalias() += r.transpose() * dgh;
+    }
   }
 }
 

@@ -80,6 +80,7 @@ struct Layer {
   std::size_t varOffset = 0;    // their gradient is 0)
   std::size_t statsOffset = 0;  // kBatchNorm: its 2 x channels floats in Network::batchStats
   int steps = 0;                // kGru: time steps
+  bool resetBefore = false;     // kGru: the reset gate scales h before R_h (gru.cpp)
   bool mean = false;            // kEmbedBag: the mean of the rows rather than their sum
 };
 

@@ -91,9 +91,10 @@ class Builder {
 
   // The GRU of gru specs over `steps` steps of the current input: W, R, B as ONNX
   // stores them (network.hpp).
-  void gru(int steps, int hidden) {
+  void gru(int steps, int hidden, bool resetBefore) {
     Layer l;
     l.kind = LayerKind::kGru;
+    l.resetBefore = resetBefore;
     l.in = current_;
     l.out = Shape{hidden, 1, 1};
     l.steps = steps;
@@ -273,9 +274,15 @@ std::size_t meanPrefix(std::string_view kind, std::string_view rest) {
   return kind == "embedbag" && rest.substr(0, 5) == "mean:" ? 5 : 0;
 }
 
-// gru:<T>x<F>-<H>(-<width>)*-<outputs>: the GRU's last hidden state feeds dense layers
-// with ReLU between them, as in mlp.
-Status parseGru(std::string_view spec, const std::vector<std::string_view>& tokens, Network& net) {
+// "lbr0:" at the start of a gru's layers (the reset gate applied before R_h): its length
+// (0 when absent).
+std::size_t lbr0Prefix(std::string_view kind, std::string_view rest) {
+  return kind == "gru" && rest.substr(0, 5) == "lbr0:" ? 5 : 0;
+}
+
+// gru:(lbr0:)<T>x<F>-<H>(-<width>)*-<outputs>: the GRU's last hidden state feeds dense
+// layers with ReLU between them, as in mlp.
+Status parseGru(std::string_view spec, const std::vector<std::string_view>& tokens, bool resetBefore, Network& net) {
   if (tokens.size() < 3)
     return bad(spec,
                "'gru' needs steps x features, hidden units and outputs: gru:<T>x<F>-<H>-...-<outputs>, e.g. "
@@ -294,7 +301,7 @@ Status parseGru(std::string_view spec, const std::vector<std::string_view>& toke
     long n = number(tokens[i]);
     if (n < 0) return bad(spec, "layer '" + std::string(tokens[i]) + "' is not a positive width");
     if (i == 1)
-      b.gru(static_cast<int>(steps), static_cast<int>(n));
+      b.gru(static_cast<int>(steps), static_cast<int>(n), resetBefore);
     else
       b.dense(static_cast<int>(n), i != last ? LayerKind::kRelu : LayerKind::kDense);
   }
@@ -479,6 +486,8 @@ Result<Network> parseSpec(std::string_view spec) {
   LayerKind act = LayerKind::kRelu;
   const bool mean = meanPrefix(kind, rest) > 0;
   rest.remove_prefix(meanPrefix(kind, rest));
+  const bool resetBefore = lbr0Prefix(kind, rest) > 0;
+  rest.remove_prefix(lbr0Prefix(kind, rest));
   if (kind == "mlp" || kind == "embedbag") {
     auto [a, skip] = activationPrefix(rest);
     act = a;
@@ -511,7 +520,7 @@ Result<Network> parseSpec(std::string_view spec) {
         b.dense(static_cast<int>(n), i != last ? act : LayerKind::kDense);
     }
   } else if (kind == "gru") {
-    STARLING_RETURN_IF_ERROR(parseGru(spec, tokens, net));
+    STARLING_RETURN_IF_ERROR(parseGru(spec, tokens, resetBefore, net));
   } else if (kind == "mlp" || kind == "linear") {
     if (kind == "linear" && tokens.size() != 2)
       return bad(spec, "'linear' is one dense layer: linear:<inputs>-<outputs>, e.g. linear:784-10");
@@ -549,6 +558,7 @@ Result<Network> parseSpec(std::string_view spec) {
   // Canonical: without "relu:" (the default) and "/ce"; huber's delta in shortest form.
   std::string canonical = std::string(kind) + ":";
   if (mean) canonical += "mean:";
+  if (resetBefore) canonical += "lbr0:";
   if (act == LayerKind::kTanh) canonical += "tanh:";
   if (act == LayerKind::kSigmoid) canonical += "sigmoid:";
   net.spec = canonical + (kind == "cnn" ? cnnBody : std::string(rest)) + suffix;

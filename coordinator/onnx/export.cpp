@@ -159,6 +159,8 @@ void intsAttribute(onnx::NodeProto* n, const std::string& name, std::initializer
 Status sequenceGraph(onnx::GraphProto& g, GraphWriter& w, const std::string& kind, std::string rest) {
   const bool mean = rest.starts_with("mean:");
   if (mean) rest = rest.substr(5);
+  const bool resetBefore = rest.starts_with("lbr0:");  // gru:lbr0: is linear_before_reset 0
+  if (resetBefore) rest = rest.substr(5);
   std::string act = "Relu";
   if (rest.starts_with("tanh:")) act = "Tanh", rest = rest.substr(5);
   if (rest.starts_with("sigmoid:")) act = "Sigmoid", rest = rest.substr(8);
@@ -179,7 +181,7 @@ Status sequenceGraph(onnx::GraphProto& g, GraphWriter& w, const std::string& kin
       STARLING_RETURN_IF_ERROR(w.initializer(t));
     onnx::NodeProto* n = addNode(g, "GRU", "gru", {w.current_, "gru.W", "gru.R", "gru.B"}, {"", "gru_h"});
     intAttribute(n, "hidden_size", std::stoll(tokens[1]));
-    intAttribute(n, "linear_before_reset", 1);
+    intAttribute(n, "linear_before_reset", resetBefore ? 0 : 1);
     w.current_ = "gru_h";
     w.node("Transpose", "gru_batch_first");
     w.ints("perm", {1, 0, 2});

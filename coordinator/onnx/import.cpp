@@ -212,6 +212,7 @@ struct Stage {
   std::vector<float> w, b, mean, var;
   bool biasSet = false;
   bool fromMatMul = false;
+  bool resetBefore = false;  // kGru: linear_before_reset 0 (gru:lbr0:)
 };
 
 constexpr const char* kNotSupported =
@@ -1217,10 +1218,9 @@ Status Importer::gru(const onnx::NodeProto& node, const std::string& where, cons
   const std::string direction = attr(node, "direction") ? attr(node, "direction")->s() : "forward";
   if (direction != "forward")
     return unsupported(where, "direction '" + direction + "' is not supported (only forward)");
-  if (attrInt(node, "linear_before_reset", 0) != 1)
-    return unsupported(where,
-                       "linear_before_reset 0 is not supported: Starling's GRU applies the reset gate to the "
-                       "recurrent product with its bias (linear_before_reset 1, as PyTorch's GRU)");
+  const int64_t linearBeforeReset = attrInt(node, "linear_before_reset", 0);
+  if (linearBeforeReset != 0 && linearBeforeReset != 1)
+    return unsupported(where, "linear_before_reset " + std::to_string(linearBeforeReset) + " is invalid (0 or 1)");
   if (const auto* a = attr(node, "activations")) {
     std::vector<std::string> acts(a->strings().begin(), a->strings().end());
     if (acts != std::vector<std::string>{"Sigmoid", "Tanh"})
@@ -1255,6 +1255,7 @@ Status Importer::gru(const onnx::NodeProto& node, const std::string& where, cons
   s.w = w->f;
   s.w.insert(s.w.end(), r->f.begin(), r->f.end());
   s.b = b ? b->f : std::vector<float>(static_cast<std::size_t>(6 * hidden), 0.0f);
+  s.resetBefore = linearBeforeReset == 0;
   stages_.push_back(std::move(s));
   seqSteps_ = static_cast<int>(steps);
   seqFeatures_ = static_cast<int>(features);
@@ -1315,7 +1316,8 @@ Result<std::string> Importer::sequenceBody(const std::vector<Stage>& st, Importe
   std::size_t i = 1;
   std::optional<StageKind> act;
   if (first.kind == StageKind::kGru) {
-    body = "gru:" + std::to_string(first.k) + "x" + std::to_string(first.in) + "-" + std::to_string(first.out);
+    body = std::string(first.resetBefore ? "gru:lbr0:" : "gru:") + std::to_string(first.k) + "x" +
+           std::to_string(first.in) + "-" + std::to_string(first.out);
     r.inputDim = static_cast<std::size_t>(first.k) * first.in;
     act = StageKind::kRelu;
   } else {

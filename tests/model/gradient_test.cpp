@@ -101,6 +101,7 @@ TEST_CASE("every layer's gradient matches finite differences", "[model][gradient
       {"standalone sigmoid and tanh", "cnn:2x5x5-c3k2l-sg-f4-t-4"},
       {"gru, backward through time", "gru:4x3-5-3"},
       {"gru + a hidden dense", "gru:3x2-4-6-3"},
+      {"gru with the reset before R_h", "gru:lbr0:4x3-5-3"},
   };
   for (const Case& c : cases) {
     for (bool weighted : {false, true}) {

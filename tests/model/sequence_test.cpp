@@ -55,6 +55,9 @@ TEST_CASE("gru specs: layout, canonical form and refusals", "[model][gru][spec]"
   CHECK(t[3].name == "dense0.weight");
   CHECK(t[3].shape == std::vector<int>{16, 32});
   CHECK(Model::fromSpec("gru:10x2-4-1/mse")->spec() == "gru:10x2-4-1/mse");
+  CHECK(Model::fromSpec("gru:lbr0:10x2-4-1/mse")->spec() == "gru:lbr0:10x2-4-1/mse");
+  CHECK(Model::fromSpec("gru:lbr0:50x6-32-16-4")->numParams() == m->numParams());
+  CHECK_FALSE(Model::fromSpec("mlp:lbr0:10-2").isOk());
   for (const char* bad :
        {"gru:20-8-2", "gru:4x3-2", "gru:4x0-8-2", "gru:4x3x2-8-2", "gru:relu:4x3-8-2", "gru:4x3-8-x-2"}) {
     INFO(bad);
@@ -78,10 +81,13 @@ TEST_CASE("the GRU's outputs and gradients match torch.nn.GRU", "[model][gru][to
   struct Case {
     int t, f, h;
     std::vector<int> widths;
+    bool lbr0;  // gru:lbr0: against the reference's own ONNX-equation GRU
   };
-  const Case cases[] = {{5, 3, 4, {3}}, {7, 2, 6, {5, 4}}, {1, 4, 3, {2}}};
+  const Case cases[] = {{5, 3, 4, {3}, false}, {7, 2, 6, {5, 4}, false}, {1, 4, 3, {2}, false},
+                        {5, 3, 4, {3}, true},  {7, 2, 6, {5, 4}, true},  {1, 4, 3, {2}, true}};
   for (const Case& c : cases) {
-    std::string spec = "gru:" + std::to_string(c.t) + "x" + std::to_string(c.f) + "-" + std::to_string(c.h);
+    std::string spec = std::string(c.lbr0 ? "gru:lbr0:" : "gru:") + std::to_string(c.t) + "x" + std::to_string(c.f) +
+                       "-" + std::to_string(c.h);
     for (int w : c.widths)
       spec += "-" + std::to_string(w);
     DYNAMIC_SECTION(spec) {
@@ -110,8 +116,9 @@ TEST_CASE("the GRU's outputs and gradients match torch.nn.GRU", "[model][gru][to
       writeFloats(dir / "params.bin", std::vector<float>(m.params().begin(), m.params().end()));
       writeFloats(dir / "x.bin", x);
       writeFloats(dir / "y.bin", y);
-      std::string cmd = "/usr/bin/python3 " + std::string(STARLING_GRU_REFERENCE) + " " + dir.string() + " " +
-                        std::to_string(c.t) + " " + std::to_string(c.f) + " " + std::to_string(c.h);
+      std::string cmd = "/usr/bin/python3 " + std::string(STARLING_GRU_REFERENCE) + (c.lbr0 ? " lbr0 " : " ") +
+                        dir.string() + " " + std::to_string(c.t) + " " + std::to_string(c.f) + " " +
+                        std::to_string(c.h);
       for (int w : c.widths)
         cmd += " " + std::to_string(w);
       REQUIRE(std::system(cmd.c_str()) == 0);

@@ -13,20 +13,20 @@ using model::detail::LayerKind;
 using model::detail::Shape;
 
 // GRU: Starling's kGru on X [T, N, F] (layout 0) or [N, T, F] (layout 1); the output
-// compared is Y_h, the last hidden state.
+// compared is the graph's first: Y_h, the last hidden state, or Y, every step's.
 Outcome runGru(const NodeCase& c) {
   const onnx::NodeProto& n = c.node();
   if (std::string u = unknownAttributes(n, {"hidden_size", "layout", "linear_before_reset", "direction"}); !u.empty())
     return Outcome::skip(u);
-  if (attrInt(n, "linear_before_reset", 0) != 1)
-    return Outcome::skip("linear_before_reset 0 (ONNX's default): Starling's GRU is linear_before_reset 1 (PyTorch's)");
   if (attrString(n, "direction", "forward") != "forward") return Outcome::skip("a direction other than forward");
   if (c.input(4)) return Outcome::skip("sequence_lens (Starling's sequences have all their steps)");
   if (const Tensor* h0 = c.input(5))
     for (float v : h0->values)
       if (v != 0.0f) return Outcome::skip("a non-zero initial_h");
-  if (n.output_size() < 2 || n.output(1).empty() || c.model.graph().output(0).name() != n.output(1))
-    return Outcome::skip("the expected output is Y (every step); Starling's GRU gives Y_h, the last step");
+  const std::string& expected = c.model.graph().output(0).name();
+  const bool wantY = n.output_size() > 0 && n.output(0) == expected;  // else Y_h
+  if (!wantY && (n.output_size() < 2 || n.output(1) != expected))
+    return Outcome::skip("the expected output is neither Y nor Y_h");
   const Tensor* x = c.input(0);
   const Tensor* w = c.input(1);
   const Tensor* r = c.input(2);
@@ -41,6 +41,7 @@ Outcome runGru(const NodeCase& c) {
   l.in = Shape{steps * features, 1, 1};
   l.out = Shape{hidden, 1, 1};
   l.steps = steps;
+  l.resetBefore = attrInt(n, "linear_before_reset", 0) == 0;  // gru:lbr0:
   l.weightOffset = 0;
   std::vector<float> params = w->values;
   params.insert(params.end(), r->values.begin(), r->values.end());
@@ -59,8 +60,32 @@ Outcome runGru(const NodeCase& c) {
         examples[(static_cast<std::size_t>(i) * steps + t) * features + f] = x->values[from];
       }
   Tensor y;
-  y.dims = batchFirst ? std::vector<int64_t>{batch, 1, hidden} : std::vector<int64_t>{1, batch, hidden};
-  y.values = runLayer(l, params, examples, batch);
+  if (!wantY) {
+    y.dims = batchFirst ? std::vector<int64_t>{batch, 1, hidden} : std::vector<int64_t>{1, batch, hidden};
+    y.values = runLayer(l, params, examples, batch);
+    return Outcome::output(std::move(y));
+  }
+  // Y, every step: step t's hidden state is the last state of the layer run over the
+  // first t + 1 steps of each example.
+  y.dims = batchFirst ? std::vector<int64_t>{batch, steps, 1, hidden} : std::vector<int64_t>{steps, 1, batch, hidden};
+  y.values.resize(static_cast<std::size_t>(steps) * batch * hidden);
+  for (int t = 0; t < steps; ++t) {
+    Layer prefix = l;
+    prefix.steps = t + 1;
+    prefix.in = Shape{(t + 1) * features, 1, 1};
+    std::vector<float> part;
+    for (int i = 0; i < batch; ++i) {
+      const auto from = examples.begin() + static_cast<std::ptrdiff_t>(i) * steps * features;
+      part.insert(part.end(), from, from + static_cast<std::ptrdiff_t>(t + 1) * features);
+    }
+    const std::vector<float> h = runLayer(prefix, params, part, batch);
+    for (int i = 0; i < batch; ++i)
+      for (int k = 0; k < hidden; ++k) {
+        const std::size_t to = batchFirst ? (static_cast<std::size_t>(i) * steps + t) * hidden + k
+                                          : (static_cast<std::size_t>(t) * batch + i) * hidden + k;
+        y.values[to] = h[static_cast<std::size_t>(i) * hidden + k];
+      }
+  }
   return Outcome::output(std::move(y));
 }
 

@@ -237,25 +237,28 @@ def make(out):
         ("gru_slice", {}, [helper.make_node("Slice", ["Y", "minus1", "big", "axes0"], ["Y1"], name="slice"),
                            helper.make_node("Squeeze", ["Y1", "axes01"], ["last"], name="squeeze")]),
         ("gru_layout1", {"layout": 1}, [helper.make_node("Squeeze", ["Y_h", "axes1"], ["last"], name="squeeze")]),
+        # linear_before_reset 0 (ONNX's default) imports as gru:lbr0:.
+        ("gru_reset_before", {"linear_before_reset": 0},
+         [helper.make_node("Squeeze", ["Y_h", "axes0"], ["last"], name="squeeze")]),
     ]
     for name, attrs, select in graphs:
-        model = gru_graph(out, name, dict(attrs, linear_before_reset=1), select)
+        attrs = dict({"linear_before_reset": 1}, **attrs)
+        model = gru_graph(out, name, attrs, select)
         batch = 4
         x = rng.standard_normal((batch, 5, 2)).astype(np.float32)
         y = softmax(onnx_models.evaluate(model, x if attrs.get("layout") else x.transpose(1, 0, 2)))
         x.tofile(f"{out}/{name}.x.bin")
         y.astype(np.float32).tofile(f"{out}/{name}.ref.bin")
-        lines.append(f"{name} {batch} gru:5x2-3-2\n")
+        marker = "lbr0:" if attrs["linear_before_reset"] == 0 else ""
+        lines.append(f"{name} {batch} gru:{marker}5x2-3-2\n")
     # Refused.
-    squeeze = [helper.make_node("Squeeze", ["Y_h", "axes0"], ["last"], name="squeeze")]
-    gru_graph(out, "gru_reset_before", {"linear_before_reset": 0}, squeeze)
     zero = helper.make_node("Constant", [], ["zero"], name="c0", value=numpy_helper.from_array(np.array(0, np.int64)))
     gru_graph(out, "gru_bidirectional", {"linear_before_reset": 1, "direction": "bidirectional"},
               [zero, helper.make_node("Gather", ["Y_h", "zero"], ["last"], name="forward_direction", axis=0)], 2)
     first = [zero, helper.make_node("Gather", ["Y", "zero"], ["Y0"], name="first_step", axis=0),
              helper.make_node("Squeeze", ["Y0", "axes0"], ["last"], name="squeeze")]
     gru_graph(out, "gru_first_step", {"linear_before_reset": 1}, first)
-    lines += ["gru_reset_before 1 -\n", "gru_bidirectional 1 -\n", "gru_first_step 1 -\n"]
+    lines += ["gru_bidirectional 1 -\n", "gru_first_step 1 -\n"]
     with open(f"{out}/seq_manifest.txt", "w") as f:
         f.writelines(lines)
 

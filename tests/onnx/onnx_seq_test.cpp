@@ -91,7 +91,7 @@ TEST_CASE("onnx: PyTorch's GRU and embedding-bag exports import to the same func
       CHECK(largestDifference(m.forwardSparse(sparse), r.ref) <= 1e-5f);
     }
   }
-  CHECK(cases == 8);
+  CHECK(cases == 9);
 }
 
 TEST_CASE("onnx: unsupported GRU attributes and selections are refused by name", "[onnx][seq][python]") {
@@ -107,7 +107,6 @@ TEST_CASE("onnx: unsupported GRU attributes and selections are refused by name",
     std::printf("onnx refuses %-18s %s\n", name.c_str(), r.status().message().c_str());
     return r.status().message();
   };
-  CHECK_THAT(refusal("gru_reset_before"), Catch::Contains("node 'gru0' (GRU): linear_before_reset 0 is not supported"));
   CHECK_THAT(refusal("gru_bidirectional"),
              Catch::Contains("node 'gru0' (GRU): direction 'bidirectional' is not supported (only forward)"));
   CHECK_THAT(refusal("gru_first_step"),
@@ -121,8 +120,8 @@ TEST_CASE("onnx: exported gru and embedbag graphs compute what Starling computes
   }
   const fs::path dir = fs::temp_directory_path() / ("starling-onnx-seq-export-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  for (const char* spec :
-       {"gru:6x3-5-4", "gru:4x2-3-6-1/mse", "embedbag:40-5-3", "embedbag:mean:sigmoid:40-4-5-1/logistic"}) {
+  for (const char* spec : {"gru:6x3-5-4", "gru:lbr0:6x3-5-4", "gru:4x2-3-6-1/mse", "embedbag:40-5-3",
+                           "embedbag:mean:sigmoid:40-4-5-1/logistic"}) {
     INFO(spec);
     auto m = model::Model::fromSpec(spec);
     REQUIRE(m);

@@ -149,6 +149,7 @@ const char* kRoundTripSpecs[] = {
     // Sequences and embedding bags (the python3-onnx evaluation of these is in onnx_seq_test.cpp).
     "gru:5x3-4-2",
     "gru:6x2-5-7-1/mse",
+    "gru:lbr0:5x3-4-2",
     "embedbag:30-4-3",
     "embedbag:mean:tanh:30-4-6-1/logistic",
 };

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "starling/data/loaders.hpp"
@@ -119,8 +120,11 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
   std::map<std::string, uint32_t> groupIds;  // in order of first appearance
   std::vector<uint32_t> groups;
   std::vector<bool> isCategorical;  // by column
-  // Vocabulary mode: by column, the sorted values of a categorical one (else null).
-  std::vector<const std::vector<std::string>*> vocabularyOf;
+  // The categorical columns' values: by file column, its index among them; per one, a
+  // dictionary of its values (value -> code, in order of first appearance).
+  std::map<std::size_t, std::size_t> categoryOf;
+  std::vector<std::unordered_map<std::string, uint32_t>> codeOf;
+  CategoryColumns cats;
   std::size_t featureDim = 0;
   bool first = true;
 
@@ -186,27 +190,6 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
                              StatusCode::kInvalidArgument);
           isCategorical[f] = true;
         }
-        if (!spec.vocabulary.empty()) {
-          vocabularyOf.assign(count, nullptr);
-          for (const auto& [name, values] : spec.vocabulary) {
-            const auto named = std::find(spec.categorical.begin(), spec.categorical.end(), name);
-            if (named == spec.categorical.end())
-              return lineError(path, cursor.number(),
-                               "the vocabulary names column " + detail::quoted(name) + ", not a categorical column",
-                               StatusCode::kInvalidArgument);
-            if (!std::is_sorted(values.begin(), values.end()))
-              return lineError(path, cursor.number(),
-                               "the vocabulary of column " + detail::quoted(name) + " is not sorted",
-                               StatusCode::kInvalidArgument);
-            vocabularyOf[static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin())] =
-                &values;
-          }
-          for (const std::string& name : spec.categorical)
-            if (!spec.vocabulary.contains(name))
-              return lineError(path, cursor.number(),
-                               "categorical column " + detail::quoted(name) + " has no vocabulary",
-                               StatusCode::kInvalidArgument);
-        }
       }
       if (!spec.groupName.empty()) {
         const auto named = std::find(header.begin(), header.end(), spec.groupName);
@@ -224,18 +207,26 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
       }
       for (std::size_t f = 0; f < count; ++f) {
         if (f == labelIndex || (groupIndex && f == *groupIndex)) continue;
-        if (!vocabularyOf.empty() && vocabularyOf[f])
-          featureDim += vocabularyOf[f]->size() + 1;
-        else
-          featureDim += !isCategorical.empty() && isCategorical[f] ? spec.buckets : 1;
+        if (!isCategorical.empty() && isCategorical[f]) {
+          categoryOf[f] = cats.names.size();
+          cats.names.push_back(header[f]);
+          cats.offsets.push_back(featureDim);
+          featureDim += spec.buckets;
+        } else {
+          featureDim += 1;
+        }
       }
+      cats.width = spec.buckets;
+      cats.values.resize(cats.names.size());
+      codeOf.resize(cats.names.size());
       if (isHeader) continue;
     } else if (count != expectedFields) {
       return lineError(path, cursor.number(),
                        "expected " + std::to_string(expectedFields) + " fields, found " + std::to_string(count));
     }
 
-    if (const std::size_t held = (features.size() + featureDim + 2) * sizeof(float); held > spec.memoryLimit.bytes)
+    if (const std::size_t held = (features.size() + featureDim + 2 + cats.codes.size()) * sizeof(float);
+        held > spec.memoryLimit.bytes)
       return overMemoryLimit(path + ":" + std::to_string(cursor.number()), held, spec.memoryLimit);
     if (Status s = labels.addText(fields[labelIndex]); !s) {
       return lineError(path, cursor.number(), "field " + std::to_string(labelIndex + 1) + ": " + s.message());
@@ -246,19 +237,15 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
     }
     for (std::size_t f = 0; f < count; ++f) {
       if (f == labelIndex || (groupIndex && f == *groupIndex)) continue;
-      if (!vocabularyOf.empty() && vocabularyOf[f]) {
-        const auto& values = *vocabularyOf[f];
-        const std::size_t at = features.size();
-        features.resize(at + values.size() + 1, 0.0f);
-        const auto found = std::lower_bound(values.begin(), values.end(), fields[f]);
-        const bool known = found != values.end() && *found == fields[f];
-        features[at + (known ? static_cast<std::size_t>(found - values.begin()) : values.size())] = 1.0f;
-        continue;
-      }
       if (!isCategorical.empty() && isCategorical[f]) {
         const std::size_t at = features.size();
         features.resize(at + spec.buckets, 0.0f);
         features[at + fnv1a(fields[f]) % spec.buckets] = 1.0f;
+        // The value itself, by code, for a vocabulary agreed later (data/categories.hpp).
+        const std::size_t c = categoryOf[f];
+        const auto [it, added] = codeOf[c].emplace(fields[f], static_cast<uint32_t>(cats.values[c].size()));
+        if (added) cats.values[c].push_back(fields[f]);
+        cats.codes.push_back(it->second);
         continue;
       }
       const auto value = parseFloat(fields[f]);
@@ -282,6 +269,7 @@ Result<Dataset> readCsv(const std::string& path, const CsvSpec& spec) {
   if (labels.size() == 0) return Status(StatusCode::kMalformed, path + ": no data rows");
   auto built = labels.build(std::move(features), featureDim, {}, path);
   if (built && groupIndex) STARLING_RETURN_IF_ERROR(built->withGroups(std::move(groups)));
+  if (built && !cats.empty()) STARLING_RETURN_IF_ERROR(built->withCategories(std::move(cats)).withContext(path));
   return built;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 
 namespace starling::data {
@@ -195,6 +196,32 @@ Status Dataset::withGroups(std::vector<uint32_t> groups) {
   return Status::ok();
 }
 
+Status Dataset::withCategories(CategoryColumns c) {
+  auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, "categorical columns: " + m); };
+  const std::size_t columns = c.names.size();
+  if (columns == 0) {
+    categories_ = CategoryColumns{};
+    return Status::ok();
+  }
+  if (sparse_ || !bytes_.empty()) return bad("need dense float features");
+  if (c.offsets.size() != columns || c.values.size() != columns)
+    return bad(std::to_string(columns) + " names, " + std::to_string(c.offsets.size()) + " offsets and " +
+               std::to_string(c.values.size()) + " value lists");
+  if (c.width == 0) return bad("a width of 0 slots");
+  for (std::size_t k = 0; k < columns; ++k)
+    if (c.offsets[k] + c.width > featureDim_)
+      return bad("column '" + c.names[k] + "' ends past the " + std::to_string(featureDim_) + " features");
+  if (c.codes.size() != size() * columns)
+    return bad(std::to_string(c.codes.size()) + " codes for " + std::to_string(size()) + " examples x " +
+               std::to_string(columns) + " columns");
+  for (std::size_t i = 0; i < c.codes.size(); ++i)
+    if (c.codes[i] >= c.values[i % columns].size())
+      return bad("example " + std::to_string(i / columns) + " has code " + std::to_string(c.codes[i]) + " in column '" +
+                 c.names[i % columns] + "', which has " + std::to_string(c.values[i % columns].size()) + " values");
+  categories_ = std::move(c);
+  return Status::ok();
+}
+
 void Dataset::gather(std::span<const uint32_t> idx, std::span<float> out) const {
   const std::size_t dim = featureDim_;
   assert(out.size() == idx.size() * dim);
@@ -236,6 +263,10 @@ Dataset Dataset::emptyLike() const {
   d.shape_ = shape_;
   d.sparse_ = sparse_;
   d.regression_ = regression_;
+  d.categories_.names = categories_.names;
+  d.categories_.offsets = categories_.offsets;
+  d.categories_.width = categories_.width;
+  d.categories_.values = categories_.values;
   return d;
 }
 
@@ -280,6 +311,12 @@ Dataset Dataset::subset(std::span<const uint32_t> idx) const {
     for (uint32_t i : idx)
       d.groups_.push_back(groups_[i]);
   }
+  if (const std::size_t columns = categories_.names.size(); columns > 0) {
+    d.categories_.codes.reserve(idx.size() * columns);
+    for (uint32_t i : idx)
+      d.categories_.codes.insert(d.categories_.codes.end(), categories_.codes.begin() + std::ptrdiff_t(i * columns),
+                                 categories_.codes.begin() + std::ptrdiff_t((i + 1) * columns));
+  }
   return d;
 }
 
@@ -301,6 +338,9 @@ Result<Dataset> Dataset::concat(std::span<const Dataset> parts) {
       return differs("its classes (" + std::to_string(d.numClasses_) + ", not " + std::to_string(first.numClasses_) +
                      ")");
     if (d.groups_.empty() != first.groups_.empty()) return differs("having groups");
+    if (d.categories_.names != first.categories_.names || d.categories_.offsets != first.categories_.offsets ||
+        d.categories_.width != first.categories_.width)
+      return differs("its categorical columns");
   }
   Dataset out = first.emptyLike();
   if (out.sparse_) out.offsets_.push_back(0);
@@ -323,13 +363,30 @@ Result<Dataset> Dataset::concat(std::span<const Dataset> parts) {
     }
     groupBase += most;
   }
+  // Categorical values: one dictionary per column over every part (first seen first).
+  const std::size_t columns = out.categories_.names.size();
+  if (columns > 0) {
+    out.categories_.values.assign(columns, {});
+    std::vector<std::map<std::string, uint32_t>> codeOf(columns);
+    for (const Dataset& d : parts) {
+      std::vector<std::vector<uint32_t>> remap(columns);
+      for (std::size_t c = 0; c < columns; ++c)
+        for (const std::string& v : d.categories_.values[c]) {
+          const auto [it, added] = codeOf[c].emplace(v, static_cast<uint32_t>(out.categories_.values[c].size()));
+          if (added) out.categories_.values[c].push_back(v);
+          remap[c].push_back(it->second);
+        }
+      for (std::size_t k = 0; k < d.categories_.codes.size(); ++k)
+        out.categories_.codes.push_back(remap[k % columns][d.categories_.codes[k]]);
+    }
+  }
   return out;
 }
 
 std::size_t Dataset::memoryBytes() const {
   return bytes_.size() * sizeof(uint8_t) + floats_.size() * sizeof(float) + labels_.size() * sizeof(int32_t) +
          targets_.size() * sizeof(float) + groups_.size() * sizeof(uint32_t) + offsets_.size() * sizeof(uint64_t) +
-         indices_.size() * sizeof(uint32_t);
+         indices_.size() * sizeof(uint32_t) + categories_.codes.size() * sizeof(uint32_t);
 }
 
 }  // namespace starling::data

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "starling/data/categories.hpp"
 #include "starling/data/sparse_batch.hpp"
 
 namespace starling::data {
@@ -54,6 +55,12 @@ FeatureSums featureSums(const Dataset& d) {
         s.sumSquares[j] += x * x;
       }
   }
+  // One-hot indicators stay 0/1: their sums read as a feature of mean 0 and std 0,
+  // which the merge turns into the identity (mean 0, std 1).
+  for (std::size_t j : oneHotFeatures(d)) {
+    s.sum[j] = 0.0;
+    s.sumSquares[j] = 0.0;
+  }
   return s;
 }
 
@@ -96,6 +103,7 @@ Result<Dataset> scaleFeatures(const Dataset& d, const FeatureScaling& scaling) {
   }
   if (!out) return out.status().withContext("scaling the features");
   if (!groups.empty()) STARLING_RETURN_IF_ERROR(out->withGroups(std::move(groups)));
+  STARLING_RETURN_IF_ERROR(out->withCategories(d.categories()));
   return out;
 }
 

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <utility>
 
+#include "starling/data/categories.hpp"
+
 #include "load_internal.hpp"
 #include "text_parse.hpp"
 
@@ -219,14 +221,17 @@ Result<Dataset> loadData(const std::string& path, const DataOptions& options) {
       spec.groupName = options.groupColumn;
       spec.categorical = options.categorical;
       spec.buckets = options.categoricalBuckets;
-      spec.vocabulary = options.categoricalVocabulary;
       spec.header = options.header;
       spec.labelName = options.label;
       spec.labelIndex = -1;
       spec.task = options.task;
       spec.numClasses = options.numClasses;
       spec.memoryLimit = limit;
-      return detail::readCsv(path, spec);
+      auto read = detail::readCsv(path, spec);
+      if (!read || options.categoricalVocabulary.empty()) return read;
+      auto recoded = recodeCategories(*read, options.categoricalVocabulary);
+      if (!recoded) return recoded.status().withContext(path);
+      return recoded;
     }
     case DataFormat::kLibsvm: {
       LibsvmOptions o;

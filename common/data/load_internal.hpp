@@ -25,11 +25,10 @@ struct CsvSpec {
   // A column by header name that is not a feature but each example's group
   // (Dataset::groups()); "" = none.
   std::string groupName;
-  // Categorical columns by header name, each one-hot over `buckets` hashed slots.
+  // Categorical columns by header name, each one-hot over `buckets` hashed slots (the
+  // Dataset keeps the values too: Dataset::categories()).
   std::vector<std::string> categorical;
   uint32_t buckets = 16;
-  // Not empty: each categorical column one-hot over its sorted values + "other".
-  std::map<std::string, std::vector<std::string>> vocabulary;
   TaskKind task = TaskKind::kClassification;
   int numClasses = 0;
   MemoryLimit memoryLimit;

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "starling/data/categories.hpp"
+#include "starling/data/feature_scaling.hpp"
 #include "starling/data/partition.hpp"
 
 #include "temp_files.hpp"
@@ -383,30 +385,65 @@ TEST_CASE("CSV categorical columns are one-hot over an agreed vocabulary plus an
                                      "\"Paris\",4,0\n");
   DataOptions options;
   options.categorical = {"city"};
+  options.categoricalBuckets = 4;
   options.categoricalVocabulary["city"] = {"Bergen", "Oslo", "Paris"};  // sorted; Lima is not in it
   auto d = loadData(path, options);
   REQUIRE(d.isOk());
-  REQUIRE(d->featureDim() == 3 + 1 + 1);
+  REQUIRE(d->featureDim() == 4 + 1);  // the width does not depend on the vocabulary
   std::vector<float> rows(4 * 5);
   d->gather(std::vector<uint32_t>{0, 1, 2, 3}, rows);
   CHECK(rows == std::vector<float>{0, 0, 1, 0, 1.5f,  // Paris: slot 2
                                    0, 1, 0, 0, 2,     // Oslo: slot 1
-                                   0, 0, 0, 1, 3,     // Lima: the other slot
+                                   0, 0, 0, 1, 3,     // Lima: the other slot (the last)
                                    0, 0, 1, 0, 4});
-  SECTION("an empty vocabulary leaves only the other slot") {
+  // The values stay with the data, so the encoding can be redone and counted.
+  CHECK(categoryCounts(*d) == CategoryCounts{{"city", {{"Lima", 1}, {"Oslo", 1}, {"Paris", 2}}}});
+  SECTION("an empty vocabulary puts every value in the other slot") {
     options.categoricalVocabulary["city"] = {};
     auto e = loadData(path, options);
     REQUIRE(e.isOk());
-    CHECK(e->featureDim() == 2);
+    REQUIRE(e->featureDim() == 5);
+    std::vector<float> first(5);
+    e->gather(std::vector<uint32_t>{0}, first);
+    CHECK(first == std::vector<float>{0, 0, 0, 1, 1.5f});
   }
-  SECTION("the vocabulary must cover exactly the categorical columns, sorted") {
+  SECTION("re-encoding the hashed data gives the same rows as loading with the vocabulary") {
+    options.categoricalVocabulary.clear();
+    auto hashed = loadData(path, options);
+    REQUIRE(hashed.isOk());
+    auto recoded = recodeCategories(*hashed, {{"city", {"Bergen", "Oslo", "Paris"}}});
+    REQUIRE(recoded.isOk());
+    std::vector<float> again(4 * 5);
+    recoded->gather(std::vector<uint32_t>{0, 1, 2, 3}, again);
+    CHECK(again == rows);
+    // A subset keeps each example's value; concatenating parts merges their values.
+    const Dataset part = hashed->subset(std::vector<uint32_t>{2, 1});
+    CHECK(categoryCounts(part) == CategoryCounts{{"city", {{"Lima", 1}, {"Oslo", 1}}}});
+    const std::vector<Dataset> parts{part, hashed->subset(std::vector<uint32_t>{0, 3})};
+    auto joined = Dataset::concat(parts);
+    REQUIRE(joined.isOk());
+    CHECK(categoryCounts(*joined) == categoryCounts(*hashed));
+    auto joinedRecoded = recodeCategories(*joined, {{"city", {"Bergen", "Oslo", "Paris"}}});
+    REQUIRE(joinedRecoded.isOk());
+    std::vector<float> j(4 * 5);
+    joinedRecoded->gather(std::vector<uint32_t>{0, 1, 2, 3}, j);
+    CHECK(std::vector<float>(j.begin(), j.begin() + 5) == std::vector<float>(rows.begin() + 10, rows.begin() + 15));
+    // One-hot indicators are not scaled: their sums are 0, the numeric column's are real.
+    const FeatureSums sums = featureSums(*hashed);
+    CHECK(sums.sum == std::vector<double>{0, 0, 0, 0, 10.5});
+    CHECK(sums.sumSquares == std::vector<double>{0, 0, 0, 0, 1.5 * 1.5 + 4 + 9 + 16});
+  }
+  SECTION("the vocabulary must cover exactly the categorical columns, sorted, within the slots") {
     options.categoricalVocabulary["size"] = {"1"};
     CHECK_THAT(refusal(dir, "a.csv", "city,size,label\nParis,1,0\n", options).message(),
                Catch::Contains("the vocabulary names column 'size', not a categorical column"));
     options.categoricalVocabulary.erase("size");
     options.categoricalVocabulary["city"] = {"Paris", "Oslo"};
     CHECK_THAT(refusal(dir, "b.csv", "city,size,label\nParis,1,0\n", options).message(),
-               Catch::Contains("the vocabulary of column 'city' is not sorted"));
+               Catch::Contains("the vocabulary of column 'city' is not sorted and distinct"));
+    options.categoricalVocabulary["city"] = {"A", "B", "C", "D"};
+    CHECK_THAT(refusal(dir, "d.csv", "city,size,label\nParis,1,0\n", options).message(),
+               Catch::Contains("the vocabulary of column 'city' has 4 values; 4 slots hold at most 3"));
     options.categorical = {"city", "size"};
     options.categoricalVocabulary["city"] = {"Oslo"};
     CHECK_THAT(refusal(dir, "c.csv", "city,size,label\nParis,1,0\n", options).message(),

@@ -27,6 +27,24 @@
 
 namespace starling::data {
 
+// The categorical CSV columns of a data set (DataOptions::categorical): which value each
+// example holds, kept beside the one-hot features so that the encoding can be redone
+// over a vocabulary agreed later (data/categories.hpp) and the values counted for it.
+// Column c is one-hot in features [offsets[c], offsets[c] + width).
+struct CategoryColumns {
+  std::vector<std::string> names;                // the columns' header names, in file order
+  std::vector<std::size_t> offsets;              // each column's first one-hot feature
+  std::size_t width = 0;                         // one-hot slots per column
+  std::vector<std::vector<std::string>> values;  // per column, its distinct values by code
+  std::vector<uint32_t> codes;                   // example i, column c: codes[i * names.size() + c]
+
+  bool empty() const { return names.empty(); }
+  uint32_t code(std::size_t example, std::size_t column) const { return codes[example * names.size() + column]; }
+  const std::string& value(std::size_t example, std::size_t column) const {
+    return values[column][code(example, column)];
+  }
+};
+
 class Dataset {
  public:
   Dataset() = default;
@@ -66,6 +84,12 @@ class Dataset {
   // empty. withGroups() sets them (kInvalidArgument unless one per example).
   std::span<const uint32_t> groups() const { return groups_; }
   Status withGroups(std::vector<uint32_t> groups);
+  // The categorical columns' values (empty unless a CSV file named some).
+  // withCategories() sets them: kInvalidArgument unless the columns fit in the features
+  // (dense data only), there is one code per example and column, and every code names a
+  // value.
+  const CategoryColumns& categories() const { return categories_; }
+  Status withCategories(CategoryColumns categories);
   // True when the features are held as CSR (fromSparse, fromSparseTargets, LIBSVM).
   bool isSparse() const { return sparse_; }
   // Stored non-zeros: of a sparse data set its CSR entries, of a dense one
@@ -103,7 +127,8 @@ class Dataset {
 
   // The examples of parts, one after the other (part 0's first). The parts must agree in
   // how they are stored (bytes, floats or CSR), featureDim, numClasses, regression or not,
-  // and whether they carry groups (group ids are then made distinct per part);
+  // whether they carry groups (group ids are then made distinct per part) and their
+  // categorical columns (names, offsets and width; the values are merged);
   // kInvalidArgument naming the first part that differs (from 0) otherwise.
   static Result<Dataset> concat(std::span<const Dataset> parts);
 
@@ -124,6 +149,7 @@ class Dataset {
   std::vector<int32_t> labels_;
   std::vector<float> targets_;    // regression only
   std::vector<uint32_t> groups_;  // optional, one per example
+  CategoryColumns categories_;    // optional
   bool regression_ = false;       // also when it holds no example
   std::size_t featureDim_ = 0;
   int numClasses_ = 0;

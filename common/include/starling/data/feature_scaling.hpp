@@ -44,11 +44,13 @@ struct FeatureScaling {
 };
 
 // The sums of every example of `d` (summed in example order, in double, over the
-// values gather() yields).
+// values gather() yields), except that the one-hot features of categorical columns
+// (data/categories.hpp) sum to 0: indicators are not scaled, whichever encoding the
+// task agrees on, and the merged scaling leaves them as they are (mean 0, std 1).
 FeatureSums featureSums(const Dataset& d);
 
 // `d` with its features scaled: dense ones to float((x - mean) / std), sparse ones to
-// float(x / std) (mean ignored); labels, targets, shape and groups kept. Image bytes
+// float(x / std) (mean ignored); labels, targets, shape, groups and categorical values kept. Image bytes
 // become floats. kInvalidArgument when the scaling's size is not d.featureDim(), or
 // when it centres a sparse data set.
 Result<Dataset> scaleFeatures(const Dataset& d, const FeatureScaling& scaling);

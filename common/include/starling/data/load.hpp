@@ -64,9 +64,10 @@ struct DataOptions {
   std::vector<std::string> categorical;
   uint32_t categoricalBuckets = 16;
   // Vocabulary mode (task.categorical-vocabulary): when not empty, every categorical
-  // column is one-hot over its values here (sorted, as the statistics round agreed them)
-  // plus one last "other" slot for a value not among them, instead of hashed buckets.
-  // Its keys must be exactly the categorical columns.
+  // column is one-hot over its values here instead of hashed buckets
+  // (recodeCategories, data/categories.hpp: the same categoricalBuckets slots, value k
+  // of the sorted list in slot k, any other value in the last slot). Its keys must be
+  // exactly the categorical columns.
   std::map<std::string, std::vector<std::string>> categoricalVocabulary;
   // The most bytes the loaded data may take in memory; 0 = what this process may still
   // allocate (availableMemory()). A file whose estimated size (its decompressed bytes)

@@ -24,7 +24,7 @@ uint64_t mix(uint64_t a, uint64_t b) {
 
 }  // namespace
 
-wire::FeatureStatsMsg shardStatistics(const data::Dataset& shard) {
+wire::FeatureStatsMsg shardStatistics(const data::Dataset& shard, bool categories) {
   data::FeatureSums s = data::featureSums(shard);
   wire::FeatureStatsMsg m;
   m.examples = s.examples;
@@ -32,7 +32,25 @@ wire::FeatureStatsMsg shardStatistics(const data::Dataset& shard) {
   m.sum = std::move(s.sum);
   m.sumSquares = std::move(s.sumSquares);
   m.sparse = s.sparse;
+  if (categories) {
+    for (const auto& [column, counts] : data::categoryCounts(shard)) {
+      wire::CategoryValuesMsg c;
+      c.column = column;
+      for (const auto& [value, n] : counts) {
+        c.values.push_back(value);
+        c.counts.push_back(n);
+      }
+      m.categories.push_back(std::move(c));
+    }
+  }
   return m;
+}
+
+data::CategoryVocabulary vocabularyOf(const std::vector<wire::CategoryValuesMsg>& columns) {
+  data::CategoryVocabulary out;
+  for (const wire::CategoryValuesMsg& c : columns)
+    out[c.column] = c.values;
+  return out;
 }
 
 uint64_t clientSeed(uint64_t seed, std::string_view clientId) {

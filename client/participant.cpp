@@ -84,29 +84,53 @@ void Participant::holdOut() {
 }
 
 Status Participant::scale(const wire::WelcomeMsg& w) {
-  if (w.featureMean.empty()) return Status::ok();
-  if (!scaledMean_.empty()) {
-    if (scaledMean_ == w.featureMean && scaledStd_ == w.featureStd) return Status::ok();
+  if (w.featureMean.empty() && w.categoricalVocabulary.empty()) return Status::ok();
+  const data::CategoryVocabulary vocabulary = vocabularyOf(w.categoricalVocabulary);
+  if (rawTrain_ != nullptr) {
+    if (scaledMean_ == w.featureMean && scaledStd_ == w.featureStd && scaledVocabulary_ == vocabulary)
+      return Status::ok();
     return Status(StatusCode::kInvalidArgument,
-                  "the coordinator's feature scaling changed since this client scaled its data (restart the client)");
+                  "the coordinator's feature scaling or vocabulary changed since this client prepared its data "
+                  "(restart the client)");
   }
-  const data::FeatureScaling scaling{w.featureMean, w.featureStd, w.featureCentre};
+  // The categorical columns over the agreed vocabulary first, then the scaling (which
+  // leaves their one-hot features as they are).
+  auto prepare = [&](const data::Dataset& d) -> Result<data::Dataset> {
+    Result<data::Dataset> out = d;
+    if (!vocabulary.empty()) {
+      out = data::recodeCategories(d, vocabulary);
+      if (!out) return out.status().withContext("the Welcome's categorical vocabulary");
+    }
+    if (!w.featureMean.empty()) {
+      out = data::scaleFeatures(*out, data::FeatureScaling{w.featureMean, w.featureStd, w.featureCentre});
+      if (!out) return out.status().withContext("the Welcome's feature scaling");
+    }
+    return out;
+  };
+  auto train = prepare(*shard_);
+  if (!train) return train.status();
+  std::optional<data::Dataset> held;
+  if (heldOut_) {
+    auto h = prepare(*heldOut_);
+    if (!h) return h.status();
+    held.emplace(std::move(*h));
+  }
   rawTrain_ = shard_;
-  auto train = data::scaleFeatures(*shard_, scaling);
-  if (!train) return train.status().withContext("the Welcome's feature scaling");
   scaledTrain_.emplace(std::move(*train));
   shard_ = &*scaledTrain_;
-  if (heldOut_) {
-    auto held = data::scaleFeatures(*heldOut_, scaling);
-    if (!held) return held.status().withContext("the Welcome's feature scaling");
+  if (held) {
     scaledHeldOut_.emplace(std::move(*held));
     learner_.setHeldOut(&*scaledHeldOut_);
   }
   scaledMean_ = w.featureMean;
   scaledStd_ = w.featureStd;
-  log_->info("features scaled by the statistics round's {} ({} features)",
-             w.featureCentre ? "mean and std (z-scores)" : "std (sparse data: divided, not centred)",
-             w.featureMean.size());
+  scaledVocabulary_ = vocabulary;
+  if (!vocabulary.empty())
+    log_->info("categorical columns one-hot over the statistics round's vocabulary ({} columns)", vocabulary.size());
+  if (!w.featureMean.empty())
+    log_->info("features scaled by the statistics round's {} ({} features)",
+               w.featureCentre ? "mean and std (z-scores)" : "std (sparse data: divided, not centred)",
+               w.featureMean.size());
   return Status::ok();
 }
 
@@ -248,10 +272,12 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
       case fb::Body::StatsRequest: {
         // Before the Welcome of a task that standardizes: the sums of the unscaled
         // training examples (held-out ones excluded).
-        if (!wire::parseStatsRequest(*msg)) co_return Status(StatusCode::kMalformed, "malformed StatsRequest");
+        auto request = wire::parseStatsRequest(*msg);
+        if (!request) co_return Status(StatusCode::kMalformed, "malformed StatsRequest");
         if (Status loaded = finishLoading(); !loaded) co_return loaded;
         holdOut();
-        const wire::Frame statsFrame = wire::encode(shardStatistics(rawTrain_ != nullptr ? *rawTrain_ : *shard_));
+        const wire::Frame statsFrame =
+            wire::encode(shardStatistics(rawTrain_ != nullptr ? *rawTrain_ : *shard_, request->categories));
         log_->info("sent the feature statistics of {} training examples", shard_->size());
         st = co_await conn.send(statsFrame.bytes());
         if (!st) co_return st;

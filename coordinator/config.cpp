@@ -106,6 +106,11 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("task.seed", e.seed, "seed of selection and seeded compressors");
   bind("task.standardize", t.standardize,
        "scale features by the mean and std of a statistics round before round 1 (z-scores; sparse data: x / std)");
+  bind("task.categorical-vocabulary", t.categoricalVocabulary,
+       "one-hot the categorical columns (eval.categorical) over a vocabulary the statistics round agrees instead of "
+       "hashed buckets: the categorical-buckets - 1 most frequent values, the rest in the last slot");
+  bind("task.vocabulary-min-count", t.vocabularyMinCount,
+       "a value on fewer examples (over every client) stays out of the vocabulary: it never leaves the coordinator");
   bind("task.stats-clients", t.statsClients, "clients asked in the statistics round (0 = every waiting one)");
   bind("task.stats-min-clients", t.statsMinClients,
        "clients waiting before the statistics round starts (0 = min-clients, or clients-per-round)");
@@ -174,7 +179,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "format of the evaluation data: auto (from the name), csv, libsvm, npy, npz, idx");
   bind("eval.categorical", t.categorical,
        "CSV columns of categories (comma-separated), each one-hot over hashed buckets, as on the clients");
-  bind("eval.categorical-buckets", t.categoricalBuckets, "hashed one-hot slots per categorical column");
+  bind("eval.categorical-buckets", t.categoricalBuckets,
+       "one-hot slots per categorical column (hashed; with task.categorical-vocabulary: values + the other slot)");
   bind("eval.label", t.label,
        "label of the evaluation data: CSV column by header name or 0-based index (default the last), NPZ array "
        "(default y)");

@@ -17,6 +17,7 @@
 #include "starling/wire/capabilities.hpp"
 
 #include "engine/statistics.hpp"
+#include "engine/vocabulary.hpp"
 
 namespace starling::coordinator {
 namespace fb = wire::fb;
@@ -195,19 +196,34 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   }
 
   f->required_ = requiredCapabilities(f->engine_->config(), f->task_);
-  if (f->task_.standardize) {
-    // A restart reuses the statistics round of the first run: no second round.
-    auto stored = f->store_->featureStatistics();
-    if (!stored) return stored.status();
-    if (*stored) {
-      const FeatureStatisticsRecord& r = **stored;
-      if (r.mean.size() != model->inputDim())
+  if (needsStatisticsRound(f->task_)) {
+    // A restart reuses the statistics round of the first run: no second round. A round
+    // stored in part (a crash between its two records) is run again.
+    std::optional<FeatureStatisticsRecord> stats;
+    data::CategoryVocabulary vocabulary;
+    bool stored = true;
+    if (f->task_.standardize) {
+      auto r = f->store_->featureStatistics();
+      if (!r) return r.status();
+      if (*r && (*r)->mean.size() != model->inputDim())
         return Status(StatusCode::kMalformed,
                       fmt::format("database '{}' holds feature statistics of {} features, the model takes {}",
-                                  f->store_->path(), r.mean.size(), model->inputDim()));
-      STARLING_RETURN_IF_ERROR(f->adoptScaling(data::FeatureScaling{r.mean, r.std, r.centre}));
-      f->log_->info("standardizing with the stored statistics of {} clients ({} examples); no statistics round",
-                    r.clients.size(), r.examples);
+                                  f->store_->path(), (*r)->mean.size(), model->inputDim()));
+      stats = std::move(*r);
+      stored = stored && stats.has_value();
+    }
+    if (f->task_.categoricalVocabulary) {
+      auto r = f->store_->categoricalVocabulary();
+      if (!r) return r.status();
+      for (const CategoricalColumnRecord& c : *r)
+        vocabulary[c.column] = c.values;
+      stored = stored && !vocabulary.empty();
+    }
+    if (stored) {
+      STARLING_RETURN_IF_ERROR(f->adoptStatistics(
+          vocabulary, stats ? data::FeatureScaling{stats->mean, stats->std, stats->centre} : data::FeatureScaling{}));
+      f->log_->info("using the stored statistics round{}; no statistics round",
+                    stats ? fmt::format(" of {} clients ({} examples)", stats->clients.size(), stats->examples) : "");
     }
   }
   f->evalModel_.emplace(std::move(*model));
@@ -300,14 +316,15 @@ void Federation::hello(const std::shared_ptr<Session>& session, const wire::Hell
   rec.lastSeenMs = wallNow;
   rec.examples = static_cast<int64_t>(h.numExamples);
   if (Status st = store_->upsertClient(rec); !st) log_->warn("recording client {}: {}", id, st.message());
-  if (task_.standardize && scaling_.empty()) {
-    // Welcomed once the statistics round has given the scaling.
+  if (statsPending()) {
+    // Welcomed once the statistics round has given the scaling and vocabulary.
     waiting_[id] = h;
     log_->info("{} joined from {} ({} examples); waiting for the statistics round", id, session->peer().address,
                h.numExamples);
     if (statsOpen_ && statsAsked_.contains(id) && !statsReceived_.contains(id)) {
       // Asked on the connection this one replaced: ask again.
-      session->send(share(wire::encode(wire::StatsRequestMsg{static_cast<uint32_t>(statsDeadlineMs())})));
+      session->send(share(
+          wire::encode(wire::StatsRequestMsg{static_cast<uint32_t>(statsDeadlineMs()), task_.categoricalVocabulary})));
     }
     maybeStartStatistics();
     return;
@@ -327,6 +344,8 @@ void Federation::welcomeClient(const std::shared_ptr<Session>& session, const wi
   welcome.featureMean = scaling_.mean;
   welcome.featureStd = scaling_.std;
   welcome.featureCentre = scaling_.centre;
+  for (const auto& [column, values] : vocabulary_)
+    welcome.categoricalVocabulary.push_back(wire::CategoryValuesMsg{column, values, {}});
   session->send(share(wire::encode(welcome)));
   log_->info("{} joined from {} ({} examples, holds round {})", id, session->peer().address, h.numExamples,
              h.lastRound);
@@ -376,14 +395,16 @@ int64_t Federation::statsDeadlineMs() const {
 }
 
 void Federation::maybeStartStatistics() {
-  if (!task_.standardize || !scaling_.empty() || statsOpen_ || done_) return;
+  if (!statsPending() || statsOpen_ || done_) return;
   if (waiting_.size() < statsWaitFor(engine_->config(), task_)) return;
   statsOpen_ = true;
   ++statsAttempts_;
   statsAsked_.clear();
   statsReceived_.clear();
+  statsCategories_.clear();
   const int64_t deadline = statsDeadlineMs();
-  auto request = share(wire::encode(wire::StatsRequestMsg{static_cast<uint32_t>(deadline)}));
+  auto request =
+      share(wire::encode(wire::StatsRequestMsg{static_cast<uint32_t>(deadline), task_.categoricalVocabulary}));
   for (const auto& [id, hello] : waiting_) {  // by id: the first stats-clients of them
     if (task_.statsClients > 0 && statsAsked_.size() >= task_.statsClients) break;
     statsAsked_.insert(id);
@@ -404,7 +425,14 @@ void Federation::featureStats(const std::shared_ptr<Session>& session, const wir
     return;
   }
   data::FeatureSums sums = featureSumsOf(m);
-  if (Status st = checkFeatureSums(sums, evalModel_->inputDim()); !st) {
+  Status st = checkFeatureSums(sums, evalModel_->inputDim());
+  data::CategoryCounts categories;
+  if (st && task_.categoricalVocabulary) {
+    auto counts = categoryCountsOf(m.categories);
+    st = counts ? checkCategoryCounts(*counts, data::splitList(task_.categorical), m.examples) : counts.status();
+    if (counts) categories = std::move(*counts);
+  }
+  if (!st) {
     // Like a bad update: refused, recorded, and the client is not asked again on this connection.
     const std::string why = "statistics round: " + st.message();
     log_->warn("rejected the feature statistics of {}: {}", id, st.message());
@@ -416,6 +444,7 @@ void Federation::featureStats(const std::shared_ptr<Session>& session, const wir
     session->close();
   } else {
     statsReceived_[id] = std::move(sums);
+    if (task_.categoricalVocabulary) statsCategories_[id] = std::move(categories);
   }
   if (statsReceived_.size() == statsAsked_.size()) closeStatistics();
 }
@@ -429,36 +458,66 @@ void Federation::closeStatistics() {
                statsAttempts_, statsReceived_.size(), statsAsked_.size(), need);
     statsAsked_.clear();
     statsReceived_.clear();
+    statsCategories_.clear();
     maybeStartStatistics();
     return;
   }
-  auto merged = mergeFeatureSums(statsReceived_);
-  if (!merged) return finish(merged.status().withContext("statistics round"));
-  FeatureStatisticsRecord rec;
-  rec.mean = merged->scaling.mean;
-  rec.std = merged->scaling.std;
-  rec.centre = merged->scaling.centre;
-  rec.clients = merged->clients;
-  rec.examples = merged->examples;
-  rec.atMs = wallEpochMs_ + nowMs();
-  if (Status st = store_->saveFeatureStatistics(rec); !st) return finish(st);
-  log_->info("statistics round: {} clients, {} examples, {} features{}", rec.clients.size(), rec.examples,
-             rec.mean.size(),
-             rec.centre ? "; features become z-scores"
-                        : "; sparse data: features are divided by their std, not centred (centring would make "
-                          "them dense)");
+  data::CategoryVocabulary vocabulary;
+  if (task_.categoricalVocabulary) {
+    // Saved before the scaling; a restart reuses the round only when both are stored.
+    auto merged = mergeCategoryCounts(
+        statsCategories_, VocabularyOptions{task_.vocabularyMinCount, task_.categoricalBuckets - std::size_t{1}});
+    if (!merged) return finish(merged.status().withContext("statistics round"));
+    std::vector<CategoricalColumnRecord> records;
+    for (const auto& [column, v] : *merged) {
+      records.push_back(CategoricalColumnRecord{column, v.values, v.counts});
+      log_->info(
+          "statistics round: column '{}' one-hot over {} values (+ the other slot); {} examples' values "
+          "below vocabulary-min-count {} or past the {} most frequent stay in the other slot",
+          column, v.values.size(), v.dropped, task_.vocabularyMinCount, task_.categoricalBuckets - 1);
+    }
+    if (Status st = store_->saveCategoricalVocabulary(records); !st) return finish(st);
+    vocabulary = vocabularyValues(*merged);
+  }
+  data::FeatureScaling scaling;
+  if (task_.standardize) {
+    auto merged = mergeFeatureSums(statsReceived_);
+    if (!merged) return finish(merged.status().withContext("statistics round"));
+    FeatureStatisticsRecord rec;
+    rec.mean = merged->scaling.mean;
+    rec.std = merged->scaling.std;
+    rec.centre = merged->scaling.centre;
+    rec.clients = merged->clients;
+    rec.examples = merged->examples;
+    rec.atMs = wallEpochMs_ + nowMs();
+    if (Status st = store_->saveFeatureStatistics(rec); !st) return finish(st);
+    log_->info("statistics round: {} clients, {} examples, {} features{}", rec.clients.size(), rec.examples,
+               rec.mean.size(),
+               rec.centre ? "; features become z-scores"
+                          : "; sparse data: features are divided by their std, not centred (centring would make "
+                            "them dense)");
+    scaling = merged->scaling;
+  }
   statsAsked_.clear();
   statsReceived_.clear();
-  if (Status st = adoptScaling(merged->scaling); !st) return finish(st);
+  statsCategories_.clear();
+  if (Status st = adoptStatistics(vocabulary, scaling); !st) return finish(st);
 }
 
-Status Federation::adoptScaling(const data::FeatureScaling& scaling) {
-  if (testSet_) {
+Status Federation::adoptStatistics(const data::CategoryVocabulary& vocabulary, const data::FeatureScaling& scaling) {
+  if (testSet_ && !vocabulary.empty()) {
+    auto recoded = data::recodeCategories(*testSet_, vocabulary);
+    if (!recoded) return recoded.status().withContext("evaluation data");
+    testSet_.emplace(std::move(*recoded));
+  }
+  if (testSet_ && !scaling.empty()) {
     auto scaled = data::scaleFeatures(*testSet_, scaling);
     if (!scaled) return scaled.status().withContext("evaluation data");
     testSet_.emplace(std::move(*scaled));
   }
   scaling_ = scaling;
+  vocabulary_ = vocabulary;
+  statsDone_ = true;
   for (const auto& [id, hello] : std::exchange(waiting_, {})) {
     auto it = sessions_.find(id);
     if (it != sessions_.end()) welcomeClient(it->second, hello);

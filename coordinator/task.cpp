@@ -12,6 +12,10 @@
 
 namespace starling::coordinator {
 
+bool needsStatisticsRound(const TaskConfig& task) {
+  return task.standardize || task.categoricalVocabulary;
+}
+
 Status validateTask(const EngineConfig& e, const TaskConfig& task) {
   auto bad = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, m); };
   if (e.rounds == 0) return bad("rounds must be at least 1");
@@ -38,6 +42,15 @@ Status validateTask(const EngineConfig& e, const TaskConfig& task) {
     return bad("data-format '" + task.dataFormat + "' is not one of auto, csv, libsvm, npy, npz, idx");
   if (!(task.huberDelta >= 0)) return bad("huber-delta must be at least 0 (0 = squared error)");
   if (task.categoricalBuckets == 0) return bad("categorical-buckets must be at least 1");
+  if (task.categoricalVocabulary) {
+    if (data::splitList(task.categorical).empty())
+      return bad(
+          "categorical-vocabulary needs eval.categorical to name the categorical columns (as the clients' "
+          "--categorical)");
+    if (task.categoricalBuckets < 2)
+      return bad("categorical-vocabulary needs categorical-buckets of at least 2 (values + the other slot)");
+    if (task.vocabularyMinCount == 0) return bad("vocabulary-min-count must be at least 1");
+  }
   if (task.statsDeadlineMs < 0) return bad("stats-deadline-ms must be 0 or more");
   if (task.statsClients > 0 && task.statsClients < statsMinAnswers(e))
     return bad(fmt::format("stats-clients ({}) is below the answers a statistics round needs (min-goal: {})",
@@ -75,7 +88,8 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   add(t.proxMu > 0, wire::kCapProx);
   add(t.uplinkErrorCap > 0, wire::kCapErrorCap);
   add(e.federatedEvalEvery > 0, wire::kCapFederatedEval);
-  add(t.standardize, wire::kCapFeatureStats);
+  add(needsStatisticsRound(t), wire::kCapFeatureStats);
+  add(t.categoricalVocabulary, wire::kCapCategoricalVocabulary);
   return need;
 }
 

@@ -194,7 +194,7 @@ Frame encode(const ErrorMsg& m) {
 
 Frame encode(const StatsRequestMsg& m) {
   FlatBufferBuilder b(64);
-  return finishFrame(b, fb::CreateStatsRequest(b, m.deadlineMs));
+  return finishFrame(b, fb::CreateStatsRequest(b, m.deadlineMs, m.categories));
 }
 
 Frame encode(const FeatureStatsMsg& m) {
@@ -334,7 +334,7 @@ Result<ErrorMsg> parseError(const Message& m) {
 Result<StatsRequestMsg> parseStatsRequest(const Message& m) {
   auto body = bodyOf<fb::StatsRequest>(m, "StatsRequest");
   if (!body) return body.status();
-  return StatsRequestMsg{(*body)->deadline_ms()};
+  return StatsRequestMsg{(*body)->deadline_ms(), (*body)->categories()};
 }
 
 Result<FeatureStatsMsg> parseFeatureStats(const Message& m) {

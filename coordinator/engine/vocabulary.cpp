@@ -51,6 +51,13 @@ std::vector<wire::CategoryValuesMsg> vocabularyMessage(const Vocabulary& vocabul
   return out;
 }
 
+data::CategoryVocabulary vocabularyValues(const Vocabulary& vocabulary) {
+  data::CategoryVocabulary out;
+  for (const auto& [name, column] : vocabulary)
+    out[name] = column.values;
+  return out;
+}
+
 Result<Vocabulary> mergeCategoryCounts(const std::map<std::string, CategoryCounts>& byClient,
                                        const VocabularyOptions& options) {
   if (byClient.empty()) return Status(StatusCode::kInvalidArgument, "no client sent category counts");

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "starling/data/categories.hpp"
 #include "starling/util/status.hpp"
 #include "starling/wire/messages.hpp"
 
@@ -63,5 +64,8 @@ Result<CategoryCounts> categoryCountsOf(const std::vector<wire::CategoryValuesMs
 
 // The vocabulary as Welcome carries it: per column its sorted values, no counts.
 std::vector<wire::CategoryValuesMsg> vocabularyMessage(const Vocabulary& vocabulary);
+
+// The vocabulary as every party re-encodes its data over it (data::recodeCategories).
+data::CategoryVocabulary vocabularyValues(const Vocabulary& vocabulary);
 
 }  // namespace starling::coordinator

@@ -102,7 +102,7 @@ for i in 0 1 2; do start_own "$i" "restart-client-$i.log"; done
 wait "$coord_pid"
 check "the restarted federation finishes" test $? -eq 0
 check "it standardizes with the stored statistics" \
-  grep -q "standardizing with the stored statistics of 3 clients (1950 examples); no statistics round" \
+  grep -q "using the stored statistics round of 3 clients (1950 examples); no statistics round" \
   "$work/restart.log"
 check "and runs no second statistics round" bash -c "! grep -q 'statistics round (attempt' '$work/restart.log'"
 check "its clients were never asked" bash -c "! grep -q 'sent the feature statistics' '$work'/restart-client-*.log"

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "starling/coordinator/task.hpp"
+#include "starling/data/categories.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/data/feature_scaling.hpp"
 #include "starling/data/load.hpp"
@@ -161,6 +162,7 @@ struct StrategyResult {
   // task.standardize: the statistics round's scaling (the daemon's merge over every
   // client's training examples), its participants and their examples.
   data::FeatureScaling scaling;
+  data::CategoryVocabulary vocabulary;  // task.categorical-vocabulary: the agreed one
   uint32_t statsClients = 0;
   uint64_t statsExamples = 0;
   // The first evaluated round at or above the target accuracy.

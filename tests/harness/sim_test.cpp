@@ -450,15 +450,15 @@ namespace starling::sim {
 
 // 4 clients, iid, over the whole of a CSV regression file (a fifth of it the test set),
 // a quarter of each shard held out for evaluation.
-Result<Fleet> regressionFleet(const std::string& path) {
+// 4 clients on an iid split of a CSV regression file; evalFraction of each held out.
+Result<Fleet> regressionFleet(const std::string& path, data::DataOptions options = {}, double evalFraction = 0.25) {
   SimSettings s = smallFleet();
   s.data = path;
   s.clients = 4;
   s.partition = "iid";
   s.trainExamples = 0;
   s.testExamples = 0;
-  s.evalFraction = 0.25;
-  data::DataOptions options;
+  s.evalFraction = evalFraction;
   options.task = data::TaskKind::kRegression;
   return Fleet::create(s, "linear", options);
 }
@@ -731,6 +731,72 @@ TEST_CASE("standardize: the simulator's statistics round equals NumPy over the u
   CHECK(*r->rounds.back().rmse < 0.3);
   std::filesystem::remove(path);
   std::filesystem::remove(rowsPath);
+}
+
+TEST_CASE("categorical vocabulary: the simulator agrees the daemon's vocabulary over the clients' values",
+          "[harness][categorical]") {
+  // Six cities of very different frequencies; with 5 slots (4 values + other) and a
+  // minimum count of 20, the rarest (Rome, Lyon) share the other slot: they have the
+  // same effect, so the linear model can still fit the target exactly.
+  const auto path = (std::filesystem::temp_directory_path() / "starling-sim-vocabulary.csv").string();
+  const std::vector<std::pair<std::string, double>> cities = {{"Oslo", 1.0}, {"Paris", -1.0}, {"Bergen", 2.0},
+                                                              {"Lima", 0.5}, {"Rome", -2.0},  {"Lyon", -2.0}};
+  const std::vector<double> weights = {0.3, 0.25, 0.2, 0.15, 0.07, 0.03};
+  {
+    std::ofstream out(path);
+    out << "city,a,target\n";
+    std::mt19937_64 rng(5);
+    std::discrete_distribution<int> pick(weights.begin(), weights.end());
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::normal_distribution<double> noise(0, 0.05);
+    for (int i = 0; i < 1500; ++i) {
+      const int c = pick(rng);
+      const double a = u(rng);
+      out << cities[c].first << ',' << a << ',' << cities[c].second + 0.5 * a + noise(rng) << '\n';
+    }
+  }
+  data::DataOptions options;
+  options.categorical = {"city"};
+  options.categoricalBuckets = 5;
+  auto fleet = regressionFleet(path, options, 0);
+  INFO(fleet.status().message());
+  REQUIRE(fleet);
+  Strategy st = smallStrategy("vocabulary");
+  st.task.model = fleet->modelSpec();
+  st.task.kind = "regression";
+  st.task.categorical = "city";
+  st.task.categoricalBuckets = 5;
+  st.task.categoricalVocabulary = true;
+  st.task.vocabularyMinCount = 20;
+  st.engine.rounds = 10;
+  st.engine.clientsPerRound = 4;
+  st.engine.overSelection = 1.0;
+  st.engine.lr = 0.2;
+  auto r = runStrategy(*fleet, st);
+  INFO((r ? "" : r.status().message()));
+  REQUIRE(r);
+
+  // The reference: count the clients' training values here, keep those with >= 20,
+  // the 4 most frequent (ties by value), sorted.
+  std::map<std::string, uint64_t> counts;
+  for (const auto& c : fleet->clients())
+    for (uint32_t i : c.examples)
+      ++counts[fleet->train().categories().value(i, 0)];
+  std::vector<std::pair<uint64_t, std::string>> byCount;
+  for (const auto& [v, n] : counts)
+    if (n >= 20) byCount.emplace_back(n, v);
+  std::sort(byCount.begin(), byCount.end(),
+            [](const auto& x, const auto& y) { return x.first != y.first ? x.first > y.first : x.second < y.second; });
+  std::vector<std::string> expected;
+  for (std::size_t k = 0; k < std::min<std::size_t>(4, byCount.size()); ++k)
+    expected.push_back(byCount[k].second);
+  std::sort(expected.begin(), expected.end());
+  CHECK(expected == std::vector<std::string>{"Bergen", "Lima", "Oslo", "Paris"});
+  CHECK(r->vocabulary == data::CategoryVocabulary{{"city", expected}});
+  CHECK(r->scaling.empty());  // no --standardize: only the vocabulary
+  REQUIRE(r->rounds.back().rmse.has_value());
+  CHECK(*r->rounds.back().rmse < 0.15);
+  std::filesystem::remove(path);
 }
 
 }  // namespace starling::sim

@@ -20,6 +20,7 @@
 #include "starling/wire/messages.hpp"
 
 #include "engine/statistics.hpp"
+#include "engine/vocabulary.hpp"
 #include "export.hpp"
 #include "sim.hpp"
 
@@ -105,9 +106,10 @@ class Run {
   }
   Status join(std::size_t i);
   int64_t nowMs() const { return nowUs_ / 1000; }
-  // task.standardize: the statistics round over the clients' training examples (the
-  // daemon's parts: client::shardStatistics, coordinator::mergeFeatureSums), then the
-  // training and test sets scaled with its result. It takes no virtual time.
+  // task.standardize, task.categorical-vocabulary: the statistics round over the
+  // clients' training examples (the daemon's parts: client::shardStatistics,
+  // coordinator::mergeFeatureSums, mergeCategoryCounts), then the training and test sets
+  // re-encoded and scaled with its result. It takes no virtual time.
   Status statisticsRound();
   // The data the clients train on and the coordinator evaluates on: the fleet's, or
   // their scaled copies (statisticsRound).
@@ -141,25 +143,54 @@ class Run {
 Status Run::statisticsRound() {
   const coordinator::TaskConfig& t = strategy_.task;
   std::map<std::string, data::FeatureSums> sums;  // by id, as the daemon merges them
+  std::map<std::string, data::CategoryCounts> categories;
   for (std::size_t i = 0; i < fleet_.clients().size(); ++i) {
     const auto& c = fleet_.clients()[i];
     if (c.examples.empty()) continue;  // never joins
     if (t.statsClients > 0 && sums.size() >= t.statsClients) break;
-    data::FeatureSums s = coordinator::featureSumsOf(client::shardStatistics(fleet_.train().subset(c.examples)));
+    const wire::FeatureStatsMsg m = client::shardStatistics(fleet_.train().subset(c.examples), t.categoricalVocabulary);
+    data::FeatureSums s = coordinator::featureSumsOf(m);
     STARLING_RETURN_IF_ERROR(coordinator::checkFeatureSums(s, evalModel_->inputDim()).withContext(clientId(i)));
+    if (t.categoricalVocabulary) {
+      auto counts = coordinator::categoryCountsOf(m.categories);
+      if (!counts) return counts.status().withContext(clientId(i));
+      STARLING_RETURN_IF_ERROR(coordinator::checkCategoryCounts(*counts, data::splitList(t.categorical), m.examples)
+                                   .withContext(clientId(i)));
+      categories.emplace(clientId(i), std::move(*counts));
+    }
     sums.emplace(clientId(i), std::move(s));
   }
-  auto merged = coordinator::mergeFeatureSums(sums);
-  if (!merged) return merged.status().withContext("statistics round");
-  auto train = data::scaleFeatures(fleet_.train(), merged->scaling);
-  if (!train) return train.status().withContext("training data");
-  auto test = data::scaleFeatures(fleet_.test(), merged->scaling);
-  if (!test) return test.status().withContext("test data");
-  scaledTrain_.emplace(std::move(*train));
-  scaledTest_.emplace(std::move(*test));
-  result_.scaling = merged->scaling;
-  result_.statsClients = static_cast<uint32_t>(merged->clients.size());
-  result_.statsExamples = merged->examples;
+  // The daemon's order: the vocabulary first, then the scaling.
+  data::Dataset train = fleet_.train(), test = fleet_.test();
+  if (t.categoricalVocabulary) {
+    auto merged = coordinator::mergeCategoryCounts(
+        categories, coordinator::VocabularyOptions{t.vocabularyMinCount, t.categoricalBuckets - std::size_t{1}});
+    if (!merged) return merged.status().withContext("statistics round");
+    result_.vocabulary = coordinator::vocabularyValues(*merged);
+    auto recodedTrain = data::recodeCategories(train, result_.vocabulary);
+    if (!recodedTrain) return recodedTrain.status().withContext("training data");
+    auto recodedTest = data::recodeCategories(test, result_.vocabulary);
+    if (!recodedTest) return recodedTest.status().withContext("test data");
+    train = std::move(*recodedTrain);
+    test = std::move(*recodedTest);
+  }
+  if (t.standardize) {
+    auto merged = coordinator::mergeFeatureSums(sums);
+    if (!merged) return merged.status().withContext("statistics round");
+    auto scaledTrain = data::scaleFeatures(train, merged->scaling);
+    if (!scaledTrain) return scaledTrain.status().withContext("training data");
+    auto scaledTest = data::scaleFeatures(test, merged->scaling);
+    if (!scaledTest) return scaledTest.status().withContext("test data");
+    train = std::move(*scaledTrain);
+    test = std::move(*scaledTest);
+    result_.scaling = merged->scaling;
+  }
+  result_.statsClients = static_cast<uint32_t>(sums.size());
+  result_.statsExamples = 0;
+  for (const auto& [id, s] : sums)
+    result_.statsExamples += s.examples;
+  scaledTrain_.emplace(std::move(train));
+  scaledTest_.emplace(std::move(test));
   return Status::ok();
 }
 
@@ -408,7 +439,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
     export_ = std::move(*x);
   }
   evalModel_.emplace(std::move(*model));
-  if (dc.task.standardize) STARLING_RETURN_IF_ERROR(statisticsRound());
+  if (coordinator::needsStatisticsRound(dc.task)) STARLING_RETURN_IF_ERROR(statisticsRound());
   rng_.seed(mixSeed(s().seed, 0xd509));
 
   const int64_t rejoinUs = (s().rejoinMs > 0 ? s().rejoinMs : dc.engine.deadlineMs) * 1000;

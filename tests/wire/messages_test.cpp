@@ -229,10 +229,14 @@ TEST_CASE("RoundResult, Heartbeat, Bye and Error round-trip", "[wire][messages]"
 }
 
 TEST_CASE("the statistics round's messages and Welcome's feature scaling round-trip", "[wire][messages]") {
-  const StatsRequestMsg request{15'000};
+  const StatsRequestMsg request{15'000, false};
   auto gotRequest = parseStatsRequest(received(encode(request)));
   REQUIRE(gotRequest.isOk());
   CHECK(gotRequest->deadlineMs == 15'000);
+  CHECK_FALSE(gotRequest->categories);
+  auto withCategories = parseStatsRequest(received(encode(StatsRequestMsg{9'000, true})));
+  REQUIRE(withCategories.isOk());
+  CHECK(withCategories->categories);
 
   FeatureStatsMsg stats;
   stats.examples = 400;

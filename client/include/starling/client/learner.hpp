@@ -41,6 +41,7 @@
 #include "starling/compression/compressor.hpp"
 #include "starling/compression/error_feedback.hpp"
 #include "starling/compression/payload.hpp"
+#include "starling/data/categories.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/wire/messages.hpp"
 
@@ -50,10 +51,15 @@ class logger;
 
 namespace starling::client {
 
-// The answer to a StatsRequest (task.standardize): the per-feature count, sum and sum
-// of squares of the client's training examples (data::featureSums), as starling-client
-// sends them and the simulator's virtual clients make them.
-wire::FeatureStatsMsg shardStatistics(const data::Dataset& shard);
+// The answer to a StatsRequest (task.standardize, task.categorical-vocabulary): the
+// per-feature count, sum and sum of squares of the client's training examples
+// (data::featureSums) and, when `categories`, its categorical columns' values with their
+// counts (data::categoryCounts), as starling-client sends them and the simulator's
+// virtual clients make them.
+wire::FeatureStatsMsg shardStatistics(const data::Dataset& shard, bool categories = false);
+
+// Welcome's categorical vocabulary as data::recodeCategories takes it.
+data::CategoryVocabulary vocabularyOf(const std::vector<wire::CategoryValuesMsg>& columns);
 
 // A client's seed from a configured seed and its identity.
 uint64_t clientSeed(uint64_t seed, std::string_view clientId);

@@ -106,8 +106,9 @@ class Participant {
   Status welcome(const wire::WelcomeMsg& welcome);
   void syncStats();  // stats_ <- the Learner's counters (held round and checksum: after each catch-up)
   void holdOut();    // once the data is there: ParticipantOptions::evalFraction of it for evaluation
-  // Welcome's feature scaling (task.standardize): the training and held-out parts scaled
-  // once; the same scaling again (a reconnect) changes nothing, another one is refused.
+  // Welcome's categorical vocabulary and feature scaling (task.categorical-vocabulary,
+  // task.standardize): the training and held-out parts re-encoded and scaled once; the
+  // same again (a reconnect) changes nothing, another one is refused.
   Status scale(const wire::WelcomeMsg& welcome);
 
   const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
@@ -118,11 +119,12 @@ class Participant {
   std::optional<data::Dataset> owned_;                // loaded deferred data
   std::optional<data::Dataset> trainPart_, heldOut_;  // evalFraction > 0: the two parts of the data
   bool heldOutDone_ = false;
-  // Feature scaling: the unscaled training examples (what a StatsRequest is answered
-  // from), the scaled copies the Learner uses, and the scaling they were made with.
+  // Feature scaling and vocabulary: the unscaled training examples (what a StatsRequest
+  // is answered from), the prepared copies the Learner uses, and what they were made with.
   const data::Dataset* rawTrain_ = nullptr;
   std::optional<data::Dataset> scaledTrain_, scaledHeldOut_;
   std::vector<double> scaledMean_, scaledStd_;
+  data::CategoryVocabulary scaledVocabulary_;
   bool dataFailed_ = false;
   ParticipantOptions options_;
   std::shared_ptr<spdlog::logger> log_;

@@ -43,10 +43,17 @@ inline constexpr std::string_view kCapFederatedEval = "federated-eval";
 // feature_mean / feature_std (task.standardize).
 inline constexpr std::string_view kCapFeatureStats = "feature-stats";
 
+// Sends its categorical columns' values with their counts when a StatsRequest asks, and
+// re-encodes them over Welcome's categorical_vocabulary (task.categorical-vocabulary).
+inline constexpr std::string_view kCapCategoricalVocabulary = "categorical-vocabulary";
+
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 12> kClientCapabilities = {
-    kCapRiceIndices, kCapTernaryValues, kCapCatchUpValues,  kCapPrioritySampling, kCapProx,          kCapErrorCap,
-    kCapInitialize,  kCapXorValues,     kCapModelPrecision, kCapRelativeIndices,  kCapFederatedEval, kCapFeatureStats};
+inline constexpr std::array<std::string_view, 13> kClientCapabilities = {
+    kCapRiceIndices,          kCapTernaryValues, kCapCatchUpValues,
+    kCapPrioritySampling,     kCapProx,          kCapErrorCap,
+    kCapInitialize,           kCapXorValues,     kCapModelPrecision,
+    kCapRelativeIndices,      kCapFederatedEval, kCapFeatureStats,
+    kCapCategoricalVocabulary};
 
 // The names in `required` that `offered` lacks, in the order of `required`.
 inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,

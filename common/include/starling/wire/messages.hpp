@@ -107,6 +107,7 @@ struct WelcomeMsg {
 // coordinator -> client, before Welcome: send your FeatureStats (task.standardize).
 struct StatsRequestMsg {
   uint32_t deadlineMs = 0;
+  bool categories = false;  // also the categorical columns' values (task.categorical-vocabulary)
 };
 
 // client -> coordinator: per feature over the training examples (data::FeatureSums).

@@ -33,6 +33,7 @@
 #include "starling/coordinator/server.hpp"
 #include "starling/coordinator/store.hpp"
 #include "starling/coordinator/task.hpp"
+#include "starling/data/categories.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/data/feature_scaling.hpp"
 #include "starling/model/model.hpp"
@@ -108,8 +109,12 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   void featureStats(const std::shared_ptr<Session>& session, const wire::FeatureStatsMsg& stats);
   void closeStatistics();
   int64_t statsDeadlineMs() const;  // task.stats-deadline-ms, or the round deadline
-  // The scaling becomes the task's: the test set is scaled, waiting clients welcomed.
-  Status adoptScaling(const data::FeatureScaling& scaling);
+  // True until the statistics round (standardize, categorical vocabulary) has given what
+  // clients need before their Welcome.
+  bool statsPending() const { return needsStatisticsRound(task_) && !statsDone_; }
+  // The round's results become the task's: the test set is re-encoded over the
+  // vocabulary and scaled, waiting clients welcomed.
+  Status adoptStatistics(const data::CategoryVocabulary& vocabulary, const data::FeatureScaling& scaling);
   void perform(std::vector<Action> actions);
   void sendTo(const std::string& clientId, Frame frame);
   Frame assignFrame(const Assignment& a);
@@ -140,14 +145,18 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   std::optional<model::Model> evalModel_;
   std::optional<data::Dataset> testSet_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by certificate identity
-  // task.standardize: the scaling every client applies (empty until known), the
-  // clients held before their Welcome until it is, and the statistics round in flight.
+  // The statistics round: the scaling (task.standardize) and the vocabulary
+  // (task.categorical-vocabulary) every client applies (empty until known), the clients
+  // held before their Welcome until they are, and the round in flight.
+  bool statsDone_ = false;
   data::FeatureScaling scaling_;
+  data::CategoryVocabulary vocabulary_;
   std::map<std::string, wire::HelloMsg> waiting_;
   bool statsOpen_ = false;
   uint32_t statsAttempts_ = 0;
   std::set<std::string> statsAsked_;
   std::map<std::string, data::FeatureSums> statsReceived_;
+  std::map<std::string, data::CategoryCounts> statsCategories_;  // by client, with categorical-vocabulary
   asio::steady_timer statsTimer_;
   asio::steady_timer timer_;
   std::chrono::steady_clock::time_point epoch_;

@@ -39,8 +39,15 @@ struct TaskConfig {
   std::string dataFormat = "auto";      // its format (data/load.hpp; auto = from the name)
   std::string label;                    // its label column (CSV) or array (NPZ); "" = the default
   std::string categorical;              // CSV columns of categories, comma-separated (data/load.hpp)
-  uint32_t categoricalBuckets = 16;     // hashed one-hot slots per categorical column
-  uint32_t evalEvery = 1;               // evaluate every N committed rounds
+  uint32_t categoricalBuckets = 16;     // one-hot slots per categorical column
+  // Categorical columns one-hot over a vocabulary the statistics round agrees (value k
+  // of a column's sorted vocabulary in slot k, others in the last slot; docs/data.md)
+  // instead of hashed buckets. A value on fewer than vocabularyMinCount examples in
+  // total goes to the last slot too, and so does every value past the
+  // categoricalBuckets - 1 most frequent.
+  bool categoricalVocabulary = false;
+  uint64_t vocabularyMinCount = 5;
+  uint32_t evalEvery = 1;  // evaluate every N committed rounds
   // Feature scaling (docs/data.md): before round 1 a statistics round collects the
   // clients' per-feature counts, sums and sums of squares; every party then scales its
   // features with the merged mean and std (z-scores; sparse data: divided by std only).
@@ -50,6 +57,10 @@ struct TaskConfig {
   int64_t statsDeadlineMs = 0;   // its deadline from the request (0 = the round deadline, task.deadline-ms)
   std::string modelOut;          // where the final model is saved ("" = nowhere)
 };
+
+// Whether the task runs a statistics round before round 1 (task.standardize or
+// task.categorical-vocabulary).
+bool needsStatisticsRound(const TaskConfig& task);
 
 // Checks values no single setting can (e.g. tau-min <= tau <= tau-max); the message
 // names the setting by its file key's last part.

@@ -273,6 +273,12 @@ void Learner::makeRoom(uint64_t round) {
   }
 }
 
+int Learner::batchFor(const wire::RoundAssignMsg& a) const {
+  const int b = task_->trainerOptions().batchSize;
+  if (a.batchScale == 1.0f) return b;
+  return static_cast<int>(std::clamp<double>(std::lround(double(b) * double(a.batchScale)), 1.0, 1 << 20));
+}
+
 Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a) {
   if (!holding_ || !trainer_) return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
   makeRoom(a.round);
@@ -282,7 +288,7 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a) {
     if (!e) return e.status().withContext("evaluating on the held-out examples");
     evalStats = std::move(*e);
   }
-  TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round)};
+  TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round), batchFor(a)};
   auto stats = trainer_->run(xhat_, req, delta_);
   if (!stats) return stats.status();
   auto update = compressAndTag(a, *stats);
@@ -309,7 +315,7 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a, std::span<cons
   sampler_.reset();
   if (!trainer) return trainer.status();
   delta_.resize(base.size());
-  TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round)};
+  TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round), batchFor(a)};
   auto stats = trainer->run(base, req, delta_);
   if (!stats) return stats.status();
   sampler_.emplace(std::move(trainer->sampler()));

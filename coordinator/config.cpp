@@ -135,6 +135,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("train.tau-min", e.tauMin, "ADACOMM and step budgets: fewest local steps");
   bind("train.tau-max", e.tauMax, "ADACOMM: most local steps");
   bind("train.step-budgets", e.stepBudgets, "give slow clients fewer steps so they meet the deadline");
+  bind("train.dynamic-batch", e.dynamicBatch,
+       "DBS: scale each measured client's minibatch by its speed / the mean speed (within [1/32, 8]) so a round's "
+       "clients do the same steps in about the same time");
   bind("train.budget-quantile", e.budgetQuantile,
        "also cap each client's steps at the time the selected client at this speed quantile needs for tau (0 = off)");
   bind("train.budget-tau-factor", e.budgetTauFactor,

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <numeric>
 #include <sstream>
 
 #include "engine/aggregator.hpp"
@@ -39,7 +40,8 @@ struct RoundEngine::Client {
     while (accepted.size() > kAcceptedKept)
       accepted.pop_front();
   }
-  double stepsPerMs = 0;         // measured speed (EWMA), 0 = unknown
+  double stepsPerMs = 0;         // measured speed (EWMA) at batch scale 1, 0 = unknown
+  float batchScale = 1.0f;       // of lastAssigned (EngineConfig::dynamicBatch)
   bool sticky = false;           // of lastAssigned: drawn from the sticky group
   double selectionWeight = 1.0;  // of lastAssigned (EngineConfig::stickyClients)
   // The round of the broadcast whose indices the client holds as the reference for
@@ -71,6 +73,7 @@ struct RoundEngine::OpenRound {
   double downDensity = 1;
   uint32_t selected = 0;
   double budgetMs = std::numeric_limits<double>::infinity();  // compute time per client (budgetQuantile)
+  double meanSpeed = 0;  // of the selected clients measured (dynamicBatch; 0 = none)
   uint64_t bytesDownRaw = 0;
   uint64_t bytesDownWire = 0;
   std::map<std::string, ParticipantResult> outstanding;  // assigned, no update yet
@@ -317,11 +320,27 @@ std::vector<Action> RoundEngine::tick(int64_t nowMs) {
   return out;
 }
 
+double RoundEngine::fleetMeanSpeed() const {
+  if (!config_.dynamicBatch) return 0;
+  double sum = 0;
+  std::size_t n = 0;
+  for (const auto& [id, c] : clients_)
+    if (c->stepsPerMs > 0) {
+      sum += c->stepsPerMs;
+      ++n;
+    }
+  return n > 0 ? sum / double(n) : 0;
+}
+
 Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs) {
   Assignment a;
   a.round = round;
   a.baseRound = downlink_->round();
-  a.tau = pace_->stepsFor(c.stepsPerMs, open_->budgetMs);
+  const double meanSpeed = async() ? fleetMeanSpeed() : open_->meanSpeed;
+  a.batchScale = static_cast<float>(pace_->batchScale(c.stepsPerMs, meanSpeed));
+  c.batchScale = a.batchScale;
+  // A step at scale s takes about s times as long as one at scale 1.
+  a.tau = pace_->stepsFor(c.stepsPerMs / a.batchScale, open_->budgetMs);
   a.lr = static_cast<float>(open_->lr);
   a.uplinkDensity = static_cast<float>(open_->upDensity);
   a.deadlineMs = nowMs + config_.deadlineMs;
@@ -393,6 +412,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   for (const Selection::Pick& pick : picks)
     if (const double v = clients_.at(pick.id)->stepsPerMs; v > 0) speeds.push_back(v);
   open_->budgetMs = pace_->roundBudgetMs(speeds);
+  if (!speeds.empty()) open_->meanSpeed = std::accumulate(speeds.begin(), speeds.end(), 0.0) / double(speeds.size());
   for (const Selection::Pick& pick : picks)
     assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
   out.push_back(WakeAt{open_->deadlineMs});
@@ -583,7 +603,7 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   }
   p->part.selectionWeight = rec.selectionWeight;
   if (u.durationMs > 0) {
-    const double speed = double(u.steps) / double(u.durationMs);
+    const double speed = double(u.steps) / double(u.durationMs) * c.batchScale;  // at scale 1
     c.stepsPerMs = c.stepsPerMs > 0 ? 0.5 * c.stepsPerMs + 0.5 * speed : speed;
   }
   c.busy = false;

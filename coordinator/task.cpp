@@ -90,6 +90,7 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   add(e.federatedEvalEvery > 0, wire::kCapFederatedEval);
   add(needsStatisticsRound(t), wire::kCapFeatureStats);
   add(t.categoricalVocabulary, wire::kCapCategoricalVocabulary);
+  add(e.dynamicBatch, wire::kCapDynamicBatch);
   return need;
 }
 
@@ -148,6 +149,7 @@ wire::RoundAssignMsg assignmentMessage(const Assignment& a, uint32_t deadlineInM
   if (a.denseModel) m.model = wire::denseView(*a.denseModel);
   if (a.values) m.values = compression::viewOf(*a.values);
   m.evaluate = a.evaluate;
+  m.batchScale = a.batchScale;
   return m;
 }
 

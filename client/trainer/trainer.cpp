@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <random>
 
 #include "starling/model/fixed_order_sum.hpp"
@@ -134,7 +135,15 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
   const uint64_t scoredBefore = sampler_.scoredExamples();
   if (probeSize > 0) stats.lossStart = probeLoss(probe_);
 
-  const int b = options_.batchSize;
+  const int b = request.batchSize > 0 ? request.batchSize : options_.batchSize;
+  if (firstRows_.size() < static_cast<std::size_t>(b)) {
+    firstRows_.resize(static_cast<std::size_t>(b));
+    std::iota(firstRows_.begin(), firstRows_.end(), 0u);
+  }
+  if (dataset_->isSparse() && !model_.acceptsSparse() &&
+      double(b) * double(dataset_->featureDim()) * 4.0 > double(data::Dataset::kMaxDensifiedBytes))
+    return Status(StatusCode::kInvalidArgument, "a minibatch of " + std::to_string(b) +
+                                                    " examples of this sparse data set is over the densify limit");
   const float mu = options_.momentum;
   const float wd = options_.weightDecay;
   const float prox = options_.proxMu;

@@ -160,8 +160,9 @@ Frame encode(const RoundAssignMsg& m) {
     broadcast.push_back(compression::toWire(b, p));
   const auto model = optionalTensor(b, m.model);
   const auto values = optionalTensor(b, m.values);
-  return finishFrame(b, fb::CreateRoundAssignDirect(b, m.round, m.baseRound, m.tau, m.lr, m.density, m.deadlineMs,
-                                                    &broadcast, m.baseChecksum, model, values, m.evaluate));
+  return finishFrame(
+      b, fb::CreateRoundAssignDirect(b, m.round, m.baseRound, m.tau, m.lr, m.density, m.deadlineMs, &broadcast,
+                                     m.baseChecksum, model, values, m.evaluate, m.batchScale));
 }
 
 Frame encode(const UpdateMsg& m) {
@@ -283,6 +284,10 @@ Result<RoundAssignMsg> parseRoundAssign(const Message& m) {
   if (Status st = assignView(a->model(), out.model); !st) return st;
   if (Status st = assignView(a->values(), out.values); !st) return st;
   out.evaluate = a->evaluate();
+  out.batchScale = a->batch_scale();
+  if (!(out.batchScale > 0) || !std::isfinite(out.batchScale))
+    return Status(StatusCode::kMalformed,
+                  fmt::format("RoundAssign batch_scale {} is not a positive number", out.batchScale));
   return out;
 }
 

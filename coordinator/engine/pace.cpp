@@ -42,6 +42,7 @@ Pace::Pace(const EngineConfig& c, std::unique_ptr<compression::DensitySchedule> 
       tauMax_(c.tauMax),
       adaptive_(c.adaptiveTau),
       stepBudgets_(c.stepBudgets),
+      dynamicBatch_(c.dynamicBatch),
       upDensity_(usesDensity(c.uplink)),
       downDensity_(usesDensity(c.downlink)),
       up_(std::move(up)),
@@ -77,6 +78,11 @@ uint32_t Pace::stepsFor(double stepsPerMs, double budgetMs) const {
   if (budgetTauFactor_ > 1 && std::isfinite(budgetMs))
     most = static_cast<uint32_t>(std::clamp(std::floor(budgetTauFactor_ * tau_), double(tau_), 4e9));
   return std::clamp(std::min(most, budget), tauMin_, std::max(tauMin_, most));
+}
+
+double Pace::batchScale(double stepsPerMs, double meanSpeed) const {
+  if (!dynamicBatch_ || !(stepsPerMs > 0) || !(meanSpeed > 0)) return 1.0;
+  return std::clamp(stepsPerMs / meanSpeed, kMinBatchScale, kMaxBatchScale);
 }
 
 void Pace::roundCommitted(double roundLoss, uint64_t commits) {

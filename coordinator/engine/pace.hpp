@@ -44,6 +44,11 @@ class Pace {
   // with budgetMs (roundBudgetMs()): what it can do in min(budgetMs, budgetFraction x
   // deadline), within [tauMin, tau] (up to budgetTauFactor x tau with a finite budgetMs).
   uint32_t stepsFor(double stepsPerMs, double budgetMs) const;
+  // dynamicBatch: the minibatch scale of a client of measured speed stepsPerMs (at
+  // scale 1) among clients of mean speed meanSpeed: stepsPerMs / meanSpeed within
+  // [kMinBatchScale, kMaxBatchScale]; 1 when off or either speed is unknown (0).
+  double batchScale(double stepsPerMs, double meanSpeed) const;
+  static constexpr double kMinBatchScale = 1.0 / 32, kMaxBatchScale = 8;
 
   // ADACOMM, after a committed round (commits: the count including it) whose
   // example-weighted loss at the start was roundLoss: tau = ceil(sqrt((lr0 / lr) F / F0) tau0),
@@ -63,7 +68,7 @@ class Pace {
   double lr_, lrDecay_, budgetFraction_, budgetQuantile_, budgetTauFactor_, lossSmoothing_;
   double deadlineMs_;
   uint32_t tau0_, tauMin_, tauMax_;
-  bool adaptive_, stepBudgets_, upDensity_, downDensity_;
+  bool adaptive_, stepBudgets_, dynamicBatch_, upDensity_, downDensity_;
   std::unique_ptr<compression::DensitySchedule> up_, down_;
   uint32_t tau_;
   double lossF0_ = 0;  // smoothed loss at the first adaptation

@@ -81,6 +81,31 @@ TEST_CASE("a device's Learner and a simulated client's make the same updates", "
   CHECK(simulated.stats().roundsAccepted == 3);
 }
 
+TEST_CASE("an assignment's batch scale sets the round's minibatch (dynamic batch sizes)", "[client][learner][dbs]") {
+  const data::Dataset shard = test::blobs(64, 8, 4, 11);
+  const std::vector<float> base = initialModel();
+  const uint64_t seed = clientSeed(0, "client-1");
+  for (const auto& [scale, batch] : {std::pair{0.5f, 4}, std::pair{3.0f, 24}, std::pair{0.01f, 1}}) {
+    INFO("scale " << scale);
+    Learner device(LearnerOptions{seed}, nullptr);
+    REQUIRE(device.welcome(task(), shard).isOk());
+    auto sharedTask = LearnerTask::create(task());
+    REQUIRE(sharedTask.isOk());
+    Learner simulated(*sharedTask, LearnerOptions{seed});
+    auto a = assign(1, base);
+    a.batchScale = scale;
+    REQUIRE(device.catchUp(a).isOk());
+    auto fromDevice = device.train(a);
+    auto fromSim = simulated.train(a, base, shard);
+    REQUIRE(fromDevice.isOk());
+    REQUIRE(fromSim.isOk());
+    CHECK(fromDevice->stats.steps == 5);
+    CHECK(fromDevice->stats.examples == 5u * uint64_t(batch));  // Welcome's 8 x the scale
+    CHECK(fromDevice->message().examples == 5u * uint64_t(batch));
+    CHECK(fromDevice->payload == fromSim->payload);
+  }
+}
+
 TEST_CASE("a reconnect's Welcome settles the updates in flight", "[client][learner]") {
   const data::Dataset shard = test::blobs(64, 8, 4, 12);
   const std::vector<float> base = initialModel();

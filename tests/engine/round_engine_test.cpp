@@ -18,6 +18,7 @@
 #include "starling/compression/topk.hpp"
 #include "starling/util/checksum.hpp"
 
+#include "engine/pace.hpp"
 #include "fixtures.hpp"
 
 using namespace starling;
@@ -477,6 +478,55 @@ TEST_CASE("ADACOMM lowers tau as the loss falls, and slow clients get step budge
       CHECK(tau["mid"] == 100);
       CHECK(tau["slow"] == 50);
     }
+  }
+}
+
+TEST_CASE("dynamic batch sizes: each client's minibatch follows its speed, the steps stay", "[engine][dbs]") {
+  // Clients at 0.4, 0.1 and 0.1 steps per ms with the task's batch (scale 1): mean 0.2,
+  // so the next round scales their batches by 2, 0.5 and 0.5 and keeps tau for all.
+  auto config = smallConfig(3);
+  config.dynamicBatch = true;
+  config.tau = 40;
+  config.deadlineMs = 1'000'000;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  engine->clientJoined("fast", 100, 0, 0, 0);
+  engine->clientJoined("slow1", 100, 0, 0, 0);
+  auto acts = engine->clientJoined("slow2", 100, 0, 0, 0);
+  for (const auto& a : only<Assign>(acts))
+    CHECK(a.assignment.batchScale == 1.0f);  // nothing measured yet
+  auto timed = [](uint64_t round, uint32_t steps, uint32_t ms, uint64_t examples) {
+    auto u = update(round, round - 1, std::vector<float>(kDim, 0.01f), examples, steps);
+    u.durationMs = ms;
+    return u;
+  };
+  engine->updateArrived("fast", timed(1, 40, 100, 40 * 32), 100);
+  engine->updateArrived("slow1", timed(1, 40, 400, 40 * 32), 400);
+  acts = engine->updateArrived("slow2", timed(1, 40, 400, 40 * 32), 400);
+  std::map<std::string, Assignment> next;
+  for (const auto& a : only<Assign>(acts))
+    next[a.clientId] = a.assignment;
+  REQUIRE(next.size() == 3);
+  CHECK(next["fast"].batchScale == Approx(2.0f));
+  CHECK(next["slow1"].batchScale == Approx(0.5f));
+  CHECK(next["slow2"].batchScale == Approx(0.5f));
+  for (auto& [id, a] : next)
+    CHECK(a.tau == 40);
+
+  // Round 2 at those scales takes each client 200 ms: the speeds at scale 1 are unchanged
+  // (0.2 steps per ms at scale 2 is 0.4 at scale 1), so the scales stay.
+  engine->updateArrived("fast", timed(2, 40, 200, 40 * 64), 200);
+  engine->updateArrived("slow1", timed(2, 40, 200, 40 * 16), 200);
+  acts = engine->updateArrived("slow2", timed(2, 40, 200, 40 * 16), 200);
+  for (const auto& a : only<Assign>(acts))
+    CHECK(a.assignment.batchScale == Approx(a.clientId == "fast" ? 2.0f : 0.5f));
+
+  SECTION("the scale stays within [1/32, 8]") {
+    Pace pace = Pace::create(config).value();
+    CHECK(pace.batchScale(100, 1) == 8);
+    CHECK(pace.batchScale(1, 100) == Approx(1.0 / 32));
+    CHECK(pace.batchScale(0, 1) == 1);  // unknown speed
+    config.dynamicBatch = false;
+    CHECK(Pace::create(config).value().batchScale(100, 1) == 1);
   }
 }
 

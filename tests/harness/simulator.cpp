@@ -240,9 +240,11 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
-    STARLING_RETURN_IF_ERROR(export_->recordUpdate(
-        a.round, i, static_cast<uint32_t>(stats.steps), static_cast<uint32_t>(task_->trainerOptions().batchSize),
-        stats.examples, a.lr, update->compressionSeed, update->payload.byteSize()));
+    STARLING_RETURN_IF_ERROR(
+        export_->recordUpdate(a.round, i, static_cast<uint32_t>(stats.steps),
+                              static_cast<uint32_t>(stats.steps > 0 ? stats.examples / uint64_t(stats.steps)
+                                                                    : uint64_t(task_->trainerOptions().batchSize)),
+                              stats.examples, a.lr, update->compressionSeed, update->payload.byteSize()));
 
   // Cost model: minibatches forward and backward, the sampler's and the loss probe's
   // forward passes.
@@ -293,8 +295,9 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
   const double drop = unit(rng_), when = unit(rng_);
   if (drop < s().dropout) {
     // It drops somewhere between receiving the assignment and finishing its work.
-    const double work =
-        computeSeconds(fleet_.flopsPerExample(), uint64_t(a.tau) * strategy_.task.batchSize, 0, fc.flopsPerSecond);
+    const double work = computeSeconds(fleet_.flopsPerExample(),
+                                       static_cast<uint64_t>(double(a.tau) * strategy_.task.batchSize * a.batchScale),
+                                       0, fc.flopsPerSecond);
     push(nowUs_ + static_cast<int64_t>(when * (double(downUs) + work * 1e6)), Event::Kind::kDropOut, i, c.assignments);
     return Status::ok();
   }

@@ -228,6 +228,8 @@ class Learner {
   // Rolls back the oldest pending updates past maxPending - 1 (room for one more).
   void makeRoom(uint64_t round);
   Result<LocalUpdate> compressAndTag(const wire::RoundAssignMsg& assign, const TrainStats& stats);
+  // This round's minibatch: the task's x assign.batchScale, rounded, at least 1.
+  int batchFor(const wire::RoundAssignMsg& assign) const;
 
   LearnerOptions options_;
   std::shared_ptr<spdlog::logger> log_;

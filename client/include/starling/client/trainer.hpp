@@ -58,6 +58,7 @@ struct TrainRequest {
   int steps = 1;      // tau
   float lr = 0.05f;   // eta
   uint64_t seed = 0;  // seeds the sampler (and the loss probe) for this run
+  int batchSize = 0;  // this run's minibatch (0 = TrainerOptions::batchSize)
 };
 
 struct TrainStats {

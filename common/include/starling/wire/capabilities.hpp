@@ -47,13 +47,24 @@ inline constexpr std::string_view kCapFeatureStats = "feature-stats";
 // re-encodes them over Welcome's categorical_vocabulary (task.categorical-vocabulary).
 inline constexpr std::string_view kCapCategoricalVocabulary = "categorical-vocabulary";
 
+// Trains each round with RoundAssign.batch_scale x Welcome's batch size (train.dynamic-batch).
+inline constexpr std::string_view kCapDynamicBatch = "dynamic-batch";
+
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 13> kClientCapabilities = {
-    kCapRiceIndices,          kCapTernaryValues, kCapCatchUpValues,
-    kCapPrioritySampling,     kCapProx,          kCapErrorCap,
-    kCapInitialize,           kCapXorValues,     kCapModelPrecision,
-    kCapRelativeIndices,      kCapFederatedEval, kCapFeatureStats,
-    kCapCategoricalVocabulary};
+inline constexpr std::array<std::string_view, 14> kClientCapabilities = {kCapRiceIndices,
+                                                                         kCapTernaryValues,
+                                                                         kCapCatchUpValues,
+                                                                         kCapPrioritySampling,
+                                                                         kCapProx,
+                                                                         kCapErrorCap,
+                                                                         kCapInitialize,
+                                                                         kCapXorValues,
+                                                                         kCapModelPrecision,
+                                                                         kCapRelativeIndices,
+                                                                         kCapFederatedEval,
+                                                                         kCapFeatureStats,
+                                                                         kCapCategoricalVocabulary,
+                                                                         kCapDynamicBatch};
 
 // The names in `required` that `offered` lacks, in the order of `required`.
 inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,

@@ -134,6 +134,7 @@ struct RoundAssignMsg {
   std::optional<compression::PayloadView> model;   // a dense model replacing the client's
   std::optional<compression::PayloadView> values;  // catch-up by value
   bool evaluate = false;                           // send eval stats of the base model
+  float batchScale = 1.0f;                         // minibatch = max(1, round(Welcome's x this))
 };
 
 // client -> coordinator: the result of a round.

@@ -164,6 +164,12 @@ struct EngineConfig {
   // budgetTauFactor x tau, so every measured client trains for about the quantile's
   // time and the fast devices do more of the steps. 1 = off: tau is every client's most.
   double budgetTauFactor = 1.0;
+  // Dynamic batch sizes (DBS, ALGORITHMS.md): each measured client's minibatch is the
+  // task's x its speed / the mean speed (of the round's measured clients; under the
+  // asynchronous modes of every measured client), within [1/32, 8], so the clients of a
+  // round do the same steps in about the same time; the aggregation weights by the
+  // examples processed. Clients need the capability "dynamic-batch".
+  bool dynamicBatch = false;
 
   // Compression (names as compression::makeCompressor takes them).
   std::string uplink = "identity";
@@ -249,6 +255,7 @@ struct Assignment {
   std::vector<std::shared_ptr<const compression::Payload>> broadcasts;
   uint64_t baseChecksum = 0;  // checksum64 of the model after applying them
   bool evaluate = false;      // evaluate the base model first (EngineConfig::federatedEvalEvery)
+  float batchScale = 1.0f;    // the client's minibatch x this (EngineConfig::dynamicBatch)
 };
 
 struct UpdateVerdict {
@@ -457,6 +464,9 @@ class RoundEngine {
   // Settles the open round's held on-time updates once there are enough norms to judge them.
   void settleReceived();
   Assignment makeAssignment(Client& c, uint64_t round, int64_t nowMs);
+  // The mean measured speed of every client (dynamicBatch under the asynchronous
+  // modes); 0 when none is measured or dynamicBatch is off.
+  double fleetMeanSpeed() const;
   // Records an outstanding participant of the open round as dropped; closes or
   // abandons the round when nobody else can still deliver.
   void dropOutstanding(const std::string& id, const std::string& reason, int64_t nowMs, std::vector<Action>& out);

@@ -176,6 +176,16 @@ TEST_CASE("RoundAssign round-trips its broadcasts, model and values as views", "
   CHECK_FALSE(got->model.has_value());
   REQUIRE(got->values.has_value());
   CHECK(same(*got->values, a));
+  CHECK(got->batchScale == 1.0f);  // absent: the Welcome's batch
+
+  sent.batchScale = 0.375f;
+  auto scaled = parseRoundAssign(received(encode(sent)));
+  REQUIRE(scaled.isOk());
+  CHECK(scaled->batchScale == 0.375f);
+  sent.batchScale = -1.0f;
+  auto negative = parseRoundAssign(received(encode(sent)));
+  REQUIRE_FALSE(negative.isOk());
+  CHECK_THAT(negative.status().message(), Catch::Contains("batch_scale -1 is not a positive number"));
 }
 
 TEST_CASE("Update round-trips; its delta is a view into the received message", "[wire][messages]") {

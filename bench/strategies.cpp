@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "sim.hpp"
+#include "starling/data/load.hpp"
 
 namespace {
 
@@ -78,6 +79,7 @@ struct Options {
   // The heterogeneous fleet (issue 20): seeds, the shard partition's target, the
   // asynchronous strategies' concurrency and server lr, their most server steps.
   uint32_t heteroSeeds = 3;
+  std::vector<std::string> heteroOnly;  // --hetero-only: strategies whose name contains one of these
   double shardTarget = 0.70;
   uint32_t concurrency = 20;
   double asyncServerLr = 0.5;
@@ -301,6 +303,34 @@ std::vector<sim::Strategy> heteroStrategies(const Options& o) {
   d.engine.stalenessBound = 1;
   d.engine.stalenessMax = 8;
   out.push_back(d);
+  // Sync with the same compression, the slow clients' work cut two ways: fewer steps
+  // (time budgets at the median speed) or smaller minibatches (dynamic batch sizes).
+  sim::Strategy budgets = base(o, "sync top-k + step budgets");
+  compress(budgets);
+  budgets.engine.budgetQuantile = o.budgetQuantile;
+  out.push_back(budgets);
+  sim::Strategy dbs = base(o, "sync top-k + DBS");
+  compress(dbs);
+  dbs.engine.dynamicBatch = true;
+  out.push_back(dbs);
+  sim::Strategy dbsQ = base(o, "sync top-k + DBS at the median");
+  compress(dbsQ);
+  dbsQ.engine.dynamicBatch = true;
+  dbsQ.engine.budgetQuantile = o.budgetQuantile;
+  out.push_back(dbsQ);
+  return out;
+}
+
+// The strategies --hetero-only keeps: those whose name contains one of its items (all
+// when empty).
+std::vector<sim::Strategy> heteroSelected(const Options& o) {
+  std::vector<sim::Strategy> out;
+  for (auto& st : heteroStrategies(o)) {
+    bool keep = o.heteroOnly.empty();
+    for (const std::string& part : o.heteroOnly)
+      keep = keep || st.name.find(part) != std::string::npos;
+    if (keep) out.push_back(std::move(st));
+  }
   return out;
 }
 
@@ -323,7 +353,7 @@ std::vector<HeteroRow> runHetero(const Options& o) {
   std::vector<HeteroRow> iidRows;
   for (const auto& [partition, target] : {std::pair<std::string, double>{"iid", 0.85}, {"classes:2", o.shardTarget}}) {
     std::vector<HeteroRow> rows;
-    for (const auto& st : heteroStrategies(o))
+    for (const auto& st : heteroSelected(o))
       rows.push_back({st.name, {}, {}, 0});
     for (uint32_t seed = 1; seed <= o.heteroSeeds; ++seed) {
       auto fl = sim::Fleet::create(heteroFleet(o, partition, seed, target), "mlp:784-200-200-10");
@@ -332,7 +362,7 @@ std::vector<HeteroRow> runHetero(const Options& o) {
         std::exit(1);
       }
       std::size_t i = 0;
-      for (auto st : heteroStrategies(o)) {
+      for (auto st : heteroSelected(o)) {
         st.engine.seed = seed;
         auto r = sim::runStrategy(*fl, st, [&](const sim::RoundRow& row) {
           std::fprintf(stderr, "\rhetero %-9s seed %u %-24s step %4llu  acc %5.2f%%  %7.1f virtual min",
@@ -379,7 +409,7 @@ int usage() {
       "       [--no-relative-indices] [--uplink-density F (0 = 0.2%%)] [--sticky-reweight]\n"
       "       [--test-examples N] [--sim10k-rounds N]\n"
       "       [--sim10k-tau N] [--skip-strategies] [--skip-sim10k] [--skip-hetero]\n"
-      "       [--hetero-seeds N] [--shard-target F] [--concurrency C] [--async-server-lr F] [--async-rounds N]\n");
+      "       [--hetero-seeds N] [--hetero-only NAME,...] [--shard-target F] [--concurrency C] [--async-server-lr F] [--async-rounds N]\n");
   return 2;
 }
 
@@ -403,6 +433,8 @@ int main(int argc, char** argv) {
       o.skipSim10k = true;
     else if (a == "--skip-hetero")
       o.skipHetero = true;
+    else if (a == "--hetero-only" && (v = next()))
+      o.heteroOnly = starling::data::splitList(v);
     else if (a == "--hetero-seeds" && (v = next()))
       o.heteroSeeds = static_cast<uint32_t>(std::atoi(v));
     else if (a == "--shard-target" && (v = next()))
@@ -497,26 +529,35 @@ int main(int argc, char** argv) {
         "peak RSS %.0f MiB%s\n",
         static_cast<unsigned long long>(s10k.rounds), o.sim10kTau, s10k.wallS, s10k.rssMiB, s10k.ok ? "" : " (FAILED)");
   // The heterogeneous fleet: ratios of median virtual time (and bytes) to 85% IID.
-  std::string hetero = "async_vs_fedavg_time=- async_vs_sync_time=- async_bytes_ratio=- dssp_vs_best_ssp_time=-";
+  std::string hetero =
+      "async_vs_fedavg_time=- async_vs_sync_time=- async_bytes_ratio=- dssp_vs_best_ssp_time=- dbs_vs_budgets_time=-";
   if (!o.skipHetero) {
     const std::vector<HeteroRow> rows = runHetero(o);
-    auto t = [&](std::size_t i) { return median(rows[i].seconds); };
+    // By name prefix: the median time (or bytes) of the first row whose name starts with
+    // it; infinity when --hetero-only left it out or it never reached the target.
+    auto find = [&](const std::string& prefix, bool bytes = false) {
+      for (const HeteroRow& r : rows)
+        if (r.name.starts_with(prefix)) return median(bytes ? r.bytes : r.seconds);
+      return std::numeric_limits<double>::infinity();
+    };
     auto ratio = [](double a, double b) {
       return std::isinf(a) || std::isinf(b) ? std::string("-") : fmt::format("{:.2f}", a / b);
     };
     double bestSsp = std::numeric_limits<double>::infinity();
-    for (std::size_t i = 3; i + 1 < rows.size(); ++i)
-      bestSsp = std::min(bestSsp, t(i));
-    hetero = fmt::format("async_vs_fedavg_time={} async_vs_sync_time={} async_bytes_ratio={} dssp_vs_best_ssp_time={}",
-                         ratio(t(0), t(2)), ratio(t(1), t(2)), ratio(median(rows[0].bytes), median(rows[2].bytes)),
-                         ratio(bestSsp, t(rows.size() - 1)));
+    for (const HeteroRow& r : rows)
+      if (r.name.starts_with("ssp ")) bestSsp = std::min(bestSsp, median(r.seconds));
+    hetero = fmt::format(
+        "async_vs_fedavg_time={} async_vs_sync_time={} async_bytes_ratio={} dssp_vs_best_ssp_time={} "
+        "dbs_vs_budgets_time={}",
+        ratio(find("sync fedavg"), find("async")), ratio(find("sync top-k 1%"), find("async")),
+        ratio(find("sync fedavg", true), find("async", true)), ratio(bestSsp, find("dssp")),
+        ratio(find("sync top-k + step budgets"), find("sync top-k + DBS")));
     std::printf(
         "goals (IID): async >= 3x less time than sync FedAvg fp32 and >= 2x less than sync with the same compression, "
-        "at >= 50x fewer bytes than FedAvg; dssp at least as fast as the best ssp bound (>= 1.0)\n");
+        "at >= 50x fewer bytes than FedAvg; dssp at least as fast as the best ssp bound (>= 1.0); dynamic batch "
+        "sizes faster than step budgets (> 1.0)\n");
   }
-  // dbs_vs_budgets_time: dynamic batch sizes are not built yet.
-  std::printf(
-      "summary: bytes_ratio=%.1f time_ratio=%.1f sim10k_wall_s=%.1f sim10k_rss_mib=%.0f %s dbs_vs_budgets_time=-\n",
-      bytesRatio, timeRatio, s10k.wallS, s10k.rssMiB, hetero.c_str());
+  std::printf("summary: bytes_ratio=%.1f time_ratio=%.1f sim10k_wall_s=%.1f sim10k_rss_mib=%.0f %s\n", bytesRatio,
+              timeRatio, s10k.wallS, s10k.rssMiB, hetero.c_str());
   return 0;
 }

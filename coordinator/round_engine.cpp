@@ -73,7 +73,7 @@ struct RoundEngine::OpenRound {
   double downDensity = 1;
   uint32_t selected = 0;
   double budgetMs = std::numeric_limits<double>::infinity();  // compute time per client (budgetQuantile)
-  double meanSpeed = 0;  // of the selected clients measured (dynamicBatch; 0 = none)
+  double meanSpeed = 0;  // Pace::referenceSpeed of the selected clients measured (dynamicBatch; 0 = none)
   uint64_t bytesDownRaw = 0;
   uint64_t bytesDownWire = 0;
   std::map<std::string, ParticipantResult> outstanding;  // assigned, no update yet
@@ -320,23 +320,19 @@ std::vector<Action> RoundEngine::tick(int64_t nowMs) {
   return out;
 }
 
-double RoundEngine::fleetMeanSpeed() const {
+double RoundEngine::fleetReferenceSpeed() const {
   if (!config_.dynamicBatch) return 0;
-  double sum = 0;
-  std::size_t n = 0;
+  std::vector<double> speeds;
   for (const auto& [id, c] : clients_)
-    if (c->stepsPerMs > 0) {
-      sum += c->stepsPerMs;
-      ++n;
-    }
-  return n > 0 ? sum / double(n) : 0;
+    if (c->stepsPerMs > 0) speeds.push_back(c->stepsPerMs);
+  return pace_->referenceSpeed(speeds);
 }
 
 Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs) {
   Assignment a;
   a.round = round;
   a.baseRound = downlink_->round();
-  const double meanSpeed = async() ? fleetMeanSpeed() : open_->meanSpeed;
+  const double meanSpeed = async() ? fleetReferenceSpeed() : open_->meanSpeed;
   a.batchScale = static_cast<float>(pace_->batchScale(c.stepsPerMs, meanSpeed));
   c.batchScale = a.batchScale;
   // A step at scale s takes about s times as long as one at scale 1.
@@ -412,7 +408,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   for (const Selection::Pick& pick : picks)
     if (const double v = clients_.at(pick.id)->stepsPerMs; v > 0) speeds.push_back(v);
   open_->budgetMs = pace_->roundBudgetMs(speeds);
-  if (!speeds.empty()) open_->meanSpeed = std::accumulate(speeds.begin(), speeds.end(), 0.0) / double(speeds.size());
+  open_->meanSpeed = pace_->referenceSpeed(speeds);
   for (const Selection::Pick& pick : picks)
     assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
   out.push_back(WakeAt{open_->deadlineMs});

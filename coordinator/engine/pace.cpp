@@ -1,6 +1,7 @@
 #include "pace.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <istream>
 #include <limits>
@@ -78,6 +79,14 @@ uint32_t Pace::stepsFor(double stepsPerMs, double budgetMs) const {
   if (budgetTauFactor_ > 1 && std::isfinite(budgetMs))
     most = static_cast<uint32_t>(std::clamp(std::floor(budgetTauFactor_ * tau_), double(tau_), 4e9));
   return std::clamp(std::min(most, budget), tauMin_, std::max(tauMin_, most));
+}
+
+double Pace::referenceSpeed(std::span<const double> measured) const {
+  if (!dynamicBatch_ || measured.empty()) return 0;
+  if (!(budgetQuantile_ > 0)) return std::accumulate(measured.begin(), measured.end(), 0.0) / double(measured.size());
+  std::vector<double> speeds(measured.begin(), measured.end());
+  std::sort(speeds.begin(), speeds.end());
+  return speeds[static_cast<std::size_t>(std::floor(std::min(budgetQuantile_, 1.0) * double(speeds.size() - 1)))];
 }
 
 double Pace::batchScale(double stepsPerMs, double meanSpeed) const {

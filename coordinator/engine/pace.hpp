@@ -48,6 +48,10 @@ class Pace {
   // scale 1) among clients of mean speed meanSpeed: stepsPerMs / meanSpeed within
   // [kMinBatchScale, kMaxBatchScale]; 1 when off or either speed is unknown (0).
   double batchScale(double stepsPerMs, double meanSpeed) const;
+  // dynamicBatch: the speed a scale of 1 stands for among the measured `speeds`: their
+  // mean, or with budgetQuantile in (0, 1] the speed at that quantile (the clients
+  // faster than it get larger minibatches in the same time). 0 when off or empty.
+  double referenceSpeed(std::span<const double> speeds) const;
   static constexpr double kMinBatchScale = 1.0 / 32, kMaxBatchScale = 8;
 
   // ADACOMM, after a committed round (commits: the count including it) whose

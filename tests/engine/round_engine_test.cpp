@@ -525,6 +525,11 @@ TEST_CASE("dynamic batch sizes: each client's minibatch follows its speed, the s
     CHECK(pace.batchScale(100, 1) == 8);
     CHECK(pace.batchScale(1, 100) == Approx(1.0 / 32));
     CHECK(pace.batchScale(0, 1) == 1);  // unknown speed
+    const std::vector<double> speeds{0.1, 0.4, 0.2};
+    CHECK(pace.referenceSpeed(speeds) == Approx(0.7 / 3));  // the mean
+    config.budgetQuantile = 0.5;
+    CHECK(Pace::create(config).value().referenceSpeed(speeds) == 0.2);  // the median
+    config.budgetQuantile = 0;
     config.dynamicBatch = false;
     CHECK(Pace::create(config).value().batchScale(100, 1) == 1);
   }

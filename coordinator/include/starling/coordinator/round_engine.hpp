@@ -464,9 +464,9 @@ class RoundEngine {
   // Settles the open round's held on-time updates once there are enough norms to judge them.
   void settleReceived();
   Assignment makeAssignment(Client& c, uint64_t round, int64_t nowMs);
-  // The mean measured speed of every client (dynamicBatch under the asynchronous
-  // modes); 0 when none is measured or dynamicBatch is off.
-  double fleetMeanSpeed() const;
+  // Pace::referenceSpeed of every measured client (dynamicBatch under the
+  // asynchronous modes); 0 when none is measured or dynamicBatch is off.
+  double fleetReferenceSpeed() const;
   // Records an outstanding participant of the open round as dropped; closes or
   // abandons the round when nobody else can still deliver.
   void dropOutstanding(const std::string& id, const std::string& reason, int64_t nowMs, std::vector<Action>& out);

@@ -69,6 +69,7 @@ ParticipantRecord toRecord(const ParticipantResult& p, int64_t wallEpochMs) {
   r.staleness = p.staleness;
   r.sticky = p.sticky;
   r.selectionWeight = p.selectionWeight;
+  r.waitMs = p.waitMs;
   return r;
 }
 

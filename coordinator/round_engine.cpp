@@ -42,6 +42,7 @@ struct RoundEngine::Client {
   }
   double stepsPerMs = 0;         // measured speed (EWMA) at batch scale 1, 0 = unknown
   float batchScale = 1.0f;       // of lastAssigned (EngineConfig::dynamicBatch)
+  int64_t idleSinceMs = 0;       // joined, or its last update arrived (ParticipantResult::waitMs)
   bool sticky = false;           // of lastAssigned: drawn from the sticky group
   double selectionWeight = 1.0;  // of lastAssigned (EngineConfig::stickyClients)
   // The round of the broadcast whose indices the client holds as the reference for
@@ -218,6 +219,7 @@ std::vector<Action> RoundEngine::clientJoined(const std::string& id, uint64_t ex
   c.connected = true;
   c.examples = examples;
   c.busy = false;  // whatever it was doing for us was lost with its connection
+  c.idleSinceMs = nowMs;
   c.indicesRound.reset();
   // Trust the model it holds only if we can name that model: the current one, or an
   // earlier one we remember. A client holding nothing builds the round-0 model itself
@@ -493,6 +495,7 @@ void RoundEngine::assignPick(const std::string& id, bool sticky, double weight, 
     rec.round = open_->round;
     rec.clientId = c->id;
     rec.assignedMs = nowMs;
+    rec.waitMs = std::max<int64_t>(0, nowMs - c->idleSinceMs);
     c->lastAssigned = open_->round;
     c->sticky = sticky;
     c->selectionWeight = weight;
@@ -509,7 +512,10 @@ std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t 
                                                 int64_t nowMs) {
   std::vector<Action> out;
   auto it = clients_.find(id);
-  if (it != clients_.end()) it->second->busy = false;
+  if (it != clients_.end()) {
+    it->second->busy = false;
+    it->second->idleSinceMs = nowMs;
+  }
   ParticipantResult rec;
   rec.clientId = id;
   rec.outcome = ParticipantOutcome::kRejected;
@@ -517,6 +523,7 @@ std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t 
   rec.returnedMs = nowMs;
   if (auto f = inflight_.find(id); f != inflight_.end()) {
     rec.assignedMs = f->second.assignedMs;
+    rec.waitMs = f->second.waitMs;
     rec.bytesDownWire = f->second.bytesDownWire;
     inflight_.erase(f);
   }
@@ -527,6 +534,7 @@ std::vector<Action> RoundEngine::updateRejected(const std::string& id, uint64_t 
     auto a = open_->outstanding.find(id);
     if (a != open_->outstanding.end()) {
       rec.assignedMs = a->second.assignedMs;
+      rec.waitMs = a->second.waitMs;
       rec.bytesDownWire = a->second.bytesDownWire;
       open_->outstanding.erase(a);
     }
@@ -603,6 +611,7 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
     c.stepsPerMs = c.stepsPerMs > 0 ? 0.5 * c.stepsPerMs + 0.5 * speed : speed;
   }
   c.busy = false;
+  c.idleSinceMs = nowMs;
 
   std::vector<Action> out;
   // In the asynchronous modes an assignment of the open round whose deadline passed
@@ -613,6 +622,7 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
     stepFinished(id, nowMs);
     if (auto f = inflight_.find(id); f != inflight_.end()) {
       rec.assignedMs = f->second.assignedMs;
+      rec.waitMs = f->second.waitMs;
       rec.bytesDownWire = f->second.bytesDownWire;
       inflight_.erase(f);
     }
@@ -620,6 +630,7 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   if (onTime) {
     if (auto a = open_->outstanding.find(id); a != open_->outstanding.end()) {
       rec.assignedMs = a->second.assignedMs;
+      rec.waitMs = a->second.waitMs;
       rec.bytesDownWire = a->second.bytesDownWire;
       open_->outstanding.erase(a);
     }

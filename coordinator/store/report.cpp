@@ -245,13 +245,13 @@ std::string formatCsv(const ReportData& data) {
   out += "\n";
   out +=
       "round,client_id,outcome,reason,staleness,assigned_ms,returned_ms,duration_ms,steps,examples,bytes_up_raw,"
-      "bytes_up_wire,bytes_down_wire,sticky,selection_weight\n";
+      "bytes_up_wire,bytes_down_wire,sticky,selection_weight,wait_ms\n";
   for (const ParticipantRecord& p : data.participants) {
-    out +=
-        fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.round, csvField(p.clientId),
-                    participantOutcomeName(p.outcome), csvField(p.reason), p.staleness, p.assignedMs,
-                    p.returnedMs ? fmt::format("{}", *p.returnedMs) : std::string(), p.durationMs, p.steps, p.examples,
-                    p.bytesUpRaw, p.bytesUpWire, p.bytesDownWire, p.sticky ? 1 : 0, csvNumber(p.selectionWeight));
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", p.round, csvField(p.clientId),
+                       participantOutcomeName(p.outcome), csvField(p.reason), p.staleness, p.assignedMs,
+                       p.returnedMs ? fmt::format("{}", *p.returnedMs) : std::string(), p.durationMs, p.steps,
+                       p.examples, p.bytesUpRaw, p.bytesUpWire, p.bytesDownWire, p.sticky ? 1 : 0,
+                       csvNumber(p.selectionWeight), p.waitMs);
   }
   out += "\n";
   out += "client_id,peer,at_ms,reason\n";
@@ -409,6 +409,7 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
         .num("bytes_down_wire", p.bytesDownWire)
         .add("sticky", p.sticky ? "true" : "false")
         .real("selection_weight", p.selectionWeight)
+        .num("wait_ms", p.waitMs)
         .done();
   });
   out += jsonArray("refused", data.refusals, [](const RefusalRecord& r) {

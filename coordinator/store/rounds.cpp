@@ -30,9 +30,11 @@ constexpr const char* kRoundColumnsV4 = STARLING_ROUND_COLUMNS_V1 ", NULL, NULL,
 #define STARLING_PARTICIPANT_COLUMNS_V1                                                                     \
   "round, client_id, outcome, reason, assigned_ms, returned_ms, duration_ms, steps, examples, loss_start, " \
   "loss_end, bytes_up_raw, bytes_up_wire, bytes_down_wire, staleness"
-constexpr const char* kParticipantColumns = STARLING_PARTICIPANT_COLUMNS_V1 ", sticky, selection_weight";
-// What a version-1 file (read as it is) gives for the two columns of version 2.
-constexpr const char* kParticipantColumnsV1 = STARLING_PARTICIPANT_COLUMNS_V1 ", 0, 1.0";
+constexpr const char* kParticipantColumns = STARLING_PARTICIPANT_COLUMNS_V1 ", sticky, selection_weight, wait_ms";
+// What a version-1 file (read as it is) gives for the columns of versions 2 and 8.
+constexpr const char* kParticipantColumnsV1 = STARLING_PARTICIPANT_COLUMNS_V1 ", 0, 1.0, 0";
+// What a file of versions 2 to 7 (read as it is) gives for the column of version 8.
+constexpr const char* kParticipantColumnsV7 = STARLING_PARTICIPANT_COLUMNS_V1 ", sticky, selection_weight, 0";
 #undef STARLING_PARTICIPANT_COLUMNS_V1
 
 constexpr const char* kParticipantUpdate =
@@ -41,7 +43,7 @@ constexpr const char* kParticipantUpdate =
     "steps = excluded.steps, examples = excluded.examples, loss_start = excluded.loss_start, "
     "loss_end = excluded.loss_end, bytes_up_raw = excluded.bytes_up_raw, bytes_up_wire = excluded.bytes_up_wire, "
     "bytes_down_wire = excluded.bytes_down_wire, staleness = excluded.staleness, sticky = excluded.sticky, "
-    "selection_weight = excluded.selection_weight";
+    "selection_weight = excluded.selection_weight, wait_ms = excluded.wait_ms";
 
 void bindParticipant(sqlite::Statement& s, const ParticipantRecord& p) {
   s.bind(1, toSql(p.round))
@@ -60,7 +62,8 @@ void bindParticipant(sqlite::Statement& s, const ParticipantRecord& p) {
       .bind(14, p.bytesDownWire)
       .bind(15, p.staleness)
       .bind(16, int64_t{p.sticky ? 1 : 0})
-      .bind(17, p.selectionWeight);
+      .bind(17, p.selectionWeight)
+      .bind(18, p.waitMs);
 }
 
 // Every straggler, drop and refusal is recorded with its reason.
@@ -89,9 +92,11 @@ const char* roundStatusName(RoundStatus status) {
 Status Store::Impl::prepareRoundStatements() {
   const std::string participantInsert = fmt::format(
       "INSERT INTO participants ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-      "?14, ?15, ?16, ?17)",
+      "?14, ?15, ?16, ?17, ?18)",
       kParticipantColumns);
-  const char* participantColumns = version >= 2 ? kParticipantColumns : kParticipantColumnsV1;
+  const char* participantColumns = version >= 8   ? kParticipantColumns
+                                   : version >= 2 ? kParticipantColumnsV7
+                                                  : kParticipantColumnsV1;
   STARLING_RETURN_IF_ERROR(prepare(&roundStatus, "SELECT status FROM rounds WHERE round = ?1"));
   // A file older than version 5 read as it is lacks the metrics' columns: it is never
   // written (writable()).
@@ -114,9 +119,9 @@ Status Store::Impl::prepareRoundStatements() {
   STARLING_RETURN_IF_ERROR(prepare(
       &selectParticipantsOfRound,
       fmt::format("SELECT {} FROM participants WHERE round = ?1 ORDER BY client_id, outcome", participantColumns)));
-  // A version-1 file read as it is lacks the participants' sticky columns: it is
-  // never written (writable()).
-  if (version >= 2) {
+  // A file older than version 8 read as it is lacks the participants' wait_ms (and a
+  // version-1 file their sticky columns): it is never written (writable()).
+  if (version >= 8) {
     STARLING_RETURN_IF_ERROR(prepare(&insertParticipant, participantInsert));
     STARLING_RETURN_IF_ERROR(prepare(&upsertParticipant, participantInsert + kParticipantUpdate));
   }
@@ -407,6 +412,7 @@ Result<std::vector<ParticipantRecord>> Store::participants(std::optional<uint64_
     p.staleness = s.int64(14);
     p.sticky = s.int64(15) != 0;
     p.selectionWeight = s.real(16);
+    p.waitMs = s.int64(17);
     out.push_back(std::move(p));
   }
   return out;

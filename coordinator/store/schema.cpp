@@ -173,11 +173,17 @@ CREATE TABLE categorical_vocabulary (
 ) WITHOUT ROWID;
 )sql";
 
+// Version 8: each participant's wait before its assignment (task.mode ssp / dssp hold
+// fast clients back; sync rounds make them wait for the round to close).
+constexpr const char* kSchemaV8 = R"sql(
+ALTER TABLE participants ADD COLUMN wait_ms INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 // kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
 // the empty file). A new file runs every step; a file of an older version, opened for
 // writing, runs the steps past its version, all in one transaction.
-constexpr std::array<const char*, 7> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
-                                                     kSchemaV5, kSchemaV6, kSchemaV7};
+constexpr std::array<const char*, 8> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
+                                                     kSchemaV5, kSchemaV6, kSchemaV7, kSchemaV8};
 static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 }  // namespace

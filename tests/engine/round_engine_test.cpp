@@ -535,6 +535,26 @@ TEST_CASE("dynamic batch sizes: each client's minibatch follows its speed, the s
   }
 }
 
+TEST_CASE("each participant records how long it waited before its assignment", "[engine][wait]") {
+  // fast returns at 100 ms, slow at 400: round 2 opens at 400, so fast waited 300 ms
+  // and slow none; a client that joins later waits from its join.
+  auto config = smallConfig(2);
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  engine->clientJoined("fast", 100, 0, 0, 0);
+  engine->clientJoined("slow", 100, 0, 0, 0);
+  engine->updateArrived("fast", update(1, 0, std::vector<float>(kDim, 0.01f)), 100);
+  engine->updateArrived("slow", update(1, 0, std::vector<float>(kDim, 0.01f)), 400);
+  engine->updateArrived("fast", update(2, 1, std::vector<float>(kDim, 0.01f)), 450);
+  auto acts = engine->updateArrived("slow", update(2, 1, std::vector<float>(kDim, 0.01f)), 500);
+  const auto ended = only<RoundEnded>(acts);
+  REQUIRE(ended.size() == 1);
+  REQUIRE(ended[0].summary.round == 2);
+  std::map<std::string, int64_t> wait;
+  for (const ParticipantResult& p : ended[0].summary.participants)
+    wait[p.clientId] = p.waitMs;
+  CHECK(wait == std::map<std::string, int64_t>{{"fast", 300}, {"slow", 0}});
+}
+
 TEST_CASE("a resumed engine continues exactly where the snapshot was taken", "[engine][resume]") {
   auto config = smallConfig(2);
   config.downlink = "topk";

@@ -355,7 +355,7 @@ TEST_CASE("the CSV is three tables with a fixed number of columns", "[report]") 
   const std::size_t roundColumns = records[0].size();
   const std::size_t participantColumns = records[5].size();
   CHECK(roundColumns == 26);
-  CHECK(participantColumns == 15);
+  CHECK(participantColumns == 16);
   for (std::size_t i = 1; i <= 3; ++i)
     CHECK(records[i].size() == roundColumns);
   for (std::size_t i = 6; i < 10; ++i)

@@ -281,6 +281,10 @@ struct ParticipantResult {
   uint64_t bytesDownWire = 0;
   uint32_t staleness = 0;
   uint32_t durationMs = 0;
+  // How long the client was idle and connected before this assignment: since it joined
+  // or its previous update arrived (waiting for the round to close, for the staleness
+  // bound, or to be selected), in engine ms.
+  int64_t waitMs = 0;
   // Sticky sampling: drawn from the sticky group, and the factor its aggregation weight
   // is multiplied by (1 under uniform sampling; see EngineConfig::stickyClients).
   bool sticky = false;

@@ -143,6 +143,10 @@ struct ParticipantRecord {
   // the sticky group, and the factor its aggregation weight was multiplied by.
   bool sticky = false;
   double selectionWeight = 1.0;
+  // Schema version 8 (0 in older files): how long the client was idle and connected
+  // before this assignment (waiting for a round to close, the staleness bound, or to
+  // be selected), ms.
+  int64_t waitMs = 0;
 
   bool operator==(const ParticipantRecord&) const = default;
 };
@@ -232,7 +236,7 @@ struct EvaluationRecord {
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of

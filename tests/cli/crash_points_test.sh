@@ -15,7 +15,7 @@
 # starts only with all three (so all three are there at the end): the third is late,
 # its update held and applied with the next round while it trains that one, so late
 # updates, whose verdicts come with the round that applies them, are crashed on too.
-# STARLING_CRASH_MODE=async runs it in an asynchronous mode.
+# STARLING_CRASH_MODE=async (or ssp, dssp) runs it in that mode.
 # Usage: crash_points_test.sh COORDINATOR_BIN CLIENT_BIN [DATA_DIR]
 set -u
 coord_bin=$1

@@ -451,8 +451,11 @@ namespace starling::sim {
 // 4 clients, iid, over the whole of a CSV regression file (a fifth of it the test set),
 // a quarter of each shard held out for evaluation.
 // 4 clients on an iid split of a CSV regression file; evalFraction of each held out.
-Result<Fleet> regressionFleet(const std::string& path, data::DataOptions options = {}, double evalFraction = 0.25) {
+Result<Fleet> regressionFleet(const std::string& path, data::DataOptions options = {}, double evalFraction = 0.25,
+                              double speedSpread = 4.0, double deviceGflops = 1.0) {
   SimSettings s = smallFleet();
+  s.speedSpread = speedSpread;
+  s.deviceGflops = deviceGflops;
   s.data = path;
   s.clients = 4;
   s.partition = "iid";
@@ -796,6 +799,64 @@ TEST_CASE("categorical vocabulary: the simulator agrees the daemon's vocabulary 
   CHECK(r->scaling.empty());  // no --standardize: only the vocabulary
   REQUIRE(r->rounds.back().rmse.has_value());
   CHECK(*r->rounds.back().rmse < 0.15);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("dynamic batch sizes: equal clients train as sync does, unequal ones' compute evens out",
+          "[harness][dbs]") {
+  const auto path = (std::filesystem::temp_directory_path() / "starling-sim-dbs.csv").string();
+  {
+    std::ofstream out(path);
+    out << "a,b,target\n";
+    std::mt19937_64 rng(9);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::normal_distribution<double> noise(0, 0.1);
+    for (int i = 0; i < 1000; ++i) {
+      const double a = u(rng), b = u(rng);
+      out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
+    }
+  }
+  Strategy st = smallStrategy("dbs");
+  st.task.kind = "regression";
+  st.engine.tau = 50;  // minibatches, not the loss probe's forward passes, are most of the compute
+  st.engine.rounds = 6;
+  st.engine.clientsPerRound = 4;
+  st.engine.overSelection = 1.0;
+  st.engine.lr = 0.1;
+  auto runBoth = [&](double spread) {
+    // Slow devices (1 MFLOP/s), so that compute takes tens of ms (durations are whole ms).
+    auto fleet = regressionFleet(path, {}, 0, spread, 1e-3);
+    REQUIRE(fleet);
+    st.task.model = fleet->modelSpec();
+    Strategy dbs = st;
+    dbs.engine.dynamicBatch = true;
+    auto plain = runStrategy(*fleet, st);
+    auto scaled = runStrategy(*fleet, dbs);
+    REQUIRE(plain);
+    REQUIRE(scaled);
+    return std::pair{std::move(*plain), std::move(*scaled)};
+  };
+  SECTION("equal speeds: every scale is 1, the runs are the same") {
+    auto [plain, scaled] = runBoth(1.0);
+    REQUIRE(plain.rounds.size() == scaled.rounds.size());
+    for (std::size_t r = 0; r < plain.rounds.size(); ++r) {
+      INFO("round " << r + 1);
+      CHECK(plain.rounds[r].rmse == scaled.rounds[r].rmse);
+      CHECK(plain.rounds[r].virtualSeconds == scaled.rounds[r].virtualSeconds);
+    }
+  }
+  SECTION("speeds 4x apart: once measured, the slowest client's compute shrinks and the model still fits") {
+    auto [plain, scaled] = runBoth(4.0);
+    // Round 1 measures the speeds (scale 1, the same round); from round 2 on the slow
+    // clients' minibatches shrink and the fast ones' grow, all doing tau steps.
+    CHECK(scaled.rounds[0].computeMaxSeconds == plain.rounds[0].computeMaxSeconds);
+    for (std::size_t r = 1; r < plain.rounds.size(); ++r) {
+      INFO("round " << r + 1);
+      CHECK(scaled.rounds[r].computeMaxSeconds < 0.8 * plain.rounds[r].computeMaxSeconds);
+    }
+    REQUIRE(scaled.rounds.back().rmse.has_value());
+    CHECK(*scaled.rounds.back().rmse < 0.3);
+  }
   std::filesystem::remove(path);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <utility>
 
 namespace starling::coordinator {
@@ -133,9 +134,26 @@ std::string scalingText(const std::optional<FeatureStatisticsRecord>& s) {
                      s->mean.size(), utcTime(s->atMs));
 }
 
+// One line per categorical column: its agreed values, most examples first.
+std::string vocabularyText(const std::vector<CategoricalColumnRecord>& vocabulary) {
+  std::string out;
+  for (const CategoricalColumnRecord& c : vocabulary) {
+    std::vector<std::size_t> order(c.values.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return c.counts[a] > c.counts[b]; });
+    std::string values;
+    for (std::size_t k = 0; k < order.size(); ++k)
+      values += fmt::format("{}{} ({})", k == 0 ? "" : ", ", c.values[order[k]], c.counts[order[k]]);
+    out += fmt::format("Categorical vocabulary: {}: {} values + other: {}\n", c.column, c.values.size(), values);
+  }
+  return out;
+}
+
 std::string formatTable(const ReportData& data, const ReportTotals& totals) {
   std::string out;
-  out += "Feature scaling: " + scalingText(data.statistics) + "\n\n";
+  out += "Feature scaling: " + scalingText(data.statistics) + "\n";
+  out += vocabularyText(data.vocabulary) + "\n";
   out += "Rounds\n";
   std::vector<std::vector<std::string>> rows;
   for (const RoundRecord& r : data.rounds) {
@@ -360,6 +378,15 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
   } else {
     out += "null";
   }
+  out += ",\n  \"categorical_vocabulary\": {";
+  for (std::size_t i = 0; i < data.vocabulary.size(); ++i) {
+    const CategoricalColumnRecord& c = data.vocabulary[i];
+    std::string values;
+    for (std::size_t k = 0; k < c.values.size(); ++k)
+      values += fmt::format("{}{}: {}", k == 0 ? "" : ", ", jsonString(c.values[k]), c.counts[k]);
+    out += fmt::format("{}{}: {{{}}}", i == 0 ? "" : ", ", jsonString(c.column), values);
+  }
+  out += "}";
   out += ",\n";
   out += jsonArray("rounds", data.rounds, [](const RoundRecord& r) {
     return JsonObject()
@@ -474,6 +501,9 @@ Result<ReportData> loadReport(Store& store) {
   Result<std::optional<FeatureStatisticsRecord>> statistics = store.featureStatistics();
   if (!statistics) return statistics.status();
   data.statistics = std::move(*statistics);
+  Result<std::vector<CategoricalColumnRecord>> vocabulary = store.categoricalVocabulary();
+  if (!vocabulary) return vocabulary.status();
+  data.vocabulary = std::move(*vocabulary);
   return data;
 }
 

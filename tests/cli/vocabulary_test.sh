@@ -59,6 +59,10 @@ check "the coordinator logs the vocabulary: 4 values, 6 examples in the other sl
   "$work/vocab.log"
 check "every client re-encoded its data over it" \
   bash -c "grep -l 'categorical columns one-hot over the statistics round' '$work'/client-[012].log | wc -l | grep -qx 3"
+check "the report lists the vocabulary, most examples first" \
+  bash -c "'$coord_bin' report --db '$work/vocab.db' | grep -q 'Categorical vocabulary: city: 4 values + other: A (90), B (90), D (70), C (50)'"
+check "and the JSON report with its counts" \
+  bash -c "'$coord_bin' report --db '$work/vocab.db' --format json | grep -q '\"categorical_vocabulary\": {\"city\": {\"A\": 90, \"B\": 90, \"C\": 50, \"D\": 70}}'"
 accuracy=$(last_accuracy "$work/vocab.db")
 check "the model learns each city's label, E and Rare sharing the other slot (accuracy $accuracy > 0.97)" \
   awk -v x="$accuracy" 'BEGIN { exit !(x != "" && x > 0.97) }'

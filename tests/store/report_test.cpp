@@ -399,7 +399,8 @@ TEST_CASE("the JSON is valid and holds the numbers", "[report]") {
   const std::string text = out.str();
   INFO(text);
   CHECK(JsonChecker(text).valid());
-  CHECK_THAT(text, Catch::StartsWith("{\n  \"feature_statistics\": null,\n  \"rounds\": ["));
+  CHECK_THAT(text, Catch::StartsWith(
+                       "{\n  \"feature_statistics\": null,\n  \"categorical_vocabulary\": {},\n  \"rounds\": ["));
   CHECK_THAT(text, Catch::Contains("\"participants\": [") && Catch::Contains("\"totals\": {"));
   CHECK_THAT(text,
              Catch::Contains("\n  ],\n  \"refused\": [\n    {\"client_id\": \"client-7\", \"peer\": "

@@ -30,6 +30,8 @@ struct ReportData {
   std::vector<RefusalRecord> refusals;          // every client refused at Hello, in order
   // The statistics round of a task that standardizes its features (none: the task does not).
   std::optional<FeatureStatisticsRecord> statistics;
+  // The categorical vocabulary of the statistics round (empty: hashed buckets, or none).
+  std::vector<CategoricalColumnRecord> vocabulary;
 };
 
 struct ReportTotals {

@@ -219,6 +219,9 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
       for (const CategoricalColumnRecord& c : *r)
         vocabulary[c.column] = c.values;
       stored = stored && !vocabulary.empty();
+      // A column none of whose values was kept has no row: all its values are "other".
+      for (const std::string& column : data::splitList(f->task_.categorical))
+        vocabulary.try_emplace(column);
     }
     if (stored) {
       STARLING_RETURN_IF_ERROR(f->adoptStatistics(

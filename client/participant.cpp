@@ -226,8 +226,9 @@ asio::awaitable<Status> Participant::goodbyeAfter(net::Connection& conn, Status 
       if (auto r = wire::parseRoundResult(*msg)) learner_.settle(r->round, r->accepted);
     } else if (msg->type() == fb::Body::Bye) {
       auto bye = wire::parseBye(*msg);
-      if (!bye || !bye->done) break;
+      if (!bye) break;
       guard.cancel();
+      if (!bye->done) co_return Status(StatusCode::kClosed, "the coordinator said goodbye: " + bye->reason);
       taskEnded(
           " (the coordinator ended the task while this client worked; its goodbye was read after the "
           "connection closed)");

@@ -106,7 +106,8 @@ class Participant {
   // A send failed because the coordinator closed the connection (`failed`). It may
   // have ended the task and said goodbye before closing while this client trained:
   // reads what it sent (a few seconds at most) and returns ok after a Bye that says
-  // training is complete, `failed` otherwise (the caller reconnects).
+  // training is complete; otherwise kClosed, with the goodbye's reason when there was
+  // one (a coordinator stopping), and the caller reconnects.
   asio::awaitable<Status> goodbyeAfter(net::Connection& conn, Status failed);
   // The coordinator said training is complete: settles what is pending, writes the
   // audit, logs that the task is finished (`how`: how the goodbye came).

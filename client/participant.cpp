@@ -295,6 +295,9 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
           if (!st) co_return co_await goodbyeAfter(conn, st);
           break;
         }
+        // Training and --slowdown's wait read nothing: this side's idle timeout must not
+        // cut the connection meanwhile (the coordinator's own covers a round's deadline).
+        conn.stream().setDeadline(net::TlsStream::Clock::time_point::max());
         const auto trainStarted = std::chrono::steady_clock::now();
         auto update = learner_.train(*a);
         if (!update) co_return update.status();

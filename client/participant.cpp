@@ -17,6 +17,11 @@
 namespace starling::client {
 namespace fb = wire::fb;
 
+namespace {
+// How long a connection the coordinator closed is read for a goodbye it sent first.
+constexpr std::chrono::seconds kGoodbyeWait{2};
+}  // namespace
+
 Participant::Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
     : shard_(&shard),
       numExamples_(shard.size()),
@@ -194,6 +199,46 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
   }
 }
 
+void Participant::taskEnded(std::string_view how) {
+  // Training is over: an update still pending will never be applied.
+  learner_.settleAll(false);
+  syncStats();
+  if (!options_.auditOut.empty())
+    if (Status audit = learner_.writeAudit(options_.auditOut); !audit) log_->error("{}", audit.message());
+  log_->info("training complete{}: {} rounds trained, {} accepted; the task is finished", how, stats_.roundsTrained,
+             stats_.roundsAccepted);
+}
+
+asio::awaitable<Status> Participant::goodbyeAfter(net::Connection& conn, Status failed) {
+  // Only a peer that closed (kClosed: end of stream, reset, broken pipe) can have
+  // said goodbye first; anything else is retried as before.
+  if (failed.code() != StatusCode::kClosed) co_return failed;
+  // The frames the coordinator sent before closing are in this side's buffers, so
+  // reading them takes no time; the guard only bounds a peer that half-closed.
+  asio::steady_timer guard(co_await asio::this_coro::executor, kGoodbyeWait);
+  guard.async_wait([stream = std::weak_ptr<net::TlsStream>(conn.stream().shared_from_this())](std::error_code ec) {
+    if (auto s = stream.lock(); s && !ec) s->close();
+  });
+  for (;;) {
+    auto msg = co_await conn.receive();
+    if (!msg) break;
+    if (msg->type() == fb::Body::RoundResult) {
+      if (auto r = wire::parseRoundResult(*msg)) learner_.settle(r->round, r->accepted);
+    } else if (msg->type() == fb::Body::Bye) {
+      auto bye = wire::parseBye(*msg);
+      if (!bye) break;
+      guard.cancel();
+      if (!bye->done) co_return Status(StatusCode::kClosed, "the coordinator said goodbye: " + bye->reason);
+      taskEnded(
+          " (the coordinator ended the task while this client worked; its goodbye was read after the "
+          "connection closed)");
+      co_return Status::ok();
+    }
+  }
+  guard.cancel();
+  co_return failed;
+}
+
 asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcomed) {
   learner_.forgetReplayIndices();  // the coordinator forgets what this client held on reconnect
   const uint64_t held = learner_.heldRound();
@@ -247,9 +292,12 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
           log_->warn("{}", caught.message());
           const wire::Frame errorFrame = wire::encode(wire::ErrorMsg{fb::ErrorCode::Unexpected, caught.message()});
           st = co_await conn.send(errorFrame.bytes());
-          if (!st) co_return st;
+          if (!st) co_return co_await goodbyeAfter(conn, st);
           break;
         }
+        // Training and --slowdown's wait read nothing: this side's idle timeout must not
+        // cut the connection meanwhile (the coordinator's own covers a round's deadline).
+        conn.stream().setDeadline(net::TlsStream::Clock::time_point::max());
         const auto trainStarted = std::chrono::steady_clock::now();
         auto update = learner_.train(*a);
         if (!update) co_return update.status();
@@ -266,7 +314,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         }
         const wire::Frame updateFrame = wire::encode(updateMsg);
         st = co_await conn.send(updateFrame.bytes());
-        if (!st) co_return st;
+        if (!st) co_return co_await goodbyeAfter(conn, st);
         break;
       }
       case fb::Body::StatsRequest: {
@@ -280,7 +328,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
             wire::encode(shardStatistics(rawTrain_ != nullptr ? *rawTrain_ : *shard_, request->categories));
         log_->info("sent the feature statistics of {} training examples", shard_->size());
         st = co_await conn.send(statsFrame.bytes());
-        if (!st) co_return st;
+        if (!st) co_return co_await goodbyeAfter(conn, st);
         sentStats = true;
         break;
       }
@@ -298,19 +346,14 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         if (!beat) co_return beat.status();
         const wire::Frame beatFrame = wire::encode(*beat);
         st = co_await conn.send(beatFrame.bytes());
-        if (!st) co_return st;
+        if (!st) co_return co_await goodbyeAfter(conn, st);
         break;
       }
       case fb::Body::Bye: {
         auto bye = wire::parseBye(*msg);
         if (!bye) co_return bye.status();
         if (bye->done) {
-          // Training is over: an update still pending will never be applied.
-          learner_.settleAll(false);
-          syncStats();
-          if (!options_.auditOut.empty())
-            if (Status audit = learner_.writeAudit(options_.auditOut); !audit) log_->error("{}", audit.message());
-          log_->info("training complete: {} rounds trained, {} accepted", stats_.roundsTrained, stats_.roundsAccepted);
+          taskEnded("");
           co_await conn.close();
           co_return Status::ok();
         }

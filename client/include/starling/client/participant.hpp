@@ -4,7 +4,9 @@
 // Welcome to the Learner (the task, settling updates in flight), and for each round
 // has the Learner catch up, train and compress, and sends the Update; verdicts go to
 // the Learner. After any disconnect it reconnects with exponential backoff and jitter.
-// It returns when the coordinator says training is complete.
+// It returns when the coordinator says training is complete, also when it said so
+// while this client was still training and closed the connection before the client's
+// update could be sent (an asynchronous task ends as its last server step commits).
 //
 // Threading: run() is a coroutine on the caller's executor; training blocks it
 // while it runs (a client has one job). Deferred data (below) loads on a thread of
@@ -18,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "starling/client/learner.hpp"
@@ -100,6 +103,15 @@ class Participant {
  private:
   // One connection: ok when training is complete, kClosed/kIo/kTimeout to retry.
   asio::awaitable<Status> session(net::Connection& conn, bool& welcomed);
+  // A send failed because the coordinator closed the connection (`failed`). It may
+  // have ended the task and said goodbye before closing while this client trained:
+  // reads what it sent (a few seconds at most) and returns ok after a Bye that says
+  // training is complete; otherwise kClosed, with the goodbye's reason when there was
+  // one (a coordinator stopping), and the caller reconnects.
+  asio::awaitable<Status> goodbyeAfter(net::Connection& conn, Status failed);
+  // The coordinator said training is complete: settles what is pending, writes the
+  // audit, logs that the task is finished (`how`: how the goodbye came).
+  void taskEnded(std::string_view how);
   void startLoading();
   bool dataReady() const;
   Status finishLoading();  // waits for the loader; ok at once when the data is there

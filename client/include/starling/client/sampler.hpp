@@ -59,6 +59,7 @@
 #include <span>
 #include <vector>
 
+#include "starling/client/score_tree.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/model/model.hpp"
 #include "starling/util/status.hpp"
@@ -213,18 +214,15 @@ class Sampler {
   uint64_t scoredExamples_ = 0;
 
   // kTable: per example key_i = table_[i] ageing^-(scoredAt_[i] - keyBase_) and
-  // age_i = ageing^-(scoredAt_[i] - keyBase_) (both 0 while unscored), summed per block of
-  // kBlock examples (fromTable() has the formula).
-  static constexpr std::size_t kBlock = 256;
+  // age_i = ageing^-(scoredAt_[i] - keyBase_) (both 0 while unscored), in a sum tree
+  // (fromTable() has the formula): O(log N) to set one and to draw one.
   bool lastTable_ = false;
   uint64_t keyBase_ = 0;
   double prior_ = 0.0;  // m: running weighted mean of observed scores
-  std::vector<float> keys_;
-  std::vector<float> ages_;
-  std::vector<double> blockKey_;
-  std::vector<double> blockAge_;
-  std::vector<double> blockMass_;  // scratch of fromTable()
-  int lastScouts_ = 0;             // scouts of the last minibatch, rows lastBatch_.. of x_ and idx_
+  ScoreTree tree_;
+  uint64_t upAt_ = ~uint64_t{0};  // setKey()'s ageing^-(at - keyBase_), cached for one `at`
+  double up_ = 1.0;
+  int lastScouts_ = 0;  // scouts of the last minibatch, rows lastBatch_.. of x_ and idx_
   int lastBatch_ = 0;
   double scoutSum_ = 0.0;  // their summed scores and count, for observe()'s mean
   std::size_t scoutCount_ = 0;

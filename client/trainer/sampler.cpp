@@ -41,7 +41,8 @@ double Sampler::threshold(int /*b*/) const {
   // step (docs/model.md), and the scouts' share of the forward pass, a third of a step
   // for b of them.
   if (options_.proposal == Proposal::kTable)
-    return kTableThreshold + std::max(0.0, static_cast<double>(options_.scoutFactor)) / 3.0;
+    return kTableThreshold +
+           (dataset_->isSparse() ? 0.0 : std::max(0.0, static_cast<double>(options_.scoutFactor)) / 3.0);
   // The cost of a prioritized step relative to a uniform one, B = candidateFactor * b,
   // counting a forward pass as a third of a training step (ALGORITHMS.md section 4):
   // the B candidates are forwarded and the b drawn ones run backward from those
@@ -51,7 +52,8 @@ double Sampler::threshold(int /*b*/) const {
 }
 
 bool Sampler::prioritizing() const {
-  if (dataset_->isSparse()) return false;  // see the header: uniform CSR minibatches
+  // A sparse data set: the table proposal only (see the header).
+  if (dataset_->isSparse() && options_.proposal != Proposal::kTable) return false;
   switch (options_.mode) {
     case SamplingMode::kUniform:
       return false;
@@ -250,7 +252,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
 }
 
 void Sampler::observe(std::span<const float> probabilities, const model::Model& model) {
-  if (dataset_->isSparse()) return;  // uniform minibatches only: nothing to score
+  if (dataset_->isSparse() && options_.proposal != Proposal::kTable) return;  // uniform minibatches only
   const int classes = model.numClasses();
   if (options_.proposal == Proposal::kTable && (lastUniform_ || lastTable_) &&
       options_.mode != SamplingMode::kUniform) {
@@ -364,7 +366,11 @@ Minibatch Sampler::fromTable(int b) {
     w_[b + k] = 0.0f;
   }
   const std::size_t rows = static_cast<std::size_t>(b + scouts);
-  dataset_->gather({idx_.data(), rows}, {x_.data(), rows * d});
+  if (dataset_->isSparse()) {
+    dataset_->gatherSparse({idx_.data(), rows}, sparse_);  // no scouts: rows == b
+  } else {
+    dataset_->gather({idx_.data(), rows}, {x_.data(), rows * d});
+  }
   lastTable_ = true;
   lastUniform_ = false;
   lastScouts_ = scouts;
@@ -379,7 +385,8 @@ Minibatch Sampler::fromTable(int b) {
 }
 
 int Sampler::scoutCount(int b) const {
-  if (options_.proposal != Proposal::kTable || !(options_.scoutFactor > 0.0f)) return 0;
+  // No scouts on sparse data: the minibatch's CSR rows go through their own pass.
+  if (options_.proposal != Proposal::kTable || !(options_.scoutFactor > 0.0f) || dataset_->isSparse()) return 0;
   return static_cast<int>(std::lround(static_cast<double>(options_.scoutFactor) * b));
 }
 

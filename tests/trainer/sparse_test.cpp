@@ -9,6 +9,7 @@
 
 #include "starling/client/trainer.hpp"
 
+using starling::client::Proposal;
 using starling::client::SamplingMode;
 using starling::client::Trainer;
 using starling::client::TrainerOptions;
@@ -70,13 +71,16 @@ TEST_CASE("sparse logistic regression on hashed bag-of-words reaches high accura
     TrainerOptions o;
     o.batchSize = 32;
     o.momentum = mu;
+    // Scored candidates need dense rows: uniform CSR minibatches (the table proposal,
+    // the default, works on sparse data: below).
+    o.sampler.proposal = Proposal::kCandidates;
     auto t = Trainer::create(m, train, o);
     REQUIRE(t.isOk());
     std::vector<float> base(m.params().begin(), m.params().end());
     std::vector<float> delta(m.numParams());
     auto st = t->run(base, TrainRequest{300, mu > 0 ? 0.1f : 0.5f, 7}, delta);
     REQUIRE(st.isOk());
-    CHECK(st->prioritizedSteps == 0);  // sparse data: uniform minibatches
+    CHECK(st->prioritizedSteps == 0);  // sparse data, candidate proposal: uniform minibatches
     CHECK(st->lossEnd < st->lossStart);
     auto ev = t->model().evaluate(test);
     REQUIRE(ev.isOk());
@@ -103,14 +107,22 @@ TEST_CASE("sparse training takes the steps of dense training on the densified da
   const char* spec = GENERATE("linear:500-1/logistic", "linear:500-2", "embedbag:500-4-3-1/logistic");
   const float mu = GENERATE(0.0f, 0.9f);
   const float clip = GENERATE(0.0f, 0.5f);
-  CAPTURE(spec, mu, clip);
+  // Uniform, or always from the score table (no scouts on either: the same draws).
+  const SamplingMode mode = GENERATE(SamplingMode::kUniform, SamplingMode::kPriority);
+  CAPTURE(spec, mu, clip, mode == SamplingMode::kPriority);
   Model m = made(spec, 6);
   TrainerOptions o;
   o.batchSize = 16;
   o.momentum = mu;
   o.clipNorm = clip;
-  o.sampler.mode = SamplingMode::kUniform;  // the same draws on both
+  o.sampler.mode = mode;
+  o.sampler.proposal = Proposal::kTable;
+  o.sampler.scoutFactor = 0.0f;
+  std::vector<uint32_t> drawnSparse;
+  std::vector<uint32_t> drawnDense;
+  o.batchLog = &drawnSparse;
   auto ts = Trainer::create(m, sparse, o);
+  o.batchLog = &drawnDense;
   auto td = Trainer::create(m, flat, o);
   REQUIRE(ts.isOk());
   REQUIRE(td.isOk());
@@ -121,6 +133,9 @@ TEST_CASE("sparse training takes the steps of dense training on the densified da
   auto b = td->run(base, TrainRequest{40, 0.2f, 11}, dd);
   REQUIRE(a.isOk());
   REQUIRE(b.isOk());
+  CHECK(a->prioritizedSteps == (mode == SamplingMode::kPriority ? 40 : 0));
+  CHECK(b->prioritizedSteps == a->prioritizedSteps);
+  CHECK(drawnSparse == drawnDense);
   CHECK(a->lossStart == Approx(b->lossStart).epsilon(1e-5));
   CHECK(a->lossEnd == Approx(b->lossEnd).epsilon(1e-3));
   double diff = 0.0;

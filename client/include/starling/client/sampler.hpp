@@ -45,10 +45,12 @@
 // aged table score, and only the others are scored. Any p gives an unbiased estimate with
 // w = 1 / (B p); staler scores only reduce the variance less.
 //
-// On a sparse data set (data::Dataset::isSparse()) every minibatch is uniform, whatever
-// the mode, and comes as CSR rows (Minibatch::sparse): the score table, the scouts and
-// the scoring passes work on dense rows, which a sparse data set of 2^20 features
-// cannot afford. observe() is then a no-op and tau_vr stays where it was.
+// On a sparse data set (data::Dataset::isSparse()) minibatches come as CSR rows
+// (Minibatch::sparse). The table proposal works there too, without scouts: its scores
+// come from the training steps' own outputs (observe()), and drawing needs no dense
+// row. The candidate proposal's scoring passes work on dense rows, which a sparse data
+// set of 2^20 features cannot afford: under kCandidates every sparse minibatch is
+// uniform, observe() is a no-op and tau_vr stays where it was.
 //
 // Ownership and threads: the Sampler borrows the Dataset (it must outlive the Sampler)
 // and is used by one thread at a time. Given the same seed and the same sequence of

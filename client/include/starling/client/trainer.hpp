@@ -16,7 +16,8 @@
 // O(nnz x the first layer's outputs + the rest of the network). With any of them the
 // update is a pass over all parameters per step. A model that does not take sparse input
 // (cnn) trains on densified minibatches, refused when b x featureDim floats exceed
-// data::Dataset::kMaxDensifiedBytes. Minibatches of sparse data are uniform (Sampler).
+// data::Dataset::kMaxDensifiedBytes. Minibatches of sparse data are uniform, or drawn
+// from the score table (Proposal::kTable, no scouts; the Sampler has the details).
 //
 // A pure engine: no sockets, no threads, no clock beyond measuring its own duration.
 // The same seeds and calls give bit-identical results on one machine.

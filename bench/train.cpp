@@ -40,6 +40,7 @@
 //                    [--lambda F] [--ageing F] [--candidate-factor N]   (priority sampler options)
 //                    [--scout-factor F] [--scout-uniform]   (table proposal: F b scouts per step, a sweep
 //                                                            of the data set or uniform draws)
+//                    [--scout-thread]   (the scouts on a second thread: SamplerOptions::scoutThread)
 //                    [--only throughput|accuracy|sampling|split|client|sparse|approx]
 //                    [--model SPEC] [--target ACC] [--lr F]   (the sampling rows' model, target test
 //                                                               accuracy and learning rate)
@@ -775,6 +776,8 @@ int main(int argc, char** argv) {
       args.sampler.scoutFactor = std::clamp(static_cast<float>(std::atof(value().c_str())), 0.0f, 64.0f);
     else if (a == "--scout-uniform")
       args.sampler.scoutSweep = false;
+    else if (a == "--scout-thread")
+      args.sampler.scoutThread = true;
 
     else if (a == "--only")
       args.only = value();

@@ -5,12 +5,18 @@
 #include <cassert>
 #include <cmath>
 
+#include "scout_worker.hpp"
+
 namespace starling::client {
 Sampler::Sampler(const data::Dataset& dataset, SamplerOptions options, uint64_t seed)
     : dataset_(&dataset), options_(options), rng_(seed), table_(dataset.size(), 0.0f), scoredAt_(dataset.size(), 0) {
   options_.candidateFactor = std::max(1, options_.candidateFactor);
   options_.lambda = std::clamp(options_.lambda, 1e-6f, 1.0f);
 }
+
+Sampler::~Sampler() = default;
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
 void Sampler::reseed(uint64_t seed) {
   rng_.seed(seed);
@@ -22,10 +28,12 @@ Status Sampler::rebind(const data::Dataset& dataset) {
                                                     " examples rebound to a data set of " +
                                                     std::to_string(dataset.size()));
   dataset_ = &dataset;
+  worker_.reset();  // it reads the former data set; the next table minibatch starts another
   return Status::ok();
 }
 
 void Sampler::releaseWorkspaces() {
+  worker_.reset();
   for (auto* v : {&drawn_, &rows_, &candidates_, &toScore_, &scoreRows_, &idx_})
     std::vector<uint32_t>().swap(*v);
   for (auto* v : {&drawnWeight_, &rowX_, &rowW_, &candidateX_, &scores_, &x_, &w_, &rowY_, &candidateLabels_, &y_})
@@ -41,8 +49,9 @@ double Sampler::threshold(int /*b*/) const {
   // step (docs/model.md), and the scouts' share of the forward pass, a third of a step
   // for b of them.
   if (options_.proposal == Proposal::kTable)
-    return kTableThreshold +
-           (dataset_->isSparse() ? 0.0 : std::max(0.0, static_cast<double>(options_.scoutFactor)) / 3.0);
+    return kTableThreshold + (dataset_->isSparse() || options_.scoutThread
+                                  ? 0.0
+                                  : std::max(0.0, static_cast<double>(options_.scoutFactor)) / 3.0);
   // The cost of a prioritized step relative to a uniform one, B = candidateFactor * b,
   // counting a forward pass as a third of a training step (ALGORITHMS.md section 4):
   // the B candidates are forwarded and the b drawn ones run backward from those
@@ -111,9 +120,9 @@ void Sampler::ensure(int b) {
 Minibatch Sampler::next(model::Model& model, int b) {
   assert(b > 0 && dataset_->size() > 0);
   ensure(b);
-  Minibatch mb = !prioritizing()                         ? uniform(b)
-                 : options_.proposal == Proposal::kTable ? fromTable(b)
-                                                         : priority(model, b);
+  const bool table = prioritizing() && options_.proposal == Proposal::kTable;
+  if (table && options_.scoutThread && !dataset_->isSparse()) takeThreadScouts(model, b);
+  Minibatch mb = !prioritizing() ? uniform(b) : table ? fromTable(b) : priority(model, b);
   ++step_;
   return mb;
 }
@@ -385,9 +394,35 @@ Minibatch Sampler::fromTable(int b) {
 }
 
 int Sampler::scoutCount(int b) const {
-  // No scouts on sparse data: the minibatch's CSR rows go through their own pass.
-  if (options_.proposal != Proposal::kTable || !(options_.scoutFactor > 0.0f) || dataset_->isSparse()) return 0;
+  // No scouts on sparse data: the minibatch's CSR rows go through their own pass. With
+  // scoutThread they are not in the minibatch's pass either (takeThreadScouts()).
+  if (options_.proposal != Proposal::kTable || !(options_.scoutFactor > 0.0f) || dataset_->isSparse() ||
+      options_.scoutThread)
+    return 0;
   return static_cast<int>(std::lround(static_cast<double>(options_.scoutFactor) * b));
+}
+
+void Sampler::takeThreadScouts(const model::Model& model, int b) {
+  const auto s = static_cast<std::size_t>(std::lround(static_cast<double>(options_.scoutFactor) * b));
+  if (s == 0) return;
+  if (worker_ == nullptr) {
+    std::uniform_int_distribution<std::size_t> pick(0, dataset_->size() - 1);
+    worker_ = std::make_unique<ScoutWorker>(*dataset_, model, pick(rng_));
+  }
+  // The scores the thread finished since the last step: as fresh as a scout's of the
+  // previous step (their parameters are at most kScoutParamsEvery steps older).
+  threadScores_.clear();
+  worker_->take(threadScores_);
+  if (step_ > 0 && !threadScores_.empty()) {
+    for (const auto& [i, score] : threadScores_) {
+      setKey(i, score, step_ - 1);
+      scoutSum_ += score;
+    }
+    scoutCount_ += threadScores_.size();
+    scoredExamples_ += threadScores_.size();
+  }
+  const bool sendParams = step_ % kScoutParamsEvery == 0;
+  worker_->post(s, sendParams ? model.params() : std::span<const float>{});
 }
 
 void Sampler::observeScouts(std::span<const float> probabilities, const model::Model& model) {

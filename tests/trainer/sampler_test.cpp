@@ -3,7 +3,9 @@
 #include "starling/client/sampler.hpp"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "toy_data.hpp"
@@ -454,4 +456,42 @@ TEST_CASE("the table proposal draws by the exact table probabilities, and a refr
   const std::vector<double> after = drawAndTest(5000);
   CHECK(after[refreshed] == Approx(options.lambda / static_cast<double>(n)));
   CHECK(before[refreshed] > 5 * after[refreshed]);
+}
+
+TEST_CASE("scouts on a second thread refresh the table with the posted parameters", "[sampler][thread]") {
+  auto data = starling::client::test::blobs(40, 6, 3, 11, 2.5f);
+  Model model = toyModel("mlp:6-5-3", 4);
+  const int classes = model.numClasses();
+  SamplerOptions options;
+  options.mode = SamplingMode::kPriority;
+  options.proposal = Proposal::kTable;
+  options.scoutThread = true;
+  options.scoutFactor = 8.0f;  // 64 scouts a step for b = 8: one chunk of the thread
+  options.ageing = 1.0f;       // a score keeps its value: it can be compared exactly
+  Sampler sampler(data, options, 3);
+  const int b = 8;
+  // The scouts leave the minibatch's pass.
+  auto first = sampler.next(model, b);
+  CHECK(first.scouts == 0);
+  CHECK(first.forwardFeatures.empty());
+  // Steps without training (the parameters stay those posted) until the thread has
+  // scored every example at least once; each step takes what it finished.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (sampler.scoredExamples() < 2 * data.size() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    (void)sampler.next(model, b);
+  }
+  REQUIRE(sampler.scoredExamples() >= 2 * data.size());
+  std::vector<float> x(data.featureDim());
+  Model twin = model;
+  for (uint32_t i = 0; i < data.size(); ++i) {
+    data.gather({&i, 1}, x);
+    auto p = twin.forward(x.data(), 1);
+    float s = 0.0f;
+    for (int c = 0; c < classes; ++c) {
+      const float d = p[c] - (c == data.label(i) ? 1.0f : 0.0f);
+      s += d * d;
+    }
+    CHECK(sampler.score(i) == Approx(std::sqrt(s)).epsilon(1e-4));
+  }
 }

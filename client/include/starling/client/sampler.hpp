@@ -57,8 +57,10 @@
 // calls it returns the same minibatches.
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "starling/client/score_tree.hpp"
@@ -103,6 +105,13 @@ struct SamplerOptions {
                               // step, forwarded with the minibatch (one forward pass over
                               // b + s rows) only to refresh their table scores; they do not
                               // enter the gradient. 0 turns them off
+  bool scoutThread = false;   // kTable, dense data: the scouts run on a thread of their own
+                              // (ScoutWorker, client/trainer/scout_worker.hpp) with
+                              // parameters at most kScoutParamsEvery steps old, instead of in
+                              // the minibatch's forward pass: the training thread no longer
+                              // pays for them, at the price of a second core's time and of
+                              // repeatability (which step takes a scout's score depends on
+                              // timing). scoutSweep is implied
   bool scoutSweep = true;     // scouts walk the data set in order from a random start (every
                               // example rescored once per N / s steps) instead of being drawn
                               // uniformly with replacement
@@ -134,9 +143,18 @@ struct Minibatch {
   std::span<const float> forwardFeatures;
 };
 
+class ScoutWorker;
+
 class Sampler {
  public:
   Sampler(const data::Dataset& dataset, SamplerOptions options, uint64_t seed);
+  ~Sampler();
+  Sampler(Sampler&&) noexcept;
+  Sampler& operator=(Sampler&&) noexcept;
+
+  // SamplerOptions::scoutThread: the worker gets the model's parameters every this
+  // many steps.
+  static constexpr int kScoutParamsEvery = 8;
 
   // Restarts the random stream (the score table and tau_vr are kept).
   void reseed(uint64_t seed);
@@ -201,6 +219,7 @@ class Sampler {
   Minibatch fromTable(int b);
   void setKey(uint32_t i, float score, uint64_t at);
   void rebase();
+  void takeThreadScouts(const model::Model& model, int b);  // scoutThread: post credit, take scores
   void updateTau(std::span<const float> scores);
   void ensure(int b);
   int scoutCount(int b) const;  // s for a minibatch of b
@@ -228,6 +247,8 @@ class Sampler {
   int lastBatch_ = 0;
   double scoutSum_ = 0.0;  // their summed scores and count, for observe()'s mean
   std::size_t scoutCount_ = 0;
+  std::unique_ptr<ScoutWorker> worker_;  // scoutThread: started by the first table minibatch
+  std::vector<std::pair<uint32_t, float>> threadScores_;
   bool sweepStarted_ = false;  // scoutSweep: the next scout, in data-set order
   std::size_t sweepAt_ = 0;
 

@@ -19,8 +19,9 @@
 // data::Dataset::kMaxDensifiedBytes. Minibatches of sparse data are uniform, or drawn
 // from the score table (Proposal::kTable, no scouts; the Sampler has the details).
 //
-// A pure engine: no sockets, no threads, no clock beyond measuring its own duration.
-// The same seeds and calls give bit-identical results on one machine.
+// A pure engine: no sockets, no threads (but the Sampler's opt-in scout thread), no
+// clock beyond measuring its own duration. The same seeds and calls give bit-identical
+// results on one machine (not with SamplerOptions::scoutThread).
 //
 // Ownership and threads: the Trainer owns its Model copy, momentum buffer and Sampler;
 // it borrows the Dataset, which must outlive it. One thread at a time.

@@ -960,8 +960,14 @@ int main(int argc, char** argv) {
     const int reached = row.reached;
     char steps[32];
     if (reached < args.seeds) {
+      // Some seeds never reached the target: the other columns are means over those that did.
       row.r.steps = -1;
       std::snprintf(steps, sizeof steps, ">%d", maxSteps);
+      const int k = std::max(1, reached);
+      row.r.seconds /= k;
+      row.r.cpuSeconds /= k;
+      row.r.prioritized /= k;
+      row.r.finalAccuracy /= k;
     } else {
       row.r.steps /= reached;
       row.r.seconds /= reached;

@@ -61,8 +61,8 @@ double Sampler::threshold(int /*b*/) const {
 }
 
 bool Sampler::prioritizing() const {
-  // A sparse data set: the table proposal only (see the header).
-  if (dataset_->isSparse() && options_.proposal != Proposal::kTable) return false;
+  // A sparse data set: the table proposal when forced only (see the header).
+  if (dataset_->isSparse()) return sparseTable();
   switch (options_.mode) {
     case SamplingMode::kUniform:
       return false;
@@ -261,7 +261,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
 }
 
 void Sampler::observe(std::span<const float> probabilities, const model::Model& model) {
-  if (dataset_->isSparse() && options_.proposal != Proposal::kTable) return;  // uniform minibatches only
+  if (dataset_->isSparse() && !sparseTable()) return;  // uniform minibatches only: nothing to score
   const int classes = model.numClasses();
   if (options_.proposal == Proposal::kTable && (lastUniform_ || lastTable_) &&
       options_.mode != SamplingMode::kUniform) {

@@ -71,16 +71,13 @@ TEST_CASE("sparse logistic regression on hashed bag-of-words reaches high accura
     TrainerOptions o;
     o.batchSize = 32;
     o.momentum = mu;
-    // Scored candidates need dense rows: uniform CSR minibatches (the table proposal,
-    // the default, works on sparse data: below).
-    o.sampler.proposal = Proposal::kCandidates;
     auto t = Trainer::create(m, train, o);
     REQUIRE(t.isOk());
     std::vector<float> base(m.params().begin(), m.params().end());
     std::vector<float> delta(m.numParams());
     auto st = t->run(base, TrainRequest{300, mu > 0 ? 0.1f : 0.5f, 7}, delta);
     REQUIRE(st.isOk());
-    CHECK(st->prioritizedSteps == 0);  // sparse data, candidate proposal: uniform minibatches
+    CHECK(st->prioritizedSteps == 0);  // sparse data, adaptive (the default): uniform minibatches
     CHECK(st->lossEnd < st->lossStart);
     auto ev = t->model().evaluate(test);
     REQUIRE(ev.isOk());

@@ -46,11 +46,13 @@
 // w = 1 / (B p); staler scores only reduce the variance less.
 //
 // On a sparse data set (data::Dataset::isSparse()) minibatches come as CSR rows
-// (Minibatch::sparse). The table proposal works there too, without scouts: its scores
-// come from the training steps' own outputs (observe()), and drawing needs no dense
-// row. The candidate proposal's scoring passes work on dense rows, which a sparse data
-// set of 2^20 features cannot afford: under kCandidates every sparse minibatch is
-// uniform, observe() is a no-op and tau_vr stays where it was.
+// (Minibatch::sparse). The table proposal works there when forced (kPriority), without
+// scouts: its scores come from the training steps' own outputs (observe()), and drawing
+// needs no dense row. Otherwise every sparse minibatch is uniform (the adaptive switch
+// stays off: on the sparse data sets measured, docs/model.md session 7, the table
+// proposal cost steps), observe() is a no-op and tau_vr stays where it was; the
+// candidate proposal's scoring passes would need dense rows, which a sparse data set of
+// 2^20 features cannot afford.
 //
 // Ownership and threads: the Sampler borrows the Dataset (it must outlive the Sampler)
 // and is used by one thread at a time. Given the same seed and the same sequence of
@@ -219,6 +221,8 @@ class Sampler {
   Minibatch fromTable(int b);
   void setKey(uint32_t i, float score, uint64_t at);
   void rebase();
+  // A sparse data set is drawn from the table (kTable and kPriority both set).
+  bool sparseTable() const { return options_.proposal == Proposal::kTable && options_.mode == SamplingMode::kPriority; }
   void takeThreadScouts(const model::Model& model, int b);  // scoutThread: post credit, take scores
   void updateTau(std::span<const float> scores);
   void ensure(int b);

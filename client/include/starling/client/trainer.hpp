@@ -17,7 +17,7 @@
 // update is a pass over all parameters per step. A model that does not take sparse input
 // (cnn) trains on densified minibatches, refused when b x featureDim floats exceed
 // data::Dataset::kMaxDensifiedBytes. Minibatches of sparse data are uniform, or drawn
-// from the score table (Proposal::kTable, no scouts; the Sampler has the details).
+// from the score table when forced (kPriority, kTable; no scouts; see the Sampler).
 //
 // A pure engine: no sockets, no threads (but the Sampler's opt-in scout thread), no
 // clock beyond measuring its own duration. The same seeds and calls give bit-identical

@@ -25,7 +25,9 @@ ScoutWorker::~ScoutWorker() {
 void ScoutWorker::post(std::size_t examples, std::span<const float> params) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    credit_ += examples;
+    // At most one sweep of backlog: a thread that falls behind (no free core) skips
+    // ahead rather than scoring with ever older parameters after training has moved on.
+    credit_ = std::min(credit_ + examples, dataset_->size());
     if (!params.empty()) {
       staged_.assign(params.begin(), params.end());
       fresh_ = true;

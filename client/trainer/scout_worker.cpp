@@ -27,7 +27,7 @@ void ScoutWorker::post(std::size_t examples, std::span<const float> params) {
     std::lock_guard<std::mutex> lock(mutex_);
     // At most one sweep of backlog: a thread that falls behind (no free core) skips
     // ahead rather than scoring with ever older parameters after training has moved on.
-    credit_ = std::min(credit_ + examples, dataset_->size());
+    credit_ = std::min(credit_ + examples, std::max(dataset_->size(), kChunk));
     if (!params.empty()) {
       staged_.assign(params.begin(), params.end());
       fresh_ = true;

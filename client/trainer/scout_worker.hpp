@@ -34,8 +34,8 @@ class ScoutWorker {
   ScoutWorker(const ScoutWorker&) = delete;
   ScoutWorker& operator=(const ScoutWorker&) = delete;
 
-  // Adds `examples` to the examples the thread may score (at most the data set's size
-  // in all), and when params is not empty
+  // Adds `examples` to the examples the thread may score (at most the data set's size or
+  // one chunk, whichever is larger), and when params is not empty
   // makes it the parameters of its next chunks (copied).
   void post(std::size_t examples, std::span<const float> params);
   // Appends the (example, score) pairs scored since the last call to out.

@@ -40,7 +40,15 @@
 //                    [--lambda F] [--ageing F] [--candidate-factor N]   (priority sampler options)
 //                    [--scout-factor F] [--scout-uniform]   (table proposal: F b scouts per step, a sweep
 //                                                            of the data set or uniform draws)
-//                    [--only throughput|accuracy|sampling|client|sparse|approx]
+//                    [--scout-thread]   (the scouts on a second thread: SamplerOptions::scoutThread)
+//                    [--only throughput|accuracy|sampling|split|client|sparse|approx]
+//                    [--model SPEC] [--target ACC] [--lr F]   (the sampling rows' model, target test
+//                                                               accuracy and learning rate)
+// --data FILE (a LIBSVM file instead of the Fashion-MNIST directory): the sampling rows
+// only, on that file split in file order (every fifth example is a test example), model
+// mlp:D-32-C unless --model; e.g. --data /usr/share/doc/liblinear-tools/examples/heart_scale.
+// --only split: microseconds per step in draw / forward / backward / scoring / update,
+// uniform against the table proposal (dense data).
 // --only approx (not part of the full run): how a cheap 2x2-pooled forward pass ranks
 // examples against exact scores, beside table scores 100 and 500 steps old.
 // --only runs one section; the summary then shows 0 or n/a for what was not measured.
@@ -95,6 +103,11 @@ struct Args {
   std::string coordinatorBin = STARLING_COORDINATOR_BIN;   // set by bench/meson.build
   starling::client::SamplerOptions sampler;                // --lambda, --ageing, --candidate-factor
   std::string rows = "uniform,table,adaptive,candidates";  // --rows: the sampling rows to run
+  // --data FILE (a LIBSVM file instead of the Fashion-MNIST directory): the sampling
+  // section's model, target test accuracy (0: 85%, or 70% with --quick) and learning rate.
+  std::string model;  // empty: mlp:784-200-200-10, or mlp:D-32-C for a file
+  double target = 0.0;
+  float lr = 0.01f;
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -303,6 +316,37 @@ std::vector<std::pair<int, double>> runTorch(const Args& args, std::string& note
   return out;
 }
 
+// --data FILE: a LIBSVM file (e.g. heart_scale), split in file order: every fifth
+// example is a test example. Densified when that takes at most 64 MiB (the table
+// proposal's scouts need dense rows), CSR otherwise.
+void loadFile(const std::string& path, Dataset& train, Dataset& test) {
+  auto all = starling::data::loadLibsvm(path);
+  if (!all) die(all.status().toString());
+  const std::size_t n = all->size();
+  const std::size_t d = all->featureDim();
+  std::vector<uint32_t> trainIdx;
+  std::vector<uint32_t> testIdx;
+  for (std::size_t i = 0; i < n; ++i)
+    (i % 5 == 4 ? testIdx : trainIdx).push_back(static_cast<uint32_t>(i));
+  if (static_cast<double>(n) * static_cast<double>(d) * 4.0 > 64.0 * (1 << 20)) {
+    train = all->subset(trainIdx);
+    test = all->subset(testIdx);
+    return;
+  }
+  auto dense = [&](const std::vector<uint32_t>& idx) {
+    std::vector<float> x(idx.size() * d);
+    all->gather(idx, x);
+    std::vector<int32_t> y;
+    for (uint32_t i : idx)
+      y.push_back(all->label(i));
+    auto ds = Dataset::fromFloats(std::move(x), std::move(y), d, all->numClasses());
+    if (!ds) die(path + ": " + ds.status().toString());
+    return std::move(ds).value();
+  };
+  train = dense(trainIdx);
+  test = dense(testIdx);
+}
+
 // This thread's CPU seconds: steadier than wall-clock on a shared machine.
 double threadCpuSeconds() {
   timespec ts{};
@@ -320,14 +364,14 @@ struct ToTarget {
 
 ToTarget stepsTo(double target, SamplingMode mode, Proposal proposal, const Dataset& train, const Dataset& test,
                  const Args& args, int maxSteps, uint64_t initSeed) {
-  Trainer t = makeTrainer(kMlp, train, 32, mode, initSeed, proposal, args.sampler);
+  Trainer t = makeTrainer(args.model.c_str(), train, 32, mode, initSeed, proposal, args.sampler);
   ToTarget r;
   uint64_t seed = 1000 * initSeed;
   for (int done = 0; done < maxSteps;) {
     std::vector<float> base(t.model().params().begin(), t.model().params().end());
     std::vector<float> delta(base.size());
     const double cpu = threadCpuSeconds();
-    auto stats = t.run(base, TrainRequest{args.evalEvery, 0.01f, seed++}, delta);
+    auto stats = t.run(base, TrainRequest{args.evalEvery, args.lr, seed++}, delta);
     r.cpuSeconds += threadCpuSeconds() - cpu;
     if (!stats) die(stats.status().toString());
     r.seconds += stats->seconds;
@@ -340,6 +384,70 @@ ToTarget stepsTo(double target, SamplingMode mode, Proposal proposal, const Data
     }
   }
   return r;
+}
+
+// ---- --only split: where a prioritized step's time goes ----
+
+// The Trainer's step taken apart, a thread-CPU clock around each part, uniform against
+// the table proposal (args.sampler's options), on a model trained uniformly for 1000
+// steps first: draw (Sampler::next, gathers included), forward (b rows, or b + scouts),
+// backward (Model::backwardRows over the b rows), scoring (observeScouts + observe),
+// update (momentum 0.9). Microseconds per step, mean over the measured steps.
+void splitSection(const Args& args, const Dataset& train) {
+  if (train.isSparse()) die("--only split takes dense data (the scouts' shared forward pass)");
+  Trainer warm = makeTrainer(args.model.c_str(), train, 32, SamplingMode::kUniform);
+  advance(warm, 1000, args.lr, 1);
+  const int b = 32;
+  const int steps = args.quick ? 500 : 4000;
+  std::printf("%-28s %8s %8s %8s %8s %8s %8s\n", "us per step (thread cpu), b 32", "draw", "forward", "backward",
+              "scoring", "update", "total");
+  for (SamplingMode mode : {SamplingMode::kUniform, SamplingMode::kPriority}) {
+    starling::client::SamplerOptions o = args.sampler;
+    o.mode = mode;
+    o.proposal = Proposal::kTable;
+    starling::client::Sampler sampler(train, o, 1);
+    Model m = warm.model();
+    const int classes = m.numClasses();
+    std::vector<float> grad(m.numParams());
+    std::vector<float> momentum(m.numParams(), 0.0f);
+    std::vector<uint32_t> first(b);
+    for (int i = 0; i < b; ++i)
+      first[i] = static_cast<uint32_t>(i);
+    double part[5] = {0, 0, 0, 0, 0};
+    for (int step = -200; step < steps; ++step) {  // 200 unmeasured steps fill the table
+      const double t0 = threadCpuSeconds();
+      starling::client::Minibatch mb = sampler.next(m, b);
+      const double t1 = threadCpuSeconds();
+      auto probs = m.forward(mb.scouts > 0 ? mb.forwardFeatures.data() : mb.features.data(), b + mb.scouts);
+      const double t2 = threadCpuSeconds();
+      if (mb.scouts > 0) sampler.observeScouts(probs.subspan(static_cast<std::size_t>(b) * classes), m);
+      const double t3 = threadCpuSeconds();
+      m.backwardRows(mb.features.data(), first, mb.labels.data(), mb.weights.data(), b, grad);
+      const double t4 = threadCpuSeconds();
+      sampler.observe(m.probabilities(), m);
+      const double t5 = threadCpuSeconds();
+      float* xs = m.params().data();
+      for (std::size_t i = 0; i < grad.size(); ++i) {
+        momentum[i] = 0.9f * momentum[i] + grad[i];
+        xs[i] -= args.lr * momentum[i];
+      }
+      const double t6 = threadCpuSeconds();
+      if (step < 0) continue;
+      part[0] += t1 - t0;
+      part[1] += t2 - t1;
+      part[2] += t4 - t3;
+      part[3] += (t3 - t2) + (t5 - t4);
+      part[4] += t6 - t5;
+    }
+    double total = 0.0;
+    for (double& p : part) {
+      p = 1e6 * p / steps;
+      total += p;
+    }
+    std::printf("%-28s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f\n",
+                mode == SamplingMode::kUniform ? "uniform" : "priority (table proposal)", part[0], part[1], part[2],
+                part[3], part[4], total);
+  }
 }
 
 // ---- --only approx: how well a cheap forward pass ranks examples (session 6) ----
@@ -668,9 +776,17 @@ int main(int argc, char** argv) {
       args.sampler.scoutFactor = std::clamp(static_cast<float>(std::atof(value().c_str())), 0.0f, 64.0f);
     else if (a == "--scout-uniform")
       args.sampler.scoutSweep = false;
+    else if (a == "--scout-thread")
+      args.sampler.scoutThread = true;
 
     else if (a == "--only")
       args.only = value();
+    else if (a == "--model")
+      args.model = value();
+    else if (a == "--target")
+      args.target = number(a, value());
+    else if (a == "--lr")
+      args.lr = static_cast<float>(std::atof(value().c_str()));
     else if (a == "--client-bin")
       args.clientBin = value();
     else if (a == "--coordinator-bin")
@@ -689,8 +805,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!args.only.empty() && args.only != "throughput" && args.only != "accuracy" && args.only != "sampling" &&
-      args.only != "client")
-    die("--only takes throughput, accuracy, sampling, client or sparse, not " + args.only);
+      args.only != "client" && args.only != "split")
+    die("--only takes throughput, accuracy, sampling, split, client or sparse, not " + args.only);
+  // --data FILE: the sampling sections only, on a LIBSVM file.
+  const bool fromFile = std::filesystem::is_regular_file(args.data);
+  if (fromFile && !args.only.empty() && args.only != "sampling" && args.only != "split")
+    die("--data " + args.data + " is a file: only --only sampling or --only split run on it");
+  if (fromFile && args.only.empty()) args.only = "sampling";
   auto runs = [&](const char* section) { return args.only.empty() || args.only == section; };
   // 4 first: a spawned child's ru_maxrss counts the spawning process's resident set
   // (Linux carries the old address space's high-water mark across exec), so the client
@@ -702,11 +823,23 @@ int main(int argc, char** argv) {
     dense = measureClient(args, kUncompressedTraining);
   }
 
-  auto fm = starling::data::loadFashionMnist(args.data);
-  if (!fm) die(fm.status().toString());
-  const Dataset& train = fm->train;
-  const Dataset& test = fm->test;
-  std::printf("bench-train: Fashion-MNIST %zu train / %zu test, one thread\n\n", train.size(), test.size());
+  Dataset train;
+  Dataset test;
+  if (fromFile) {
+    loadFile(args.data, train, test);
+    if (args.model.empty())
+      args.model = "mlp:" + std::to_string(train.featureDim()) + "-32-" + std::to_string(train.numClasses());
+    std::printf("bench-train: %s, %zu train / %zu test (every fifth example), %zu features%s, one thread\n\n",
+                args.data.c_str(), train.size(), test.size(), train.featureDim(), train.isSparse() ? " (CSR)" : "");
+  } else {
+    auto fm = starling::data::loadFashionMnist(args.data);
+    if (!fm) die(fm.status().toString());
+    train = std::move(fm->train);
+    test = std::move(fm->test);
+    std::printf("bench-train: Fashion-MNIST %zu train / %zu test, one thread\n\n", train.size(), test.size());
+  }
+  if (args.model.empty()) args.model = kMlp;
+  if (args.only == "split") splitSection(args, train);
 
   // 1. Throughput.
   std::string torchNote;
@@ -776,7 +909,7 @@ int main(int argc, char** argv) {
   }
 
   // 3. Priority vs uniform sampling to 85%.
-  const double target = args.quick ? 0.70 : 0.85;
+  const double target = args.target > 0.0 ? args.target : args.quick ? 0.70 : 0.85;
   const int maxSteps = args.quick ? 2000 : 30000;
   if (runs("sampling")) {
     std::printf(
@@ -784,8 +917,11 @@ int main(int argc, char** argv) {
         "--scout-factor), %d seeds\n",
         args.sampler.lambda, args.sampler.ageing, args.sampler.candidateFactor, args.sampler.scoutFactor,
         args.sampler.scoutSweep ? " (sweep)" : " (uniform)", args.seeds);
-    std::printf("%-50s %8s %8s %8s %12s %9s\n", "MLP to 85% test acc, b 32, mean of seeds", "steps", "train s", "cpu s",
-                "prioritized", "last acc");
+    char title[96];
+    std::snprintf(title, sizeof title, "%s to %.0f%% test acc, b 32, mean of seeds", fromFile ? "model" : "MLP",
+                  100 * target);
+    if (fromFile) std::printf("model %s, lr %g\n", args.model.c_str(), args.lr);
+    std::printf("%-50s %8s %8s %8s %12s %9s\n", title, "steps", "train s", "cpu s", "prioritized", "last acc");
   }
   struct Row {
     const char* key;  // its name in --rows
@@ -824,8 +960,14 @@ int main(int argc, char** argv) {
     const int reached = row.reached;
     char steps[32];
     if (reached < args.seeds) {
+      // Some seeds never reached the target: the other columns are means over those that did.
       row.r.steps = -1;
       std::snprintf(steps, sizeof steps, ">%d", maxSteps);
+      const int k = std::max(1, reached);
+      row.r.seconds /= k;
+      row.r.cpuSeconds /= k;
+      row.r.prioritized /= k;
+      row.r.finalAccuracy /= k;
     } else {
       row.r.steps /= reached;
       row.r.seconds /= reached;

@@ -5,12 +5,18 @@
 #include <cassert>
 #include <cmath>
 
+#include "scout_worker.hpp"
+
 namespace starling::client {
 Sampler::Sampler(const data::Dataset& dataset, SamplerOptions options, uint64_t seed)
     : dataset_(&dataset), options_(options), rng_(seed), table_(dataset.size(), 0.0f), scoredAt_(dataset.size(), 0) {
   options_.candidateFactor = std::max(1, options_.candidateFactor);
   options_.lambda = std::clamp(options_.lambda, 1e-6f, 1.0f);
 }
+
+Sampler::~Sampler() = default;
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
 void Sampler::reseed(uint64_t seed) {
   rng_.seed(seed);
@@ -22,10 +28,12 @@ Status Sampler::rebind(const data::Dataset& dataset) {
                                                     " examples rebound to a data set of " +
                                                     std::to_string(dataset.size()));
   dataset_ = &dataset;
+  worker_.reset();  // it reads the former data set; the next table minibatch starts another
   return Status::ok();
 }
 
 void Sampler::releaseWorkspaces() {
+  worker_.reset();
   for (auto* v : {&drawn_, &rows_, &candidates_, &toScore_, &scoreRows_, &idx_})
     std::vector<uint32_t>().swap(*v);
   for (auto* v : {&drawnWeight_, &rowX_, &rowW_, &candidateX_, &scores_, &x_, &w_, &rowY_, &candidateLabels_, &y_})
@@ -41,7 +49,9 @@ double Sampler::threshold(int /*b*/) const {
   // step (docs/model.md), and the scouts' share of the forward pass, a third of a step
   // for b of them.
   if (options_.proposal == Proposal::kTable)
-    return kTableThreshold + std::max(0.0, static_cast<double>(options_.scoutFactor)) / 3.0;
+    return kTableThreshold + (dataset_->isSparse() || options_.scoutThread
+                                  ? 0.0
+                                  : std::max(0.0, static_cast<double>(options_.scoutFactor)) / 3.0);
   // The cost of a prioritized step relative to a uniform one, B = candidateFactor * b,
   // counting a forward pass as a third of a training step (ALGORITHMS.md section 4):
   // the B candidates are forwarded and the b drawn ones run backward from those
@@ -51,7 +61,8 @@ double Sampler::threshold(int /*b*/) const {
 }
 
 bool Sampler::prioritizing() const {
-  if (dataset_->isSparse()) return false;  // see the header: uniform CSR minibatches
+  // A sparse data set: the table proposal when forced only (see the header).
+  if (dataset_->isSparse()) return sparseTable();
   switch (options_.mode) {
     case SamplingMode::kUniform:
       return false;
@@ -69,7 +80,7 @@ float Sampler::score(uint32_t i) const {
   const double decay = std::pow(static_cast<double>(options_.ageing), static_cast<double>(age));
   if (options_.proposal == Proposal::kTable) {
     // What fromTable() draws by: m + (t_i - m) ageing^age, and m when never scored.
-    const bool scored = !ages_.empty() && ages_[i] > 0.0f;
+    const bool scored = !tree_.empty() && tree_.age(i) > 0.0;
     return static_cast<float>(scored ? prior_ + (table_[i] - prior_) * decay : prior_);
   }
   return table_[i] * static_cast<float>(decay);
@@ -109,9 +120,9 @@ void Sampler::ensure(int b) {
 Minibatch Sampler::next(model::Model& model, int b) {
   assert(b > 0 && dataset_->size() > 0);
   ensure(b);
-  Minibatch mb = !prioritizing()                         ? uniform(b)
-                 : options_.proposal == Proposal::kTable ? fromTable(b)
-                                                         : priority(model, b);
+  const bool table = prioritizing() && options_.proposal == Proposal::kTable;
+  if (table && options_.scoutThread && !dataset_->isSparse()) takeThreadScouts(model, b);
+  Minibatch mb = !prioritizing() ? uniform(b) : table ? fromTable(b) : priority(model, b);
   ++step_;
   return mb;
 }
@@ -250,7 +261,7 @@ Minibatch Sampler::priority(model::Model& model, int b) {
 }
 
 void Sampler::observe(std::span<const float> probabilities, const model::Model& model) {
-  if (dataset_->isSparse()) return;  // uniform minibatches only: nothing to score
+  if (dataset_->isSparse() && !sparseTable()) return;  // uniform minibatches only: nothing to score
   const int classes = model.numClasses();
   if (options_.proposal == Proposal::kTable && (lastUniform_ || lastTable_) &&
       options_.mode != SamplingMode::kUniform) {
@@ -293,95 +304,52 @@ void Sampler::observe(std::span<const float> probabilities, const model::Model& 
 }
 
 void Sampler::setKey(uint32_t i, float score, uint64_t at) {
-  if (keys_.empty()) rebase();  // first use: every example unscored
+  if (tree_.empty()) rebase();  // first use: every example unscored
   table_[i] = score;
   scoredAt_[i] = at;
-  const double up =
-      std::pow(static_cast<double>(options_.ageing), -static_cast<double>(at) + static_cast<double>(keyBase_));
-  const float oldKey = keys_[i];
-  const float oldAge = ages_[i];
-  keys_[i] = static_cast<float>(score * up);
-  ages_[i] = static_cast<float>(up);
-  // The block sums move by the change (rebase() sums them afresh).
-  const std::size_t block = i / kBlock;
-  blockKey_[block] += static_cast<double>(keys_[i]) - oldKey;
-  blockAge_[block] += static_cast<double>(ages_[i]) - oldAge;
+  if (at != upAt_) {  // one pow per step: observe() and observeScouts() share `at`
+    up_ = std::pow(static_cast<double>(options_.ageing), -static_cast<double>(at) + static_cast<double>(keyBase_));
+    upAt_ = at;
+  }
+  tree_.set(i, score * up_, up_);
 }
 
 void Sampler::rebase() {
-  const std::size_t n = dataset_->size();
-  if (keys_.empty()) {
-    keys_.assign(n, 0.0f);
-    ages_.assign(n, 0.0f);
-    blockKey_.assign((n + kBlock - 1) / kBlock, 0.0);
-    blockAge_.assign(blockKey_.size(), 0.0);
-    blockMass_.assign(blockKey_.size(), 0.0);
+  if (tree_.empty()) {
+    tree_.reset(dataset_->size());
     keyBase_ = step_;
+    upAt_ = ~uint64_t{0};
     return;
   }
-  const double factor = std::pow(static_cast<double>(options_.ageing), static_cast<double>(step_ - keyBase_));
-  for (std::size_t block = 0; block < blockKey_.size(); ++block) {
-    double keySum = 0.0;
-    double ageSum = 0.0;
-    for (std::size_t k = block * kBlock; k < std::min(n, (block + 1) * kBlock); ++k) {
-      keys_[k] = static_cast<float>(keys_[k] * factor);
-      ages_[k] = static_cast<float>(ages_[k] * factor);
-      keySum += keys_[k];
-      ageSum += ages_[k];
-    }
-    blockKey_[block] = keySum;
-    blockAge_[block] = ageSum;
-  }
+  // Keys and ages count from keyBase_ = step_ now: scaled by ageing^(step_ - old base),
+  // and the tree summed afresh (which also drops the rounding its updates accumulated).
+  tree_.rescale(std::pow(static_cast<double>(options_.ageing), static_cast<double>(step_ - keyBase_)));
   keyBase_ = step_;
+  upAt_ = ~uint64_t{0};
 }
 
 Minibatch Sampler::fromTable(int b) {
   const std::size_t d = dataset_->featureDim();
   const std::size_t n = dataset_->size();
-  if (keys_.empty()) rebase();
+  if (tree_.empty()) rebase();
   // Example i's score: m + (s_i - m) ageing^(t - t_i), m the running mean score (an
   // example never scored has s_i = m). With key_i = s_i ageing^-(t_i - t0) and
   // age_i = ageing^-(t_i - t0) (both 0 when never scored) and down = ageing^(t - t0),
-  // that is m + down (key_i - m age_i): sums over blocks stay valid as t moves on.
+  // that is m + down (key_i - m age_i): the tree's sums stay valid as t moves on.
   double down = std::pow(static_cast<double>(options_.ageing), static_cast<double>(step_ - keyBase_));
   if (down < 1e-6) {
     rebase();
     down = 1.0;
   }
   const double m = prior_;
-  auto mass = [&](std::size_t k) { return std::max(0.0, m + down * (keys_[k] - m * ages_[k])); };
-  double total = 0.0;
-  for (std::size_t block = 0; block < blockKey_.size(); ++block) {
-    const double size = static_cast<double>(std::min(n, (block + 1) * kBlock) - block * kBlock);
-    blockMass_[block] = std::max(0.0, m * size + down * (blockKey_[block] - m * blockAge_[block]));
-    total += blockMass_[block];
-  }
+  const double total = tree_.total(m, down);
   const double lambda = total > 0.0 ? options_.lambda : 1.0;
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::uniform_int_distribution<uint32_t> pick(0, static_cast<uint32_t>(n - 1));
   for (int j = 0; j < b; ++j) {
-    uint32_t i = 0;
-    if (u(rng_) < lambda) {
-      i = pick(rng_);
-    } else {
-      double r = u(rng_) * total;
-      std::size_t block = 0;
-      while (block + 1 < blockMass_.size() && r >= blockMass_[block]) {
-        r -= blockMass_[block];
-        ++block;
-      }
-      const std::size_t end = std::min(n, (block + 1) * kBlock);
-      std::size_t k = block * kBlock;
-      std::size_t lastPositive = k;
-      for (; k < end; ++k) {
-        const double mk = mass(k);
-        if (mk > 0.0) lastPositive = k;
-        if (r < mk) break;
-        r -= mk;
-      }
-      i = static_cast<uint32_t>(k < end ? k : lastPositive);  // rounding: the last one with mass
-    }
-    const double p = (total > 0.0 ? (1.0 - lambda) * mass(i) / total : 0.0) + lambda / static_cast<double>(n);
+    const uint32_t i = u(rng_) < lambda ? pick(rng_) : static_cast<uint32_t>(tree_.find(u(rng_) * total, m, down));
+    const double p =
+        (total > 0.0 ? (1.0 - lambda) * tree_.mass(i, m, down) / total : 0.0) + lambda / static_cast<double>(n);
     idx_[j] = i;
     y_[j] = model::labelValue(*dataset_, i);
     w_[j] = static_cast<float>(1.0 / (static_cast<double>(n) * p));
@@ -407,7 +375,11 @@ Minibatch Sampler::fromTable(int b) {
     w_[b + k] = 0.0f;
   }
   const std::size_t rows = static_cast<std::size_t>(b + scouts);
-  dataset_->gather({idx_.data(), rows}, {x_.data(), rows * d});
+  if (dataset_->isSparse()) {
+    dataset_->gatherSparse({idx_.data(), rows}, sparse_);  // no scouts: rows == b
+  } else {
+    dataset_->gather({idx_.data(), rows}, {x_.data(), rows * d});
+  }
   lastTable_ = true;
   lastUniform_ = false;
   lastScouts_ = scouts;
@@ -422,8 +394,35 @@ Minibatch Sampler::fromTable(int b) {
 }
 
 int Sampler::scoutCount(int b) const {
-  if (options_.proposal != Proposal::kTable || !(options_.scoutFactor > 0.0f)) return 0;
+  // No scouts on sparse data: the minibatch's CSR rows go through their own pass. With
+  // scoutThread they are not in the minibatch's pass either (takeThreadScouts()).
+  if (options_.proposal != Proposal::kTable || !(options_.scoutFactor > 0.0f) || dataset_->isSparse() ||
+      options_.scoutThread)
+    return 0;
   return static_cast<int>(std::lround(static_cast<double>(options_.scoutFactor) * b));
+}
+
+void Sampler::takeThreadScouts(const model::Model& model, int b) {
+  const auto s = static_cast<std::size_t>(std::lround(static_cast<double>(options_.scoutFactor) * b));
+  if (s == 0) return;
+  if (worker_ == nullptr) {
+    std::uniform_int_distribution<std::size_t> pick(0, dataset_->size() - 1);
+    worker_ = std::make_unique<ScoutWorker>(*dataset_, model, pick(rng_));
+  }
+  // The scores the thread finished since the last step: as fresh as a scout's of the
+  // previous step (their parameters are at most kScoutParamsEvery steps older).
+  threadScores_.clear();
+  worker_->take(threadScores_);
+  if (step_ > 0 && !threadScores_.empty()) {
+    for (const auto& [i, score] : threadScores_) {
+      setKey(i, score, step_ - 1);
+      scoutSum_ += score;
+    }
+    scoutCount_ += threadScores_.size();
+    scoredExamples_ += threadScores_.size();
+  }
+  const bool sendParams = step_ % kScoutParamsEvery == 0;
+  worker_->post(s, sendParams ? model.params() : std::span<const float>{});
 }
 
 void Sampler::observeScouts(std::span<const float> probabilities, const model::Model& model) {

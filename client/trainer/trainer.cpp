@@ -158,14 +158,15 @@ Result<TrainStats> Trainer::run(std::span<const float> base, const TrainRequest&
     float loss = 0.0f;
     bool sparseStep = false;  // grad_ holds the gradient on touched_ only
     if (mb.sparse != nullptr) {
-      // Sparse data: uniform minibatches (weights 1).
+      // Sparse data: uniform minibatches, or the table proposal's (weighted, no scouts).
+      const float* weights = mb.prioritized ? mb.weights.data() : nullptr;
       if (model_.acceptsSparse()) {
-        loss = model_.forwardBackwardSparse(*mb.sparse, mb.labels.data(), nullptr, grad_, &touched_);
+        loss = model_.forwardBackwardSparse(*mb.sparse, mb.labels.data(), weights, grad_, &touched_);
         sparseStep = true;
       } else {
         denseX_.resize(static_cast<std::size_t>(b) * dataset_->featureDim());
         dataset_->gather(mb.indices, denseX_);
-        loss = model_.forwardBackward(denseX_.data(), mb.labels.data(), nullptr, b, grad_);
+        loss = model_.forwardBackward(denseX_.data(), mb.labels.data(), weights, b, grad_);
       }
     } else if (mb.scouts > 0) {
       // Scouts ride along in the forward pass (b + scouts rows); only the b minibatch

@@ -3,7 +3,9 @@
 #include "starling/client/sampler.hpp"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "toy_data.hpp"
@@ -384,4 +386,112 @@ TEST_CASE("scouts share the minibatch's forward pass and refresh their table sco
   for (int c : scouted)
     CHECK(c == 3);
   CHECK(sampler.scoredExamples() == 30u * 4u);
+}
+
+TEST_CASE("the table proposal draws by the exact table probabilities, and a refreshed score takes over",
+          "[sampler][statistical]") {
+  auto data = starling::client::test::blobs(40, 6, 3, 11, 2.5f);
+  Model model = toyModel("mlp:6-5-3", 4);
+  const int classes = model.numClasses();
+  SamplerOptions options;
+  options.mode = SamplingMode::kPriority;
+  options.proposal = Proposal::kTable;
+  options.scoutFactor = 0.0f;
+  options.ageing = 1.0f;  // scores keep their value: the probabilities stay put
+  options.lambda = 0.2f;
+  Sampler sampler(data, options, 5);
+  const std::size_t n = data.size();
+  // Outputs that give each row of the last minibatch a chosen score: the one-hot of its
+  // label scores 0, the one-hot of another class sqrt(2).
+  auto feed = [&](const starling::client::Minibatch& mb, auto wrong) {
+    std::vector<float> out(mb.indices.size() * classes, 0.0f);
+    for (std::size_t r = 0; r < mb.indices.size(); ++r) {
+      const int label = data.label(mb.indices[r]);
+      out[r * classes + (wrong(mb.indices[r]) ? (label + 1) % classes : label)] = 1.0f;
+    }
+    sampler.observe(out, model);
+  };
+  // The first minibatch is uniform (nothing scored): even examples score sqrt(2), odd 0.
+  feed(sampler.next(model, 24), [](uint32_t i) { return i % 2 == 0; });
+
+  auto drawAndTest = [&](int steps) {
+    std::vector<double> p(n);
+    double sum = 0.0;
+    for (uint32_t i = 0; i < n; ++i)
+      sum += sampler.score(i);
+    REQUIRE(sum > 0.0);
+    for (uint32_t i = 0; i < n; ++i)
+      p[i] = (1.0 - options.lambda) * sampler.score(i) / sum + options.lambda / static_cast<double>(n);
+    std::vector<int> counts(n, 0);
+    const int b = 8;
+    for (int t = 0; t < steps; ++t) {
+      auto mb = sampler.next(model, b);  // no observe(): the table stays as it is
+      REQUIRE(mb.prioritized);
+      for (int k = 0; k < b; ++k) {
+        ++counts[mb.indices[k]];
+        REQUIRE(mb.weights[k] == Approx(1.0 / (static_cast<double>(n) * p[mb.indices[k]])).epsilon(1e-5));
+      }
+    }
+    double x2 = 0.0;
+    const double draws = static_cast<double>(steps) * b;
+    for (std::size_t i = 0; i < n; ++i)
+      x2 += (counts[i] - p[i] * draws) * (counts[i] - p[i] * draws) / (p[i] * draws);
+    CHECK(x2 < 72.05);  // chi-square, 39 degrees of freedom, 99.9% quantile
+    return p;
+  };
+  const std::vector<double> before = drawAndTest(5000);
+
+  // A stale high score is refreshed by a training step's output: the example then draws
+  // with its new score.
+  auto mb = sampler.next(model, 8);
+  uint32_t even = 0;
+  while (even < 8 && mb.indices[even] % 2 != 0)
+    ++even;
+  REQUIRE(even < 8);  // even examples hold nearly all the mass
+  const uint32_t refreshed = mb.indices[even];
+  const float stale = sampler.score(refreshed);
+  feed(mb, [&](uint32_t i) { return i != refreshed && i % 2 == 0; });
+  CHECK(stale > 1.0f);
+  CHECK(sampler.score(refreshed) == 0.0f);
+  const std::vector<double> after = drawAndTest(5000);
+  CHECK(after[refreshed] == Approx(options.lambda / static_cast<double>(n)));
+  CHECK(before[refreshed] > 5 * after[refreshed]);
+}
+
+TEST_CASE("scouts on a second thread refresh the table with the posted parameters", "[sampler][thread]") {
+  auto data = starling::client::test::blobs(40, 6, 3, 11, 2.5f);
+  Model model = toyModel("mlp:6-5-3", 4);
+  const int classes = model.numClasses();
+  SamplerOptions options;
+  options.mode = SamplingMode::kPriority;
+  options.proposal = Proposal::kTable;
+  options.scoutThread = true;
+  options.scoutFactor = 8.0f;  // 64 scouts a step for b = 8: one chunk of the thread
+  options.ageing = 1.0f;       // a score keeps its value: it can be compared exactly
+  Sampler sampler(data, options, 3);
+  const int b = 8;
+  // The scouts leave the minibatch's pass.
+  auto first = sampler.next(model, b);
+  CHECK(first.scouts == 0);
+  CHECK(first.forwardFeatures.empty());
+  // Steps without training (the parameters stay those posted) until the thread has
+  // scored every example at least once; each step takes what it finished.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (sampler.scoredExamples() < 2 * data.size() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    (void)sampler.next(model, b);
+  }
+  REQUIRE(sampler.scoredExamples() >= 2 * data.size());
+  std::vector<float> x(data.featureDim());
+  Model twin = model;
+  for (uint32_t i = 0; i < data.size(); ++i) {
+    data.gather({&i, 1}, x);
+    auto p = twin.forward(x.data(), 1);
+    float s = 0.0f;
+    for (int c = 0; c < classes; ++c) {
+      const float d = p[c] - (c == data.label(i) ? 1.0f : 0.0f);
+      s += d * d;
+    }
+    CHECK(sampler.score(i) == Approx(std::sqrt(s)).epsilon(1e-4));
+  }
 }

@@ -9,6 +9,7 @@
 
 #include "starling/client/trainer.hpp"
 
+using starling::client::Proposal;
 using starling::client::SamplingMode;
 using starling::client::Trainer;
 using starling::client::TrainerOptions;
@@ -76,7 +77,7 @@ TEST_CASE("sparse logistic regression on hashed bag-of-words reaches high accura
     std::vector<float> delta(m.numParams());
     auto st = t->run(base, TrainRequest{300, mu > 0 ? 0.1f : 0.5f, 7}, delta);
     REQUIRE(st.isOk());
-    CHECK(st->prioritizedSteps == 0);  // sparse data: uniform minibatches
+    CHECK(st->prioritizedSteps == 0);  // sparse data, adaptive (the default): uniform minibatches
     CHECK(st->lossEnd < st->lossStart);
     auto ev = t->model().evaluate(test);
     REQUIRE(ev.isOk());
@@ -109,8 +110,13 @@ TEST_CASE("sparse training takes the steps of dense training on the densified da
   o.batchSize = 16;
   o.momentum = mu;
   o.clipNorm = clip;
-  o.sampler.mode = SamplingMode::kUniform;  // the same draws on both
+  o.sampler.mode = SamplingMode::kUniform;  // the same draws on both (a table's would
+                                            // part at the first tie that rounding breaks)
+  std::vector<uint32_t> drawnSparse;
+  std::vector<uint32_t> drawnDense;
+  o.batchLog = &drawnSparse;
   auto ts = Trainer::create(m, sparse, o);
+  o.batchLog = &drawnDense;
   auto td = Trainer::create(m, flat, o);
   REQUIRE(ts.isOk());
   REQUIRE(td.isOk());
@@ -121,6 +127,7 @@ TEST_CASE("sparse training takes the steps of dense training on the densified da
   auto b = td->run(base, TrainRequest{40, 0.2f, 11}, dd);
   REQUIRE(a.isOk());
   REQUIRE(b.isOk());
+  CHECK(drawnSparse == drawnDense);
   CHECK(a->lossStart == Approx(b->lossStart).epsilon(1e-5));
   CHECK(a->lossEnd == Approx(b->lossEnd).epsilon(1e-3));
   double diff = 0.0;
@@ -153,4 +160,44 @@ TEST_CASE("a model without sparse input trains on densified rows, within a limit
   CHECK_THAT(refused.status().message(), Catch::Contains("densifies to 536870912 bytes, over the limit of 268435456"));
   o.batchSize = 16;  // 256 MiB: at the limit
   CHECK(Trainer::create(big, wide, o).isOk());
+}
+
+TEST_CASE("forced priority on sparse data draws weighted CSR minibatches from the table", "[trainer][sparse]") {
+  std::vector<float> dense;
+  Dataset sparse = bagOfWords(300, 500, 8, 5, &dense);
+  Model m = made("linear:500-1/logistic", 6);
+  TrainerOptions o;
+  o.batchSize = 16;
+  o.sampler.mode = SamplingMode::kPriority;
+  o.sampler.proposal = Proposal::kTable;
+  auto t = Trainer::create(m, sparse, o);
+  REQUIRE(t.isOk());
+  std::vector<float> base(m.params().begin(), m.params().end());
+  std::vector<float> delta(m.numParams());
+  auto st = t->run(base, TrainRequest{200, 0.2f, 3}, delta);
+  REQUIRE(st.isOk());
+  CHECK(st->prioritizedSteps == 200);
+  CHECK(st->scoredExamples == 0);  // no scouts on sparse data
+  CHECK(st->lossEnd < st->lossStart);
+
+  // The sampler's next minibatch: CSR rows with weights that are not all 1, whose
+  // weighted sparse step is the weighted dense step on the same rows densified.
+  Model& trained = t->model();
+  auto mb = t->sampler().next(trained, 16);
+  REQUIRE(mb.prioritized);
+  REQUIRE(mb.sparse != nullptr);
+  bool unequal = false;
+  for (float w : mb.weights)
+    unequal = unequal || std::abs(w - 1.0f) > 1e-3f;
+  CHECK(unequal);
+  Model twin = trained;
+  std::vector<float> gs(trained.numParams());
+  std::vector<float> gd(trained.numParams());
+  const float ls = trained.forwardBackwardSparse(*mb.sparse, mb.labels.data(), mb.weights.data(), gs);
+  std::vector<float> x(16 * sparse.featureDim());
+  sparse.gather(mb.indices, x);
+  const float ld = twin.forwardBackward(x.data(), mb.labels.data(), mb.weights.data(), 16, gd);
+  CHECK(ls == Approx(ld).epsilon(1e-5));
+  for (std::size_t i = 0; i < gs.size(); ++i)
+    REQUIRE(gs[i] == Approx(gd[i]).epsilon(1e-4).margin(1e-6));
 }

@@ -45,20 +45,27 @@
 // aged table score, and only the others are scored. Any p gives an unbiased estimate with
 // w = 1 / (B p); staler scores only reduce the variance less.
 //
-// On a sparse data set (data::Dataset::isSparse()) every minibatch is uniform, whatever
-// the mode, and comes as CSR rows (Minibatch::sparse): the score table, the scouts and
-// the scoring passes work on dense rows, which a sparse data set of 2^20 features
-// cannot afford. observe() is then a no-op and tau_vr stays where it was.
+// On a sparse data set (data::Dataset::isSparse()) minibatches come as CSR rows
+// (Minibatch::sparse). The table proposal works there when forced (kPriority), without
+// scouts: its scores come from the training steps' own outputs (observe()), and drawing
+// needs no dense row. Otherwise every sparse minibatch is uniform (the adaptive switch
+// stays off: on the sparse data sets measured, docs/model.md session 7, the table
+// proposal cost steps), observe() is a no-op and tau_vr stays where it was; the
+// candidate proposal's scoring passes would need dense rows, which a sparse data set of
+// 2^20 features cannot afford.
 //
 // Ownership and threads: the Sampler borrows the Dataset (it must outlive the Sampler)
 // and is used by one thread at a time. Given the same seed and the same sequence of
 // calls it returns the same minibatches.
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "starling/client/score_tree.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/model/model.hpp"
 #include "starling/util/status.hpp"
@@ -100,6 +107,13 @@ struct SamplerOptions {
                               // step, forwarded with the minibatch (one forward pass over
                               // b + s rows) only to refresh their table scores; they do not
                               // enter the gradient. 0 turns them off
+  bool scoutThread = false;   // kTable, dense data: the scouts run on a thread of their own
+                              // (ScoutWorker, client/trainer/scout_worker.hpp) with
+                              // parameters at most kScoutParamsEvery steps old, instead of in
+                              // the minibatch's forward pass: the training thread no longer
+                              // pays for them, at the price of a second core's time and of
+                              // repeatability (which step takes a scout's score depends on
+                              // timing). scoutSweep is implied
   bool scoutSweep = true;     // scouts walk the data set in order from a random start (every
                               // example rescored once per N / s steps) instead of being drawn
                               // uniformly with replacement
@@ -131,9 +145,18 @@ struct Minibatch {
   std::span<const float> forwardFeatures;
 };
 
+class ScoutWorker;
+
 class Sampler {
  public:
   Sampler(const data::Dataset& dataset, SamplerOptions options, uint64_t seed);
+  ~Sampler();
+  Sampler(Sampler&&) noexcept;
+  Sampler& operator=(Sampler&&) noexcept;
+
+  // SamplerOptions::scoutThread: the worker gets the model's parameters every this
+  // many steps.
+  static constexpr int kScoutParamsEvery = 8;
 
   // Restarts the random stream (the score table and tau_vr are kept).
   void reseed(uint64_t seed);
@@ -198,6 +221,9 @@ class Sampler {
   Minibatch fromTable(int b);
   void setKey(uint32_t i, float score, uint64_t at);
   void rebase();
+  // A sparse data set is drawn from the table (kTable and kPriority both set).
+  bool sparseTable() const { return options_.proposal == Proposal::kTable && options_.mode == SamplingMode::kPriority; }
+  void takeThreadScouts(const model::Model& model, int b);  // scoutThread: post credit, take scores
   void updateTau(std::span<const float> scores);
   void ensure(int b);
   int scoutCount(int b) const;  // s for a minibatch of b
@@ -213,21 +239,20 @@ class Sampler {
   uint64_t scoredExamples_ = 0;
 
   // kTable: per example key_i = table_[i] ageing^-(scoredAt_[i] - keyBase_) and
-  // age_i = ageing^-(scoredAt_[i] - keyBase_) (both 0 while unscored), summed per block of
-  // kBlock examples (fromTable() has the formula).
-  static constexpr std::size_t kBlock = 256;
+  // age_i = ageing^-(scoredAt_[i] - keyBase_) (both 0 while unscored), in a sum tree
+  // (fromTable() has the formula): O(log N) to set one and to draw one.
   bool lastTable_ = false;
   uint64_t keyBase_ = 0;
   double prior_ = 0.0;  // m: running weighted mean of observed scores
-  std::vector<float> keys_;
-  std::vector<float> ages_;
-  std::vector<double> blockKey_;
-  std::vector<double> blockAge_;
-  std::vector<double> blockMass_;  // scratch of fromTable()
-  int lastScouts_ = 0;             // scouts of the last minibatch, rows lastBatch_.. of x_ and idx_
+  ScoreTree tree_;
+  uint64_t upAt_ = ~uint64_t{0};  // setKey()'s ageing^-(at - keyBase_), cached for one `at`
+  double up_ = 1.0;
+  int lastScouts_ = 0;  // scouts of the last minibatch, rows lastBatch_.. of x_ and idx_
   int lastBatch_ = 0;
   double scoutSum_ = 0.0;  // their summed scores and count, for observe()'s mean
   std::size_t scoutCount_ = 0;
+  std::unique_ptr<ScoutWorker> worker_;  // scoutThread: started by the first table minibatch
+  std::vector<std::pair<uint32_t, float>> threadScores_;
   bool sweepStarted_ = false;  // scoutSweep: the next scout, in data-set order
   std::size_t sweepAt_ = 0;
 

@@ -16,10 +16,12 @@
 // O(nnz x the first layer's outputs + the rest of the network). With any of them the
 // update is a pass over all parameters per step. A model that does not take sparse input
 // (cnn) trains on densified minibatches, refused when b x featureDim floats exceed
-// data::Dataset::kMaxDensifiedBytes. Minibatches of sparse data are uniform (Sampler).
+// data::Dataset::kMaxDensifiedBytes. Minibatches of sparse data are uniform, or drawn
+// from the score table when forced (kPriority, kTable; no scouts; see the Sampler).
 //
-// A pure engine: no sockets, no threads, no clock beyond measuring its own duration.
-// The same seeds and calls give bit-identical results on one machine.
+// A pure engine: no sockets, no threads (but the Sampler's opt-in scout thread), no
+// clock beyond measuring its own duration. The same seeds and calls give bit-identical
+// results on one machine (not with SamplerOptions::scoutThread).
 //
 // Ownership and threads: the Trainer owns its Model copy, momentum buffer and Sampler;
 // it borrows the Dataset, which must outlive it. One thread at a time.

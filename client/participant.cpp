@@ -100,17 +100,19 @@ Status Participant::scale(const wire::WelcomeMsg& w) {
   }
   // The categorical columns over the agreed vocabulary first, then the scaling (which
   // leaves their one-hot features as they are).
+  // (One new copy of the data at a time, not a copy of the original first.)
   auto prepare = [&](const data::Dataset& d) -> Result<data::Dataset> {
-    Result<data::Dataset> out = d;
+    std::optional<data::Dataset> recoded;
     if (!vocabulary.empty()) {
-      out = data::recodeCategories(d, vocabulary);
-      if (!out) return out.status().withContext("the Welcome's categorical vocabulary");
+      auto r = data::recodeCategories(d, vocabulary);
+      if (!r) return r.status().withContext("the Welcome's categorical vocabulary");
+      recoded.emplace(std::move(*r));
     }
-    if (!w.featureMean.empty()) {
-      out = data::scaleFeatures(*out, data::FeatureScaling{w.featureMean, w.featureStd, w.featureCentre});
-      if (!out) return out.status().withContext("the Welcome's feature scaling");
-    }
-    return out;
+    if (w.featureMean.empty()) return std::move(*recoded);  // not both empty: returned above
+    auto scaled =
+        data::scaleFeatures(recoded ? *recoded : d, data::FeatureScaling{w.featureMean, w.featureStd, w.featureCentre});
+    if (!scaled) return scaled.status().withContext("the Welcome's feature scaling");
+    return scaled;
   };
   auto train = prepare(*shard_);
   if (!train) return train.status();

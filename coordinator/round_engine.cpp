@@ -8,7 +8,6 @@
 #include <cmath>
 #include <deque>
 #include <limits>
-#include <numeric>
 #include <sstream>
 
 #include "engine/aggregator.hpp"

@@ -36,8 +36,9 @@
 #include <utility>
 #include <vector>
 
-#include "sim.hpp"
 #include "starling/data/load.hpp"
+
+#include "sim.hpp"
 
 namespace {
 
@@ -411,7 +412,8 @@ int usage() {
       "       [--no-relative-indices] [--uplink-density F (0 = 0.2%%)] [--sticky-reweight]\n"
       "       [--test-examples N] [--sim10k-rounds N]\n"
       "       [--sim10k-tau N] [--skip-strategies] [--skip-sim10k] [--skip-hetero]\n"
-      "       [--hetero-seeds N] [--hetero-only NAME,...] [--shard-target F] [--concurrency C] [--async-server-lr F] [--async-rounds N]\n");
+      "       [--hetero-seeds N] [--hetero-only NAME,...] [--shard-target F] [--concurrency C] [--async-server-lr F] "
+      "[--async-rounds N]\n");
   return 2;
 }
 

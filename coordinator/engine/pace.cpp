@@ -1,10 +1,10 @@
 #include "pace.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <cmath>
 #include <istream>
 #include <limits>
+#include <numeric>
 #include <ostream>
 #include <vector>
 

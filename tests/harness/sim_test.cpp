@@ -802,8 +802,7 @@ TEST_CASE("categorical vocabulary: the simulator agrees the daemon's vocabulary 
   std::filesystem::remove(path);
 }
 
-TEST_CASE("dynamic batch sizes: equal clients train as sync does, unequal ones' compute evens out",
-          "[harness][dbs]") {
+TEST_CASE("dynamic batch sizes: equal clients train as sync does, unequal ones' compute evens out", "[harness][dbs]") {
   const auto path = (std::filesystem::temp_directory_path() / "starling-sim-dbs.csv").string();
   {
     std::ofstream out(path);

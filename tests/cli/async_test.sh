@@ -81,7 +81,7 @@ check "the model learned the task: test RMSE $rmse < 0.3 (a zero model: about 1.
 # not reconnect to the closed port until its give-up limit (300 s).
 port=""
 launch_coordinator async-end --mode async --concurrency 4 --buffer-size 2 --max-staleness 8 --server-lr 0.7 \
-  --task regression --model mlp:hidden:1024-1024 --test-data "$work/test.csv" --min-clients 4 --rounds 6 --tau 20 \
+  --task regression --model mlp:hidden:1024-1024 --test-data "$work/test.csv" --min-clients 4 --rounds 6 --tau "${STARLING_ASYNC_END_TAU:-20}" \
   --lr 0.02 --batch-size 16 --deadline-ms 60000 --db "$work/async-end.db" || exit 1
 for i in 0 1 2 3; do
   slow=()

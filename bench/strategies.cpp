@@ -74,6 +74,8 @@ struct Options {
   double serverLr = 2.0;
   // All on: the uplink's density after the rows above (0.2% from "+tau ..." on; 0 = keep).
   double uplinkDensity = 0.006;
+  // The heterogeneous fleet's all-on compression rows: their downlink density.
+  double allOnDownlinkDensity = 0.004;
   // All on: sticky updates weigh by their examples alone, not by their selection weights.
   bool stickyUnweighted = true;
   bool skipStrategies = false, skipSim10k = false, skipHetero = false;
@@ -278,6 +280,20 @@ void compress(sim::Strategy& s) {
   s.engine.errorFeedback = true;
 }
 
+// All on's compression (the strategies table's last rows), without its scheduling: top-k
+// 0.6% up and 0.4% down with ternary values, GlueFL's shared mask, the 8-bit model
+// with XOR catch-ups, relative indices.
+void compressAllOn(const Options& o, sim::Strategy& s) {
+  compress(s);
+  s.engine.uplinkDensity = o.uplinkDensity > 0 ? o.uplinkDensity : 0.002;
+  s.engine.downlinkDensity = o.allOnDownlinkDensity;
+  s.engine.uplinkTernary = s.engine.downlinkTernary = o.ternary;
+  s.engine.downlinkShared = o.downlinkShared;
+  s.engine.modelMantissaBits = o.modelMantissaBits;
+  s.engine.catchUpXorRounds = o.modelMantissaBits < 23 ? 300 : 0;
+  s.engine.downlinkRelativeIndices = o.relativeIndices;
+}
+
 std::vector<sim::Strategy> heteroStrategies(const Options& o) {
   std::vector<sim::Strategy> out;
   out.push_back(base(o, "sync fedavg fp32"));
@@ -321,6 +337,13 @@ std::vector<sim::Strategy> heteroStrategies(const Options& o) {
   dbsQ.engine.dynamicBatch = true;
   dbsQ.engine.budgetQuantile = o.budgetQuantile;
   out.push_back(dbsQ);
+  // Both modes with all on's compression.
+  sim::Strategy lean = base(o, "sync all-on compression");
+  compressAllOn(o, lean);
+  out.push_back(lean);
+  sim::Strategy leanAsync = async(fmt::format("async C={} + all-on compression", o.concurrency), "async");
+  compressAllOn(o, leanAsync);
+  out.push_back(leanAsync);
   return out;
 }
 
@@ -413,7 +436,8 @@ int usage() {
       "       [--test-examples N] [--sim10k-rounds N]\n"
       "       [--sim10k-tau N] [--skip-strategies] [--skip-sim10k] [--skip-hetero]\n"
       "       [--hetero-seeds N] [--hetero-only NAME,...] [--shard-target F] [--concurrency C] [--async-server-lr F] "
-      "[--async-rounds N]\n");
+      "[--async-rounds N]\n"
+      "       [--all-on-downlink-density F]\n");
   return 2;
 }
 
@@ -447,6 +471,8 @@ int main(int argc, char** argv) {
       o.concurrency = static_cast<uint32_t>(std::atoi(v));
     else if (a == "--async-server-lr" && (v = next()))
       o.asyncServerLr = std::atof(v);
+    else if (a == "--all-on-downlink-density" && (v = next()))
+      o.allOnDownlinkDensity = std::atof(v);
     else if (a == "--async-rounds" && (v = next()))
       o.asyncRounds = std::strtoull(v, nullptr, 10);
     else if (a == "--data" && (v = next()))

@@ -12,6 +12,7 @@
 #include "starling/compression/precision.hpp"
 #include "starling/coordinator/report.hpp"
 #include "starling/data/loaders.hpp"
+#include "starling/net/certificates.hpp"
 #include "starling/onnx/onnx.hpp"
 #include "starling/util/checksum.hpp"
 #include "starling/wire/capabilities.hpp"
@@ -294,6 +295,19 @@ void Federation::handle(const std::shared_ptr<Session>& session, const wire::Mes
 
 void Federation::hello(const std::shared_ptr<Session>& session, const wire::HelloMsg& h) {
   const std::string& id = session->clientId();
+  // Clients and relays train for the task; any other role a certificate of the task's CA
+  // may state (one that also authenticates clients) does not.
+  const net::Role role = net::roleFromOu(session->peer().role, net::Role::kClient);
+  if (role != net::Role::kClient && role != net::Role::kRelay) {
+    const std::string why =
+        fmt::format("a certificate with the role '{}' cannot take part in training (only clients and relays)",
+                    session->peer().role);
+    log_->warn("refused {} from {}: {}", id, session->peer().address, why);
+    recordRefusal(*session, why);
+    session->send(share(wire::encode(wire::ErrorMsg{fb::ErrorCode::Unauthenticated, why})));
+    session->close();
+    return;
+  }
   if (auto missing = wire::missingCapabilities(required_, h.capabilities); !missing.empty()) {
     const std::string why =
         fmt::format("this task needs capabilities the client lacks: {} (a newer starling-client has them)",
@@ -351,8 +365,9 @@ void Federation::welcomeClient(const std::shared_ptr<Session>& session, const wi
   for (const auto& [column, values] : vocabulary_)
     welcome.categoricalVocabulary.push_back(wire::CategoryValuesMsg{column, values, {}});
   session->send(share(wire::encode(welcome)));
-  log_->info("{} joined from {} ({} examples, holds round {})", id, session->peer().address, h.numExamples,
-             h.lastRound);
+  log_->info("{}{} joined from {} ({} examples, holds round {})", id,
+             net::roleFromOu(session->peer().role, net::Role::kClient) == net::Role::kRelay ? " (a relay)" : "",
+             session->peer().address, h.numExamples, h.lastRound);
   perform(engine_->clientJoined(id, h.numExamples, h.lastRound, h.modelChecksum, nowMs()));
 }
 

@@ -129,6 +129,14 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   auto identity =
       net::loadIdentity(in(config.ca, "ca.crt"), in(config.cert, "coordinator.crt"), in(config.key, "coordinator.key"));
   if (!identity) return fail(identity.status().message());
+  if (auto own = net::describeCertificate(identity->certPem); !own) {
+    return fail(own.status().message());
+  } else if (net::Role role = net::roleFromOu(own->organizationalUnit, net::Role::kCoordinator);
+             role != net::Role::kCoordinator) {
+    return fail(fmt::format("{}: the certificate of {} states the role '{}': only a coordinator certificate "
+                            "(starling-coordinator init) can run the coordinator",
+                            in(config.cert, "coordinator.crt"), own->commonName, own->organizationalUnit));
+  }
   // The revocation list: --crl, else crl.pem beside the certificates if there is one.
   std::string crlPath = config.crl;
   if (crlPath.empty() && !config.certs.empty() &&
@@ -226,9 +234,17 @@ int main(int argc, char** argv) {
 
   net::InitOptions init;
   std::vector<std::string> hostnames;
-  auto* initCmd = app.add_subcommand("init", "create a CA and certificates for the coordinator and N clients");
+  std::vector<std::string> relayHostnames;
+  auto* initCmd =
+      app.add_subcommand("init", "create a CA and certificates for the coordinator, N clients and M relays");
   initCmd->add_option("--out", init.outDir, "directory to write the certificates to")->required();
   initCmd->add_option("--clients", init.clients, "number of client certificates (client-0 .. client-N-1)");
+  initCmd->add_option("--relays", init.relays,
+                      "number of relay certificates (relay-0 .. relay-M-1, for starling-relay: a server to its "
+                      "clients, a client of the coordinator)");
+  initCmd->add_option("--relay-hostname", relayHostnames,
+                      "host name every relay answers to, besides relay-<i> (repeatable; default: localhost and "
+                      "127.0.0.1)");
   initCmd->add_option("--hostname", hostnames,
                       "host name the coordinator answers to (repeatable; default: localhost and 127.0.0.1)");
   initCmd->add_option("--days", init.days, "validity of the coordinator and client certificates in days");
@@ -270,6 +286,7 @@ int main(int argc, char** argv) {
   if (exportCmd->parsed()) return runExport(exportDb, exportModel, exportFormat, exportOut);
   if (initCmd->parsed()) {
     if (!hostnames.empty()) init.hostnames = hostnames;
+    if (!relayHostnames.empty()) init.relayHostnames = relayHostnames;
     return runInit(init);
   }
   if (reportCmd->parsed()) return runReport(db, format);

@@ -11,6 +11,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "starling/coordinator/task.hpp"
+#include "starling/net/certificates.hpp"
 #include "starling/wire/messages.hpp"
 
 namespace starling::coordinator {
@@ -264,8 +265,9 @@ asio::awaitable<Status> Server::answerSkeleton(Session& session, const wire::Mes
       const wire::Frame welcomeFrame = wire::encode(welcome);
       Status st = co_await conn.send(welcomeFrame.bytes());
       if (st) {
-        log_->info("{} joined from {} ({} examples, certificate sha256 {})", who, conn.peer().address,
-                   hello->numExamples, conn.peer().fingerprint.substr(0, 16));
+        log_->info("{} joined from {} ({} examples, role {}, certificate sha256 {})", who, conn.peer().address,
+                   hello->numExamples, net::roleName(net::roleFromOu(conn.peer().role, net::Role::kClient)),
+                   conn.peer().fingerprint.substr(0, 16));
       }
       co_return st;
     }

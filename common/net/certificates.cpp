@@ -100,11 +100,29 @@ std::string subjectAltName(const std::vector<std::string>& names) {
 }
 
 // extendedKeyUsage: SEQUENCE OF OBJECT IDENTIFIER.
-std::string extendedKeyUsage(const std::string& oid) {
-  std::string content(1, '\x06');
-  appendDerLength(content, oid.size());
-  content += oid;
+std::string extendedKeyUsage(const std::vector<std::string>& oids) {
+  std::string content;
+  for (const std::string& oid : oids) {
+    content += '\x06';
+    appendDerLength(content, oid.size());
+    content += oid;
+  }
   return derSequence(content);
+}
+
+// The OU a certificate of `kind` states (none for the CA).
+const char* organizationalUnit(CertificateKind kind) {
+  switch (kind) {
+    case CertificateKind::kServer:
+      return "coordinator";
+    case CertificateKind::kRelay:
+      return "relay";
+    case CertificateKind::kClient:
+      return "client";
+    case CertificateKind::kCa:
+      break;
+  }
+  return "";
 }
 
 Status generateKey(Pk& key, Rng& rng) {
@@ -136,7 +154,9 @@ Result<std::string> signCertificate(const CertificateRequest& req, Pk& subjectKe
   mbedtls_x509write_crt_set_md_alg(&w.ctx, MBEDTLS_MD_SHA256);
   mbedtls_x509write_crt_set_subject_key(&w.ctx, &subjectKey.ctx);
   mbedtls_x509write_crt_set_issuer_key(&w.ctx, &issuerKey.ctx);
-  const std::string subject = "CN=" + req.commonName + ",O=Starling";
+  const bool ca = req.kind == CertificateKind::kCa;
+  const std::string subject =
+      "CN=" + req.commonName + (ca ? "" : std::string(",OU=") + organizationalUnit(req.kind)) + ",O=Starling";
   int rc;
   if ((rc = mbedtls_x509write_crt_set_subject_name(&w.ctx, subject.c_str())) != 0) return fail("subject name", rc);
   if ((rc = mbedtls_x509write_crt_set_issuer_name(&w.ctx, issuerName.c_str())) != 0) return fail("issuer name", rc);
@@ -150,7 +170,6 @@ Result<std::string> signCertificate(const CertificateRequest& req, Pk& subjectKe
                                                x509Time(req.notAfter).c_str())) != 0)
     return fail("validity", rc);
 
-  const bool ca = req.kind == CertificateKind::kCa;
   if ((rc = mbedtls_x509write_crt_set_basic_constraints(&w.ctx, ca ? 1 : 0, ca ? 0 : -1)) != 0)
     return fail("basic constraints", rc);
   if ((rc = mbedtls_x509write_crt_set_subject_key_identifier(&w.ctx)) != 0) return fail("subject key id", rc);
@@ -159,8 +178,12 @@ Result<std::string> signCertificate(const CertificateRequest& req, Pk& subjectKe
   if ((rc = mbedtls_x509write_crt_set_key_usage(&w.ctx, static_cast<unsigned char>(usage))) != 0)
     return fail("key usage", rc);
   if (!ca) {
-    const std::string eku =
-        extendedKeyUsage(req.kind == CertificateKind::kServer ? MBEDTLS_OID_SERVER_AUTH : MBEDTLS_OID_CLIENT_AUTH);
+    std::vector<std::string> oids;
+    if (req.kind == CertificateKind::kServer || req.kind == CertificateKind::kRelay)
+      oids.emplace_back(MBEDTLS_OID_SERVER_AUTH, MBEDTLS_OID_SIZE(MBEDTLS_OID_SERVER_AUTH));
+    if (req.kind == CertificateKind::kClient || req.kind == CertificateKind::kRelay)
+      oids.emplace_back(MBEDTLS_OID_CLIENT_AUTH, MBEDTLS_OID_SIZE(MBEDTLS_OID_CLIENT_AUTH));
+    const std::string eku = extendedKeyUsage(oids);
     rc = mbedtls_x509write_crt_set_extension(&w.ctx, MBEDTLS_OID_EXTENDED_KEY_USAGE,
                                              MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0, bytes(eku),
                                              eku.size());
@@ -252,6 +275,7 @@ Status writeTextFile(const std::string& path, const std::string& text, unsigned 
 
 Status writeCertificateDirectory(const InitOptions& options) {
   if (options.clients < 0) return Status(StatusCode::kInvalidArgument, "--clients must be 0 or more");
+  if (options.relays < 0) return Status(StatusCode::kInvalidArgument, "--relays must be 0 or more");
   if (options.days < 1) return Status(StatusCode::kInvalidArgument, "--days must be at least 1");
   if (options.hostnames.empty())
     return Status(StatusCode::kInvalidArgument, "the coordinator needs at least one host name");
@@ -284,7 +308,36 @@ Status writeCertificateDirectory(const InitOptions& options) {
     if (!client) return client.status();
     STARLING_RETURN_IF_ERROR(save(name, *client));
   }
+  for (int i = 0; i < options.relays; ++i) {
+    const std::string name = fmt::format("relay-{}", i);
+    std::vector<std::string> hosts = options.relayHostnames;
+    hosts.push_back(name);
+    auto relay = issueCertificate(*ca, {CertificateKind::kRelay, name, hosts, start, end});
+    if (!relay) return relay.status();
+    STARLING_RETURN_IF_ERROR(save(name, *relay));
+  }
   return Status::ok();
+}
+
+const char* roleName(Role role) {
+  switch (role) {
+    case Role::kCoordinator:
+      return "coordinator";
+    case Role::kRelay:
+      return "relay";
+    case Role::kClient:
+      return "client";
+    case Role::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+Role roleFromOu(const std::string& ou, Role legacy) {
+  if (ou.empty()) return legacy;
+  for (Role r : {Role::kCoordinator, Role::kRelay, Role::kClient})
+    if (ou == roleName(r)) return r;
+  return Role::kUnknown;
 }
 
 }  // namespace starling::net
@@ -383,7 +436,10 @@ Result<CertificateInfo> describeCertificate(const std::string& certPem) {
   CertificateInfo info;
   info.serial = hex(crt.ctx.serial);
   for (const mbedtls_x509_name* n = &crt.ctx.subject; n != nullptr; n = n->next)
-    if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) info.commonName = raw(n->val);
+    if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0)
+      info.commonName = raw(n->val);
+    else if (MBEDTLS_OID_CMP(MBEDTLS_OID_AT_ORG_UNIT, &n->oid) == 0)
+      info.organizationalUnit = raw(n->val);
   return info;
 }
 

@@ -204,10 +204,11 @@ void TlsStream::readPeerIdentity() {
   const mbedtls_x509_crt* crt = mbedtls_ssl_get_peer_cert(&session_->ssl.ctx);
   if (crt == nullptr) return;
   for (const mbedtls_x509_name* n = &crt->subject; n != nullptr; n = n->next) {
-    if (n->oid.p != nullptr && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) {
+    if (n->oid.p == nullptr) continue;
+    if (peer_.commonName.empty() && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0)
       peer_.commonName.assign(reinterpret_cast<const char*>(n->val.p), n->val.len);
-      break;
-    }
+    else if (peer_.role.empty() && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_ORG_UNIT, &n->oid) == 0)
+      peer_.role.assign(reinterpret_cast<const char*>(n->val.p), n->val.len);
   }
   unsigned char digest[32];
   if (mbedtls_sha256_ret(crt->raw.p, crt->raw.len, digest, 0) == 0) peer_.fingerprint = hex(digest, sizeof digest);

@@ -15,13 +15,23 @@ trap cleanup EXIT
 
 source "$(dirname "$0")/check.sh"
 
-"$coord_bin" init --out "$work/certs" --clients 3 >/dev/null || { echo "FAIL - init"; exit 1; }
+"$coord_bin" init --out "$work/certs" --clients 3 --relays 2 >/dev/null || { echo "FAIL - init"; exit 1; }
 "$coord_bin" init --out "$work/other" --clients 1 >/dev/null || { echo "FAIL - init other"; exit 1; }
 check "init writes a CA, the coordinator's and 3 clients' certificates" \
   test -f "$work/certs/ca.crt" -a -f "$work/certs/ca.key" -a -f "$work/certs/coordinator.crt" \
   -a -f "$work/certs/coordinator.key" -a -f "$work/certs/client-2.crt" -a -f "$work/certs/client-2.key"
 check "private keys are readable by their owner only" \
   test "$(stat -c %a "$work/certs/client-0.key")" = 600
+check "init --relays 2 writes two relay certificates" \
+  test -f "$work/certs/relay-1.crt" -a "$(stat -c %a "$work/certs/relay-1.key")" = 600
+relay_runs_coordinator() {
+  local out
+  out=$("$coord_bin" run --certs "$work/certs" --cert "$work/certs/relay-0.crt" --key "$work/certs/relay-0.key" \
+    --db "$work/relay-as-coordinator.db" --listen 127.0.0.1:0 2>&1)
+  [ $? -ne 0 ] && grep -q "relay-0.crt: the certificate of relay-0 states the role 'relay': only a coordinator certificate" <<<"$out" ||
+    { echo "  said: $out"; return 1; }
+}
+check "a relay's certificate cannot run the coordinator" relay_runs_coordinator
 
 "$coord_bin" run --certs "$work/certs" --db "$work/starling.db" --listen 127.0.0.1:0 --handshake-timeout-ms 2000 >"$work/coord.log" 2>&1 &
 coord_pid=$!
@@ -39,6 +49,10 @@ for i in 0 1 2; do
 done
 check "the coordinator logs each join with the certificate's identity" \
   bash -c "grep -q 'client-0 joined' '$work/coord.log' && grep -q 'client-1 joined' '$work/coord.log' && grep -q 'client-2 joined' '$work/coord.log'"
+check "a relay's certificate authenticates it to the coordinator" \
+  "$client_bin" --coordinator "127.0.0.1:$port" --ca "$work/certs/ca.crt" --cert "$work/certs/relay-1.crt" \
+  --key "$work/certs/relay-1.key" --log-level warn
+check "and the coordinator knows it for a relay by its certificate's role" grep -q "relay-1 (a relay) joined" "$work/coord.log"
 
 refused() {  # refused EXPECTED_TEXT CLIENT_ARGS...: client exits non-zero naming the reason
   local expect=$1
@@ -91,7 +105,7 @@ wait "$coord_pid"
 rc=$?
 coord_pid=""
 check "the coordinator stops cleanly on SIGTERM" test $rc -eq 0
-check "and reports what it saw" grep -q "stopped: .* 3 joined" "$work/coord.log"
+check "and reports what it saw" grep -q "stopped: .* 4 joined" "$work/coord.log"
 
 # Revocation: revoke client-1, restart; client-1 is refused, client-0 still joins.
 check "revoke writes the CA's revocation list" \

@@ -140,3 +140,53 @@ TEST_CASE("a client that never finishes the handshake is cut off without delayin
   silent.read_some(asio::buffer(byte), ec);
   CHECK(ec == asio::error::eof);
 }
+
+TEST_CASE("certificates state their roles; a relay's authenticates it to the coordinator and to its clients",
+          "[net][tls][roles]") {
+  Pki pki;
+  const net::KeyPair relay = pki.relay("relay-0");
+  CHECK(net::describeCertificate(relay.certPem).value().organizationalUnit == "relay");
+  CHECK(net::describeCertificate(pki.client("client-0").certPem).value().organizationalUnit == "client");
+  CHECK(net::describeCertificate(pki.coordinator.certPem).value().organizationalUnit == "coordinator");
+  CHECK(net::describeCertificate(pki.ca.certPem).value().organizationalUnit.empty());
+
+  // Upwards: the relay joins the coordinator as a client would, and is known as a relay.
+  {
+    RunningServer coordinator(pki);
+    auto task = join(coordinator, pki.clientContext(relay), "relay-0");
+    REQUIRE(task.isOk());
+    CHECK(task->clientId == "relay-0");
+    CHECK(coordinator.waitFor([&] { return coordinator.log().contains("relay-0 joined from 127.0.0.1"); }));
+    CHECK(coordinator.log().contains("role relay"));
+  }
+  // Downwards: a client joins the relay as it joins a coordinator.
+  {
+    Pki atRelay = pki;
+    atRelay.coordinator = relay;
+    RunningServer relayServer(atRelay);
+    auto task = join(relayServer, pki.clientContext(pki.client("client-4")), "client-4");
+    REQUIRE(task.isOk());
+    CHECK(task->clientId == "client-4");
+    CHECK(relayServer.waitFor([&] { return relayServer.log().contains("client-4 joined from 127.0.0.1"); }));
+    CHECK(relayServer.log().contains("role client"));
+  }
+  // A client's certificate cannot serve clients: a client refuses it.
+  {
+    Pki atClient = pki;
+    atClient.coordinator = pki.client("client-5");
+    RunningServer impostor(atClient);
+    auto r = join(impostor, pki.clientContext(pki.client("client-6")), "client-6");
+    REQUIRE_FALSE(r.isOk());
+    CHECK(r.status().code() == StatusCode::kUnauthenticated);
+  }
+}
+
+TEST_CASE("a peer's role comes from its certificate's OU; certificates from before roles keep theirs", "[net][roles]") {
+  CHECK(net::roleFromOu("relay", net::Role::kClient) == net::Role::kRelay);
+  CHECK(net::roleFromOu("client", net::Role::kCoordinator) == net::Role::kClient);
+  CHECK(net::roleFromOu("coordinator", net::Role::kClient) == net::Role::kCoordinator);
+  CHECK(net::roleFromOu("", net::Role::kClient) == net::Role::kClient);
+  CHECK(net::roleFromOu("", net::Role::kCoordinator) == net::Role::kCoordinator);
+  CHECK(net::roleFromOu("operator", net::Role::kClient) == net::Role::kUnknown);
+  CHECK(std::string(net::roleName(net::Role::kRelay)) == "relay");
+}

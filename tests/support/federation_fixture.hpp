@@ -71,6 +71,11 @@ struct Pki {
     return net::issueCertificate(ca, {net::CertificateKind::kClient, name, {}, now() + validFrom, now() + validTo})
         .value();
   }
+  net::KeyPair relay(const std::string& name, std::vector<std::string> hostnames = {"localhost"}) const {
+    using std::chrono::hours;
+    return net::issueCertificate(ca, {net::CertificateKind::kRelay, name, hostnames, now() - hours(1), now() + hours(24)})
+        .value();
+  }
   net::TlsIdentity serverIdentity() const { return {ca.certPem, coordinator.certPem, coordinator.keyPem, crlPem}; }
   net::TlsIdentity clientIdentity(const net::KeyPair& kp) const { return {ca.certPem, kp.certPem, kp.keyPem, {}}; }
   std::shared_ptr<const net::TlsContext> clientContext(const net::KeyPair& kp,

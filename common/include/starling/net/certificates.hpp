@@ -5,6 +5,14 @@
 // subjectAltName and may only authenticate servers (extendedKeyUsage serverAuth);
 // a client's certificate carries the client's identity in its subject CN and may
 // only authenticate clients (clientAuth), so no client can pose as the coordinator.
+// A relay's certificate (starling-relay, between the coordinator and its clients)
+// authenticates both ways: a server to its clients, a client to the coordinator.
+//
+// Each certificate states its role in its subject's organizationalUnit (OU=coordinator,
+// OU=relay, OU=client); the key usages above make the roles hold in the handshake, the
+// OU lets a peer tell a relay from a client (both may authenticate as clients).
+// Certificates made before roles existed have no OU: a server's is the coordinator's,
+// a client's a client's.
 
 #include <chrono>
 #include <string>
@@ -20,7 +28,15 @@ struct KeyPair {
   std::string certPem;
 };
 
-enum class CertificateKind { kCa, kServer, kClient };
+enum class CertificateKind { kCa, kServer, kClient, kRelay };
+
+// The role a certificate states (its subject's OU), as its peers read it.
+enum class Role { kCoordinator, kRelay, kClient, kUnknown };
+// "coordinator", "relay", "client", "unknown".
+const char* roleName(Role role);
+// The role of a peer whose certificate's OU is `ou`; an empty OU (a certificate from
+// before roles) is `legacy`'s role: a server's is the coordinator, a client's a client.
+Role roleFromOu(const std::string& ou, Role legacy);
 
 struct CertificateRequest {
   CertificateKind kind = CertificateKind::kClient;
@@ -39,14 +55,19 @@ Result<KeyPair> issueCertificate(const KeyPair& ca, const CertificateRequest& re
 struct InitOptions {
   std::string outDir;
   int clients = 0;
+  int relays = 0;  // relay-<i>.crt/.key, each naming its own host names (relayHostnames) too
   // Host names the coordinator answers to. mbedTLS 2.28 compares an IP literal the
   // client dials against dNSName entries, so "127.0.0.1" is listed as one too.
   std::vector<std::string> hostnames = {"localhost", "127.0.0.1"};
-  int days = 365;  // validity of the coordinator and client certificates
+  // Host names every relay answers to (its clients dial one of them), besides
+  // "relay-<i>" itself.
+  std::vector<std::string> relayHostnames = {"localhost", "127.0.0.1"};
+  int days = 365;  // validity of the coordinator, relay and client certificates
 };
 
-// Writes ca.crt, ca.key, coordinator.crt, coordinator.key and client-<i>.crt/.key
-// for i in 0..clients-1 into outDir (created if missing; keys mode 0600).
+// Writes ca.crt, ca.key, coordinator.crt, coordinator.key, client-<i>.crt/.key for i in
+// 0..clients-1 and relay-<j>.crt/.key for j in 0..relays-1 into outDir (created if
+// missing; keys mode 0600).
 Status writeCertificateDirectory(const InitOptions& options);
 
 // ---- revocation ----
@@ -73,6 +94,7 @@ Result<std::vector<std::string>> checkRevocationList(const std::string& caPem, c
 struct CertificateInfo {
   std::string serial;
   std::string commonName;
+  std::string organizationalUnit;  // the role: "coordinator", "relay", "client" ("" before roles)
 };
 Result<CertificateInfo> describeCertificate(const std::string& certPem);
 

@@ -31,6 +31,7 @@ namespace starling::net {
 // Who is at the other end, as proven by the handshake.
 struct PeerIdentity {
   std::string commonName;   // subject CN of the peer's certificate, e.g. "client-3"
+  std::string role;         // its subject OU: "coordinator", "relay", "client" ("" before roles; net::roleFromOu)
   std::string fingerprint;  // SHA-256 of the certificate's DER, lowercase hex
   std::string address;      // "127.0.0.1:53144"
 };

@@ -133,9 +133,10 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
     return fail(own.status().message());
   } else if (net::Role role = net::roleFromOu(own->organizationalUnit, net::Role::kCoordinator);
              role != net::Role::kCoordinator) {
-    return fail(fmt::format("{}: the certificate of {} states the role '{}': only a coordinator certificate "
-                            "(starling-coordinator init) can run the coordinator",
-                            in(config.cert, "coordinator.crt"), own->commonName, own->organizationalUnit));
+    return fail(
+        fmt::format("{}: the certificate of {} states the role '{}': only a coordinator certificate "
+                    "(starling-coordinator init) can run the coordinator",
+                    in(config.cert, "coordinator.crt"), own->commonName, own->organizationalUnit));
   }
   // The revocation list: --crl, else crl.pem beside the certificates if there is one.
   std::string crlPath = config.crl;

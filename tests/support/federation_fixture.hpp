@@ -73,7 +73,8 @@ struct Pki {
   }
   net::KeyPair relay(const std::string& name, std::vector<std::string> hostnames = {"localhost"}) const {
     using std::chrono::hours;
-    return net::issueCertificate(ca, {net::CertificateKind::kRelay, name, hostnames, now() - hours(1), now() + hours(24)})
+    return net::issueCertificate(ca,
+                                 {net::CertificateKind::kRelay, name, hostnames, now() - hours(1), now() + hours(24)})
         .value();
   }
   net::TlsIdentity serverIdentity() const { return {ca.certPem, coordinator.certPem, coordinator.keyPem, crlPem}; }

@@ -386,7 +386,7 @@ void RoundEngine::openRound(int64_t nowMs) {
 }
 
 void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
-  if (finished() || stopping_) return;
+  if (finished() || stopping_ || held()) return;
   if (open_) {
     if (async()) topUp(nowMs, out);
     return;
@@ -416,7 +416,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
 }
 
 void RoundEngine::topUp(int64_t nowMs, std::vector<Action>& out) {
-  if (!open_ || finished() || stopping_) return;
+  if (!open_ || finished() || stopping_ || held()) return;
   // ssp and dssp without a concurrency: every connected client is a worker; the gate
   // decides who waits.
   std::size_t slots = config_.concurrency;
@@ -692,6 +692,47 @@ RoundSummary RoundEngine::summaryOf(const OpenRound& r, int64_t nowMs) {
   s.bytesDownRaw = r.bytesDownRaw;
   s.bytesDownWire = r.bytesDownWire;
   return s;
+}
+
+Result<std::vector<Action>> RoundEngine::adopt(std::span<const float> target, uint64_t holdAfter, int64_t nowMs) {
+  const std::span<const float> model = downlink_->model();
+  if (target.size() != model.size())
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the model to adopt has {} parameters, the task's {}", target.size(), model.size()));
+  if (open_ && !async())
+    return Status(StatusCode::kInvalidArgument, fmt::format("round {} is still open", open_->round));
+  // The broadcast subtracts the step: model - (model - target) = target.
+  std::vector<float> step(model.size());
+  for (std::size_t i = 0; i < step.size(); ++i) {
+    if (!std::isfinite(target[i]))
+      return Status(StatusCode::kInvalidArgument, fmt::format("the model to adopt has a non-finite parameter {}", i));
+    step[i] = model[i] - target[i];
+  }
+  RoundSummary s;
+  s.round = nextRound_++;
+  s.startedMs = s.endedMs = nowMs;
+  s.lr = pace_->lr(commits_);
+  s.uplinkDensity = pace_->uplinkDensity(commits_);
+  s.downlinkDensity = pace_->downlinkDensity(commits_);
+  s.serverStep = 1;
+  compression::Compressed q;
+  const Status st = downlink_->commit(step, s.downlinkDensity, s.round, q);
+  if (st) {
+    optimizer_->broadcastSent(q);
+    ++commits_;
+    optimizer_->modelCommitted(downlink_->model());
+  }
+  s.committed = st.isOk();
+  s.reason = st ? "the model adopted from upstream" : "adopting the upstream model: " + st.message();
+  s.modelChecksum = downlink_->checksum();
+  std::vector<Action> out;
+  out.push_back(RoundEnded{std::move(s)});
+  holdAfter_ = holdAfter;
+  if (finished())
+    out.push_back(Finished{});
+  else
+    maybeStartRound(nowMs, out);
+  return out;
 }
 
 void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {

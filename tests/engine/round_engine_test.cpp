@@ -1844,3 +1844,99 @@ TEST_CASE("relative downlink indices: replays are coded against the previous bro
     CHECK_THAT(refused.status().message(), Catch::Contains("relative downlink indices need a topk"));
   }
 }
+
+// Relays: local rounds between exchanges with the coordinator.
+TEST_CASE("engine: held after n commits, no round starts; adopt() takes the model to the target and releases it",
+          "[engine][relay]") {
+  for (const bool topk : {false, true}) {
+    DYNAMIC_SECTION((topk ? "top-k downlink with error feedback" : "dense downlink")) {
+      EngineConfig c = smallConfig(2);
+      c.rounds = 10;
+      if (topk) {
+        c.downlink = "topk";
+        c.downlinkDensity = 0.25;
+        c.errorFeedback = true;
+      }
+      auto engine = RoundEngine::create(c, initialModel()).value();
+      engine->holdAfter(2);
+      int64_t now = 0;
+      std::map<std::string, ClientModel> clients;
+      std::vector<Action> actions;
+      for (const char* id : {"a", "b"}) {
+        clients[id].model = initialModel();
+        for (auto& a : engine->clientJoined(id, 100, 0, checksum64(initialModel()), now))
+          actions.push_back(std::move(a));
+      }
+      // Two rounds, each closed by both clients.
+      for (uint64_t round = 1; round <= 2; ++round) {
+        auto assigns = only<Assign>(actions);
+        REQUIRE(assigns.size() == 2);
+        actions.clear();
+        for (const Assign& a : assigns) {
+          REQUIRE(a.assignment.round == round);
+          REQUIRE(clients[a.clientId].apply(a.assignment));
+          std::vector<float> delta(kDim, 0.01f * float(round));
+          for (auto& x : engine->updateArrived(a.clientId, update(round, a.assignment.baseRound, delta), now += 10))
+            actions.push_back(std::move(x));
+        }
+        REQUIRE(only<RoundEnded>(actions).size() == 1);
+        CHECK(only<RoundEnded>(actions)[0].summary.committed);
+      }
+      // Held: both clients idle, yet nothing is assigned, not even on a tick.
+      CHECK(engine->held());
+      CHECK(only<Assign>(actions).empty());
+      CHECK(only<Assign>(engine->tick(now += 5000)).empty());
+      CHECK(engine->commits() == 2);
+
+      // The coordinator's model: the target.
+      std::vector<float> target = initialModel();
+      for (std::size_t i = 0; i < kDim; ++i)
+        target[i] += 0.05f * std::sin(float(i));
+      const std::vector<float> memoryBefore(engine->snapshot().serverMemory);
+      const std::vector<float> modelBefore(engine->model().begin(), engine->model().end());
+      auto adopted = engine->adopt(target, 4, now += 10);
+      REQUIRE(adopted.isOk());
+      auto ended = only<RoundEnded>(*adopted);
+      REQUIRE(ended.size() == 1);
+      CHECK(ended[0].summary.round == 3);
+      CHECK(ended[0].summary.committed);
+      CHECK(ended[0].summary.participants.empty());
+      CHECK(engine->commits() == 3);
+      CHECK_FALSE(engine->held());
+      // model + memory moved by exactly target - model (the memory before included).
+      const std::vector<float> memoryAfter(engine->snapshot().serverMemory);
+      for (std::size_t i = 0; i < kDim; ++i) {
+        const float before = modelBefore[i] - (memoryBefore.empty() ? 0.f : memoryBefore[i]);
+        const float after = engine->model()[i] - (memoryAfter.empty() ? 0.f : memoryAfter[i]);
+        INFO(i);
+        CHECK(after - before == Approx(target[i] - modelBefore[i]).margin(1e-6));
+        if (!topk) CHECK(engine->model()[i] == Approx(target[i]).margin(1e-6));
+      }
+      // Round 4 goes out at once; its catch-up brings each client to the adopted model.
+      auto assigns = only<Assign>(*adopted);
+      REQUIRE(assigns.size() == 2);
+      for (const Assign& a : assigns) {
+        CHECK(a.assignment.round == 4);
+        CHECK(a.assignment.baseRound == 3);
+        CHECK(clients[a.clientId].apply(a.assignment));
+        CHECK(clients[a.clientId].model == std::vector<float>(engine->model().begin(), engine->model().end()));
+      }
+    }
+  }
+}
+
+TEST_CASE("engine: adopt() refuses a target of another size, a non-finite one, and an open sync round",
+          "[engine][relay]") {
+  auto engine = RoundEngine::create(smallConfig(1), initialModel()).value();
+  CHECK(engine->adopt(std::vector<float>(kDim + 1), 1, 0).status().code() == StatusCode::kInvalidArgument);
+  std::vector<float> bad = initialModel();
+  bad[3] = std::nanf("");
+  auto refused = engine->adopt(bad, 1, 0);
+  REQUIRE_FALSE(refused.isOk());
+  CHECK_THAT(refused.status().message(), Catch::Contains("non-finite parameter 3"));
+  CHECK(only<Assign>(engine->clientJoined("a", 100, 0, checksum64(initialModel()), 0)).size() == 1);
+  auto open = engine->adopt(initialModel(), 1, 10);
+  REQUIRE_FALSE(open.isOk());
+  CHECK_THAT(open.status().message(), Catch::Contains("round 1 is still open"));
+  CHECK(engine->commits() == 0);
+}

@@ -418,6 +418,21 @@ class RoundEngine {
   std::vector<uint64_t> acceptedRounds(const std::string& id) const;
   static constexpr std::size_t kAcceptedKept = 16;
   bool finished() const { return commits_ >= config_.rounds; }
+
+  // Relays (starling-relay) run local rounds between two exchanges with the coordinator.
+  // holdAfter(n): no round starts (and, in the asynchronous modes, no client is assigned)
+  // once n rounds are committed; the engine is then held() until adopt() releases it.
+  // Updates of a round open when the hold begins still close it.
+  void holdAfter(uint64_t commits) { holdAfter_ = commits; }
+  bool held() const { return holdAfter_ && commits_ >= *holdAfter_; }
+  // Commits a round without participants whose step takes the model to `target` (the
+  // coordinator's newest model): the step goes through the downlink like an aggregate's
+  // (compressed, with the server memory, so model + memory moves by exactly target -
+  // model; broadcast to the clients in their next catch-up), bypassing the server
+  // optimizer; then holds after `holdAfter` commits and starts the next round.
+  // kInvalidArgument while a sync round is open, or for a target of another size or
+  // not finite.
+  Result<std::vector<Action>> adopt(std::span<const float> target, uint64_t holdAfter, int64_t nowMs);
   std::span<const float> model() const;
   // The model to evaluate and to save: the moving average (EngineConfig::modelEma)
   // once there is one, else model().
@@ -500,6 +515,7 @@ class RoundEngine {
   std::vector<std::unique_ptr<Pending>> late_;  // late updates waiting for the next aggregation
   std::vector<ParticipantResult> orphans_;      // records to attach to the next round
   bool stopping_ = false;
+  std::optional<uint64_t> holdAfter_;  // holdAfter(); none: rounds run until finished()
 };
 
 }  // namespace starling::coordinator

@@ -573,15 +573,23 @@ int main(int argc, char** argv) {
     auto ratio = [](double a, double b) {
       return std::isinf(a) || std::isinf(b) ? std::string("-") : fmt::format("{:.2f}", a / b);
     };
+    const std::string asyncTopK = fmt::format("async C={} + top-k", o.concurrency);
     double bestSsp = std::numeric_limits<double>::infinity();
     for (const HeteroRow& r : rows)
       if (r.name.starts_with("ssp ")) bestSsp = std::min(bestSsp, median(r.seconds));
     hetero = fmt::format(
         "async_vs_fedavg_time={} async_vs_sync_time={} async_bytes_ratio={} dssp_vs_best_ssp_time={} "
         "dbs_vs_budgets_time={}",
-        ratio(find("sync fedavg"), find("async")), ratio(find("sync top-k 1%"), find("async")),
-        ratio(find("sync fedavg", true), find("async", true)), ratio(bestSsp, find("dssp")),
+        ratio(find("sync fedavg"), find(asyncTopK)), ratio(find("sync top-k 1%"), find(asyncTopK)),
+        ratio(find("sync fedavg", true), find(asyncTopK, true)), ratio(bestSsp, find("dssp")),
         ratio(find("sync top-k + step budgets"), find("sync top-k + DBS at the median")));
+    // The same three with all on's compression (not in the summary: its rows are the
+    // bytes end of the trade-off).
+    const std::string asyncAllOn = fmt::format("async C={} + all-on compression", o.concurrency);
+    std::printf("all on's compression: async_vs_fedavg_time=%s async_vs_sync_time=%s async_bytes_ratio=%s\n",
+                ratio(find("sync fedavg"), find(asyncAllOn)).c_str(),
+                ratio(find("sync all-on compression"), find(asyncAllOn)).c_str(),
+                ratio(find("sync fedavg", true), find(asyncAllOn, true)).c_str());
     std::printf(
         "goals (IID): async >= 3x less time than sync FedAvg fp32 and >= 2x less than sync with the same compression, "
         "at >= 50x fewer bytes than FedAvg; dssp at least as fast as the best ssp bound (>= 1.0); dynamic batch "

@@ -553,7 +553,70 @@ void Federation::sendTo(const std::string& clientId, Frame frame) {
   if (it != sessions_.end()) it->second->send(std::move(frame));
 }
 
+void Federation::holdForUpstream() {
+  engine_->holdAfter(engine_->commits());
+}
+
+void Federation::trainLocalRounds(std::vector<float> upstreamModel, uint32_t localRounds,
+                                  std::function<void(Result<LocalRounds>)> held) {
+  asio::post(strand_, [self = shared_from_this(), model = std::move(upstreamModel), localRounds,
+                       held = std::move(held)]() mutable {
+    if (self->done_) return held(Status(StatusCode::kClosed, "the relay's federation has ended"));
+    if (self->relayHeld_) return held(Status(StatusCode::kInvalidArgument, "local rounds are already running"));
+    auto actions = self->engine_->adopt(model, self->engine_->commits() + 1 + localRounds, self->nowMs());
+    if (!actions) return held(actions.status());
+    self->relayHeld_ = std::move(held);
+    self->relayRounds_ = LocalRounds{};
+    self->relayLossStartSum_ = self->relayLossEndSum_ = 0;
+    self->log_->info("adopted the upstream model (checksum {:016x}); {} local round(s) next", checksum64(model),
+                     localRounds);
+    self->perform(std::move(*actions));
+  });
+}
+
+void Federation::complete() {
+  asio::post(strand_, [self = shared_from_this()] {
+    if (self->relayHeld_) {
+      auto cb = std::move(self->relayHeld_);
+      self->relayHeld_ = nullptr;
+      cb(Status(StatusCode::kClosed, "training is complete"));
+    }
+    self->finish(Status::ok());
+  });
+}
+
+void Federation::relayCount(const RoundSummary& s) {
+  if (!relayHeld_ || !s.committed || s.participants.empty()) return;
+  ++relayRounds_.rounds;
+  for (const ParticipantResult& p : s.participants) {
+    if (p.outcome != ParticipantOutcome::kAccepted && p.outcome != ParticipantOutcome::kLateApplied) continue;
+    relayRounds_.examples += p.examples;
+    relayRounds_.steps = std::max(relayRounds_.steps, p.steps);
+    relayLossStartSum_ += double(p.examples) * p.lossStart;
+    relayLossEndSum_ += double(p.examples) * p.lossEnd;
+  }
+}
+
+void Federation::relayCheckHeld() {
+  if (!relayHeld_ || done_ || !engine_->held()) return;
+  LocalRounds out = std::move(relayRounds_);
+  relayRounds_ = LocalRounds{};
+  out.model.assign(engine_->model().begin(), engine_->model().end());
+  if (out.examples > 0) {
+    out.lossStart = relayLossStartSum_ / double(out.examples);
+    out.lossEnd = relayLossEndSum_ / double(out.examples);
+  }
+  auto cb = std::move(relayHeld_);
+  relayHeld_ = nullptr;
+  cb(std::move(out));
+}
+
 void Federation::perform(std::vector<Action> actions) {
+  performActions(std::move(actions));
+  relayCheckHeld();
+}
+
+void Federation::performActions(std::vector<Action> actions) {
   static_assert(std::variant_size_v<Action> == 5, "perform() handles every kind of action");
   for (auto& act : actions) {
     if (done_) return;
@@ -577,6 +640,7 @@ void Federation::perform(std::vector<Action> actions) {
       // evaluation runs meanwhile.
       if (!hooks_.auditOut.empty()) auditRound(s);
       if (!persist(s)) return;
+      relayCount(s);
       if (s.committed) {
         if (crashPoint("persisted")) return;
         afterRound_ = true;

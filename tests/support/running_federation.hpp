@@ -50,12 +50,13 @@ inline coordinator::TaskConfig smallTask(std::string name, std::string model, in
 class RunningFederation {
  public:
   RunningFederation(const Pki& pki, const coordinator::EngineConfig& engine, const coordinator::TaskConfig& task,
-                    int threads = 3, const std::string& db = ":memory:")
+                    int threads = 3, const std::string& db = ":memory:", bool holdForUpstream = false)
       : io_(threads), sink_(std::make_shared<CaptureSink>()) {
     log_ = std::make_shared<spdlog::logger>("coordinator", sink_);
     log_->set_level(spdlog::level::debug);
     federation_ =
         coordinator::Federation::create(io_, engine, task, coordinator::Store::open(db).value(), log_).value();
+    if (holdForUpstream) federation_->holdForUpstream();  // a relay's: rounds wait for trainLocalRounds()
     coordinator::ServerOptions options;
     options.listen = {"127.0.0.1", 0};
     options.task = task.name;
@@ -82,6 +83,7 @@ class RunningFederation {
   net::Endpoint endpoint() const { return {"127.0.0.1", port_}; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   CaptureSink& log() { return *sink_; }
+  coordinator::Federation& federation() { return *federation_; }
 
  private:
   asio::io_context io_;

@@ -68,6 +68,18 @@ struct FederationTestHooks {
 // The exit status of a FederationTestHooks::crashAt crash.
 inline constexpr int kTestCrashExitCode = 86;
 
+// What a relay's local rounds trained (Federation::trainLocalRounds): the model they
+// produced and, over the updates they applied, the examples, steps and the
+// examples-weighted mean losses.
+struct LocalRounds {
+  std::vector<float> model;
+  uint32_t rounds = 0;
+  uint64_t examples = 0;
+  uint32_t steps = 0;
+  double lossStart = 0;
+  double lossEnd = 0;
+};
+
 class Federation : public SessionHandler, public std::enable_shared_from_this<Federation> {
  public:
   // Opens the task: resumes from the store's last checkpoint when there is one (and
@@ -89,6 +101,17 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
 
   // Before the first event. See FederationTestHooks.
   Status setTestHooks(FederationTestHooks hooks);
+
+  // Relays (starling-relay). holdForUpstream(), before the first event: no round starts
+  // until trainLocalRounds(). trainLocalRounds(): the upstream's model is adopted
+  // (RoundEngine::adopt, recorded as a round without participants), `localRounds` rounds
+  // commit, and `held` gets what they trained, on the federation's strand; an error (a
+  // model of another size, the federation ended) goes to `held` instead. complete(): the
+  // upstream's training is complete: clients are told, as at the end of a task.
+  void holdForUpstream();
+  void trainLocalRounds(std::vector<float> upstreamModel, uint32_t localRounds,
+                        std::function<void(Result<LocalRounds>)> held);
+  void complete();
 
   uint64_t resumedFrom() const { return resumedFrom_; }
   const RoundEngine& engine() const { return *engine_; }
@@ -116,6 +139,7 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   // vocabulary and scaled, waiting clients welcomed.
   Status adoptStatistics(const data::CategoryVocabulary& vocabulary, const data::FeatureScaling& scaling);
   void perform(std::vector<Action> actions);
+  void performActions(std::vector<Action> actions);
   void sendTo(const std::string& clientId, Frame frame);
   Frame assignFrame(const Assignment& a);
   bool persist(const RoundSummary& summary);
@@ -163,6 +187,14 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   int64_t wallEpochMs_ = 0;
   uint64_t resumedFrom_ = 0;
   bool done_ = false;
+  // trainLocalRounds() in progress: its callback and what its rounds trained so far.
+  std::function<void(Result<LocalRounds>)> relayHeld_;
+  LocalRounds relayRounds_;
+  double relayLossStartSum_ = 0, relayLossEndSum_ = 0;
+  // Called by perform() after its actions: hands the local rounds to relayHeld_ once the
+  // engine is held.
+  void relayCheckHeld();
+  void relayCount(const RoundSummary& s);
   std::function<void(const Status&)> finished_;
   std::function<void(const RoundReport&)> roundCallback_;
   FederationTestHooks hooks_;

@@ -588,13 +588,15 @@ void Federation::complete() {
 void Federation::relayCount(const RoundSummary& s) {
   if (!relayHeld_ || !s.committed || s.participants.empty()) return;
   ++relayRounds_.rounds;
+  uint32_t steps = 0;
   for (const ParticipantResult& p : s.participants) {
     if (p.outcome != ParticipantOutcome::kAccepted && p.outcome != ParticipantOutcome::kLateApplied) continue;
     relayRounds_.examples += p.examples;
-    relayRounds_.steps = std::max(relayRounds_.steps, p.steps);
+    steps = std::max(steps, p.steps);
     relayLossStartSum_ += double(p.examples) * p.lossStart;
     relayLossEndSum_ += double(p.examples) * p.lossEnd;
   }
+  relayRounds_.steps += steps;
 }
 
 void Federation::relayCheckHeld() {
@@ -605,6 +607,7 @@ void Federation::relayCheckHeld() {
   if (out.examples > 0) {
     out.lossStart = relayLossStartSum_ / double(out.examples);
     out.lossEnd = relayLossEndSum_ / double(out.examples);
+    out.examples = (out.examples + out.rounds / 2) / std::max<uint32_t>(out.rounds, 1);  // a round's
   }
   auto cb = std::move(relayHeld_);
   relayHeld_ = nullptr;

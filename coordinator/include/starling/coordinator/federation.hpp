@@ -69,8 +69,9 @@ struct FederationTestHooks {
 inline constexpr int kTestCrashExitCode = 86;
 
 // What a relay's local rounds trained (Federation::trainLocalRounds): the model they
-// produced and, over the updates they applied, the examples, steps and the
-// examples-weighted mean losses.
+// produced; the examples of the updates they applied, per round (the relay's update
+// weighs like one round of its clients); the local steps the model took (each round's
+// most, summed); the examples-weighted mean losses.
 struct LocalRounds {
   std::vector<float> model;
   uint32_t rounds = 0;

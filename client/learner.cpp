@@ -157,12 +157,15 @@ Status Learner::welcome(const wire::WelcomeMsg& w, const data::Dataset& shard) {
     // A new task (or the first): everything model-sized is made for it.
     auto task = LearnerTask::create(w);
     if (!task) return task.status();
-    auto trainer = Trainer::create((*task)->prototype(), shard, (*task)->trainerOptions());
-    if (!trainer)
-      return Status(StatusCode::kInvalidArgument,
-                    "this client's data cannot train the coordinator's model: " + trainer.status().message());
+    trainer_.reset();
+    if (options_.trains) {
+      auto trainer = Trainer::create((*task)->prototype(), shard, (*task)->trainerOptions());
+      if (!trainer)
+        return Status(StatusCode::kInvalidArgument,
+                      "this client's data cannot train the coordinator's model: " + trainer.status().message());
+      trainer_.emplace(std::move(*trainer));
+    }
     task_ = std::move(*task);
-    trainer_.emplace(std::move(*trainer));
     const std::size_t d = task_->numParams();
     memory_.reset();  // two model-sized buffers: only when the task uses them
     if (task_->errorFeedback()) STARLING_RETURN_IF_ERROR(makeMemory(d));
@@ -206,8 +209,14 @@ Status Learner::makeMemory(std::size_t d) {
 }
 
 void Learner::buildInitialModel() {
-  trainer_->model().initialize(task_->initSeed());
-  std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
+  if (trainer_) {
+    trainer_->model().initialize(task_->initSeed());
+    std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), xhat_.begin());
+  } else {  // no local data (a relay): a model of the task's for the purpose
+    model::Model m = task_->prototype();
+    m.initialize(task_->initSeed());
+    std::copy(m.params().begin(), m.params().end(), xhat_.begin());
+  }
   heldRound_ = 0;
 }
 
@@ -216,7 +225,7 @@ uint64_t Learner::modelChecksum() const {
 }
 
 Status Learner::catchUp(const wire::RoundAssignMsg& a) {
-  if (!holding_ || !trainer_) return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
+  if (!holding_ || !task_) return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
   Status st = applyCatchUp(a);
   if (!st) lastIndices_.reset();
   return st;
@@ -294,6 +303,19 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a) {
   auto update = compressAndTag(a, *stats);
   if (update) update->evalStats = std::move(evalStats);
   return update;
+}
+
+Result<LocalUpdate> Learner::submit(const wire::RoundAssignMsg& a, std::span<const float> model,
+                                    const TrainStats& stats) {
+  if (!holding_ || !task_) return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
+  if (model.size() != xhat_.size())
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the model to submit has {} parameters, the task's {}", model.size(), xhat_.size()));
+  makeRoom(a.round);
+  delta_.resize(xhat_.size());
+  for (std::size_t i = 0; i < xhat_.size(); ++i)
+    delta_[i] = xhat_[i] - model[i];  // base - x, as a Trainer leaves it
+  return compressAndTag(a, stats);
 }
 
 Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a, std::span<const float> base,

@@ -20,6 +20,12 @@ namespace fb = wire::fb;
 namespace {
 // How long a connection the coordinator closed is read for a goodbye it sent first.
 constexpr std::chrono::seconds kGoodbyeWait{2};
+
+LearnerOptions learnerOptions(uint64_t seed, const ParticipantOptions& o) {
+  LearnerOptions l{seed, !o.auditOut.empty()};
+  l.trains = !o.localWork;
+  return l;
+}
 }  // namespace
 
 Participant::Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
@@ -28,7 +34,7 @@ Participant::Participant(const data::Dataset& shard, ParticipantOptions options,
       options_(std::move(options)),
       log_(std::move(log)),
       seed_(clientSeed(options_.seed, options_.id)),
-      learner_(LearnerOptions{seed_, !options_.auditOut.empty()}, log_) {}
+      learner_(learnerOptions(seed_, options_), log_) {}
 
 Participant::Participant(DeferredData data, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
     : numExamples_(data.numExamples),
@@ -36,7 +42,7 @@ Participant::Participant(DeferredData data, ParticipantOptions options, std::sha
       options_(std::move(options)),
       log_(std::move(log)),
       seed_(clientSeed(options_.seed, options_.id)),
-      learner_(LearnerOptions{seed_, !options_.auditOut.empty()}, log_) {}
+      learner_(learnerOptions(seed_, options_), log_) {}
 
 void Participant::startLoading() {
   if (shard_ != nullptr || loading_.valid()) return;
@@ -145,6 +151,8 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
   if (Status loaded = finishLoading(); !loaded) return loaded;
   holdOut();
   if (Status st = scale(w); !st) return st;
+  if (options_.onWelcome)
+    if (Status st = options_.onWelcome(w); !st) return st;
   if (Status st = learner_.welcome(w, *shard_); !st) return st;
   syncStats();
   log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", w.task, w.clientId, w.round, w.modelSpec);
@@ -301,7 +309,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         // cut the connection meanwhile (the coordinator's own covers a round's deadline).
         conn.stream().setDeadline(net::TlsStream::Clock::time_point::max());
         const auto trainStarted = std::chrono::steady_clock::now();
-        auto update = learner_.train(*a);
+        auto update = options_.localWork ? options_.localWork(learner_, *a) : learner_.train(*a);
         if (!update) co_return update.status();
         syncStats();
         wire::UpdateMsg updateMsg = update->message();

@@ -130,6 +130,9 @@ struct LearnerOptions {
   // Test and reference export only (TrainerOptions::batchLog): every minibatch's
   // indices are appended here. Null: nothing is recorded.
   std::vector<uint32_t>* batchLog = nullptr;
+  // Holding mode without local data (a relay, whose clients train): welcome() builds no
+  // Trainer; updates come from submit().
+  bool trains = true;
 };
 
 struct LearnerStats {
@@ -189,6 +192,10 @@ class Learner {
   // Holding mode: trains from xhat. When the assignment asks (RoundAssign.evaluate) and
   // held-out examples were given (setHeldOut), evaluates xhat on them first.
   Result<LocalUpdate> train(const wire::RoundAssignMsg& assign);
+  // Holding mode: an update whose training happened elsewhere (a relay's local rounds
+  // with its clients): `model` - xhat (after catchUp()) compressed with error feedback
+  // and tagged like a trained round's, with `stats` as its steps, examples and losses.
+  Result<LocalUpdate> submit(const wire::RoundAssignMsg& assign, std::span<const float> model, const TrainStats& stats);
   // Borrowed-base mode: trains from `base` over `shard` (both outlive the call), after
   // evaluating `base` on `heldOut` when the assignment asks and it is not null.
   Result<LocalUpdate> train(const wire::RoundAssignMsg& assign, std::span<const float> base, const data::Dataset& shard,

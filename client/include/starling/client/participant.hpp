@@ -55,6 +55,13 @@ struct ParticipantOptions {
   // reports slowdown x that time as its duration. For benchmarks and tests of uneven
   // fleets on one machine (bench-federation --hetero, the async CLI test).
   double slowdown = 1.0;
+  // A relay (starling-relay) acts as a client of its coordinator without data of its
+  // own: onWelcome sees each Welcome before the Learner does (an error ends run());
+  // localWork, when set, replaces local training: it gets the Learner caught up to the
+  // assignment's base model and returns the update (Learner::submit), and the Learner
+  // builds no Trainer.
+  std::function<Status(const wire::WelcomeMsg&)> onWelcome;
+  std::function<Result<LocalUpdate>(Learner&, const wire::RoundAssignMsg&)> localWork;
 };
 
 struct ParticipantStats {

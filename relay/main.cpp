@@ -1,0 +1,287 @@
+// starling-relay: between a Starling coordinator and its own clients (docs/relay.md).
+//
+//   starling-relay --coordinator HOST:PORT --listen HOST:PORT --certs DIR --id relay-<i> --db FILE
+//                  [--clients-per-round K] [--local-rounds L] [--deadline-ms MS] ...
+//
+// To the coordinator it is a client (its certificate's role says relay); to its clients
+// it is a coordinator, with the coordinator's task. For each assignment from the
+// coordinator it adopts the global model, runs --local-rounds rounds with its clients
+// (their updates aggregated, the model broadcast down compressed with its own memory),
+// and sends the difference its rounds made upwards, compressed with its own uplink
+// memory, as a client sends its update. Its rounds, clients and stragglers go to its own
+// SQLite file; restarted, it resumes from it.
+#include <CLI/CLI.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "starling/client/participant.hpp"
+#include "starling/coordinator/federation.hpp"
+#include "starling/coordinator/server.hpp"
+#include "starling/coordinator/store.hpp"
+#include "starling/net/certificates.hpp"
+#include "starling/net/tls_context.hpp"
+#include "starling/util/checksum.hpp"
+#include "starling/util/log.hpp"
+
+#include "task.hpp"
+
+namespace {
+
+using namespace starling;
+
+int fail(const std::string& message) {
+  std::cerr << "starling-relay: " << message << "\n";
+  return 1;
+}
+
+// The relay's downstream side, made once the coordinator's Welcome names the task.
+class Downstream {
+ public:
+  Downstream(std::shared_ptr<const net::TlsContext> tls, coordinator::ServerOptions server, relay::RelayRounds rounds,
+             std::string db, unsigned threads, std::shared_ptr<spdlog::logger> log)
+      : io_(static_cast<int>(threads)),
+        tls_(std::move(tls)),
+        serverOptions_(std::move(server)),
+        rounds_(rounds),
+        db_(std::move(db)),
+        threads_(threads),
+        log_(std::move(log)) {}
+  Downstream(const Downstream&) = delete;
+  Downstream& operator=(const Downstream&) = delete;
+  ~Downstream() { stop("the relay is stopping"); }
+
+  // The coordinator's Welcome: the first starts the federation for its clients; a later
+  // one (a reconnect) must name the same task.
+  Status welcome(const wire::WelcomeMsg& w) {
+    std::lock_guard lock(mu_);
+    if (federation_) {
+      if (w.task != task_ || w.modelSpec != model_)
+        return Status(StatusCode::kInvalidArgument,
+                      fmt::format("the coordinator's task is now '{}' ({}), this relay serves '{}' ({}): restart it",
+                                  w.task, w.modelSpec, task_, model_));
+      return Status::ok();
+    }
+    auto configs = relay::downstreamTask(w, rounds_);
+    if (!configs) return configs.status();
+    auto store = coordinator::Store::open(db_);
+    if (!store) return store.status();
+    auto federation = coordinator::Federation::create(io_, configs->first, configs->second, std::move(*store), log_);
+    if (!federation) return federation.status();
+    federation_ = std::move(*federation);
+    federation_->holdForUpstream();
+    serverOptions_.task = w.task;
+    serverOptions_.modelSpec = w.modelSpec;
+    server_ = std::make_unique<coordinator::Server>(io_, tls_, serverOptions_, log_, federation_);
+    auto port = server_->start();
+    if (!port) return port.status();
+    task_ = w.task;
+    model_ = w.modelSpec;
+    federation_->onFinished([this](const Status& st) {
+      if (!st && st.code() != StatusCode::kClosed) log_->error("the relay's federation stopped: {}", st.message());
+      server_->stop();
+    });
+    for (unsigned i = 0; i < threads_; ++i)
+      pool_.emplace_back([this] { io_.run(); });
+    log_->info("serving task '{}' ({}) to clients: {} per round, {} local round(s) per assignment", w.task, w.modelSpec,
+               rounds_.clientsPerRound, rounds_.localRounds);
+    return Status::ok();
+  }
+
+  // The coordinator's assignment: its model through local rounds, the difference up.
+  Result<client::LocalUpdate> work(client::Learner& learner, const wire::RoundAssignMsg& assign) {
+    std::shared_ptr<coordinator::Federation> federation;
+    {
+      std::lock_guard lock(mu_);
+      federation = federation_;
+    }
+    if (!federation) return Status(StatusCode::kInternal, "an assignment before the relay's federation started");
+    const auto started = std::chrono::steady_clock::now();
+    auto done = std::make_shared<std::promise<Result<coordinator::LocalRounds>>>();
+    auto got = done->get_future();
+    federation->trainLocalRounds(std::vector<float>(learner.model().begin(), learner.model().end()),
+                                 rounds_.localRounds,
+                                 [done](Result<coordinator::LocalRounds> r) { done->set_value(std::move(r)); });
+    auto rounds = got.get();
+    if (!rounds) return rounds.status().withContext("the relay's local rounds");
+    if (rounds->examples == 0)
+      return Status(StatusCode::kInternal, "the relay's local rounds applied no update (no clients?)");
+    client::TrainStats stats;
+    stats.steps = static_cast<int>(rounds->steps);
+    stats.examples = rounds->examples;
+    stats.lossStart = rounds->lossStart;
+    stats.lossEnd = rounds->lossEnd;
+    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    log_->info("round {}: {} local round(s), {} examples a round, loss {:.4f} -> {:.4f}; model {:016x} up",
+               assign.round, rounds->rounds, rounds->examples, rounds->lossStart, rounds->lossEnd,
+               checksum64(rounds->model));
+    return learner.submit(assign, rounds->model, stats);
+  }
+
+  // The coordinator's task is complete: the relay's clients are told, and it stops.
+  void complete() {
+    std::shared_ptr<coordinator::Federation> federation;
+    {
+      std::lock_guard lock(mu_);
+      federation = federation_;
+    }
+    if (federation) federation->complete();
+    join();
+  }
+
+  void stop(const std::string& reason) {
+    std::shared_ptr<coordinator::Federation> federation;
+    {
+      std::lock_guard lock(mu_);
+      federation = federation_;
+    }
+    if (federation) federation->shutdown(reason);
+    join();
+  }
+
+ private:
+  void join() {
+    for (auto& t : pool_)
+      if (t.joinable()) t.join();
+  }
+
+  asio::io_context io_;
+  std::shared_ptr<const net::TlsContext> tls_;
+  coordinator::ServerOptions serverOptions_;
+  relay::RelayRounds rounds_;
+  std::string db_;
+  unsigned threads_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::mutex mu_;
+  std::shared_ptr<coordinator::Federation> federation_;
+  std::unique_ptr<coordinator::Server> server_;
+  std::string task_, model_;
+  std::vector<std::thread> pool_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"starling-relay: between a Starling coordinator and its own clients"};
+  app.option_defaults()->always_capture_default();
+  std::string coordinatorAddr, listenAddr = "127.0.0.1:7444", certs, id, ca, cert, key, serverName, crl;
+  std::string db = "relay.db", logLevel = "info";
+  relay::RelayRounds rounds;
+  int64_t handshakeTimeoutMs = 10'000;
+  unsigned threads = 2;
+  app.add_option("--coordinator", coordinatorAddr, "the coordinator's address, HOST:PORT")->required();
+  app.add_option("--listen", listenAddr, "address the relay's clients connect to, HOST:PORT");
+  app.add_option("--certs", certs, "directory with ca.crt and <id>.crt / <id>.key (and crl.pem, if any)");
+  app.add_option("--id", id, "this relay's name, e.g. relay-0 (picks <id>.crt and <id>.key in --certs)");
+  app.add_option("--ca", ca, "CA certificate (overrides --certs)");
+  app.add_option("--cert", cert, "relay certificate (overrides --certs)");
+  app.add_option("--key", key, "relay private key (overrides --certs)");
+  app.add_option("--crl", crl, "the CA's revocation list for the relay's clients (default: crl.pem in --certs)");
+  app.add_option("--server-name", serverName,
+                 "host name expected in the coordinator's certificate (default: the host of --coordinator)");
+  app.add_option("--db", db, "SQLite database of the relay's rounds, clients and stragglers; resumed when it exists");
+  app.add_option("--clients-per-round", rounds.clientsPerRound, "updates that close one of the relay's rounds (K)")
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--over-selection", rounds.overSelection, "assign each local round to ceil(K x this) clients")
+      ->check(CLI::Range(1.0, 10.0));
+  app.add_option("--min-clients", rounds.minClients, "idle clients needed to start a local round (0 = K)");
+  app.add_option("--deadline-ms", rounds.deadlineMs, "time from assignment to a local round's deadline")
+      ->check(CLI::Range(int64_t(100), int64_t(86'400'000)));
+  app.add_option("--local-rounds", rounds.localRounds,
+                 "rounds with the relay's clients for each assignment from the coordinator")
+      ->check(CLI::Range(1u, 10'000u));
+  app.add_option("--heartbeat-ms", rounds.heartbeatMs, "a quiet client connection gets a heartbeat this often");
+  app.add_option("--handshake-timeout-ms", handshakeTimeoutMs, "time allowed for a TLS handshake, both ways");
+  app.add_option("--threads", threads, "threads serving the relay's clients")->check(CLI::Range(1u, 64u));
+  app.add_option("--log-level", logLevel, "trace, debug, info, warn, error or off");
+  CLI11_PARSE(app, argc, argv);
+
+  auto log = makeLogger(id.empty() ? "relay" : id, logLevel);
+  if (!log) return fail(log.status().message());
+  auto upstream = net::parseEndpoint(coordinatorAddr);
+  if (!upstream) return fail("--coordinator: " + upstream.status().message());
+  auto listen = net::parseEndpoint(listenAddr);
+  if (!listen) return fail("--listen: " + listen.status().message());
+  if ((cert.empty() || key.empty()) && (certs.empty() || id.empty()))
+    return fail("give --certs DIR and --id NAME, or --ca, --cert and --key");
+  if (ca.empty() && certs.empty()) return fail("give --certs DIR or --ca FILE");
+  auto in = [&](const std::string& override, const std::string& name) {
+    return !override.empty() ? override : (std::filesystem::path(certs) / name).string();
+  };
+  const std::string certPath = in(cert, id + ".crt");
+  auto identity = net::loadIdentity(in(ca, "ca.crt"), certPath, in(key, id + ".key"));
+  if (!identity) return fail(identity.status().message());
+  auto own = net::describeCertificate(identity->certPem);
+  if (!own) return fail(certPath + ": " + own.status().message());
+  if (net::roleFromOu(own->organizationalUnit, net::Role::kClient) != net::Role::kRelay)
+    return fail(
+        fmt::format("{}: the certificate of {} states the role '{}': only a relay certificate "
+                    "(starling-coordinator init --relays N) can run a relay",
+                    certPath, own->commonName, own->organizationalUnit.empty() ? "client" : own->organizationalUnit));
+  auto upTls =
+      net::TlsContext::create(net::TlsRole::kClient, *identity, serverName.empty() ? upstream->host : serverName);
+  if (!upTls) return fail(upTls.status().message());
+  std::string crlPath = crl;
+  if (crlPath.empty() && !certs.empty() && std::filesystem::exists(std::filesystem::path(certs) / "crl.pem"))
+    crlPath = (std::filesystem::path(certs) / "crl.pem").string();
+  net::TlsIdentity downIdentity = *identity;
+  if (!crlPath.empty()) {
+    auto list = net::readTextFile(crlPath, "revocation list");
+    if (!list) return fail(list.status().message());
+    downIdentity.crlPem = std::move(*list);
+  }
+  auto downTls = net::TlsContext::create(net::TlsRole::kServer, downIdentity);
+  if (!downTls) return fail(downTls.status().message());
+
+  coordinator::ServerOptions serverOptions;
+  serverOptions.listen = *listen;
+  serverOptions.heartbeatMs = rounds.heartbeatMs;
+  serverOptions.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
+  serverOptions.limits.idleTimeout =
+      std::chrono::milliseconds(std::max<int64_t>(120'000, rounds.deadlineMs + 2 * int64_t(rounds.heartbeatMs)));
+  Downstream down(*downTls, serverOptions, rounds, db, threads, *log);
+
+  client::ParticipantOptions options;
+  options.coordinator = *upstream;
+  options.id = own->commonName;
+  options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
+  options.onWelcome = [&down](const wire::WelcomeMsg& w) { return down.welcome(w); };
+  options.localWork = [&down](client::Learner& learner, const wire::RoundAssignMsg& a) {
+    return down.work(learner, a);
+  };
+  const data::Dataset noData;  // the relay's clients hold the data
+  client::Participant participant(noData, options, *log);
+
+  asio::io_context io(1);
+  std::optional<Status> outcome;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const std::error_code& ec, int signo) {
+    if (ec) return;
+    (*log)->info("signal {}: stopping", signo);
+    io.stop();
+  });
+  asio::co_spawn(io, participant.run(io.get_executor(), *upTls), [&](std::exception_ptr e, Status st) {
+    if (e) std::rethrow_exception(e);
+    outcome.emplace(std::move(st));
+    std::error_code ignored;
+    signals.cancel(ignored);
+  });
+  io.run();
+  if (outcome && outcome->isOk()) {
+    down.complete();
+    (*log)->info("the coordinator's training is complete");
+    return 0;
+  }
+  down.stop(outcome ? outcome->message() : "stopped by a signal");
+  if (outcome) return fail(outcome->message());
+  return 0;
+}

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Relays over mutual TLS: a coordinator, two starling-relay processes with two
+# starling-client processes each (CSV regression files of their own). The coordinator
+# sees two participants, the relays; each relay runs 2 local rounds with its clients per
+# assignment and sends the difference they made upwards. Checked: the coordinator's
+# rounds have the relays as their only participants, each relay's database has its local
+# rounds and the adopted models, every process exits 0 when the task ends, the model
+# learned the task, and a client's certificate cannot run a relay.
+# Usage: relay_test.sh COORDINATOR_BIN CLIENT_BIN RELAY_BIN
+set -u
+coord_bin=$1
+client_bin=$2
+relay_bin=$3
+needs_fashion_mnist=0
+source "$(dirname "$0")/lib.sh"
+python=/usr/bin/python3
+
+"$coord_bin" init --out "$work/certs" --clients 4 --relays 2 >/dev/null || exit 1
+
+# y = 2 a - b + 0.5 c + noise (sd about 0.05).
+make_csv() {
+  awk -v seed="$1" -v n="$2" 'BEGIN { srand(seed); print "a,b,c,target";
+    for (i = 0; i < n; i++) { a = rand() * 2 - 1; b = rand() * 2 - 1; c = rand() * 2 - 1;
+      e = (rand() + rand() + rand() - 1.5) * 0.1;
+      printf "%.5f,%.5f,%.5f,%.5f\n", a, b, c, 2 * a - b + 0.5 * c + e } }'
+}
+for i in 0 1 2 3; do make_csv $((40 + i)) 400 >"$work/client-$i.csv"; done
+make_csv 50 1000 >"$work/test.csv"
+
+client_cert_relay() {
+  local out
+  out=$("$relay_bin" --coordinator 127.0.0.1:1 --listen 127.0.0.1:0 --certs "$work/certs" --id client-0 \
+    --db "$work/bad-relay.db" 2>&1)
+  [ $? -ne 0 ] && grep -q "the certificate of client-0 states the role 'client': only a relay certificate" <<<"$out" ||
+    { echo "  said: $out"; return 1; }
+}
+check "a client's certificate cannot run a relay" client_cert_relay
+
+launch_coordinator coord --task regression --model mlp:hidden:32 --test-data "$work/test.csv" --clients-per-round 2 \
+  --over-selection 1 --min-clients 2 --rounds 6 --tau 50 --lr 0.02 --batch-size 16 --deadline-ms 60000 \
+  --db "$work/coord.db" || exit 1
+coord_port=$port
+declare -a relay_pid relay_port
+for r in 0 1; do
+  "$relay_bin" --coordinator "127.0.0.1:$coord_port" --listen 127.0.0.1:0 --certs "$work/certs" --id "relay-$r" \
+    --db "$work/relay-$r.db" --clients-per-round 2 --over-selection 1 --local-rounds 2 --deadline-ms 30000 \
+    >"$work/relay-$r.log" 2>&1 &
+  relay_pid[$r]=$!
+  pids+=("${relay_pid[$r]}")
+done
+for r in 0 1; do
+  wait_for "$work/relay-$r.log" "listening on" 20 || { echo "relay-$r did not start serving"; cat "$work/relay-$r.log"; exit 1; }
+  relay_port[$r]=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/relay-$r.log" | head -n 1)
+done
+for i in 0 1 2 3; do
+  r=$((i / 2))
+  "$client_bin" --coordinator "127.0.0.1:${relay_port[$r]}" --certs "$work/certs" --id "client-$i" \
+    --data "$work/client-$i.csv" --task regression --seed "$i" >"$work/client-$i.log" 2>&1 &
+  client_pid[$i]=$!
+  pids+=("${client_pid[$i]}")
+done
+wait "$coord_pid"
+check "the coordinator's task over two relays finishes" test $? -eq 0
+for r in 0 1; do
+  wait "${relay_pid[$r]}"
+  check "relay-$r exits 0 when the task ends" test $? -eq 0
+done
+for i in 0 1 2 3; do
+  wait "${client_pid[$i]}"
+  check "client-$i (behind relay-$((i / 2))) exits 0 when the task ends" test $? -eq 0
+done
+check "6 global rounds are committed" test "$(committed "$work/coord.db")" -eq 6
+check "the coordinator knows the relays by their certificates' role" \
+  bash -c "grep -q 'relay-0 (a relay) joined' '$work/coord.log' && grep -q 'relay-1 (a relay) joined' '$work/coord.log'"
+if [ -x "$python" ]; then
+  check "the coordinator's participants are the two relays, both applied in every round" "$python" - "$work/coord.db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+who = sorted(r[0] for r in c.execute("select distinct client_id from participants"))
+per_round = c.execute("select r.round, count(*) from rounds r join participants p on p.round = r.round "
+                      "where r.status = 'committed' and p.outcome = 'accepted' group by r.round").fetchall()
+print("participants:", who, "accepted per round:", per_round)
+sys.exit(0 if who == ["relay-0", "relay-1"] and len(per_round) == 6 and all(n == 2 for _, n in per_round) else 1)
+PY
+  for r in 0 1; do
+    check "relay-$r's database: its clients in 2 local rounds per global round, each after an adopted model" \
+      "$python" - "$work/relay-$r.db" "$r" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+r = int(sys.argv[2])
+rows = c.execute("select round, status, accepted, reason from rounds order by round").fetchall()
+adopted = [x for x in rows if x[1] == "committed" and x[2] == 0 and "adopted" in (x[3] or "")]
+local = [x for x in rows if x[1] == "committed" and x[2] == 2]
+who = sorted(x[0] for x in c.execute("select distinct client_id from participants"))
+print("adopted:", len(adopted), "local:", len(local), "clients:", who)
+ok = len(adopted) == 6 and len(local) == 12 and who == ["client-%d" % (2 * r), "client-%d" % (2 * r + 1)]
+sys.exit(0 if ok else 1)
+PY
+  done
+fi
+rmse=$("$coord_bin" report --db "$work/coord.db" --format csv | awk -F, '$2 == "committed" { v = $24 } END { print v }')
+check "the model learned the task: test RMSE $rmse < 0.3 (a zero model: about 1.3)" \
+  awk -v x="$rmse" 'BEGIN { exit !(x != "" && x < 0.3) }'
+finish

@@ -48,6 +48,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kCoordinatorBin = STARLING_COORDINATOR_BIN;
 constexpr const char* kClientBin = STARLING_CLIENT_BIN;
+constexpr const char* kRelayBin = STARLING_RELAY_BIN;
 
 // Reference figures of Flower 1.6 on the same job, measured earlier on this machine.
 constexpr double kFlowerAccIid = 85.2, kFlowerAccShard = 71.4, kFlowerMbPerRound = 15.98, kFlowerSPerRound = 1.46,
@@ -110,6 +111,14 @@ struct Options {
   bool hetero = false;
   int heteroBuffer = 5;
   double heteroServerLr = 0.5;
+  // --hierarchy: the same FedAvg job (fp32, IID shards) with `clients` clients behind
+  // `relays` starling-relay processes, each running `relayLocalRounds` rounds with its
+  // clients per global round, against the same clients connected to the coordinator
+  // directly; both give each client `rounds` local rounds (issue 21).
+  bool hierarchy = false;
+  int relays = 3;
+  int relayLocalRounds = 2;
+  bool clientsGiven = false, tauGiven = false;
 };
 
 struct Config {
@@ -119,6 +128,7 @@ struct Config {
   std::string mode = "sync";
   bool slowed = false;  // client i runs --slowdown i + 1
   int rounds = 0;       // 0 = Options::rounds
+  int relays = 0;       // clients behind this many relays (0 = connected to the coordinator)
 };
 
 struct Round {
@@ -136,7 +146,8 @@ struct Result {
   double connectS = NAN;
   double coordRssMiB = NAN, clientRssMiB = NAN;  // client: the largest of the clients
   double wallS = NAN;
-  std::vector<Round> rounds;  // committed rounds only
+  std::size_t coordinatorJoins = 0;  // connections the coordinator welcomed
+  std::vector<Round> rounds;         // committed rounds only
 
   double finalAccuracy() const {
     return !rounds.empty() && rounds.back().accuracy ? *rounds.back().accuracy * 100 : NAN;
@@ -212,7 +223,7 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
                                 "--rounds",
                                 std::to_string(c.rounds > 0 ? c.rounds : o.rounds),
                                 "--clients-per-round",
-                                std::to_string(o.clients),
+                                std::to_string(c.relays > 0 ? c.relays : o.clients),
                                 "--over-selection",
                                 "1.0",
                                 "--lr",
@@ -301,12 +312,34 @@ Result runConfig(const Options& o, const Config& c, const std::string& dir) {
     return res;
   }
 
+  // --hierarchy: the relays first; each serves clients / relays of the clients.
+  std::vector<Child> relays(static_cast<std::size_t>(c.relays));
+  std::vector<std::string> relayPorts;
+  for (int r = 0; r < c.relays; ++r) {
+    const std::string log = fmt::format("{}/{}-relay-{}.log", dir, c.name, r);
+    auto& ch = relays[static_cast<std::size_t>(r)];
+    ch.pid = spawnLogged(
+        {kRelayBin, "--coordinator", "127.0.0.1:" + port, "--listen", "127.0.0.1:0", "--certs", dir + "/certs", "--id",
+         fmt::format("relay-{}", r), "--db", fmt::format("{}/{}-relay-{}.db", dir, c.name, r), "--clients-per-round",
+         std::to_string(o.clients / c.relays), "--over-selection", "1.0", "--local-rounds",
+         std::to_string(o.relayLocalRounds), "--deadline-ms", "300000"},
+        log);
+    all.push_back(&ch);
+    relayPorts.push_back(ch.pid > 0 ? waitForPort(ch, log, std::chrono::seconds(60)) : "");
+    if (relayPorts.back().empty()) {
+      killAll(all);
+      res.error = "relay " + std::to_string(r) + " did not start (see " + log + ")";
+      return res;
+    }
+  }
+
   std::vector<Child> clients(static_cast<std::size_t>(o.clients));
   auto spawnStart = Clock::now();
   for (int i = 0; i < o.clients; ++i) {
+    const std::string to = c.relays > 0 ? relayPorts[static_cast<std::size_t>(i / (o.clients / c.relays))] : port;
     std::vector<std::string> args = {kClientBin,
                                      "--coordinator",
-                                     "127.0.0.1:" + port,
+                                     "127.0.0.1:" + to,
                                      "--certs",
                                      dir + "/certs",
                                      "--id",
@@ -331,8 +364,10 @@ Result runConfig(const Options& o, const Config& c, const std::string& dir) {
   while (true) {
     reapExited(all);
     if (std::isnan(res.connectS)) {
-      std::string log = readFile(coordLog);
-      if (countOccurrences(log, " joined from ") >= o.clients) res.connectS = seconds(spawnStart, Clock::now());
+      std::size_t joined = countOccurrences(readFile(coordLog), " joined from ");
+      for (int r = 0; r < c.relays; ++r)
+        joined += countOccurrences(readFile(fmt::format("{}/{}-relay-{}.log", dir, c.name, r)), " joined from ");
+      if (joined >= static_cast<std::size_t>(o.clients + c.relays)) res.connectS = seconds(spawnStart, Clock::now());
     }
     bool running = false;
     for (Child* ch : all)
@@ -362,6 +397,13 @@ Result runConfig(const Options& o, const Config& c, const std::string& dir) {
     res.error = "the coordinator failed (see " + coordLog + ")";
     return res;
   }
+  for (int r = 0; r < c.relays; ++r) {
+    if (!exitedOk(relays[static_cast<std::size_t>(r)])) {
+      res.error = fmt::format("relay {} failed (see {}/{}-relay-{}.log)", r, dir, c.name, r);
+      return res;
+    }
+  }
+  res.coordinatorJoins = countOccurrences(readFile(coordLog), " joined from ");
   for (int i = 0; i < o.clients; ++i) {
     if (!exitedOk(clients[static_cast<std::size_t>(i)])) {
       res.error = fmt::format("client {} failed (see {}/{}-client-{}.log)", i, dir, c.name, i);
@@ -408,6 +450,7 @@ void usage() {
                "       [--full-adaptive-tau] [--full-priority] [--full-lr F] [--full-server-lr F]\n"
                "       [--full-model-ema F] [--full-values ternary|fp16] [--full-arg ARG]... [--fedavg-arg ARG]...\n"
                "       [--hetero [--hetero-buffer K] [--hetero-server-lr F]]\n"
+               "       [--hierarchy [--relays R] [--relay-local-rounds L] [--clients N] [--tau N]]\n"
                "NAME is one of fedavg-iid, full-iid, fedavg-shard, full-shard (sync-hetero, async-hetero).\n");
 }
 
@@ -423,6 +466,18 @@ bool parseOptions(int argc, char** argv, Options& o) {
       o.keep = true;
     } else if (a == "--hetero") {
       o.hetero = true;
+    } else if (a == "--hierarchy") {
+      o.hierarchy = true;
+    } else if (a == "--relays" && (v = next())) {
+      o.relays = std::atoi(v->c_str());
+    } else if (a == "--relay-local-rounds" && (v = next())) {
+      o.relayLocalRounds = std::atoi(v->c_str());
+    } else if (a == "--clients" && (v = next())) {
+      o.clients = std::atoi(v->c_str());
+      o.clientsGiven = true;
+    } else if (a == "--tau" && (v = next())) {
+      o.tau = std::atoi(v->c_str());
+      o.tauGiven = true;
     } else if (a == "--hetero-buffer" && (v = next())) {
       o.heteroBuffer = std::atoi(v->c_str());
     } else if (a == "--hetero-server-lr" && (v = next())) {
@@ -516,6 +571,63 @@ int runHetero(const Options& o, const Options& run, const std::string& dir) {
   return results[0].ok && results[1].ok ? 0 : 1;
 }
 
+// --hierarchy: the same clients behind relays against connected to the coordinator.
+int runHierarchy(const Options& o, const Options& run, const std::string& dir) {
+  const int globalRounds = o.rounds / o.relayLocalRounds;
+  const std::vector<Config> configs = {{"flat", false, "iid", "sync", false, globalRounds * o.relayLocalRounds, 0},
+                                       {"relays", false, "iid", "sync", false, globalRounds, o.relays}};
+  std::vector<Result> results;
+  for (const Config& c : configs) {
+    std::fprintf(stderr, "bench-federation: %s ...\n", c.name.c_str());
+    results.push_back(runConfig(run, c, dir));
+    const Result& r = results.back();
+    if (!r.ok) std::fprintf(stderr, "  FAILED: %s\n", r.error.c_str());
+    for (const Round& rd : r.rounds)
+      std::fprintf(stderr, "    round %2d  acc %6.2f%%  up %10.0f  down %10.0f  %.2f s\n", rd.round,
+                   rd.accuracy ? *rd.accuracy * 100 : NAN, rd.bytesUp, rd.bytesDown, rd.durationMs / 1000);
+  }
+  const Result &flat = results[0], &tier = results[1];
+  std::printf(
+      "Hierarchy on 127.0.0.1: Fashion-MNIST, MLP 784-200-200-10, %d starling-client processes on IID shards, FedAvg "
+      "(tau %d, lr %g, fp32 both ways);\nflat: %d rounds of all %d clients at the coordinator; relays: %d "
+      "starling-relay processes of %d clients each, %d global rounds of %d local rounds (%d local rounds per "
+      "client either way).\n\n",
+      o.clients, o.tau, o.lr, globalRounds * o.relayLocalRounds, o.clients, o.relays, o.clients / o.relays,
+      globalRounds, o.relayLocalRounds, globalRounds * o.relayLocalRounds);
+  auto col = [](const Result& r, auto f) { return r.ok ? f(r) : std::string("FAILED"); };
+  struct Line {
+    std::string metric;
+    std::function<std::string(const Result&)> f;
+  };
+  const std::vector<Line> lines = {
+      {"connections the coordinator welcomed", [](const Result& r) { return std::to_string(r.coordinatorJoins); }},
+      {"committed global rounds", [](const Result& r) { return std::to_string(r.rounds.size()); }},
+      {"coordinator uplink MB per global round (wire)", [](const Result& r) { return num(r.meanUpMB(), 3); }},
+      {"coordinator downlink MB per global round (wire)", [](const Result& r) { return num(r.meanDownMB(), 3); }},
+      {"test accuracy after the last round", [](const Result& r) { return num(r.finalAccuracy(), 2, "%"); }},
+      {"seconds per global round", [](const Result& r) { return num(r.sPerRound(), 2); }},
+      {"coordinator peak RSS, MiB", [](const Result& r) { return num(r.coordRssMiB, 1); }},
+      {"wall seconds, whole configuration", [](const Result& r) { return num(r.wallS, 1); }},
+  };
+  std::printf("| metric | flat | relays |\n|---|---|---|\n");
+  for (const Line& l : lines)
+    std::printf("| %s | %s | %s |\n", l.metric.c_str(), col(flat, l.f).c_str(), col(tier, l.f).c_str());
+  const bool ok = flat.ok && tier.ok;
+  const double bytesRatio = ok ? flat.meanUpMB() / tier.meanUpMB() : NAN;
+  const double accDelta = ok ? tier.finalAccuracy() - flat.finalAccuracy() : NAN;
+  std::printf(
+      "\ngoals (issue 21): coordinator connections %d vs %d: %s; coordinator uplink bytes per global round >= 10x "
+      "lower: %s; accuracy within 1 point after the same local rounds: %s\n",
+      o.relays, o.clients, yesNo(ok, ok && tier.coordinatorJoins == static_cast<std::size_t>(o.relays)).c_str(),
+      yesNo(ok, bytesRatio >= 10).c_str(), yesNo(ok, std::abs(accDelta) <= 1).c_str());
+  std::printf("\nlogs and databases: %s%s\n", dir.c_str(), o.keep ? "" : " (removed; --keep keeps them)");
+  if (!o.keep) fs::remove_all(dir);
+  std::printf("summary: relay_coord_bytes_ratio=%s relay_acc_delta=%s relay_coord_conns=%s\n",
+              num(bytesRatio, 2).c_str(), num(accDelta, 2).c_str(),
+              ok ? fmt::format("{}/{}", tier.coordinatorJoins, flat.coordinatorJoins).c_str() : "-");
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -534,7 +646,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string dir = tmpl;
-  if (!runToFile({kCoordinatorBin, "init", "--out", dir + "/certs", "--clients", std::to_string(o.clients)},
+  if (o.hierarchy) {
+    // Thirty clients of one local epoch each (2,000 examples, 63 steps of 32), eight
+    // local rounds, unless given.
+    if (!o.clientsGiven) o.clients = 30;
+    if (!o.tauGiven) o.tau = 63;
+    if (o.rounds == 20) o.rounds = 8;
+    if (o.relays < 1 || o.relayLocalRounds < 1 || o.clients % o.relays != 0 || o.rounds < o.relayLocalRounds) {
+      std::fprintf(stderr,
+                   "bench-federation: --hierarchy needs --clients a multiple of --relays and --rounds >= "
+                   "--relay-local-rounds\n");
+      return 2;
+    }
+  }
+  if (!runToFile({kCoordinatorBin, "init", "--out", dir + "/certs", "--clients", std::to_string(o.clients), "--relays",
+                  std::to_string(o.relays)},
                  dir + "/init.log")) {
     std::fprintf(stderr, "bench-federation: certificates failed (see %s/init.log)\n", dir.c_str());
     return 1;
@@ -545,6 +671,7 @@ int main(int argc, char** argv) {
   if (!inflateDataset(o.data, run.data)) return 1;
 
   if (o.hetero) return runHetero(o, run, dir);
+  if (o.hierarchy) return runHierarchy(o, run, dir);
   const std::vector<Config> configs = {{"fedavg-iid", false, "iid"},
                                        {"full-iid", true, "iid"},
                                        {"fedavg-shard", false, "classes:2"},

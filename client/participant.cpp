@@ -13,6 +13,7 @@
 #include <random>
 
 #include "starling/data/feature_scaling.hpp"
+#include "starling/net/certificates.hpp"
 
 namespace starling::client {
 namespace fb = wire::fb;
@@ -184,6 +185,16 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
       // A refused certificate will be refused again: give up now.
       if (st.code() == StatusCode::kUnauthenticated)
         co_return st.withContext(fmt::format("connecting to {}", options_.coordinator.toString()));
+    } else if (const net::Role role = net::roleFromOu(conn->peer().role, net::Role::kCoordinator);
+               !options_.serverRoles.empty() && std::find(options_.serverRoles.begin(), options_.serverRoles.end(),
+                                                          role) == options_.serverRoles.end()) {
+      // A server of the CA in another role (a relay where a coordinator is wanted): a
+      // reconnect would find it again.
+      co_await conn->close();
+      co_return Status(StatusCode::kUnauthenticated,
+                       fmt::format("{} at {} has the certificate of a {}, not of a {}", conn->peer().commonName,
+                                   options_.coordinator.toString(), net::roleName(role),
+                                   net::roleName(options_.serverRoles.front())));
     } else {
       ++stats_.connections;
       st = co_await session(*conn, welcomed);

@@ -254,6 +254,7 @@ int main(int argc, char** argv) {
   options.coordinator = *upstream;
   options.id = own->commonName;
   options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
+  options.serverRoles = {net::Role::kCoordinator};  // a relay upstream: three tiers are not built yet
   options.onWelcome = [&down](const wire::WelcomeMsg& w) { return down.welcome(w); };
   options.localWork = [&down](client::Learner& learner, const wire::RoundAssignMsg& a) {
     return down.work(learner, a);

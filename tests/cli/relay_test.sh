@@ -5,7 +5,8 @@
 # assignment and sends the difference they made upwards. Checked: the coordinator's
 # rounds have the relays as their only participants, each relay's database has its local
 # rounds and the adopted models, every process exits 0 when the task ends, the model
-# learned the task, and a client's certificate cannot run a relay.
+# learned the task; a client's certificate cannot run a relay, and a relay does not take
+# another relay for its coordinator.
 # Usage: relay_test.sh COORDINATOR_BIN CLIENT_BIN RELAY_BIN
 set -u
 coord_bin=$1
@@ -52,6 +53,15 @@ for r in 0 1; do
   wait_for "$work/relay-$r.log" "listening on" 20 || { echo "relay-$r did not start serving"; cat "$work/relay-$r.log"; exit 1; }
   relay_port[$r]=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/relay-$r.log" | head -n 1)
 done
+relay_to_relay() {
+  local out
+  out=$(timeout 30 "$relay_bin" --coordinator "127.0.0.1:${relay_port[0]}" --listen 127.0.0.1:0 --certs "$work/certs" \
+    --id relay-1 --db "$work/relay-to-relay.db" 2>&1)
+  [ $? -ne 0 ] &&
+    grep -q "relay-0 at 127.0.0.1:${relay_port[0]} has the certificate of a relay, not of a coordinator" <<<"$out" ||
+    { echo "  said: $out"; return 1; }
+}
+check "a relay refuses a relay as its coordinator" relay_to_relay
 for i in 0 1 2 3; do
   r=$((i / 2))
   "$client_bin" --coordinator "127.0.0.1:${relay_port[$r]}" --certs "$work/certs" --id "client-$i" \

@@ -25,6 +25,7 @@
 
 #include "starling/client/learner.hpp"
 #include "starling/data/dataset.hpp"
+#include "starling/net/certificates.hpp"
 #include "starling/net/connection.hpp"
 #include "starling/wire/messages.hpp"
 
@@ -62,6 +63,10 @@ struct ParticipantOptions {
   // builds no Trainer.
   std::function<Status(const wire::WelcomeMsg&)> onWelcome;
   std::function<Result<LocalUpdate>(Learner&, const wire::RoundAssignMsg&)> localWork;
+  // The roles (net::Role, from its certificate) a server may have for this client to
+  // train with it; empty: any server of the CA (a coordinator or a relay). A relay
+  // lists the coordinator only.
+  std::vector<net::Role> serverRoles;
 };
 
 struct ParticipantStats {

@@ -5,8 +5,8 @@
 # assignment and sends the difference they made upwards. Checked: the coordinator's
 # rounds have the relays as their only participants, each relay's database has its local
 # rounds and the adopted models, every process exits 0 when the task ends, the model
-# learned the task; a client's certificate cannot run a relay, and a relay does not take
-# another relay for its coordinator.
+# learned the task; a client's certificate cannot run a relay, a relay does not take
+# another relay for its coordinator, and a revoked relay is refused.
 # Usage: relay_test.sh COORDINATOR_BIN CLIENT_BIN RELAY_BIN
 set -u
 coord_bin=$1
@@ -111,4 +111,22 @@ fi
 rmse=$("$coord_bin" report --db "$work/coord.db" --format csv | awk -F, '$2 == "committed" { v = $24 } END { print v }')
 check "the model learned the task: test RMSE $rmse < 0.3 (a zero model: about 1.3)" \
   awk -v x="$rmse" 'BEGIN { exit !(x != "" && x < 0.3) }'
+
+# Revocation: relay-1 revoked; a coordinator started with the list refuses it at the
+# handshake, and says why.
+check "revoke takes a relay's certificate" \
+  bash -c "'$coord_bin' revoke --certs '$work/certs' --client relay-1 | grep -q 'revoked relay-1 (serial '"
+port=""
+launch_coordinator coord-crl --task regression --model mlp:hidden:32 --test-data "$work/test.csv" \
+  --clients-per-round 1 --rounds 1 --db "$work/coord-crl.db" || exit 1
+revoked_relay() {
+  local out
+  out=$(timeout 30 "$relay_bin" --coordinator "127.0.0.1:$port" --listen 127.0.0.1:0 --certs "$work/certs" \
+    --id relay-1 --db "$work/relay-revoked.db" 2>&1)
+  [ $? -ne 0 ] && grep -q "refused the TLS handshake" <<<"$out" || { echo "  said: $out"; return 1; }
+}
+check "a revoked relay is refused at the handshake" revoked_relay
+check "the coordinator logs that it was revoked" wait_for "$work/coord-crl.log" "refused .*the certificate has been revoked" 5
+kill -TERM "$coord_pid" 2>/dev/null
+wait "$coord_pid" 2>/dev/null
 finish

@@ -121,7 +121,10 @@ int main(int argc, char** argv) {
   std::string logLevel = "info";
   int64_t handshakeTimeoutMs = 10'000;
   uint64_t numExamples = 0;
-  app.add_option("--coordinator", coordinatorAddr, "coordinator address, HOST:PORT")->required();
+  app.add_option("--coordinator", coordinatorAddr,
+                 "coordinator (or relay) address, HOST:PORT; several, comma-separated, are tried in turn when one "
+                 "fails (relays: the next when one dies)")
+      ->required();
   app.add_option("--certs", certs, "directory with ca.crt and <id>.crt / <id>.key");
   app.add_option("--id", id, "this client's name, e.g. client-3 (picks <id>.crt and <id>.key in --certs)");
   app.add_option("--ca", ca, "CA certificate (overrides --certs)");
@@ -195,7 +198,9 @@ int main(int argc, char** argv) {
 
   auto log = makeLogger(id.empty() ? "client" : id, logLevel);
   if (!log) return fail(log.status().message());
-  auto endpoint = net::parseEndpoint(coordinatorAddr);
+  const std::vector<std::string> addresses = data::splitList(coordinatorAddr);
+  if (addresses.empty()) return fail("--coordinator: no address");
+  auto endpoint = net::parseEndpoint(addresses.front());
   if (!endpoint) return fail(endpoint.status().message());
   auto in = [&](const std::string& override, const std::string& name) -> std::string {
     if (!override.empty()) return override;
@@ -253,6 +258,17 @@ int main(int argc, char** argv) {
                idx ? ", loading after joining" : "");
   client::ParticipantOptions options;
   options.coordinator = *endpoint;
+  for (std::size_t i = 1; i < addresses.size(); ++i) {
+    auto alternate = net::parseEndpoint(addresses[i]);
+    if (!alternate) return fail("--coordinator: " + alternate.status().message());
+    std::shared_ptr<const net::TlsContext> context;  // another host: its own expected name
+    if (serverName.empty() && alternate->host != endpoint->host) {
+      auto made = net::TlsContext::create(net::TlsRole::kClient, *identity, alternate->host);
+      if (!made) return fail(made.status().message());
+      context = *made;
+    }
+    options.alternates.push_back({*alternate, std::move(context)});
+  }
   options.id = id;
   options.seed = seed;
   options.auditOut = auditOut;

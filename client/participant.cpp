@@ -176,25 +176,31 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
   std::mt19937_64 jitter(seed_);
   auto failingSince = std::chrono::steady_clock::now();
   auto delay = options_.backoffInitial;
+  // The address tried now: 0 = options_.coordinator, i = alternates[i - 1]. A failed
+  // connection or session moves on to the next, in turn.
+  std::size_t at = 0;
   for (;;) {
-    auto conn = co_await net::connect(executor, options_.coordinator, tls, options_.limits);
+    const net::Endpoint& endpoint = at == 0 ? options_.coordinator : options_.alternates[at - 1].endpoint;
+    std::shared_ptr<const net::TlsContext> context = tls;
+    if (at > 0 && options_.alternates[at - 1].tls) context = options_.alternates[at - 1].tls;
+    auto conn = co_await net::connect(executor, endpoint, context, options_.limits);
     Status st;
     bool welcomed = false;
     if (!conn) {
       st = conn.status();
       // A refused certificate will be refused again: give up now.
       if (st.code() == StatusCode::kUnauthenticated)
-        co_return st.withContext(fmt::format("connecting to {}", options_.coordinator.toString()));
+        co_return st.withContext(fmt::format("connecting to {}", endpoint.toString()));
     } else if (const net::Role role = net::roleFromOu(conn->peer().role, net::Role::kCoordinator);
                !options_.serverRoles.empty() && std::find(options_.serverRoles.begin(), options_.serverRoles.end(),
                                                           role) == options_.serverRoles.end()) {
       // A server of the CA in another role (a relay where a coordinator is wanted): a
       // reconnect would find it again.
       co_await conn->close();
-      co_return Status(StatusCode::kUnauthenticated,
-                       fmt::format("{} at {} has the certificate of a {}, not of a {}", conn->peer().commonName,
-                                   options_.coordinator.toString(), net::roleName(role),
-                                   net::roleName(options_.serverRoles.front())));
+      co_return Status(
+          StatusCode::kUnauthenticated,
+          fmt::format("{} at {} has the certificate of a {}, not of a {}", conn->peer().commonName, endpoint.toString(),
+                      net::roleName(role), net::roleName(options_.serverRoles.front())));
     } else {
       ++stats_.connections;
       st = co_await session(*conn, welcomed);
@@ -208,12 +214,18 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
       delay = options_.backoffInitial;
     }
     if (std::chrono::steady_clock::now() - failingSince > options_.giveUpAfter)
-      co_return st.withContext(fmt::format("no session with {} for {} s", options_.coordinator.toString(),
-                                           options_.giveUpAfter.count() / 1000));
+      co_return st.withContext(
+          fmt::format("no session with {} for {} s", endpoint.toString(), options_.giveUpAfter.count() / 1000));
+    std::string next;
+    if (!options_.alternates.empty()) {
+      at = (at + 1) % (options_.alternates.size() + 1);
+      next = fmt::format(" at {}",
+                         at == 0 ? options_.coordinator.toString() : options_.alternates[at - 1].endpoint.toString());
+    }
     // Full jitter: a random delay in [delay/2, delay], so a fleet does not reconnect in step.
     std::uniform_int_distribution<int64_t> pick(delay.count() / 2, delay.count());
     auto wait = std::chrono::milliseconds(pick(jitter));
-    log_->warn("{}; reconnecting in {} ms", st.message(), wait.count());
+    log_->warn("{}; reconnecting{} in {} ms", st.message(), next, wait.count());
     asio::steady_timer timer(executor, wait);
     co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
     delay = std::min(delay * 2, options_.backoffMax);
@@ -321,6 +333,16 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         conn.stream().setDeadline(net::TlsStream::Clock::time_point::max());
         const auto trainStarted = std::chrono::steady_clock::now();
         auto update = options_.localWork ? options_.localWork(learner_, *a) : learner_.train(*a);
+        if (!update && update.status().code() == StatusCode::kTimeout && options_.localWork) {
+          // The work elsewhere did not end in time (a relay's local rounds): no update for
+          // this round. The client says so and leaves (the coordinator frees its
+          // assignment and records why), reads a goodbye that may have come meanwhile,
+          // and joins again.
+          log_->warn("{}; leaving and joining again", update.status().message());
+          const wire::Frame byeFrame = wire::encode(wire::ByeMsg{update.status().message(), false});
+          (void)co_await conn.send(byeFrame.bytes());
+          co_return co_await goodbyeAfter(conn, Status(StatusCode::kClosed, update.status().message()));
+        }
         if (!update) co_return update.status();
         syncStats();
         wire::UpdateMsg updateMsg = update->message();

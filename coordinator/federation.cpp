@@ -563,6 +563,8 @@ void Federation::trainLocalRounds(std::vector<float> upstreamModel, uint32_t loc
                        held = std::move(held)]() mutable {
     if (self->done_) return held(Status(StatusCode::kClosed, "the relay's federation has ended"));
     if (self->relayHeld_) return held(Status(StatusCode::kInvalidArgument, "local rounds are already running"));
+    if (self->engine_->roundOpen())
+      self->perform(self->engine_->abandonOpenRound("the coordinator's next assignment came first", self->nowMs()));
     auto actions = self->engine_->adopt(model, self->engine_->commits() + 1 + localRounds, self->nowMs());
     if (!actions) return held(actions.status());
     self->relayHeld_ = std::move(held);
@@ -571,6 +573,13 @@ void Federation::trainLocalRounds(std::vector<float> upstreamModel, uint32_t loc
     self->log_->info("adopted the upstream model (checksum {:016x}); {} local round(s) next", checksum64(model),
                      localRounds);
     self->perform(std::move(*actions));
+  });
+}
+
+void Federation::cancelLocalRounds() {
+  asio::post(strand_, [self = shared_from_this()] {
+    self->relayHeld_ = nullptr;
+    self->engine_->holdAfter(self->engine_->commits());
   });
 }
 

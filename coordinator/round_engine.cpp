@@ -735,6 +735,16 @@ Result<std::vector<Action>> RoundEngine::adopt(std::span<const float> target, ui
   return out;
 }
 
+bool RoundEngine::roundOpen() const {
+  return open_ != nullptr;
+}
+
+std::vector<Action> RoundEngine::abandonOpenRound(const std::string& reason, int64_t nowMs) {
+  std::vector<Action> out;
+  if (open_ && !async()) abandonRound(reason, nowMs, out);
+  return out;
+}
+
 void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
   OpenRound& r = *open_;
   RoundSummary s = summaryOf(r, nowMs);

@@ -111,6 +111,17 @@ class Downstream {
     federation->trainLocalRounds(std::vector<float>(learner.model().begin(), learner.model().end()),
                                  rounds_.localRounds,
                                  [done](Result<coordinator::LocalRounds> r) { done->set_value(std::move(r)); });
+    // An update after the coordinator's deadline would only be late: at 90% of it the
+    // relay stops waiting (the local round in flight is abandoned by the next
+    // assignment) and sends nothing this time.
+    if (assign.deadlineMs > 0 &&
+        got.wait_for(std::chrono::milliseconds(assign.deadlineMs * 9 / 10)) != std::future_status::ready) {
+      federation->cancelLocalRounds();
+      return Status(StatusCode::kTimeout,
+                    fmt::format("the local rounds for round {} did not end within 90% of the coordinator's "
+                                "deadline ({} ms): no update this time",
+                                assign.round, assign.deadlineMs));
+    }
     auto rounds = got.get();
     if (!rounds) return rounds.status().withContext("the relay's local rounds");
     if (rounds->examples == 0)

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "starling/model/model.hpp"
@@ -32,6 +33,7 @@ Result<std::pair<coordinator::EngineConfig, coordinator::TaskConfig>> downstream
   e.deadlineMs = rounds.deadlineMs;
   e.lr = h.lr;
   e.tau = h.tau;
+  e.tauMax = std::max(e.tauMax, h.tau);
   e.adaptiveTau = false;
   e.seed = h.seed;
   e.uplink = c.uplink;

@@ -10,7 +10,8 @@ using namespace starling;
 TEST_CASE("relay: the downstream task is the coordinator's, with the relay's rounds", "[relay]") {
   coordinator::EngineConfig e;
   e.lr = 0.03;
-  e.tau = 40;
+  e.tau = 4000;  // above the default tau-max
+  e.tauMax = 5000;
   e.seed = 9;
   e.uplink = "topk-sampled";
   e.uplinkDensity = 0.02;
@@ -60,7 +61,8 @@ TEST_CASE("relay: the downstream task is the coordinator's, with the relay's rou
   CHECK(dt.uplinkMemoryResetAfter == 4);
   CHECK(dt.evalEvery == 0);
   CHECK(de.lr == Approx(0.03));
-  CHECK(de.tau == 40);
+  CHECK(de.tau == 4000);
+  CHECK(de.tauMax >= 4000);
   CHECK(de.seed == 9);
   CHECK(de.uplink == "topk-sampled");
   CHECK(de.uplinkDensity == Approx(0.02));

@@ -27,6 +27,7 @@
 #include "starling/data/dataset.hpp"
 #include "starling/net/certificates.hpp"
 #include "starling/net/connection.hpp"
+#include "starling/net/tls_context.hpp"
 #include "starling/wire/messages.hpp"
 
 namespace spdlog {
@@ -35,8 +36,19 @@ class logger;
 
 namespace starling::client {
 
+// A further address a client may train with (starling-client --coordinator A,B,...).
+struct AlternateServer {
+  net::Endpoint endpoint;
+  std::shared_ptr<const net::TlsContext> tls;  // null: run()'s (the same expected host name)
+};
+
 struct ParticipantOptions {
   net::Endpoint coordinator;
+  // Tried in turn after `coordinator` whenever a connection or a session fails (a relay
+  // that died: its clients move to another relay, or to the coordinator); back to
+  // `coordinator` after the last. Each new server settles the updates in flight as any
+  // reconnect does (one that does not know them rolls them back into the memory).
+  std::vector<AlternateServer> alternates;
   std::string id;  // informative; the certificate decides
   net::ConnectionLimits limits;
   std::chrono::milliseconds backoffInitial{200};   // first reconnect delay
@@ -60,7 +72,8 @@ struct ParticipantOptions {
   // own: onWelcome sees each Welcome before the Learner does (an error ends run());
   // localWork, when set, replaces local training: it gets the Learner caught up to the
   // assignment's base model and returns the update (Learner::submit), and the Learner
-  // builds no Trainer.
+  // builds no Trainer. kTimeout from it: no update for that round (the client says
+  // goodbye with the reason and joins again).
   std::function<Status(const wire::WelcomeMsg&)> onWelcome;
   std::function<Result<LocalUpdate>(Learner&, const wire::RoundAssignMsg&)> localWork;
   // The roles (net::Role, from its certificate) a server may have for this client to

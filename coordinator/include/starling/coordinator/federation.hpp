@@ -112,6 +112,10 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   void holdForUpstream();
   void trainLocalRounds(std::vector<float> upstreamModel, uint32_t localRounds,
                         std::function<void(Result<LocalRounds>)> held);
+  // The local rounds in progress are not waited for any more (the upstream's deadline
+  // passed): no new one starts, the open one still closes, `held` is not called. The
+  // next trainLocalRounds() abandons a round still open.
+  void cancelLocalRounds();
   void complete();
 
   uint64_t resumedFrom() const { return resumedFrom_; }

@@ -433,6 +433,13 @@ class RoundEngine {
   // kInvalidArgument while a sync round is open, or for a target of another size or
   // not finite.
   Result<std::vector<Action>> adopt(std::span<const float> target, uint64_t holdAfter, int64_t nowMs);
+  // Whether a round (a sync round, or the asynchronous modes' current step) is open.
+  bool roundOpen() const;
+  // Abandons the open sync round with `reason` (recorded; its updates refused, its
+  // outstanding clients stragglers), as at a deadline with too few updates: a relay whose
+  // next assignment came before its local round closed. Nothing when none is open or the
+  // mode is asynchronous.
+  std::vector<Action> abandonOpenRound(const std::string& reason, int64_t nowMs);
   std::span<const float> model() const;
   // The model to evaluate and to save: the moving average (EngineConfig::modelEma)
   // once there is one, else model().

@@ -60,8 +60,8 @@ Status validateTask(const EngineConfig& e, const TaskConfig& task) {
   if (!(task.overlap >= 0 && task.overlap <= 1))
     return bad(fmt::format("overlap (the pull-back alpha) must be in [0, 1] (0 = off), not {}", task.overlap));
   if (!(task.overlapMomentum >= 0 && task.overlapMomentum < 1))
-    return bad(fmt::format("overlap-momentum (the anchor momentum beta) must be in [0, 1), not {}",
-                           task.overlapMomentum));
+    return bad(
+        fmt::format("overlap-momentum (the anchor momentum beta) must be in [0, 1), not {}", task.overlapMomentum));
   if (task.overlapMomentum > 0 && task.overlap == 0)
     return bad("overlap-momentum needs overlap (the pull-back alpha) above 0");
   return Status::ok();

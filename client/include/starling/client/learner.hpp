@@ -325,14 +325,14 @@ class Learner {
   LearnerStats stats_;
   // Overlap Local-SGD (task overlap > 0), made at the first round.
   struct OverlapState {
-    std::vector<float> x;                  // the local model
-    std::vector<float> anchor, velocity;   // beta > 0: z and v
-    bool anchorSet = false;                // z and v hold an earlier boundary's
-    bool fresh = false;                    // x is the background steps past the last boundary
-    bool started = false;                  // a boundary happened
-    uint64_t lastBase = 0;                 // the base round of the last boundary
-    std::optional<TrainRequest> next;      // the background steps still to run
-    TrainStats stats;                      // of the last background run
+    std::vector<float> x;                 // the local model
+    std::vector<float> anchor, velocity;  // beta > 0: z and v
+    bool anchorSet = false;               // z and v hold an earlier boundary's
+    bool fresh = false;                   // x is the background steps past the last boundary
+    bool started = false;                 // a boundary happened
+    uint64_t lastBase = 0;                // the base round of the last boundary
+    std::optional<TrainRequest> next;     // the background steps still to run
+    TrainStats stats;                     // of the last background run
   };
   std::optional<OverlapState> overlapState_;
   // Overlap: the updates sent and not yet settled (their verdict unknown), which the

@@ -54,7 +54,7 @@ inline constexpr std::string_view kCapDynamicBatch = "dynamic-batch";
 inline constexpr std::string_view kCapOverlap = "overlap";
 
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 14> kClientCapabilities = {kCapRiceIndices,
+inline constexpr std::array<std::string_view, 15> kClientCapabilities = {kCapRiceIndices,
                                                                          kCapTernaryValues,
                                                                          kCapCatchUpValues,
                                                                          kCapPrioritySampling,

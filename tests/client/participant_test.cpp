@@ -354,3 +354,40 @@ TEST_CASE("clients that miss rounds replay relative broadcasts, the first agains
   CHECK_FALSE(logs.find("checksum mismatch") != std::string::npos);
   CHECK_FALSE(fed.log().contains("reports:"));  // no client said its model was out of sync
 }
+
+TEST_CASE("overlap: clients train between rounds on a worker thread and the task completes", "[participant][overlap]") {
+  Pki pki;
+  coordinator::TaskConfig task = smallTask("overlap", "mlp:2-4-2", 4);
+  task.overlap = 0.2f;
+  task.overlapMomentum = 0.3f;
+  coordinator::EngineConfig engine = smallEngine(6, 2, 20, 0.1);
+  engine.uplink = "topk";
+  engine.uplinkDensity = 0.5;
+  RunningFederation fed(pki, engine, task);
+  const data::Dataset shard = halves(64);
+  std::vector<std::unique_ptr<client::Participant>> clients;
+  std::vector<Status> results(2, Status(StatusCode::kInternal, "did not finish"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    client::ParticipantOptions o;
+    o.coordinator = fed.endpoint();
+    o.id = fmt::format("client-{}", i);
+    o.giveUpAfter = 10s;
+    o.slowdown = i == 0 ? 1.0 : 3.0;  // the worker waits too
+    auto log = std::make_shared<spdlog::logger>("client", std::make_shared<CaptureSink>());
+    clients.push_back(std::make_unique<client::Participant>(shard, o, log));
+  }
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back(
+        [&, i] { results[i] = runParticipant(*clients[i], pki, pki.client(fmt::format("client-{}", i))); });
+  for (auto& t : threads)
+    t.join();
+  for (int i = 0; i < 2; ++i) {
+    INFO("client " << i << ": " << results[i].message());
+    REQUIRE(results[i].isOk());
+    CHECK(clients[i]->stats().roundsTrained == 6);
+    CHECK(clients[i]->stats().roundsAccepted == 6);
+    // Round 1 trains in the foreground; every later one was trained before it came.
+    CHECK(clients[i]->stats().roundsOverlapped == 5);
+  }
+}

@@ -409,6 +409,7 @@ Result<LocalUpdate> Learner::trainOverlap(const wire::RoundAssignMsg& a, std::sp
   } else {
     stats = o.stats;
     ++stats_.overlapped;
+    if (log_) log_->info("overlap: round {}'s {} steps ran before its assignment came", a.round, stats.steps);
   }
   // The anchor: the base itself, or with momentum z <- z + (beta v + (base - z)).
   std::span<const float> z = base;

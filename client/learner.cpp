@@ -426,10 +426,13 @@ Result<LocalUpdate> Learner::trainOverlap(const wire::RoundAssignMsg& a, std::sp
     }
     z = o.anchor;
   }
-  // The pull-back, and the gap to the base in delta_ (base - x, the Trainer's sign).
+  // The pull-back, and the gap to the base in delta_ (base - x, the Trainer's sign). A
+  // restart started from this very base: nothing stale to correct, and pulling back
+  // would only shrink its steps, so it sends its whole difference (as without overlap).
+  const float pull = stale ? 0.0f : alpha;
   delta_.resize(d);
   for (std::size_t i = 0; i < d; ++i) {
-    o.x[i] -= alpha * (o.x[i] - z[i]);
+    o.x[i] -= pull * (o.x[i] - z[i]);
     delta_[i] = base[i] - o.x[i];
   }
   if (!stale) {

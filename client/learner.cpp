@@ -451,7 +451,7 @@ Result<LocalUpdate> Learner::trainOverlap(const wire::RoundAssignMsg& a, std::sp
   o.started = true;
   o.lastBase = a.baseRound;
   o.next = TrainRequest{static_cast<int>(a.tau), a.lr, mix(seed_, a.round + 1), batchFor(a)};
-  auto update = compressAndTag(a, stats);
+  auto update = compressAndTag(a, stats, true);
   if (!update) return update;
   update->overlapped = !stale;
   update->evalStats = std::move(evalStats);
@@ -482,7 +482,8 @@ Result<TrainStats> Learner::advanceOn(const data::Dataset* shard) {
   return stats;
 }
 
-Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const TrainStats& stats) {
+Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const TrainStats& stats,
+                                            bool overlapInFlight) {
   if (options_.audit) {
     computed_.resize(delta_.size(), 0.0);
     for (std::size_t i = 0; i < delta_.size(); ++i)
@@ -511,7 +512,7 @@ Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const
     STARLING_RETURN_IF_ERROR(compression::encode(q, out.payload));
     out.selected = q.selected();
     out.compressionSeed = params.seed;
-    if (task_->overlap() > 0) inFlight_.emplace_back(a.round, std::move(q));
+    if (overlapInFlight) inFlight_.emplace_back(a.round, std::move(q));
   }
   if (memory_) pending_.push_back(a.round);
   ++stats_.roundsTrained;

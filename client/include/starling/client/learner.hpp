@@ -287,7 +287,9 @@ class Learner {
   Status makeMemory(std::size_t d);  // an empty uplink memory of d floats
   // Rolls back the oldest pending updates past maxPending - 1 (room for one more).
   void makeRoom(uint64_t round);
-  Result<LocalUpdate> compressAndTag(const wire::RoundAssignMsg& assign, const TrainStats& stats);
+  // overlapInFlight: keep the sent q in inFlight_ until its verdict (trainOverlap).
+  Result<LocalUpdate> compressAndTag(const wire::RoundAssignMsg& assign, const TrainStats& stats,
+                                     bool overlapInFlight = false);
   // This round's minibatch: the task's x assign.batchScale, rounded, at least 1.
   int batchFor(const wire::RoundAssignMsg& assign) const;
   // Runs `request` from `from` into delta_ (from - x): holding mode with its Trainer,

@@ -365,23 +365,21 @@ TEST_CASE("overlap: clients train between rounds on a worker thread and the task
   engine.uplinkDensity = 0.5;
   RunningFederation fed(pki, engine, task);
   const data::Dataset shard = halves(64);
-  std::vector<std::unique_ptr<client::Participant>> clients;
-  std::vector<Status> results(2, Status(StatusCode::kInternal, "did not finish"));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
+  // client-1 is 3x slower: its worker thread waits after the steps too.
+  const auto make = [&](int i) {
     client::ParticipantOptions o;
     o.coordinator = fed.endpoint();
     o.id = fmt::format("client-{}", i);
     o.giveUpAfter = 10s;
-    o.slowdown = i == 0 ? 1.0 : 3.0;  // the worker waits too
-    auto log = std::make_shared<spdlog::logger>("client", std::make_shared<CaptureSink>());
-    clients.push_back(std::make_unique<client::Participant>(shard, o, log));
-  }
-  for (int i = 0; i < 2; ++i)
-    threads.emplace_back(
-        [&, i] { results[i] = runParticipant(*clients[i], pki, pki.client(fmt::format("client-{}", i))); });
-  for (auto& t : threads)
-    t.join();
+    o.slowdown = 1.0 + 2.0 * i;
+    return std::make_unique<client::Participant>(
+        shard, o, std::make_shared<spdlog::logger>("client", std::make_shared<CaptureSink>()));
+  };
+  std::unique_ptr<client::Participant> clients[2] = {make(0), make(1)};
+  Status results[2];
+  std::thread other([&] { results[1] = runParticipant(*clients[1], pki, pki.client("client-1")); });
+  results[0] = runParticipant(*clients[0], pki, pki.client("client-0"));
+  other.join();
   for (int i = 0; i < 2; ++i) {
     INFO("client " << i << ": " << results[i].message());
     REQUIRE(results[i].isOk());

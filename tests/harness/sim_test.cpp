@@ -73,6 +73,22 @@ void checkOneRoundTime(SimSettings s, double up, double down, double latency) {
   CHECK(row.virtualSeconds == Approx(expected).margin(2e-6));
 }
 
+// A CSV regression of 1,000 rows, target = 2a - b + 0.5 + noise (sd 0.1), seeded, in
+// the temporary directory under `name`; returns its path.
+std::string writeRegressionCsv(const std::string& name, uint64_t seed) {
+  const auto path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream out(path);
+  out << "a,b,target\n";
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::normal_distribution<double> noise(0, 0.1);
+  for (int i = 0; i < 1000; ++i) {
+    const double a = u(rng), b = u(rng);
+    out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
+  }
+  return path;
+}
+
 // The tests tagged [fashion-mnist] need the data set: meson runs them through
 // tests/harness/needs_data.sh, which reports them skipped (exit 77) without it.
 void requireData() {
@@ -467,18 +483,7 @@ Result<Fleet> regressionFleet(const std::string& path, data::DataOptions options
 }
 
 TEST_CASE("federated evaluation: the clients' held-out sums, from a CSV regression", "[harness][federated-eval]") {
-  const auto path = (std::filesystem::temp_directory_path() / "starling-sim-regression.csv").string();
-  {
-    std::ofstream out(path);
-    out << "a,b,target\n";
-    std::mt19937_64 rng(3);
-    std::uniform_real_distribution<double> u(-1, 1);
-    std::normal_distribution<double> noise(0, 0.1);
-    for (int i = 0; i < 1000; ++i) {
-      const double a = u(rng), b = u(rng);
-      out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
-    }
-  }
+  const std::string path = writeRegressionCsv("starling-sim-regression.csv", 3);
   auto fleet = regressionFleet(path);
   REQUIRE(fleet);
   CHECK(fleet->modelSpec() == "linear:2-1/mse");
@@ -803,18 +808,7 @@ TEST_CASE("categorical vocabulary: the simulator agrees the daemon's vocabulary 
 }
 
 TEST_CASE("dynamic batch sizes: equal clients train as sync does, unequal ones' compute evens out", "[harness][dbs]") {
-  const auto path = (std::filesystem::temp_directory_path() / "starling-sim-dbs.csv").string();
-  {
-    std::ofstream out(path);
-    out << "a,b,target\n";
-    std::mt19937_64 rng(9);
-    std::uniform_real_distribution<double> u(-1, 1);
-    std::normal_distribution<double> noise(0, 0.1);
-    for (int i = 0; i < 1000; ++i) {
-      const double a = u(rng), b = u(rng);
-      out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
-    }
-  }
+  const std::string path = writeRegressionCsv("starling-sim-dbs.csv", 9);
   Strategy st = smallStrategy("dbs");
   st.task.kind = "regression";
   st.engine.tau = 50;  // minibatches, not the loss probe's forward passes, are most of the compute
@@ -859,24 +853,9 @@ TEST_CASE("dynamic batch sizes: equal clients train as sync does, unequal ones' 
   std::filesystem::remove(path);
 }
 
-}  // namespace starling::sim
-
-namespace starling::sim {
-
 TEST_CASE("overlap: without link time it changes nothing in virtual time, on slow links it shortens rounds",
           "[harness][overlap]") {
-  const auto path = (std::filesystem::temp_directory_path() / "starling-sim-overlap.csv").string();
-  {
-    std::ofstream out(path);
-    out << "a,b,target\n";
-    std::mt19937_64 rng(17);
-    std::uniform_real_distribution<double> u(-1, 1);
-    std::normal_distribution<double> noise(0, 0.1);
-    for (int i = 0; i < 1000; ++i) {
-      const double a = u(rng), b = u(rng);
-      out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
-    }
-  }
+  const std::string path = writeRegressionCsv("starling-sim-overlap.csv", 17);
   SimSettings s = smallFleet();
   s.data = path;
   s.clients = 4;

@@ -435,23 +435,17 @@ Result<LocalUpdate> Learner::trainOverlap(const wire::RoundAssignMsg& a, std::sp
     o.x[i] -= pull * (o.x[i] - z[i]);
     delta_[i] = base[i] - o.x[i];
   }
-  if (!stale) {
-    // What is still in flight is not in this base: not sent again.
+  // What is still in flight is not in this base: not sent again.
+  if (!stale)
     for (const auto& f : inFlight_)
       STARLING_RETURN_IF_ERROR(compression::addScaled(f.second, -1.0f, delta_));
-    // x carries what earlier uplinks left unsent, and the memory holds the same: the
-    // memory's input is the gap minus the memory, so that what is compressed is the gap.
-    if (memory_)
-      for (std::size_t i = 0; i < d; ++i)
-        delta_[i] -= memory_->memory()[i];
-  }
   while (!inFlight_.empty() && inFlight_.size() >= options_.maxPending)
     inFlight_.erase(inFlight_.begin());  // (with error feedback makeRoom settled it already)
   o.fresh = false;
   o.started = true;
   o.lastBase = a.baseRound;
   o.next = TrainRequest{static_cast<int>(a.tau), a.lr, mix(seed_, a.round + 1), batchFor(a)};
-  auto update = compressAndTag(a, stats, true);
+  auto update = compressAndTag(a, stats, true, !stale);
   if (!update) return update;
   update->overlapped = !stale;
   update->evalStats = std::move(evalStats);
@@ -483,12 +477,7 @@ Result<TrainStats> Learner::advanceOn(const data::Dataset* shard) {
 }
 
 Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const TrainStats& stats,
-                                            bool overlapInFlight) {
-  if (options_.audit) {
-    computed_.resize(delta_.size(), 0.0);
-    for (std::size_t i = 0; i < delta_.size(); ++i)
-      computed_[i] += delta_[i];
-  }
+                                            bool overlapInFlight, bool gapInput) {
   if (task_->errorFeedback() && !memory_) STARLING_RETURN_IF_ERROR(makeMemory(delta_.size()));
   // The rounds since this client last trained went by without it: the staleness policy
   // (off unless the task sets it). Round numbers count abandoned rounds too. Skipped
@@ -497,6 +486,17 @@ Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const
   if (memory_ && lastTrained_ > 0 && a.round > lastTrained_ + 1 && !memory_->hasPending())
     (void)memory_->missedRounds(static_cast<uint32_t>(std::min<uint64_t>(a.round - lastTrained_ - 1, UINT32_MAX)));
   lastTrained_ = std::max(lastTrained_, a.round);
+  // Overlap: x carries what earlier uplinks left unsent, and the memory holds the same
+  // (after its staleness policy, just applied): the memory's input is the gap minus the
+  // memory, so that what is compressed is the gap.
+  if (gapInput && memory_)
+    for (std::size_t i = 0; i < delta_.size(); ++i)
+      delta_[i] -= memory_->memory()[i];
+  if (options_.audit) {
+    computed_.resize(delta_.size(), 0.0);
+    for (std::size_t i = 0; i < delta_.size(); ++i)
+      computed_[i] += delta_[i];
+  }
   LocalUpdate out;
   out.round = a.round;
   out.baseRound = a.baseRound;

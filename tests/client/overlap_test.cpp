@@ -289,3 +289,33 @@ TEST_CASE("overlap: the coordinator's alpha and beta are checked", "[client][lea
   REQUIRE_FALSE(t.isOk());
   CHECK_THAT(t.status().message(), Catch::Contains("overlap momentum"));
 }
+
+TEST_CASE("overlap: the uplink memory's decay for a missed round does not change what is compressed",
+          "[client][learner][overlap]") {
+  // Rounds 1 and 2, then round 4 on the next base (round 3 missed by number, the base
+  // within kOverlapStaleVersions): the memory decays by half, and still p = q + e is
+  // the gap, since the gap re-measures what the coordinator lacks.
+  const data::Dataset shard = test::blobs(64, 8, 4, 26);
+  wire::WelcomeMsg w = overlapTask(0.2f, 0.0f, true);
+  w.compression->memoryDecay = 0.5f;
+  Learner learner(LearnerOptions{6}, nullptr);
+  REQUIRE(learner.welcome(w, shard).isOk());
+  const std::size_t d = initialModel().size();
+  for (uint64_t round : {1u, 2u, 4u}) {
+    if (round > 1) REQUIRE(learner.advance().isOk());
+    const uint64_t base = round == 4 ? 2 : round - 1;
+    const std::vector<float> g = globalModel(base);
+    const auto a = assign(round, base, g);
+    REQUIRE(learner.catchUp(a).isOk());
+    auto u = learner.train(a);
+    REQUIRE(u.isOk());
+    CHECK(u->overlapped == (round > 1));
+    const std::vector<float> q = sent(*u, d);
+    double worst = 0;
+    for (std::size_t i = 0; i < d; ++i)
+      worst = std::max(worst, std::fabs(double(q[i]) + double(learner.memory()[i]) -
+                                        (double(g[i]) - double(learner.localModel()[i]))));
+    CHECK(worst < 1e-5);
+    learner.settle(round, true);
+  }
+}

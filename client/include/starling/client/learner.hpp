@@ -34,7 +34,8 @@
 // flight): what is compressed is the gap, and sum sent + e = sum computed still holds.
 // Without fresh background steps (the first assignment, after missed rounds: a base
 // more than kOverlapStaleVersions versions past the last boundary's, or an evicted
-// state) x restarts from xhat and the tau steps run in the foreground. Memory: x, one
+// state) x restarts from xhat and the tau steps run in the foreground, with no pull-back
+// (x started from this very base). Memory: x, one
 // model copy (three with beta > 0: the anchor z and its velocity v), plus a copy of
 // each update in flight.
 //
@@ -287,9 +288,10 @@ class Learner {
   Status makeMemory(std::size_t d);  // an empty uplink memory of d floats
   // Rolls back the oldest pending updates past maxPending - 1 (room for one more).
   void makeRoom(uint64_t round);
-  // overlapInFlight: keep the sent q in inFlight_ until its verdict (trainOverlap).
+  // Overlap (trainOverlap): overlapInFlight keeps the sent q in inFlight_ until its
+  // verdict; gapInput: delta_ is the gap, which already holds what the memory holds.
   Result<LocalUpdate> compressAndTag(const wire::RoundAssignMsg& assign, const TrainStats& stats,
-                                     bool overlapInFlight = false);
+                                     bool overlapInFlight = false, bool gapInput = false);
   // This round's minibatch: the task's x assign.batchScale, rounded, at least 1.
   int batchFor(const wire::RoundAssignMsg& assign) const;
   // Runs `request` from `from` into delta_ (from - x): holding mode with its Trainer,

@@ -8,6 +8,18 @@
 // Then the simulator's own cost: 10,000 virtual clients, --sim10k-rounds rounds of
 // 100 clients, in a child process (wall seconds and wait4()'s peak RSS).
 //
+// Then Overlap Local-SGD (issue 21, --overlap-only runs only this): 16 clients, all of
+// them in every round (overlap needs a client's next round to follow its last), IID,
+// speeds over 2x, no dropout, the same links; FedAvg fp32 both ways (dense, so the
+// uplink carries the whole gap; a light compression would change bytes, not time) with
+// and without train.overlap. tau 220 makes the slowest client's compute (7.6 s) about a
+// round's links (dense model up at 1 Mbit/s and down at 5: 7.9 s), where hiding one
+// behind the other can halve a round. alpha 0.3 with anchor momentum 0.7: the pull-back
+// costs a fraction alpha of each round's progress and momentum wins it back (alpha 0.2
+// without momentum, the reference default, needs about 40% more rounds than FedAvg;
+// docs/simulation.md has the measurements). Median time and bytes to 85% over 3 fleet
+// seeds.
+//
 // Everything runs through tests/harness (starling-sim's library): the coordinator's
 // RoundEngine and the client runtime, in virtual time.
 //
@@ -32,6 +44,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +100,15 @@ struct Options {
   uint32_t concurrency = 20;
   double asyncServerLr = 0.5;
   uint64_t asyncRounds = 600;
+  // Overlap Local-SGD: the fleet's size (all in every round), tau, alpha, partition.
+  bool skipOverlap = false;
+  uint32_t overlapClients = 16;
+  uint32_t overlapTau = 220;
+  double overlapAlpha = 0.3;
+  double overlapBeta = 0.7;
+  uint32_t overlapSeeds = 3;
+  double overlapServerLr = 1;  // the overlap strategy's server lr (FedAvg's is 1)
+  std::string overlapPartition = "iid";
 };
 
 sim::SimSettings fleet(const Options& o) {
@@ -426,6 +448,98 @@ std::vector<HeteroRow> runHetero(const Options& o) {
   return iidRows;
 }
 
+// Overlap Local-SGD against the same fleet and strategy without it (see the top), over
+// fleet seeds 1..overlapSeeds: medians of the time and bytes to 85%.
+struct OverlapResult {
+  double ratio = 0;       // median time to 85% without / with overlap (0: not measured)
+  double bytesRatio = 0;  // median bytes (both ways) to 85%, with / without
+  double perRoundBytesRatio = 0;
+};
+
+OverlapResult runOverlap(const Options& o) {
+  sim::Strategy plain = base(o, "fedavg fp32");
+  plain.engine.clientsPerRound = o.overlapClients;
+  plain.engine.overSelection = 1.0;
+  plain.engine.tau = o.overlapTau;
+  sim::Strategy over = plain;
+  over.name = fmt::format("+ overlap {:g}", o.overlapAlpha);
+  over.task.overlap = static_cast<float>(o.overlapAlpha);
+  over.task.overlapMomentum = static_cast<float>(o.overlapBeta);
+  over.engine.serverLr = o.overlapServerLr;
+  if (o.overlapBeta > 0) over.name += fmt::format(" beta {:g}", o.overlapBeta);
+  if (o.overlapServerLr != 1) over.name += fmt::format(" server lr {:g}", o.overlapServerLr);
+  std::printf(
+      "overlap: %u clients (%s), all in every round, speeds over 2x (fastest 2 GFLOP/s), up 1 Mbit/s, down 5 Mbit/s, "
+      "100 ms latency, no dropout; MLP 784-200-200-10, FedAvg fp32 both ways, lr %g, tau %u; to 85%%, fleet seeds "
+      "1..%u\n",
+      o.overlapClients, o.overlapPartition.c_str(), o.lr, o.overlapTau, o.overlapSeeds);
+  std::printf("%-28s %5s %11s %7s %9s %10s %10s %11s %10s\n", "strategy", "seed", "time (min)", "rounds", "s/round",
+              "up (MB)", "down (MB)", "MB/round>1", "final acc");
+  std::vector<double> seconds[2], bytes[2], perRound[2];
+  for (uint32_t seed = 1; seed <= o.overlapSeeds; ++seed) {
+    sim::SimSettings s = fleet(o);
+    s.clients = o.overlapClients;
+    s.partition = o.overlapPartition;
+    s.speedSpread = 2.0;
+    s.dropout = 0;
+    s.seed = seed;
+    auto fl = sim::Fleet::create(s, "mlp:784-200-200-10");
+    if (!fl) {
+      std::fprintf(stderr, "bench-strategies: %s\n", fl.status().message().c_str());
+      std::exit(1);
+    }
+    int k = 0;
+    for (sim::Strategy st : {plain, over}) {
+      st.engine.seed = seed;
+      auto r = sim::runStrategy(*fl, st, [&](const sim::RoundRow& row) {
+        std::fprintf(stderr, "\r%-28s seed %u round %4llu  acc %5.2f%%  %7.1f virtual min", st.name.c_str(), seed,
+                     static_cast<unsigned long long>(row.round), row.accuracy ? *row.accuracy * 100 : 0.0,
+                     row.virtualSeconds / 60);
+      });
+      std::fprintf(stderr, "\n");
+      if (!r) {
+        std::fprintf(stderr, "bench-strategies: %s: %s\n", st.name.c_str(), r.status().message().c_str());
+        std::exit(1);
+      }
+      const auto target = r->firstAtOrAbove(0.85);
+      // Round 1 differs (clients start from the round-0 model, nothing to catch up): bytes
+      // per round are those of the later rounds.
+      uint64_t up = 0, down = 0, first = 0;
+      for (const sim::RoundRow& row : r->rounds) {
+        if (target && row.round > target->round) break;
+        up += row.bytesUp;
+        down += row.bytesDown;
+        if (row.round == 1) first = row.bytesUp + row.bytesDown;
+      }
+      const sim::RoundRow& last = target ? *target : r->rounds.back();
+      const double rounds = static_cast<double>(last.round);
+      std::printf("%-28s %5u %11s %7.0f %9.2f %10.1f %10.1f %11.2f %9.2f%%\n", st.name.c_str(), seed,
+                  target ? fmt::format("{:.2f}", last.virtualSeconds / 60).c_str() : "not reached", rounds,
+                  last.virtualSeconds / rounds, double(up) / 1e6, double(down) / 1e6,
+                  double(up + down - first) / 1e6 / std::max(1.0, rounds - 1), r->finalAccuracy().value_or(0) * 100);
+      seconds[k].push_back(target ? last.virtualSeconds : std::nan(""));
+      bytes[k].push_back(target ? double(up + down) : std::nan(""));
+      perRound[k].push_back(double(up + down - first) / std::max(1.0, rounds - 1));
+      ++k;
+    }
+  }
+  OverlapResult out;
+  const double t0 = median(seconds[0]), t1 = median(seconds[1]);
+  if (!std::isinf(t0) && !std::isinf(t1)) {
+    out.ratio = t0 / t1;
+    out.bytesRatio = median(bytes[1]) / median(bytes[0]);
+  }
+  out.perRoundBytesRatio = median(perRound[1]) / median(perRound[0]);
+  std::printf(
+      "median time to 85%%: %.2f min without, %.2f with overlap (%s); bytes per round after the first with / without "
+      "%.3f, bytes to "
+      "85%% with / without %s\n",
+      t0 / 60, t1 / 60, out.ratio > 0 ? fmt::format("{:.2f}x", out.ratio).c_str() : "not measured: 85% not reached",
+      out.perRoundBytesRatio, out.ratio > 0 ? fmt::format("{:.2f}", out.bytesRatio).c_str() : "-");
+  std::printf("goal: overlap >= 1.3x faster to 85%% than without, bytes unchanged\n\n");
+  return out;
+}
+
 int usage() {
   std::fprintf(
       stderr,
@@ -437,7 +551,10 @@ int usage() {
       "       [--sim10k-tau N] [--skip-strategies] [--skip-sim10k] [--skip-hetero]\n"
       "       [--hetero-seeds N] [--hetero-only NAME,...] [--shard-target F] [--concurrency C] [--async-server-lr F] "
       "[--async-rounds N]\n"
-      "       [--all-on-downlink-density F]\n");
+      "       [--all-on-downlink-density F]\n"
+      "       [--overlap-only] [--skip-overlap] [--overlap-clients N] [--overlap-tau N] [--overlap-alpha F]\n"
+      "       [--overlap-partition P] [--overlap-momentum F] [--overlap-server-lr F]\n"
+      "       [--overlap-seeds N]\n");
   return 2;
 }
 
@@ -451,6 +568,24 @@ int main(int argc, char** argv) {
     const char* v = nullptr;
     if (a == "--skip-strategies")
       o.skipStrategies = true;
+    else if (a == "--overlap-only")
+      o.skipStrategies = o.skipSim10k = o.skipHetero = true;
+    else if (a == "--skip-overlap")
+      o.skipOverlap = true;
+    else if (a == "--overlap-clients" && (v = next()))
+      o.overlapClients = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--overlap-tau" && (v = next()))
+      o.overlapTau = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--overlap-alpha" && (v = next()))
+      o.overlapAlpha = std::atof(v);
+    else if (a == "--overlap-seeds" && (v = next()))
+      o.overlapSeeds = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--overlap-momentum" && (v = next()))
+      o.overlapBeta = std::atof(v);
+    else if (a == "--overlap-server-lr" && (v = next()))
+      o.overlapServerLr = std::atof(v);
+    else if (a == "--overlap-partition" && (v = next()))
+      o.overlapPartition = v;
     else if (a == "--no-ternary")
       o.ternary = false;
     else if (a == "--no-relative-indices")
@@ -595,7 +730,11 @@ int main(int argc, char** argv) {
         "at >= 50x fewer bytes than FedAvg; dssp at least as fast as the best ssp bound (>= 1.0); dynamic batch "
         "sizes faster than step budgets (> 1.0)\n");
   }
-  std::printf("summary: bytes_ratio=%.1f time_ratio=%.1f sim10k_wall_s=%.1f sim10k_rss_mib=%.0f %s\n", bytesRatio,
-              timeRatio, s10k.wallS, s10k.rssMiB, hetero.c_str());
+  OverlapResult overlap;
+  if (!o.skipOverlap) overlap = runOverlap(o);
+  std::printf(
+      "summary: bytes_ratio=%.1f time_ratio=%.1f sim10k_wall_s=%.1f sim10k_rss_mib=%.0f %s overlap_time_ratio=%s\n",
+      bytesRatio, timeRatio, s10k.wallS, s10k.rssMiB, hetero.c_str(),
+      overlap.ratio > 0 ? fmt::format("{:.2f}", overlap.ratio).c_str() : "-");
   return 0;
 }

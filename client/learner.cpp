@@ -114,6 +114,13 @@ Result<std::shared_ptr<LearnerTask>> LearnerTask::create(const wire::WelcomeMsg&
     return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's memory decay of {}", comp.memoryDecay));
   t->memoryDecay_ = comp.memoryDecay;
   t->memoryResetAfter_ = comp.memoryResetAfter;
+  if (!(hyper.overlap >= 0 && hyper.overlap <= 1))
+    return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's overlap alpha of {}", hyper.overlap));
+  if (!(hyper.overlapMomentum >= 0 && hyper.overlapMomentum < 1))
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the coordinator's overlap momentum of {}", hyper.overlapMomentum));
+  t->overlap_ = hyper.overlap;
+  t->overlapMomentum_ = hyper.overlap > 0 ? hyper.overlapMomentum : 0.0f;
   t->seed_ = hyper.seed;
   t->initSeed_ = w.initSeed;
   return t;
@@ -173,6 +180,8 @@ Status Learner::welcome(const wire::WelcomeMsg& w, const data::Dataset& shard) {
     delta_.assign(d, 0.0f);
     heldRound_ = 0;
     pending_.clear();
+    overlapState_.reset();
+    inFlight_.clear();
     seed_ = mix(options_.seed, task_->seed());
   }
   // Nothing held: build the round-0 model as the coordinator did; the first assignment
@@ -186,7 +195,10 @@ void Learner::settleAfterReconnect(const wire::WelcomeMsg& w) {
   const auto listed = [](const std::vector<uint64_t>& rounds, uint64_t r) {
     return std::find(rounds.begin(), rounds.end(), r) != rounds.end();
   };
-  for (uint64_t r : std::vector<uint64_t>(pending_)) {
+  std::vector<uint64_t> rounds = pending_;
+  for (const auto& f : inFlight_)  // (without error feedback only these are kept)
+    if (std::find(rounds.begin(), rounds.end(), f.first) == rounds.end()) rounds.push_back(f.first);
+  for (uint64_t r : rounds) {
     if (listed(w.heldRounds, r)) continue;
     // A coordinator that does not list its accepted rounds names the last one only.
     const bool applied = w.acceptedRounds ? listed(*w.acceptedRounds, r) : w.lastAcceptedRound >= r;
@@ -297,6 +309,7 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a) {
     if (!e) return e.status().withContext("evaluating on the held-out examples");
     evalStats = std::move(*e);
   }
+  if (task_->overlap() > 0) return trainOverlap(a, xhat_, nullptr, std::move(evalStats));
   TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round), batchFor(a)};
   auto stats = trainer_->run(xhat_, req, delta_);
   if (!stats) return stats.status();
@@ -328,20 +341,14 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a, std::span<cons
     if (!e) return e.status().withContext("evaluating on the held-out examples");
     evalStats = std::move(*e);
   }
-  // The Trainer (a model copy, momentum) lives for this round only; the sampler (its
-  // score table and estimate) carries to the next, as it does in a device's Trainer.
-  TrainerOptions to = task_->trainerOptions();
-  to.batchLog = options_.batchLog;
-  auto trainer = sampler_ ? Trainer::create(task_->prototype(), shard, to, std::move(*sampler_))
-                          : Trainer::create(task_->prototype(), shard, to);
-  sampler_.reset();
-  if (!trainer) return trainer.status();
-  delta_.resize(base.size());
+  if (task_->overlap() > 0) {
+    auto update = trainOverlap(a, base, &shard, std::move(evalStats));
+    std::vector<float>().swap(delta_);
+    return update;
+  }
   TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round), batchFor(a)};
-  auto stats = trainer->run(base, req, delta_);
+  auto stats = runSteps(base, req, &shard);
   if (!stats) return stats.status();
-  sampler_.emplace(std::move(trainer->sampler()));
-  sampler_->releaseWorkspaces();
   auto update = compressAndTag(a, *stats);
   if (update) update->evalStats = std::move(evalStats);
   // Nothing model-sized stays with a virtual client but its memory.
@@ -349,12 +356,128 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a, std::span<cons
   return update;
 }
 
-Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const TrainStats& stats) {
-  if (options_.audit) {
-    computed_.resize(delta_.size(), 0.0);
-    for (std::size_t i = 0; i < delta_.size(); ++i)
-      computed_[i] += delta_[i];
+Result<TrainStats> Learner::runSteps(std::span<const float> from, const TrainRequest& req, const data::Dataset* shard,
+                                     std::span<float> x) {
+  delta_.resize(from.size());
+  if (holding_) {
+    auto stats = trainer_->run(from, req, delta_);
+    if (stats && !x.empty()) std::copy(trainer_->model().params().begin(), trainer_->model().params().end(), x.begin());
+    return stats;
   }
+  // The Trainer (a model copy, momentum) lives for this run only; the sampler (its
+  // score table and estimate) carries to the next, as it does in a device's Trainer.
+  TrainerOptions to = task_->trainerOptions();
+  to.batchLog = options_.batchLog;
+  auto trainer = sampler_ ? Trainer::create(task_->prototype(), *shard, to, std::move(*sampler_))
+                          : Trainer::create(task_->prototype(), *shard, to);
+  sampler_.reset();
+  if (!trainer) return trainer.status();
+  auto stats = trainer->run(from, req, delta_);
+  sampler_.emplace(std::move(trainer->sampler()));
+  sampler_->releaseWorkspaces();
+  if (stats && !x.empty()) std::copy(trainer->model().params().begin(), trainer->model().params().end(), x.begin());
+  return stats;
+}
+
+// ---- Overlap Local-SGD ---------------------------------------------------------
+
+Result<LocalUpdate> Learner::trainOverlap(const wire::RoundAssignMsg& a, std::span<const float> base,
+                                          const data::Dataset* shard, std::vector<double> evalStats) {
+  const std::size_t d = base.size();
+  if (!overlapState_) overlapState_.emplace();
+  OverlapState& o = *overlapState_;
+  const float alpha = task_->overlap();
+  const float beta = task_->overlapMomentum();
+  // Fresh background steps continue x; anything else restarts it from the base: the
+  // first round, steps not run (or an evicted state), missed rounds (the base moved on
+  // by more than kOverlapStaleVersions), a base older than the last (a restarted
+  // coordinator).
+  const bool stale = !o.fresh || !o.started || o.x.size() != d || a.baseRound < o.lastBase ||
+                     a.baseRound > o.lastBase + kOverlapStaleVersions;
+  TrainStats stats;
+  if (stale) {
+    if (o.started && log_)
+      log_->info("overlap: round {} restarts from the model of round {} ({})", a.round, a.baseRound,
+                 !o.fresh ? "no background steps" : "rounds missed since round " + std::to_string(o.lastBase));
+    o.x.assign(base.begin(), base.end());
+    o.anchorSet = false;
+    const TrainRequest req{static_cast<int>(a.tau), a.lr, mix(seed_, a.round), batchFor(a)};
+    auto run = runSteps(o.x, req, shard, o.x);
+    if (!run) return run.status();
+    stats = *run;
+    ++stats_.overlapRestarts;
+  } else {
+    stats = o.stats;
+    ++stats_.overlapped;
+    if (log_) log_->info("overlap: round {}'s {} steps ran before its assignment came", a.round, stats.steps);
+  }
+  // The anchor: the base itself, or with momentum z <- z + (beta v + (base - z)).
+  std::span<const float> z = base;
+  if (beta > 0) {
+    if (!o.anchorSet) {
+      o.anchor.assign(base.begin(), base.end());
+      o.velocity.assign(d, 0.0f);
+      o.anchorSet = true;
+    } else {
+      for (std::size_t i = 0; i < d; ++i) {
+        o.velocity[i] = beta * o.velocity[i] + (base[i] - o.anchor[i]);
+        o.anchor[i] += o.velocity[i];
+      }
+    }
+    z = o.anchor;
+  }
+  // The pull-back, and the gap to the base in delta_ (base - x, the Trainer's sign). A
+  // restart started from this very base: nothing stale to correct, and pulling back
+  // would only shrink its steps, so it sends its whole difference (as without overlap).
+  const float pull = stale ? 0.0f : alpha;
+  delta_.resize(d);
+  for (std::size_t i = 0; i < d; ++i) {
+    o.x[i] -= pull * (o.x[i] - z[i]);
+    delta_[i] = base[i] - o.x[i];
+  }
+  // What is still in flight is not in this base: not sent again.
+  if (!stale)
+    for (const auto& f : inFlight_)
+      STARLING_RETURN_IF_ERROR(compression::addScaled(f.second, -1.0f, delta_));
+  while (!inFlight_.empty() && inFlight_.size() >= options_.maxPending)
+    inFlight_.erase(inFlight_.begin());  // (with error feedback makeRoom settled it already)
+  o.fresh = false;
+  o.started = true;
+  o.lastBase = a.baseRound;
+  o.next = TrainRequest{static_cast<int>(a.tau), a.lr, mix(seed_, a.round + 1), batchFor(a)};
+  auto update = compressAndTag(a, stats, true, !stale);
+  if (!update) return update;
+  update->overlapped = !stale;
+  update->evalStats = std::move(evalStats);
+  return update;
+}
+
+Result<TrainStats> Learner::advance() {
+  if (!holding_ || !trainer_) return Status(StatusCode::kInternal, "advance() needs a holding Learner with a task");
+  return advanceOn(nullptr);
+}
+
+Result<TrainStats> Learner::advance(const data::Dataset& shard) {
+  if (holding_) return Status(StatusCode::kInternal, "a holding Learner trains on its own data");
+  return advanceOn(&shard);
+}
+
+Result<TrainStats> Learner::advanceOn(const data::Dataset* shard) {
+  if (!overlapState_ || !overlapState_->next) return TrainStats{};
+  OverlapState& o = *overlapState_;
+  const TrainRequest req = *o.next;
+  o.next.reset();
+  // runSteps' scratch is delta_, which train() and the caller's update no longer use.
+  auto stats = runSteps(o.x, req, shard, o.x);
+  if (!holding_) std::vector<float>().swap(delta_);
+  if (!stats) return stats;
+  o.stats = *stats;
+  o.fresh = true;
+  return stats;
+}
+
+Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const TrainStats& stats,
+                                            bool overlapInFlight, bool gapInput) {
   if (task_->errorFeedback() && !memory_) STARLING_RETURN_IF_ERROR(makeMemory(delta_.size()));
   // The rounds since this client last trained went by without it: the staleness policy
   // (off unless the task sets it). Round numbers count abandoned rounds too. Skipped
@@ -363,6 +486,17 @@ Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const
   if (memory_ && lastTrained_ > 0 && a.round > lastTrained_ + 1 && !memory_->hasPending())
     (void)memory_->missedRounds(static_cast<uint32_t>(std::min<uint64_t>(a.round - lastTrained_ - 1, UINT32_MAX)));
   lastTrained_ = std::max(lastTrained_, a.round);
+  // Overlap: x carries what earlier uplinks left unsent, and the memory holds the same
+  // (after its staleness policy, just applied): the memory's input is the gap minus the
+  // memory, so that what is compressed is the gap.
+  if (gapInput && memory_)
+    for (std::size_t i = 0; i < delta_.size(); ++i)
+      delta_[i] -= memory_->memory()[i];
+  if (options_.audit) {
+    computed_.resize(delta_.size(), 0.0);
+    for (std::size_t i = 0; i < delta_.size(); ++i)
+      computed_[i] += delta_[i];
+  }
   LocalUpdate out;
   out.round = a.round;
   out.baseRound = a.baseRound;
@@ -378,6 +512,7 @@ Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const
     STARLING_RETURN_IF_ERROR(compression::encode(q, out.payload));
     out.selected = q.selected();
     out.compressionSeed = params.seed;
+    if (overlapInFlight) inFlight_.emplace_back(a.round, std::move(q));
   }
   if (memory_) pending_.push_back(a.round);
   ++stats_.roundsTrained;
@@ -390,6 +525,7 @@ Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const
 }
 
 void Learner::settle(uint64_t round, bool accepted) {
+  std::erase_if(inFlight_, [round](const auto& f) { return f.first == round; });
   auto it = std::find(pending_.begin(), pending_.end(), round);
   if (it == pending_.end()) return;
   pending_.erase(it);
@@ -403,6 +539,7 @@ void Learner::settle(uint64_t round, bool accepted) {
 void Learner::settleAll(bool accepted) {
   for (uint64_t r : std::vector<uint64_t>(pending_))
     settle(r, accepted);
+  inFlight_.clear();
 }
 
 Status Learner::writeAudit(const std::string& path) const {

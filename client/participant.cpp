@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "starling/data/feature_scaling.hpp"
 #include "starling/net/certificates.hpp"
@@ -165,12 +166,39 @@ void Participant::syncStats() {
   stats_.roundsTrained = l.roundsTrained;
   stats_.roundsAccepted = l.roundsAccepted;
   stats_.roundsRejected = l.roundsRejected;
+  stats_.roundsOverlapped = l.overlapped;
   stats_.resyncs = l.resyncs;
   stats_.bytesUp = l.bytesUp;
   stats_.lastLoss = l.lastLoss;
 }
 
 Participant::~Participant() = default;
+
+void Participant::startBackground() {
+  if (!learner_.backgroundPending()) return;
+  const double slowdown = options_.slowdown;
+  background_ = std::async(std::launch::async, [this, slowdown]() -> Status {
+    const auto started = std::chrono::steady_clock::now();
+    auto stats = learner_.advance();
+    if (!stats) return stats.status().withContext("training in the background");
+    if (slowdown > 1.0)
+      std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          (std::chrono::steady_clock::now() - started) * (slowdown - 1.0)));
+    return Status::ok();
+  });
+}
+
+asio::awaitable<Status> Participant::finishBackground() {
+  if (!background_.valid()) co_return Status::ok();
+  // Polled: a worker thread's end cannot complete an Asio wait without an executor of
+  // its own, and a millisecond is nothing next to tau steps.
+  asio::steady_timer poll(co_await asio::this_coro::executor);
+  while (background_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    poll.expires_after(std::chrono::milliseconds(1));
+    co_await poll.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+  }
+  co_return background_.get();
+}
 
 asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::shared_ptr<const net::TlsContext> tls) {
   std::mt19937_64 jitter(seed_);
@@ -292,6 +320,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
     if (!msg) co_return msg.status();
     // The data has arrived, or a round needs it: act on the held Welcome first.
     if (heldWelcome && (dataReady() || msg->type() == fb::Body::RoundAssign)) {
+      if (Status bg = co_await finishBackground(); !bg) co_return bg;
       auto w = wire::parseWelcome(*heldWelcome);
       Status st2 = w ? welcome(*w) : w.status();
       heldWelcome.reset();
@@ -307,6 +336,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         }
         auto w = wire::parseWelcome(*msg);
         if (!w) co_return w.status();
+        if (Status bg = co_await finishBackground(); !bg) co_return bg;
         if (Status st2 = welcome(*w); !st2) co_return st2;
         break;
       }
@@ -315,6 +345,12 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         if (!a) co_return a.status();
         stats_.bytesDown += msg->sizeBytes();
         if (!learner_.hasTask()) co_return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
+        // Overlap: the steps since the last update may still run; this assignment is
+        // their boundary. (Reading nothing meanwhile: no idle timeout, as for training.)
+        if (background_.valid()) {
+          conn.stream().setDeadline(net::TlsStream::Clock::time_point::max());
+          if (Status bg = co_await finishBackground(); !bg) co_return bg;
+        }
         // Updates still awaiting their verdicts stay pending (a late one is applied with a
         // later round); the Learner takes the oldest as lost past its limit.
         Status caught = learner_.catchUp(*a);
@@ -358,6 +394,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         const wire::Frame updateFrame = wire::encode(updateMsg);
         st = co_await conn.send(updateFrame.bytes());
         if (!st) co_return co_await goodbyeAfter(conn, st);
+        startBackground();
         break;
       }
       case fb::Body::StatsRequest: {

@@ -148,6 +148,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("train.clip-norm", t.clipNorm, "clip each minibatch gradient to this L2 norm (0 = off)");
   bind("train.prox-mu", t.proxMu, "FedProx: clients add mu/2 ||x - xhat||^2 to their local objective (0 = off)");
   bind("train.priority-sampling", t.prioritySampling, "clients sample minibatches by priority");
+  bind("train.overlap", t.overlap,
+       "Overlap Local-SGD: clients train while their update and the next assignment travel, and pull their model "
+       "back towards the global one by this alpha in [0, 1] at each round (0 = off; 0.2 is the usual)");
+  bind("train.overlap-momentum", t.overlapMomentum, "Overlap Local-SGD: anchor momentum beta in [0, 1)");
   bind("compression.uplink", e.uplink, "client -> coordinator: identity, fp16, topk, topk-sampled, randk, sign, qsgd");
   bind("compression.uplink-density", e.uplinkDensity, "fraction kept by top-k / rand-k uplink");
   bind("compression.downlink", e.downlink, "coordinator -> clients compressor");

@@ -57,6 +57,13 @@ Status validateTask(const EngineConfig& e, const TaskConfig& task) {
                            task.statsClients, statsMinAnswers(e)));
   if (!(task.uplinkMemoryDecay >= 0 && task.uplinkMemoryDecay <= 1))
     return bad("uplink-memory-decay must be in [0, 1] (1 = off)");
+  if (!(task.overlap >= 0 && task.overlap <= 1))
+    return bad(fmt::format("overlap (the pull-back alpha) must be in [0, 1] (0 = off), not {}", task.overlap));
+  if (!(task.overlapMomentum >= 0 && task.overlapMomentum < 1))
+    return bad(
+        fmt::format("overlap-momentum (the anchor momentum beta) must be in [0, 1), not {}", task.overlapMomentum));
+  if (task.overlapMomentum > 0 && task.overlap == 0)
+    return bad("overlap-momentum needs overlap (the pull-back alpha) above 0");
   return Status::ok();
 }
 
@@ -91,6 +98,7 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   add(needsStatisticsRound(t), wire::kCapFeatureStats);
   add(t.categoricalVocabulary, wire::kCapCategoricalVocabulary);
   add(e.dynamicBatch, wire::kCapDynamicBatch);
+  add(t.overlap > 0, wire::kCapOverlap);
   return need;
 }
 
@@ -115,7 +123,9 @@ wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
                                   task.clipNorm,
                                   task.prioritySampling,
                                   ec.seed,
-                                  task.proxMu};
+                                  task.proxMu,
+                                  task.overlap,
+                                  task.overlapMomentum};
   w.compression = wire::CompressionSettings{ec.uplink,
                                             static_cast<float>(ec.uplinkDensity),
                                             ec.downlink,

@@ -60,6 +60,8 @@ Result<std::pair<coordinator::EngineConfig, coordinator::TaskConfig>> downstream
   t.clipNorm = h.clipNorm;
   t.prioritySampling = h.prioritySampling;
   t.proxMu = h.proxMu;
+  t.overlap = h.overlap;
+  t.overlapMomentum = h.overlapMomentum;
   t.uplinkErrorCap = c.errorCap;
   t.uplinkMemoryDecay = c.memoryDecay;
   t.uplinkMemoryResetAfter = c.memoryResetAfter;

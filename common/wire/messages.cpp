@@ -131,7 +131,7 @@ Frame encode(const WelcomeMsg& m) {
   Offset<fb::HyperParameters> hyper;
   if (const auto& h = m.hyper)
     hyper = fb::CreateHyperParameters(b, h->lr, h->momentum, h->weightDecay, h->batchSize, h->tau, h->clipNorm,
-                                      h->prioritySampling, h->seed, h->proxMu);
+                                      h->prioritySampling, h->seed, h->proxMu, h->overlap, h->overlapMomentum);
   Offset<fb::CompressionSettings> comp;
   if (const auto& c = m.compression)
     comp = fb::CreateCompressionSettingsDirect(b, c->uplink.c_str(), c->uplinkDensity, c->downlink.c_str(),
@@ -233,7 +233,8 @@ Result<WelcomeMsg> parseWelcome(const Message& m) {
   out.modelSpec = str(w->model_spec());
   if (const auto* h = w->hyper())
     out.hyper = HyperParameters{h->lr(),        h->momentum(),          h->weight_decay(), h->batch_size(), h->tau(),
-                                h->clip_norm(), h->priority_sampling(), h->seed(),         h->prox_mu()};
+                                h->clip_norm(), h->priority_sampling(), h->seed(),         h->prox_mu(),
+                                h->overlap(),   h->overlap_momentum()};
   if (const auto* c = w->compression())
     out.compression =
         CompressionSettings{str(c->uplink()),         c->uplink_density(), str(c->downlink()), c->downlink_density(),

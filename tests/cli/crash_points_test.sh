@@ -37,36 +37,6 @@ task=(--model mlp:784-16-10 --lr 0.05 --tau "$tau" --uplink topk --uplink-densit
 # the three clients all in flight, a server step every 2 updates, stale ones applied).
 [ -n "${STARLING_CRASH_MODE:-}" ] && task+=(--mode "$STARLING_CRASH_MODE")
 
-# check_sums DIR DB: the invariant for every client, and no (client, round) applied twice.
-check_sums() {
-  python3 - "$1" "$2" <<'EOF'
-import sqlite3, sys
-d, db = sys.argv[1], sys.argv[2]
-applied = {}
-for line in open(f"{d}/coordinator.audit"):
-    f = line.split()
-    applied[f[0]] = [float(x) for x in f[1:]]
-bad = 0
-for i in range(3):
-    rows = dict((l.split()[0], [float(x) for x in l.split()[1:]]) for l in open(f"{d}/client-{i}.audit"))
-    comp, mem = rows["computed"], rows["memory"]
-    app = applied.get(f"client-{i}", [0.0] * len(comp))
-    scale = max(1.0, max(abs(x) for x in comp))
-    worst = max(abs(a + m - c) for a, m, c in zip(app, mem, comp))
-    print(f"  client-{i}: max |applied + memory - computed| = {worst:.3g} (largest |computed| {scale:.3g})")
-    if worst > 1e-4 * scale:
-        bad += 1
-c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-# A participant row names the round its update was for; an update applied on time and
-# again late would have two rows.
-twice = c.execute("""select count(*) from (select client_id, round from participants
-                     where outcome in ('accepted', 'late-applied')
-                     group by client_id, round having count(*) > 1)""").fetchone()[0]
-print(f"  updates applied twice: {twice}")
-sys.exit(1 if bad or twice else 0)
-EOF
-}
-
 for point in "${points[@]}"; do
   dir="$work/$point"
   mkdir -p "$dir"

@@ -8,6 +8,8 @@
 #   wait_for FILE PATTERN SECONDS  true once grep finds PATTERN in FILE
 #   committed DB                prints the number of committed rounds in DB's report
 #   integrity_ok DB             true when PRAGMA integrity_check says ok
+#   check_sums DIR DB           the uplink memory's invariant from the --test-audit files of the
+#                               coordinator and client-0..2 in DIR, and no update applied twice in DB
 #   finish                      prints the logs when a check failed; exits 0 or 1
 # STARLING_KEEP_WORK=1 keeps $work (logs, databases) for a look afterwards.
 if [ "${needs_fashion_mnist:-1}" = 1 ] && [ ! -f "$data/t10k-labels-idx1-ubyte.gz" ] && [ ! -f "$data/t10k-labels-idx1-ubyte" ]; then
@@ -76,6 +78,37 @@ committed() {
 
 integrity_ok() {
   python3 -c "import sqlite3,sys; c=sqlite3.connect('file:$1?mode=ro', uri=True); sys.exit(0 if c.execute('pragma integrity_check').fetchone()[0]=='ok' else 1)"
+}
+
+# check_sums DIR DB: (applied + memory == computed) for client-0..2 from DIR/coordinator.audit and
+# DIR/client-I.audit, and no (client, round) applied twice in DB.
+check_sums() {
+  python3 - "$1" "$2" <<'EOF'
+import sqlite3, sys
+d, db = sys.argv[1], sys.argv[2]
+applied = {}
+for line in open(f"{d}/coordinator.audit"):
+    f = line.split()
+    applied[f[0]] = [float(x) for x in f[1:]]
+bad = 0
+for i in range(3):
+    rows = dict((l.split()[0], [float(x) for x in l.split()[1:]]) for l in open(f"{d}/client-{i}.audit"))
+    comp, mem = rows["computed"], rows["memory"]
+    app = applied.get(f"client-{i}", [0.0] * len(comp))
+    scale = max(1.0, max(abs(x) for x in comp))
+    worst = max(abs(a + m - c) for a, m, c in zip(app, mem, comp))
+    print(f"  client-{i}: max |applied + memory - computed| = {worst:.3g} (largest |computed| {scale:.3g})")
+    if worst > 1e-4 * scale:
+        bad += 1
+c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+# A participant row names the round its update was for; an update applied on time and
+# again late would have two rows.
+twice = c.execute("""select count(*) from (select client_id, round from participants
+                     where outcome in ('accepted', 'late-applied')
+                     group by client_id, round having count(*) > 1)""").fetchone()[0]
+print(f"  updates applied twice: {twice}")
+sys.exit(1 if bad or twice else 0)
+EOF
 }
 
 finish() {

@@ -354,3 +354,38 @@ TEST_CASE("clients that miss rounds replay relative broadcasts, the first agains
   CHECK_FALSE(logs.find("checksum mismatch") != std::string::npos);
   CHECK_FALSE(fed.log().contains("reports:"));  // no client said its model was out of sync
 }
+
+TEST_CASE("overlap: clients train between rounds on a worker thread and the task completes", "[participant][overlap]") {
+  Pki pki;
+  coordinator::TaskConfig task = smallTask("overlap", "mlp:2-4-2", 4);
+  task.overlap = 0.2f;
+  task.overlapMomentum = 0.3f;
+  coordinator::EngineConfig engine = smallEngine(6, 2, 20, 0.1);
+  engine.uplink = "topk";
+  engine.uplinkDensity = 0.5;
+  RunningFederation fed(pki, engine, task);
+  const data::Dataset shard = halves(64);
+  // client-1 is 3x slower: its worker thread waits after the steps too.
+  const auto make = [&](int i) {
+    client::ParticipantOptions o;
+    o.coordinator = fed.endpoint();
+    o.id = fmt::format("client-{}", i);
+    o.giveUpAfter = 10s;
+    o.slowdown = 1.0 + 2.0 * i;
+    return std::make_unique<client::Participant>(
+        shard, o, std::make_shared<spdlog::logger>("client", std::make_shared<CaptureSink>()));
+  };
+  std::unique_ptr<client::Participant> clients[2] = {make(0), make(1)};
+  Status results[2];
+  std::thread other([&] { results[1] = runParticipant(*clients[1], pki, pki.client("client-1")); });
+  results[0] = runParticipant(*clients[0], pki, pki.client("client-0"));
+  other.join();
+  for (int i = 0; i < 2; ++i) {
+    INFO("client " << i << ": " << results[i].message());
+    REQUIRE(results[i].isOk());
+    CHECK(clients[i]->stats().roundsTrained == 6);
+    CHECK(clients[i]->stats().roundsAccepted == 6);
+    // Round 1 trains in the foreground; every later one was trained before it came.
+    CHECK(clients[i]->stats().roundsOverlapped == 5);
+  }
+}

@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     w.clientId = "client-0";
     w.task = "demo";
     w.modelSpec = "mlp:4-10";
-    w.hyper = wire::HyperParameters{0.05f, 0.9f, 0.0f, 32, 5, 0.0f, false, 1, 0.0f};
+    w.hyper = wire::HyperParameters{0.05f, 0.9f, 0.0f, 32, 5, 0.0f, false, 1, 0.0f, 0.0f, 0.0f};
     w.compression = wire::CompressionSettings{"topk", 0.1f, "identity", 1.0f, true, false, 0.0f, false, 23};
     w.round = 3;
     w.model = compression::viewOf(payloads[0]);

@@ -26,10 +26,17 @@
 // trained from the engine's model). Training runs one client at a time, building a
 // Trainer over that client's examples for the round; the client's sampler (score
 // table and variance-reduction estimate) carries from one round to its next, as on a
-// device. Uplink error-feedback memories (2 d floats each) are kept for at most
-// SimSettings::efClients clients, least recently used evicted first: an evicted
-// client restarts with an empty memory, as ErrorFeedbackOptions::resetAfterMissedRounds
-// would reset it.
+// device. Uplink error-feedback memories (2 d floats each) and, under Overlap Local-SGD
+// (train.overlap), the local model and anchor (d floats, 3 d with anchor momentum) are
+// kept for at most SimSettings::efClients clients, least recently used evicted first:
+// an evicted client restarts with an empty memory, as
+// ErrorFeedbackOptions::resetAfterMissedRounds would reset it, and its local model from
+// the engine's (an overlap restart).
+// - Overlap Local-SGD: a client whose update left at t_send trains its next tau steps in
+//   the background until t_send + compute; its next assignment arrives at t_assign +
+//   download; its update leaves at the later of the two and arrives an upload later. The
+//   background steps run (on the Learner, as a device's worker thread runs them) when
+//   the update is made; only their time is deferred.
 //
 // Deterministic: the same settings and seed give the same rows, bit for bit, on
 // one machine. Single-threaded.
@@ -89,7 +96,7 @@ struct SimSettings {
   // Federated evaluation (eval.federated-every): each client holds this fraction of its
   // examples out of training and evaluates the model on them when asked (0 = none).
   double evalFraction = 0;
-  uint32_t efClients = 256;       // most clients holding uplink error-feedback memory
+  uint32_t efClients = 256;       // most clients holding uplink error-feedback memory (and overlap state)
   double targetAccuracy = 0.85;   // for "bytes and time to target"
   double maxVirtualHours = 1000;  // stops a strategy that never finishes
   bool stopAtTarget = false;      // end a strategy at its first round at the target

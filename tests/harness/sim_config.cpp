@@ -44,7 +44,7 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.export-dir", s.exportDir,
          "write each strategy's initial model, shards, batch order and per-round results here, for "
          "bench/reference.py (full participation only; empty = off)");
-  b.bind("sim.ef-clients", s.efClients, "most clients that keep uplink error-feedback memory (LRU)");
+  b.bind("sim.ef-clients", s.efClients, "most clients that keep uplink error-feedback memory and overlap state (LRU)");
   b.bind("sim.eval-fraction", s.evalFraction,
          "federated evaluation: each client holds this fraction of its examples out of training and evaluates "
          "the model on them when eval.federated-every asks (0 = none)");

@@ -73,6 +73,22 @@ void checkOneRoundTime(SimSettings s, double up, double down, double latency) {
   CHECK(row.virtualSeconds == Approx(expected).margin(2e-6));
 }
 
+// A CSV regression of 1,000 rows, target = 2a - b + 0.5 + noise (sd 0.1), seeded, in
+// the temporary directory under `name`; returns its path.
+std::string writeRegressionCsv(const std::string& name, uint64_t seed) {
+  const auto path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream out(path);
+  out << "a,b,target\n";
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::normal_distribution<double> noise(0, 0.1);
+  for (int i = 0; i < 1000; ++i) {
+    const double a = u(rng), b = u(rng);
+    out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
+  }
+  return path;
+}
+
 // The tests tagged [fashion-mnist] need the data set: meson runs them through
 // tests/harness/needs_data.sh, which reports them skipped (exit 77) without it.
 void requireData() {
@@ -467,18 +483,7 @@ Result<Fleet> regressionFleet(const std::string& path, data::DataOptions options
 }
 
 TEST_CASE("federated evaluation: the clients' held-out sums, from a CSV regression", "[harness][federated-eval]") {
-  const auto path = (std::filesystem::temp_directory_path() / "starling-sim-regression.csv").string();
-  {
-    std::ofstream out(path);
-    out << "a,b,target\n";
-    std::mt19937_64 rng(3);
-    std::uniform_real_distribution<double> u(-1, 1);
-    std::normal_distribution<double> noise(0, 0.1);
-    for (int i = 0; i < 1000; ++i) {
-      const double a = u(rng), b = u(rng);
-      out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
-    }
-  }
+  const std::string path = writeRegressionCsv("starling-sim-regression.csv", 3);
   auto fleet = regressionFleet(path);
   REQUIRE(fleet);
   CHECK(fleet->modelSpec() == "linear:2-1/mse");
@@ -803,18 +808,7 @@ TEST_CASE("categorical vocabulary: the simulator agrees the daemon's vocabulary 
 }
 
 TEST_CASE("dynamic batch sizes: equal clients train as sync does, unequal ones' compute evens out", "[harness][dbs]") {
-  const auto path = (std::filesystem::temp_directory_path() / "starling-sim-dbs.csv").string();
-  {
-    std::ofstream out(path);
-    out << "a,b,target\n";
-    std::mt19937_64 rng(9);
-    std::uniform_real_distribution<double> u(-1, 1);
-    std::normal_distribution<double> noise(0, 0.1);
-    for (int i = 0; i < 1000; ++i) {
-      const double a = u(rng), b = u(rng);
-      out << a << ',' << b << ',' << 2 * a - b + 0.5 + noise(rng) << '\n';
-    }
-  }
+  const std::string path = writeRegressionCsv("starling-sim-dbs.csv", 9);
   Strategy st = smallStrategy("dbs");
   st.task.kind = "regression";
   st.engine.tau = 50;  // minibatches, not the loss probe's forward passes, are most of the compute
@@ -855,6 +849,68 @@ TEST_CASE("dynamic batch sizes: equal clients train as sync does, unequal ones' 
     }
     REQUIRE(scaled.rounds.back().rmse.has_value());
     CHECK(*scaled.rounds.back().rmse < 0.3);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("overlap: without link time it changes nothing in virtual time, on slow links it shortens rounds",
+          "[harness][overlap]") {
+  const std::string path = writeRegressionCsv("starling-sim-overlap.csv", 17);
+  SimSettings s = smallFleet();
+  s.data = path;
+  s.clients = 4;
+  s.partition = "iid";
+  s.trainExamples = 0;
+  s.testExamples = 0;
+  s.speedSpread = 1.0;
+  s.deviceGflops = 1e-3;  // slow devices: compute takes tens of ms (durations are whole ms)
+  Strategy st = smallStrategy("plain");
+  st.task.kind = "regression";
+  st.engine.tau = 100;
+  st.engine.rounds = 8;
+  st.engine.clientsPerRound = 4;
+  st.engine.overSelection = 1.0;
+  st.engine.lr = 0.1;
+  Strategy overlapped = st;
+  overlapped.name = "overlap";
+  overlapped.task.overlap = 0.2f;
+  const auto runBoth = [&](const SimSettings& settings) {
+    data::DataOptions o;
+    o.task = data::TaskKind::kRegression;
+    auto fleet = Fleet::create(settings, "linear", o);
+    REQUIRE(fleet);
+    st.task.model = overlapped.task.model = fleet->modelSpec();
+    auto plain = runStrategy(*fleet, st);
+    auto over = runStrategy(*fleet, overlapped);
+    REQUIRE(plain);
+    REQUIRE(over);
+    REQUIRE(plain->rounds.size() == over->rounds.size());
+    return std::pair{std::move(*plain), std::move(*over)};
+  };
+  SECTION("no link time: the same virtual time round by round, a model as good") {
+    s.uplinkMbps = s.downlinkMbps = 1e9;  // a frame takes under a microsecond
+    s.latencyMs = 0;
+    auto [plain, over] = runBoth(s);
+    for (std::size_t r = 0; r < plain.rounds.size(); ++r) {
+      INFO("round " << r + 1);
+      CHECK(over.rounds[r].virtualSeconds == Approx(plain.rounds[r].virtualSeconds).margin(1e-5));
+    }
+    REQUIRE(over.rounds.back().rmse.has_value());
+    CHECK(*over.rounds.back().rmse < 0.3);
+  }
+  SECTION("links as slow as the compute: each round after the first hides the compute behind the links") {
+    s.latencyMs = 20;
+    auto [plain, over] = runBoth(s);
+    const auto period = [](const StrategyResult& r) {
+      return (r.rounds.back().virtualSeconds - r.rounds[0].virtualSeconds) / double(r.rounds.size() - 1);
+    };
+    CHECK(over.rounds[0].virtualSeconds == Approx(plain.rounds[0].virtualSeconds));  // round 1 has no background
+    CHECK(plain.rounds[1].computeMaxSeconds > 0.03);
+    // A round: links + compute without overlap, max(links, compute) with it.
+    CHECK(period(over) < 0.8 * period(plain));
+    REQUIRE(over.rounds.back().rmse.has_value());
+    CHECK(*over.rounds.back().rmse < 0.3);
+    CHECK(over.rounds.back().bytesUp == plain.rounds.back().bytesUp);
   }
   std::filesystem::remove(path);
 }

@@ -66,7 +66,10 @@ struct ClientState {
   // kept (Model::evaluate reads a whole Dataset, not rows of one): the copies of all
   // clients together are sim.eval-fraction of the training set, once.
   std::optional<data::Dataset> heldOut;
-  std::list<std::size_t>::iterator lru;  // while its Learner holds a memory
+  std::list<std::size_t>::iterator lru;  // while its Learner holds a memory or overlap state
+  // Overlap Local-SGD: when the background steps after its last boundary end (virtual
+  // microseconds; they ran at once, their time is charged here).
+  int64_t backgroundDoneUs = 0;
   std::optional<coordinator::IncomingUpdate> inFlight;
   uint64_t inFlightFrameBytes = 0;
   uint64_t assignments = 0;  // events of an earlier assignment are stale
@@ -90,9 +93,10 @@ class Run {
   // Client i trains the round `a` assigns (the message a device would read) from the
   // engine's model, which it holds once caught up.
   Status train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs);
-  // Client i is about to train with error feedback: its memory becomes the most
-  // recently used; a client without one gets room, the least recently used memory with
-  // nothing pending dropped when efClients hold one.
+  // Client i is about to train with error feedback or overlap: its model-sized state
+  // (uplink memory, overlap's local model and anchor) becomes the most recently used; a
+  // client without it gets room, the least recently used state with nothing pending
+  // dropped when efClients hold one.
   void useMemory(std::size_t i);
   void settle(std::size_t i, uint64_t round, bool accepted);
   void push(int64_t atUs, Event::Kind kind, std::size_t client, uint64_t assignment = 0) {
@@ -196,14 +200,15 @@ Status Run::statisticsRound() {
 
 void Run::useMemory(std::size_t i) {
   ClientState& c = state_[i];
-  if (c.learner->holdsMemory()) {
+  if (c.learner->holdsMemory() || c.learner->holdsOverlap()) {
     lru_.erase(c.lru);
   } else {
     if (withMemory_ >= s().efClients) {
       for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
         client::Learner& old = *state_[*it].learner;
-        if (!old.memoryDroppable()) continue;
+        if ((old.holdsMemory() && !old.memoryDroppable()) || (old.holdsOverlap() && !old.overlapDroppable())) continue;
         old.dropMemory();
+        old.dropOverlap();  // its next round restarts from the model
         lru_.erase(std::next(it).base());
         --withMemory_;
         break;
@@ -230,7 +235,8 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
     lo.batchLog = export_ ? export_->batchLog() : nullptr;
     c.learner = std::make_unique<client::Learner>(task_, lo);
   }
-  if (task_->errorFeedback()) useMemory(i);
+  const bool overlap = task_->overlap() > 0;
+  if (task_->errorFeedback() || overlap) useMemory(i);
   const data::Dataset* heldOut = nullptr;
   if (a.evaluate && !fc.heldOut.empty()) {
     if (!c.heldOut) c.heldOut.emplace(train().subset(fc.heldOut));
@@ -253,6 +259,23 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
       computeSeconds(fleet_.flopsPerExample(), stats.examples,
                      stats.scoredExamples + 2 * probe + (heldOut ? heldOut->size() : 0), fc.flopsPerSecond);
   const int64_t computeUs = static_cast<int64_t>(std::llround(seconds * 1e6));
+  // When the update leaves: after the assignment arrived and the steps ran. With overlap
+  // (docs/simulation.md) the steps of a continuing client ran in the background since its
+  // last update left, so it leaves at max(assignment arrived, background done) (plus the
+  // evaluation, if asked), and the next tau steps start then.
+  int64_t leavesUs = nowUs_ + downUs + computeUs;
+  if (update->overlapped) {
+    const double evalSeconds =
+        heldOut ? computeSeconds(fleet_.flopsPerExample(), 0, heldOut->size(), fc.flopsPerSecond) : 0.0;
+    leavesUs = std::max(nowUs_ + downUs, c.backgroundDoneUs) + static_cast<int64_t>(std::llround(evalSeconds * 1e6));
+  }
+  if (overlap) {
+    auto next = c.learner->advance(shard);
+    if (!next) return next.status().withContext(fmt::format("client {} training after round {}", i, a.round));
+    const double nextSeconds =
+        computeSeconds(fleet_.flopsPerExample(), next->examples, next->scoredExamples + 2 * probe, fc.flopsPerSecond);
+    c.backgroundDoneUs = leavesUs + static_cast<int64_t>(std::llround(nextSeconds * 1e6));
+  }
 
   wire::UpdateMsg message = update->message();
   message.durationMs = static_cast<uint32_t>(computeUs / 1000);
@@ -273,8 +296,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   in.evalStats = update->evalStats;
   c.inFlight = std::move(in);
   c.inFlightFrameBytes = frameBytes;
-  push(nowUs_ + downUs + computeUs + linkMicros(frameBytes, fc.uplinkMbps, fc.latencyMs), Event::Kind::kUpdateArrives,
-       i, c.assignments);
+  push(leavesUs + linkMicros(frameBytes, fc.uplinkMbps, fc.latencyMs), Event::Kind::kUpdateArrives, i, c.assignments);
   return Status::ok();
 }
 

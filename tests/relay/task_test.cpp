@@ -31,6 +31,8 @@ TEST_CASE("relay: the downstream task is the coordinator's, with the relay's rou
   t.weightDecay = 1e-4f;
   t.clipNorm = 2.0f;
   t.proxMu = 0.01f;
+  t.overlap = 0.2f;
+  t.overlapMomentum = 0.5f;
   t.prioritySampling = true;
   t.uplinkErrorCap = 3.0f;
   t.uplinkMemoryDecay = 0.9f;
@@ -55,6 +57,8 @@ TEST_CASE("relay: the downstream task is the coordinator's, with the relay's rou
   CHECK(dt.weightDecay == 1e-4f);
   CHECK(dt.clipNorm == 2.0f);
   CHECK(dt.proxMu == 0.01f);
+  CHECK(dt.overlap == 0.2f);
+  CHECK(dt.overlapMomentum == 0.5f);
   CHECK(dt.prioritySampling);
   CHECK(dt.uplinkErrorCap == 3.0f);
   CHECK(dt.uplinkMemoryDecay == 0.9f);

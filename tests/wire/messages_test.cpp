@@ -73,7 +73,7 @@ TEST_CASE("Welcome round-trips, held and accepted rounds included", "[wire][mess
   sent.clientId = "client-1";
   sent.task = "fmnist";
   sent.modelSpec = "mlp:4-10";
-  sent.hyper = HyperParameters{0.05f, 0.9f, 1e-4f, 32, 5, 10.0f, true, 99, 0.01f};
+  sent.hyper = HyperParameters{0.05f, 0.9f, 1e-4f, 32, 5, 10.0f, true, 99, 0.01f, 0.2f, 0.5f};
   sent.compression = CompressionSettings{"topk", 0.1f, "topk", 0.2f, true, true, 2.0f, true, 12};
   sent.round = 7;
   sent.modelChecksum = 1234;
@@ -102,6 +102,8 @@ TEST_CASE("Welcome round-trips, held and accepted rounds included", "[wire][mess
   CHECK(got->hyper->prioritySampling);
   CHECK(got->hyper->seed == 99);
   CHECK(got->hyper->proxMu == 0.01f);
+  CHECK(got->hyper->overlap == 0.2f);
+  CHECK(got->hyper->overlapMomentum == 0.5f);
   REQUIRE(got->compression.has_value());
   CHECK(got->compression->uplink == "topk");
   CHECK(got->compression->uplinkDensity == 0.1f);

@@ -22,12 +22,32 @@
 //   variance-reduction estimate; not its workspaces), the pending rounds and the uplink
 //   error-feedback memory, which the caller may drop (dropMemory) to bound memory.
 //
+// Overlap Local-SGD (the task's train.overlap alpha > 0; docs/simulation.md, "Overlap
+// Local-SGD"): the local model x is not reset to xhat at each round. After a round's
+// boundary the Learner has the next tau steps to run from x (advance(): a device runs
+// them on a worker thread while its update goes up and the next assignment comes down;
+// the simulator runs them at once and charges their time to the virtual clock); the
+// next train() is the boundary: x <- x - alpha (x - z) with the anchor z (xhat, or with
+// anchor momentum beta > 0: v <- beta v + (xhat - z), z <- z + v), then the gap xhat - x
+// goes up. x already carries what earlier uplinks left unsent, so the Learner hands the
+// error-feedback memory the gap minus what it holds (and minus its updates still in
+// flight): what is compressed is the gap, and sum sent + e = sum computed still holds.
+// Without fresh background steps (the first assignment, after missed rounds: a base
+// more than kOverlapStaleVersions versions past the last boundary's, or an evicted
+// state) x restarts from xhat and the tau steps run in the foreground, with no pull-back
+// (x started from this very base). Memory: x, one
+// model copy (three with beta > 0: the anchor z and its velocity v), plus a copy of
+// each update in flight.
+//
 // Seeds: the client's seed (clientSeed()) mixed with the task's, then with each round:
 // the same client and round give the same minibatches and compression on a device and
 // in the simulator.
 //
 // Threads: one thread at a time (a Participant's executor, or the simulator's loop). A
-// LearnerTask shared by several Learners is used by one of them at a time.
+// LearnerTask shared by several Learners is used by one of them at a time. The one
+// exception: advance() may run on another thread while the owner calls settle() (and
+// reads model(), heldRound(), modelChecksum(), memory(), stats(), pending()); nothing
+// else may be called until advance() has returned.
 
 #include <cstdint>
 #include <memory>
@@ -60,6 +80,10 @@ wire::FeatureStatsMsg shardStatistics(const data::Dataset& shard, bool categorie
 
 // Welcome's categorical vocabulary as data::recodeCategories takes it.
 data::CategoryVocabulary vocabularyOf(const std::vector<wire::CategoryValuesMsg>& columns);
+
+// Overlap Local-SGD: a boundary whose base is more than this many versions past the
+// last boundary's finds x stale (the client missed rounds): x restarts from xhat.
+inline constexpr uint64_t kOverlapStaleVersions = 4;
 
 // A client's seed from a configured seed and its identity.
 uint64_t clientSeed(uint64_t seed, std::string_view clientId);
@@ -97,6 +121,9 @@ class LearnerTask {
   float memoryDecay() const { return memoryDecay_; }
   uint32_t memoryResetAfter() const { return memoryResetAfter_; }
   uint32_t mantissaBits() const { return mantissaBits_; }
+  // Overlap Local-SGD's pull-back alpha (0 = off) and anchor momentum beta.
+  float overlap() const { return overlap_; }
+  float overlapMomentum() const { return overlapMomentum_; }
   uint64_t seed() const { return seed_; }
   uint64_t initSeed() const { return initSeed_; }
   std::size_t numParams() const { return prototype_.numParams(); }
@@ -116,6 +143,8 @@ class LearnerTask {
   float memoryDecay_ = 1.0f;
   uint32_t memoryResetAfter_ = 0;
   uint32_t mantissaBits_ = 23;
+  float overlap_ = 0;
+  float overlapMomentum_ = 0;
   uint64_t seed_ = 0;
   uint64_t initSeed_ = 0;
   std::optional<model::Model> evaluator_;  // made on the first evaluate()
@@ -140,6 +169,10 @@ struct LearnerStats {
   uint64_t roundsAccepted = 0;
   uint64_t roundsRejected = 0;
   uint64_t resyncs = 0;  // dense models received
+  // Overlap Local-SGD: rounds whose steps ran before their assignment (background), and
+  // rounds that restarted x from xhat and trained in the foreground.
+  uint64_t overlapped = 0;
+  uint64_t overlapRestarts = 0;
   uint64_t bytesUp = 0;  // update payload bytes made
   double lastLoss = 0;
 };
@@ -152,6 +185,9 @@ struct LocalUpdate {
   compression::Payload payload;  // the encoded difference
   std::size_t selected = 0;      // values the compressor kept
   uint64_t compressionSeed = 0;  // the seed the uplink compressor was given (rand-k's draw)
+  // Overlap Local-SGD: the steps ran in the background before the assignment arrived
+  // (false: in train(), after it arrived).
+  bool overlapped = false;
   // The model of baseRound evaluated on the client's held-out examples, when the
   // assignment asked and the client has some (model::EvalStats::toVector).
   std::vector<double> evalStats;
@@ -200,6 +236,24 @@ class Learner {
   // evaluating `base` on `heldOut` when the assignment asks and it is not null.
   Result<LocalUpdate> train(const wire::RoundAssignMsg& assign, std::span<const float> base, const data::Dataset& shard,
                             const data::Dataset* heldOut = nullptr);
+  // Overlap Local-SGD: the background steps the last train() left to run (tau steps from
+  // x with that assignment's learning rate and minibatch). advance() runs them (holding
+  // mode; borrowed-base mode over `shard`, which outlives the call) and returns their
+  // statistics (steps 0 when there was nothing to run). Until they have run, a train()
+  // restarts x in the foreground.
+  bool backgroundPending() const { return overlapState_ && overlapState_->next.has_value(); }
+  Result<TrainStats> advance();
+  Result<TrainStats> advance(const data::Dataset& shard);
+  // Borrowed-base mode: whether the overlap state (x, anchor) exists, and may be
+  // dropped (no update in flight); dropOverlap() frees it and the next round restarts.
+  bool holdsOverlap() const { return overlapState_.has_value(); }
+  bool overlapDroppable() const { return overlapState_ && inFlight_.empty(); }
+  void dropOverlap() { overlapState_.reset(); }
+  // The local model x (empty without overlap or before the first round).
+  std::span<const float> localModel() const {
+    return overlapState_ ? std::span<const float>(overlapState_->x) : std::span<const float>();
+  }
+
   // Holding mode: the client's held-out examples for federated evaluation (outlive the
   // Learner; null = none).
   void setHeldOut(const data::Dataset* heldOut) { heldOut_ = heldOut; }
@@ -234,9 +288,23 @@ class Learner {
   Status makeMemory(std::size_t d);  // an empty uplink memory of d floats
   // Rolls back the oldest pending updates past maxPending - 1 (room for one more).
   void makeRoom(uint64_t round);
-  Result<LocalUpdate> compressAndTag(const wire::RoundAssignMsg& assign, const TrainStats& stats);
+  // Overlap (trainOverlap): overlapInFlight keeps the sent q in inFlight_ until its
+  // verdict; gapInput: delta_ is the gap, which already holds what the memory holds.
+  Result<LocalUpdate> compressAndTag(const wire::RoundAssignMsg& assign, const TrainStats& stats,
+                                     bool overlapInFlight = false, bool gapInput = false);
   // This round's minibatch: the task's x assign.batchScale, rounded, at least 1.
   int batchFor(const wire::RoundAssignMsg& assign) const;
+  // Runs `request` from `from` into delta_ (from - x): holding mode with its Trainer,
+  // borrowed-base mode with one built over `shard` for the run (the sampler carried).
+  // With `x` set, the trained model is copied there.
+  Result<TrainStats> runSteps(std::span<const float> from, const TrainRequest& request, const data::Dataset* shard,
+                              std::span<float> x = {});
+  // Overlap Local-SGD's boundary (the class comment) for an assignment of base `base`:
+  // leaves the compressor's input in delta_ and the next background steps in
+  // overlapState_->next.
+  Result<TrainStats> advanceOn(const data::Dataset* shard);
+  Result<LocalUpdate> trainOverlap(const wire::RoundAssignMsg& assign, std::span<const float> base,
+                                   const data::Dataset* shard, std::vector<double> evalStats);
 
   LearnerOptions options_;
   std::shared_ptr<spdlog::logger> log_;
@@ -259,6 +327,22 @@ class Learner {
   // memory_ under its round), oldest first.
   std::vector<uint64_t> pending_;
   LearnerStats stats_;
+  // Overlap Local-SGD (task overlap > 0), made at the first round.
+  struct OverlapState {
+    std::vector<float> x;                 // the local model
+    std::vector<float> anchor, velocity;  // beta > 0: z and v
+    bool anchorSet = false;               // z and v hold an earlier boundary's
+    bool fresh = false;                   // x is the background steps past the last boundary
+    bool started = false;                 // a boundary happened
+    uint64_t lastBase = 0;                // the base round of the last boundary
+    std::optional<TrainRequest> next;     // the background steps still to run
+    TrainStats stats;                     // of the last background run
+  };
+  std::optional<OverlapState> overlapState_;
+  // Overlap: the updates sent and not yet settled (their verdict unknown), which the
+  // coordinator has not applied to the base of the next assignment; each boundary
+  // subtracts them from the gap so that they are not sent twice.
+  std::vector<std::pair<uint64_t, compression::Compressed>> inFlight_;
 };
 
 }  // namespace starling::client

@@ -10,7 +10,12 @@
 //
 // Threading: run() is a coroutine on the caller's executor; training blocks it
 // while it runs (a client has one job). Deferred data (below) loads on a thread of
-// its own; destroying the Participant waits for that thread. Not copyable.
+// its own; destroying the Participant waits for that thread. Under Overlap Local-SGD
+// (the task's train.overlap) the steps after each update run on a worker thread while
+// the executor goes on reading frames (verdicts, heartbeats, the next assignment, which
+// waits for them); meanwhile the executor only settles verdicts on the Learner (the
+// calls learner.hpp allows alongside advance()). Destroying the Participant waits for
+// that thread too. Not copyable.
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
@@ -65,7 +70,8 @@ struct ParticipantOptions {
   double evalFraction = 0;
   // A device this many times slower than the machine it runs on (>= 1): after each
   // round's training the client waits (slowdown - 1) x the time the training took, and
-  // reports slowdown x that time as its duration. For benchmarks and tests of uneven
+  // reports slowdown x that time as its duration (under overlap the worker thread waits
+  // after the background steps, so the next update cannot leave before them). For benchmarks and tests of uneven
   // fleets on one machine (bench-federation --hetero, the async CLI test).
   double slowdown = 1.0;
   // A relay (starling-relay) acts as a client of its coordinator without data of its
@@ -86,6 +92,7 @@ struct ParticipantStats {
   uint64_t roundsTrained = 0;
   uint64_t roundsAccepted = 0;
   uint64_t roundsRejected = 0;
+  uint64_t roundsOverlapped = 0;  // Overlap Local-SGD: rounds whose steps ran before their assignment
   uint64_t connections = 0;
   uint64_t resyncs = 0;    // dense models received
   uint64_t bytesUp = 0;    // update payload bytes sent
@@ -137,6 +144,11 @@ class Participant {
   // The coordinator said training is complete: settles what is pending, writes the
   // audit, logs that the task is finished (`how`: how the goodbye came).
   void taskEnded(std::string_view how);
+  // Overlap Local-SGD: after an update is sent, the Learner's next steps (and
+  // --slowdown's wait for them) start on a worker thread; finishBackground() waits for
+  // them without blocking the executor and returns their failure, if any.
+  void startBackground();
+  asio::awaitable<Status> finishBackground();
   void startLoading();
   bool dataReady() const;
   Status finishLoading();  // waits for the loader; ok at once when the data is there
@@ -168,6 +180,9 @@ class Participant {
   ParticipantStats stats_;
   uint64_t seed_ = 0;  // clientSeed(options.seed, options.id): the Learner's, and the reconnect jitter's
   Learner learner_;
+  // The worker of startBackground(); after learner_, so that it is destroyed (joined)
+  // before the Learner it trains.
+  std::future<Status> background_;
 };
 
 }  // namespace starling::client

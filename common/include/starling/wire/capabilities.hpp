@@ -49,9 +49,12 @@ inline constexpr std::string_view kCapCategoricalVocabulary = "categorical-vocab
 
 // Trains each round with RoundAssign.batch_scale x Welcome's batch size (train.dynamic-batch).
 inline constexpr std::string_view kCapDynamicBatch = "dynamic-batch";
+// Overlap Local-SGD: trains between rounds and pulls back towards the anchor
+// (HyperParameters.overlap, overlap_momentum; train.overlap).
+inline constexpr std::string_view kCapOverlap = "overlap";
 
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 14> kClientCapabilities = {kCapRiceIndices,
+inline constexpr std::array<std::string_view, 15> kClientCapabilities = {kCapRiceIndices,
                                                                          kCapTernaryValues,
                                                                          kCapCatchUpValues,
                                                                          kCapPrioritySampling,
@@ -64,7 +67,8 @@ inline constexpr std::array<std::string_view, 14> kClientCapabilities = {kCapRic
                                                                          kCapFederatedEval,
                                                                          kCapFeatureStats,
                                                                          kCapCategoricalVocabulary,
-                                                                         kCapDynamicBatch};
+                                                                         kCapDynamicBatch,
+                                                                         kCapOverlap};
 
 // The names in `required` that `offered` lacks, in the order of `required`.
 inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,

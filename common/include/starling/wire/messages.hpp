@@ -52,6 +52,8 @@ struct HyperParameters {
   bool prioritySampling = false;
   uint64_t seed = 0;
   float proxMu = 0;
+  float overlap = 0;          // Overlap Local-SGD's pull-back alpha (0 = off)
+  float overlapMomentum = 0;  // its anchor momentum beta
 };
 
 struct CompressionSettings {

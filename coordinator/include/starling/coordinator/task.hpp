@@ -31,6 +31,12 @@ struct TaskConfig {
   uint32_t uplinkMemoryResetAfter = 0;
   float proxMu = 0.0f;                  // FedProx: clients add mu/2 ||x - xhat||^2 to their local objective
   bool prioritySampling = false;        // clients sample by priority (adaptive)
+  // Overlap Local-SGD (docs/simulation.md, "Overlap"): clients train the next round's
+  // steps while their update goes up and the next assignment comes down, and pull their
+  // model back towards the anchor by overlap (alpha in [0, 1]; 0 = off) at each
+  // boundary; overlapMomentum is the anchor momentum (beta in [0, 1)).
+  float overlap = 0.0f;
+  float overlapMomentum = 0.0f;
   uint32_t heartbeatMs = 30'000;        // Welcome's: a quiet connection gets a heartbeat this often (the daemon's
                                         // [server] heartbeat-ms)
   std::string kind = "classification";  // classification, binary or regression (data/task_kind.hpp)

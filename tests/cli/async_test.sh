@@ -18,15 +18,8 @@ python=/usr/bin/python3
 
 "$coord_bin" init --out "$work/certs" --clients 4 >/dev/null || exit 1
 
-# y = 2 a - b + 0.5 c + noise (sd about 0.05).
-make_csv() {
-  awk -v seed="$1" -v n="$2" 'BEGIN { srand(seed); print "a,b,c,target";
-    for (i = 0; i < n; i++) { a = rand() * 2 - 1; b = rand() * 2 - 1; c = rand() * 2 - 1;
-      e = (rand() + rand() + rand() - 1.5) * 0.1;
-      printf "%.5f,%.5f,%.5f,%.5f\n", a, b, c, 2 * a - b + 0.5 * c + e } }'
-}
-for i in 0 1 2 3; do make_csv $((20 + i)) 600 >"$work/client-$i.csv"; done
-make_csv 30 1000 >"$work/test.csv"
+for i in 0 1 2 3; do regression_csv $((20 + i)) 600 >"$work/client-$i.csv"; done
+regression_csv 30 1000 >"$work/test.csv"
 
 launch_coordinator async --mode async --concurrency 3 --buffer-size 2 --max-staleness 4 --server-lr 0.7 \
   --task regression --model mlp:hidden:64-64 --test-data "$work/test.csv" --min-clients 4 --rounds 30 --tau 100 --lr 0.02 \

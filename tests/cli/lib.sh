@@ -10,6 +10,7 @@
 #   integrity_ok DB             true when PRAGMA integrity_check says ok
 #   check_sums DIR DB           the uplink memory's invariant from the --test-audit files of the
 #                               coordinator and client-0..2 in DIR, and no update applied twice in DB
+#   regression_csv SEED N       N rows "a,b,c,target", y = 2 a - b + 0.5 c + noise (sd about 0.05)
 #   finish                      prints the logs when a check failed; exits 0 or 1
 # STARLING_KEEP_WORK=1 keeps $work (logs, databases) for a look afterwards.
 if [ "${needs_fashion_mnist:-1}" = 1 ] && [ ! -f "$data/t10k-labels-idx1-ubyte.gz" ] && [ ! -f "$data/t10k-labels-idx1-ubyte" ]; then
@@ -109,6 +110,13 @@ twice = c.execute("""select count(*) from (select client_id, round from particip
 print(f"  updates applied twice: {twice}")
 sys.exit(1 if bad or twice else 0)
 EOF
+}
+
+regression_csv() {
+  awk -v seed="$1" -v n="$2" 'BEGIN { srand(seed); print "a,b,c,target";
+    for (i = 0; i < n; i++) { a = rand() * 2 - 1; b = rand() * 2 - 1; c = rand() * 2 - 1;
+      e = (rand() + rand() + rand() - 1.5) * 0.1;
+      printf "%.5f,%.5f,%.5f,%.5f\n", a, b, c, 2 * a - b + 0.5 * c + e } }'
 }
 
 finish() {

@@ -15,14 +15,8 @@ source "$(dirname "$0")/lib.sh"
 python=/usr/bin/python3
 
 "$coord_bin" init --out "$work/certs" --clients 4 --relays 2 >/dev/null || exit 1
-make_csv() {
-  awk -v seed="$1" -v n="$2" 'BEGIN { srand(seed); print "a,b,c,target";
-    for (i = 0; i < n; i++) { a = rand() * 2 - 1; b = rand() * 2 - 1; c = rand() * 2 - 1;
-      e = (rand() + rand() + rand() - 1.5) * 0.1;
-      printf "%.5f,%.5f,%.5f,%.5f\n", a, b, c, 2 * a - b + 0.5 * c + e } }'
-}
-for i in 0 1 2 3; do make_csv $((60 + i)) 400 >"$work/client-$i.csv"; done
-make_csv 70 1000 >"$work/test.csv"
+for i in 0 1 2 3; do regression_csv $((60 + i)) 400 >"$work/client-$i.csv"; done
+regression_csv 70 1000 >"$work/test.csv"
 
 # The coordinator assigns the idle relays (both, mostly) each round and closes it with
 # the first update; the other's is applied late or counted a straggler. A relay whose

@@ -18,15 +18,8 @@ python=/usr/bin/python3
 
 "$coord_bin" init --out "$work/certs" --clients 4 --relays 2 >/dev/null || exit 1
 
-# y = 2 a - b + 0.5 c + noise (sd about 0.05).
-make_csv() {
-  awk -v seed="$1" -v n="$2" 'BEGIN { srand(seed); print "a,b,c,target";
-    for (i = 0; i < n; i++) { a = rand() * 2 - 1; b = rand() * 2 - 1; c = rand() * 2 - 1;
-      e = (rand() + rand() + rand() - 1.5) * 0.1;
-      printf "%.5f,%.5f,%.5f,%.5f\n", a, b, c, 2 * a - b + 0.5 * c + e } }'
-}
-for i in 0 1 2 3; do make_csv $((40 + i)) 400 >"$work/client-$i.csv"; done
-make_csv 50 1000 >"$work/test.csv"
+for i in 0 1 2 3; do regression_csv $((40 + i)) 400 >"$work/client-$i.csv"; done
+regression_csv 50 1000 >"$work/test.csv"
 
 client_cert_relay() {
   local out

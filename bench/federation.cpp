@@ -535,10 +535,8 @@ double wallToReach(const Result& r, double target) {
   return NAN;
 }
 
-// --hetero: sync against async FedAvg on a fleet whose client i is i + 1 times slower.
-int runHetero(const Options& o, const Options& run, const std::string& dir) {
-  const std::vector<Config> configs = {{"sync-hetero", false, "iid", "sync", true, o.rounds},
-                                       {"async-hetero", false, "iid", "async", true, 2 * o.rounds}};
+// Runs each configuration in turn; its rounds go to stderr once read back.
+std::vector<Result> runLogged(const Options& run, const std::vector<Config>& configs, const std::string& dir) {
   std::vector<Result> results;
   for (const Config& c : configs) {
     std::fprintf(stderr, "bench-federation: %s ...\n", c.name.c_str());
@@ -546,9 +544,18 @@ int runHetero(const Options& o, const Options& run, const std::string& dir) {
     const Result& r = results.back();
     if (!r.ok) std::fprintf(stderr, "  FAILED: %s\n", r.error.c_str());
     for (const Round& rd : r.rounds)
-      std::fprintf(stderr, "    step %2d  acc %6.2f%%  ended %.1f s\n", rd.round,
-                   rd.accuracy ? *rd.accuracy * 100 : NAN, (rd.endedMs - r.rounds.front().startedMs) / 1000);
+      std::fprintf(stderr, "    round %2d  acc %6.2f%%  up %10.0f  down %10.0f  ended %.1f s\n", rd.round,
+                   rd.accuracy ? *rd.accuracy * 100 : NAN, rd.bytesUp, rd.bytesDown,
+                   (rd.endedMs - r.rounds.front().startedMs) / 1000);
   }
+  return results;
+}
+
+// --hetero: sync against async FedAvg on a fleet whose client i is i + 1 times slower.
+int runHetero(const Options& o, const Options& run, const std::string& dir) {
+  const std::vector<Config> configs = {{"sync-hetero", false, "iid", "sync", true, o.rounds},
+                                       {"async-hetero", false, "iid", "async", true, 2 * o.rounds}};
+  const std::vector<Result> results = runLogged(run, configs, dir);
   std::printf(
       "Uneven fleet on 127.0.0.1: %d starling-client processes, client i slowed i + 1 times (--slowdown), FedAvg "
       "(tau %d, fp32), IID shards;\nsync: %d rounds of all %d clients; async: every client in flight, a server step "
@@ -576,16 +583,7 @@ int runHierarchy(const Options& o, const Options& run, const std::string& dir) {
   const int globalRounds = o.rounds / o.relayLocalRounds;
   const std::vector<Config> configs = {{"flat", false, "iid", "sync", false, globalRounds * o.relayLocalRounds, 0},
                                        {"relays", false, "iid", "sync", false, globalRounds, o.relays}};
-  std::vector<Result> results;
-  for (const Config& c : configs) {
-    std::fprintf(stderr, "bench-federation: %s ...\n", c.name.c_str());
-    results.push_back(runConfig(run, c, dir));
-    const Result& r = results.back();
-    if (!r.ok) std::fprintf(stderr, "  FAILED: %s\n", r.error.c_str());
-    for (const Round& rd : r.rounds)
-      std::fprintf(stderr, "    round %2d  acc %6.2f%%  up %10.0f  down %10.0f  %.2f s\n", rd.round,
-                   rd.accuracy ? *rd.accuracy * 100 : NAN, rd.bytesUp, rd.bytesDown, rd.durationMs / 1000);
-  }
+  const std::vector<Result> results = runLogged(run, configs, dir);
   const Result &flat = results[0], &tier = results[1];
   std::printf(
       "Hierarchy on 127.0.0.1: Fashion-MNIST, MLP 784-200-200-10, %d starling-client processes on IID shards, FedAvg "

@@ -259,22 +259,20 @@ int starling_client_create(const starling_client_config* config, starling_client
                      "log_level must be a STARLING_LOG_* value, not " + std::to_string(config->log_level));
     c->log->set_level(static_cast<spdlog::level::level_enum>(config->log_level));
 
-    auto endpoint = net::parseEndpoint(config->coordinator);
-    if (!endpoint) return c->fail(endpoint.status().withContext("coordinator"));
     auto ca = pemOf(config->ca_pem, config->ca_file, "ca");
     if (!ca) return c->fail(ca.status());
     auto cert = pemOf(config->cert_pem, config->cert_file, "cert");
     if (!cert) return c->fail(cert.status());
     auto key = pemOf(config->key_pem, config->key_file, "key");
     if (!key) return c->fail(key.status());
-    const std::string serverName = config->server_name != nullptr ? config->server_name : endpoint->host;
-    auto tls = net::TlsContext::create(net::TlsRole::kClient, {std::move(*ca), std::move(*cert), std::move(*key), {}},
-                                       serverName);
-    if (!tls) return c->fail(tls.status());
+    auto servers = client::serverList(config->coordinator, {std::move(*ca), std::move(*cert), std::move(*key), {}},
+                                      config->server_name != nullptr ? config->server_name : "");
+    if (!servers) return c->fail(servers.status().withContext("coordinator"));
 
-    c->endpoint = *endpoint;
-    c->tls = std::move(*tls);
-    c->options.coordinator = *endpoint;
+    c->endpoint = servers->first;
+    c->tls = std::move(servers->tls);
+    c->options.coordinator = servers->first;
+    c->options.alternates = std::move(servers->alternates);
     c->options.id = id;
     c->options.seed = config->seed;
     c->options.limits.handshakeTimeout = std::chrono::milliseconds(config->handshake_timeout_ms);

@@ -198,10 +198,6 @@ int main(int argc, char** argv) {
 
   auto log = makeLogger(id.empty() ? "client" : id, logLevel);
   if (!log) return fail(log.status().message());
-  const std::vector<std::string> addresses = data::splitList(coordinatorAddr);
-  if (addresses.empty()) return fail("--coordinator: no address");
-  auto endpoint = net::parseEndpoint(addresses.front());
-  if (!endpoint) return fail(endpoint.status().message());
   auto in = [&](const std::string& override, const std::string& name) -> std::string {
     if (!override.empty()) return override;
     return (std::filesystem::path(certs) / name).string();
@@ -211,19 +207,18 @@ int main(int argc, char** argv) {
   if (ca.empty() && certs.empty()) return fail("give --certs DIR or --ca FILE");
   auto identity = net::loadIdentity(in(ca, "ca.crt"), in(cert, id + ".crt"), in(key, id + ".key"));
   if (!identity) return fail(identity.status().message());
-  auto tls =
-      net::TlsContext::create(net::TlsRole::kClient, *identity, serverName.empty() ? endpoint->host : serverName);
-  if (!tls) return fail(tls.status().message());
+  auto servers = client::serverList(coordinatorAddr, *identity, serverName);
+  if (!servers) return fail("--coordinator: " + servers.status().message());
 
   if (dataDir.empty()) {
     client::ClientOptions options;
-    options.coordinator = *endpoint;
+    options.coordinator = servers->first;
     options.id = id;
     options.numExamples = numExamples;
     options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
     asio::io_context io(1);
     std::optional<Result<client::Task>> outcome;
-    asio::co_spawn(io, client::joinAndLeave(io.get_executor(), *tls, options, *log),
+    asio::co_spawn(io, client::joinAndLeave(io.get_executor(), servers->tls, options, *log),
                    [&](std::exception_ptr e, Result<client::Task> r) {
                      if (e) std::rethrow_exception(e);
                      outcome.emplace(std::move(r));
@@ -257,18 +252,8 @@ int main(int argc, char** argv) {
                shardSpec.empty() ? "" : " (shard " + shardSpec + ", " + partition + ")",
                idx ? ", loading after joining" : "");
   client::ParticipantOptions options;
-  options.coordinator = *endpoint;
-  for (std::size_t i = 1; i < addresses.size(); ++i) {
-    auto alternate = net::parseEndpoint(addresses[i]);
-    if (!alternate) return fail("--coordinator: " + alternate.status().message());
-    std::shared_ptr<const net::TlsContext> context;  // another host: its own expected name
-    if (serverName.empty() && alternate->host != endpoint->host) {
-      auto made = net::TlsContext::create(net::TlsRole::kClient, *identity, alternate->host);
-      if (!made) return fail(made.status().message());
-      context = *made;
-    }
-    options.alternates.push_back({*alternate, std::move(context)});
-  }
+  options.coordinator = servers->first;
+  options.alternates = servers->alternates;
   options.id = id;
   options.seed = seed;
   options.auditOut = auditOut;
@@ -278,7 +263,7 @@ int main(int argc, char** argv) {
   client::Participant participant(std::move(*shard), options, *log);
   asio::io_context io(1);
   std::optional<Status> outcome;
-  asio::co_spawn(io, participant.run(io.get_executor(), *tls), [&](std::exception_ptr e, Status st) {
+  asio::co_spawn(io, participant.run(io.get_executor(), servers->tls), [&](std::exception_ptr e, Status st) {
     if (e) std::rethrow_exception(e);
     outcome.emplace(std::move(st));
   });

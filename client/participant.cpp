@@ -30,6 +30,42 @@ LearnerOptions learnerOptions(uint64_t seed, const ParticipantOptions& o) {
 }
 }  // namespace
 
+Result<ServerList> serverList(const std::string& addresses, const net::TlsIdentity& identity,
+                              const std::string& serverName) {
+  ServerList out;
+  std::size_t n = 0;
+  for (std::size_t start = 0; start <= addresses.size();) {
+    std::size_t end = addresses.find(',', start);
+    if (end == std::string::npos) end = addresses.size();
+    std::string address = addresses.substr(start, end - start);
+    start = end + 1;
+    while (!address.empty() && address.front() == ' ')
+      address.erase(address.begin());
+    while (!address.empty() && address.back() == ' ')
+      address.pop_back();
+    if (address.empty()) continue;
+    auto endpoint = net::parseEndpoint(address);
+    if (!endpoint) return endpoint.status();
+    const std::string host = serverName.empty() ? endpoint->host : serverName;
+    if (n++ == 0) {
+      auto tls = net::TlsContext::create(net::TlsRole::kClient, identity, host);
+      if (!tls) return tls.status();
+      out.first = *endpoint;
+      out.tls = *tls;
+      continue;
+    }
+    std::shared_ptr<const net::TlsContext> tls;  // another host: its own expected name
+    if (host != (serverName.empty() ? out.first.host : serverName)) {
+      auto made = net::TlsContext::create(net::TlsRole::kClient, identity, host);
+      if (!made) return made.status();
+      tls = *made;
+    }
+    out.alternates.push_back({*endpoint, std::move(tls)});
+  }
+  if (n == 0) return Status(StatusCode::kInvalidArgument, "no address (HOST:PORT)");
+  return out;
+}
+
 Participant::Participant(const data::Dataset& shard, ParticipantOptions options, std::shared_ptr<spdlog::logger> log)
     : shard_(&shard),
       numExamples_(shard.size()),

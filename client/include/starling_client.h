@@ -88,7 +88,8 @@ typedef void (*starling_log_fn)(void* user, int level, const char* line);
  * Strings are copied by starling_client_create(); NULL means "not given".
  */
 typedef struct starling_client_config {
-  /* The coordinator, "HOST:PORT" (IPv6 as "[::1]:7443"). Required. */
+  /* The coordinator, "HOST:PORT" (IPv6 as "[::1]:7443"), or several, comma-separated
+   * (e.g. two relays): after a failure the client tries the next in turn. Required. */
   const char* coordinator;
 
   /* Mutual TLS: the CA that signed the coordinator's certificate, and this client's

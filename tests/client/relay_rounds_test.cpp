@@ -127,3 +127,35 @@ TEST_CASE("a relay's federation holds for the upstream model, trains local round
     CHECK(participants[i]->stats().roundsTrained == 3);
   }
 }
+
+TEST_CASE("a client's server list: the first address, then alternates with their own expected host names",
+          "[relay][servers]") {
+  Pki pki;
+  const net::TlsIdentity identity = pki.clientIdentity(pki.client("client-0"));
+  auto list = client::serverList("127.0.0.1:7444, 127.0.0.1:7445,relay-1.example:7444", identity, "");
+  INFO(list.status().message());
+  REQUIRE(list.isOk());
+  CHECK(list->first.host == "127.0.0.1");
+  CHECK(list->first.port == 7444);
+  REQUIRE(list->tls != nullptr);
+  REQUIRE(list->alternates.size() == 2);
+  CHECK(list->alternates[0].endpoint.port == 7445);
+  CHECK(list->alternates[0].tls == nullptr);  // the same host: the first's context
+  CHECK(list->alternates[1].endpoint.host == "relay-1.example");
+  CHECK(list->alternates[1].tls != nullptr);  // another host: its own expected name
+
+  auto named = client::serverList("a.example:1,b.example:2", identity, "relays.example");
+  REQUIRE(named.isOk());
+  REQUIRE(named->alternates.size() == 1);
+  CHECK(named->alternates[0].tls == nullptr);  // --server-name: one name for all
+
+  auto single = client::serverList("127.0.0.1:7443", identity, "");
+  REQUIRE(single.isOk());
+  CHECK(single->alternates.empty());
+
+  CHECK_FALSE(client::serverList("", identity, "").isOk());
+  CHECK_FALSE(client::serverList(" , ", identity, "").isOk());
+  auto bad = client::serverList("127.0.0.1:7443,nowhere", identity, "");
+  REQUIRE_FALSE(bad.isOk());
+  CHECK_THAT(bad.status().message(), Catch::Contains("nowhere"));
+}

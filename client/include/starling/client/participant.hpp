@@ -47,6 +47,17 @@ struct AlternateServer {
   std::shared_ptr<const net::TlsContext> tls;  // null: run()'s (the same expected host name)
 };
 
+// "HOST:PORT[,HOST:PORT...]" (starling-client --coordinator, the C API's `coordinator`):
+// the first server and its TLS context, and the others as alternates, each expecting
+// its own host name in the server's certificate unless serverName names one for all.
+struct ServerList {
+  net::Endpoint first;
+  std::shared_ptr<const net::TlsContext> tls;
+  std::vector<AlternateServer> alternates;
+};
+Result<ServerList> serverList(const std::string& addresses, const net::TlsIdentity& identity,
+                              const std::string& serverName);
+
 struct ParticipantOptions {
   net::Endpoint coordinator;
   // Tried in turn after `coordinator` whenever a connection or a session fails (a relay

@@ -4,7 +4,7 @@
 # (--coordinator A,B). relay-0 is killed after the coordinator's third round: its
 # clients move to relay-1, the coordinator's rounds go on with relay-1 to the last one
 # (every database passes integrity_check), relay-0 restarted on its database resumes
-# from its last round and rejoins, and every process exits 0.
+# from its last round and rejoins with two new clients, and every process exits 0.
 # Usage: relay_faults_test.sh COORDINATOR_BIN CLIENT_BIN RELAY_BIN
 set -u
 coord_bin=$1
@@ -14,8 +14,8 @@ needs_fashion_mnist=0
 source "$(dirname "$0")/lib.sh"
 python=/usr/bin/python3
 
-"$coord_bin" init --out "$work/certs" --clients 4 --relays 2 >/dev/null || exit 1
-for i in 0 1 2 3; do regression_csv $((60 + i)) 400 >"$work/client-$i.csv"; done
+"$coord_bin" init --out "$work/certs" --clients 6 --relays 2 >/dev/null || exit 1
+for i in 0 1 2 3 4 5; do regression_csv $((60 + i)) 400 >"$work/client-$i.csv"; done
 regression_csv 70 1000 >"$work/test.csv"
 
 # The coordinator assigns the idle relays (both, mostly) each round and closes it with
@@ -59,10 +59,17 @@ check "relay-0 was killed mid-task (3 of 14 rounds committed)" test "$(committed
 check "relay-0's clients move to relay-1" \
   bash -c "wait_for() { for _ in \$(seq 200); do grep -q \"\$2\" \"\$1\" && return 0; sleep 0.1; done; return 1; };
     wait_for '$work/relay-1.log' 'client-0 joined' && wait_for '$work/relay-1.log' 'client-1 joined'"
-# relay-0 returns on its database and port.
+# relay-0 returns on its database and port, and two new clients join it (its first
+# two stay with relay-1: a client moves only when its server fails).
 sleep 1
 start_relay 0 "${relay_port[0]}"
 check "relay-0 restarted resumes from its database" wait_for "$work/relay-0.log" "resumed from round" 20
+for i in 4 5; do
+  "$client_bin" --coordinator "127.0.0.1:${relay_port[0]},127.0.0.1:${relay_port[1]}" --certs "$work/certs" \
+    --id "client-$i" --data "$work/client-$i.csv" --task regression --seed "$i" >"$work/client-$i.log" 2>&1 &
+  client_pid[$i]=$!
+  pids+=("${client_pid[$i]}")
+done
 
 wait "$coord_pid"
 check "the coordinator's task finishes" test $? -eq 0
@@ -71,7 +78,7 @@ for r in 0 1; do
   wait "${relay_pid[$r]}"
   check "relay-$r exits 0 when the task ends" test $? -eq 0
 done
-for i in 0 1 2 3; do
+for i in 0 1 2 3 4 5; do
   wait "${client_pid[$i]}"
   check "client-$i exits 0 when the task ends" test $? -eq 0
 done

@@ -124,8 +124,9 @@ class Downstream {
     }
     auto rounds = got.get();
     if (!rounds) return rounds.status().withContext("the relay's local rounds");
-    if (rounds->examples == 0)
-      return Status(StatusCode::kInternal, "the relay's local rounds applied no update (no clients?)");
+    if (rounds->examples == 0)  // every update of its rounds refused: nothing to send, as at a timeout
+      return Status(StatusCode::kTimeout,
+                    fmt::format("the local rounds for round {} applied no update: no update this time", assign.round));
     client::TrainStats stats;
     stats.steps = static_cast<int>(rounds->steps);
     stats.examples = rounds->examples;

@@ -232,9 +232,9 @@ Result<WelcomeMsg> parseWelcome(const Message& m) {
   out.task = str(w->task());
   out.modelSpec = str(w->model_spec());
   if (const auto* h = w->hyper())
-    out.hyper = HyperParameters{h->lr(),        h->momentum(),          h->weight_decay(), h->batch_size(), h->tau(),
-                                h->clip_norm(), h->priority_sampling(), h->seed(),         h->prox_mu(),
-                                h->overlap(),   h->overlap_momentum()};
+    out.hyper = HyperParameters{h->lr(),      h->momentum(),  h->weight_decay(),      h->batch_size(),
+                                h->tau(),     h->clip_norm(), h->priority_sampling(), h->seed(),
+                                h->prox_mu(), h->overlap(),   h->overlap_momentum()};
   if (const auto* c = w->compression())
     out.compression =
         CompressionSettings{str(c->uplink()),         c->uplink_density(), str(c->downlink()), c->downlink_density(),

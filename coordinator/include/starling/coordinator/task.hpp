@@ -29,8 +29,8 @@ struct TaskConfig {
   // a row (0 = never). Off by default: both drop mass.
   float uplinkMemoryDecay = 1.0f;
   uint32_t uplinkMemoryResetAfter = 0;
-  float proxMu = 0.0f;                  // FedProx: clients add mu/2 ||x - xhat||^2 to their local objective
-  bool prioritySampling = false;        // clients sample by priority (adaptive)
+  float proxMu = 0.0f;            // FedProx: clients add mu/2 ||x - xhat||^2 to their local objective
+  bool prioritySampling = false;  // clients sample by priority (adaptive)
   // Overlap Local-SGD (docs/simulation.md, "Overlap"): clients train the next round's
   // steps while their update goes up and the next assignment comes down, and pull their
   // model back towards the anchor by overlap (alpha in [0, 1]; 0 = off) at each

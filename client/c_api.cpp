@@ -133,7 +133,6 @@ Result<std::string> pemOf(const char* pem, const char* file, const char* what) {
 struct starling_client {
   // Set by create; read-only afterwards.
   bool usable = false;
-  net::Endpoint endpoint;
   std::shared_ptr<const net::TlsContext> tls;
   client::ParticipantOptions options;
   std::shared_ptr<spdlog::logger> log;
@@ -269,7 +268,6 @@ int starling_client_create(const starling_client_config* config, starling_client
                                       config->server_name != nullptr ? config->server_name : "");
     if (!servers) return c->fail(servers.status().withContext("coordinator"));
 
-    c->endpoint = servers->first;
     c->tls = std::move(servers->tls);
     c->options.coordinator = servers->first;
     c->options.alternates = std::move(servers->alternates);

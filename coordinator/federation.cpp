@@ -568,8 +568,7 @@ void Federation::trainLocalRounds(std::vector<float> upstreamModel, uint32_t loc
     auto actions = self->engine_->adopt(model, self->engine_->commits() + 1 + localRounds, self->nowMs());
     if (!actions) return held(actions.status());
     self->relayHeld_ = std::move(held);
-    self->relayRounds_ = LocalRounds{};
-    self->relayLossStartSum_ = self->relayLossEndSum_ = 0;
+    self->relayRounds_.reset();
     self->log_->info("adopted the upstream model (checksum {:016x}); {} local round(s) next", checksum64(model),
                      localRounds);
     self->perform(std::move(*actions));
@@ -594,33 +593,11 @@ void Federation::complete() {
   });
 }
 
-void Federation::relayCount(const RoundSummary& s) {
-  if (!relayHeld_ || !s.committed || s.participants.empty()) return;
-  ++relayRounds_.rounds;
-  uint32_t steps = 0;
-  for (const ParticipantResult& p : s.participants) {
-    if (p.outcome != ParticipantOutcome::kAccepted && p.outcome != ParticipantOutcome::kLateApplied) continue;
-    relayRounds_.examples += p.examples;
-    steps = std::max(steps, p.steps);
-    relayLossStartSum_ += double(p.examples) * p.lossStart;
-    relayLossEndSum_ += double(p.examples) * p.lossEnd;
-  }
-  relayRounds_.steps += steps;
-}
-
 void Federation::relayCheckHeld() {
   if (!relayHeld_ || done_ || !engine_->held()) return;
-  LocalRounds out = std::move(relayRounds_);
-  relayRounds_ = LocalRounds{};
-  out.model.assign(engine_->model().begin(), engine_->model().end());
-  if (out.examples > 0) {
-    out.lossStart = relayLossStartSum_ / double(out.examples);
-    out.lossEnd = relayLossEndSum_ / double(out.examples);
-    out.examples = (out.examples + out.rounds / 2) / std::max<uint32_t>(out.rounds, 1);  // a round's
-  }
   auto cb = std::move(relayHeld_);
   relayHeld_ = nullptr;
-  cb(std::move(out));
+  cb(relayRounds_.take(engine_->model()));
 }
 
 void Federation::perform(std::vector<Action> actions) {
@@ -652,7 +629,7 @@ void Federation::performActions(std::vector<Action> actions) {
       // evaluation runs meanwhile.
       if (!hooks_.auditOut.empty()) auditRound(s);
       if (!persist(s)) return;
-      relayCount(s);
+      if (relayHeld_) relayRounds_.count(s);
       if (s.committed) {
         if (crashPoint("persisted")) return;
         afterRound_ = true;

@@ -38,6 +38,19 @@
 //   background steps run (on the Learner, as a device's worker thread runs them) when
 //   the update is made; only their time is deferred.
 //
+// - Tiers (TierSettings): relays between the coordinator and the clients, as
+//   starling-relay runs them and with its parts: each relay is a RoundEngine with the
+//   task relay::downstreamTask() makes from the coordinator's Welcome, over its own
+//   clients (client i under relay i mod R), and a client::Learner in holding mode
+//   towards the coordinator (catch-up from the real RoundAssign, then Learner::submit of
+//   what its local rounds trained, compressed with its own uplink memory). For each
+//   assignment it adopts the global model, runs its local rounds, and sends the
+//   difference up, or nothing when 90% of the coordinator's deadline passes first.
+// - Server links (SimSettings::coordinatorMbps, TierSettings::linkMbps): a server's
+//   link carries one transfer at a time each way, in the order they start (a FIFO at its
+//   capacity); a message arrives when both its ends' links have carried it, plus the
+//   latency. Without capacities (0, the default) a message costs only its client's link.
+//
 // Deterministic: the same settings and seed give the same rows, bit for bit, on
 // one machine. Single-threaded.
 
@@ -55,6 +68,25 @@
 #include "starling/util/status.hpp"
 
 namespace starling::sim {
+
+// Relays (docs/relay.md) between the coordinator and the clients: starling-relay's
+// settings, and the relays' links.
+struct TierSettings {
+  uint32_t relays = 0;  // R; 0 = flat: every client talks to the coordinator
+  // The relays' rounds with their clients (starling-relay's --clients-per-round,
+  // --over-selection, --min-clients, --deadline-ms (0 = the coordinator's deadline),
+  // --local-rounds).
+  uint32_t clientsPerRound = 10;
+  double overSelection = 1.3;
+  uint32_t minClients = 0;
+  int64_t deadlineMs = 0;
+  uint32_t localRounds = 1;
+  // Each relay's link to the coordinator: bandwidth each way and one-way latency.
+  double uplinkMbps = 100, downlinkMbps = 100, latencyMs = 20;
+  // Each relay's own link capacity, each way, shared by its clients' transfers and its
+  // own (0 = unlimited).
+  double linkMbps = 0;
+};
 
 // The fleet and the run, the [sim] section of a config (docs/simulation.md).
 struct SimSettings {
@@ -80,6 +112,10 @@ struct SimSettings {
   double uplinkMbps = 1.0;                       // client -> coordinator
   double downlinkMbps = 5.0;                     // coordinator -> client
   double latencyMs = 100.0;                      // one way, each message
+  // The coordinator's own link capacity, each way, shared by every transfer to and from
+  // it (0 = unlimited: only the clients' links count).
+  double coordinatorMbps = 0;
+  TierSettings tiers;  // relays (none by default)
   // Per-client links: each client's bandwidths are the above divided by f and its
   // latency the above times f, f log-uniform in [1, linkSpread] (1 = every client alike).
   double linkSpread = 1.0;
@@ -117,6 +153,7 @@ struct Strategy {
   std::string name;
   coordinator::EngineConfig engine;
   coordinator::TaskConfig task;
+  std::optional<TierSettings> tiers;  // overrides the fleet's (SimSettings::tiers) when set
 };
 
 struct SimConfig {
@@ -128,10 +165,12 @@ struct SimConfig {
 struct RoundRow {
   uint64_t round = 0;
   bool committed = false;
-  double virtualSeconds = 0;       // when the round ended
-  uint64_t bytesUp = 0;            // frames carried during the round, Update frames
-  uint64_t bytesDown = 0;          // RoundAssign frames
-  uint64_t totalBytes = 0;         // cumulative, both ways, since the start
+  double virtualSeconds = 0;  // when the round ended
+  uint64_t bytesUp = 0;       // frames the coordinator carried during the round, Update frames
+  uint64_t bytesDown = 0;     // RoundAssign frames
+  uint64_t edgeBytesUp = 0;   // with relays: frames between the relays and their clients
+  uint64_t edgeBytesDown = 0;
+  uint64_t totalBytes = 0;         // cumulative, both ways, both tiers, since the start
   std::optional<double> accuracy;  // on the test sample, when evaluated (classification, binary)
   std::optional<double> testLoss;
   std::optional<double> auc;       // binary

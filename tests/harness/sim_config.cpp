@@ -33,6 +33,20 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
          "per-client links: bandwidths / f and latency x f, f log-uniform in [1, this] (1 = all alike)");
   b.bind("sim.link-trace", s.linkTrace,
          "file of links, 'UP_MBPS DOWN_MBPS LATENCY_MS' per line, client i takes line i mod n (overrides the above)");
+  b.bind("sim.coordinator-mbps", s.coordinatorMbps,
+         "the coordinator's own link capacity each way, shared by every transfer to and from it (0 = unlimited)");
+  b.bind("sim.relays", s.tiers.relays,
+         "relays between the coordinator and the clients (client i under relay i mod R; 0 = flat)");
+  b.bind("sim.relay-clients-per-round", s.tiers.clientsPerRound, "a relay's updates per local round (K)");
+  b.bind("sim.relay-over-selection", s.tiers.overSelection, "a relay assigns each local round to ceil(K x this)");
+  b.bind("sim.relay-min-clients", s.tiers.minClients, "idle clients before a relay's local round starts (0 = K)");
+  b.bind("sim.relay-deadline-ms", s.tiers.deadlineMs, "a relay's local round deadline (0 = the coordinator's)");
+  b.bind("sim.relay-local-rounds", s.tiers.localRounds, "a relay's local rounds per assignment from the coordinator");
+  b.bind("sim.relay-uplink-mbps", s.tiers.uplinkMbps, "relay -> coordinator bandwidth, Mbit/s");
+  b.bind("sim.relay-downlink-mbps", s.tiers.downlinkMbps, "coordinator -> relay bandwidth, Mbit/s");
+  b.bind("sim.relay-latency-ms", s.tiers.latencyMs, "relay <-> coordinator one-way latency, ms");
+  b.bind("sim.relay-link-mbps", s.tiers.linkMbps,
+         "each relay's own link capacity each way, shared by its clients' transfers and its own (0 = unlimited)");
   b.bind("sim.dropout", s.dropout, "probability that a selected client drops out of its round");
   b.bind("sim.rejoin-ms", s.rejoinMs, "a dropped client rejoins after this (0 = the round deadline)");
   b.bind("sim.availability-trace", s.availabilityTrace,
@@ -57,7 +71,7 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
 }
 
 Strategy strategyOf(std::string name, const coordinator::DaemonConfig& config) {
-  return Strategy{std::move(name), config.engine, config.task};
+  return Strategy{std::move(name), config.engine, config.task, std::nullopt};
 }
 
 Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, const coordinator::DaemonConfig& base,

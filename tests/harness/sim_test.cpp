@@ -915,4 +915,190 @@ TEST_CASE("overlap: without link time it changes nothing in virtual time, on slo
   std::filesystem::remove(path);
 }
 
+// Tiers: relays run by starling-relay's parts between the coordinator and the clients.
+TEST_CASE("tiers: one relay over every client: its rounds are FedAvg's, L local rounds = L rounds",
+          "[harness][tiers]") {
+  const std::string path = writeRegressionCsv("starling-sim-tiers.csv", 23);
+  SimSettings s = smallFleet();
+  s.data = path;
+  s.clients = 8;
+  s.trainExamples = s.testExamples = 0;
+  s.speedSpread = 1.0;
+  data::DataOptions o;
+  o.task = data::TaskKind::kRegression;
+  auto fleet = Fleet::create(s, "linear", o);
+  REQUIRE(fleet);
+  Strategy flat = smallStrategy("flat");
+  flat.task.kind = "regression";
+  flat.task.model = fleet->modelSpec();
+  // Minibatches are drawn with replacement from the round's seed, which a relay's round
+  // numbers change: 2,048 draws from a client's 125 examples make every step close to
+  // the full-batch one, so the runs differ by little more than float rounding.
+  flat.task.batchSize = 2048;
+  flat.engine.tau = 5;
+  flat.engine.rounds = 6;
+  flat.engine.clientsPerRound = 8;
+  flat.engine.overSelection = 1.0;
+  auto plain = runStrategy(*fleet, flat);
+  REQUIRE(plain);
+  REQUIRE(plain->rounds.size() == 6);
+  // The same federation with other minibatch draws (the task's seed): how far two runs
+  // that differ only by their draws drift apart, round by round.
+  Strategy reseeded = flat;
+  reseeded.engine.seed = 7;
+  auto other = runStrategy(*fleet, reseeded);
+  REQUIRE(other);
+  REQUIRE(other->rounds.size() == 6);
+  const auto drift = [](const StrategyResult& a, const StrategyResult& b, std::size_t step) {
+    double sum = 0;
+    for (std::size_t i = 0; i < a.rounds.size(); ++i)
+      sum += std::abs(*a.rounds[i].testLoss / *b.rounds[step * i + step - 1].testLoss - 1);
+    return sum / double(a.rounds.size());
+  };
+  const double seedDrift = drift(*other, *plain, 1);
+  INFO("mean relative drift of the test loss between two draws: " << seedDrift);
+  CHECK(seedDrift < 5e-3);
+
+  Strategy tiered = flat;
+  tiered.name = "tiered";
+  tiered.engine.clientsPerRound = 1;  // the coordinator's one client is the relay
+  TierSettings t;
+  t.relays = 1;
+  t.clientsPerRound = 8;
+  t.overSelection = 1.0;
+  SECTION("one local round per global round: the same model every round") {
+    tiered.tiers = t;
+    auto r = runStrategy(*fleet, tiered);
+    REQUIRE(r);
+    REQUIRE(r->rounds.size() == 6);
+    for (std::size_t i = 0; i < 6; ++i) {
+      INFO("round " << i + 1);
+      CHECK(r->rounds[i].committed);
+      CHECK(r->rounds[i].participants == 1);
+      REQUIRE(r->rounds[i].testLoss.has_value());
+      CHECK(*r->rounds[i].testLoss == Approx(*plain->rounds[i].testLoss).epsilon(1e-2));
+      // The relay's clients' frames are the edge's; the coordinator carries one update.
+      CHECK(r->rounds[i].edgeBytesUp > 7 * r->rounds[i].bytesUp);
+      CHECK(plain->rounds[i].edgeBytesUp == 0);
+      // The relay's hop costs time: each global round ends later than the flat round.
+      CHECK(r->rounds[i].virtualSeconds > plain->rounds[i].virtualSeconds);
+    }
+    CHECK(*r->rounds.back().rmse == Approx(*plain->rounds.back().rmse).epsilon(1e-2));
+    CHECK(drift(*r, *plain, 1) < 2 * seedDrift);  // no further than another draw
+  }
+  SECTION("two local rounds per global round: global round g is flat round 2g") {
+    t.localRounds = 2;
+    tiered.tiers = t;
+    tiered.engine.rounds = 3;
+    auto r = runStrategy(*fleet, tiered);
+    REQUIRE(r);
+    REQUIRE(r->rounds.size() == 3);
+    for (std::size_t g = 0; g < 3; ++g) {
+      INFO("global round " << g + 1);
+      REQUIRE(r->rounds[g].testLoss.has_value());
+      CHECK(*r->rounds[g].testLoss == Approx(*plain->rounds[2 * g + 1].testLoss).epsilon(1e-2));
+    }
+    CHECK(drift(*r, *plain, 2) < 2 * seedDrift);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("tiers: the coordinator's link carries its transfers one after another; relays carry their clients'",
+          "[harness][tiers]") {
+  const std::string path = writeRegressionCsv("starling-sim-tiers-links.csv", 29);
+  SimSettings s = smallFleet();
+  s.data = path;
+  s.clients = 30;
+  s.trainExamples = s.testExamples = 0;
+  s.speedSpread = 1.0;
+  s.uplinkMbps = s.downlinkMbps = 10;
+  s.latencyMs = 10;
+  data::DataOptions o;
+  o.task = data::TaskKind::kRegression;
+  Strategy st = smallStrategy("flat");
+  st.task.kind = "regression";
+  st.engine.rounds = 4;
+  st.engine.clientsPerRound = 30;
+  st.engine.overSelection = 1.0;
+  const auto run = [&](const SimSettings& settings, const Strategy& strategy) {
+    auto fleet = Fleet::create(settings, "linear", o);
+    REQUIRE(fleet);
+    Strategy copy = strategy;
+    copy.task.model = fleet->modelSpec();
+    auto r = runStrategy(*fleet, copy);
+    REQUIRE(r);
+    REQUIRE(r->rounds.size() == strategy.engine.rounds);
+    return std::move(*r);
+  };
+  const StrategyResult free = run(s, st);
+  SimSettings narrow = s;
+  narrow.coordinatorMbps = 0.05;  // 30 updates of a few hundred bytes take seconds through it
+  const StrategyResult queued = run(narrow, st);
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("round " << i + 1);
+    const double started = queued.rounds[i].startedSeconds;
+    const double through = double(queued.rounds[i].bytesUp) * 8 / 0.05e6;  // the uplink's share alone
+    CHECK(queued.rounds[i].virtualSeconds - started >= through);
+    CHECK(queued.rounds[i].virtualSeconds - started > free.rounds[i].virtualSeconds - free.rounds[i].startedSeconds);
+  }
+  // The same 30 clients under 3 relays: the coordinator's link carries 3 updates a round.
+  Strategy tiered = st;
+  tiered.engine.clientsPerRound = 3;
+  TierSettings t;
+  t.relays = 3;
+  t.clientsPerRound = 10;
+  t.overSelection = 1.0;
+  tiered.tiers = t;
+  const StrategyResult relayed = run(narrow, tiered);
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("round " << i + 1);
+    CHECK(relayed.rounds[i].committed);
+    CHECK(relayed.rounds[i].participants == 3);
+    CHECK(relayed.rounds[i].bytesUp * 5 < queued.rounds[i].bytesUp);
+    CHECK(relayed.rounds[i].virtualSeconds - relayed.rounds[i].startedSeconds <
+          queued.rounds[i].virtualSeconds - queued.rounds[i].startedSeconds);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("tiers: a relay whose local rounds outlast 90% of the coordinator's deadline sends nothing",
+          "[harness][tiers]") {
+  const std::string path = writeRegressionCsv("starling-sim-tiers-late.csv", 31);
+  SimSettings s = smallFleet();
+  s.data = path;
+  s.clients = 6;
+  s.trainExamples = s.testExamples = 0;
+  s.maxVirtualHours = 0.02;  // 72 s
+  data::DataOptions o;
+  o.task = data::TaskKind::kRegression;
+  auto fleet = Fleet::create(s, "linear", o);
+  REQUIRE(fleet);
+  Strategy st = smallStrategy("late relays");
+  st.task.kind = "regression";
+  st.task.model = fleet->modelSpec();
+  st.engine.clientsPerRound = 2;
+  st.engine.overSelection = 1.0;
+  st.engine.deadlineMs = 2'000;
+  TierSettings t;
+  t.relays = 2;
+  t.clientsPerRound = 3;
+  t.overSelection = 1.0;
+  t.localRounds = 50;  // each local round takes over 0.2 s of links alone
+  t.deadlineMs = 60'000;
+  st.tiers = t;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  REQUIRE(!r->rounds.empty());
+  for (const RoundRow& row : r->rounds) {
+    INFO("round " << row.round);
+    CHECK_FALSE(row.committed);
+    CHECK(row.participants == 0);
+    CHECK(row.bytesUp == 0);
+    CHECK(row.edgeBytesUp > 0);  // the relays' clients trained
+  }
+  // Each relay joins again after giving up and is assigned the next round.
+  CHECK(r->rounds.back().selected == 2);
+  std::filesystem::remove(path);
+}
+
 }  // namespace starling::sim

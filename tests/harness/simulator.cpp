@@ -13,6 +13,7 @@
 
 #include "starling/client/learner.hpp"
 #include "starling/compression/payload.hpp"
+#include "starling/coordinator/local_rounds.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/coordinator/task.hpp"
 #include "starling/model/model.hpp"
@@ -23,6 +24,7 @@
 #include "engine/vocabulary.hpp"
 #include "export.hpp"
 #include "sim.hpp"
+#include "task.hpp"  // relay::downstreamTask
 
 namespace starling::sim {
 namespace {
@@ -37,6 +39,15 @@ std::size_t clientIndex(const std::string& id) {
   return static_cast<std::size_t>(std::stoull(id.substr(4)));
 }
 
+// Relays, as the coordinator knows them (their certificates' names).
+std::string relayId(std::size_t r) {
+  return fmt::format("relay-{:03d}", r);
+}
+
+std::size_t relayIndex(const std::string& id) {
+  return static_cast<std::size_t>(std::stoull(id.substr(6)));
+}
+
 // The simulator's own randomness (dropouts) from its seed. (The clients' seeds are
 // derived by client::Learner, from their identities, as a device's are.)
 uint64_t mixSeed(uint64_t a, uint64_t b) {
@@ -44,13 +55,47 @@ uint64_t mixSeed(uint64_t a, uint64_t b) {
 }
 
 struct Event {
-  enum class Kind { kUpdateArrives, kDropOut, kRejoin, kWake, kOnline, kOffline };
+  enum class Kind {
+    kUpdateArrives,
+    kDropOut,
+    kRejoin,
+    kWake,
+    kOnline,
+    kOffline,
+    kUpdateLeaves,   // through a server link with a capacity: its place in the queue is taken now
+    kRelayAssigned,  // a relay received the coordinator's assignment
+    kRelayGivesUp,   // 90% of the coordinator's deadline passed
+  };
   int64_t atUs = 0;
   uint64_t seq = 0;  // ties broken by insertion order: deterministic
   Kind kind = Kind::kWake;
-  std::size_t client = 0;
-  uint64_t assignment = 0;  // kUpdateArrives, kDropOut: of the client's assignment this many
+  std::size_t client = 0;   // a client, or for kRelay* and a relay's updates, a relay
+  uint64_t assignment = 0;  // kUpdate*, kDropOut, kRelay*: of the client's (relay's) assignment this many
+  uint32_t node = 0;        // kWake: whose engine (0 = the coordinator, r + 1 = relay r)
+  bool relay = false;       // kUpdate*: the update is relay `client`'s, to the coordinator
   bool operator>(const Event& o) const { return atUs != o.atUs ? atUs > o.atUs : seq > o.seq; }
+};
+
+// A server's link (SimSettings::coordinatorMbps, TierSettings::linkMbps), one way: it
+// carries one transfer at a time, in the order they start.
+struct ServerLink {
+  double mbps = 0;  // 0 = unlimited
+  int64_t freeUs = 0;
+};
+
+// A relay: starling-relay's parts (its RoundEngine over its clients, its Learner towards
+// the coordinator, the tally of its local rounds) and its links.
+struct RelayState {
+  std::unique_ptr<coordinator::RoundEngine> engine;
+  std::unique_ptr<client::Learner> learner;  // holding mode, trains nothing: Learner::submit
+  coordinator::LocalRoundsTally tally;
+  std::optional<wire::RoundAssignMsg> incoming;  // the coordinator's assignment, on its way
+  std::optional<wire::RoundAssignMsg> working;   // the assignment its local rounds are for
+  int64_t workingSinceUs = 0;
+  uint64_t assignments = 0;
+  std::optional<coordinator::IncomingUpdate> inFlight;
+  uint64_t inFlightFrameBytes = 0;
+  ServerLink in, out;  // its own link, towards it and from it
 };
 
 // The small per-client state of one strategy's run.
@@ -88,8 +133,38 @@ class Run {
   Result<StrategyResult> go(const std::function<void(const RoundRow&)>& onRound);
 
  private:
-  Status perform(std::vector<Action> actions);
-  Status assign(std::size_t i, const coordinator::Assignment& a);
+  // The actions of node `node`'s engine (0 = the coordinator, r + 1 = relay r).
+  Status perform(std::vector<Action> actions, uint32_t node = 0);
+  Status performActions(std::vector<Action> actions, uint32_t node);
+  Status assign(std::size_t i, const coordinator::Assignment& a, uint32_t node);
+  // Relays: the coordinator's assignment goes down to relay r; it arrives (adopt, local
+  // rounds); the local rounds are done (the update up) or given up.
+  Status assignRelay(std::size_t r, const coordinator::Assignment& a);
+  Status relayAssigned(std::size_t r);
+  // The relays' engines and Learners, from the coordinator's Welcome as starling-relay
+  // makes them; `initial` is the round-0 model.
+  Status setUpRelays(std::span<const float> initial);
+  Status relayCheckHeld(std::size_t r);
+  // Relay r sends nothing for its assignment: like starling-relay it says goodbye and
+  // joins again, ready for the next.
+  Status relayQuiet(std::size_t r, const std::string& reason);
+  uint32_t nodeOf(std::size_t client) const {
+    return relays_.empty() ? 0 : 1 + static_cast<uint32_t>(client % relays_.size());
+  }
+  coordinator::RoundEngine& engineOf(uint32_t node) { return node == 0 ? *engine_ : *relays_[node - 1].engine; }
+  const std::shared_ptr<client::LearnerTask>& taskOf(uint32_t node) const { return node == 0 ? task_ : relayTask_; }
+  ServerLink& linkIn(uint32_t node) { return node == 0 ? coordinatorIn_ : relays_[node - 1].in; }
+  ServerLink& linkOut(uint32_t node) { return node == 0 ? coordinatorOut_ : relays_[node - 1].out; }
+  // When a message of `bytes` that leaves at startUs arrives: its own link (mbps,
+  // latency) and the server links it passes, which it occupies in turn (ServerLink).
+  int64_t transfer(uint64_t bytes, int64_t startUs, double mbps, double latencyMs, ServerLink* a,
+                   ServerLink* b = nullptr);
+  // The coordinator's (or a relay's) view of an update, as it reads it from the frame.
+  Status incoming(const client::LocalUpdate& update, uint32_t durationMs, coordinator::IncomingUpdate& in) const;
+  void countBytes(uint32_t node, bool up, uint64_t bytes) {
+    (node == 0 ? (up ? roundUp_ : roundDown_) : (up ? edgeUp_ : edgeDown_)) += bytes;
+    totalBytes_ += bytes;
+  }
   // Client i trains the round `a` assigns (the message a device would read) from the
   // engine's model, which it holds once caught up.
   Status train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs);
@@ -99,8 +174,17 @@ class Run {
   // dropped when efClients hold one.
   void useMemory(std::size_t i);
   void settle(std::size_t i, uint64_t round, bool accepted);
-  void push(int64_t atUs, Event::Kind kind, std::size_t client, uint64_t assignment = 0) {
-    queue_.push({atUs, seq_++, kind, client, assignment});
+  void push(int64_t atUs, Event::Kind kind, std::size_t client, uint64_t assignment = 0, uint32_t node = 0,
+            bool relay = false) {
+    Event e;
+    e.atUs = atUs;
+    e.seq = seq_++;
+    e.kind = kind;
+    e.client = client;
+    e.assignment = assignment;
+    e.node = node;
+    e.relay = relay;
+    queue_.push(e);
   }
   // The availability trace: schedules client i's next window (none when the trace has
   // no more), and its microseconds from the start.
@@ -136,6 +220,13 @@ class Run {
   int64_t nowUs_ = 0;
   std::mt19937_64 rng_;
   uint64_t roundUp_ = 0, roundDown_ = 0, totalBytes_ = 0;
+  uint64_t edgeUp_ = 0, edgeDown_ = 0;  // between relays and their clients, this round
+  // Tiers: the relays, their clients' task (relay::downstreamTask's), the coordinator's link.
+  TierSettings tiers_;
+  std::vector<RelayState> relays_;
+  std::shared_ptr<client::LearnerTask> relayTask_;
+  const data::Dataset noData_;  // a relay's: its clients hold the data
+  ServerLink coordinatorIn_, coordinatorOut_;
   uint32_t roundDropped_ = 0;
   bool finished_ = false;
   StrategyResult result_;
@@ -230,31 +321,33 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   const Fleet::Client& fc = fleet_.clients()[i];
   const data::Dataset shard = train().subset(fc.examples);
   ClientState& c = state_[i];
+  const uint32_t node = nodeOf(i);
+  const std::shared_ptr<client::LearnerTask>& task = taskOf(node);
   if (!c.learner) {
     client::LearnerOptions lo{client::clientSeed(0, clientId(i))};
     lo.batchLog = export_ ? export_->batchLog() : nullptr;
-    c.learner = std::make_unique<client::Learner>(task_, lo);
+    c.learner = std::make_unique<client::Learner>(task, lo);
   }
-  const bool overlap = task_->overlap() > 0;
-  if (task_->errorFeedback() || overlap) useMemory(i);
+  const bool overlap = task->overlap() > 0;
+  if (task->errorFeedback() || overlap) useMemory(i);
   const data::Dataset* heldOut = nullptr;
   if (a.evaluate && !fc.heldOut.empty()) {
     if (!c.heldOut) c.heldOut.emplace(train().subset(fc.heldOut));
     heldOut = &*c.heldOut;
   }
-  auto update = c.learner->train(a, engine_->model(), shard, heldOut);
+  auto update = c.learner->train(a, engineOf(node).model(), shard, heldOut);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
     STARLING_RETURN_IF_ERROR(
         export_->recordUpdate(a.round, i, static_cast<uint32_t>(stats.steps),
                               static_cast<uint32_t>(stats.steps > 0 ? stats.examples / uint64_t(stats.steps)
-                                                                    : uint64_t(task_->trainerOptions().batchSize)),
+                                                                    : uint64_t(task->trainerOptions().batchSize)),
                               stats.examples, a.lr, update->compressionSeed, update->payload.byteSize()));
 
   // Cost model: minibatches forward and backward, the sampler's and the loss probe's
   // forward passes.
-  const uint64_t probe = std::min<uint64_t>(uint64_t(task_->trainerOptions().lossProbe), shard.size());
+  const uint64_t probe = std::min<uint64_t>(uint64_t(task->trainerOptions().lossProbe), shard.size());
   const double seconds =
       computeSeconds(fleet_.flopsPerExample(), stats.examples,
                      stats.scoredExamples + 2 * probe + (heldOut ? heldOut->size() : 0), fc.flopsPerSecond);
@@ -280,35 +373,54 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   wire::UpdateMsg message = update->message();
   message.durationMs = static_cast<uint32_t>(computeUs / 1000);
   const uint64_t frameBytes = wire::encode(message).size();
-
   coordinator::IncomingUpdate in;
-  in.round = a.round;
-  in.baseRound = a.baseRound;
+  STARLING_RETURN_IF_ERROR(incoming(*update, static_cast<uint32_t>(computeUs / 1000), in));
+  c.inFlight = std::move(in);
+  c.inFlightFrameBytes = frameBytes;
+  if (linkIn(node).mbps > 0)  // its place in the server link's queue is taken when it leaves
+    push(leavesUs, Event::Kind::kUpdateLeaves, i, c.assignments);
+  else
+    push(leavesUs + linkMicros(frameBytes, fc.uplinkMbps, fc.latencyMs), Event::Kind::kUpdateArrives, i, c.assignments);
+  return Status::ok();
+}
+
+Status Run::incoming(const client::LocalUpdate& update, uint32_t durationMs, coordinator::IncomingUpdate& in) const {
+  const client::TrainStats& stats = update.stats;
+  in.round = update.round;
+  in.baseRound = update.baseRound;
   in.examples = stats.examples;
   in.steps = static_cast<uint32_t>(stats.steps);
   in.lossStart = static_cast<float>(stats.lossStart);
   in.lossEnd = static_cast<float>(stats.lossEnd);
-  in.durationMs = static_cast<uint32_t>(std::max<int64_t>(1, computeUs / 1000));
+  in.durationMs = std::max<uint32_t>(1, durationMs);
   // As the coordinator reads it from the frame.
   STARLING_RETURN_IF_ERROR(
-      compression::decode(update->payload, static_cast<uint32_t>(engine_->model().size()), in.delta));
-  in.bytesWire = update->payload.byteSize();
-  in.evalStats = update->evalStats;
-  c.inFlight = std::move(in);
-  c.inFlightFrameBytes = frameBytes;
-  push(leavesUs + linkMicros(frameBytes, fc.uplinkMbps, fc.latencyMs), Event::Kind::kUpdateArrives, i, c.assignments);
+      compression::decode(update.payload, static_cast<uint32_t>(engine_->model().size()), in.delta));
+  in.bytesWire = update.payload.byteSize();
+  in.evalStats = update.evalStats;
   return Status::ok();
 }
 
-Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
+int64_t Run::transfer(uint64_t bytes, int64_t startUs, double mbps, double latencyMs, ServerLink* a, ServerLink* b) {
+  const bool limited = (a && a->mbps > 0) || (b && b->mbps > 0);
+  if (!limited) return startUs + linkMicros(bytes, mbps, latencyMs);
+  int64_t doneUs = startUs + linkMicros(bytes, mbps, 0);
+  for (ServerLink* link : {a, b}) {
+    if (!link || link->mbps <= 0) continue;
+    link->freeUs = std::max(startUs, link->freeUs) + linkMicros(bytes, link->mbps, 0);
+    doneUs = std::max(doneUs, link->freeUs);
+  }
+  return doneUs + linkMicros(0, 1, latencyMs);
+}
+
+Status Run::assign(std::size_t i, const coordinator::Assignment& a, uint32_t node) {
   ClientState& c = state_[i];
   const wire::RoundAssignMsg message =
       coordinator::assignmentMessage(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
   const wire::Frame frame = wire::encode(message);
-  roundDown_ += frame.size();
-  totalBytes_ += frame.size();
+  countBytes(node, false, frame.size());
   const Fleet::Client& fc = fleet_.clients()[i];
-  const int64_t downUs = linkMicros(frame.size(), fc.downlinkMbps, fc.latencyMs);
+  const int64_t downUs = transfer(frame.size(), nowUs_, fc.downlinkMbps, fc.latencyMs, &linkOut(node)) - nowUs_;
   ++c.assignments;
   c.working = true;
   c.heldRound = a.baseRound;
@@ -326,16 +438,141 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a) {
   return train(i, message, downUs);
 }
 
-Status Run::perform(std::vector<Action> actions) {
+Status Run::assignRelay(std::size_t r, const coordinator::Assignment& a) {
+  RelayState& relay = relays_[r];
+  wire::RoundAssignMsg message =
+      coordinator::assignmentMessage(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
+  const wire::Frame frame = wire::encode(message);
+  countBytes(0, false, frame.size());
+  const int64_t arrivesUs =
+      transfer(frame.size(), nowUs_, tiers_.downlinkMbps, tiers_.latencyMs, &coordinatorOut_, &relay.in);
+  relay.incoming = std::move(message);
+  push(arrivesUs, Event::Kind::kRelayAssigned, r, ++relay.assignments);
+  return Status::ok();
+}
+
+Status Run::setUpRelays(std::span<const float> initial) {
+  const Strategy& dc = strategy_;
+  if (coordinator::needsStatisticsRound(dc.task))
+    return Status(StatusCode::kUnsupported,
+                  "relays do not pass statistics rounds on (task.standardize, task.categorical-vocabulary)");
+  if (!s().exportDir.empty())
+    return Status(StatusCode::kUnsupported, "sim.export-dir records a flat federation: not with relays");
+  if (tiers_.relays > fleet_.clients().size())
+    return Status(StatusCode::kInvalidArgument, fmt::format("{} relays for {} clients: at most one relay per client",
+                                                            tiers_.relays, fleet_.clients().size()));
+  relay::RelayRounds rounds;
+  rounds.clientsPerRound = tiers_.clientsPerRound;
+  rounds.overSelection = tiers_.overSelection;
+  rounds.minClients = tiers_.minClients;
+  rounds.deadlineMs = tiers_.deadlineMs > 0 ? tiers_.deadlineMs : dc.engine.deadlineMs;
+  rounds.localRounds = tiers_.localRounds;
+  const wire::WelcomeMsg welcome = coordinator::taskWelcome(dc.engine, dc.task);
+  auto downstream = relay::downstreamTask(welcome, rounds);
+  if (!downstream) return downstream.status().withContext("the relays' task");
+  auto task = client::LearnerTask::create(coordinator::taskWelcome(downstream->first, downstream->second));
+  if (!task) return task.status().withContext("the relays' clients' task");
+  relayTask_ = std::move(*task);
+  relays_.resize(tiers_.relays);
+  for (std::size_t r = 0; r < relays_.size(); ++r) {
+    RelayState& relay = relays_[r];
+    auto engine = coordinator::RoundEngine::create(downstream->first, {initial.begin(), initial.end()});
+    if (!engine) return engine.status().withContext(relayId(r));
+    relay.engine = std::move(*engine);
+    relay.engine->holdAfter(0);  // Federation::holdForUpstream: no round before the coordinator's model
+    client::LearnerOptions lo{client::clientSeed(0, relayId(r))};
+    lo.trains = false;
+    relay.learner = std::make_unique<client::Learner>(lo, nullptr);
+    STARLING_RETURN_IF_ERROR(relay.learner->welcome(welcome, noData_).withContext(relayId(r)));
+    relay.in.mbps = relay.out.mbps = tiers_.linkMbps;
+  }
+  return Status::ok();
+}
+
+Status Run::relayAssigned(std::size_t r) {
+  RelayState& relay = relays_[r];
+  const uint32_t node = static_cast<uint32_t>(r + 1);
+  relay.working = std::move(relay.incoming);
+  relay.incoming.reset();
+  const wire::RoundAssignMsg& a = *relay.working;
+  // As starling-relay: the Learner catches up to the assignment's base model from the
+  // frame, the relay's engine adopts it (abandoning a local round still open) and runs
+  // its local rounds.
+  STARLING_RETURN_IF_ERROR(relay.learner->catchUp(a).withContext(fmt::format("{} round {}", relayId(r), a.round)));
+  coordinator::RoundEngine& engine = *relay.engine;
+  if (engine.roundOpen())
+    STARLING_RETURN_IF_ERROR(
+        perform(engine.abandonOpenRound("the coordinator's next assignment came first", nowMs()), node));
+  relay.tally.reset();
+  relay.workingSinceUs = nowUs_;
+  if (a.deadlineMs > 0) push(nowUs_ + int64_t(a.deadlineMs) * 900, Event::Kind::kRelayGivesUp, r, relay.assignments);
+  auto actions = engine.adopt(relay.learner->model(), engine.commits() + 1 + tiers_.localRounds, nowMs());
+  if (!actions) return actions.status().withContext(relayId(r));
+  return perform(std::move(*actions), node);
+}
+
+Status Run::relayCheckHeld(std::size_t r) {
+  RelayState& relay = relays_[r];
+  if (!relay.working || !relay.engine->held()) return Status::ok();
+  const wire::RoundAssignMsg a = std::move(*relay.working);
+  relay.working.reset();
+  coordinator::LocalRounds rounds = relay.tally.take(relay.engine->model());
+  if (rounds.examples == 0)
+    return relayQuiet(r, fmt::format("the local rounds for round {} applied no update", a.round));
+  client::TrainStats stats;
+  stats.steps = static_cast<int>(rounds.steps);
+  stats.examples = rounds.examples;
+  stats.lossStart = rounds.lossStart;
+  stats.lossEnd = rounds.lossEnd;
+  stats.seconds = double(nowUs_ - relay.workingSinceUs) / 1e6;
+  auto update = relay.learner->submit(a, rounds.model, stats);
+  if (!update) return update.status().withContext(fmt::format("{} round {}", relayId(r), a.round));
+  const uint32_t durationMs = static_cast<uint32_t>((nowUs_ - relay.workingSinceUs) / 1000);
+  wire::UpdateMsg message = update->message();
+  message.durationMs = durationMs;
+  const uint64_t frameBytes = wire::encode(message).size();
+  coordinator::IncomingUpdate in;
+  STARLING_RETURN_IF_ERROR(incoming(*update, durationMs, in));
+  relay.inFlight = std::move(in);
+  relay.inFlightFrameBytes = frameBytes;
+  const int64_t arrivesUs =
+      transfer(frameBytes, nowUs_, tiers_.uplinkMbps, tiers_.latencyMs, &relay.out, &coordinatorIn_);
+  push(arrivesUs, Event::Kind::kUpdateArrives, r, relay.assignments, 0, true);
+  return Status::ok();
+}
+
+Status Run::relayQuiet(std::size_t r, const std::string& reason) {
+  RelayState& relay = relays_[r];
+  STARLING_RETURN_IF_ERROR(perform(engine_->clientLeft(relayId(r), reason, nowMs())));
+  const uint64_t held = relay.learner->heldRound();
+  return perform(engine_->clientJoined(relayId(r), 0, held, held > 0 ? relay.learner->modelChecksum() : 0, nowMs()));
+}
+
+Status Run::perform(std::vector<Action> actions, uint32_t node) {
+  STARLING_RETURN_IF_ERROR(performActions(std::move(actions), node));
+  return node == 0 ? Status::ok() : relayCheckHeld(node - 1);
+}
+
+Status Run::performActions(std::vector<Action> actions, uint32_t node) {
   static_assert(std::variant_size_v<Action> == 5, "perform() handles every kind of action");
+  const bool toRelays = node == 0 && !relays_.empty();  // the coordinator's clients are the relays
   for (auto& act : actions) {
     if (auto* a = std::get_if<coordinator::Assign>(&act)) {
-      STARLING_RETURN_IF_ERROR(assign(clientIndex(a->clientId), a->assignment));
+      STARLING_RETURN_IF_ERROR(toRelays ? assignRelay(relayIndex(a->clientId), a->assignment)
+                                        : assign(clientIndex(a->clientId), a->assignment, node));
     } else if (auto* v = std::get_if<coordinator::Verdict>(&act)) {
-      settle(clientIndex(v->clientId), v->verdict.round, v->verdict.accepted);
+      if (toRelays)
+        relays_[relayIndex(v->clientId)].learner->settle(v->verdict.round, v->verdict.accepted);
+      else
+        settle(clientIndex(v->clientId), v->verdict.round, v->verdict.accepted);
     } else if (auto* w = std::get_if<coordinator::WakeAt>(&act)) {
-      push(w->atMs * 1000, Event::Kind::kWake, 0);
+      push(w->atMs * 1000, Event::Kind::kWake, 0, 0, node);
     } else if (auto* ended = std::get_if<coordinator::RoundEnded>(&act)) {
+      if (node > 0) {  // a relay's local round: counted while it works for the coordinator
+        RelayState& relay = relays_[node - 1];
+        if (relay.working) relay.tally.count(ended->summary);
+        continue;
+      }
       const coordinator::RoundSummary& sum = ended->summary;
       RoundRow row;
       row.round = sum.round;
@@ -343,6 +580,8 @@ Status Run::perform(std::vector<Action> actions) {
       row.virtualSeconds = double(nowUs_) / 1e6;
       row.bytesUp = roundUp_;
       row.bytesDown = roundDown_;
+      row.edgeBytesUp = edgeUp_;
+      row.edgeBytesDown = edgeDown_;
       row.totalBytes = totalBytes_;
       row.trainLoss = sum.trainLossStart;
       row.tau = sum.tau;
@@ -401,7 +640,7 @@ Status Run::perform(std::vector<Action> actions) {
         STARLING_RETURN_IF_ERROR(
             export_->recordRound(row, sum.accepted, sum.bytesUpWire, downSeed, *evalModel_, engine_->model()));
       }
-      roundUp_ = roundDown_ = 0;
+      roundUp_ = roundDown_ = edgeUp_ = edgeDown_ = 0;
       roundDropped_ = 0;
       result_.rounds.push_back(row);
       if (onRound_) onRound_(row);
@@ -410,6 +649,7 @@ Status Run::perform(std::vector<Action> actions) {
         return Status::ok();
       }
     } else if (std::holds_alternative<coordinator::Finished>(act)) {
+      if (node > 0) continue;  // a relay's rounds end with the coordinator's
       finished_ = true;
       return Status::ok();
     }
@@ -432,8 +672,10 @@ void Run::scheduleWindow(std::size_t i) {
 Status Run::join(std::size_t i) {
   ClientState& c = state_[i];
   c.away = false;
-  return perform(
-      engine_->clientJoined(clientId(i), fleet_.clients()[i].examples.size(), c.heldRound, c.heldChecksum, nowMs()));
+  const uint32_t node = nodeOf(i);
+  return perform(engineOf(node).clientJoined(clientId(i), fleet_.clients()[i].examples.size(), c.heldRound,
+                                             c.heldChecksum, nowMs()),
+                 node);
 }
 
 Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRound) {
@@ -458,6 +700,9 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   auto task = client::LearnerTask::create(coordinator::taskWelcome(dc.engine, dc.task));
   if (!task) return task.status().withContext("the clients' task");
   task_ = std::move(*task);
+  tiers_ = dc.tiers ? *dc.tiers : s().tiers;
+  coordinatorIn_.mbps = coordinatorOut_.mbps = s().coordinatorMbps;
+  if (tiers_.relays > 0) STARLING_RETURN_IF_ERROR(setUpRelays(model->params()));
   if (!s().exportDir.empty()) {
     auto x = RunExport::open(s().exportDir, fleet_, strategy_, *model);
     if (!x) return x.status();
@@ -481,7 +726,13 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
       scheduleWindow(i);
       continue;
     }
-    STARLING_RETURN_IF_ERROR(perform(engine_->clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0)));
+    const uint32_t node = nodeOf(i);
+    STARLING_RETURN_IF_ERROR(
+        perform(engineOf(node).clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0), node));
+  }
+  for (std::size_t r = 0; r < relays_.size() && !finished_; ++r) {
+    STARLING_RETURN_IF_ERROR(perform(relays_[r].engine->start(0), static_cast<uint32_t>(r + 1)));
+    STARLING_RETURN_IF_ERROR(perform(engine_->clientJoined(relayId(r), 0, 0, 0, 0)));  // holding nothing yet
   }
   if (!finished_) STARLING_RETURN_IF_ERROR(perform(engine_->start(0)));
   while (!finished_) {
@@ -498,8 +749,32 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
     }
     switch (ev.kind) {
       case Event::Kind::kWake:
-        STARLING_RETURN_IF_ERROR(perform(engine_->tick(nowMs())));
+        STARLING_RETURN_IF_ERROR(perform(engineOf(ev.node).tick(nowMs()), ev.node));
         break;
+      case Event::Kind::kRelayAssigned:
+        if (ev.assignment == relays_[ev.client].assignments) STARLING_RETURN_IF_ERROR(relayAssigned(ev.client));
+        break;
+      case Event::Kind::kRelayGivesUp: {
+        RelayState& relay = relays_[ev.client];
+        if (ev.assignment != relay.assignments || !relay.working) break;
+        // starling-relay's rule: no update after 90% of the coordinator's deadline; its
+        // engine starts no new local round (the open one still closes).
+        const uint64_t round = relay.working->round;
+        relay.working.reset();
+        relay.engine->holdAfter(relay.engine->commits());
+        STARLING_RETURN_IF_ERROR(relayQuiet(
+            ev.client,
+            fmt::format("the local rounds for round {} did not end within 90% of the coordinator's deadline", round)));
+        break;
+      }
+      case Event::Kind::kUpdateLeaves: {
+        ClientState& c = state_[ev.client];
+        if (ev.assignment != c.assignments || !c.inFlight) break;
+        const Fleet::Client& fc = fleet_.clients()[ev.client];
+        push(transfer(c.inFlightFrameBytes, nowUs_, fc.uplinkMbps, fc.latencyMs, &linkIn(nodeOf(ev.client))),
+             Event::Kind::kUpdateArrives, ev.client, ev.assignment);
+        break;
+      }
       case Event::Kind::kDropOut: {
         ClientState& c = state_[ev.client];
         if (ev.assignment != c.assignments || c.away) break;  // gone offline first
@@ -507,7 +782,9 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
         ++roundDropped_;
         c.away = true;
         c.backAtUs = nowUs_ + rejoinUs;
-        STARLING_RETURN_IF_ERROR(perform(engine_->clientLeft(clientId(ev.client), "dropped out (simulated)", nowMs())));
+        const uint32_t node = nodeOf(ev.client);
+        STARLING_RETURN_IF_ERROR(
+            perform(engineOf(node).clientLeft(clientId(ev.client), "dropped out (simulated)", nowMs()), node));
         push(c.backAtUs, Event::Kind::kRejoin, ev.client);
         break;
       }
@@ -534,22 +811,33 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
           if (c.inFlight) settle(ev.client, c.inFlight->round, false);  // never sent: back into its memory
           c.inFlight.reset();
           c.away = true;
+          const uint32_t node = nodeOf(ev.client);
           STARLING_RETURN_IF_ERROR(
-              perform(engine_->clientLeft(clientId(ev.client), "offline (availability trace)", nowMs())));
+              perform(engineOf(node).clientLeft(clientId(ev.client), "offline (availability trace)", nowMs()), node));
         }
         ++c.windowIndex;
         scheduleWindow(ev.client);
         break;
       }
       case Event::Kind::kUpdateArrives: {
+        if (ev.relay) {
+          RelayState& relay = relays_[ev.client];
+          if (ev.assignment != relay.assignments || !relay.inFlight) break;
+          countBytes(0, true, relay.inFlightFrameBytes);
+          coordinator::IncomingUpdate u = std::move(*relay.inFlight);
+          relay.inFlight.reset();
+          STARLING_RETURN_IF_ERROR(perform(engine_->updateArrived(relayId(ev.client), std::move(u), nowMs())));
+          break;
+        }
         ClientState& c = state_[ev.client];
         if (ev.assignment != c.assignments || !c.inFlight) break;
         c.working = false;
-        roundUp_ += c.inFlightFrameBytes;
-        totalBytes_ += c.inFlightFrameBytes;
+        const uint32_t node = nodeOf(ev.client);
+        countBytes(node, true, c.inFlightFrameBytes);
         coordinator::IncomingUpdate u = std::move(*c.inFlight);
         c.inFlight.reset();
-        STARLING_RETURN_IF_ERROR(perform(engine_->updateArrived(clientId(ev.client), std::move(u), nowMs())));
+        STARLING_RETURN_IF_ERROR(
+            perform(engineOf(node).updateArrived(clientId(ev.client), std::move(u), nowMs()), node));
         break;
       }
     }

@@ -29,6 +29,7 @@
 #include <set>
 #include <string>
 
+#include "starling/coordinator/local_rounds.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/coordinator/server.hpp"
 #include "starling/coordinator/store.hpp"
@@ -67,19 +68,6 @@ struct FederationTestHooks {
 
 // The exit status of a FederationTestHooks::crashAt crash.
 inline constexpr int kTestCrashExitCode = 86;
-
-// What a relay's local rounds trained (Federation::trainLocalRounds): the model they
-// produced; the examples of the updates they applied, per round (the relay's update
-// weighs like one round of its clients); the local steps the model took (each round's
-// most, summed); the examples-weighted mean losses.
-struct LocalRounds {
-  std::vector<float> model;
-  uint32_t rounds = 0;
-  uint64_t examples = 0;
-  uint32_t steps = 0;
-  double lossStart = 0;
-  double lossEnd = 0;
-};
 
 class Federation : public SessionHandler, public std::enable_shared_from_this<Federation> {
  public:
@@ -194,12 +182,10 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   bool done_ = false;
   // trainLocalRounds() in progress: its callback and what its rounds trained so far.
   std::function<void(Result<LocalRounds>)> relayHeld_;
-  LocalRounds relayRounds_;
-  double relayLossStartSum_ = 0, relayLossEndSum_ = 0;
+  LocalRoundsTally relayRounds_;
   // Called by perform() after its actions: hands the local rounds to relayHeld_ once the
   // engine is held.
   void relayCheckHeld();
-  void relayCount(const RoundSummary& s);
   std::function<void(const Status&)> finished_;
   std::function<void(const RoundReport&)> roundCallback_;
   FederationTestHooks hooks_;

@@ -20,6 +20,11 @@
 // docs/simulation.md has the measurements). Median time and bytes to 85% over 3 fleet
 // seeds.
 //
+// Then tiers (issue 21, --tiers-only runs only this): 10,000 clients flat against the same
+// clients under 100 relays (starling-relay's parts in the simulator), with the
+// coordinator's link limited and without a limit; the figure is the virtual time per
+// committed global round, tiered / flat (runTiers() below has the setting).
+//
 // Everything runs through tests/harness (starling-sim's library): the coordinator's
 // RoundEngine and the client runtime, in virtual time.
 //
@@ -109,6 +114,16 @@ struct Options {
   uint32_t overlapSeeds = 3;
   double overlapServerLr = 1;  // the overlap strategy's server lr (FedAvg's is 1)
   std::string overlapPartition = "iid";
+  // Tiers: 10,000 clients flat or under relays, with the coordinator's link a bottleneck.
+  bool skipTiers = false;
+  uint32_t tiersRelays = 100;
+  uint32_t tiersPerRound = 500;  // client updates per global round, both layouts
+  uint32_t tiersLocalRounds = 1;
+  uint32_t tiersCoordinatorK = 0;  // relays' updates that close a global round (0 = all of them)
+  bool tiersDense = false;         // FedAvg fp32 both ways instead of sim10k's compression
+  uint64_t tiersRounds = 10;
+  uint32_t tiersTau = 10;
+  double tiersCoordinatorMbps = 100;
 };
 
 sim::SimSettings fleet(const Options& o) {
@@ -540,6 +555,114 @@ OverlapResult runOverlap(const Options& o) {
   return out;
 }
 
+// Tiers (issue 21): 10,000 clients of the base fleet (Dirichlet 0.5, 1/5 Mbit/s, 100 ms,
+// speeds over 10x, 10% dropout), sim10k's compression (top-k 0.2% up, 0.4% down, fp16,
+// ternary, error feedback), --tiers-per-round client updates per global round (x 1.3
+// assigned). Flat: every client talks to the coordinator. Tiered: --tiers-relays relays,
+// client i under relay i mod R, each relay's local round K = per-round / R (x 1.3),
+// --tiers-local-rounds per global round, the coordinator waiting for every relay; a
+// relay's link to the coordinator 100 Mbit/s each way with 20 ms latency, and its own
+// link (towards its clients) as wide as the coordinator's. Both layouts with the
+// coordinator's link at --tiers-coordinator-mbps each way, and without any limit. The
+// figure: virtual time per committed global round, tiered / flat (goal <= 1).
+struct TierRow {
+  std::string name;
+  double secondsPerRound = 0;
+  uint64_t rounds = 0;
+  double coordBytesPerRound = 0, edgeBytesPerRound = 0;
+  double finalAccuracy = 0;
+};
+
+double runTiers(const Options& o) {
+  sim::SimSettings s = fleet(o);
+  s.clients = 10'000;
+  s.testExamples = 2000;
+  s.stopAtTarget = false;
+  std::printf(
+      "\ntiers: 10,000 clients (Dirichlet 0.5, up 1 / down 5 Mbit/s, 100 ms, speeds over 10x, 10%% dropout), MLP "
+      "784-200-200-10, top-k 0.2%%/0.4%% fp16 ternary + EF, tau %u, %u client updates per global round (x 1.3 "
+      "assigned), %llu global rounds; tiered: %u relays, %u local round(s) each, relay <-> coordinator 100 Mbit/s "
+      "20 ms\n",
+      o.tiersTau, o.tiersPerRound, static_cast<unsigned long long>(o.tiersRounds), o.tiersRelays, o.tiersLocalRounds);
+  auto fl = sim::Fleet::create(s, "mlp:784-200-200-10");
+  if (!fl) {
+    std::fprintf(stderr, "bench-strategies: %s\n", fl.status().message().c_str());
+    std::exit(1);
+  }
+  sim::Strategy flat = base(o, "flat");
+  auto& e = flat.engine;
+  e.rounds = o.tiersRounds;
+  e.clientsPerRound = o.tiersPerRound;
+  e.tau = o.tiersTau;
+  e.uplink = "topk-sampled";
+  e.uplinkDensity = 0.002;
+  e.downlink = "topk";
+  e.downlinkDensity = 0.004;
+  e.fp16Values = true;
+  e.uplinkTernary = e.downlinkTernary = true;
+  e.errorFeedback = true;
+  if (o.tiersDense) {
+    e.uplink = e.downlink = "identity";
+    e.fp16Values = e.uplinkTernary = e.downlinkTernary = e.errorFeedback = false;
+  }
+  sim::Strategy tiered = flat;
+  tiered.name = fmt::format("{} relays", o.tiersRelays);
+  tiered.engine.clientsPerRound = o.tiersCoordinatorK > 0 ? o.tiersCoordinatorK : o.tiersRelays;
+  tiered.engine.overSelection = double(o.tiersRelays) / tiered.engine.clientsPerRound;
+  sim::TierSettings t;
+  t.relays = o.tiersRelays;
+  t.clientsPerRound = std::max<uint32_t>(1, o.tiersPerRound / o.tiersRelays);
+  t.localRounds = o.tiersLocalRounds;
+  tiered.tiers = t;
+
+  std::printf("%-34s %9s %7s %12s %14s %14s %10s\n", "layout", "s/round", "rounds", "coord conns", "coord MB/round",
+              "edge MB/round", "final acc");
+  std::vector<TierRow> rows;
+  for (double mbps : {o.tiersCoordinatorMbps, 0.0}) {
+    for (const sim::Strategy& st : {flat, tiered}) {
+      sim::Strategy run = st;
+      const std::string link = mbps > 0 ? fmt::format("coordinator {:g} Mbit/s", mbps) : "unlimited";
+      run.name = fmt::format("{}, {}", st.name, link);
+      sim::TierSettings layout = st.tiers.value_or(sim::TierSettings{});
+      layout.coordinatorMbps = mbps;
+      if (layout.relays > 0) layout.linkMbps = mbps;  // each relay's link as wide as the coordinator's
+      run.tiers = layout;
+      auto r = sim::runStrategy(*fl, run, [&](const sim::RoundRow& row) {
+        std::fprintf(stderr, "\r%-40s round %4llu  %8.1f virtual s", run.name.c_str(),
+                     static_cast<unsigned long long>(row.round), row.virtualSeconds);
+      });
+      std::fprintf(stderr, "\n");
+      if (!r) {
+        std::fprintf(stderr, "bench-strategies: %s: %s\n", run.name.c_str(), r.status().message().c_str());
+        std::exit(1);
+      }
+      TierRow row;
+      row.name = run.name;
+      uint64_t coord = 0, edge = 0;
+      for (const sim::RoundRow& x : r->rounds) {
+        row.rounds += x.committed ? 1 : 0;
+        coord += x.bytesUp + x.bytesDown;
+        edge += x.edgeBytesUp + x.edgeBytesDown;
+      }
+      const double n = double(std::max<uint64_t>(row.rounds, 1));
+      row.secondsPerRound = r->rounds.empty() ? 0 : r->rounds.back().virtualSeconds / n;
+      row.coordBytesPerRound = double(coord) / n;
+      row.edgeBytesPerRound = double(edge) / n;
+      row.finalAccuracy = r->finalAccuracy().value_or(0);
+      std::printf("%-34s %9.2f %7llu %12u %14.2f %14.2f %9.2f%%\n", row.name.c_str(), row.secondsPerRound,
+                  static_cast<unsigned long long>(row.rounds), run.tiers->relays > 0 ? run.tiers->relays : s.clients,
+                  row.coordBytesPerRound / 1e6, row.edgeBytesPerRound / 1e6, row.finalAccuracy * 100);
+      rows.push_back(row);
+    }
+  }
+  const double ratio = rows[1].secondsPerRound / rows[0].secondsPerRound;
+  std::printf(
+      "time per global round, tiered / flat: %.2f with the coordinator's link at %g Mbit/s, %.2f without a limit "
+      "(goal: <= 1 at 10,000 clients under %u relays)\n",
+      ratio, o.tiersCoordinatorMbps, rows[3].secondsPerRound / rows[2].secondsPerRound, o.tiersRelays);
+  return ratio;
+}
+
 int usage() {
   std::fprintf(
       stderr,
@@ -554,7 +677,9 @@ int usage() {
       "       [--all-on-downlink-density F]\n"
       "       [--overlap-only] [--skip-overlap] [--overlap-clients N] [--overlap-tau N] [--overlap-alpha F]\n"
       "       [--overlap-partition P] [--overlap-momentum F] [--overlap-server-lr F]\n"
-      "       [--overlap-seeds N]\n");
+      "       [--overlap-seeds N]\n"
+      "       [--tiers-only] [--skip-tiers] [--tiers-relays R] [--tiers-per-round N] [--tiers-local-rounds L]\n"
+      "       [--tiers-rounds N] [--tiers-tau N] [--tiers-coordinator-mbps F]\n");
   return 2;
 }
 
@@ -569,7 +694,27 @@ int main(int argc, char** argv) {
     if (a == "--skip-strategies")
       o.skipStrategies = true;
     else if (a == "--overlap-only")
-      o.skipStrategies = o.skipSim10k = o.skipHetero = true;
+      o.skipStrategies = o.skipSim10k = o.skipHetero = o.skipTiers = true;
+    else if (a == "--tiers-only")
+      o.skipStrategies = o.skipSim10k = o.skipHetero = o.skipOverlap = true;
+    else if (a == "--skip-tiers")
+      o.skipTiers = true;
+    else if (a == "--tiers-relays" && (v = next()))
+      o.tiersRelays = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--tiers-per-round" && (v = next()))
+      o.tiersPerRound = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--tiers-local-rounds" && (v = next()))
+      o.tiersLocalRounds = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--tiers-coordinator-k" && (v = next()))
+      o.tiersCoordinatorK = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--tiers-dense")
+      o.tiersDense = true;
+    else if (a == "--tiers-rounds" && (v = next()))
+      o.tiersRounds = std::strtoull(v, nullptr, 10);
+    else if (a == "--tiers-tau" && (v = next()))
+      o.tiersTau = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--tiers-coordinator-mbps" && (v = next()))
+      o.tiersCoordinatorMbps = std::atof(v);
     else if (a == "--skip-overlap")
       o.skipOverlap = true;
     else if (a == "--overlap-clients" && (v = next()))
@@ -732,9 +877,12 @@ int main(int argc, char** argv) {
   }
   OverlapResult overlap;
   if (!o.skipOverlap) overlap = runOverlap(o);
+  const double tiers = o.skipTiers ? 0 : runTiers(o);
   std::printf(
-      "summary: bytes_ratio=%.1f time_ratio=%.1f sim10k_wall_s=%.1f sim10k_rss_mib=%.0f %s overlap_time_ratio=%s\n",
+      "summary: bytes_ratio=%.1f time_ratio=%.1f sim10k_wall_s=%.1f sim10k_rss_mib=%.0f %s overlap_time_ratio=%s "
+      "sim10k_tier_vs_flat_time=%s\n",
       bytesRatio, timeRatio, s10k.wallS, s10k.rssMiB, hetero.c_str(),
-      overlap.ratio > 0 ? fmt::format("{:.2f}", overlap.ratio).c_str() : "-");
+      overlap.ratio > 0 ? fmt::format("{:.2f}", overlap.ratio).c_str() : "-",
+      tiers > 0 ? fmt::format("{:.2f}", tiers).c_str() : "-");
   return 0;
 }

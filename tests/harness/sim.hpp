@@ -46,7 +46,7 @@
 //   what its local rounds trained, compressed with its own uplink memory). For each
 //   assignment it adopts the global model, runs its local rounds, and sends the
 //   difference up, or nothing when 90% of the coordinator's deadline passes first.
-// - Server links (SimSettings::coordinatorMbps, TierSettings::linkMbps): a server's
+// - Server links (TierSettings::coordinatorMbps and linkMbps): a server's
 //   link carries one transfer at a time each way, in the order they start (a FIFO at its
 //   capacity); a message arrives when both its ends' links have carried it, plus the
 //   latency. Without capacities (0, the default) a message costs only its client's link.
@@ -69,9 +69,12 @@
 
 namespace starling::sim {
 
-// Relays (docs/relay.md) between the coordinator and the clients: starling-relay's
-// settings, and the relays' links.
+// The servers the clients talk to: the coordinator's link, and relays (docs/relay.md)
+// between it and the clients, with starling-relay's settings and their links.
 struct TierSettings {
+  // The coordinator's own link capacity, each way, shared by every transfer to and from
+  // it (0 = unlimited: only the other ends' links count).
+  double coordinatorMbps = 0;
   uint32_t relays = 0;  // R; 0 = flat: every client talks to the coordinator
   // The relays' rounds with their clients (starling-relay's --clients-per-round,
   // --over-selection, --min-clients, --deadline-ms (0 = the coordinator's deadline),
@@ -112,10 +115,7 @@ struct SimSettings {
   double uplinkMbps = 1.0;                       // client -> coordinator
   double downlinkMbps = 5.0;                     // coordinator -> client
   double latencyMs = 100.0;                      // one way, each message
-  // The coordinator's own link capacity, each way, shared by every transfer to and from
-  // it (0 = unlimited: only the clients' links count).
-  double coordinatorMbps = 0;
-  TierSettings tiers;  // relays (none by default)
+  TierSettings tiers;                            // the servers: the coordinator's link, relays (none by default)
   // Per-client links: each client's bandwidths are the above divided by f and its
   // latency the above times f, f log-uniform in [1, linkSpread] (1 = every client alike).
   double linkSpread = 1.0;

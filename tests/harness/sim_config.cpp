@@ -33,7 +33,7 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
          "per-client links: bandwidths / f and latency x f, f log-uniform in [1, this] (1 = all alike)");
   b.bind("sim.link-trace", s.linkTrace,
          "file of links, 'UP_MBPS DOWN_MBPS LATENCY_MS' per line, client i takes line i mod n (overrides the above)");
-  b.bind("sim.coordinator-mbps", s.coordinatorMbps,
+  b.bind("sim.coordinator-mbps", s.tiers.coordinatorMbps,
          "the coordinator's own link capacity each way, shared by every transfer to and from it (0 = unlimited)");
   b.bind("sim.relays", s.tiers.relays,
          "relays between the coordinator and the clients (client i under relay i mod R; 0 = flat)");

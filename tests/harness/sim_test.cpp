@@ -1032,7 +1032,7 @@ TEST_CASE("tiers: the coordinator's link carries its transfers one after another
   };
   const StrategyResult free = run(s, st);
   SimSettings narrow = s;
-  narrow.coordinatorMbps = 0.05;  // 30 updates of a few hundred bytes take seconds through it
+  narrow.tiers.coordinatorMbps = 0.05;  // 30 updates of a few hundred bytes take seconds through it
   const StrategyResult queued = run(narrow, st);
   for (std::size_t i = 0; i < 4; ++i) {
     INFO("round " << i + 1);
@@ -1044,7 +1044,7 @@ TEST_CASE("tiers: the coordinator's link carries its transfers one after another
   // The same 30 clients under 3 relays: the coordinator's link carries 3 updates a round.
   Strategy tiered = st;
   tiered.engine.clientsPerRound = 3;
-  TierSettings t;
+  TierSettings t = narrow.tiers;
   t.relays = 3;
   t.clientsPerRound = 10;
   t.overSelection = 1.0;

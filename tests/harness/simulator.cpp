@@ -76,7 +76,7 @@ struct Event {
   bool operator>(const Event& o) const { return atUs != o.atUs ? atUs > o.atUs : seq > o.seq; }
 };
 
-// A server's link (SimSettings::coordinatorMbps, TierSettings::linkMbps), one way: it
+// A server's link (TierSettings::coordinatorMbps and linkMbps), one way: it
 // carries one transfer at a time, in the order they start.
 struct ServerLink {
   double mbps = 0;  // 0 = unlimited
@@ -701,7 +701,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   if (!task) return task.status().withContext("the clients' task");
   task_ = std::move(*task);
   tiers_ = dc.tiers ? *dc.tiers : s().tiers;
-  coordinatorIn_.mbps = coordinatorOut_.mbps = s().coordinatorMbps;
+  coordinatorIn_.mbps = coordinatorOut_.mbps = tiers_.coordinatorMbps;
   if (tiers_.relays > 0) STARLING_RETURN_IF_ERROR(setUpRelays(model->params()));
   if (!s().exportDir.empty()) {
     auto x = RunExport::open(s().exportDir, fleet_, strategy_, *model);

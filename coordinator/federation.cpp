@@ -558,14 +558,15 @@ void Federation::holdForUpstream() {
 }
 
 void Federation::trainLocalRounds(std::vector<float> upstreamModel, uint32_t localRounds,
+                                  std::optional<RoundEngine::UpstreamPace> pace,
                                   std::function<void(Result<LocalRounds>)> held) {
-  asio::post(strand_, [self = shared_from_this(), model = std::move(upstreamModel), localRounds,
+  asio::post(strand_, [self = shared_from_this(), model = std::move(upstreamModel), localRounds, pace,
                        held = std::move(held)]() mutable {
     if (self->done_) return held(Status(StatusCode::kClosed, "the relay's federation has ended"));
     if (self->relayHeld_) return held(Status(StatusCode::kInvalidArgument, "local rounds are already running"));
     if (self->engine_->roundOpen())
       self->perform(self->engine_->abandonOpenRound("the coordinator's next assignment came first", self->nowMs()));
-    auto actions = self->engine_->adopt(model, self->engine_->commits() + 1 + localRounds, self->nowMs());
+    auto actions = self->engine_->adopt(model, self->engine_->commits() + 1 + localRounds, self->nowMs(), pace);
     if (!actions) return held(actions.status());
     self->relayHeld_ = std::move(held);
     self->relayRounds_.reset();

@@ -694,7 +694,11 @@ RoundSummary RoundEngine::summaryOf(const OpenRound& r, int64_t nowMs) {
   return s;
 }
 
-Result<std::vector<Action>> RoundEngine::adopt(std::span<const float> target, uint64_t holdAfter, int64_t nowMs) {
+Result<std::vector<Action>> RoundEngine::adopt(std::span<const float> target, uint64_t holdAfter, int64_t nowMs,
+                                               std::optional<UpstreamPace> upstream) {
+  if (upstream && (upstream->tau == 0 || !(upstream->lr > 0) || !std::isfinite(upstream->lr)))
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the upstream's tau {} and lr {} cannot train", upstream->tau, upstream->lr));
   const std::span<const float> model = downlink_->model();
   if (target.size() != model.size())
     return Status(StatusCode::kInvalidArgument,
@@ -727,6 +731,7 @@ Result<std::vector<Action>> RoundEngine::adopt(std::span<const float> target, ui
   s.modelChecksum = downlink_->checksum();
   std::vector<Action> out;
   out.push_back(RoundEnded{std::move(s)});
+  if (upstream) pace_->follow(upstream->tau, upstream->lr);
   holdAfter_ = holdAfter;
   if (finished())
     out.push_back(Finished{});

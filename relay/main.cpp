@@ -108,8 +108,10 @@ class Downstream {
     const auto started = std::chrono::steady_clock::now();
     auto done = std::make_shared<std::promise<Result<coordinator::LocalRounds>>>();
     auto got = done->get_future();
+    // The coordinator's tau and lr for this assignment (its ADACOMM, its decay) are the
+    // local rounds' own.
     federation->trainLocalRounds(std::vector<float>(learner.model().begin(), learner.model().end()),
-                                 rounds_.localRounds,
+                                 rounds_.localRounds, coordinator::RoundEngine::UpstreamPace{assign.tau, assign.lr},
                                  [done](Result<coordinator::LocalRounds> r) { done->set_value(std::move(r)); });
     // An update after the coordinator's deadline would only be late: at 90% of it the
     // relay stops waiting (the local round in flight is abandoned by the next

@@ -51,7 +51,13 @@ Pace::Pace(const EngineConfig& c, std::unique_ptr<compression::DensitySchedule> 
       tau_(c.tau) {}
 
 double Pace::lr(uint64_t commits) const {
+  if (followedLr_) return *followedLr_;
   return lr_ * std::pow(lrDecay_, static_cast<double>(commits));
+}
+
+void Pace::follow(uint32_t tau, double lr) {
+  tau_ = std::clamp(tau, tauMin_, tauMax_);
+  followedLr_ = lr;
 }
 
 double Pace::uplinkDensity(uint64_t commits) const {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -30,8 +31,11 @@ class Pace {
 
   // The local steps a round asks of a client of unknown speed.
   uint32_t tau() const { return tau_; }
-  // lr_r = lr x lrDecay^commits.
+  // lr_r = lr x lrDecay^commits, or the upstream's lr once follow() set one.
   double lr(uint64_t commits) const;
+  // A relay's local rounds train with the upstream assignment's tau and lr: tau (within
+  // [tauMin, tauMax]) and lr from now on, until the next follow().
+  void follow(uint32_t tau, double lr);
   // The link densities after `commits` committed rounds (DGC warm-up); 1 when the
   // link's compressor takes no density (identity, fp16, sign, QSGD).
   double uplinkDensity(uint64_t commits) const;
@@ -75,8 +79,9 @@ class Pace {
   bool adaptive_, stepBudgets_, dynamicBatch_, upDensity_, downDensity_;
   std::unique_ptr<compression::DensitySchedule> up_, down_;
   uint32_t tau_;
-  double lossF0_ = 0;  // smoothed loss at the first adaptation
-  double lossF_ = 0;   // smoothed loss
+  std::optional<double> followedLr_;  // follow()
+  double lossF0_ = 0;                 // smoothed loss at the first adaptation
+  double lossF_ = 0;                  // smoothed loss
   bool haveLoss_ = false;
 };
 

@@ -40,7 +40,7 @@ data::Dataset halves(std::size_t n, int seed) {
 Result<coordinator::LocalRounds> localRounds(RunningFederation& fed, std::vector<float> model, uint32_t rounds) {
   auto done = std::make_shared<std::promise<Result<coordinator::LocalRounds>>>();
   auto got = done->get_future();
-  fed.federation().trainLocalRounds(std::move(model), rounds,
+  fed.federation().trainLocalRounds(std::move(model), rounds, std::nullopt,
                                     [done](Result<coordinator::LocalRounds> r) { done->set_value(std::move(r)); });
   if (got.wait_for(30s) != std::future_status::ready)
     return Status(StatusCode::kTimeout, "the local rounds did not end within 30 s");

@@ -1925,6 +1925,39 @@ TEST_CASE("engine: held after n commits, no round starts; adopt() takes the mode
   }
 }
 
+TEST_CASE("engine: adopt() with the upstream's pace: the local rounds ask for its tau and lr", "[engine][relay]") {
+  EngineConfig config = smallConfig(1);
+  config.tau = 5;
+  config.tauMax = 40;
+  config.lr = 0.1;
+  auto engine = RoundEngine::create(config, initialModel()).value();
+  engine->holdAfter(0);
+  CHECK(only<Assign>(engine->clientJoined("a", 100, 0, checksum64(initialModel()), 0)).empty());  // held
+  // Refused before anything commits.
+  CHECK(engine->adopt(initialModel(), 2, 0, RoundEngine::UpstreamPace{0, 0.1}).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(engine->adopt(initialModel(), 2, 0, RoundEngine::UpstreamPace{7, -1}).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(engine->commits() == 0);
+  auto actions = engine->adopt(initialModel(), 2, 10, RoundEngine::UpstreamPace{12, 0.025});
+  REQUIRE(actions);
+  auto assigned = only<Assign>(*actions);
+  REQUIRE(assigned.size() == 1);
+  CHECK(assigned[0].assignment.tau == 12);
+  CHECK(assigned[0].assignment.lr == Approx(0.025));
+  // An upstream tau past tauMax is clamped to it; without a pace the last one stays.
+  engine->holdAfter(engine->commits());  // as Federation::cancelLocalRounds
+  engine->abandonOpenRound("next assignment", 20);
+  engine->clientLeft("a", "said goodbye", 21);
+  CHECK(only<Assign>(engine->clientJoined("a", 100, 0, 0, 22)).empty());
+  actions = engine->adopt(initialModel(), engine->commits() + 2, 30, RoundEngine::UpstreamPace{100, 0.05});
+  REQUIRE(actions);
+  assigned = only<Assign>(*actions);
+  REQUIRE(assigned.size() == 1);
+  CHECK(assigned[0].assignment.tau == 40);
+  CHECK(assigned[0].assignment.lr == Approx(0.05));
+}
+
 TEST_CASE("engine: adopt() refuses a target of another size, a non-finite one, and an open sync round",
           "[engine][relay]") {
   auto engine = RoundEngine::create(smallConfig(1), initialModel()).value();

@@ -506,7 +506,8 @@ Status Run::relayAssigned(std::size_t r) {
   relay.tally.reset();
   relay.workingSinceUs = nowUs_;
   if (a.deadlineMs > 0) push(nowUs_ + int64_t(a.deadlineMs) * 900, Event::Kind::kRelayGivesUp, r, relay.assignments);
-  auto actions = engine.adopt(relay.learner->model(), engine.commits() + 1 + tiers_.localRounds, nowMs());
+  auto actions = engine.adopt(relay.learner->model(), engine.commits() + 1 + tiers_.localRounds, nowMs(),
+                              coordinator::RoundEngine::UpstreamPace{a.tau, a.lr});
   if (!actions) return actions.status().withContext(relayId(r));
   return perform(std::move(*actions), node);
 }

@@ -99,7 +99,7 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   // upstream's training is complete: clients are told, as at the end of a task.
   void holdForUpstream();
   void trainLocalRounds(std::vector<float> upstreamModel, uint32_t localRounds,
-                        std::function<void(Result<LocalRounds>)> held);
+                        std::optional<RoundEngine::UpstreamPace> pace, std::function<void(Result<LocalRounds>)> held);
   // The local rounds in progress are not waited for any more (the upstream's deadline
   // passed): no new one starts, the open one still closes, `held` is not called. The
   // next trainLocalRounds() abandons a round still open.

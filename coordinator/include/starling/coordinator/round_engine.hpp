@@ -429,10 +429,18 @@ class RoundEngine {
   // coordinator's newest model): the step goes through the downlink like an aggregate's
   // (compressed, with the server memory, so model + memory moves by exactly target -
   // model; broadcast to the clients in their next catch-up), bypassing the server
-  // optimizer; then holds after `holdAfter` commits and starts the next round.
-  // kInvalidArgument while a sync round is open, or for a target of another size or
-  // not finite.
-  Result<std::vector<Action>> adopt(std::span<const float> target, uint64_t holdAfter, int64_t nowMs);
+  // optimizer; then holds after `holdAfter` commits and starts the next round. With
+  // `upstream`, the rounds from then on ask for its tau (within [tauMin, tauMax]) and lr:
+  // the coordinator's assignment's, so that its ADACOMM and learning-rate decay reach a
+  // relay's clients.
+  // kInvalidArgument while a sync round is open, for a target of another size or not
+  // finite, or an upstream tau of 0 or lr that is not positive.
+  struct UpstreamPace {
+    uint32_t tau = 0;
+    double lr = 0;
+  };
+  Result<std::vector<Action>> adopt(std::span<const float> target, uint64_t holdAfter, int64_t nowMs,
+                                    std::optional<UpstreamPace> upstream = std::nullopt);
   // Whether a round (a sync round, or the asynchronous modes' current step) is open.
   bool roundOpen() const;
   // Abandons the open sync round with `reason` (recorded; its updates refused, its

@@ -1101,4 +1101,47 @@ TEST_CASE("tiers: a relay whose local rounds outlast 90% of the coordinator's de
   std::filesystem::remove(path);
 }
 
+TEST_CASE("tiers: relays under an asynchronous coordinator: every server step from relays' updates",
+          "[harness][tiers]") {
+  const std::string path = writeRegressionCsv("starling-sim-tiers-async.csv", 37);
+  SimSettings s = smallFleet();
+  s.data = path;
+  s.clients = 30;
+  s.trainExamples = s.testExamples = 0;
+  data::DataOptions o;
+  o.task = data::TaskKind::kRegression;
+  auto fleet = Fleet::create(s, "linear", o);
+  REQUIRE(fleet);
+  Strategy st = smallStrategy("async relays");
+  st.task.kind = "regression";
+  st.task.model = fleet->modelSpec();
+  st.engine.mode = "async";
+  st.engine.clientsPerRound = 2;
+  st.engine.concurrency = 3;
+  st.engine.bufferSize = 2;
+  st.engine.rounds = 10;
+  st.engine.errorFeedback = true;
+  st.engine.uplink = "topk";
+  st.engine.uplinkDensity = 0.5;
+  TierSettings t;
+  t.relays = 3;
+  t.clientsPerRound = 5;
+  st.tiers = t;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  REQUIRE(r->rounds.size() == 10);
+  uint64_t edge = 0;
+  for (const RoundRow& row : r->rounds) {
+    INFO("server step " << row.round);
+    CHECK(row.committed);
+    CHECK(row.participants == 2);  // the buffer: two relays' updates
+    edge += row.edgeBytesUp;
+  }
+  CHECK(edge > 10 * r->rounds.back().bytesUp);  // the relays' clients trained (more than the coordinator saw)
+  REQUIRE(r->rounds.front().rmse.has_value());
+  REQUIRE(r->rounds.back().rmse.has_value());
+  CHECK(*r->rounds.back().rmse < 0.5 * *r->rounds.front().rmse);
+  std::filesystem::remove(path);
+}
+
 }  // namespace starling::sim

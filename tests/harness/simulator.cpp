@@ -89,8 +89,14 @@ struct RelayState {
   std::unique_ptr<coordinator::RoundEngine> engine;
   std::unique_ptr<client::Learner> learner;  // holding mode, trains nothing: Learner::submit
   coordinator::LocalRoundsTally tally;
-  std::optional<wire::RoundAssignMsg> incoming;  // the coordinator's assignment, on its way
-  std::optional<wire::RoundAssignMsg> working;   // the assignment its local rounds are for
+  // The coordinator's assignment as the relay reads it: the verified frame and the
+  // message, whose payloads are views into it.
+  struct Received {
+    wire::Message frame;
+    wire::RoundAssignMsg assign;
+  };
+  std::unique_ptr<Received> incoming;  // on its way
+  std::unique_ptr<Received> working;   // the assignment its local rounds are for
   int64_t workingSinceUs = 0;
   uint64_t assignments = 0;
   std::optional<coordinator::IncomingUpdate> inFlight;
@@ -440,13 +446,22 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a, uint32_t nod
 
 Status Run::assignRelay(std::size_t r, const coordinator::Assignment& a) {
   RelayState& relay = relays_[r];
-  wire::RoundAssignMsg message =
+  const wire::RoundAssignMsg message =
       coordinator::assignmentMessage(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
   const wire::Frame frame = wire::encode(message);
   countBytes(0, false, frame.size());
   const int64_t arrivesUs =
       transfer(frame.size(), nowUs_, tiers_.downlinkMbps, tiers_.latencyMs, &coordinatorOut_, &relay.in);
-  relay.incoming = std::move(message);
+  // The relay reads the frame, as starling-relay does: nothing of the engine's memory
+  // (which changes before the frame arrives) is shared with it.
+  const std::span<const uint8_t> bytes = frame.bytes();
+  auto verified = wire::Message::parse({bytes.begin() + wire::kFrameHeaderBytes, bytes.end()});
+  if (!verified) return verified.status().withContext(fmt::format("the assignment to {}", relayId(r)));
+  auto received = std::make_unique<RelayState::Received>(RelayState::Received{std::move(*verified), {}});
+  auto parsed = wire::parseRoundAssign(received->frame);
+  if (!parsed) return parsed.status().withContext(fmt::format("the assignment to {}", relayId(r)));
+  received->assign = std::move(*parsed);
+  relay.incoming = std::move(received);
   push(arrivesUs, Event::Kind::kRelayAssigned, r, ++relay.assignments);
   return Status::ok();
 }
@@ -493,8 +508,7 @@ Status Run::relayAssigned(std::size_t r) {
   RelayState& relay = relays_[r];
   const uint32_t node = static_cast<uint32_t>(r + 1);
   relay.working = std::move(relay.incoming);
-  relay.incoming.reset();
-  const wire::RoundAssignMsg& a = *relay.working;
+  const wire::RoundAssignMsg& a = relay.working->assign;
   // As starling-relay: the Learner catches up to the assignment's base model from the
   // frame, the relay's engine adopts it (abandoning a local round still open) and runs
   // its local rounds.
@@ -515,8 +529,8 @@ Status Run::relayAssigned(std::size_t r) {
 Status Run::relayCheckHeld(std::size_t r) {
   RelayState& relay = relays_[r];
   if (!relay.working || !relay.engine->held()) return Status::ok();
-  const wire::RoundAssignMsg a = std::move(*relay.working);
-  relay.working.reset();
+  const std::unique_ptr<RelayState::Received> received = std::move(relay.working);
+  const wire::RoundAssignMsg& a = received->assign;
   coordinator::LocalRounds rounds = relay.tally.take(relay.engine->model());
   if (rounds.examples == 0)
     return relayQuiet(r, fmt::format("the local rounds for round {} applied no update", a.round));
@@ -760,7 +774,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
         if (ev.assignment != relay.assignments || !relay.working) break;
         // starling-relay's rule: no update after 90% of the coordinator's deadline; its
         // engine starts no new local round (the open one still closes).
-        const uint64_t round = relay.working->round;
+        const uint64_t round = relay.working->assign.round;
         relay.working.reset();
         relay.engine->holdAfter(relay.engine->commits());
         STARLING_RETURN_IF_ERROR(relayQuiet(

@@ -89,6 +89,10 @@ struct TierSettings {
   // Each relay's own link capacity, each way, shared by its clients' transfers and its
   // own (0 = unlimited).
   double linkMbps = 0;
+  // The one-way latency between a relay and each of its clients (a relay near them, e.g.
+  // in the same site or cell); 0 = the client's own latency (SimSettings::latencyMs or
+  // its trace). Their bandwidths stay the clients' own.
+  double clientLatencyMs = 0;
 };
 
 // The fleet and the run, the [sim] section of a config (docs/simulation.md).

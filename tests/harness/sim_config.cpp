@@ -47,6 +47,8 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.relay-latency-ms", s.tiers.latencyMs, "relay <-> coordinator one-way latency, ms");
   b.bind("sim.relay-link-mbps", s.tiers.linkMbps,
          "each relay's own link capacity each way, shared by its clients' transfers and its own (0 = unlimited)");
+  b.bind("sim.relay-client-latency-ms", s.tiers.clientLatencyMs,
+         "one-way latency between a relay and its clients (0 = the clients' own)");
   b.bind("sim.dropout", s.dropout, "probability that a selected client drops out of its round");
   b.bind("sim.rejoin-ms", s.rejoinMs, "a dropped client rejoins after this (0 = the round deadline)");
   b.bind("sim.availability-trace", s.availabilityTrace,

@@ -1058,6 +1058,16 @@ TEST_CASE("tiers: the coordinator's link carries its transfers one after another
     CHECK(relayed.rounds[i].virtualSeconds - relayed.rounds[i].startedSeconds <
           queued.rounds[i].virtualSeconds - queued.rounds[i].startedSeconds);
   }
+  // Relays near their clients: 1 ms instead of the clients' 10 ms one way, two messages
+  // on a local round's critical path (the assignment down, the update up): 18 ms less.
+  tiered.tiers->clientLatencyMs = 1;
+  const StrategyResult near = run(narrow, tiered);
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("round " << i + 1);
+    const double saved = (relayed.rounds[i].virtualSeconds - relayed.rounds[i].startedSeconds) -
+                         (near.rounds[i].virtualSeconds - near.rounds[i].startedSeconds);
+    CHECK(saved == Approx(0.018).margin(0.002));
+  }
   std::filesystem::remove(path);
 }
 

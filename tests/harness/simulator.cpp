@@ -154,6 +154,11 @@ class Run {
   // Relay r sends nothing for its assignment: like starling-relay it says goodbye and
   // joins again, ready for the next.
   Status relayQuiet(std::size_t r, const std::string& reason);
+  // Client i's one-way latency to its server: its own, or under a relay
+  // TierSettings::clientLatencyMs when set (a relay near its clients).
+  double latencyMs(std::size_t client) const {
+    return !relays_.empty() && tiers_.clientLatencyMs > 0 ? tiers_.clientLatencyMs : fleet_.clients()[client].latencyMs;
+  }
   uint32_t nodeOf(std::size_t client) const {
     return relays_.empty() ? 0 : 1 + static_cast<uint32_t>(client % relays_.size());
   }
@@ -386,7 +391,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   if (linkIn(node).mbps > 0)  // its place in the server link's queue is taken when it leaves
     push(leavesUs, Event::Kind::kUpdateLeaves, i, c.assignments);
   else
-    push(leavesUs + linkMicros(frameBytes, fc.uplinkMbps, fc.latencyMs), Event::Kind::kUpdateArrives, i, c.assignments);
+    push(leavesUs + linkMicros(frameBytes, fc.uplinkMbps, latencyMs(i)), Event::Kind::kUpdateArrives, i, c.assignments);
   return Status::ok();
 }
 
@@ -426,7 +431,7 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a, uint32_t nod
   const wire::Frame frame = wire::encode(message);
   countBytes(node, false, frame.size());
   const Fleet::Client& fc = fleet_.clients()[i];
-  const int64_t downUs = transfer(frame.size(), nowUs_, fc.downlinkMbps, fc.latencyMs, &linkOut(node)) - nowUs_;
+  const int64_t downUs = transfer(frame.size(), nowUs_, fc.downlinkMbps, latencyMs(i), &linkOut(node)) - nowUs_;
   ++c.assignments;
   c.working = true;
   c.heldRound = a.baseRound;
@@ -786,7 +791,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
         ClientState& c = state_[ev.client];
         if (ev.assignment != c.assignments || !c.inFlight) break;
         const Fleet::Client& fc = fleet_.clients()[ev.client];
-        push(transfer(c.inFlightFrameBytes, nowUs_, fc.uplinkMbps, fc.latencyMs, &linkIn(nodeOf(ev.client))),
+        push(transfer(c.inFlightFrameBytes, nowUs_, fc.uplinkMbps, latencyMs(ev.client), &linkIn(nodeOf(ev.client))),
              Event::Kind::kUpdateArrives, ev.client, ev.assignment);
         break;
       }

@@ -6,7 +6,8 @@
 # rounds have the relays as their only participants, each relay's database has its local
 # rounds and the adopted models, every process exits 0 when the task ends, the model
 # learned the task; a client's certificate cannot run a relay, a relay does not take
-# another relay for its coordinator, and a revoked relay is refused.
+# another relay for its coordinator, and a revoked relay is refused. Then the same under
+# an asynchronous coordinator whose tau and decaying lr reach the relays' clients.
 # Usage: relay_test.sh COORDINATOR_BIN CLIENT_BIN RELAY_BIN
 set -u
 coord_bin=$1
@@ -104,6 +105,62 @@ fi
 rmse=$("$coord_bin" report --db "$work/coord.db" --format csv | awk -F, '$2 == "committed" { v = $24 } END { print v }')
 check "the model learned the task: test RMSE $rmse < 0.3 (a zero model: about 1.3)" \
   awk -v x="$rmse" 'BEGIN { exit !(x != "" && x < 0.3) }'
+
+# An asynchronous coordinator (a server step per 2 updates, 2 relays training at once)
+# with a decaying learning rate and tau 30: the relays' local rounds train with each
+# assignment's tau and lr (RoundEngine::adopt's UpstreamPace), so their rounds' lr falls
+# with the coordinator's.
+port=""
+launch_coordinator coord-async --task regression --model mlp:hidden:32 --test-data "$work/test.csv" \
+  --mode async --clients-per-round 2 --concurrency 2 --rounds 4 --tau 30 --lr 0.02 --lr-decay 0.5 --batch-size 16 \
+  --deadline-ms 60000 --db "$work/coord-async.db" || exit 1
+for r in 0 1; do
+  "$relay_bin" --coordinator "127.0.0.1:$port" --listen 127.0.0.1:0 --certs "$work/certs" --id "relay-$r" \
+    --db "$work/relay-async-$r.db" --clients-per-round 2 --over-selection 1 --local-rounds 1 --deadline-ms 30000 \
+    >"$work/relay-async-$r.log" 2>&1 &
+  relay_pid[$r]=$!
+  pids+=("${relay_pid[$r]}")
+done
+for r in 0 1; do
+  wait_for "$work/relay-async-$r.log" "listening on" 20 ||
+    { echo "relay-$r did not start serving"; cat "$work/relay-async-$r.log"; exit 1; }
+  relay_port[$r]=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/relay-async-$r.log" | head -n 1)
+done
+for i in 0 1 2 3; do
+  r=$((i / 2))
+  "$client_bin" --coordinator "127.0.0.1:${relay_port[$r]}" --certs "$work/certs" --id "client-$i" \
+    --data "$work/client-$i.csv" --task regression --seed "$i" >"$work/client-async-$i.log" 2>&1 &
+  client_pid[$i]=$!
+  pids+=("${client_pid[$i]}")
+done
+wait "$coord_pid"
+check "an asynchronous coordinator's task over two relays finishes" test $? -eq 0
+for r in 0 1; do
+  wait "${relay_pid[$r]}"
+  check "relay-$r exits 0 when the asynchronous task ends" test $? -eq 0
+done
+for i in 0 1 2 3; do wait "${client_pid[$i]}"; done
+check "4 server steps are committed" test "$(committed "$work/coord-async.db")" -eq 4
+if [ -x "$python" ]; then
+  check "the relays' local rounds ask for the coordinator's tau and decayed lr" "$python" - "$work/coord-async.db" \
+    "$work/relay-async-0.db" "$work/relay-async-1.db" <<'PY'
+import sqlite3, sys
+coord = sqlite3.connect(sys.argv[1])
+steps = coord.execute("select round, lr from rounds where status = 'committed' order by round").fetchall()
+coord_lrs = {round(lr, 9) for _, lr in steps}
+ok = True
+for path in sys.argv[2:]:
+    c = sqlite3.connect(path)
+    local = c.execute("select tau, lr from rounds where status = 'committed' and accepted > 0").fetchall()
+    lrs = {round(lr, 9) for _, lr in local}
+    print(path.split("/")[-1], "local rounds (tau, lr):", local, "coordinator's lrs:", sorted(coord_lrs))
+    # Each local round's lr is one the coordinator assigned (0.02 x 0.5^steps), at
+    # least one below the Welcome's 0.02, and every tau is the coordinator's 30.
+    ok = ok and local and all(t == 30 for t, _ in local) and lrs <= {round(0.02 * 0.5 ** k, 9) for k in range(8)} \
+        and min(lrs) < 0.02
+sys.exit(0 if ok else 1)
+PY
+fi
 
 # Revocation: relay-1 revoked; a coordinator started with the list refuses it at the
 # handshake, and says why.

@@ -9,7 +9,8 @@
 // (their updates aggregated, the model broadcast down compressed with its own memory),
 // and sends the difference its rounds made upwards, compressed with its own uplink
 // memory, as a client sends its update. Its rounds, clients and stragglers go to its own
-// SQLite file; restarted, it resumes from it.
+// SQLite file; restarted, it resumes from it. With --upstream-relay its upstream may be
+// another relay (three tiers).
 #include <CLI/CLI.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -192,6 +193,7 @@ int main(int argc, char** argv) {
   relay::RelayRounds rounds;
   int64_t handshakeTimeoutMs = 10'000;
   unsigned threads = 2;
+  bool upstreamRelay = false;
   app.add_option("--coordinator", coordinatorAddr, "the coordinator's address, HOST:PORT")->required();
   app.add_option("--listen", listenAddr, "address the relay's clients connect to, HOST:PORT");
   app.add_option("--certs", certs, "directory with ca.crt and <id>.crt / <id>.key (and crl.pem, if any)");
@@ -216,6 +218,8 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-ms", rounds.heartbeatMs, "a quiet client connection gets a heartbeat this often");
   app.add_option("--handshake-timeout-ms", handshakeTimeoutMs, "time allowed for a TLS handshake, both ways");
   app.add_option("--threads", threads, "threads serving the relay's clients")->check(CLI::Range(1u, 64u));
+  app.add_flag("--upstream-relay", upstreamRelay,
+               "--coordinator may be another relay (three tiers: coordinator <- relay <- this relay <- clients)");
   app.add_option("--log-level", logLevel, "trace, debug, info, warn, error or off");
   CLI11_PARSE(app, argc, argv);
 
@@ -268,7 +272,10 @@ int main(int argc, char** argv) {
   options.coordinator = *upstream;
   options.id = own->commonName;
   options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
-  options.serverRoles = {net::Role::kCoordinator};  // a relay upstream: three tiers are not built yet
+  // A relay upstream only when asked (--upstream-relay: three tiers): otherwise a relay
+  // mistaken for the coordinator is refused by name.
+  options.serverRoles = {net::Role::kCoordinator};
+  if (upstreamRelay) options.serverRoles.push_back(net::Role::kRelay);
   options.onWelcome = [&down](const wire::WelcomeMsg& w) { return down.welcome(w); };
   options.localWork = [&down](client::Learner& learner, const wire::RoundAssignMsg& a) {
     return down.work(learner, a);

@@ -7,7 +7,8 @@
 # rounds and the adopted models, every process exits 0 when the task ends, the model
 # learned the task; a client's certificate cannot run a relay, a relay does not take
 # another relay for its coordinator, and a revoked relay is refused. Then the same under
-# an asynchronous coordinator whose tau and decaying lr reach the relays' clients.
+# an asynchronous coordinator whose tau and decaying lr reach the relays' clients, and
+# three tiers (a relay under a relay, --upstream-relay).
 # Usage: relay_test.sh COORDINATOR_BIN CLIENT_BIN RELAY_BIN
 set -u
 coord_bin=$1
@@ -161,6 +162,59 @@ for path in sys.argv[2:]:
 sys.exit(0 if ok else 1)
 PY
 fi
+
+# Three tiers: coordinator <- relay-0 <- relay-1 (--upstream-relay) <- client-0, client-1.
+port=""
+launch_coordinator coord-3 --task regression --model mlp:hidden:32 --test-data "$work/test.csv" \
+  --clients-per-round 1 --over-selection 1 --rounds 4 --tau 50 --lr 0.02 --batch-size 16 --deadline-ms 60000 \
+  --db "$work/coord-3.db" || exit 1
+upstream=$port
+for r in 0 1; do
+  extra=()
+  [ "$r" = 1 ] && extra=(--upstream-relay)
+  "$relay_bin" --coordinator "127.0.0.1:$upstream" --listen 127.0.0.1:0 --certs "$work/certs" --id "relay-$r" \
+    --db "$work/relay-3-$r.db" --clients-per-round $((r + 1)) --over-selection 1 --local-rounds $((r + 1)) \
+    --deadline-ms 30000 "${extra[@]}" >"$work/relay-3-$r.log" 2>&1 &
+  relay_pid[$r]=$!
+  pids+=("${relay_pid[$r]}")
+  wait_for "$work/relay-3-$r.log" "listening on" 20 ||
+    { echo "relay-$r did not start serving"; cat "$work/relay-3-$r.log"; exit 1; }
+  upstream=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/relay-3-$r.log" | head -n 1)
+done
+for i in 0 1; do
+  "$client_bin" --coordinator "127.0.0.1:$upstream" --certs "$work/certs" --id "client-$i" \
+    --data "$work/client-$i.csv" --task regression --seed "$i" >"$work/client-3-$i.log" 2>&1 &
+  client_pid[$i]=$!
+  pids+=("${client_pid[$i]}")
+done
+wait "$coord_pid"
+check "three tiers: the coordinator's task finishes" test $? -eq 0
+for r in 0 1; do
+  wait "${relay_pid[$r]}"
+  check "three tiers: relay-$r exits 0" test $? -eq 0
+done
+for i in 0 1; do
+  wait "${client_pid[$i]}"
+  check "three tiers: client-$i exits 0" test $? -eq 0
+done
+check "three tiers: 4 global rounds are committed" test "$(committed "$work/coord-3.db")" -eq 4
+if [ -x "$python" ]; then
+  check "three tiers: each tier's participants are the next tier, the middle one ran 1 and the lower 2 local rounds" \
+    "$python" - "$work/coord-3.db" "$work/relay-3-0.db" "$work/relay-3-1.db" <<'PY'
+import sqlite3, sys
+def tier(path):
+    c = sqlite3.connect(path)
+    who = sorted(r[0] for r in c.execute("select distinct client_id from participants"))
+    local = c.execute("select count(*) from rounds where status = 'committed' and accepted > 0").fetchone()[0]
+    return who, local
+coord, middle, lower = (tier(p) for p in sys.argv[1:])
+print("coordinator:", coord, "relay-0:", middle, "relay-1:", lower)
+sys.exit(0 if coord == (["relay-0"], 4) and middle == (["relay-1"], 4) and lower == (["client-0", "client-1"], 8)
+         else 1)
+PY
+fi
+rmse=$("$coord_bin" report --db "$work/coord-3.db" --format csv | awk -F, '$2 == "committed" { v = $24 } END { print v }')
+check "three tiers: the model learned the task: test RMSE $rmse < 0.3" awk -v x="$rmse" 'BEGIN { exit !(x != "" && x < 0.3) }'
 
 # Revocation: relay-1 revoked; a coordinator started with the list refuses it at the
 # handshake, and says why.

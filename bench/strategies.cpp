@@ -122,7 +122,8 @@ struct Options {
   // Relays' updates that close a global round (0 = relays / 1.3: the coordinator
   // over-selects relays as the flat coordinator over-selects clients).
   uint32_t tiersCoordinatorK = 0;
-  bool tiersDense = false;  // FedAvg fp32 both ways instead of sim10k's compression
+  bool tiersDense = false;          // FedAvg fp32 both ways instead of sim10k's compression
+  double tiersClientLatencyMs = 0;  // relay <-> client latency (0 = the clients' 100 ms)
   uint64_t tiersRounds = 30;
   uint32_t tiersTau = 10;
   double tiersCoordinatorMbps = 100;
@@ -613,15 +614,17 @@ double runTiers(const Options& o) {
   t.relays = o.tiersRelays;
   t.clientsPerRound = std::max<uint32_t>(1, o.tiersPerRound / o.tiersRelays);
   t.localRounds = o.tiersLocalRounds;
+  t.clientLatencyMs = o.tiersClientLatencyMs;
   tiered.tiers = t;
 
   std::printf(
       "\ntiers: 10,000 clients (Dirichlet 0.5, up 1 / down 5 Mbit/s, 100 ms, speeds over 10x, 10%% dropout), MLP "
       "784-200-200-10, %s, tau %u, %u client updates per global round (x 1.3 "
       "assigned), %llu global rounds; tiered: %u relays (%u close a round), %u local round(s) each, relay <-> "
-      "coordinator 100 Mbit/s 20 ms\n",
+      "coordinator 100 Mbit/s 20 ms, relay <-> client latency %s\n",
       o.tiersDense ? "FedAvg fp32 both ways" : "top-k 0.2%/0.4% fp16 ternary + EF", o.tiersTau, o.tiersPerRound,
-      static_cast<unsigned long long>(o.tiersRounds), o.tiersRelays, tiered.engine.clientsPerRound, o.tiersLocalRounds);
+      static_cast<unsigned long long>(o.tiersRounds), o.tiersRelays, tiered.engine.clientsPerRound, o.tiersLocalRounds,
+      o.tiersClientLatencyMs > 0 ? fmt::format("{:g} ms", o.tiersClientLatencyMs).c_str() : "the clients' own");
   std::printf("%-34s %9s %7s %12s %14s %14s %10s\n", "layout", "s/round", "rounds", "coord conns", "coord MB/round",
               "edge MB/round", "final acc");
   std::vector<TierRow> rows;
@@ -687,7 +690,8 @@ int usage() {
       "       [--overlap-partition P] [--overlap-momentum F] [--overlap-server-lr F]\n"
       "       [--overlap-seeds N]\n"
       "       [--tiers-only] [--skip-tiers] [--tiers-relays R] [--tiers-per-round N] [--tiers-local-rounds L]\n"
-      "       [--tiers-rounds N] [--tiers-tau N] [--tiers-coordinator-mbps F]\n");
+      "       [--tiers-rounds N] [--tiers-tau N] [--tiers-coordinator-mbps F] [--tiers-coordinator-k K]\n"
+      "       [--tiers-dense] [--tiers-client-latency-ms F]\n");
   return 2;
 }
 
@@ -715,6 +719,8 @@ int main(int argc, char** argv) {
       o.tiersLocalRounds = static_cast<uint32_t>(std::atoi(v));
     else if (a == "--tiers-coordinator-k" && (v = next()))
       o.tiersCoordinatorK = static_cast<uint32_t>(std::atoi(v));
+    else if (a == "--tiers-client-latency-ms" && (v = next()))
+      o.tiersClientLatencyMs = std::atof(v);
     else if (a == "--tiers-dense")
       o.tiersDense = true;
     else if (a == "--tiers-rounds" && (v = next()))

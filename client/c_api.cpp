@@ -640,10 +640,10 @@ int starling_client_start_background(starling_client* client, const starling_cli
     if (config == nullptr) return client->fail(STARLING_ERR_INVALID_ARGUMENT, "the background configuration is NULL");
     // This version's struct is the only one so far; later ones append fields.
     if (config->struct_size != sizeof(starling_client_background_config))
-      return client->fail(STARLING_ERR_INVALID_ARGUMENT,
-                          "config.struct_size is " + std::to_string(config->struct_size) + ", not " +
-                              std::to_string(sizeof(starling_client_background_config)) +
-                              " (call starling_client_background_config_init first)");
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT, "config.struct_size is " +
+                                                             std::to_string(config->struct_size) + ", not " +
+                                                             std::to_string(sizeof(starling_client_background_config)) +
+                                                             " (call starling_client_background_config_init first)");
     client::ShadowSyncOptions so;
     if (config->variant != STARLING_SYNC_EASGD && config->variant != STARLING_SYNC_MA)
       return client->fail(STARLING_ERR_INVALID_ARGUMENT,
@@ -722,8 +722,7 @@ int starling_client_train_step(starling_client* client, const float* features, c
 int starling_client_join_background(starling_client* client) {
   if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
   return guarded(client, [&]() -> int {
-    if (!client->sync.joinable())
-      return client->fail(STARLING_ERR_STATE, "no background training in progress to join");
+    if (!client->sync.joinable()) return client->fail(STARLING_ERR_STATE, "no background training in progress to join");
     client->sync.join();
     int code = STARLING_OK;
     std::string message;

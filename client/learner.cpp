@@ -318,8 +318,8 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a) {
   return update;
 }
 
-Result<LocalUpdate> Learner::submit(const wire::RoundAssignMsg& a, std::span<const float> model, const TrainStats& stats,
-                                    Submitted how) {
+Result<LocalUpdate> Learner::submit(const wire::RoundAssignMsg& a, std::span<const float> model,
+                                    const TrainStats& stats, Submitted how) {
   if (!holding_ || !task_) return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
   if (model.size() != xhat_.size())
     return Status(StatusCode::kInvalidArgument,

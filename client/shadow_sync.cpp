@@ -42,9 +42,9 @@ Status ShadowSync::welcome(const wire::WelcomeMsg& w) {
   auto m = model::Model::fromSpec(w.modelSpec);
   if (!m) return Status(StatusCode::kInvalidArgument, "the coordinator's model: " + m.status().message());
   if (m->task() == data::TaskKind::kRegression)
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("the coordinator's model {} is a regression; background training takes class labels",
-                              w.modelSpec));
+    return Status(
+        StatusCode::kInvalidArgument,
+        fmt::format("the coordinator's model {} is a regression; background training takes class labels", w.modelSpec));
   const int outputs = m->task() == data::TaskKind::kBinary ? 2 : m->numClasses();
   if (m->inputDim() != options_.featureDim || outputs != options_.numClasses)
     return Status(StatusCode::kInvalidArgument,
@@ -114,9 +114,9 @@ Result<LocalUpdate> ShadowSync::work(Learner& learner, const wire::RoundAssignMs
   }
   // The snapshot is this thread's own: compressed and sent without the lock.
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  auto update = learner.submit(a, snapshot_, stats,
-                               options_.variant == SyncVariant::kEasgd ? Learner::Submitted::kCarried
-                                                                       : Learner::Submitted::kFromBase);
+  auto update = learner.submit(
+      a, snapshot_, stats,
+      options_.variant == SyncVariant::kEasgd ? Learner::Submitted::kCarried : Learner::Submitted::kFromBase);
   std::lock_guard lock(mu_);
   if (update)
     ++stats_.syncs;

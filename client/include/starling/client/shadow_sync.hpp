@@ -67,12 +67,12 @@ struct ShadowSyncOptions {
 };
 
 struct ShadowSyncStats {
-  uint64_t steps = 0;       // steps the app made
-  uint64_t syncs = 0;       // updates made from a snapshot
-  uint64_t emptyRounds = 0; // rounds without a step: nothing sent
-  uint64_t mixes = 0;       // global models mixed into x
-  double lastLoss = 0;      // the loss of the app's last step
-  std::string lastError;    // the last thing that kept a round from sending ("" = none)
+  uint64_t steps = 0;        // steps the app made
+  uint64_t syncs = 0;        // updates made from a snapshot
+  uint64_t emptyRounds = 0;  // rounds without a step: nothing sent
+  uint64_t mixes = 0;        // global models mixed into x
+  double lastLoss = 0;       // the loss of the app's last step
+  std::string lastError;     // the last thing that kept a round from sending ("" = none)
 };
 
 // The mixes, on plain spans (the unit tests hold them against a NumPy computation).
@@ -105,6 +105,9 @@ class ShadowSync {
   std::size_t copyModel(std::span<float> out) const;
 
   ShadowSyncStats stats() const;
+  // The snapshot the last update was made from: the sync thread's (tests read it after
+  // work() has returned).
+  std::span<const float> snapshot() const { return snapshot_; }
 
  private:
   explicit ShadowSync(const ShadowSyncOptions& options) : options_(options) {}
@@ -116,8 +119,8 @@ class ShadowSync {
   float momentum_ = 0, weightDecay_ = 0, clipNorm_ = 0;
 
   mutable std::mutex mu_;
-  std::condition_variable stepped_;  // a step was made, or stop()
-  std::optional<model::Model> model_;  // x: its params (under mu_)
+  std::condition_variable stepped_;     // a step was made, or stop()
+  std::optional<model::Model> model_;   // x: its params (under mu_)
   std::vector<float> grad_, velocity_;  // step()'s, under mu_
   std::vector<float> yScratch_;         // step()'s labels as floats
   std::vector<float> snapshot_;         // s: sync thread only (written under mu_)

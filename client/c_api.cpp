@@ -750,6 +750,9 @@ int starling_client_get_background_stats(const starling_client* client, starling
       out->rounds_empty = s.emptyRounds;
       out->mixes = s.mixes;
       out->last_loss = s.lastLoss;
+      out->lock_waits = s.lockWaits;
+      out->longest_lock_wait_us =
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(s.longestLockWait).count());
       error = s.lastError;
     }
     out->running = client->syncRunning ? 1 : 0;

@@ -149,7 +149,17 @@ Result<double> ShadowSync::step(const float* features, const int32_t* labels, st
                     fmt::format("label {} of example {} is not a class 0 .. {}", labels[i], i, classes - 1));
   double loss = 0;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_, std::try_to_lock);
+    std::chrono::nanoseconds waited{-1};
+    if (!lock.owns_lock()) {
+      const auto asked = std::chrono::steady_clock::now();
+      lock.lock();
+      waited = std::chrono::steady_clock::now() - asked;
+    }
+    if (waited.count() >= 0) {
+      ++stats_.lockWaits;
+      stats_.longestLockWait = std::max(stats_.longestLockWait, waited);
+    }
     if (!model_ || stats_.mixes == 0)
       return Status(StatusCode::kClosed, "no model yet: background training has not had its first assignment");
     yScratch_.resize(n);

@@ -459,14 +459,16 @@ STARLING_CLIENT_API int starling_client_train_step(starling_client* client, cons
 STARLING_CLIENT_API int starling_client_join_background(starling_client* client);
 
 typedef struct starling_client_background_stats {
-  uint64_t steps;         /* train_step calls that trained */
-  uint64_t rounds_synced; /* updates made from a snapshot of the app's model */
-  uint64_t rounds_empty;  /* rounds in which the app made no step: nothing sent */
-  uint64_t mixes;         /* global models mixed into the app's model */
-  double last_loss;       /* the loss of the app's last step */
-  int running;            /* 1 while the background thread runs */
-  int sync_status;        /* STARLING_OK while running or after success, else the code it ended with */
-  char last_error[256];   /* the last reason a round sent nothing, or the thread ended; "" = none */
+  uint64_t steps;                /* train_step calls that trained */
+  uint64_t rounds_synced;        /* updates made from a snapshot of the app's model */
+  uint64_t rounds_empty;         /* rounds in which the app made no step: nothing sent */
+  uint64_t mixes;                /* global models mixed into the app's model */
+  double last_loss;              /* the loss of the app's last step */
+  uint64_t lock_waits;           /* steps that waited for the background thread's copy or mix of the model */
+  uint64_t longest_lock_wait_us; /* ... and the longest such wait, in microseconds */
+  int running;                   /* 1 while the background thread runs */
+  int sync_status;               /* STARLING_OK while running or after success, else the code it ended with */
+  char last_error[256];          /* the last reason a round sent nothing, or the thread ended; "" = none */
 } starling_client_background_stats;
 
 /*

@@ -141,10 +141,13 @@ int main(int argc, char** argv) {
       "%llu over 10 ms\n",
       (unsigned long long)steps, now() - started, (unsigned long long)again,
       steps > 0 ? 1e3 * stepSeconds / (double)steps : 0.0, 1e3 * longest, (unsigned long long)slow);
-  printf("rounds synced %llu, accepted %llu, rejected %llu, empty %llu; %llu bytes up, %llu bytes down; last loss %.4f\n",
-         (unsigned long long)bs.rounds_synced, (unsigned long long)stats.rounds_accepted,
-         (unsigned long long)stats.rounds_rejected, (unsigned long long)bs.rounds_empty,
-         (unsigned long long)stats.bytes_up, (unsigned long long)stats.bytes_down, bs.last_loss);
+  printf("lock waits %llu, longest %llu us\n", (unsigned long long)bs.lock_waits,
+         (unsigned long long)bs.longest_lock_wait_us);
+  printf(
+      "rounds synced %llu, accepted %llu, rejected %llu, empty %llu; %llu bytes up, %llu bytes down; last loss %.4f\n",
+      (unsigned long long)bs.rounds_synced, (unsigned long long)stats.rounds_accepted,
+      (unsigned long long)stats.rounds_rejected, (unsigned long long)bs.rounds_empty,
+      (unsigned long long)stats.bytes_up, (unsigned long long)stats.bytes_down, bs.last_loss);
   starling_client_destroy(client);
   return 0;
 }

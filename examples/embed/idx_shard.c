@@ -43,7 +43,7 @@ static gzFile openIdx(const char* path, uint32_t dims, uint32_t* count, size_t* 
 /* Loads the examples i with i % n == shard from the IDX pair; 0 on success.
  * *pixels and *labels are malloc'ed; the caller frees them. */
 int loadShard(const char* dir, unsigned shard, unsigned n, uint8_t** pixels, int32_t** labels, size_t* count,
-                     size_t* dim) {
+              size_t* dim) {
   char imagesPath[4096], labelsPath[4096];
   uint32_t numImages, numLabels, i;
   size_t labelBytes, kept = 0;

@@ -72,7 +72,11 @@ struct ShadowSyncStats {
   uint64_t emptyRounds = 0;  // rounds without a step: nothing sent
   uint64_t mixes = 0;        // global models mixed into x
   double lastLoss = 0;       // the loss of the app's last step
-  std::string lastError;     // the last thing that kept a round from sending ("" = none)
+  // Steps that found the lock taken (by the sync thread's copy or mix), and the
+  // longest such wait: what the app's thread paid for the synchronization.
+  uint64_t lockWaits = 0;
+  std::chrono::nanoseconds longestLockWait{0};
+  std::string lastError;  // the last thing that kept a round from sending ("" = none)
 };
 
 // The mixes, on plain spans (the unit tests hold them against a NumPy computation).

@@ -559,6 +559,18 @@ double accuracyOf(const std::vector<float>& params, const Clusters& data) {
   return double(right) / double(data.y.size());
 }
 
+// Calls `call` until it returns something else than STARLING_ERR_AGAIN (the first
+// round has brought the model), for at most ~10 s; returns its last result.
+template <typename Call>
+int untilModel(Call call) {
+  int rc = STARLING_ERR_AGAIN;
+  for (int i = 0; i < 5000 && rc == STARLING_ERR_AGAIN; ++i) {
+    rc = call();
+    if (rc == STARLING_ERR_AGAIN) std::this_thread::sleep_for(2ms);
+  }
+  return rc;
+}
+
 starling_client_background_config backgroundConfig(int variant) {
   starling_client_background_config bg;
   starling_client_background_config_init(&bg);
@@ -634,12 +646,7 @@ TEST_CASE("background training: stop() ends it while it waits for the app's step
   // No steps: once the first round has come, the background thread waits for them.
   size_t n = 0;
   std::vector<float> model(100);
-  int rc = STARLING_ERR_AGAIN;
-  for (int i = 0; i < 5000 && rc == STARLING_ERR_AGAIN; ++i) {
-    rc = starling_client_get_model(a.c, model.data(), model.size(), &n);
-    if (rc == STARLING_ERR_AGAIN) std::this_thread::sleep_for(2ms);
-  }
-  REQUIRE(rc == STARLING_OK);
+  REQUIRE(untilModel([&] { return starling_client_get_model(a.c, model.data(), model.size(), &n); }) == STARLING_OK);
   const auto started = std::chrono::steady_clock::now();
   std::thread stopper([&] { starling_client_stop(a.c); });
   CHECK(starling_client_join_background(a.c) == STARLING_ERR_STOPPED);
@@ -697,12 +704,8 @@ TEST_CASE("background training: a label out of range is refused before the step"
   REQUIRE(starling_client_start_background(a.c, &bg) == STARLING_OK);
   Clusters data(16, 6);
   data.y[3] = 3;
-  int rc = STARLING_ERR_AGAIN;
-  for (int i = 0; i < 5000 && rc == STARLING_ERR_AGAIN; ++i) {
-    rc = starling_client_train_step(a.c, data.x.data(), data.y.data(), 16, nullptr);
-    if (rc == STARLING_ERR_AGAIN) std::this_thread::sleep_for(2ms);
-  }
-  CHECK(rc == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK(untilModel([&] { return starling_client_train_step(a.c, data.x.data(), data.y.data(), 16, nullptr); }) ==
+        STARLING_ERR_INVALID_ARGUMENT);
   CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("label 3 of example 3"));
   starling_client_stop(a.c);
   CHECK(starling_client_join_background(a.c) == STARLING_ERR_STOPPED);

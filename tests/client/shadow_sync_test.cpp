@@ -25,11 +25,15 @@
 #include "starling/compression/payload.hpp"
 #include "starling/util/checksum.hpp"
 
+#include "client/update_helpers.hpp"
+#include "support/command_output.hpp"
 #include "trainer/toy_data.hpp"
 
 using namespace starling;
 using namespace starling::client;
 using namespace std::chrono_literals;
+using starling::client::test::checkAuditInvariant;
+using starling::client::test::sent;
 
 namespace {
 
@@ -63,31 +67,6 @@ wire::RoundAssignMsg assign(uint64_t round, uint64_t base, std::span<const float
   return a;
 }
 
-std::vector<float> sent(const LocalUpdate& u, std::size_t d) {
-  compression::Compressed c;
-  std::vector<float> q(d);
-  REQUIRE(compression::decode(u.payload, static_cast<uint32_t>(d), c).isOk());
-  REQUIRE(compression::expand(c, q).isOk());
-  return q;
-}
-
-std::vector<double> auditLine(const std::string& path, const std::string& name) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    std::string head;
-    s >> head;
-    if (head != name) continue;
-    std::vector<double> v;
-    double x = 0;
-    while (s >> x)
-      v.push_back(x);
-    return v;
-  }
-  return {};
-}
-
 ShadowSyncOptions options(SyncVariant variant) {
   ShadowSyncOptions o;
   o.variant = variant;
@@ -96,6 +75,28 @@ ShadowSyncOptions options(SyncVariant variant) {
   o.numClasses = 4;
   return o;
 }
+
+// A Learner without a Trainer of its own (ParticipantOptions::localWork's) that has
+// joined the task, and a ShadowSync of `variant` for it.
+struct Synced {
+  data::Dataset shard;
+  wire::WelcomeMsg welcome;
+  Learner learner;
+  std::unique_ptr<ShadowSync> sync;
+  Synced(uint64_t seed, SyncVariant variant, bool topk, bool audit = false)
+      : shard(test::blobs(64, 8, 4, seed)), welcome(task(topk)), learner(learnerOptions(seed, audit), nullptr) {
+    REQUIRE(learner.welcome(welcome, shard).isOk());
+    auto made = ShadowSync::create(options(variant));
+    REQUIRE(made.isOk());
+    sync = std::move(*made);
+    REQUIRE(sync->welcome(welcome).isOk());
+  }
+  static LearnerOptions learnerOptions(uint64_t seed, bool audit) {
+    LearnerOptions lo{seed, audit};
+    lo.trains = false;
+    return lo;
+  }
+};
 
 // The app: steps on minibatches of `shard` until `done`, on the calling thread.
 struct App {
@@ -157,16 +158,10 @@ std::vector<std::pair<float, float>> numpyMixes(const std::vector<float>& x, con
       "e = x - a * (x - c); m = c + (x - s); "
       "[print(repr(float(p)), repr(float(q))) for p, q in zip(e, m)]\" " +
       path.string() + " " + alphaText;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string text;
-  char buf[256];
-  while (std::fgets(buf, sizeof buf, p) != nullptr)
-    text += buf;
-  pclose(p);
+  const std::optional<std::string> text = starling::testing::commandOutput(cmd);
   std::filesystem::remove(path);
   std::vector<std::pair<float, float>> out;
-  std::istringstream in(text);
+  std::istringstream in(text.value_or(""));
   double e = 0, m = 0;
   while (in >> e >> m)
     out.emplace_back(float(e), float(m));
@@ -205,23 +200,17 @@ TEST_CASE("shadow sync: the S-EASGD and S-MA mixes are NumPy's float32 arithmeti
 }
 
 TEST_CASE("shadow sync: a round mixes the global model in, as the variant says", "[client][shadow]") {
-  const data::Dataset shard = test::blobs(64, 8, 4, 31);
   const SyncVariant variant = GENERATE(SyncVariant::kEasgd, SyncVariant::kMa);
   CAPTURE(variant == SyncVariant::kEasgd ? "S-EASGD" : "S-MA");
-  LearnerOptions lo{1};
-  lo.trains = false;
-  Learner learner(lo, nullptr);
-  const wire::WelcomeMsg w = task(false);
-  REQUIRE(learner.welcome(w, shard).isOk());
-  auto sync = ShadowSync::create(options(variant));
-  REQUIRE(sync.isOk());
-  REQUIRE((*sync)->welcome(w).isOk());
-  App app(shard);
+  Synced f(31, variant, false);
+  Learner& learner = f.learner;
+  ShadowSync* sync = f.sync.get();
+  App app(f.shard);
   std::vector<float> g = globalModel(0);
-  auto first = round(**sync, learner, assign(1, 0, g), app);
+  auto first = round(*sync, learner, assign(1, 0, g), app);
   REQUIRE(first.isOk());
   CHECK(first->stats.steps >= int(kTau));
-  const std::vector<float> s((*sync)->snapshot().begin(), (*sync)->snapshot().end());
+  const std::vector<float> s(sync->snapshot().begin(), sync->snapshot().end());
   // The first round started x from the global model: the update is g - s.
   const std::vector<float> q = sent(*first, g.size());
   for (std::size_t i = 0; i < g.size(); ++i)
@@ -230,17 +219,17 @@ TEST_CASE("shadow sync: a round mixes the global model in, as the variant says",
 
   // Round 2 with no steps: a 30 ms budget passes, nothing is sent, and x is the mix.
   std::vector<float> x(g.size());
-  REQUIRE((*sync)->copyModel(x) == x.size());
+  REQUIRE(sync->copyModel(x) == x.size());
   g = globalModel(1);
   auto a = assign(2, 1, g, 30);
   REQUIRE(learner.catchUp(a).isOk());
-  auto empty = (*sync)->work(learner, a);
+  auto empty = sync->work(learner, a);
   REQUIRE_FALSE(empty.isOk());
   CHECK(empty.status().code() == StatusCode::kTimeout);
-  CHECK((*sync)->stats().emptyRounds == 1);
-  CHECK_THAT((*sync)->stats().lastError, Catch::Contains("no training step"));
+  CHECK(sync->stats().emptyRounds == 1);
+  CHECK_THAT(sync->stats().lastError, Catch::Contains("no training step"));
   std::vector<float> mixed(g.size());
-  REQUIRE((*sync)->copyModel(mixed) == mixed.size());
+  REQUIRE(sync->copyModel(mixed) == mixed.size());
   double worst = 0;
   for (std::size_t i = 0; i < g.size(); ++i) {
     const double expect = variant == SyncVariant::kEasgd ? double(x[i]) - 0.5 * (double(x[i]) - double(g[i]))
@@ -248,28 +237,21 @@ TEST_CASE("shadow sync: a round mixes the global model in, as the variant says",
     worst = std::max(worst, std::fabs(expect - double(mixed[i])));
   }
   CHECK(worst < 1e-5);
-  CHECK((*sync)->stats().mixes == 2);
+  CHECK(sync->stats().mixes == 2);
 }
 
 TEST_CASE("shadow sync: the uplink memory's invariant holds over rounds with a rejected update", "[client][shadow]") {
-  const data::Dataset shard = test::blobs(64, 8, 4, 32);
   const SyncVariant variant = GENERATE(SyncVariant::kEasgd, SyncVariant::kMa);
   CAPTURE(variant == SyncVariant::kEasgd ? "S-EASGD" : "S-MA");
-  LearnerOptions lo{9};
-  lo.audit = true;
-  lo.trains = false;
-  Learner learner(lo, nullptr);
-  const wire::WelcomeMsg w = task(true);
-  REQUIRE(learner.welcome(w, shard).isOk());
-  auto sync = ShadowSync::create(options(variant));
-  REQUIRE(sync.isOk());
-  REQUIRE((*sync)->welcome(w).isOk());
-  App app(shard);
+  Synced f(32, variant, true, true);
+  Learner& learner = f.learner;
+  ShadowSync* sync = f.sync.get();
+  App app(f.shard);
   const std::size_t d = globalModel(0).size();
   std::vector<double> applied(d, 0.0);
   for (uint64_t r = 1; r <= 6; ++r) {
     const std::vector<float> g = globalModel(r - 1);
-    auto u = round(**sync, learner, assign(r, r - 1, g), app);
+    auto u = round(*sync, learner, assign(r, r - 1, g), app);
     REQUIRE(u.isOk());
     const std::vector<float> q = sent(*u, d);
     if (variant == SyncVariant::kEasgd && r > 1) {
@@ -278,7 +260,7 @@ TEST_CASE("shadow sync: the uplink memory's invariant holds over rounds with a r
       double worst = 0;
       for (std::size_t i = 0; i < d; ++i)
         worst = std::max(worst, std::fabs(double(q[i]) + double(learner.memory()[i]) -
-                                          (double(g[i]) - double((*sync)->snapshot()[i]))));
+                                          (double(g[i]) - double(sync->snapshot()[i]))));
       CHECK(worst < 1e-5);
     }
     const bool accepted = r != 3;
@@ -288,42 +270,23 @@ TEST_CASE("shadow sync: the uplink memory's invariant holds over rounds with a r
         applied[i] += q[i];
   }
   CHECK(learner.stats().roundsRejected == 1);
-  CHECK((*sync)->stats().syncs == 6);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("starling-shadow-audit-" + std::to_string(::getpid()))).string();
-  REQUIRE(learner.writeAudit(path).isOk());
-  const std::vector<double> computed = auditLine(path, "computed"), memory = auditLine(path, "memory");
-  std::remove(path.c_str());
-  REQUIRE(computed.size() == d);
-  REQUIRE(memory.size() == d);
-  double worst = 0, scale = 0;
-  for (std::size_t i = 0; i < d; ++i) {
-    worst = std::max(worst, std::fabs(applied[i] + memory[i] - computed[i]));
-    scale = std::max(scale, std::fabs(computed[i]));
-  }
-  CHECK(scale > 0);
-  CHECK(worst <= 1e-5 * std::max(1.0, scale));
+  CHECK(sync->stats().syncs == 6);
+  checkAuditInvariant(learner, applied);
 }
 
 TEST_CASE("shadow sync: each snapshot is a state the model was in while the app kept stepping", "[client][shadow]") {
-  const data::Dataset shard = test::blobs(64, 8, 4, 33);
-  LearnerOptions lo{2};
-  lo.trains = false;
-  Learner learner(lo, nullptr);
-  const wire::WelcomeMsg w = task(false);
-  REQUIRE(learner.welcome(w, shard).isOk());
-  auto sync = ShadowSync::create(options(SyncVariant::kEasgd));
-  REQUIRE(sync.isOk());
-  REQUIRE((*sync)->welcome(w).isOk());
-  App app(shard);
+  Synced f(33, SyncVariant::kEasgd, false);
+  Learner& learner = f.learner;
+  ShadowSync* sync = f.sync.get();
+  App app(f.shard);
   for (uint64_t r = 1; r <= 5; ++r) {
     std::vector<uint64_t> states;
     const std::vector<float> g = globalModel(r - 1);
-    auto u = round(**sync, learner, assign(r, r - 1, g), app, &states);
+    auto u = round(*sync, learner, assign(r, r - 1, g), app, &states);
     REQUIRE(u.isOk());
     // After the mix x changes only by the app's steps: the snapshot is the state after
     // one of them, not a blend of two.
-    const uint64_t snapshot = checksum64((*sync)->snapshot());
+    const uint64_t snapshot = checksum64(sync->snapshot());
     CHECK(std::find(states.begin(), states.end(), snapshot) != states.end());
     CHECK(u->stats.steps >= int(kTau));
     CHECK(std::isfinite(u->stats.lossEnd));
@@ -332,12 +295,9 @@ TEST_CASE("shadow sync: each snapshot is a state the model was in while the app 
 }
 
 TEST_CASE("shadow sync: stop() ends a round waiting for steps, and refusals say why", "[client][shadow]") {
-  const data::Dataset shard = test::blobs(64, 8, 4, 34);
-  LearnerOptions lo{3};
-  lo.trains = false;
-  Learner learner(lo, nullptr);
-  const wire::WelcomeMsg w = task(false);
-  REQUIRE(learner.welcome(w, shard).isOk());
+  Synced f(34, SyncVariant::kMa, false);
+  Learner& learner = f.learner;
+  const wire::WelcomeMsg& w = f.welcome;
   ShadowSyncOptions bad = options(SyncVariant::kEasgd);
   bad.alpha = 0.0f;
   CHECK_FALSE(ShadowSync::create(bad).isOk());
@@ -349,19 +309,17 @@ TEST_CASE("shadow sync: stop() ends a round waiting for steps, and refusals say 
   CHECK(refused.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(refused.message(), Catch::Contains("9 features"));
 
-  auto sync = ShadowSync::create(options(SyncVariant::kMa));
-  REQUIRE(sync.isOk());
-  REQUIRE((*sync)->welcome(w).isOk());
-  App app(shard);
-  CHECK(app.step(**sync).status().code() == StatusCode::kClosed);  // no model before the first round
+  ShadowSync* sync = f.sync.get();
+  App app(f.shard);
+  CHECK(app.step(*sync).status().code() == StatusCode::kClosed);  // no model before the first round
   const std::vector<float> g = globalModel(0);
   const auto a = assign(1, 0, g);
   REQUIRE(learner.catchUp(a).isOk());
-  auto work = std::async(std::launch::async, [&] { return (*sync)->work(learner, a); });
-  while (!(*sync)->ready())
+  auto work = std::async(std::launch::async, [&] { return sync->work(learner, a); });
+  while (!sync->ready())
     std::this_thread::yield();
   CHECK(work.wait_for(50ms) == std::future_status::timeout);  // waiting for tau steps
-  (*sync)->stop();
+  sync->stop();
   auto u = work.get();
   REQUIRE_FALSE(u.isOk());
   CHECK(u.status().code() == StatusCode::kClosed);

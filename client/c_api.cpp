@@ -572,6 +572,10 @@ int starling_client_run(starling_client* client) {
     if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
     if (!client->dataset)
       return client->fail(STARLING_ERR_STATE, "no training data: call a starling_client_set_data_* function first");
+    {
+      std::lock_guard lock(client->mu);
+      client->shadow.reset();  // get_model() is this run's again
+    }
     client->running = true;
     struct Reset {
       bool& running;

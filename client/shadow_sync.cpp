@@ -74,7 +74,7 @@ Result<LocalUpdate> ShadowSync::work(Learner& learner, const wire::RoundAssignMs
       return Status(StatusCode::kInternal, "an assignment before background training knew the task");
     std::span<float> x = model_->params();
     // The first assignment starts x from the global model; later ones mix it in.
-    if (stats_.mixes == 0 && stats_.steps == 0) {
+    if (stats_.mixes == 0) {
       std::copy(center.begin(), center.end(), x.begin());
     } else if (options_.variant == SyncVariant::kEasgd) {
       mixElastic(x, center, options_.alpha);

@@ -659,6 +659,16 @@ TEST_CASE("background training: stop() ends it while it waits for the app's step
   float loss = -1;
   CHECK(starling_client_train_step(a.c, data.x.data(), data.y.data(), 16, &loss) == STARLING_OK);
   CHECK(loss > 0);
+  // The same client then trains the rest of the task in the foreground, and get_model()
+  // is that run's global model again.
+  Clusters own(200, 7);
+  REQUIRE(starling_client_set_data_f32(a.c, own.x.data(), own.y.data(), own.y.size(), kDim, kClasses) == STARLING_OK);
+  INFO(a.lines.all());
+  REQUIRE(starling_client_run(a.c) == STARLING_OK);
+  CHECK(starling_client_train_step(a.c, data.x.data(), data.y.data(), 16, &loss) == STARLING_ERR_STATE);
+  std::vector<float> global(n);
+  REQUIRE(starling_client_get_model(a.c, global.data(), global.size(), &n) == STARLING_OK);
+  CHECK_FALSE(std::equal(global.begin(), global.end(), model.begin()));
 }
 
 TEST_CASE("background training refuses what it cannot use, saying why", "[capi][background][errors]") {

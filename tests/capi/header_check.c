@@ -29,8 +29,8 @@ int starling_capi_c_check(void) {
       background.alpha != 0.5f)
     return 9;
   if (starling_client_start_background(client, &background) != STARLING_ERR_STATE) return 10;
-  if (starling_client_get_background_stats(client, &background_stats) != STARLING_OK ||
-      background_stats.running != 0 || background_stats.last_error[0] != '\0')
+  if (starling_client_get_background_stats(client, &background_stats) != STARLING_OK || background_stats.running != 0 ||
+      background_stats.last_error[0] != '\0')
     return 11;
   starling_client_destroy(client);
   starling_client_destroy(NULL);

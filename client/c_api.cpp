@@ -7,6 +7,12 @@
 // the run publishes its statistics there from its own thread (a periodic timer on
 // the run's io_context copies Participant::stats(), which only that thread writes).
 //
+// Background training (ShadowSync, client/shadow_sync.hpp) runs the same federation
+// on a thread of its own (`sync`), with a ShadowSync as the Participant's local work.
+// That thread writes only what is under `mu` (state, stats, its outcome) and the
+// Participant it owns while it runs; the owner thread reaches the live model through
+// the ShadowSync, whose own lock guards it.
+//
 // No exception crosses the C boundary: every entry point catches and reports
 // STARLING_ERR_INTERNAL with the exception's message.
 
@@ -19,6 +25,7 @@
 #include <asio/steady_timer.hpp>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -29,9 +36,11 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "starling/client/participant.hpp"
+#include "starling/client/shadow_sync.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/data/load.hpp"
 #include "starling/data/loaders.hpp"
@@ -137,18 +146,25 @@ struct starling_client {
   client::ParticipantOptions options;
   std::shared_ptr<spdlog::logger> log;
 
-  // Owner thread only.
+  // Owner thread only (and, while it runs, `participant` and `placeholder` the
+  // background thread's).
   std::string error;
   std::optional<data::Dataset> dataset;
   std::unique_ptr<client::Participant> participant;  // of the last run, kept for get_model()
   bool running = false;
+  std::thread sync;                          // background training's thread, until joined
+  std::optional<data::Dataset> placeholder;  // the background Participant's shard (the data stay with the app)
 
-  // Shared with stop(), state() and get_stats(), under mu.
+  // Shared with stop(), state(), get_stats() and get_background_stats(), under mu.
   mutable std::mutex mu;
   int state = STARLING_STATE_IDLE;
   starling_client_stats stats{};
   asio::io_context* io = nullptr;  // the run's loop while run() is in progress
   bool stopRequested = false;
+  std::shared_ptr<client::ShadowSync> shadow;  // background training's, from start to the next start
+  bool syncRunning = false;
+  int syncCode = STARLING_OK;  // how the background thread ended
+  std::string syncError;
 
   int fail(int code, std::string message) {
     error = std::move(message);
@@ -196,7 +212,92 @@ int guarded(starling_client* c, Body body) noexcept {
 int checkIdle(starling_client* c) {
   if (!c->usable) return c->fail(STARLING_ERR_STATE, "this client failed to be created: " + c->error);
   if (c->running) return c->fail(STARLING_ERR_STATE, "not while starling_client_run() is in progress");
+  if (c->sync.joinable())
+    return c->fail(STARLING_ERR_STATE,
+                   "not while background training is in progress (starling_client_join_background() first)");
   return STARLING_OK;
+}
+
+// How a federation run ended: a STARLING_* code and, unless STARLING_OK, why.
+struct Outcome {
+  int code = STARLING_OK;
+  std::string message;
+};
+
+// Runs the federation over `shard` with `options` to its end on the calling thread (the
+// owner's for run(), the background thread for ShadowSync): state, stats and the loop
+// go through `mu`; the client's other fields are not touched but `participant`.
+Outcome runFederation(starling_client* client, const data::Dataset& shard, client::ParticipantOptions options) {
+  client->participant.reset();
+  client->participant = std::make_unique<client::Participant>(shard, std::move(options), client->log);
+  // The loop's pending handlers (and the Participant's suspended coroutine frames)
+  // are destroyed with it, before the Participant they refer to.
+  asio::io_context io(1);
+  {
+    std::lock_guard lock(client->mu);
+    if (client->stopRequested) {
+      client->stopRequested = false;
+      client->state = STARLING_STATE_IDLE;
+      return {STARLING_ERR_STOPPED, "stopped by starling_client_stop() before it started"};
+    }
+    client->io = &io;
+    client->state = STARLING_STATE_CONNECTING;
+    client->stats = starling_client_stats{};
+  }
+  struct Reset {
+    starling_client* c;
+    ~Reset() {
+      std::lock_guard lock(c->mu);
+      c->io = nullptr;
+      c->stopRequested = false;
+    }
+  } reset{client};
+
+  client::Participant& participant = *client->participant;
+  std::optional<Status> outcome;
+  std::exception_ptr error;
+  bool finished = false;
+  asio::steady_timer ticker(io);
+  std::function<void()> tick = [&] {
+    client->publish(participant.stats());
+    ticker.expires_after(kStatsPeriod);
+    ticker.async_wait([&](const std::error_code& ec) {
+      // cancel() cannot recall a wait that has already completed and is queued to
+      // run: without the flag, that handler would re-arm the timer and keep io.run()
+      // from ever returning once the run has finished.
+      if (!ec && !finished) tick();
+    });
+  };
+  tick();
+
+  asio::co_spawn(io, participant.run(io.get_executor(), client->tls), [&](std::exception_ptr e, Status st) {
+    error = e;
+    outcome.emplace(std::move(st));
+    finished = true;
+    ticker.cancel();
+  });
+  io.run();
+  client->publish(participant.stats());
+  if (error) std::rethrow_exception(error);
+
+  bool stopped = !outcome;  // io.run() returned without the coroutine finishing: stop() was called
+  if (!stopped) {
+    // Background training's wait for steps ends with kClosed on a stop.
+    std::lock_guard lock(client->mu);
+    stopped = client->stopRequested && !outcome->isOk();
+  }
+  if (stopped) {
+    client->setState(STARLING_STATE_IDLE);
+    return {STARLING_ERR_STOPPED, "stopped by starling_client_stop()"};
+  }
+  if (!*outcome) {
+    client->setState(STARLING_STATE_FAILED);
+    // The Participant reports a task it cannot train as kInvalidArgument.
+    int code = outcome->code() == StatusCode::kInvalidArgument ? STARLING_ERR_TASK : codeFor(outcome->code());
+    return {code, outcome->message()};
+  }
+  client->setState(STARLING_STATE_DONE);
+  return {};
 }
 
 int setData(starling_client* c, Result<data::Dataset> ds, const char* what) {
@@ -205,6 +306,12 @@ int setData(starling_client* c, Result<data::Dataset> ds, const char* what) {
   c->dataset.emplace(std::move(*ds));
   c->error.clear();
   return STARLING_OK;
+}
+
+// Background training's ShadowSync, or null (before any start_background).
+std::shared_ptr<client::ShadowSync> shadowOf(const starling_client* c) {
+  std::lock_guard lock(c->mu);
+  return c->shadow;
 }
 
 int checkArrays(starling_client* c, const void* features, const int32_t* labels, size_t count, size_t dim,
@@ -286,8 +393,13 @@ int starling_client_create(const starling_client_config* config, starling_client
 }
 
 void starling_client_destroy(starling_client* client) {
+  if (client == nullptr) return;
+  if (client->sync.joinable()) {
+    starling_client_stop(client);
+    client->sync.join();
+  }
   // The Participant borrows the data set and the logger: it goes first.
-  if (client != nullptr) client->participant.reset();
+  client->participant.reset();
   delete client;
 }
 
@@ -460,73 +572,17 @@ int starling_client_run(starling_client* client) {
     if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
     if (!client->dataset)
       return client->fail(STARLING_ERR_STATE, "no training data: call a starling_client_set_data_* function first");
-
-    client->participant.reset();
-    client->participant = std::make_unique<client::Participant>(*client->dataset, client->options, client->log);
-    // The loop's pending handlers (and the Participant's suspended coroutine frames)
-    // are destroyed with it, before the Participant they refer to.
-    asio::io_context io(1);
     {
       std::lock_guard lock(client->mu);
-      if (client->stopRequested) {
-        client->stopRequested = false;
-        client->state = STARLING_STATE_IDLE;
-        return client->fail(STARLING_ERR_STOPPED, "stopped by starling_client_stop() before it started");
-      }
-      client->io = &io;
-      client->state = STARLING_STATE_CONNECTING;
-      client->stats = starling_client_stats{};
+      client->shadow.reset();  // get_model() is this run's again
     }
     client->running = true;
     struct Reset {
-      starling_client* c;
-      ~Reset() {
-        std::lock_guard lock(c->mu);
-        c->io = nullptr;
-        c->stopRequested = false;
-        c->running = false;
-      }
-    } reset{client};
-
-    client::Participant& participant = *client->participant;
-    std::optional<Status> outcome;
-    std::exception_ptr error;
-    bool finished = false;
-    asio::steady_timer ticker(io);
-    std::function<void()> tick = [&] {
-      client->publish(participant.stats());
-      ticker.expires_after(kStatsPeriod);
-      ticker.async_wait([&](const std::error_code& ec) {
-        // cancel() cannot recall a wait that has already completed and is queued to
-        // run: without the flag, that handler would re-arm the timer and keep io.run()
-        // from ever returning once the run has finished.
-        if (!ec && !finished) tick();
-      });
-    };
-    tick();
-
-    asio::co_spawn(io, participant.run(io.get_executor(), client->tls), [&](std::exception_ptr e, Status st) {
-      error = e;
-      outcome.emplace(std::move(st));
-      finished = true;
-      ticker.cancel();
-    });
-    io.run();
-    client->publish(participant.stats());
-    if (error) std::rethrow_exception(error);
-
-    if (!outcome) {
-      // io.run() returned without the coroutine finishing: stop() was called.
-      client->setState(STARLING_STATE_IDLE);
-      return client->fail(STARLING_ERR_STOPPED, "stopped by starling_client_stop()");
-    }
-    if (!*outcome) {
-      client->setState(STARLING_STATE_FAILED);
-      // The Participant reports a task it cannot train as kInvalidArgument.
-      int code = outcome->code() == StatusCode::kInvalidArgument ? STARLING_ERR_TASK : codeFor(outcome->code());
-      return client->fail(code, outcome->message());
-    }
-    client->setState(STARLING_STATE_DONE);
+      bool& running;
+      ~Reset() { running = false; }
+    } reset{client->running};
+    Outcome outcome = runFederation(client, *client->dataset, client->options);
+    if (outcome.code != STARLING_OK) return client->fail(outcome.code, std::move(outcome.message));
     client->error.clear();
     return STARLING_OK;
   });
@@ -537,6 +593,8 @@ void starling_client_stop(starling_client* client) {
   std::lock_guard lock(client->mu);
   client->stopRequested = true;
   if (client->io != nullptr) client->io->stop();
+  // (Lock order: the client's, then the ShadowSync's; it never takes the client's.)
+  if (client->shadow && client->syncRunning) client->shadow->stop();
 }
 
 int starling_client_state(const starling_client* client) {
@@ -557,12 +615,158 @@ int starling_client_get_model(starling_client* client, float* out, size_t capaci
   starling_client* c = client;
   return guarded(c, [&]() -> int {
     if (c->running) return c->fail(STARLING_ERR_STATE, "not while starling_client_run() is in progress");
+    if (std::shared_ptr<client::ShadowSync> shadow = shadowOf(c)) {
+      const std::size_t n = shadow->copyModel({out, out == nullptr ? 0 : capacity});
+      if (n == 0) return c->fail(STARLING_ERR_AGAIN, "no model yet: background training has not had its first round");
+      *count = n;
+      return STARLING_OK;
+    }
     if (!c->participant) return c->fail(STARLING_ERR_STATE, "no model yet: run the client first");
     auto model = c->participant->model();
     *count = model.size();
     std::copy_n(model.begin(), std::min(capacity, model.size()), out);
     return STARLING_OK;
   });
+}
+
+void starling_client_background_config_init(starling_client_background_config* config) {
+  if (config == nullptr) return;
+  *config = starling_client_background_config{};
+  config->struct_size = sizeof(starling_client_background_config);
+  config->variant = STARLING_SYNC_EASGD;
+  config->alpha = 0.5f;
+}
+
+int starling_client_start_background(starling_client* client, const starling_client_background_config* config) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (config == nullptr) return client->fail(STARLING_ERR_INVALID_ARGUMENT, "the background configuration is NULL");
+    // This version's struct is the only one so far; later ones append fields.
+    if (config->struct_size != sizeof(starling_client_background_config))
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT, "config.struct_size is " +
+                                                             std::to_string(config->struct_size) + ", not " +
+                                                             std::to_string(sizeof(starling_client_background_config)) +
+                                                             " (call starling_client_background_config_init first)");
+    client::ShadowSyncOptions so;
+    if (config->variant != STARLING_SYNC_EASGD && config->variant != STARLING_SYNC_MA)
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT,
+                          "variant " + std::to_string(config->variant) +
+                              " is neither STARLING_SYNC_EASGD (0) nor STARLING_SYNC_MA (1)");
+    so.variant = config->variant == STARLING_SYNC_MA ? client::SyncVariant::kMa : client::SyncVariant::kEasgd;
+    so.alpha = config->alpha;
+    so.featureDim = config->feature_dim;
+    so.numClasses = config->num_classes;
+    so.maxWait = std::chrono::milliseconds(config->max_wait_ms);
+    auto made = client::ShadowSync::create(so);
+    if (!made) return client->fail(made.status().withContext("the background configuration"));
+    std::shared_ptr<client::ShadowSync> shadow = std::move(*made);
+
+    // The Participant wants a shard; the app's data never reach the library. One
+    // example stands in for them, and Hello announces the app's count.
+    auto one = data::Dataset::fromFloats(std::vector<float>(config->feature_dim, 0.0f), {0}, config->feature_dim,
+                                         config->num_classes);
+    if (!one) return client->fail(one.status());
+    client->participant.reset();  // it borrows the old placeholder
+    client->placeholder.emplace(std::move(*one));
+    client::ParticipantOptions options = client->options;
+    options.announcedExamples = config->num_examples;
+    options.onWelcome = [shadow](const wire::WelcomeMsg& w) { return shadow->welcome(w); };
+    options.localWork = [shadow](client::Learner& learner, const wire::RoundAssignMsg& a) {
+      return shadow->work(learner, a);
+    };
+    {
+      std::lock_guard lock(client->mu);
+      client->shadow = shadow;
+      client->syncRunning = true;
+      client->syncCode = STARLING_OK;
+      client->syncError.clear();
+      client->state = STARLING_STATE_CONNECTING;
+    }
+    client->participant.reset();
+    client->sync = std::thread([client, options = std::move(options)]() mutable {
+      Outcome outcome;
+      try {
+        outcome = runFederation(client, *client->placeholder, std::move(options));
+      } catch (const std::exception& e) {
+        outcome = {STARLING_ERR_INTERNAL, std::string("internal error: ") + e.what()};
+      } catch (...) {
+        outcome = {STARLING_ERR_INTERNAL, "internal error: unknown exception"};
+      }
+      if (outcome.code != STARLING_OK && outcome.code != STARLING_ERR_STOPPED)
+        client->log->error("background training ended: {}", outcome.message);
+      std::lock_guard lock(client->mu);
+      if (outcome.code == STARLING_ERR_INTERNAL) client->state = STARLING_STATE_FAILED;
+      client->syncRunning = false;
+      client->syncCode = outcome.code;
+      client->syncError = std::move(outcome.message);
+    });
+    client->error.clear();
+    return STARLING_OK;
+  });
+}
+
+int starling_client_train_step(starling_client* client, const float* features, const int32_t* labels, size_t n,
+                               float* loss_out) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    std::shared_ptr<client::ShadowSync> shadow = shadowOf(client);
+    if (!shadow)
+      return client->fail(STARLING_ERR_STATE, "no background training: call starling_client_start_background() first");
+    auto loss = shadow->step(features, labels, n);
+    if (!loss) {
+      if (loss.status().code() == StatusCode::kClosed) return client->fail(STARLING_ERR_AGAIN, loss.status().message());
+      return client->fail(loss.status());
+    }
+    if (loss_out != nullptr) *loss_out = static_cast<float>(*loss);
+    return STARLING_OK;
+  });
+}
+
+int starling_client_join_background(starling_client* client) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (!client->sync.joinable()) return client->fail(STARLING_ERR_STATE, "no background training in progress to join");
+    client->sync.join();
+    int code = STARLING_OK;
+    std::string message;
+    {
+      std::lock_guard lock(client->mu);
+      code = client->syncCode;
+      message = client->syncError;
+    }
+    if (code != STARLING_OK) return client->fail(code, std::move(message));
+    client->error.clear();
+    return STARLING_OK;
+  });
+}
+
+int starling_client_get_background_stats(const starling_client* client, starling_client_background_stats* out) {
+  if (client == nullptr || out == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  try {
+    std::lock_guard lock(client->mu);
+    *out = starling_client_background_stats{};
+    std::string error;
+    if (client->shadow) {
+      const client::ShadowSyncStats s = client->shadow->stats();
+      out->steps = s.steps;
+      out->rounds_synced = s.syncs;
+      out->rounds_empty = s.emptyRounds;
+      out->mixes = s.mixes;
+      out->last_loss = s.lastLoss;
+      out->lock_waits = s.lockWaits;
+      out->longest_lock_wait_us =
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(s.longestLockWait).count());
+      error = s.lastError;
+    }
+    out->running = client->syncRunning ? 1 : 0;
+    out->sync_status = client->syncCode;
+    if (!client->syncError.empty()) error = client->syncError;
+    std::snprintf(out->last_error, sizeof out->last_error, "%s", error.c_str());
+    return STARLING_OK;
+  } catch (...) {
+    return STARLING_ERR_INTERNAL;
+  }
 }
 
 }  // extern "C"

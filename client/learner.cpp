@@ -319,7 +319,7 @@ Result<LocalUpdate> Learner::train(const wire::RoundAssignMsg& a) {
 }
 
 Result<LocalUpdate> Learner::submit(const wire::RoundAssignMsg& a, std::span<const float> model,
-                                    const TrainStats& stats) {
+                                    const TrainStats& stats, Submitted how) {
   if (!holding_ || !task_) return Status(StatusCode::kMalformed, "RoundAssign before Welcome");
   if (model.size() != xhat_.size())
     return Status(StatusCode::kInvalidArgument,
@@ -328,6 +328,7 @@ Result<LocalUpdate> Learner::submit(const wire::RoundAssignMsg& a, std::span<con
   delta_.resize(xhat_.size());
   for (std::size_t i = 0; i < xhat_.size(); ++i)
     delta_[i] = xhat_[i] - model[i];  // base - x, as a Trainer leaves it
+  if (how == Submitted::kCarried) return compressGap(a, stats, true);
   return compressAndTag(a, stats);
 }
 
@@ -435,21 +436,25 @@ Result<LocalUpdate> Learner::trainOverlap(const wire::RoundAssignMsg& a, std::sp
     o.x[i] -= pull * (o.x[i] - z[i]);
     delta_[i] = base[i] - o.x[i];
   }
-  // What is still in flight is not in this base: not sent again.
-  if (!stale)
-    for (const auto& f : inFlight_)
-      STARLING_RETURN_IF_ERROR(compression::addScaled(f.second, -1.0f, delta_));
-  while (!inFlight_.empty() && inFlight_.size() >= options_.maxPending)
-    inFlight_.erase(inFlight_.begin());  // (with error feedback makeRoom settled it already)
   o.fresh = false;
   o.started = true;
   o.lastBase = a.baseRound;
   o.next = TrainRequest{static_cast<int>(a.tau), a.lr, mix(seed_, a.round + 1), batchFor(a)};
-  auto update = compressAndTag(a, stats, true, !stale);
+  auto update = compressGap(a, stats, !stale);
   if (!update) return update;
   update->overlapped = !stale;
   update->evalStats = std::move(evalStats);
   return update;
+}
+
+Result<LocalUpdate> Learner::compressGap(const wire::RoundAssignMsg& a, const TrainStats& stats, bool carried) {
+  // What is still in flight is not in this base: not sent again.
+  if (carried)
+    for (const auto& f : inFlight_)
+      STARLING_RETURN_IF_ERROR(compression::addScaled(f.second, -1.0f, delta_));
+  while (!inFlight_.empty() && inFlight_.size() >= options_.maxPending)
+    inFlight_.erase(inFlight_.begin());  // (with error feedback makeRoom settled it already)
+  return compressAndTag(a, stats, true, carried);
 }
 
 Result<TrainStats> Learner::advance() {

@@ -339,9 +339,10 @@ asio::awaitable<Status> Participant::goodbyeAfter(net::Connection& conn, Status 
 asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcomed) {
   learner_.forgetReplayIndices();  // the coordinator forgets what this client held on reconnect
   const uint64_t held = learner_.heldRound();
-  const wire::HelloMsg hello =
-      wire::clientHello(options_.id, numExamples_ - heldOutCount(numExamples_, options_.evalFraction), held,
-                        held > 0 ? learner_.modelChecksum() : 0);
+  const wire::HelloMsg hello = wire::clientHello(
+      options_.id,
+      options_.announcedExamples.value_or(numExamples_ - heldOutCount(numExamples_, options_.evalFraction)), held,
+      held > 0 ? learner_.modelChecksum() : 0);
   const wire::Frame helloFrame = wire::encode(hello);
   Status st = co_await conn.send(helloFrame.bytes());
   if (!st) co_return st;

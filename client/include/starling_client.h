@@ -24,11 +24,16 @@
  * No C++ exception ever crosses this API.
  *
  * Threads. A client is driven by one thread at a time, its "owner": create, the
- * set_data functions, run, get_model and destroy must not overlap on one client.
+ * set_data functions, run, start_background, train_step, join_background, get_model,
+ * last_error and destroy must not overlap on one client.
  * starling_client_run() runs the whole federation on the calling thread (it brings
- * its own event loop; it starts no threads). The exceptions, callable from any
- * thread at any time between create and destroy, even while run() is in progress:
- * starling_client_stop(), starling_client_state() and starling_client_get_stats().
+ * its own event loop; it starts no threads). starling_client_start_background()
+ * instead starts one thread of the library's, which runs the federation while the
+ * owner trains with starling_client_train_step() (never waiting on the network) until
+ * join_background() or destroy() has ended that thread. The exceptions, callable from
+ * any thread at any time between create and destroy, even while run() is in progress
+ * or the background thread runs: starling_client_stop(), starling_client_state(),
+ * starling_client_get_stats() and starling_client_get_background_stats().
  * Separate clients are independent (an application may run several, one per thread).
  *
  * Ownership. The library copies everything it is given (configuration strings, data
@@ -64,6 +69,7 @@ extern "C" {
 #define STARLING_ERR_CALLBACK 8         /* the data callback returned non-zero */
 #define STARLING_ERR_TASK 9             /* the coordinator's task does not fit this client's data */
 #define STARLING_ERR_INTERNAL 10        /* a bug or out of memory; the message says what */
+#define STARLING_ERR_AGAIN 11           /* not yet: background training has no model before its first round */
 
 /* ---- configuration ---------------------------------------------------------- */
 
@@ -154,7 +160,8 @@ STARLING_CLIENT_API int starling_client_create(const starling_client_config* con
 /*
  * Frees the client and everything it holds. NULL is a no-op. Must not be called
  * while starling_client_run() is in progress on the client (stop it and wait for
- * run() to return first). Owner thread.
+ * run() to return first). Background training still running is stopped and its
+ * thread joined first. Owner thread.
  */
 STARLING_CLIENT_API void starling_client_destroy(starling_client* client);
 
@@ -305,7 +312,10 @@ STARLING_CLIENT_API int starling_client_run(starling_client* client);
  * waiting on the network, or when the local training in progress (one round's
  * steps) ends. The connection is dropped; the coordinator treats the client as gone.
  * When no run() is in progress, the next run() returns STARLING_ERR_STOPPED at once
- * (so a stop that races with the start of run() is never lost). Returns at once.
+ * (so a stop that races with the start of run() is never lost). Background training
+ * is stopped the same way: its thread drops the connection and ends (within a step of
+ * the app's when it waits for them); join_background() then returns STARLING_ERR_STOPPED.
+ * Returns at once.
  * Any thread; not async-signal-safe (it takes a lock): a signal handler should
  * wake a thread that calls it.
  */
@@ -346,9 +356,128 @@ STARLING_CLIENT_API int starling_client_get_stats(const starling_client* client,
  * The global model as this client last held it (after run() returned): copies up
  * to `capacity` floats into out (out may be NULL when capacity is 0) and sets
  * *count to the model's number of parameters. STARLING_ERR_STATE while running
- * or before any run. Owner thread.
+ * or before any run. After start_background (while the background thread runs and
+ * after it has ended): the app's live model, copied under the lock train_step takes;
+ * STARLING_ERR_AGAIN before the first round has brought it. Owner thread.
  */
 STARLING_CLIENT_API int starling_client_get_model(starling_client* client, float* out, size_t capacity, size_t* count);
+
+/* ---- training in the background (ShadowSync) -------------------------------------
+ * The application runs its own training loop and the library synchronizes in a thread
+ * of its own: starling_client_train_step() makes one SGD step on the library's live
+ * model x on the calling thread; at each round the background thread mixes the newest
+ * global model x_c into x, waits until the app has made the round's tau steps (or the
+ * round's time budget has passed), sends the difference of a snapshot of x from x_c,
+ * compressed with the uplink's error feedback as run() does, over the same mutual TLS
+ * session with the same reconnects. docs/embedding.md, "Training in the background
+ * (ShadowSync)", has the design, the memory cost and a measured run;
+ * examples/embed/background.c is a complete program.
+ *
+ *   starling_client_background_config bg;
+ *   starling_client_background_config_init(&bg);
+ *   bg.feature_dim = 784; bg.num_classes = 10;
+ *   starling_client_start_background(client, &bg);     (returns at once)
+ *   while (starling_client_state(client) == STARLING_STATE_CONNECTING ||
+ *          starling_client_state(client) == STARLING_STATE_TRAINING) {
+ *     ...the app's next minibatch...
+ *     int rc = starling_client_train_step(client, x, y, 32, &loss);  (STARLING_ERR_AGAIN: no model yet)
+ *   }
+ *   rc = starling_client_join_background(client);       (STARLING_OK: training complete)
+ *
+ * The lock between the two threads guards x: train_step holds it for its step, the
+ * background thread for one copy or mix of the model, never across network I/O.
+ */
+
+/* Variants, for starling_client_background_config.variant. */
+#define STARLING_SYNC_EASGD 0 /* S-EASGD: x <- x - alpha (x - x_c), the elastic pull */
+#define STARLING_SYNC_MA 1    /* S-MA: x <- x_c + (x - s), s the snapshot last sent */
+
+/*
+ * Fill starling_client_background_config_init()'s defaults in, then set what you need.
+ * struct_size (set by init) lets later versions append fields.
+ */
+typedef struct starling_client_background_config {
+  /* sizeof(starling_client_background_config) as the caller was compiled; set by init. */
+  size_t struct_size;
+  /* STARLING_SYNC_EASGD (default) or STARLING_SYNC_MA. */
+  int variant;
+  /* S-EASGD's elastic coefficient alpha, in (0, 1]. Default 0.5. (S-MA ignores it.) */
+  float alpha;
+  /* The app's examples: feature_dim floats each, labels 0 .. num_classes - 1 (2 for a
+   * binary task). The coordinator's model must match, or the background thread ends
+   * with STARLING_ERR_TASK. Required. */
+  size_t feature_dim;
+  int num_classes;
+  /* The examples the app trains on, announced to the coordinator as this client's
+   * weight in the average; 0 (default): weighted by the examples of its steps. */
+  uint64_t num_examples;
+  /* A round's longest wait for the app's tau steps; 0 (default): 90% of the round's
+   * deadline (without one: until the steps are made). A round with no step at all
+   * sends nothing: the client leaves and joins again, as after a timeout. */
+  uint32_t max_wait_ms;
+} starling_client_background_config;
+
+/* Sets every field of *config to its default. Any thread. */
+STARLING_CLIENT_API void starling_client_background_config_init(starling_client_background_config* config);
+
+/*
+ * Starts background training and returns at once: a thread of the library's joins the
+ * federation (state CONNECTING, then TRAINING) and synchronizes the live model each
+ * round until training is complete (state DONE), a failure (FAILED) or
+ * starling_client_stop() (IDLE). Needs no set_data call: the data stay with the app.
+ * STARLING_ERR_STATE while run() or another background training is in progress (join
+ * it first); STARLING_ERR_INVALID_ARGUMENT for a bad configuration (a NULL config,
+ * init not called, alpha outside (0, 1], no feature_dim, num_classes < 2, an unknown
+ * variant). Each start begins from the coordinator's model. Owner thread.
+ */
+STARLING_CLIENT_API int starling_client_start_background(starling_client* client,
+                                                         const starling_client_background_config* config);
+
+/*
+ * One SGD step on the live model over n examples (features: n * feature_dim floats,
+ * labels: n classes), with the task's optimizer (momentum, weight decay, clipping) and
+ * the last round's learning rate; writes the minibatch's loss to *loss_out unless it
+ * is NULL. Runs on the calling thread and never waits on the network: at most for the
+ * background thread's copy or mix of the model (one pass over its parameters).
+ * STARLING_ERR_AGAIN before the first round has brought the model (keep calling, or
+ * wait for state TRAINING and then some); STARLING_ERR_INVALID_ARGUMENT for NULL arrays,
+ * n = 0 or a label out of range; STARLING_ERR_STATE without background training. After
+ * the background thread has ended, steps still train the model, which is then no
+ * longer synchronized. The library reads the arrays during the call only. Owner thread.
+ */
+STARLING_CLIENT_API int starling_client_train_step(starling_client* client, const float* features,
+                                                   const int32_t* labels, size_t n, float* loss_out);
+
+/*
+ * Waits for the background thread to end (training complete, a failure, or after
+ * starling_client_stop()) and returns what starling_client_run() would have:
+ * STARLING_OK when training is complete, STARLING_ERR_STOPPED after a stop, another
+ * code with last_error() saying why. The live model stays readable with get_model()
+ * (and trainable) until the next start or destroy. STARLING_ERR_STATE without
+ * background training. Owner thread.
+ */
+STARLING_CLIENT_API int starling_client_join_background(starling_client* client);
+
+typedef struct starling_client_background_stats {
+  uint64_t steps;                /* train_step calls that trained */
+  uint64_t rounds_synced;        /* updates made from a snapshot of the app's model */
+  uint64_t rounds_empty;         /* rounds in which the app made no step: nothing sent */
+  uint64_t mixes;                /* global models mixed into the app's model */
+  double last_loss;              /* the loss of the app's last step */
+  uint64_t lock_waits;           /* steps that waited for the background thread's copy or mix of the model */
+  uint64_t longest_lock_wait_us; /* ... and the longest such wait, in microseconds */
+  int running;                   /* 1 while the background thread runs */
+  int sync_status;               /* STARLING_OK while running or after success, else the code it ended with */
+  char last_error[256];          /* the last reason a round sent nothing, or the thread ended; "" = none */
+} starling_client_background_stats;
+
+/*
+ * Background training's counters (all zero before any start), a consistent snapshot;
+ * the federation's own (updates accepted, bytes) stay in starling_client_get_stats().
+ * Any thread.
+ */
+STARLING_CLIENT_API int starling_client_get_background_stats(const starling_client* client,
+                                                             starling_client_background_stats* out);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 // The C API (starling_client.h) against a real coordinator — Server plus Federation
 // on 127.0.0.1 with an in-memory store — running on its own thread in this process.
 
+#include <algorithm>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <atomic>
@@ -16,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "starling/model/model.hpp"
 
 #include "starling_client.h"
 #include "support/running_federation.hpp"
@@ -497,4 +500,223 @@ TEST_CASE("set_data_file_ex: the CLI's CSV options, a shard and a partition", "[
     CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("struct_size"));
   }
   std::filesystem::remove_all(dir);
+}
+
+// ---- background training (ShadowSync) ----------------------------------------------
+
+namespace {
+
+// The app's side of background training: its own loop of minibatches of `data` on the
+// calling thread, until the background thread has ended (or `limit`).
+struct AppLoop {
+  uint64_t steps = 0, again = 0;
+  int failures = 0;
+  bool timedOut = false;
+  void run(Client& cl, const Clusters& data, std::chrono::seconds limit = 60s) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    std::mt19937_64 rng(11);
+    std::uniform_int_distribution<std::size_t> pick(0, data.y.size() - 1);
+    constexpr std::size_t kBatch = 16;
+    std::vector<float> x(kBatch * kDim);
+    std::vector<int32_t> y(kBatch);
+    for (;;) {
+      const int state = starling_client_state(cl.c);
+      if (state != STARLING_STATE_CONNECTING && state != STARLING_STATE_TRAINING) break;
+      if (std::chrono::steady_clock::now() > until) {
+        timedOut = true;
+        starling_client_stop(cl.c);
+        break;
+      }
+      for (std::size_t i = 0; i < kBatch; ++i) {
+        const std::size_t k = pick(rng);
+        std::memcpy(x.data() + i * kDim, data.x.data() + k * kDim, kDim * sizeof(float));
+        y[i] = data.y[k];
+      }
+      float loss = 0;
+      const int rc = starling_client_train_step(cl.c, x.data(), y.data(), kBatch, &loss);
+      if (rc == STARLING_OK) {
+        ++steps;
+      } else if (rc == STARLING_ERR_AGAIN) {
+        ++again;
+        std::this_thread::sleep_for(1ms);
+      } else {
+        ++failures;
+      }
+    }
+  }
+};
+
+// The accuracy of `params` (the capi-test task's mlp:4-8-3) on `data`.
+double accuracyOf(const std::vector<float>& params, const Clusters& data) {
+  auto m = model::Model::fromSpec("mlp:4-8-3").value();
+  REQUIRE(m.setParams(params).isOk());
+  const std::span<const float> p = m.forward(data.x.data(), static_cast<int>(data.y.size()));
+  std::size_t right = 0;
+  for (std::size_t i = 0; i < data.y.size(); ++i) {
+    const float* row = p.data() + i * kClasses;
+    right += static_cast<std::size_t>(std::max_element(row, row + kClasses) - row) == std::size_t(data.y[i]) ? 1 : 0;
+  }
+  return double(right) / double(data.y.size());
+}
+
+// Calls `call` until it returns something else than STARLING_ERR_AGAIN (the first
+// round has brought the model), for at most ~10 s; returns its last result.
+template <typename Call>
+int untilModel(Call call) {
+  int rc = STARLING_ERR_AGAIN;
+  for (int i = 0; i < 5000 && rc == STARLING_ERR_AGAIN; ++i) {
+    rc = call();
+    if (rc == STARLING_ERR_AGAIN) std::this_thread::sleep_for(2ms);
+  }
+  return rc;
+}
+
+starling_client_background_config backgroundConfig(int variant) {
+  starling_client_background_config bg;
+  starling_client_background_config_init(&bg);
+  bg.variant = variant;
+  bg.feature_dim = kDim;
+  bg.num_classes = kClasses;
+  bg.num_examples = 300;
+  return bg;
+}
+
+}  // namespace
+
+TEST_CASE("background training: the apps' threads train while the library syncs, S-EASGD and S-MA",
+          "[capi][background]") {
+  Pki pki;
+  constexpr uint64_t kRounds = 4;
+  Coordinator coord(pki, smallFederation(kRounds, 2));
+  Clusters dataA(300, 1), dataB(300, 2), test(600, 3);
+  Client a(pki, "client-0", coord.address());
+  Client b(pki, "client-1", coord.address());
+  starling_client_background_config bgA = backgroundConfig(STARLING_SYNC_EASGD);
+  starling_client_background_config bgB = backgroundConfig(STARLING_SYNC_MA);
+  // Not before the model is there: the app's thread is told to try again, at once.
+  size_t n = 0;
+  REQUIRE(starling_client_start_background(a.c, &bgA) == STARLING_OK);
+  REQUIRE(starling_client_start_background(b.c, &bgB) == STARLING_OK);
+  CHECK(starling_client_start_background(a.c, &bgA) == STARLING_ERR_STATE);
+  CHECK(starling_client_run(a.c) == STARLING_ERR_STATE);
+
+  AppLoop loopA, loopB;
+  std::thread appB([&] { loopB.run(b, dataB); });
+  loopA.run(a, dataA);
+  appB.join();
+  REQUIRE_FALSE(loopA.timedOut);
+  REQUIRE_FALSE(loopB.timedOut);
+  for (Client* cl : {&a, &b}) {
+    INFO(cl->lines.all() << "--- coordinator ---\n" << coord.log().all());
+    REQUIRE(starling_client_join_background(cl->c) == STARLING_OK);
+    CHECK(starling_client_state(cl->c) == STARLING_STATE_DONE);
+    starling_client_stats s;
+    REQUIRE(starling_client_get_stats(cl->c, &s) == STARLING_OK);
+    CHECK(s.rounds_trained == kRounds);
+    CHECK(s.rounds_accepted == kRounds);
+    starling_client_background_stats bs;
+    REQUIRE(starling_client_get_background_stats(cl->c, &bs) == STARLING_OK);
+    CHECK(bs.running == 0);
+    CHECK(bs.sync_status == STARLING_OK);
+    CHECK(bs.rounds_synced == kRounds);
+    CHECK(bs.mixes == kRounds);
+    CHECK(bs.steps >= kRounds * 20);  // at least tau steps a round
+    CHECK(std::isfinite(bs.last_loss));
+    CHECK(cl->lines.contains("training complete"));
+    // The live model: copied, and it has learned the clusters.
+    REQUIRE(starling_client_get_model(cl->c, nullptr, 0, &n) == STARLING_OK);
+    REQUIRE(n == 4 * 8 + 8 + 8 * 3 + 3);
+    std::vector<float> model(n);
+    REQUIRE(starling_client_get_model(cl->c, model.data(), model.size(), &n) == STARLING_OK);
+    const double accuracy = accuracyOf(model, test);
+    CHECK(accuracy > 0.9);
+  }
+  CHECK(loopA.failures == 0);
+  CHECK(loopB.failures == 0);
+  CHECK(loopA.steps > 0);
+  CHECK(coord.log().contains("client-0"));
+}
+
+TEST_CASE("background training: stop() ends it while it waits for the app's steps", "[capi][background][stop]") {
+  Pki pki;
+  Coordinator coord(pki, smallFederation(3, 1));
+  Client a(pki, "client-0", coord.address());
+  starling_client_background_config bg = backgroundConfig(STARLING_SYNC_EASGD);
+  REQUIRE(starling_client_start_background(a.c, &bg) == STARLING_OK);
+  // No steps: once the first round has come, the background thread waits for them.
+  size_t n = 0;
+  std::vector<float> model(100);
+  REQUIRE(untilModel([&] { return starling_client_get_model(a.c, model.data(), model.size(), &n); }) == STARLING_OK);
+  const auto started = std::chrono::steady_clock::now();
+  std::thread stopper([&] { starling_client_stop(a.c); });
+  CHECK(starling_client_join_background(a.c) == STARLING_ERR_STOPPED);
+  stopper.join();
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+  CHECK(starling_client_state(a.c) == STARLING_STATE_IDLE);
+  // The model stays readable and trainable (no longer synchronized).
+  CHECK(starling_client_get_model(a.c, model.data(), model.size(), &n) == STARLING_OK);
+  Clusters data(16, 4);
+  float loss = -1;
+  CHECK(starling_client_train_step(a.c, data.x.data(), data.y.data(), 16, &loss) == STARLING_OK);
+  CHECK(loss > 0);
+  // The same client then trains the rest of the task in the foreground, and get_model()
+  // is that run's global model again.
+  Clusters own(200, 7);
+  REQUIRE(starling_client_set_data_f32(a.c, own.x.data(), own.y.data(), own.y.size(), kDim, kClasses) == STARLING_OK);
+  INFO(a.lines.all());
+  REQUIRE(starling_client_run(a.c) == STARLING_OK);
+  CHECK(starling_client_train_step(a.c, data.x.data(), data.y.data(), 16, &loss) == STARLING_ERR_STATE);
+  std::vector<float> global(n);
+  REQUIRE(starling_client_get_model(a.c, global.data(), global.size(), &n) == STARLING_OK);
+  CHECK_FALSE(std::equal(global.begin(), global.end(), model.begin()));
+}
+
+TEST_CASE("background training refuses what it cannot use, saying why", "[capi][background][errors]") {
+  Pki pki;
+  Coordinator coord(pki, smallFederation(2, 1));
+  Client a(pki, "client-0", coord.address());
+  Clusters data(16, 5);
+  CHECK(starling_client_train_step(a.c, data.x.data(), data.y.data(), 16, nullptr) == STARLING_ERR_STATE);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("start_background"));
+  CHECK(starling_client_join_background(a.c) == STARLING_ERR_STATE);
+  CHECK(starling_client_start_background(a.c, nullptr) == STARLING_ERR_INVALID_ARGUMENT);
+  starling_client_background_config bg = backgroundConfig(STARLING_SYNC_EASGD);
+  bg.alpha = 1.5f;
+  CHECK(starling_client_start_background(a.c, &bg) == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("alpha"));
+  bg = backgroundConfig(7);
+  CHECK(starling_client_start_background(a.c, &bg) == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("variant 7"));
+  bg = backgroundConfig(STARLING_SYNC_MA);
+  bg.struct_size = 8;
+  CHECK(starling_client_start_background(a.c, &bg) == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("struct_size"));
+
+  // Examples of 5 features for a model of 4: the background thread ends with TASK.
+  bg = backgroundConfig(STARLING_SYNC_MA);
+  bg.feature_dim = 5;
+  REQUIRE(starling_client_start_background(a.c, &bg) == STARLING_OK);
+  CHECK(starling_client_join_background(a.c) == STARLING_ERR_TASK);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("5 features"));
+  CHECK(starling_client_state(a.c) == STARLING_STATE_FAILED);
+  starling_client_background_stats bs;
+  REQUIRE(starling_client_get_background_stats(a.c, &bs) == STARLING_OK);
+  CHECK(bs.sync_status == STARLING_ERR_TASK);
+  CHECK_THAT(std::string(bs.last_error), Catch::Contains("5 features"));
+  CHECK(starling_client_train_step(a.c, data.x.data(), data.y.data(), 16, nullptr) == STARLING_ERR_AGAIN);
+}
+
+TEST_CASE("background training: a label out of range is refused before the step", "[capi][background][errors]") {
+  Pki pki;
+  Coordinator coord(pki, smallFederation(2, 1));
+  Client a(pki, "client-0", coord.address());
+  starling_client_background_config bg = backgroundConfig(STARLING_SYNC_EASGD);
+  REQUIRE(starling_client_start_background(a.c, &bg) == STARLING_OK);
+  Clusters data(16, 6);
+  data.y[3] = 3;
+  CHECK(untilModel([&] { return starling_client_train_step(a.c, data.x.data(), data.y.data(), 16, nullptr); }) ==
+        STARLING_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("label 3 of example 3"));
+  starling_client_stop(a.c);
+  CHECK(starling_client_join_background(a.c) == STARLING_ERR_STOPPED);
 }

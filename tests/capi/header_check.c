@@ -13,6 +13,8 @@ int starling_capi_c_check(void) {
   starling_client* client = NULL;
   starling_client_stats stats;
   starling_client_data_options data_options;
+  starling_client_background_config background;
+  starling_client_background_stats background_stats;
   int rc;
   starling_client_config_init(&config);
   if (config.log_level != STARLING_LOG_INFO || config.coordinator != NULL) return 1;
@@ -22,6 +24,14 @@ int starling_capi_c_check(void) {
   if (starling_client_state(client) != STARLING_STATE_FAILED) return 4;
   if (starling_client_run(client) != STARLING_ERR_STATE) return 5;
   if (starling_client_get_stats(client, &stats) != STARLING_OK || stats.rounds_trained != 0) return 6;
+  starling_client_background_config_init(&background);
+  if (background.struct_size != sizeof background || background.variant != STARLING_SYNC_EASGD ||
+      background.alpha != 0.5f)
+    return 9;
+  if (starling_client_start_background(client, &background) != STARLING_ERR_STATE) return 10;
+  if (starling_client_get_background_stats(client, &background_stats) != STARLING_OK || background_stats.running != 0 ||
+      background_stats.last_error[0] != '\0')
+    return 11;
   starling_client_destroy(client);
   starling_client_destroy(NULL);
   if (strlen(starling_client_version()) == 0) return 7;

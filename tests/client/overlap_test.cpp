@@ -16,10 +16,13 @@
 #include "starling/compression/payload.hpp"
 #include "starling/util/checksum.hpp"
 
+#include "client/update_helpers.hpp"
 #include "trainer/toy_data.hpp"
 
 using namespace starling;
 using namespace starling::client;
+using starling::client::test::checkAuditInvariant;
+using starling::client::test::sent;
 
 namespace {
 
@@ -56,31 +59,6 @@ wire::RoundAssignMsg assign(uint64_t round, uint64_t base, std::span<const float
   wire::RoundAssignMsg a{round, base, 5, 0.05f, 1.0f, 1000, {}, 0, wire::denseView(model), std::nullopt};
   a.baseChecksum = checksum64(model);
   return a;
-}
-
-std::vector<float> sent(const LocalUpdate& u, std::size_t d) {
-  compression::Compressed c;
-  std::vector<float> q(d);
-  REQUIRE(compression::decode(u.payload, static_cast<uint32_t>(d), c).isOk());
-  REQUIRE(compression::expand(c, q).isOk());
-  return q;
-}
-
-std::vector<double> auditLine(const std::string& path, const std::string& name) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    std::string head;
-    s >> head;
-    if (head != name) continue;
-    std::vector<double> v;
-    double x = 0;
-    while (s >> x)
-      v.push_back(x);
-    return v;
-  }
-  return {};
 }
 
 }  // namespace
@@ -225,20 +203,7 @@ TEST_CASE(
         applied[i] += q[i];
   }
   CHECK(learner.stats().roundsRejected == 1);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("starling-overlap-audit-" + std::to_string(::getpid()))).string();
-  REQUIRE(learner.writeAudit(path).isOk());
-  const std::vector<double> computed = auditLine(path, "computed"), memory = auditLine(path, "memory");
-  std::remove(path.c_str());
-  REQUIRE(computed.size() == d);
-  REQUIRE(memory.size() == d);
-  double worst = 0, scale = 0;
-  for (std::size_t i = 0; i < d; ++i) {
-    worst = std::max(worst, std::fabs(applied[i] + memory[i] - computed[i]));
-    scale = std::max(scale, std::fabs(computed[i]));
-  }
-  CHECK(scale > 0);
-  CHECK(worst <= 1e-5 * std::max(1.0, scale));
+  checkAuditInvariant(learner, applied);
 }
 
 TEST_CASE("overlap: a client that missed rounds or ran no background steps restarts from the base",

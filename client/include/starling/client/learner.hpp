@@ -228,10 +228,25 @@ class Learner {
   // Holding mode: trains from xhat. When the assignment asks (RoundAssign.evaluate) and
   // held-out examples were given (setHeldOut), evaluates xhat on them first.
   Result<LocalUpdate> train(const wire::RoundAssignMsg& assign);
+  // How the model given to submit() relates to the assignment's base.
+  enum class Submitted {
+    // It started from this base (a relay's local rounds; ShadowSync's S-MA, whose mix
+    // restarts the local model from the global one): what the last uplinks left unsent
+    // is in the uplink memory only, and comes back through it.
+    kFromBase,
+    // It was not reset to the base (ShadowSync's S-EASGD, pulled only part of the way):
+    // it still carries what earlier uplinks left unsent, as Overlap Local-SGD's x does.
+    // The gap base - model minus the updates still in flight is what is compressed (the
+    // memory's input is that gap minus the memory), so nothing is sent twice.
+    kCarried,
+  };
   // Holding mode: an update whose training happened elsewhere (a relay's local rounds
-  // with its clients): `model` - xhat (after catchUp()) compressed with error feedback
-  // and tagged like a trained round's, with `stats` as its steps, examples and losses.
-  Result<LocalUpdate> submit(const wire::RoundAssignMsg& assign, std::span<const float> model, const TrainStats& stats);
+  // with its clients, the app's own steps under ShadowSync): `model` - xhat (after
+  // catchUp()) compressed with error feedback and tagged like a trained round's, with
+  // `stats` as its steps, examples and losses. Either way the memory's invariant holds:
+  // sum sent + e = sum of the memory's inputs (writeAudit's "computed").
+  Result<LocalUpdate> submit(const wire::RoundAssignMsg& assign, std::span<const float> model, const TrainStats& stats,
+                             Submitted how = Submitted::kFromBase);
   // Borrowed-base mode: trains from `base` over `shard` (both outlive the call), after
   // evaluating `base` on `heldOut` when the assignment asks and it is not null.
   Result<LocalUpdate> train(const wire::RoundAssignMsg& assign, std::span<const float> base, const data::Dataset& shard,
@@ -292,6 +307,10 @@ class Learner {
   // verdict; gapInput: delta_ is the gap, which already holds what the memory holds.
   Result<LocalUpdate> compressAndTag(const wire::RoundAssignMsg& assign, const TrainStats& stats,
                                      bool overlapInFlight = false, bool gapInput = false);
+  // delta_ holds the gap base - x of a model that was not reset to the base (overlap,
+  // Submitted::kCarried): with `carried`, the updates in flight are taken out of it and
+  // the memory's input is the gap minus the memory; the sent update is kept in flight.
+  Result<LocalUpdate> compressGap(const wire::RoundAssignMsg& assign, const TrainStats& stats, bool carried);
   // This round's minibatch: the task's x assign.batchScale, rounded, at least 1.
   int batchFor(const wire::RoundAssignMsg& assign) const;
   // Runs `request` from `from` into delta_ (from - x): holding mode with its Trainer,

@@ -97,6 +97,10 @@ struct ParticipantOptions {
   // train with it; empty: any server of the CA (a coordinator or a relay). A relay
   // lists the coordinator only.
   std::vector<net::Role> serverRoles;
+  // The examples Hello announces (the coordinator's FedAvg weight n_k), when the shard
+  // does not stand for the client's data (ShadowSync: the app trains on data the
+  // library never sees). Unset: the shard's examples, held-out ones excluded.
+  std::optional<uint64_t> announcedExamples;
 };
 
 struct ParticipantStats {

@@ -916,21 +916,37 @@ TEST_CASE("overlap: without link time it changes nothing in virtual time, on slo
 }
 
 // Tiers: relays run by starling-relay's parts between the coordinator and the clients.
-TEST_CASE("tiers: one relay over every client: its rounds are FedAvg's, L local rounds = L rounds",
-          "[harness][tiers]") {
-  const std::string path = writeRegressionCsv("starling-sim-tiers.csv", 23);
+// Their tests train a linear regression on writeRegressionCsv's file at `path`.
+SimSettings regressionFleet(const std::string& path, uint32_t clients) {
   SimSettings s = smallFleet();
   s.data = path;
-  s.clients = 8;
+  s.clients = clients;
   s.trainExamples = s.testExamples = 0;
-  s.speedSpread = 1.0;
+  return s;
+}
+
+Fleet makeRegressionFleet(const SimSettings& s) {
   data::DataOptions o;
   o.task = data::TaskKind::kRegression;
   auto fleet = Fleet::create(s, "linear", o);
   REQUIRE(fleet);
-  Strategy flat = smallStrategy("flat");
-  flat.task.kind = "regression";
-  flat.task.model = fleet->modelSpec();
+  return std::move(*fleet);
+}
+
+Strategy regressionStrategy(const std::string& name, const Fleet& fleet) {
+  Strategy st = smallStrategy(name);
+  st.task.kind = "regression";
+  st.task.model = fleet.modelSpec();
+  return st;
+}
+
+TEST_CASE("tiers: one relay over every client: its rounds are FedAvg's, L local rounds = L rounds",
+          "[harness][tiers]") {
+  const std::string path = writeRegressionCsv("starling-sim-tiers.csv", 23);
+  SimSettings s = regressionFleet(path, 8);
+  s.speedSpread = 1.0;
+  const Fleet fleet = makeRegressionFleet(s);
+  Strategy flat = regressionStrategy("flat", fleet);
   // Minibatches are drawn with replacement from the round's seed, which a relay's round
   // numbers change: 2,048 draws from a client's 125 examples make every step close to
   // the full-batch one, so the runs differ by little more than float rounding.
@@ -939,14 +955,14 @@ TEST_CASE("tiers: one relay over every client: its rounds are FedAvg's, L local 
   flat.engine.rounds = 6;
   flat.engine.clientsPerRound = 8;
   flat.engine.overSelection = 1.0;
-  auto plain = runStrategy(*fleet, flat);
+  auto plain = runStrategy(fleet, flat);
   REQUIRE(plain);
   REQUIRE(plain->rounds.size() == 6);
   // The same federation with other minibatch draws (the task's seed): how far two runs
   // that differ only by their draws drift apart, round by round.
   Strategy reseeded = flat;
   reseeded.engine.seed = 7;
-  auto other = runStrategy(*fleet, reseeded);
+  auto other = runStrategy(fleet, reseeded);
   REQUIRE(other);
   REQUIRE(other->rounds.size() == 6);
   const auto drift = [](const StrategyResult& a, const StrategyResult& b, std::size_t step) {
@@ -968,7 +984,7 @@ TEST_CASE("tiers: one relay over every client: its rounds are FedAvg's, L local 
   t.overSelection = 1.0;
   SECTION("one local round per global round: the same model every round") {
     tiered.tiers = t;
-    auto r = runStrategy(*fleet, tiered);
+    auto r = runStrategy(fleet, tiered);
     REQUIRE(r);
     REQUIRE(r->rounds.size() == 6);
     for (std::size_t i = 0; i < 6; ++i) {
@@ -990,7 +1006,7 @@ TEST_CASE("tiers: one relay over every client: its rounds are FedAvg's, L local 
     t.localRounds = 2;
     tiered.tiers = t;
     tiered.engine.rounds = 3;
-    auto r = runStrategy(*fleet, tiered);
+    auto r = runStrategy(fleet, tiered);
     REQUIRE(r);
     REQUIRE(r->rounds.size() == 3);
     for (std::size_t g = 0; g < 3; ++g) {
@@ -1006,34 +1022,27 @@ TEST_CASE("tiers: one relay over every client: its rounds are FedAvg's, L local 
 TEST_CASE("tiers: the coordinator's link carries its transfers one after another; relays carry their clients'",
           "[harness][tiers]") {
   const std::string path = writeRegressionCsv("starling-sim-tiers-links.csv", 29);
-  SimSettings s = smallFleet();
-  s.data = path;
-  s.clients = 30;
-  s.trainExamples = s.testExamples = 0;
+  SimSettings s = regressionFleet(path, 30);
   s.speedSpread = 1.0;
   s.uplinkMbps = s.downlinkMbps = 10;
   s.latencyMs = 10;
-  data::DataOptions o;
-  o.task = data::TaskKind::kRegression;
-  Strategy st = smallStrategy("flat");
-  st.task.kind = "regression";
+  const Fleet fleet = makeRegressionFleet(s);
+  Strategy st = regressionStrategy("flat", fleet);
   st.engine.rounds = 4;
   st.engine.clientsPerRound = 30;
   st.engine.overSelection = 1.0;
-  const auto run = [&](const SimSettings& settings, const Strategy& strategy) {
-    auto fleet = Fleet::create(settings, "linear", o);
-    REQUIRE(fleet);
-    Strategy copy = strategy;
-    copy.task.model = fleet->modelSpec();
-    auto r = runStrategy(*fleet, copy);
+  const auto run = [&](const Strategy& strategy) {
+    auto r = runStrategy(fleet, strategy);
     REQUIRE(r);
     REQUIRE(r->rounds.size() == strategy.engine.rounds);
     return std::move(*r);
   };
-  const StrategyResult free = run(s, st);
-  SimSettings narrow = s;
-  narrow.tiers.coordinatorMbps = 0.05;  // 30 updates of a few hundred bytes take seconds through it
-  const StrategyResult queued = run(narrow, st);
+  const StrategyResult free = run(st);
+  TierSettings narrow;
+  narrow.coordinatorMbps = 0.05;  // 30 updates of a few hundred bytes take seconds through it
+  Strategy limited = st;
+  limited.tiers = narrow;
+  const StrategyResult queued = run(limited);
   for (std::size_t i = 0; i < 4; ++i) {
     INFO("round " << i + 1);
     const double started = queued.rounds[i].startedSeconds;
@@ -1044,12 +1053,12 @@ TEST_CASE("tiers: the coordinator's link carries its transfers one after another
   // The same 30 clients under 3 relays: the coordinator's link carries 3 updates a round.
   Strategy tiered = st;
   tiered.engine.clientsPerRound = 3;
-  TierSettings t = narrow.tiers;
+  TierSettings t = narrow;
   t.relays = 3;
   t.clientsPerRound = 10;
   t.overSelection = 1.0;
   tiered.tiers = t;
-  const StrategyResult relayed = run(narrow, tiered);
+  const StrategyResult relayed = run(tiered);
   for (std::size_t i = 0; i < 4; ++i) {
     INFO("round " << i + 1);
     CHECK(relayed.rounds[i].committed);
@@ -1061,7 +1070,7 @@ TEST_CASE("tiers: the coordinator's link carries its transfers one after another
   // Relays near their clients: 1 ms instead of the clients' 10 ms one way, two messages
   // on a local round's critical path (the assignment down, the update up): 18 ms less.
   tiered.tiers->clientLatencyMs = 1;
-  const StrategyResult near = run(narrow, tiered);
+  const StrategyResult near = run(tiered);
   for (std::size_t i = 0; i < 4; ++i) {
     INFO("round " << i + 1);
     const double saved = (relayed.rounds[i].virtualSeconds - relayed.rounds[i].startedSeconds) -
@@ -1074,18 +1083,10 @@ TEST_CASE("tiers: the coordinator's link carries its transfers one after another
 TEST_CASE("tiers: a relay whose local rounds outlast 90% of the coordinator's deadline sends nothing",
           "[harness][tiers]") {
   const std::string path = writeRegressionCsv("starling-sim-tiers-late.csv", 31);
-  SimSettings s = smallFleet();
-  s.data = path;
-  s.clients = 6;
-  s.trainExamples = s.testExamples = 0;
+  SimSettings s = regressionFleet(path, 6);
   s.maxVirtualHours = 0.02;  // 72 s
-  data::DataOptions o;
-  o.task = data::TaskKind::kRegression;
-  auto fleet = Fleet::create(s, "linear", o);
-  REQUIRE(fleet);
-  Strategy st = smallStrategy("late relays");
-  st.task.kind = "regression";
-  st.task.model = fleet->modelSpec();
+  const Fleet fleet = makeRegressionFleet(s);
+  Strategy st = regressionStrategy("late relays", fleet);
   st.engine.clientsPerRound = 2;
   st.engine.overSelection = 1.0;
   st.engine.deadlineMs = 2'000;
@@ -1096,7 +1097,7 @@ TEST_CASE("tiers: a relay whose local rounds outlast 90% of the coordinator's de
   t.localRounds = 50;  // each local round takes over 0.2 s of links alone
   t.deadlineMs = 60'000;
   st.tiers = t;
-  auto r = runStrategy(*fleet, st);
+  auto r = runStrategy(fleet, st);
   REQUIRE(r);
   REQUIRE(!r->rounds.empty());
   for (const RoundRow& row : r->rounds) {
@@ -1114,17 +1115,8 @@ TEST_CASE("tiers: a relay whose local rounds outlast 90% of the coordinator's de
 TEST_CASE("tiers: relays under an asynchronous coordinator: every server step from relays' updates",
           "[harness][tiers]") {
   const std::string path = writeRegressionCsv("starling-sim-tiers-async.csv", 37);
-  SimSettings s = smallFleet();
-  s.data = path;
-  s.clients = 30;
-  s.trainExamples = s.testExamples = 0;
-  data::DataOptions o;
-  o.task = data::TaskKind::kRegression;
-  auto fleet = Fleet::create(s, "linear", o);
-  REQUIRE(fleet);
-  Strategy st = smallStrategy("async relays");
-  st.task.kind = "regression";
-  st.task.model = fleet->modelSpec();
+  const Fleet fleet = makeRegressionFleet(regressionFleet(path, 30));
+  Strategy st = regressionStrategy("async relays", fleet);
   st.engine.mode = "async";
   st.engine.clientsPerRound = 2;
   st.engine.concurrency = 3;
@@ -1137,7 +1129,7 @@ TEST_CASE("tiers: relays under an asynchronous coordinator: every server step fr
   t.relays = 3;
   t.clientsPerRound = 5;
   st.tiers = t;
-  auto r = runStrategy(*fleet, st);
+  auto r = runStrategy(fleet, st);
   REQUIRE(r);
   REQUIRE(r->rounds.size() == 10);
   uint64_t edge = 0;

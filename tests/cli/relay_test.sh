@@ -23,6 +23,28 @@ python=/usr/bin/python3
 for i in 0 1 2 3; do regression_csv $((40 + i)) 400 >"$work/client-$i.csv"; done
 regression_csv 50 1000 >"$work/test.csv"
 
+# start_relay R NAME UPSTREAM_PORT [RELAY FLAGS...]: relay-R under the server at
+# UPSTREAM_PORT, its database and log $work/NAME.db and .log; sets relay_pid[R] and, once
+# it serves, relay_port[R].
+declare -a relay_pid relay_port client_pid
+start_relay() {
+  local r=$1 name=$2 upstream_port=$3
+  shift 3
+  "$relay_bin" --coordinator "127.0.0.1:$upstream_port" --listen 127.0.0.1:0 --certs "$work/certs" --id "relay-$r" \
+    --db "$work/$name.db" --over-selection 1 --deadline-ms 30000 "$@" >"$work/$name.log" 2>&1 &
+  relay_pid[$r]=$!
+  pids+=("${relay_pid[$r]}")
+  wait_for "$work/$name.log" "listening on" 20 || { echo "relay-$r did not start serving"; cat "$work/$name.log"; exit 1; }
+  relay_port[$r]=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$name.log" | head -n 1)
+}
+# start_client I PORT LOG: client-I (its own CSV) against the server at PORT.
+start_client() {
+  "$client_bin" --coordinator "127.0.0.1:$2" --certs "$work/certs" --id "client-$1" \
+    --data "$work/client-$1.csv" --task regression --seed "$1" >"$work/$3" 2>&1 &
+  client_pid[$1]=$!
+  pids+=("${client_pid[$1]}")
+}
+
 client_cert_relay() {
   local out
   out=$("$relay_bin" --coordinator 127.0.0.1:1 --listen 127.0.0.1:0 --certs "$work/certs" --id client-0 \
@@ -36,18 +58,7 @@ launch_coordinator coord --task regression --model mlp:hidden:32 --test-data "$w
   --over-selection 1 --min-clients 2 --rounds 6 --tau 50 --lr 0.02 --batch-size 16 --deadline-ms 60000 \
   --db "$work/coord.db" || exit 1
 coord_port=$port
-declare -a relay_pid relay_port
-for r in 0 1; do
-  "$relay_bin" --coordinator "127.0.0.1:$coord_port" --listen 127.0.0.1:0 --certs "$work/certs" --id "relay-$r" \
-    --db "$work/relay-$r.db" --clients-per-round 2 --over-selection 1 --local-rounds 2 --deadline-ms 30000 \
-    >"$work/relay-$r.log" 2>&1 &
-  relay_pid[$r]=$!
-  pids+=("${relay_pid[$r]}")
-done
-for r in 0 1; do
-  wait_for "$work/relay-$r.log" "listening on" 20 || { echo "relay-$r did not start serving"; cat "$work/relay-$r.log"; exit 1; }
-  relay_port[$r]=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/relay-$r.log" | head -n 1)
-done
+for r in 0 1; do start_relay "$r" "relay-$r" "$coord_port" --clients-per-round 2 --local-rounds 2; done
 relay_to_relay() {
   local out
   out=$(timeout 30 "$relay_bin" --coordinator "127.0.0.1:${relay_port[0]}" --listen 127.0.0.1:0 --certs "$work/certs" \
@@ -57,13 +68,7 @@ relay_to_relay() {
     { echo "  said: $out"; return 1; }
 }
 check "a relay refuses a relay as its coordinator" relay_to_relay
-for i in 0 1 2 3; do
-  r=$((i / 2))
-  "$client_bin" --coordinator "127.0.0.1:${relay_port[$r]}" --certs "$work/certs" --id "client-$i" \
-    --data "$work/client-$i.csv" --task regression --seed "$i" >"$work/client-$i.log" 2>&1 &
-  client_pid[$i]=$!
-  pids+=("${client_pid[$i]}")
-done
+for i in 0 1 2 3; do start_client "$i" "${relay_port[$((i / 2))]}" "client-$i.log"; done
 wait "$coord_pid"
 check "the coordinator's task over two relays finishes" test $? -eq 0
 for r in 0 1; do
@@ -115,25 +120,8 @@ port=""
 launch_coordinator coord-async --task regression --model mlp:hidden:32 --test-data "$work/test.csv" \
   --mode async --clients-per-round 2 --concurrency 2 --rounds 4 --tau 30 --lr 0.02 --lr-decay 0.5 --batch-size 16 \
   --deadline-ms 60000 --db "$work/coord-async.db" || exit 1
-for r in 0 1; do
-  "$relay_bin" --coordinator "127.0.0.1:$port" --listen 127.0.0.1:0 --certs "$work/certs" --id "relay-$r" \
-    --db "$work/relay-async-$r.db" --clients-per-round 2 --over-selection 1 --local-rounds 1 --deadline-ms 30000 \
-    >"$work/relay-async-$r.log" 2>&1 &
-  relay_pid[$r]=$!
-  pids+=("${relay_pid[$r]}")
-done
-for r in 0 1; do
-  wait_for "$work/relay-async-$r.log" "listening on" 20 ||
-    { echo "relay-$r did not start serving"; cat "$work/relay-async-$r.log"; exit 1; }
-  relay_port[$r]=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/relay-async-$r.log" | head -n 1)
-done
-for i in 0 1 2 3; do
-  r=$((i / 2))
-  "$client_bin" --coordinator "127.0.0.1:${relay_port[$r]}" --certs "$work/certs" --id "client-$i" \
-    --data "$work/client-$i.csv" --task regression --seed "$i" >"$work/client-async-$i.log" 2>&1 &
-  client_pid[$i]=$!
-  pids+=("${client_pid[$i]}")
-done
+for r in 0 1; do start_relay "$r" "relay-async-$r" "$port" --clients-per-round 2 --local-rounds 1; done
+for i in 0 1 2 3; do start_client "$i" "${relay_port[$((i / 2))]}" "client-async-$i.log"; done
 wait "$coord_pid"
 check "an asynchronous coordinator's task over two relays finishes" test $? -eq 0
 for r in 0 1; do
@@ -168,25 +156,9 @@ port=""
 launch_coordinator coord-3 --task regression --model mlp:hidden:32 --test-data "$work/test.csv" \
   --clients-per-round 1 --over-selection 1 --rounds 4 --tau 50 --lr 0.02 --batch-size 16 --deadline-ms 60000 \
   --db "$work/coord-3.db" || exit 1
-upstream=$port
-for r in 0 1; do
-  extra=()
-  [ "$r" = 1 ] && extra=(--upstream-relay)
-  "$relay_bin" --coordinator "127.0.0.1:$upstream" --listen 127.0.0.1:0 --certs "$work/certs" --id "relay-$r" \
-    --db "$work/relay-3-$r.db" --clients-per-round $((r + 1)) --over-selection 1 --local-rounds $((r + 1)) \
-    --deadline-ms 30000 "${extra[@]}" >"$work/relay-3-$r.log" 2>&1 &
-  relay_pid[$r]=$!
-  pids+=("${relay_pid[$r]}")
-  wait_for "$work/relay-3-$r.log" "listening on" 20 ||
-    { echo "relay-$r did not start serving"; cat "$work/relay-3-$r.log"; exit 1; }
-  upstream=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/relay-3-$r.log" | head -n 1)
-done
-for i in 0 1; do
-  "$client_bin" --coordinator "127.0.0.1:$upstream" --certs "$work/certs" --id "client-$i" \
-    --data "$work/client-$i.csv" --task regression --seed "$i" >"$work/client-3-$i.log" 2>&1 &
-  client_pid[$i]=$!
-  pids+=("${client_pid[$i]}")
-done
+start_relay 0 relay-3-0 "$port" --clients-per-round 1 --local-rounds 1
+start_relay 1 relay-3-1 "${relay_port[0]}" --clients-per-round 2 --local-rounds 2 --upstream-relay
+for i in 0 1; do start_client "$i" "${relay_port[1]}" "client-3-$i.log"; done
 wait "$coord_pid"
 check "three tiers: the coordinator's task finishes" test $? -eq 0
 for r in 0 1; do

@@ -50,12 +50,17 @@ double fittedSlope(const Dataset& d) {
   return (m * sxy - sx * sy) / (m * sxx - sx * sx);
 }
 
+PowerLawOptions sized(std::size_t examples, uint32_t features) {
+  PowerLawOptions o;
+  o.examples = examples;
+  o.features = features;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("powerLawSparse is deterministic for a seed", "[synthetic]") {
-  PowerLawOptions o;
-  o.examples = 2000;
-  o.features = 1u << 16;
+  PowerLawOptions o = sized(2000, 1u << 16);
   o.seed = 7;
   auto a = powerLawSparse(o);
   auto b = powerLawSparse(o);
@@ -112,9 +117,7 @@ TEST_CASE("powerLawSparse feature frequencies follow the stated exponent", "[syn
 }
 
 TEST_CASE("powerLawSparse flips the stated share of labels", "[synthetic]") {
-  PowerLawOptions o;
-  o.examples = 20000;
-  o.features = 1u << 14;
+  PowerLawOptions o = sized(20000, 1u << 14);
   o.labelNoise = 0;
   auto clean = powerLawSparse(o);
   o.labelNoise = 0.2;
@@ -128,28 +131,26 @@ TEST_CASE("powerLawSparse flips the stated share of labels", "[synthetic]") {
 }
 
 TEST_CASE("powerLawSparse refuses options out of range by name", "[synthetic]") {
-  auto refuses = [](PowerLawOptions o, const char* what) {
+  struct Bad {
+    void (*set)(PowerLawOptions&);
+    const char* what;
+  };
+  const Bad cases[] = {
+      {[](PowerLawOptions& o) { o.examples = 0; }, "examples"},
+      {[](PowerLawOptions& o) { o.features = 0; }, "features 0"},
+      {[](PowerLawOptions& o) { o.features = kMaxPowerLawFeatures + 1; }, "not in [1, 2^28]"},
+      {[](PowerLawOptions& o) { o.tokens = 0; }, "tokens"},
+      {[](PowerLawOptions& o) { o.exponent = 0; }, "exponent"},
+      {[](PowerLawOptions& o) { o.exponent = std::nan(""); }, "exponent"},
+      {[](PowerLawOptions& o) { o.plantedFraction = 1.5; }, "plantedFraction"},
+      {[](PowerLawOptions& o) { o.labelNoise = 0.6; }, "labelNoise"},
+  };
+  for (const Bad& bad : cases) {
+    PowerLawOptions o;
+    bad.set(o);
     auto d = powerLawSparse(o);
     REQUIRE_FALSE(d.isOk());
     CHECK(d.status().code() == StatusCode::kInvalidArgument);
-    CHECK_THAT(d.status().message(), Catch::Contains(what));
-  };
-  PowerLawOptions o;
-  o.examples = 0;
-  refuses(o, "examples");
-  o = {};
-  o.features = 0;
-  refuses(o, "features 0");
-  o = {};
-  o.tokens = 0;
-  refuses(o, "tokens");
-  o = {};
-  o.exponent = 0;
-  refuses(o, "exponent");
-  o = {};
-  o.plantedFraction = 1.5;
-  refuses(o, "plantedFraction");
-  o = {};
-  o.labelNoise = 0.6;
-  refuses(o, "labelNoise");
+    CHECK_THAT(d.status().message(), Catch::Contains(bad.what));
+  }
 }

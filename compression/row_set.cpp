@@ -111,12 +111,13 @@ Result<RowSet> decodeRowSet(std::span<const std::uint8_t> bytes, std::uint32_t u
     return malformed(std::string("row set: its row count ") + bad);
   }
   if (n > universe) return malformed("row set of " + str(n) + " rows over a universe of " + str(universe) + " rows");
-  // Every row takes at least a byte as a varint and a bit as a Rice code: a count the
-  // bytes cannot hold is refused before anything is allocated for it.
+  // Every row takes at least a byte as a varint, a bit as a Rice code (after r's byte)
+  // and a bit of a bitmap: a count the bytes cannot hold is refused before anything is
+  // allocated for it.
   const std::size_t rest = bytes.size() - pos;
   const std::uint64_t most = format == IndexFormat::kDeltaVarint ? rest
                              : format == IndexFormat::kRice      ? (rest == 0 ? 0 : 8 * (rest - 1))
-                                                                 : universe;
+                                                                 : 8 * static_cast<std::uint64_t>(rest);
   if (n > most) {
     return malformed("row set truncated: " + str(n) + " rows in " + str(rest) + " bytes of " + indexFormatName(format) +
                      " indices");

@@ -210,6 +210,7 @@ TEST_CASE("decodeRowSet refuses malformed bytes with an error naming the problem
   huge.insert(huge.end(), {0, 0, 0});
   CHECK_THAT(decodeError(huge, 0xffffffffu), Catch::Contains("row set truncated: 4000000000 rows in 3 bytes"));
   CHECK_THAT(decodeError({varint, 3, 1, 2}, 10), Catch::Contains("row set truncated: 3 rows in 2 bytes"));
+  CHECK_THAT(decodeError({bitmap, 17, 0xff, 0xff}, 1000), Catch::Contains("row set truncated: 17 rows in 2 bytes"));
 
   // Out of range, not increasing, trailing bytes (delta varint).
   CHECK_THAT(decodeError({varint, 2, 4, 6}, 10), Catch::Contains("index 10 at position 1 out of range for 10"));

@@ -245,44 +245,51 @@ Status putRelative(const std::vector<std::uint32_t>& indices, std::uint32_t coun
   return Status::ok();
 }
 
-Status encodeIndices(const Compressed& c, Payload& out) {
+Status encodeIndexList(const std::vector<std::uint32_t>& indices, std::uint32_t count, IndexFormat& format,
+                       std::vector<std::uint8_t>& out) {
   std::size_t varintBytes = 0;
   std::uint32_t previous = 0;
-  for (std::size_t j = 0; j < c.indices.size(); ++j) {
-    const std::uint32_t i = c.indices[j];
-    if (i >= c.count || (j > 0 && i <= previous)) {
-      return invalid("top-k indices must increase and lie below the tensor size");
+  for (std::size_t j = 0; j < indices.size(); ++j) {
+    const std::uint32_t i = indices[j];
+    if (i >= count || (j > 0 && i <= previous)) {
+      return invalid("indices must increase and lie below the tensor size");
     }
     varintBytes += varintSize(j == 0 ? i : i - previous);
     previous = i;
   }
-  const std::size_t bitmapBytes = (static_cast<std::size_t>(c.count) + 7) / 8;
+  const std::size_t bitmapBytes = (static_cast<std::size_t>(count) + 7) / 8;
   std::size_t riceBytes = std::numeric_limits<std::size_t>::max();
   unsigned r = 0;
-  if (!c.indices.empty()) {
-    r = bestRiceBits(c.indices, c.count);
-    riceBytes = 1 + static_cast<std::size_t>((riceBits(c.indices, r) + 7) / 8);
+  if (!indices.empty()) {
+    r = bestRiceBits(indices, count);
+    riceBytes = 1 + static_cast<std::size_t>((riceBits(indices, r) + 7) / 8);
   }
   if (riceBytes < varintBytes && riceBytes < bitmapBytes) {
-    out.indexFormat = IndexFormat::kRice;
-    putRice(c.indices, r, out.indices);
+    format = IndexFormat::kRice;
+    putRice(indices, r, out);
     return Status::ok();
   }
   if (bitmapBytes < varintBytes) {
-    out.indexFormat = IndexFormat::kBitmap;
-    out.indices.assign(bitmapBytes, 0);
-    for (std::uint32_t i : c.indices)
-      out.indices[i >> 3] |= static_cast<std::uint8_t>(1u << (i & 7));
+    format = IndexFormat::kBitmap;
+    out.assign(bitmapBytes, 0);
+    for (std::uint32_t i : indices)
+      out[i >> 3] |= static_cast<std::uint8_t>(1u << (i & 7));
     return Status::ok();
   }
-  out.indexFormat = IndexFormat::kDeltaVarint;
-  out.indices.clear();
-  out.indices.reserve(varintBytes);
+  format = IndexFormat::kDeltaVarint;
+  out.clear();
+  out.reserve(varintBytes);
   previous = 0;
-  for (std::size_t j = 0; j < c.indices.size(); ++j) {
-    putVarint(j == 0 ? c.indices[j] : c.indices[j] - previous, out.indices);
-    previous = c.indices[j];
+  for (std::size_t j = 0; j < indices.size(); ++j) {
+    putVarint(j == 0 ? indices[j] : indices[j] - previous, out);
+    previous = indices[j];
   }
+  return Status::ok();
+}
+
+Status encodeIndices(const Compressed& c, Payload& out) {
+  const Status status = encodeIndexList(c.indices, c.count, out.indexFormat, out.indices);
+  if (!status) return invalid("top-k " + status.message());
   return Status::ok();
 }
 

@@ -15,8 +15,13 @@
 
 namespace starling::compression::detail {
 
-// Codes c.indices (increasing, below c.count, else kInvalidArgument) as kDeltaVarint,
-// kBitmap or kRice, whichever is smallest: sets out.indexFormat and out.indices.
+// Codes indices (increasing, below count, else kInvalidArgument) as kDeltaVarint,
+// kBitmap or kRice over a tensor of count elements, whichever is smallest: sets format
+// and overwrites out. The row sets (row_set.hpp) use it as top-k does.
+Status encodeIndexList(const std::vector<std::uint32_t>& indices, std::uint32_t count, IndexFormat& format,
+                       std::vector<std::uint8_t>& out);
+
+// encodeIndexList() of c.indices over c.count: sets out.indexFormat and out.indices.
 Status encodeIndices(const Compressed& c, Payload& out);
 
 // IndexFormat::kRelative (encoding.hpp has the layout): the kept elements of the

@@ -1,5 +1,6 @@
-// Writes the generated part of the seed corpus: one valid frame per message type
-// and one payload per compressor, for fuzz-frame and fuzz-payload. Run by hand when
+// Writes the generated part of the seed corpus: one valid frame per message type,
+// one payload per compressor and row sets of each index format, for fuzz-frame,
+// fuzz-payload and fuzz-row_set. Run by hand when
 // the wire format changes:   build/tests/fuzz/fuzz-make-seeds tests/fuzz/corpus
 // (the CSV, LIBSVM, IDX and TOML seeds are written by hand).
 
@@ -13,6 +14,7 @@
 
 #include "starling/compression/compressor.hpp"
 #include "starling/compression/payload.hpp"
+#include "starling/compression/row_set.hpp"
 #include "starling/wire/messages.hpp"
 
 namespace {
@@ -82,6 +84,17 @@ bool relativeSeed(const std::filesystem::path& path, compression::CompressorOpti
   return true;
 }
 
+// A row set in fuzz_row_set.cpp's input layout: the universe (u32 LE), then its bytes.
+void rowSetSeed(const std::filesystem::path& path, std::vector<uint32_t> rows, uint32_t universe) {
+  const auto set = compression::RowSet::fromRows(std::move(rows), universe).value();
+  std::vector<uint8_t> out(4);
+  std::memcpy(out.data(), &universe, 4);
+  const std::vector<uint8_t> bytes = compression::encodeRowSet(set);
+  out.resize(4 + bytes.size());
+  std::memcpy(out.data() + 4, bytes.data(), bytes.size());
+  save(path, out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,6 +105,22 @@ int main(int argc, char** argv) {
   const std::filesystem::path root(argv[1]);
   std::filesystem::create_directories(root / "frame");
   std::filesystem::create_directories(root / "payload");
+  std::filesystem::create_directories(root / "row_set");
+
+  // Row sets: a few rows (delta varint), a sparse set of a 2^20 space (Rice-coded gaps),
+  // a dense one (bitmap), and the empty set.
+  rowSetSeed(root / "row_set" / "seed-varint", {3, 70, 1000}, 4096);
+  {
+    std::vector<uint32_t> rows;
+    for (uint32_t j = 0; j < 300; ++j)
+      rows.push_back((j * 2654435761u) % (1u << 20));
+    rowSetSeed(root / "row_set" / "seed-rice", rows, 1u << 20);
+    std::vector<uint32_t> dense;
+    for (uint32_t j = 0; j < 500; ++j)
+      if (j % 3 != 0) dense.push_back(j);
+    rowSetSeed(root / "row_set" / "seed-bitmap", dense, 500);
+  }
+  rowSetSeed(root / "row_set" / "seed-empty", {}, 1u << 20);
 
   std::vector<float> v(40);
   for (size_t i = 0; i < v.size(); ++i)

@@ -210,6 +210,21 @@ class Model {
   // forward() on a CSR batch (acceptsSparse() models).
   std::span<const float> forwardSparse(const data::SparseBatch& x);
 
+  // The parameters of first-layer rows (issue 22, sparse models; acceptsSparse()
+  // models). Row j is input feature j; its parameters are, for embedbag, row j of the
+  // table "embed.weight" {in, out} (out contiguous floats from offset + j * out), and
+  // for linear and mlp, column j of "dense0.weight" {out, in} (one float per output,
+  // at offset + o * in + j). rows: strictly increasing, below inputDim(). Returns the
+  // ranges sorted by offset, disjoint, adjacent ones merged (a run of consecutive rows
+  // is one range for embedbag, one range per output for linear and mlp), covering
+  // exactly the rows' parameters. kInvalidArgument for rows out of order or range, or a
+  // model without such a first layer (cnn, gru).
+  Result<std::vector<ParamRange>> firstLayerRows(std::span<const uint32_t> rows) const;
+  // The parameters that belong to no row, which every client holds whole: from the
+  // first layer's bias to the end (what forwardBackwardSparse() lists last). For a
+  // model without rows (cnn, gru), every parameter.
+  ParamRange denseParams() const;
+
   // The outputs (as forward() returns them) of the last forward(), forwardBackward() or
   // backwardRows() call (or of their sparse forms).
   std::span<const float> probabilities() const;

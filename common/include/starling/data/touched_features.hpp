@@ -1,0 +1,26 @@
+#pragma once
+// The features a data set touches: the input side of a row set (issue 22, sparse
+// models). Under a model whose first layer has one row per input feature (linear, mlp,
+// embedbag: model::Model::firstLayerRows), a client's training reads and writes only
+// the rows of these features; compression::RowSet codes them.
+//
+// Pure functions; any thread may call them (a Dataset is immutable).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "starling/data/dataset.hpp"
+
+namespace starling::data {
+
+// The features j, ascending and distinct, that some example holds with a non-zero
+// value: of a sparse data set the CSR entries whose value is not 0 (an explicit 0 such
+// as LIBSVM's "262144:0" touches nothing), of a dense one the non-zero features.
+std::vector<uint32_t> featuresTouched(const Dataset& dataset);
+
+// The same over the examples listed (a client's share, data::Partition); each below
+// dataset.size() (a precondition, asserted).
+std::vector<uint32_t> featuresTouched(const Dataset& dataset, std::span<const uint32_t> examples);
+
+}  // namespace starling::data

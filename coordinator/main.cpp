@@ -120,8 +120,9 @@ struct PlacementArgs {
   uint32_t shards = 0;  // 0: no shard placement
   std::string method = "metis";
   std::string shardMethod = "metis";
-  std::string graph = "bipartite-volume";
+  std::string graph = "bipartite-cut";
   double tolerance = 0.10;
+  int refinePasses = 8;
   uint64_t universe = 0;  // 0: the largest row + 1
   uint64_t seed = 1;
   std::string out;
@@ -152,6 +153,7 @@ int runPlacement(const PlacementArgs& args) {
   options.graph = *graph;
   options.tolerance = args.tolerance;
   options.seed = args.seed;
+  options.refinePasses = args.refinePasses;
   std::vector<RelayPlacement> placements;
   const RelayMethod methods[] = {RelayMethod::kMetis, RelayMethod::kRandom, RelayMethod::kHash};
   for (RelayMethod m : methods) {
@@ -385,6 +387,8 @@ int main(int argc, char** argv) {
   placementCmd->add_option("--graph", placement.graph,
                            "the graph METIS partitions: bipartite-volume, bipartite-cut or clients");
   placementCmd->add_option("--tolerance", placement.tolerance, "allowed imbalance of relay sizes and shard loads");
+  placementCmd->add_option("--refine-passes", placement.refinePasses,
+                           "passes of greedy client moves on the traffic after METIS (0: METIS alone)");
   placementCmd->add_option("--universe", placement.universe, "rows must be below this (0: the largest row + 1)");
   placementCmd->add_option("--seed", placement.seed, "seed of random's shuffle and of METIS");
   placementCmd->add_option("--out", placement.out, "write the chosen placement here (client ID RELAY, row ROW SHARD)");

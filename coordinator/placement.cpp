@@ -190,6 +190,82 @@ void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relay
   }
 }
 
+// Greedy refinement on the traffic itself: passes over the clients, moving each to
+// the relay where it adds the fewest rows less what leaving its relay saves, when that
+// gains and both relays stay within [lower, cap] clients; stops after a pass without a
+// move or after maxPasses. counts[r * T + t] is how many clients of relay r touch t.
+// Memory: R x T counters (skipped above kMaxRefineCounters).
+void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, uint32_t lower, uint32_t cap,
+            int maxPasses) {
+  constexpr std::size_t kMaxRefineCounters = std::size_t{1} << 27;
+  const std::size_t rows = c.rows.size();
+  if (relays < 2 || std::size_t(relays) * rows > kMaxRefineCounters) return;
+  std::vector<uint32_t> counts(std::size_t(relays) * rows, 0);
+  std::vector<uint32_t> size(relays, 0);
+  for (std::size_t i = 0; i < relayOf.size(); ++i) {
+    ++size[relayOf[i]];
+    for (uint32_t t : c.dense[i])
+      ++counts[std::size_t(relayOf[i]) * rows + t];
+  }
+  std::vector<int64_t> added(relays);
+  for (int pass = 0; pass < maxPasses; ++pass) {
+    bool moved = false;
+    for (std::size_t i = 0; i < relayOf.size(); ++i) {
+      const uint32_t from = relayOf[i];
+      if (size[from] <= lower) continue;
+      int64_t saved = 0;
+      std::fill(added.begin(), added.end(), 0);
+      for (uint32_t t : c.dense[i]) {
+        if (counts[std::size_t(from) * rows + t] == 1) ++saved;
+        for (uint32_t r = 0; r < relays; ++r)
+          if (counts[std::size_t(r) * rows + t] == 0) ++added[r];
+      }
+      uint32_t best = from;
+      int64_t bestGain = 0;
+      for (uint32_t r = 0; r < relays; ++r)
+        if (r != from && size[r] < cap && saved - added[r] > bestGain) {
+          best = r;
+          bestGain = saved - added[r];
+        }
+      if (best == from) continue;
+      for (uint32_t t : c.dense[i]) {
+        --counts[std::size_t(from) * rows + t];
+        ++counts[std::size_t(best) * rows + t];
+      }
+      --size[from];
+      ++size[best];
+      relayOf[i] = best;
+      moved = true;
+    }
+    if (!moved) return;
+  }
+}
+
+// Moves rows out of shards loaded above cap, heaviest fitting row first, each onto the
+// least loaded shard while it stays within cap: few rows moved. Best effort when a
+// single row outweighs the room left.
+void enforceLoadCap(const Compact& c, std::vector<uint32_t>& shardOf, uint32_t shards, uint64_t cap) {
+  std::vector<uint64_t> load(shards, 0);
+  std::vector<std::vector<uint32_t>> members(shards);
+  for (std::size_t t = 0; t < shardOf.size(); ++t) {
+    load[shardOf[t]] += c.load[t];
+    members[shardOf[t]].push_back(static_cast<uint32_t>(t));
+  }
+  for (uint32_t a = 0; a < shards; ++a) {
+    if (load[a] <= cap) continue;
+    auto& rows = members[a];
+    std::stable_sort(rows.begin(), rows.end(), [&](uint32_t x, uint32_t y) { return c.load[x] > c.load[y]; });
+    for (uint32_t t : rows) {
+      if (load[a] <= cap) break;
+      const auto b = static_cast<uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      if (b == a || load[b] + c.load[t] > cap) continue;
+      shardOf[t] = b;
+      load[a] -= c.load[t];
+      load[b] += c.load[t];
+    }
+  }
+}
+
 uint64_t hashId(const std::string& id) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, then the project's mixer
   for (unsigned char ch : id)
@@ -320,6 +396,11 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
       const auto cap = std::max(static_cast<uint32_t>(std::ceil(mean)),
                                 static_cast<uint32_t>(std::floor(mean * (1 + options.tolerance) + 1e-9)));
       enforceCap(c, relayOf, relays, cap);
+      if (options.refinePasses > 0) {
+        const auto lower = std::min(static_cast<uint32_t>(std::floor(mean)),
+                                    static_cast<uint32_t>(std::ceil(mean * (1 - options.tolerance) - 1e-9)));
+        refine(c, relayOf, relays, lower, cap, options.refinePasses);
+      }
       break;
     }
   }
@@ -388,6 +469,8 @@ Result<ShardPlacement> placeRows(std::span<const ClientRows> clients, uint64_t u
       if (!part) return part.status();
       for (std::size_t t = 0; t < rows; ++t)
         shardOf[t] = static_cast<uint32_t>((*part)[static_cast<std::size_t>(vertexOfRow[t])]);
+      enforceLoadCap(c, shardOf, shards,
+                     static_cast<uint64_t>(std::floor(double(total) / shards * (1 + options.tolerance))));
       break;
     }
   }

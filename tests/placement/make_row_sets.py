@@ -6,6 +6,9 @@ is, with probability 0.93, a row of its community's block (--block rows at offse
 community * universe / communities, skewed towards the block's start: offset
 floor(block * u^2)); with 0.06 a row of the hot set shared by all (the --hot rows at
 the top of the universe); with 0.01 any row of the universe. Repeats are dropped.
+With --scatter every row r becomes (r * 2654435761) mod universe (a bijection when the
+universe is a power of two), as feature hashing scatters related rows over the
+universe: contiguous row ranges then no longer follow the communities.
 Seeded: the same arguments write the same file. The generator of tests/placement's
 Catch2 instance is the same.
 """
@@ -20,6 +23,7 @@ p.add_argument("--block", type=int, default=1024)
 p.add_argument("--hot", type=int, default=256)
 p.add_argument("--draws", type=int, default=300)
 p.add_argument("--seed", type=int, default=1)
+p.add_argument("--scatter", action="store_true")
 p.add_argument("--out", required=True)
 a = p.parse_args()
 rng = random.Random(a.seed)
@@ -38,4 +42,6 @@ with open(a.out, "w") as f:
                 rows.add(a.universe - a.hot + int(a.hot * u))
             else:
                 rows.add(int(a.universe * u))
+        if a.scatter:
+            rows = {r * 2654435761 % a.universe for r in rows}
         f.write(f"client-{i} " + " ".join(map(str, sorted(rows))) + "\n")

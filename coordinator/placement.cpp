@@ -495,52 +495,37 @@ Result<ShardPlacement> placeRows(std::span<const ClientRows> clients, uint64_t u
   return p;
 }
 
-const char* relayMethodName(RelayMethod method) {
-  switch (method) {
-    case RelayMethod::kMetis:
-      return "metis";
-    case RelayMethod::kRandom:
-      return "random";
-    case RelayMethod::kHash:
-      return "hash";
-  }
-  return "?";
-}
-
-const char* shardMethodName(ShardMethod method) {
-  switch (method) {
-    case ShardMethod::kRange:
-      return "range";
-    case ShardMethod::kHash:
-      return "hash";
-    case ShardMethod::kLpt:
-      return "lpt";
-    case ShardMethod::kMetis:
-      return "metis";
-  }
-  return "?";
-}
-
-const char* metisGraphName(MetisGraph graph) {
-  switch (graph) {
-    case MetisGraph::kBipartiteVolume:
-      return "bipartite-volume";
-    case MetisGraph::kBipartiteCut:
-      return "bipartite-cut";
-    case MetisGraph::kClients:
-      return "clients";
-  }
-  return "?";
-}
-
 namespace {
 
+// Each option's name, in the order --help lists them.
+template <typename E>
+struct Named {
+  E value;
+  const char* name;
+};
+constexpr Named<RelayMethod> kRelayMethods[] = {
+    {RelayMethod::kMetis, "metis"}, {RelayMethod::kRandom, "random"}, {RelayMethod::kHash, "hash"}};
+constexpr Named<ShardMethod> kShardMethods[] = {{ShardMethod::kRange, "range"},
+                                                {ShardMethod::kHash, "hash"},
+                                                {ShardMethod::kLpt, "lpt"},
+                                                {ShardMethod::kMetis, "metis"}};
+constexpr Named<MetisGraph> kMetisGraphs[] = {{MetisGraph::kBipartiteVolume, "bipartite-volume"},
+                                              {MetisGraph::kBipartiteCut, "bipartite-cut"},
+                                              {MetisGraph::kClients, "clients"}};
+
 template <typename E, std::size_t N>
-Result<E> parseName(const std::string& name, const E (&all)[N], const char* (*nameOf)(E), const char* what) {
+const char* nameIn(const Named<E> (&table)[N], E value) {
+  for (const auto& entry : table)
+    if (entry.value == value) return entry.name;
+  return "?";
+}
+
+template <typename E, std::size_t N>
+Result<E> parseIn(const Named<E> (&table)[N], const std::string& name, const char* what) {
   std::string choices;
-  for (E e : all) {
-    if (name == nameOf(e)) return e;
-    choices += (choices.empty() ? "" : ", ") + std::string(nameOf(e));
+  for (const auto& entry : table) {
+    if (name == entry.name) return entry.value;
+    choices += (choices.empty() ? "" : ", ") + std::string(entry.name);
   }
   return Status(StatusCode::kInvalidArgument,
                 std::string(what) + " must be one of " + choices + ", not '" + name + "'");
@@ -548,19 +533,23 @@ Result<E> parseName(const std::string& name, const E (&all)[N], const char* (*na
 
 }  // namespace
 
+const char* relayMethodName(RelayMethod method) {
+  return nameIn(kRelayMethods, method);
+}
+const char* shardMethodName(ShardMethod method) {
+  return nameIn(kShardMethods, method);
+}
+const char* metisGraphName(MetisGraph graph) {
+  return nameIn(kMetisGraphs, graph);
+}
 Result<RelayMethod> parseRelayMethod(const std::string& name) {
-  constexpr RelayMethod kAll[] = {RelayMethod::kMetis, RelayMethod::kRandom, RelayMethod::kHash};
-  return parseName(name, kAll, relayMethodName, "the placement method");
+  return parseIn(kRelayMethods, name, "the placement method");
 }
-
 Result<ShardMethod> parseShardMethod(const std::string& name) {
-  constexpr ShardMethod kAll[] = {ShardMethod::kRange, ShardMethod::kHash, ShardMethod::kLpt, ShardMethod::kMetis};
-  return parseName(name, kAll, shardMethodName, "the shard method");
+  return parseIn(kShardMethods, name, "the shard method");
 }
-
 Result<MetisGraph> parseMetisGraph(const std::string& name) {
-  constexpr MetisGraph kAll[] = {MetisGraph::kBipartiteVolume, MetisGraph::kBipartiteCut, MetisGraph::kClients};
-  return parseName(name, kAll, metisGraphName, "the METIS graph");
+  return parseIn(kMetisGraphs, name, "the METIS graph");
 }
 
 }  // namespace starling::coordinator

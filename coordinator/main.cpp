@@ -169,9 +169,11 @@ int runPlacement(const PlacementArgs& args) {
   const double randomTraffic = double(placements[1].trafficRows);
   for (std::size_t i = 0; i < placements.size(); ++i) {
     const auto& p = placements[i];
-    std::cout << fmt::format("{:<8} {:>14} {:>11.2f}x {:>16.3f} {:>10.3f}{}\n", relayMethodName(methods[i]),
-                             p.trafficRows, randomTraffic / double(std::max<uint64_t>(p.trafficRows, 1)),
-                             p.sizeMaxOverMean, p.seconds, methods[i] == *method ? "  (chosen)" : "");
+    // No rows anywhere: no traffic to compare.
+    const std::string ratio =
+        p.trafficRows > 0 ? fmt::format("{:.2f}x", randomTraffic / double(p.trafficRows)) : std::string("-");
+    std::cout << fmt::format("{:<8} {:>14} {:>12} {:>16.3f} {:>10.3f}{}\n", relayMethodName(methods[i]), p.trafficRows,
+                             ratio, p.sizeMaxOverMean, p.seconds, methods[i] == *method ? "  (chosen)" : "");
   }
 
   std::optional<ShardPlacement> chosenShards;

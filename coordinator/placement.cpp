@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <queue>
 #include <unordered_map>
@@ -67,6 +68,9 @@ struct MetisInput {
 
 // Partitions g into parts; every vertex's part in [0, parts).
 Result<std::vector<idx_t>> metisPartition(MetisInput& g, uint32_t parts, double tolerance, uint64_t seed, bool volume) {
+  if (g.adjncy.size() > std::size_t(std::numeric_limits<idx_t>::max()))
+    return Status(StatusCode::kOutOfRange, "a graph of " + std::to_string(g.adjncy.size()) +
+                                               " edge ends is past METIS's 32-bit indices: place fewer clients");
   idx_t n = static_cast<idx_t>(g.xadj.size() - 1);
   std::vector<idx_t> part(static_cast<std::size_t>(n), 0);
   if (parts <= 1 || n == 0) return part;

@@ -5,6 +5,7 @@
 //   starling-coordinator revoke --certs DIR [--client ID]... [--cert FILE]... [--days D]
 //   starling-coordinator report --db FILE [--format table|csv|json]
 //   starling-coordinator export (--db FILE | --model-file FILE) [--format onnx|starling] --out FILE
+//   starling-coordinator placement --row-sets FILE --relays R [--shards S] [--method metis|random|hash] [--out FILE]
 
 #include <malloc.h>
 
@@ -27,6 +28,9 @@
 #include "starling/net/certificates.hpp"
 #include "starling/onnx/onnx.hpp"
 #include "starling/util/log.hpp"
+
+#include "placement.hpp"
+#include "placement_file.hpp"
 
 namespace {
 
@@ -107,6 +111,95 @@ int runExport(const std::string& db, const std::string& modelFile, const std::st
   if (!st) return fail(st.message());
   std::cout << "wrote " << out << " (" << format << ", " << m->spec() << ", " << m->numParams() << " parameters) from "
             << from << "\n";
+  return 0;
+}
+
+struct PlacementArgs {
+  std::string rowSets;
+  uint32_t relays = 0;
+  uint32_t shards = 0;  // 0: no shard placement
+  std::string method = "metis";
+  std::string shardMethod = "metis";
+  std::string graph = "bipartite-cut";
+  double tolerance = 0.10;
+  int refinePasses = 8;
+  uint64_t universe = 0;  // 0: the largest row + 1
+  uint64_t seed = 1;
+  std::string out;
+};
+
+// The three client placements side by side (and the four shard placements with
+// --shards); the chosen ones written to --out.
+int runPlacement(const PlacementArgs& args) {
+  using namespace coordinator;
+  auto method = parseRelayMethod(args.method);
+  if (!method) return fail(method.status().message());
+  auto shardMethod = parseShardMethod(args.shardMethod);
+  if (!shardMethod) return fail(shardMethod.status().message());
+  auto graph = parseMetisGraph(args.graph);
+  if (!graph) return fail(graph.status().message());
+  auto clients = readRowSets(args.rowSets, args.universe);
+  if (!clients) return fail(clients.status().message());
+  uint64_t universe = args.universe;
+  std::size_t entries = 0;
+  for (const auto& c : *clients) {
+    if (args.universe == 0 && !c.rows.empty()) universe = std::max<uint64_t>(universe, uint64_t(c.rows.back()) + 1);
+    entries += c.rows.size();
+  }
+  universe = std::max<uint64_t>(universe, 1);
+
+  RelayPlacementOptions options;
+  options.relays = args.relays;
+  options.graph = *graph;
+  options.tolerance = args.tolerance;
+  options.seed = args.seed;
+  options.refinePasses = args.refinePasses;
+  std::vector<RelayPlacement> placements;
+  const RelayMethod methods[] = {RelayMethod::kMetis, RelayMethod::kRandom, RelayMethod::kHash};
+  for (RelayMethod m : methods) {
+    options.method = m;
+    auto p = placeClients(*clients, universe, options);
+    if (!p) return fail(args.rowSets + ": " + p.status().message());
+    placements.push_back(std::move(*p));
+  }
+  std::cout << fmt::format("{}: {} clients, {} row entries, universe {} rows; {} relays (METIS graph {})\n",
+                           args.rowSets, clients->size(), entries, universe, args.relays, metisGraphName(*graph));
+  std::cout << fmt::format("{:<8} {:>14} {:>12} {:>16} {:>10}\n", "method", "traffic_rows", "random/this",
+                           "relay_max/mean", "seconds");
+  const double randomTraffic = double(placements[1].trafficRows);
+  for (std::size_t i = 0; i < placements.size(); ++i) {
+    const auto& p = placements[i];
+    // No rows anywhere: no traffic to compare.
+    const std::string ratio =
+        p.trafficRows > 0 ? fmt::format("{:.2f}x", randomTraffic / double(p.trafficRows)) : std::string("-");
+    std::cout << fmt::format("{:<8} {:>14} {:>12} {:>16.3f} {:>10.3f}{}\n", relayMethodName(methods[i]), p.trafficRows,
+                             ratio, p.sizeMaxOverMean, p.seconds, methods[i] == *method ? "  (chosen)" : "");
+  }
+
+  std::optional<ShardPlacement> chosenShards;
+  if (args.shards > 0) {
+    ShardPlacementOptions shardOptions;
+    shardOptions.shards = args.shards;
+    shardOptions.tolerance = args.tolerance;
+    shardOptions.seed = args.seed;
+    std::cout << fmt::format("{} shards\n{:<8} {:>14} {:>18} {:>10}\n", args.shards, "method", "load_max/mean",
+                             "shards_per_client", "seconds");
+    for (ShardMethod m : {ShardMethod::kRange, ShardMethod::kHash, ShardMethod::kLpt, ShardMethod::kMetis}) {
+      shardOptions.method = m;
+      auto p = placeRows(*clients, universe, shardOptions);
+      if (!p) return fail(args.rowSets + ": " + p.status().message());
+      std::cout << fmt::format("{:<8} {:>14.3f} {:>18.2f} {:>10.3f}{}\n", shardMethodName(m), p->loadMaxOverMean,
+                               p->shardsPerClient, p->seconds, m == *shardMethod ? "  (chosen)" : "");
+      if (m == *shardMethod) chosenShards.emplace(std::move(*p));
+    }
+  }
+  if (!args.out.empty()) {
+    const auto& chosen = placements[static_cast<std::size_t>(*method)];
+    Status st = writePlacement(args.out, *clients, chosen, args.method, chosenShards ? &*chosenShards : nullptr,
+                               args.shardMethod);
+    if (!st) return fail(st.message());
+    std::cout << "wrote " << args.out << " (" << args.method << ")\n";
+  }
   return 0;
 }
 
@@ -283,7 +376,27 @@ int main(int argc, char** argv) {
   exportCmd->add_option("--format", exportFormat, "onnx (IR 8, opset 17) or starling");
   exportCmd->add_option("--out", exportOut, "file to write")->required();
 
+  PlacementArgs placement;
+  auto* placementCmd = app.add_subcommand(
+      "placement", "place clients on relays (and rows on shards) from their row sets: METIS vs random vs hash");
+  placementCmd->add_option("--row-sets", placement.rowSets, "file with one client per line: CLIENT_ID ROW ROW ...")
+      ->required();
+  placementCmd->add_option("--relays", placement.relays, "number of relays")->required();
+  placementCmd->add_option("--shards", placement.shards, "number of coordinator shards to place the rows on (0: none)");
+  placementCmd->add_option("--method", placement.method, "client placement written to --out: metis, random or hash");
+  placementCmd->add_option("--shard-method", placement.shardMethod,
+                           "row placement written to --out: range, hash, lpt or metis");
+  placementCmd->add_option("--graph", placement.graph,
+                           "the graph METIS partitions: bipartite-volume, bipartite-cut or clients");
+  placementCmd->add_option("--tolerance", placement.tolerance, "allowed imbalance of relay sizes and shard loads");
+  placementCmd->add_option("--refine-passes", placement.refinePasses,
+                           "passes of greedy client moves on the traffic after METIS (0: METIS alone)");
+  placementCmd->add_option("--universe", placement.universe, "rows must be below this (0: the largest row + 1)");
+  placementCmd->add_option("--seed", placement.seed, "seed of random's shuffle and of METIS");
+  placementCmd->add_option("--out", placement.out, "write the chosen placement here (client ID RELAY, row ROW SHARD)");
+
   CLI11_PARSE(app, argc, argv);
+  if (placementCmd->parsed()) return runPlacement(placement);
   if (exportCmd->parsed()) return runExport(exportDb, exportModel, exportFormat, exportOut);
   if (initCmd->parsed()) {
     if (!hostnames.empty()) init.hostnames = hostnames;

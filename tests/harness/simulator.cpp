@@ -512,16 +512,20 @@ Status Run::setUpRelays(std::span<const float> initial) {
 Status Run::relayAssigned(std::size_t r) {
   RelayState& relay = relays_[r];
   const uint32_t node = static_cast<uint32_t>(r + 1);
-  relay.working = std::move(relay.incoming);
-  const wire::RoundAssignMsg& a = relay.working->assign;
+  std::unique_ptr<RelayState::Received> received = std::move(relay.incoming);
+  const wire::RoundAssignMsg& a = received->assign;
   // As starling-relay: the Learner catches up to the assignment's base model from the
-  // frame, the relay's engine adopts it (abandoning a local round still open) and runs
-  // its local rounds.
+  // frame, the relay's engine adopts it (abandoning a local round still open: after a
+  // give-up the open one was left to close) and runs its local rounds. The assignment
+  // becomes the relay's work only after the abandon, whose actions must not hand the
+  // held engine's empty tally to it (Federation::trainLocalRounds keeps the same order).
   STARLING_RETURN_IF_ERROR(relay.learner->catchUp(a).withContext(fmt::format("{} round {}", relayId(r), a.round)));
   coordinator::RoundEngine& engine = *relay.engine;
+  relay.working.reset();  // an earlier assignment's rounds, if any: the coordinator moved on
   if (engine.roundOpen())
     STARLING_RETURN_IF_ERROR(
         perform(engine.abandonOpenRound("the coordinator's next assignment came first", nowMs()), node));
+  relay.working = std::move(received);
   relay.tally.reset();
   relay.workingSinceUs = nowUs_;
   if (a.deadlineMs > 0) push(nowUs_ + int64_t(a.deadlineMs) * 900, Event::Kind::kRelayGivesUp, r, relay.assignments);

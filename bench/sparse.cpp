@@ -135,16 +135,19 @@ struct StrategyFigures {
 
 struct DataFigures {
   std::string name;
+  std::string partition;
   std::size_t features = 0, clients = 0;
-  double meanRows = 0;  // covered rows per client
+  double meanRows = 0;        // covered rows per client
+  uint64_t distinctRows = 0;  // touched by some client: the traffic if one relay held every client
   std::vector<StrategyFigures> strategies;
   coordinator::RelayPlacement metis, random;
   coordinator::ShardPlacement shardsMetis, shardsLpt;
   double sparseVsDense = 0, topkVsDense = 0, accDelta = 0;
 };
 
-DataFigures measure(const std::string& name, const std::string& train, const std::string& test, const Options& o) {
+DataFigures measure(const std::string& name, const std::string& train, const std::string& test, Options o) {
   DataFigures f;
+  f.partition = o.partition;
   f.name = name;
   sim::SimSettings s;
   s.data = train;
@@ -227,6 +230,15 @@ DataFigures measure(const std::string& name, const std::string& train, const std
   }
   f.clients = rows.size();
   f.meanRows /= double(std::max<std::size_t>(1, rows.size()));
+  {
+    std::vector<bool> seen(f.features, false);
+    for (const auto& c : rows)
+      for (uint32_t r : c.rows)
+        if (!seen[r]) {
+          seen[r] = true;
+          ++f.distinctRows;
+        }
+  }
   coordinator::RelayPlacementOptions ro;
   ro.relays = o.relays;
   ro.seed = o.seed;
@@ -265,6 +277,9 @@ void print(const DataFigures& f, const Options& o) {
     std::printf("  %-12s %14llu %11.2fx %12.2f %10.3f\n", p == &f.metis ? "metis" : "random",
                 static_cast<unsigned long long>(p->trafficRows), double(f.random.trafficRows) / double(p->trafficRows),
                 p->sizeMaxOverMean, p->seconds);
+  std::printf("  %-12s %14llu %11.2fx %12s %10s   (no placement on %u relays does better)\n", "bound",
+              static_cast<unsigned long long>(f.distinctRows), double(f.random.trafficRows) / double(f.distinctRows),
+              "-", "-", o.relays);
   std::printf("  rows among %u shards (load = clients touching a row)\n", o.shards);
   std::printf("  %-12s %14s %16s %10s\n", "method", "load max/mean", "shards/client", "seconds");
   for (const auto* p : {&f.shardsLpt, &f.shardsMetis})
@@ -278,7 +293,10 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   std::vector<DataFigures> all;
   if (!o.spamDir.empty()) {
-    const std::string train = o.spamDir + "/train.libsvm", test = o.spamDir + "/test.libsvm";
+    // By sender: each row names its sender's domain (bench/tasks.py's train-sender.libsvm).
+    const bool bySender = o.partition.rfind("by-column:", 0) == 0;
+    const std::string train = o.spamDir + (bySender ? "/train-sender.libsvm" : "/train.libsvm");
+    const std::string test = o.spamDir + "/test.libsvm";
     if (!std::filesystem::exists(train) || !std::filesystem::exists(test))
       die("--spam-dir " + o.spamDir + " has no train.libsvm and test.libsvm");
     all.push_back(measure("spam", train, test, o));

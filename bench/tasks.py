@@ -181,8 +181,8 @@ def prepare_spam_senders(s_train):
     """The training file again, each row carrying its sender's domain as the group token
     "sender:DOMAIN" after the label (docs/data.md: LIBSVM groups), for --partition
     by-column:sender. Same rows, same order as prepare_spam's train.libsvm."""
-    out = os.path.join(CACHE, "spam", "train-sender.libsvm")
-    info_path = os.path.join(CACHE, "spam", "senders.json")
+    out = os.path.join(os.path.dirname(s_train), "train-sender.libsvm")
+    info_path = os.path.join(os.path.dirname(s_train), "senders.json")
     if os.path.exists(out):
         return out, json.load(open(info_path))
     files = json.load(open(os.path.join(SPAM_PKG, "file_list.json")))
@@ -485,6 +485,8 @@ def main():
 if __name__ == "__main__":
     # STARLING_PREPARE_ONLY=spam: hash the corpus (once) and print its directory.
     if os.environ.get("STARLING_PREPARE_ONLY") == "spam":
-        print(os.path.dirname(prepare_spam()[0]))
+        train = prepare_spam()[0]
+        prepare_spam_senders(train)  # train-sender.libsvm beside it (--partition by-column:sender)
+        print(os.path.dirname(train))
     else:
         main()

@@ -365,20 +365,20 @@ void Federation::welcomeClient(const std::shared_ptr<Session>& session, const wi
   welcome.featureCentre = scaling_.centre;
   for (const auto& [column, values] : vocabulary_)
     welcome.categoricalVocabulary.push_back(wire::CategoryValuesMsg{column, values, {}});
-  std::shared_ptr<const model::RowView> view = clientView(id, h);
-  welcome.sparseRows = view != nullptr;
-  views_[id] = view;
+  std::shared_ptr<const ClientRowSet> rows = clientRows(id, h);
+  welcome.sparseRows = rows != nullptr;
+  rows_[id] = rows;
   session->send(share(wire::encode(welcome)));
   log_->info("{}{} joined from {} ({} examples, holds round {})", id,
              net::roleFromOu(session->peer().role, net::Role::kClient) == net::Role::kRelay ? " (a relay)" : "",
              session->peer().address, h.numExamples, h.lastRound);
-  if (view)
-    log_->info("{} trains the compact model of {} rows ({} of {} parameters)", id, view->rows().size(), view->size(),
-               view->fullSize());
-  perform(engine_->clientJoined(id, h.numExamples, h.lastRound, h.modelChecksum, nowMs(), std::move(view)));
+  if (rows)
+    log_->info("{} trains the compact model of {} rows ({} of {} parameters; its row set {} bytes)", id, rows->rows(),
+               rows->viewSize(), rows->fullSize(), rows->bytes().size());
+  perform(engine_->clientJoined(id, h.numExamples, h.lastRound, h.modelChecksum, nowMs(), std::move(rows)));
 }
 
-std::shared_ptr<const model::RowView> Federation::clientView(const std::string& id, const wire::HelloMsg& h) {
+std::shared_ptr<const ClientRowSet> Federation::clientRows(const std::string& id, const wire::HelloMsg& h) {
   if (h.rowSet.empty()) return nullptr;
   // The rows are of the features as the client holds them: a vocabulary re-codes them,
   // and centred scaling makes every feature non-zero.
@@ -389,14 +389,14 @@ std::shared_ptr<const model::RowView> Federation::clientView(const std::string& 
       if (!m) {
         why = m.status().message();
       } else {
-        rowsModel_.emplace(std::move(*m));
+        rowsModel_ = std::make_shared<const model::Model>(std::move(*m));
       }
     }
   }
   if (why.empty()) {
-    auto view = offeredView(h, *rowsModel_);
-    if (view) return *view;
-    why = view.status().message();
+    auto rows = offeredRows(h, rowsModel_);
+    if (rows) return *rows;
+    why = rows.status().message();
   }
   log_->info("{} offered its rows; it trains the whole model: {}", id, why);
   return nullptr;
@@ -407,8 +407,10 @@ void Federation::update(const std::shared_ptr<Session>& session, const wire::Upd
   const auto d = static_cast<uint32_t>(engine_->model().size());
   // Decoded straight from the received frame: no intermediate Payload copy.
   IncomingUpdate in;
-  const auto view = views_.find(id);
-  Status st = u.delta ? decodeUpdate(*u.delta, view != views_.end() ? view->second.get() : nullptr, d, in.delta)
+  const auto rows = rows_.find(id);
+  const std::shared_ptr<const model::RowView> view =
+      rows != rows_.end() && rows->second ? rows->second->view() : nullptr;
+  Status st = u.delta ? decodeUpdate(*u.delta, view.get(), d, in.delta)
                       : Status(StatusCode::kMalformed, "compressed tensor is missing");
   if (!st) {
     log_->warn("rejected the update of {} for round {}: {}", id, u.round, st.message());

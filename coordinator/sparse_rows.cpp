@@ -3,26 +3,15 @@
 
 #include <fmt/format.h>
 
-#include "starling/compression/row_set.hpp"
-
 namespace starling::coordinator {
 
-Result<std::shared_ptr<const model::RowView>> offeredView(const wire::HelloMsg& hello, const model::Model& model) {
-  if (hello.rowSet.empty()) return std::shared_ptr<const model::RowView>();
-  if (!model.acceptsSparse())
+Result<std::shared_ptr<const ClientRowSet>> offeredRows(const wire::HelloMsg& hello,
+                                                        std::shared_ptr<const model::Model> model) {
+  if (hello.rowSet.empty()) return std::shared_ptr<const ClientRowSet>();
+  if (model && !model->acceptsSparse())
     return Status(StatusCode::kInvalidArgument,
-                  fmt::format("the client offers its rows, but model {} has no first-layer rows", model.spec()));
-  const std::size_t inputs = model.inputDim();
-  const uint32_t bucket = hello.rowBucket;
-  if (bucket == 0 || inputs > UINT32_MAX)
-    return Status(StatusCode::kMalformed, fmt::format("row set with buckets of {} rows", bucket));
-  const auto buckets = static_cast<uint32_t>((inputs + bucket - 1) / bucket);
-  auto set = compression::decodeRowSet(hello.rowSet, buckets);
-  if (!set) return set.status().withContext("the client's row set");
-  if (set->empty()) return Status(StatusCode::kMalformed, "the client's row set is empty");
-  auto rows = compression::coveredRows(*set, bucket, static_cast<uint32_t>(inputs));
-  if (!rows) return rows.status().withContext("the client's row set");
-  return model::RowView::create(model, std::vector<uint32_t>(rows->rows().begin(), rows->rows().end()));
+                  fmt::format("the client offers its rows, but model {} has no first-layer rows", model->spec()));
+  return ClientRowSet::create(std::move(model), hello.rowSet, hello.rowBucket);
 }
 
 std::string sparseRowsRefusal(const TaskConfig& task, bool hasVocabulary, bool centredScaling) {

@@ -86,10 +86,12 @@ TEST_CASE("the compact Learner's update is the dense Learner's on the rows, bit 
   wire::HelloMsg hello;
   hello.rowSet = offer->bytes;
   hello.rowBucket = offer->bucket;
-  auto view = coordinator::offeredView(hello, *full);
-  REQUIRE(view.isOk());
-  REQUIRE(*view);
-  const model::RowView& v = **view;
+  auto rows = coordinator::offeredRows(hello, std::make_shared<const model::Model>(*full));
+  REQUIRE(rows.isOk());
+  REQUIRE(*rows);
+  const auto view = (*rows)->view();
+  REQUIRE(view);
+  const model::RowView& v = *view;
   CHECK(std::vector<uint32_t>(v.rows().begin(), v.rows().end()) == offer->covered);
 
   const uint64_t seed = clientSeed(0, "client-1");

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "starling/compression/payload.hpp"
+#include "starling/compression/row_set.hpp"
+#include "starling/coordinator/client_rows.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/model/model.hpp"
 #include "starling/model/row_view.hpp"
@@ -24,10 +26,21 @@ namespace {
 
 constexpr std::size_t kInputs = 999;  // linear:999-1/logistic: 1,000 parameters
 
-std::shared_ptr<const model::RowView> viewOf(std::vector<uint32_t> rows) {
+std::shared_ptr<const model::Model> linearModel() {
   auto m = model::Model::fromSpec("linear:999-1/logistic");
   REQUIRE(m.isOk());
-  return created(model::RowView::create(*m, std::move(rows)));
+  return std::make_shared<const model::Model>(std::move(*m));
+}
+
+std::shared_ptr<const model::RowView> viewOf(std::vector<uint32_t> rows) {
+  return created(model::RowView::create(*linearModel(), std::move(rows)));
+}
+
+// The rows as a client offers them and the coordinator keeps them.
+std::shared_ptr<const ClientRowSet> offered(const std::vector<uint32_t>& rows) {
+  auto set = compression::RowSet::fromSorted(rows, kInputs);
+  REQUIRE(set.isOk());
+  return created(ClientRowSet::create(linearModel(), compression::encodeRowSet(*set), 1));
 }
 
 std::vector<float> startModel() {
@@ -79,9 +92,13 @@ TEST_CASE("a client holding a view gets the view's values, then what changed in 
     rows.push_back(j);  // 100 rows: 100 weights and the bias
   const auto view = viewOf(rows);
   REQUIRE(view->size() == 101);
+  const auto kept = offered(rows);
+  CHECK(kept->viewSize() == 101);
+  CHECK(kept->rows() == 100);
+  CHECK(kept->bytes().size() < 100);  // the gaps, Rice-coded: under a byte a row
 
   engine->clientJoined("dense", 100, 0, 0, 0);
-  auto acts = engine->clientJoined("sparse", 100, 0, 0, 0, view);
+  auto acts = engine->clientJoined("sparse", 100, 0, 0, 0, kept);
   auto assigns = only<Assign>(acts);
   REQUIRE(assigns.size() == 2);
   const Assignment& first = assigns[0].clientId == "sparse" ? assigns[0].assignment : assigns[1].assignment;

@@ -128,11 +128,11 @@ struct ClientState {
   std::optional<coordinator::IncomingUpdate> inFlight;
   uint64_t inFlightFrameBytes = 0;
   uint64_t assignments = 0;  // events of an earlier assignment are stale
-  // Sparse models (SimSettings::rowBucket): the view of the rows it offered, when the
-  // strategy took them, its compact model's task and its examples over those rows (made
-  // when it first joins).
+  // Sparse models (SimSettings::rowBucket): the rows it offered, when the strategy took
+  // them (kept coded, as the coordinator keeps them), its compact model's task and its
+  // examples over those rows (made when it first joins).
   bool offered = false;
-  std::shared_ptr<const model::RowView> view;
+  std::shared_ptr<const coordinator::ClientRowSet> rows;
   std::shared_ptr<client::LearnerTask> compactTask;
   std::optional<data::Dataset> compactShard, compactHeldOut;
   bool working = false;      // assigned, and neither arrived nor dropped yet
@@ -235,6 +235,7 @@ class Run {
   const SimSettings& s() const { return fleet_.settings(); }
   std::unique_ptr<coordinator::RoundEngine> engine_;
   std::optional<model::Model> evalModel_;
+  std::shared_ptr<const model::Model> rowsModel_;  // sparse models: the clients' views are of it
   // The task every client's Welcome describes (coordinator::taskWelcome), shared by
   // their Learners: the model each round's Trainer copies, the uplink compressor.
   std::shared_ptr<client::LearnerTask> task_;
@@ -347,11 +348,12 @@ void Run::settle(std::size_t i, uint64_t round, bool accepted) {
 Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) {
   const Fleet::Client& fc = fleet_.clients()[i];
   ClientState& c = state_[i];
-  // A client with a view trains its compact model over its examples' rows, from the
-  // view of the engine's model.
-  const data::Dataset shard = c.view ? data::Dataset() : train().subset(fc.examples);
+  // A client with rows trains its compact model over its examples' rows, from the view
+  // of the engine's model.
+  const std::shared_ptr<const model::RowView> view = c.rows ? c.rows->view() : nullptr;
+  const data::Dataset shard = view ? data::Dataset() : train().subset(fc.examples);
   const uint32_t node = nodeOf(i);
-  const std::shared_ptr<client::LearnerTask>& task = c.view ? c.compactTask : taskOf(node);
+  const std::shared_ptr<client::LearnerTask>& task = view ? c.compactTask : taskOf(node);
   if (!c.learner) {
     client::LearnerOptions lo{client::clientSeed(0, clientId(i))};
     lo.batchLog = export_ ? export_->batchLog() : nullptr;
@@ -360,15 +362,15 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   const bool overlap = task->overlap() > 0;
   if (task->errorFeedback() || overlap) useMemory(i);
   const data::Dataset* heldOut = nullptr;
-  if (c.view) {
+  if (view) {
     heldOut = a.evaluate && c.compactHeldOut ? &*c.compactHeldOut : nullptr;
   } else if (a.evaluate && !fc.heldOut.empty()) {
     if (!c.heldOut) c.heldOut.emplace(train().subset(fc.heldOut));
     heldOut = &*c.heldOut;
   }
-  const std::vector<float> viewBase = c.view ? c.view->gather(engineOf(node).model()) : std::vector<float>();
-  auto update = c.view ? c.learner->train(a, viewBase, *c.compactShard, heldOut)
-                       : c.learner->train(a, engineOf(node).model(), shard, heldOut);
+  const std::vector<float> viewBase = view ? view->gather(engineOf(node).model()) : std::vector<float>();
+  auto update = view ? c.learner->train(a, viewBase, *c.compactShard, heldOut)
+                     : c.learner->train(a, engineOf(node).model(), shard, heldOut);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
@@ -396,7 +398,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
     leavesUs = std::max(nowUs_ + downUs, c.backgroundDoneUs) + static_cast<int64_t>(std::llround(evalSeconds * 1e6));
   }
   if (overlap) {
-    auto next = c.learner->advance(c.view ? *c.compactShard : shard);
+    auto next = c.learner->advance(view ? *c.compactShard : shard);
     if (!next) return next.status().withContext(fmt::format("client {} training after round {}", i, a.round));
     const double nextSeconds =
         computeSeconds(fleet_.flopsPerExample(), next->examples, next->scoredExamples + 2 * probe, fc.flopsPerSecond);
@@ -407,7 +409,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   message.durationMs = static_cast<uint32_t>(computeUs / 1000);
   const uint64_t frameBytes = wire::encode(message).size();
   coordinator::IncomingUpdate in;
-  STARLING_RETURN_IF_ERROR(incoming(*update, static_cast<uint32_t>(computeUs / 1000), c.view.get(), in));
+  STARLING_RETURN_IF_ERROR(incoming(*update, static_cast<uint32_t>(computeUs / 1000), view.get(), in));
   c.inFlight = std::move(in);
   c.inFlightFrameBytes = frameBytes;
   if (linkIn(node).mbps > 0)  // its place in the server link's queue is taken when it leaves
@@ -723,7 +725,7 @@ Status Run::join(std::size_t i) {
   c.away = false;
   const uint32_t node = nodeOf(i);
   return perform(engineOf(node).clientJoined(clientId(i), fleet_.clients()[i].examples.size(), c.heldRound,
-                                             c.heldChecksum, nowMs(), c.view),
+                                             c.heldChecksum, nowMs(), c.rows),
                  node);
 }
 
@@ -745,8 +747,9 @@ Status Run::offerRows(std::size_t i) {
   wire::HelloMsg hello;
   hello.rowSet = offer->bytes;
   hello.rowBucket = offer->bucket;
-  auto view = coordinator::offeredView(hello, *evalModel_);
-  if (!view) return view.status().withContext(fmt::format("client {}'s row set", i));
+  if (!rowsModel_) rowsModel_ = std::make_shared<const model::Model>(*evalModel_);
+  auto rows = coordinator::offeredRows(hello, rowsModel_);
+  if (!rows) return rows.status().withContext(fmt::format("client {}'s row set", i));
   auto welcome = client::compactWelcome(nodeOf(i) == 0 ? welcome_ : relayWelcome_, *offer, shard.featureDim());
   if (!welcome) return welcome.status().withContext(fmt::format("client {}", i));
   auto task = client::LearnerTask::create(*welcome);
@@ -760,7 +763,7 @@ Status Run::offerRows(std::size_t i) {
   }
   c.compactShard.emplace(std::move(*compactShard));
   c.compactTask = std::move(*task);
-  c.view = std::move(*view);
+  c.rows = std::move(*rows);
   return Status::ok();
 }
 
@@ -815,9 +818,9 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
     }
     const uint32_t node = nodeOf(i);
     STARLING_RETURN_IF_ERROR(offerRows(i));
-    std::shared_ptr<const model::RowView> view = s().rowBucket > 0 ? state_[i].view : nullptr;
+    std::shared_ptr<const coordinator::ClientRowSet> rows = s().rowBucket > 0 ? state_[i].rows : nullptr;
     STARLING_RETURN_IF_ERROR(
-        perform(engineOf(node).clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0, view), node));
+        perform(engineOf(node).clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0, rows), node));
   }
   for (std::size_t r = 0; r < relays_.size() && !finished_; ++r) {
     STARLING_RETURN_IF_ERROR(perform(relays_[r].engine->start(0), static_cast<uint32_t>(r + 1)));

@@ -12,6 +12,7 @@
 
 #include "starling/compression/compressed.hpp"
 #include "starling/compression/payload.hpp"
+#include "starling/coordinator/client_rows.hpp"
 #include "starling/coordinator/task.hpp"
 #include "starling/model/model.hpp"
 #include "starling/model/row_view.hpp"
@@ -19,11 +20,13 @@
 
 namespace starling::coordinator {
 
-// The view of the rows a Hello offers under `model` (the task's): the row set is read
-// as buckets of hello.rowBucket rows over the model's inputs, and the view covers every
-// row of those buckets. nullptr when the Hello offers none. kInvalidArgument when the
-// model has no first-layer rows; kMalformed naming what is wrong with the row set.
-Result<std::shared_ptr<const model::RowView>> offeredView(const wire::HelloMsg& hello, const model::Model& model);
+// The rows a Hello offers under `model` (the task's, shared by every client's): the row
+// set is read as buckets of hello.rowBucket rows over the model's inputs, and the view
+// covers every row of those buckets. nullptr when the Hello offers none.
+// kInvalidArgument when the model has no first-layer rows; kMalformed naming what is
+// wrong with the row set.
+Result<std::shared_ptr<const ClientRowSet>> offeredRows(const wire::HelloMsg& hello,
+                                                        std::shared_ptr<const model::Model> model);
 
 // Why the task does not take a client's row set ("" when it does): train.sparse-rows
 // off, a categorical vocabulary (it re-codes the features), or centred feature scaling

@@ -334,6 +334,8 @@ void Federation::hello(const std::shared_ptr<Session>& session, const wire::Hell
   rec.firstSeenMs = wallNow;
   rec.lastSeenMs = wallNow;
   rec.examples = static_cast<int64_t>(h.numExamples);
+  rec.rowSet = h.rowSet;  // what it offered, taken or not (starling-coordinator placement --db)
+  rec.rowBucket = h.rowBucket;
   if (Status st = store_->upsertClient(rec); !st) log_->warn("recording client {}: {}", id, st.message());
   if (statsPending()) {
     // Welcomed once the statistics round has given the scaling and vocabulary.

@@ -5,8 +5,10 @@
 //   starling-coordinator revoke --certs DIR [--client ID]... [--cert FILE]... [--days D]
 //   starling-coordinator report --db FILE [--format table|csv|json]
 //   starling-coordinator export (--db FILE | --model-file FILE) [--format onnx|starling] --out FILE
-//   starling-coordinator placement --row-sets FILE --relays R [--shards S] [--method metis|random|hash] [--out FILE]
+//   starling-coordinator placement --row-sets FILE | --db FILE... --relays R [--shards S] [--method metis|random|hash]
+//   [--out FILE]
 
+#include <fmt/ranges.h>
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
@@ -21,10 +23,13 @@
 #include <thread>
 #include <vector>
 
+#include "starling/compression/row_set.hpp"
 #include "starling/coordinator/config.hpp"
 #include "starling/coordinator/federation.hpp"
 #include "starling/coordinator/report.hpp"
 #include "starling/coordinator/server.hpp"
+#include "starling/coordinator/store.hpp"
+#include "starling/model/row_view.hpp"
 #include "starling/net/certificates.hpp"
 #include "starling/onnx/onnx.hpp"
 #include "starling/util/log.hpp"
@@ -116,6 +121,7 @@ int runExport(const std::string& db, const std::string& modelFile, const std::st
 
 struct PlacementArgs {
   std::string rowSets;
+  std::vector<std::string> dbs;  // or the row sets clients offered, from these databases
   uint32_t relays = 0;
   uint32_t shards = 0;  // 0: no shard placement
   std::string method = "metis";
@@ -128,6 +134,44 @@ struct PlacementArgs {
   std::string out;
 };
 
+// The row sets the clients of these databases (a coordinator's, its relays') offered in
+// their last Hello (docs/sparse.md), as the rows their buckets cover; universe: the
+// task's model inputs (each database must record the same model).
+Result<std::vector<coordinator::ClientRows>> offeredRowSets(const std::vector<std::string>& dbs, uint64_t& universe) {
+  std::vector<coordinator::ClientRows> out;
+  std::string spec;
+  for (const std::string& db : dbs) {
+    if (!std::filesystem::exists(db)) return Status(StatusCode::kNotFound, "no database '" + db + "'");
+    coordinator::StoreOptions options;
+    options.readOnly = true;
+    auto store = coordinator::Store::open(db, options);
+    if (!store) return store.status();
+    auto model = (*store)->meta("model");
+    if (!model) return model.status();
+    if (!*model) return Status(StatusCode::kInvalidArgument, "database '" + db + "' records no model");
+    if (!spec.empty() && **model != spec)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("database '{}' records model {}, another database {}", db, **model, spec));
+    spec = **model;
+    auto inputs = model::specInputs(spec);
+    if (!inputs) return inputs.status().withContext(db);
+    universe = *inputs;
+    auto clients = (*store)->clients();
+    if (!clients) return clients.status();
+    for (const auto& c : *clients) {
+      if (c.rowSet.empty()) continue;
+      const auto buckets = static_cast<uint32_t>((*inputs + c.rowBucket - 1) / std::max<uint32_t>(1, c.rowBucket));
+      auto set = compression::decodeRowSet(c.rowSet, buckets);
+      auto rows = set ? compression::coveredRows(*set, c.rowBucket, static_cast<uint32_t>(*inputs)) : set;
+      if (!rows) return rows.status().withContext(fmt::format("{}: the row set of client '{}'", db, c.id));
+      out.push_back({c.id, std::vector<uint32_t>(rows->rows().begin(), rows->rows().end())});
+    }
+  }
+  if (out.empty())
+    return Status(StatusCode::kNotFound, "no client offered its rows in " + fmt::format("{}", fmt::join(dbs, ", ")));
+  return out;
+}
+
 // The three client placements side by side (and the four shard placements with
 // --shards); the chosen ones written to --out.
 int runPlacement(const PlacementArgs& args) {
@@ -138,9 +182,11 @@ int runPlacement(const PlacementArgs& args) {
   if (!shardMethod) return fail(shardMethod.status().message());
   auto graph = parseMetisGraph(args.graph);
   if (!graph) return fail(graph.status().message());
-  auto clients = readRowSets(args.rowSets, args.universe);
-  if (!clients) return fail(clients.status().message());
+  if (args.rowSets.empty() == args.dbs.empty()) return fail("give one of --row-sets and --db");
   uint64_t universe = args.universe;
+  auto clients = args.dbs.empty() ? readRowSets(args.rowSets, args.universe) : offeredRowSets(args.dbs, universe);
+  if (!clients) return fail(clients.status().message());
+  const std::string source = args.dbs.empty() ? args.rowSets : fmt::format("{}", fmt::join(args.dbs, ", "));
   std::size_t entries = 0;
   for (const auto& c : *clients) {
     if (args.universe == 0 && !c.rows.empty()) universe = std::max<uint64_t>(universe, uint64_t(c.rows.back()) + 1);
@@ -159,11 +205,11 @@ int runPlacement(const PlacementArgs& args) {
   for (RelayMethod m : methods) {
     options.method = m;
     auto p = placeClients(*clients, universe, options);
-    if (!p) return fail(args.rowSets + ": " + p.status().message());
+    if (!p) return fail(source + ": " + p.status().message());
     placements.push_back(std::move(*p));
   }
-  std::cout << fmt::format("{}: {} clients, {} row entries, universe {} rows; {} relays (METIS graph {})\n",
-                           args.rowSets, clients->size(), entries, universe, args.relays, metisGraphName(*graph));
+  std::cout << fmt::format("{}: {} clients, {} row entries, universe {} rows; {} relays (METIS graph {})\n", source,
+                           clients->size(), entries, universe, args.relays, metisGraphName(*graph));
   std::cout << fmt::format("{:<8} {:>14} {:>12} {:>16} {:>10}\n", "method", "traffic_rows", "random/this",
                            "relay_max/mean", "seconds");
   const double randomTraffic = double(placements[1].trafficRows);
@@ -187,7 +233,7 @@ int runPlacement(const PlacementArgs& args) {
     for (ShardMethod m : {ShardMethod::kRange, ShardMethod::kHash, ShardMethod::kLpt, ShardMethod::kMetis}) {
       shardOptions.method = m;
       auto p = placeRows(*clients, universe, shardOptions);
-      if (!p) return fail(args.rowSets + ": " + p.status().message());
+      if (!p) return fail(source + ": " + p.status().message());
       std::cout << fmt::format("{:<8} {:>14.3f} {:>18.2f} {:>10.3f}{}\n", shardMethodName(m), p->loadMaxOverMean,
                                p->shardsPerClient, p->seconds, m == *shardMethod ? "  (chosen)" : "");
       if (m == *shardMethod) chosenShards.emplace(std::move(*p));
@@ -379,8 +425,10 @@ int main(int argc, char** argv) {
   PlacementArgs placement;
   auto* placementCmd = app.add_subcommand(
       "placement", "place clients on relays (and rows on shards) from their row sets: METIS vs random vs hash");
-  placementCmd->add_option("--row-sets", placement.rowSets, "file with one client per line: CLIENT_ID ROW ROW ...")
-      ->required();
+  placementCmd->add_option("--row-sets", placement.rowSets, "file with one client per line: CLIENT_ID ROW ROW ...");
+  placementCmd->add_option("--db", placement.dbs,
+                           "or: the row sets clients offered (starling-client --sparse-rows), from these coordinator "
+                           "and relay databases");
   placementCmd->add_option("--relays", placement.relays, "number of relays")->required();
   placementCmd->add_option("--shards", placement.shards, "number of coordinator shards to place the rows on (0: none)");
   placementCmd->add_option("--method", placement.method, "client placement written to --out: metis, random or hash");

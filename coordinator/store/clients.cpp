@@ -17,12 +17,15 @@ namespace {
 constexpr const char* kClientColumns =
     "id, cert_fingerprint, first_seen_ms, last_seen_ms, examples, speed_examples_per_s, reliability, "
     "rounds_assigned, rounds_returned";
+// Version 9's (written always: a file opened for writing is at the latest version).
+constexpr const char* kClientRowColumns = ", row_set, row_bucket";
 
 // A known client's row takes what its Hello says from the new record, and keeps
 // first_seen_ms and the figures the store computes.
 constexpr const char* kClientUpdate =
     " ON CONFLICT (id) DO UPDATE SET cert_fingerprint = excluded.cert_fingerprint, "
     "last_seen_ms = excluded.last_seen_ms, examples = excluded.examples";
+constexpr const char* kClientRowUpdate = ", row_set = excluded.row_set, row_bucket = excluded.row_bucket";
 
 // The weight of the newest value in the figures' exponentially weighted averages.
 constexpr double kNewestWeight = 0.5;
@@ -55,7 +58,8 @@ void fold(Figures& f, uint64_t round, const ParticipantRecord& p) {
   }
 }
 
-void bindClient(sqlite::Statement& s, const ClientRecord& c) {
+// withRows: the statement has version 9's row set columns (?10, ?11).
+void bindClient(sqlite::Statement& s, const ClientRecord& c, bool withRows) {
   s.bind(1, std::string_view(c.id))
       .bind(2, std::string_view(c.certFingerprint))
       .bind(3, c.firstSeenMs)
@@ -65,14 +69,25 @@ void bindClient(sqlite::Statement& s, const ClientRecord& c) {
       .bind(7, c.reliability)
       .bind(8, c.roundsAssigned)
       .bind(9, c.roundsReturned);
+  if (!withRows) return;
+  if (c.rowSet.empty())
+    s.bindNull(10);
+  else
+    s.bindBlob(10, std::span<const unsigned char>(c.rowSet.data(), c.rowSet.size()));
+  s.bind(11, static_cast<int64_t>(c.rowBucket));
 }
 
 }  // namespace
 
 Status Store::Impl::prepareClientStatements() {
-  STARLING_RETURN_IF_ERROR(
-      prepare(&upsertClient, fmt::format("INSERT INTO clients ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9){}",
-                                         kClientColumns, kClientUpdate)));
+  STARLING_RETURN_IF_ERROR(prepare(
+      &upsertClient, version >= 9
+                         ? fmt::format("INSERT INTO clients ({}{}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                                       "?11){}{}",
+                                       kClientColumns, kClientRowColumns, kClientUpdate, kClientRowUpdate)
+                         // (an older file read as it is: never run, writes are refused)
+                         : fmt::format("INSERT INTO clients ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9){}",
+                                       kClientColumns, kClientUpdate)));
   STARLING_RETURN_IF_ERROR(prepare(&clientExists, "SELECT 1 FROM clients WHERE id = ?1"));
   STARLING_RETURN_IF_ERROR(
       prepare(&selectClientFigures,
@@ -80,7 +95,9 @@ Status Store::Impl::prepareClientStatements() {
   STARLING_RETURN_IF_ERROR(prepare(&updateClientFigures,
                                    "UPDATE clients SET speed_examples_per_s = ?2, reliability = ?3, "
                                    "rounds_assigned = ?4, rounds_returned = ?5 WHERE id = ?1"));
-  STARLING_RETURN_IF_ERROR(prepare(&selectClients, fmt::format("SELECT {} FROM clients ORDER BY id", kClientColumns)));
+  // The row sets came with version 9: an older file read as it is has none.
+  STARLING_RETURN_IF_ERROR(prepare(&selectClients, fmt::format("SELECT {}{} FROM clients ORDER BY id", kClientColumns,
+                                                               version >= 9 ? kClientRowColumns : "")));
   // The refusals table came with version 3: an older file read as it is has none.
   if (version >= 3) {
     STARLING_RETURN_IF_ERROR(
@@ -92,7 +109,7 @@ Status Store::Impl::prepareClientStatements() {
 }
 
 Status Store::Impl::writeClient(const ClientRecord& client) {
-  bindClient(*upsertClient, client);
+  bindClient(*upsertClient, client, version >= 9);
   return upsertClient->run();
 }
 
@@ -170,6 +187,11 @@ Result<std::vector<ClientRecord>> Store::clients() {
     c.reliability = s.real(6);
     c.roundsAssigned = s.int64(7);
     c.roundsReturned = s.int64(8);
+    if (s.columns() > 9) {
+      const auto bytes = s.blob(9);
+      c.rowSet.assign(bytes.begin(), bytes.end());
+      c.rowBucket = static_cast<uint32_t>(s.int64(10));
+    }
     return c;
   });
 }

@@ -179,11 +179,20 @@ constexpr const char* kSchemaV8 = R"sql(
 ALTER TABLE participants ADD COLUMN wait_ms INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 9: the row set a client offered in its last Hello (sparse models,
+// docs/sparse.md: the buckets of row_bucket first-layer rows its data touches, coded by
+// compression::encodeRowSet), for `starling-coordinator placement --db`; NULL and 0
+// when it offered none.
+constexpr const char* kSchemaV9 = R"sql(
+ALTER TABLE clients ADD COLUMN row_set BLOB;
+ALTER TABLE clients ADD COLUMN row_bucket INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 // kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
 // the empty file). A new file runs every step; a file of an older version, opened for
 // writing, runs the steps past its version, all in one transaction.
-constexpr std::array<const char*, 8> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,
-                                                     kSchemaV5, kSchemaV6, kSchemaV7, kSchemaV8};
+constexpr std::array<const char*, 9> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5,
+                                                     kSchemaV6, kSchemaV7, kSchemaV8, kSchemaV9};
 static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 }  // namespace

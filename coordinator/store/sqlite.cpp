@@ -185,6 +185,10 @@ std::string Statement::text(int column) const {
   return std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
 }
 
+int Statement::columns() const {
+  return sqlite3_column_count(stmt_);
+}
+
 std::span<const unsigned char> Statement::blob(int column) const {
   const auto* p = static_cast<const unsigned char*>(sqlite3_column_blob(stmt_, column));
   const int n = sqlite3_column_bytes(stmt_, column);

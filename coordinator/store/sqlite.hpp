@@ -95,7 +95,8 @@ class Statement {
   // Resets and clears bindings (for a caller that stops iterating early).
   void reset();
 
-  // Columns of the current row, 0-based.
+  // Columns of the current row, 0-based; columns() of them.
+  int columns() const;
   bool isNull(int column) const;
   int64_t int64(int column) const;
   double real(int column) const;

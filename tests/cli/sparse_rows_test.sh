@@ -75,6 +75,18 @@ check "and send 5x+ fewer ($sparse_up vs $dense_up)" ratio_at_least "$dense_up" 
 check "buckets of 64 rows move more than single rows ($coarse_down vs $sparse_down), fewer than dense" \
   bash -c "awk -v c='$coarse_down' -v s='$sparse_down' -v d='$dense_down' 'BEGIN { exit !(c > s && c < d) }'"
 
+# ---- placement from the row sets the database recorded ------------------------------
+"$coord_bin" placement --db "$work/sparse.db" --relays 2 --shards 2 --out "$work/placement.txt" \
+  >"$work/placement.log" 2>&1
+check "placement --db reads the 3 clients' row sets over the model's 65,536 inputs" \
+  grep -q "3 clients, [0-9]* row entries, universe 65536 rows; 2 relays" "$work/placement.log"
+check "and writes a relay for each of them" test "$(grep -c '^client ' "$work/placement.txt")" -eq 3
+check "the row entries are the rows the clients trained (the coordinator's log)" \
+  test "$(sed -n 's/.*3 clients, \([0-9]*\) row entries.*/\1/p' "$work/placement.log")" -eq \
+  "$(sed -n 's/.*trains the compact model of \([0-9]*\) rows.*/\1/p' "$work/sparse.log" | awk '{ s += $1 } END { print s }')"
+check "a database whose clients offered no rows says so" \
+  bash -c "'$coord_bin' placement --db '$work/dense.db' --relays 2 2>&1 | grep -q 'no client offered its rows'"
+
 # ---- the coordinator refuses row sets --------------------------------------------
 run refused "--sparse-rows 1" --sparse-rows false
 check "with train.sparse-rows off, clients that offer rows train the whole model" \

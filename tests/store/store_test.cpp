@@ -88,7 +88,9 @@ EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<Metric,
 }
 
 // What version 5 added: the metrics' columns of rounds.
-const std::string kBackToVersion7 = "ALTER TABLE participants DROP COLUMN wait_ms; ";
+const std::string kBackToVersion8 =
+    "ALTER TABLE clients DROP COLUMN row_set; ALTER TABLE clients DROP COLUMN row_bucket; ";
+const std::string kBackToVersion7 = kBackToVersion8 + "ALTER TABLE participants DROP COLUMN wait_ms; ";
 const std::string kBackToVersion6 = kBackToVersion7 + "DROP TABLE categorical_vocabulary; ";
 const std::string kBackToVersion5 = kBackToVersion6 + "DROP TABLE feature_statistics; ";
 const std::string kBackToVersion4 =
@@ -135,7 +137,7 @@ TEST_CASE("a new store is empty and at the current schema version", "[store]") {
   CHECK_FALSE(store->meta("task")->has_value());
   requireOk(store->checkIntegrity());
   CHECK(fileVersion(dir.file("fresh.db")) == Store::kSchemaVersion);
-  CHECK(Store::kSchemaVersion == 8);
+  CHECK(Store::kSchemaVersion == 9);
   CHECK(hasTable(dir.file("fresh.db"), "refusals"));
   CHECK(hasTable(dir.file("fresh.db"), "checkpoint_catch_up"));
 }
@@ -282,7 +284,7 @@ TEST_CASE("a version-5 database has no statistics and is upgraded when opened fo
   }
   CHECK(fileVersion(path) == 5);
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 8);
+  CHECK(fileVersion(path) == Store::kSchemaVersion);
   requireOk(store->saveFeatureStatistics(makeStatistics()));
   CHECK(**store->featureStatistics() == makeStatistics());
   CHECK(store->rounds()->size() == 1);
@@ -326,7 +328,7 @@ TEST_CASE("the categorical vocabulary is stored, replaced and refused when malfo
       CHECK(reader->saveCategoricalVocabulary({}).code() == StatusCode::kUnsupported);
     }
     auto upgraded = openOrFail(path);
-    CHECK(fileVersion(path) == 8);
+    CHECK(fileVersion(path) == Store::kSchemaVersion);
     CHECK(upgraded->categoricalVocabulary()->empty());
   }
 }
@@ -353,7 +355,7 @@ TEST_CASE("a version-4 database is read without metrics and upgraded when opened
   }
   CHECK(fileVersion(path) == 4);
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 8);
+  CHECK(fileVersion(path) == Store::kSchemaVersion);
   requireOk(store->recordEvaluation(1, evaluation(0.5, {{&EvaluationRecord::auc, 0.75}})));
   CHECK((*store->rounds())[0].testAuc == 0.75);
   commitSimpleRound(*store, 2);
@@ -479,6 +481,19 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
     expected.lastSeenMs = changed.lastSeenMs;
     expected.examples = changed.examples;
     CHECK((*store->clients())[0] == expected);
+  }
+  SECTION("and its row set, replaced by the next Hello's, or cleared when it offers none") {
+    ClientRecord offered = (*store->clients())[0];
+    offered.rowSet = {3, 0x81, 0x02, 0xff};
+    offered.rowBucket = 16;
+    requireOk(store->upsertClient(offered));
+    CHECK((*store->clients())[0].rowSet == offered.rowSet);
+    CHECK((*store->clients())[0].rowBucket == 16);
+    offered.rowSet.clear();
+    offered.rowBucket = 0;
+    requireOk(store->upsertClient(offered));
+    CHECK((*store->clients())[0].rowSet.empty());
+    CHECK((*store->clients())[0].rowBucket == 0);
   }
   SECTION("and keeps when it was first seen") {
     const ClientRecord stored = (*store->clients())[0];
@@ -754,7 +769,7 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
   CHECK(version() == 1);  // reading changed nothing
   CHECK_FALSE(hasTable(path, "refusals"));
   auto store = openOrFail(path);
-  CHECK(version() == 8);
+  CHECK(version() == 9);
   CHECK(version() == Store::kSchemaVersion);
   CHECK(store->refusals()->empty());
   requireOk(store->recordRefusal(makeRefusal(4)));
@@ -805,7 +820,7 @@ TEST_CASE("a version-2 database is read as it is and upgraded when opened for wr
   CHECK_FALSE(hasTable(path, "refusals"));
 
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 8);
+  CHECK(fileVersion(path) == Store::kSchemaVersion);
   CHECK(hasTable(path, "refusals"));
   // The rounds, participants and checkpoint of version 2 are all still there.
   const std::vector<RoundRecord> rounds = *store->rounds();
@@ -846,7 +861,7 @@ TEST_CASE("a version-3 database is read as it is and upgraded when opened for wr
   CHECK_FALSE(hasTable(path, "checkpoint_catch_up"));
 
   auto store = openOrFail(path);
-  CHECK(fileVersion(path) == 8);
+  CHECK(fileVersion(path) == Store::kSchemaVersion);
   CHECK((*store->latestCheckpoint())->catchUp.empty());  // round 1 was written without one
   commitSimpleRound(*store, 2);
   CHECK((*store->latestCheckpoint())->catchUp == makeCheckpoint(2).catchUp);
@@ -866,7 +881,7 @@ TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
   execOrFail(path, (kBackToVersion1 + "CREATE TABLE refusals (x); PRAGMA user_version = 1").c_str());
   auto store = Store::open(path);
   REQUIRE_FALSE(store.isOk());
-  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 8"));
+  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 9"));
   CHECK(fileVersion(path) == 1);
   CHECK_FALSE(hasTable(path, "checkpoint_vectors"));
 }
@@ -901,11 +916,11 @@ TEST_CASE("a file that is not a Starling database is refused", "[store]") {
     { auto store = openOrFail(path); }
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 9", nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 10", nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
     auto store = Store::open(path);
     CHECK(store.status().code() == StatusCode::kUnsupported);
-    CHECK_THAT(store.status().message(), Catch::Contains("schema version 9"));
+    CHECK_THAT(store.status().message(), Catch::Contains("schema version 10"));
   }
   SECTION("a directory that does not exist") {
     const std::string path = dir.file("no/such/dir/x.db");

@@ -73,6 +73,10 @@ struct ClientRecord {
   double reliability = 1.0;
   int64_t roundsAssigned = 0;  // assignments
   int64_t roundsReturned = 0;  // assignments that returned
+  // Sparse models: the row set its last Hello offered (Hello.row_set, coded) and its
+  // bucket size; empty and 0 when it offered none (or the file predates version 9).
+  std::vector<uint8_t> rowSet;
+  uint32_t rowBucket = 0;
 
   bool operator==(const ClientRecord&) const = default;
 };
@@ -236,7 +240,7 @@ struct EvaluationRecord {
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of

@@ -210,6 +210,16 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
   return Status::ok();
 }
 
+std::optional<std::size_t> Participant::serverAt(const std::string& address) const {
+  auto endpoint = net::parseEndpoint(address);
+  if (!endpoint) return std::nullopt;
+  const auto same = [&](const net::Endpoint& e) { return e.toString() == endpoint->toString(); };
+  if (same(options_.coordinator)) return 0;
+  for (std::size_t i = 0; i < options_.alternates.size(); ++i)
+    if (same(options_.alternates[i].endpoint)) return i + 1;
+  return std::nullopt;
+}
+
 const data::Dataset* Participant::heldOutData() const {
   if (scaledHeldOut_) return &*scaledHeldOut_;
   return heldOut_ ? &*heldOut_ : nullptr;
@@ -326,6 +336,15 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
       co_return st.withContext(
           fmt::format("no session with {} for {} s", endpoint.toString(), options_.giveUpAfter.count() / 1000));
     std::string next;
+    if (redirect_) {  // a relay's placement: the named server, at once
+      at = *redirect_;
+      redirect_.reset();
+      const net::Endpoint& to = at == 0 ? options_.coordinator : options_.alternates[at - 1].endpoint;
+      log_->info("{}; training with {} now", st.message(), to.toString());
+      delay = options_.backoffInitial;
+      failingSince = std::chrono::steady_clock::now();
+      continue;
+    }
     if (!options_.alternates.empty()) {
       at = (at + 1) % (options_.alternates.size() + 1);
       next = fmt::format(" at {}",
@@ -393,6 +412,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
     hello.rowSet = rowOffer_->bytes;
     hello.rowBucket = rowOffer_->bucket;
   }
+  hello.listen = options_.advertise;
   const wire::Frame helloFrame = wire::encode(hello);
   Status st = co_await conn.send(helloFrame.bytes());
   if (!st) co_return st;
@@ -462,7 +482,7 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
           // assignment and records why), reads a goodbye that may have come meanwhile,
           // and joins again.
           log_->warn("{}; leaving and joining again", update.status().message());
-          const wire::Frame byeFrame = wire::encode(wire::ByeMsg{update.status().message(), false});
+          const wire::Frame byeFrame = wire::encode(wire::ByeMsg{update.status().message(), false, {}});
           (void)co_await conn.send(byeFrame.bytes());
           co_return co_await goodbyeAfter(conn, Status(StatusCode::kClosed, update.status().message()));
         }
@@ -519,6 +539,13 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
       case fb::Body::Bye: {
         auto bye = wire::parseBye(*msg);
         if (!bye) co_return bye.status();
+        if (!bye->redirect.empty() && !bye->done) {
+          redirect_ = serverAt(bye->redirect);
+          if (!redirect_)
+            log_->warn("told to train with {}, which is none of this client's servers (--coordinator): staying",
+                       bye->redirect);
+          co_return Status(StatusCode::kClosed, "redirected: " + bye->reason);
+        }
         if (bye->done) {
           taskEnded("");
           co_await conn.close();

@@ -40,7 +40,7 @@ asio::awaitable<Result<Task>> joinAndLeave(asio::any_io_executor executor, std::
   Task task{welcome->clientId, welcome->task, welcome->modelSpec, welcome->round};
   log->info("welcomed as '{}': task '{}', model '{}', round {}", task.clientId, task.task, task.modelSpec, task.round);
 
-  const wire::Frame byeFrame = wire::encode(wire::ByeMsg{"done", false});
+  const wire::Frame byeFrame = wire::encode(wire::ByeMsg{"done", false, {}});
   st = co_await conn->send(byeFrame.bytes());
   if (!st) co_return st.withContext("sending Bye");
   co_await conn->close();

@@ -200,6 +200,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "(starling-client --eval-fraction) and send the sums (0 = off)");
   bind("output.model-file", t.modelOut, "file the final model is saved to (empty = none)");
   bind("server.listen", c.listen, "address to listen on, HOST:PORT");
+  bind("server.placement-file", t.placementFile,
+       "clients on relays: a file of 'client ID RELAY' lines (starling-coordinator placement --out), applied at the "
+       "relays' next round whenever it changes and kept in the database (empty = none)");
   bind("server.certs", c.certs, "directory with ca.crt, coordinator.crt, coordinator.key");
   bind("server.ca", c.ca, "CA certificate (overrides certs)");
   bind("server.cert", c.cert, "coordinator certificate (overrides certs)");

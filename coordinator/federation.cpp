@@ -236,7 +236,85 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   if (f->resumedFrom_ > 0)
     f->log_->info("resumed from round {} (model checksum {:016x}, {} rounds committed)", f->resumedFrom_,
                   f->engine_->modelChecksum(), f->engine_->commits());
+  // The placement of clients on relays kept by an earlier run, then the file's.
+  auto placement = f->store_->meta("placement");
+  if (!placement) return placement.status();
+  if (*placement) {
+    auto map = RelayPlacementMap::parse(**placement);
+    if (!map) return map.status().withContext("database '" + f->store_->path() + "'");
+    f->placement_ = std::move(*map);
+    f->log_->info("placement version {} from the database: {} clients on relays", f->placement_.version,
+                  f->placement_.clients.size());
+  }
+  f->refreshPlacement();
   return f;
+}
+
+void Federation::refreshPlacement() {
+  if (task_.placementFile.empty()) return;
+  std::error_code ec;
+  const auto written = std::filesystem::last_write_time(task_.placementFile, ec);
+  if (ec || (placementRead_ && *placementRead_ == written)) return;  // none yet, or read already
+  auto clients = readRelayPlacement(task_.placementFile);
+  if (!clients) {
+    log_->warn("placement not applied: {}", clients.status().message());
+    return;
+  }
+  placementRead_ = written;
+  if (*clients == placement_.clients) return;
+  RelayPlacementMap next{placement_.version + 1, std::move(*clients)};
+  if (Status st = store_->setMeta("placement", next.text()); !st) {
+    log_->warn("placement not applied: recording it: {}", st.message());
+    return;
+  }
+  placement_ = std::move(next);
+  std::map<std::string, int> perRelay;
+  for (const auto& [client, relay] : placement_.clients)
+    ++perRelay[relay];
+  log_->info("placement version {} from {}: {} clients on {} relays; the relays apply it at their next round",
+             placement_.version, task_.placementFile, placement_.clients.size(), perRelay.size());
+}
+
+Frame Federation::relayAssignFrame(const Assignment& a) {
+  wire::RoundAssignMsg m = assignmentMessage(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
+  if (placement_.version > 0) {
+    m.placementVersion = placement_.version;
+    for (const auto& [client, relay] : placement_.clients)
+      if (auto at = relayAddress_.find(relay); at != relayAddress_.end())
+        m.placement.push_back({client, relay, at->second});
+  }
+  return share(wire::encode(m));
+}
+
+void Federation::applyPlacement(std::string self, std::vector<wire::PlacedClientMsg> placement, uint64_t version) {
+  asio::post(strand_, [f = shared_from_this(), self = std::move(self), placement = std::move(placement), version] {
+    // The same version may come with more addresses (relays the coordinator heard from
+    // since): applied again when anything differs.
+    if (version == 0 || (version == f->appliedPlacement_ && placement == f->appliedEntries_)) return;
+    f->appliedPlacement_ = version;
+    f->appliedEntries_ = placement;
+    f->placedElsewhere_.clear();
+    for (const auto& p : placement)
+      if (p.relay != self) f->placedElsewhere_[p.client] = p.address;
+    f->log_->info("placement version {}: {} of {} placed clients belong to other relays", version,
+                  f->placedElsewhere_.size(), placement.size());
+    std::vector<std::shared_ptr<Session>> sessions;
+    for (const auto& [id, session] : f->sessions_)
+      sessions.push_back(session);
+    for (const auto& session : sessions)
+      f->redirectIfPlacedElsewhere(session);
+  });
+}
+
+bool Federation::redirectIfPlacedElsewhere(const std::shared_ptr<Session>& session) {
+  const auto it = placedElsewhere_.find(session->clientId());
+  if (it == placedElsewhere_.end()) return false;
+  log_->info("{} is placed on the relay at {} (placement version {}): redirected", session->clientId(), it->second,
+             appliedPlacement_);
+  session->send(
+      share(wire::encode(wire::ByeMsg{fmt::format("placed on the relay at {}", it->second), false, it->second})));
+  session->close();
+  return true;
 }
 
 int64_t Federation::nowMs() const {
@@ -326,7 +404,9 @@ void Federation::hello(const std::shared_ptr<Session>& session, const wire::Hell
     old->second->close();
     perform(engine_->clientLeft(id, "replaced by a new connection", nowMs()));
   }
+  if (redirectIfPlacedElsewhere(session)) return;
   sessions_[id] = session;
+  if (role == net::Role::kRelay && !h.listen.empty()) relayAddress_[id] = h.listen;
   const int64_t wallNow = wallEpochMs_ + nowMs();
   ClientRecord rec;
   rec.id = id;
@@ -650,7 +730,10 @@ void Federation::performActions(std::vector<Action> actions) {
       if (afterRound_ && crashPoint("assigning")) return;
       afterRound_ = false;
       verdictsSinceRound_ = 0;
-      sendTo(assign->clientId, assignFrame(assign->assignment));
+      const auto session = sessions_.find(assign->clientId);
+      const bool relay = session != sessions_.end() &&
+                         net::roleFromOu(session->second->peer().role, net::Role::kClient) == net::Role::kRelay;
+      sendTo(assign->clientId, relay ? relayAssignFrame(assign->assignment) : assignFrame(assign->assignment));
     } else if (auto* verdict = std::get_if<coordinator::Verdict>(&act)) {
       const UpdateVerdict& v = verdict->verdict;
       sendTo(verdict->clientId, share(wire::encode(wire::RoundResultMsg{v.round, v.accepted, v.reason})));
@@ -666,6 +749,7 @@ void Federation::performActions(std::vector<Action> actions) {
       // evaluation runs meanwhile.
       if (!hooks_.auditOut.empty()) auditRound(s);
       if (!persist(s)) return;
+      refreshPlacement();
       if (relayHeld_) relayRounds_.count(s);
       if (s.committed) {
         if (crashPoint("persisted")) return;
@@ -824,7 +908,7 @@ void Federation::finish(const Status& status) {
     }
     if (!hooks_.auditOut.empty())
       if (Status st = writeAudit(); !st) log_->error("writing the audit: {}", st.message());
-    auto bye = share(wire::encode(wire::ByeMsg{"training complete", true}));
+    auto bye = share(wire::encode(wire::ByeMsg{"training complete", true, {}}));
     for (auto& [id, session] : sessions_) {
       session->send(bye);
       session->close();
@@ -843,7 +927,7 @@ void Federation::shutdown(const std::string& reason) {
     self->perform(self->engine_->shutdown("coordinator stopping (" + reason + ")", self->nowMs()));
     self->done_ = true;
     self->timer_.cancel();
-    auto bye = share(wire::encode(wire::ByeMsg{"coordinator stopping: " + reason, false}));
+    auto bye = share(wire::encode(wire::ByeMsg{"coordinator stopping: " + reason, false, {}}));
     for (auto& [id, session] : self->sessions_) {
       session->send(bye);
       session->close();

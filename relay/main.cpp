@@ -48,9 +48,10 @@ int fail(const std::string& message) {
 // The relay's downstream side, made once the coordinator's Welcome names the task.
 class Downstream {
  public:
-  Downstream(std::shared_ptr<const net::TlsContext> tls, coordinator::ServerOptions server, relay::RelayRounds rounds,
-             std::string db, unsigned threads, std::shared_ptr<spdlog::logger> log)
-      : io_(static_cast<int>(threads)),
+  Downstream(std::string self, std::shared_ptr<const net::TlsContext> tls, coordinator::ServerOptions server,
+             relay::RelayRounds rounds, std::string db, unsigned threads, std::shared_ptr<spdlog::logger> log)
+      : self_(std::move(self)),
+        io_(static_cast<int>(threads)),
         tls_(std::move(tls)),
         serverOptions_(std::move(server)),
         rounds_(rounds),
@@ -106,6 +107,9 @@ class Downstream {
       federation = federation_;
     }
     if (!federation) return Status(StatusCode::kInternal, "an assignment before the relay's federation started");
+    // The coordinator's placement of clients on relays: those placed elsewhere are
+    // redirected before these local rounds.
+    if (assign.placementVersion > 0) federation->applyPlacement(self_, assign.placement, assign.placementVersion);
     const auto started = std::chrono::steady_clock::now();
     auto done = std::make_shared<std::promise<Result<coordinator::LocalRounds>>>();
     auto got = done->get_future();
@@ -169,6 +173,7 @@ class Downstream {
       if (t.joinable()) t.join();
   }
 
+  std::string self_;  // this relay's identity: the placement names relays by it
   asio::io_context io_;
   std::shared_ptr<const net::TlsContext> tls_;
   coordinator::ServerOptions serverOptions_;
@@ -196,6 +201,10 @@ int main(int argc, char** argv) {
   bool upstreamRelay = false;
   app.add_option("--coordinator", coordinatorAddr, "the coordinator's address, HOST:PORT")->required();
   app.add_option("--listen", listenAddr, "address the relay's clients connect to, HOST:PORT");
+  std::string advertise;
+  app.add_option("--advertise", advertise,
+                 "the address its clients reach it at, HOST:PORT, sent to the coordinator for its placement of clients "
+                 "on relays (default: --listen, unless its port is 0)");
   app.add_option("--certs", certs, "directory with ca.crt and <id>.crt / <id>.key (and crl.pem, if any)");
   app.add_option("--id", id, "this relay's name, e.g. relay-0 (picks <id>.crt and <id>.key in --certs)");
   app.add_option("--ca", ca, "CA certificate (overrides --certs)");
@@ -266,7 +275,7 @@ int main(int argc, char** argv) {
   serverOptions.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
   serverOptions.limits.idleTimeout =
       std::chrono::milliseconds(std::max<int64_t>(120'000, rounds.deadlineMs + 2 * int64_t(rounds.heartbeatMs)));
-  Downstream down(*downTls, serverOptions, rounds, db, threads, *log);
+  Downstream down(own->commonName, *downTls, serverOptions, rounds, db, threads, *log);
 
   client::ParticipantOptions options;
   options.coordinator = *upstream;
@@ -274,6 +283,13 @@ int main(int argc, char** argv) {
   options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
   // A relay upstream only when asked (--upstream-relay: three tiers): otherwise a relay
   // mistaken for the coordinator is refused by name.
+  // The coordinator's placement sends other relays' clients here by this address: a
+  // --listen on port 0 has none to give until it serves, so none is said then.
+  options.advertise = !advertise.empty() ? advertise : listen->port != 0 ? listen->toString() : std::string();
+  if (options.advertise.empty())
+    (*log)->info(
+        "--listen has port 0 and no --advertise is given: the coordinator's placement cannot send clients "
+        "to this relay");
   options.serverRoles = {net::Role::kCoordinator};
   if (upstreamRelay) options.serverRoles.push_back(net::Role::kRelay);
   options.onWelcome = [&down](const wire::WelcomeMsg& w) { return down.welcome(w); };

@@ -84,9 +84,9 @@ Frame encode(const HelloMsg& m) {
   std::vector<Offset<flatbuffers::String>> caps;
   for (const std::string& c : m.capabilities)
     caps.push_back(b.CreateString(c));
-  return finishFrame(b,
-                     fb::CreateHelloDirect(b, m.clientId.c_str(), &caps, m.numExamples, m.platform.c_str(), m.lastRound,
-                                           m.modelChecksum, m.rowSet.empty() ? nullptr : &m.rowSet, m.rowBucket));
+  return finishFrame(b, fb::CreateHelloDirect(b, m.clientId.c_str(), &caps, m.numExamples, m.platform.c_str(),
+                                              m.lastRound, m.modelChecksum, m.rowSet.empty() ? nullptr : &m.rowSet,
+                                              m.rowBucket, m.listen.empty() ? nullptr : m.listen.c_str()));
 }
 
 namespace {
@@ -161,9 +161,13 @@ Frame encode(const RoundAssignMsg& m) {
     broadcast.push_back(compression::toWire(b, p));
   const auto model = optionalTensor(b, m.model);
   const auto values = optionalTensor(b, m.values);
-  return finishFrame(
-      b, fb::CreateRoundAssignDirect(b, m.round, m.baseRound, m.tau, m.lr, m.density, m.deadlineMs, &broadcast,
-                                     m.baseChecksum, model, values, m.evaluate, m.batchScale));
+  std::vector<Offset<fb::PlacedClient>> placed;
+  placed.reserve(m.placement.size());
+  for (const PlacedClientMsg& p : m.placement)
+    placed.push_back(fb::CreatePlacedClientDirect(b, p.client.c_str(), p.relay.c_str(), p.address.c_str()));
+  return finishFrame(b, fb::CreateRoundAssignDirect(b, m.round, m.baseRound, m.tau, m.lr, m.density, m.deadlineMs,
+                                                    &broadcast, m.baseChecksum, model, values, m.evaluate, m.batchScale,
+                                                    placed.empty() ? nullptr : &placed, m.placementVersion));
 }
 
 Frame encode(const UpdateMsg& m) {
@@ -186,7 +190,8 @@ Frame encode(const HeartbeatMsg& m) {
 
 Frame encode(const ByeMsg& m) {
   FlatBufferBuilder b(64 + m.reason.size());
-  return finishFrame(b, fb::CreateByeDirect(b, m.reason.c_str(), m.done));
+  return finishFrame(
+      b, fb::CreateByeDirect(b, m.reason.c_str(), m.done, m.redirect.empty() ? nullptr : m.redirect.c_str()));
 }
 
 Frame encode(const ErrorMsg& m) {
@@ -223,6 +228,7 @@ Result<HelloMsg> parseHello(const Message& m) {
   out.modelChecksum = h->model_checksum();
   if (const auto* rows = h->row_set()) out.rowSet.assign(rows->begin(), rows->end());
   out.rowBucket = h->row_bucket();
+  out.listen = str(h->listen());
   if (!out.rowSet.empty() && out.rowBucket == 0)
     return Status(StatusCode::kMalformed, "Hello has a row set without its bucket size (row_bucket 0)");
   return out;
@@ -292,6 +298,14 @@ Result<RoundAssignMsg> parseRoundAssign(const Message& m) {
   if (Status st = assignView(a->values(), out.values); !st) return st;
   out.evaluate = a->evaluate();
   out.batchScale = a->batch_scale();
+  out.placementVersion = a->placement_version();
+  if (const auto* placed = a->placement())
+    for (const fb::PlacedClient* p : *placed) {
+      PlacedClientMsg c{str(p->client()), str(p->relay()), str(p->address())};
+      if (c.client.empty() || c.relay.empty() || c.address.empty())
+        return Status(StatusCode::kMalformed, "RoundAssign places a client without a name, relay or address");
+      out.placement.push_back(std::move(c));
+    }
   if (!(out.batchScale > 0) || !std::isfinite(out.batchScale))
     return Status(StatusCode::kMalformed,
                   fmt::format("RoundAssign batch_scale {} is not a positive number", out.batchScale));
@@ -333,7 +347,7 @@ Result<ByeMsg> parseBye(const Message& m) {
   auto byeBody = bodyOf<fb::Bye>(m, "Bye");
   if (!byeBody) return byeBody.status();
   const fb::Bye* bye = *byeBody;
-  return ByeMsg{str(bye->reason()), bye->done()};
+  return ByeMsg{str(bye->reason()), bye->done(), str(bye->redirect())};
 }
 
 Result<ErrorMsg> parseError(const Message& m) {

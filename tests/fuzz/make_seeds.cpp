@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
                                              std::nullopt});
   frame("round-result", wire::RoundResultMsg{4, false, "update norm is over 20 x the round's median"});
   frame("heartbeat", wire::HeartbeatMsg{123456});
-  frame("bye", wire::ByeMsg{"training complete", true});
+  frame("bye", wire::ByeMsg{"training complete", true, {}});
   frame("error", wire::ErrorMsg{fb::ErrorCode::Unexpected, "unexpected Welcome message from a client"});
   std::printf("wrote %zu payload and %zu frame seeds to %s\n", payloads.size() + 2, payloads.size() + 7, root.c_str());
   return 0;

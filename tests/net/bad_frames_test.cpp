@@ -155,7 +155,7 @@ TEST_CASE("a frame larger than the first read arrives whole, in pieces", "[net][
   RunningServer server(pki, options);
   std::string reason(300'000, 'x');
   reason.replace(reason.size() - 8, 8, "-the-end");
-  auto frame = wire::encode(wire::ByeMsg{reason, false}).toVector();
+  auto frame = wire::encode(wire::ByeMsg{reason, false, {}}).toVector();
   REQUIRE(frame.size() > 4 * 64 * 1024);
   auto out = sendRaw(server, pki, frame);
   CHECK_FALSE(out.errorCode.has_value());

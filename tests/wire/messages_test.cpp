@@ -250,7 +250,7 @@ TEST_CASE("RoundResult, Heartbeat, Bye and Error round-trip", "[wire][messages]"
     CHECK(got->sentMs == 123456);
   }
   {
-    const Message m = received(encode(ByeMsg{"training complete", true}));
+    const Message m = received(encode(ByeMsg{"training complete", true, {}}));
     auto got = parseBye(m);
     REQUIRE(got.isOk());
     CHECK(got->reason == "training complete");

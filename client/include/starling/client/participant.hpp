@@ -108,6 +108,9 @@ struct ParticipantOptions {
   // them has the client train the compact model of those rows. 0 = offer none. The
   // data is then loaded before the first Hello (the offer is made from it).
   uint32_t rowBucket = 0;
+  // A relay: the address its own clients reach it at, said in Hello (Hello.listen) so
+  // that the coordinator's placement can send clients here ("" = none).
+  std::string advertise;
 };
 
 struct ParticipantStats {
@@ -185,7 +188,11 @@ class Participant {
   // once a Welcome takes them, the training and held-out examples over those rows.
   Status makeRowOffer();
   Status compact();
-  const data::Dataset* heldOutData() const;  // the held-out part as the Learner evaluates it (or null)
+  const data::Dataset* heldOutData() const;
+  // A relay's Bye.redirect: the index (0 = coordinator, i = alternates[i - 1]) of the
+  // server to train with next, or nullopt when the address is none of this client's.
+  std::optional<std::size_t> serverAt(
+      const std::string& address) const;  // the held-out part as the Learner evaluates it (or null)
 
   const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
   uint64_t numExamples_ = 0;              // all of the data, held-out examples included
@@ -203,6 +210,7 @@ class Participant {
   data::CategoryVocabulary scaledVocabulary_;
   std::optional<RowOffer> rowOffer_;
   std::optional<data::Dataset> compactTrain_, compactHeldOut_;
+  std::optional<std::size_t> redirect_;  // a relay's Bye.redirect: the server to try next
   bool dataFailed_ = false;
   ParticipantOptions options_;
   std::shared_ptr<spdlog::logger> log_;

@@ -36,6 +36,7 @@ struct HelloMsg {
   // (compression::encodeRowSet; empty: none sent, the client trains the whole model).
   std::vector<uint8_t> rowSet;
   uint32_t rowBucket = 0;
+  std::string listen{};  // a relay: where its clients reach it ("" = not said)
 };
 
 // What this build of starling-client says in Hello: kClientCapabilities and the
@@ -129,6 +130,14 @@ struct FeatureStatsMsg {
   std::vector<CategoryValuesMsg> categories;
 };
 
+// A client placed on a relay (RoundAssign.placement).
+struct PlacedClientMsg {
+  std::string client;
+  std::string relay;
+  std::string address;
+  friend bool operator==(const PlacedClientMsg&, const PlacedClientMsg&) = default;
+};
+
 // coordinator -> client: train this round.
 struct RoundAssignMsg {
   uint64_t round = 0;
@@ -143,6 +152,9 @@ struct RoundAssignMsg {
   std::optional<compression::PayloadView> values;  // catch-up by value
   bool evaluate = false;                           // send eval stats of the base model
   float batchScale = 1.0f;                         // minibatch = max(1, round(Welcome's x this))
+  // To a relay: the placement of clients on relays (version 0 = none sent).
+  std::vector<PlacedClientMsg> placement{};
+  uint64_t placementVersion = 0;
 };
 
 // client -> coordinator: the result of a round.
@@ -171,7 +183,8 @@ struct HeartbeatMsg {
 
 struct ByeMsg {
   std::string reason;
-  bool done = false;  // coordinator -> client: training is complete
+  bool done = false;       // coordinator -> client: training is complete
+  std::string redirect{};  // a relay -> client: train with this server (HOST:PORT) instead
 };
 
 struct ErrorMsg {

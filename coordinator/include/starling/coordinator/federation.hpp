@@ -21,6 +21,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
@@ -31,6 +32,7 @@
 
 #include "starling/coordinator/client_rows.hpp"
 #include "starling/coordinator/local_rounds.hpp"
+#include "starling/coordinator/relay_placement.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/coordinator/server.hpp"
 #include "starling/coordinator/store.hpp"
@@ -106,6 +108,11 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   // next trainLocalRounds() abandons a round still open.
   void cancelLocalRounds();
   void complete();
+  // A relay's federation: the coordinator's placement (RoundAssign.placement) of
+  // version `version`; `self` is this relay's identity. Connected clients placed on
+  // another relay are told to go there (Bye.redirect) and disconnected, and so is any
+  // that joins here later; on the federation's strand.
+  void applyPlacement(std::string self, std::vector<wire::PlacedClientMsg> placement, uint64_t version);
 
   uint64_t resumedFrom() const { return resumedFrom_; }
   const RoundEngine& engine() const { return *engine_; }
@@ -124,6 +131,14 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   // features the client holds as they are); null otherwise (logged: the client then
   // trains the whole model).
   std::shared_ptr<const ClientRowSet> clientRows(const std::string& id, const wire::HelloMsg& hello);
+  // The placement file (task.placementFile): read again when it changed since it was
+  // last read, kept in the database as a new version when its clients changed.
+  void refreshPlacement();
+  // The assignment of a relay: with the placement when there is one.
+  Frame relayAssignFrame(const Assignment& a);
+  // A relay's federation: redirects `session` when the placement puts its client on
+  // another relay; true when it did.
+  bool redirectIfPlacedElsewhere(const std::shared_ptr<Session>& session);
   // The statistics round: start it once enough clients wait; take an answer; close it
   // when every asked client answered or at its deadline.
   void maybeStartStatistics();
@@ -168,6 +183,15 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   // Sparse models: the task's model for the clients' views (made at the first offer),
   // and the rows of each client that trains them, by id (replaced at each Hello).
   std::shared_ptr<const model::Model> rowsModel_;
+  // Placement of clients on relays: the coordinator's (version 0 = none), when its file
+  // was last read, and the address each relay said its clients reach it at; a relay's
+  // federation: the clients placed elsewhere, with their relay's address.
+  RelayPlacementMap placement_;
+  std::optional<std::filesystem::file_time_type> placementRead_;
+  std::map<std::string, std::string> relayAddress_;
+  std::map<std::string, std::string> placedElsewhere_;
+  uint64_t appliedPlacement_ = 0;
+  std::vector<wire::PlacedClientMsg> appliedEntries_;
   std::map<std::string, std::shared_ptr<const ClientRowSet>> rows_;
   std::optional<data::Dataset> testSet_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by certificate identity

@@ -66,6 +66,11 @@ struct TaskConfig {
   // (starling-client --sparse-rows) trains the compact model of those rows and moves
   // only their parameters and the dense rest. false: every client trains the whole model.
   bool sparseRows = true;
+  // Relays (docs/placement.md, "Applying a placement"): a file of "client ID RELAY"
+  // lines (starling-coordinator placement --out), read again whenever it changes; the
+  // placement is kept in the database and sent to the relays, which redirect the
+  // clients placed elsewhere at their next round. "" = none.
+  std::string placementFile;
 };
 
 // Whether the task runs a statistics round before round 1 (task.standardize or

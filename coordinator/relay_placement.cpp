@@ -1,0 +1,70 @@
+// Applying a placement of clients on relays (relay_placement.hpp).
+#include "starling/coordinator/relay_placement.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace starling::coordinator {
+namespace {
+
+// The clients of "client ID RELAY" lines (other kinds skipped when skipOthers), sorted
+// by id; `where` prefixes an error with the line.
+Result<std::vector<std::pair<std::string, std::string>>> readClients(std::istream& in, const std::string& where,
+                                                                     bool skipOthers, uint64_t* version) {
+  std::map<std::string, std::string> clients;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    const std::string at = fmt::format("{}:{}: ", where, n);
+    std::istringstream fields(line);
+    std::string kind, id, relay, extra;
+    fields >> kind;
+    if (kind.empty() || kind[0] == '#') continue;
+    if (version != nullptr && kind == "version") {
+      if (!(fields >> *version) || *version == 0) return Status(StatusCode::kInvalidArgument, at + "a bad version");
+      continue;
+    }
+    if (kind != "client") {
+      if (skipOthers) continue;
+      return Status(StatusCode::kInvalidArgument, at + "expected 'client ID RELAY', not '" + line + "'");
+    }
+    if (!(fields >> id >> relay) || (fields >> extra))
+      return Status(StatusCode::kInvalidArgument, at + "expected 'client ID RELAY', not '" + line + "'");
+    if (std::all_of(relay.begin(), relay.end(), [](unsigned char c) { return std::isdigit(c) != 0; }))
+      relay = "relay-" + relay;
+    if (!clients.emplace(id, relay).second)
+      return Status(StatusCode::kInvalidArgument, at + "client '" + id + "' is placed twice");
+  }
+  return std::vector<std::pair<std::string, std::string>>(clients.begin(), clients.end());
+}
+
+}  // namespace
+
+std::string RelayPlacementMap::text() const {
+  std::string out = fmt::format("version {}\n", version);
+  for (const auto& [client, relay] : clients)
+    out += fmt::format("client {} {}\n", client, relay);
+  return out;
+}
+
+Result<RelayPlacementMap> RelayPlacementMap::parse(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  RelayPlacementMap map;
+  auto clients = readClients(in, "the database's placement", false, &map.version);
+  if (!clients) return clients.status();
+  if (map.version == 0) return Status(StatusCode::kInvalidArgument, "the database's placement has no version");
+  map.clients = std::move(*clients);
+  return map;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> readRelayPlacement(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status(StatusCode::kNotFound, "cannot read the placement file '" + path + "'");
+  return readClients(in, path, true, nullptr);
+}
+
+}  // namespace starling::coordinator

@@ -31,7 +31,9 @@ struct Compact {
   std::vector<uint32_t> load;                // per dense id: clients touching it
 };
 
-Compact compact(std::span<const ClientRows> clients) {
+// weights, when not empty, holds per client one weight per entry of its rows: the
+// load a (client, row) pair adds (1 each when empty).
+Compact compact(std::span<const ClientRows> clients, std::span<const std::vector<uint32_t>> weights = {}) {
   Compact c;
   std::size_t total = 0;
   for (const auto& client : clients)
@@ -50,8 +52,8 @@ Compact compact(std::span<const ClientRows> clients) {
     for (uint32_t row : clients[i].rows) {
       from = std::lower_bound(from, c.rows.end(), row);
       const auto id = static_cast<uint32_t>(from - c.rows.begin());
+      c.load[id] += weights.empty() ? 1 : weights[i][d.size()];
       d.push_back(id);
-      ++c.load[id];
     }
   }
   return c;
@@ -416,12 +418,36 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
 
 Result<ShardPlacement> placeRows(std::span<const ClientRows> clients, uint64_t universe,
                                  const ShardPlacementOptions& options) {
+  return placeWeightedRows(clients, {}, universe, options);
+}
+
+Result<ShardPlacement> placeWeightedRows(std::span<const ClientRows> clients,
+                                         std::span<const std::vector<uint32_t>> weights, uint64_t universe,
+                                         const ShardPlacementOptions& options) {
   STARLING_RETURN_IF_ERROR(validateClientRows(clients, universe));
+  if (!weights.empty()) {
+    if (weights.size() != clients.size())
+      return Status(StatusCode::kInvalidArgument, "weights for " + std::to_string(weights.size()) + " clients, not " +
+                                                      std::to_string(clients.size()));
+    uint64_t total = 0;
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      if (weights[i].size() != clients[i].rows.size())
+        return Status(StatusCode::kInvalidArgument, "client '" + clients[i].id +
+                                                        "': " + std::to_string(weights[i].size()) + " weights for " +
+                                                        std::to_string(clients[i].rows.size()) + " rows");
+      for (uint32_t w : weights[i])
+        total += w;
+    }
+    // A row's load is a METIS vertex weight (idx_t, 32 bits): their sum must fit.
+    if (total > uint64_t(std::numeric_limits<int32_t>::max()))
+      return Status(StatusCode::kOutOfRange, "the weights add up to " + std::to_string(total) + ", past 2^31 - 1");
+    if (total == 0) return Status(StatusCode::kInvalidArgument, "every weight is 0: no load to balance");
+  }
   const uint32_t shards = options.shards;
   if (shards == 0) return Status(StatusCode::kInvalidArgument, "the number of shards must be at least 1");
   if (!(options.tolerance >= 0)) return Status(StatusCode::kInvalidArgument, "the tolerance must be >= 0");
   const auto start = Clock::now();
-  const Compact c = compact(clients);
+  const Compact c = compact(clients, weights);
   const std::size_t rows = c.rows.size();
   if (shards > rows)
     return Status(StatusCode::kInvalidArgument,

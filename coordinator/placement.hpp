@@ -117,6 +117,16 @@ Result<RelayPlacement> evaluateRelays(std::span<const ClientRows> clients, uint6
 Result<ShardPlacement> placeRows(std::span<const ClientRows> clients, uint64_t universe,
                                  const ShardPlacementOptions& options);
 
+// placeRows() with a weight per (client, row) pair: weights[i][k] is the load that
+// clients[i].rows[k] adds to its row (placeRows() counts 1 for each), e.g. the bytes a
+// worker pulls and pushes of that row per iteration (tests/harness/two_step.hpp). A
+// zero weight keeps the pair in the graph (and in shardsPerClient) but adds no load.
+// Errors: those of placeRows(), weights not shaped like the rows, a total of 0 or past
+// 2^31 - 1.
+Result<ShardPlacement> placeWeightedRows(std::span<const ClientRows> clients,
+                                         std::span<const std::vector<uint32_t>> weights, uint64_t universe,
+                                         const ShardPlacementOptions& options);
+
 const char* relayMethodName(RelayMethod method);  // "metis", "random", "hash"
 const char* shardMethodName(ShardMethod method);  // "range", "hash", "lpt", "metis"
 const char* metisGraphName(MetisGraph graph);     // "bipartite-volume", "bipartite-cut", "clients"

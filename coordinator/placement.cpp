@@ -159,12 +159,19 @@ MetisInput clientGraph(const Compact& c, uint32_t maxLoad) {
   return g;
 }
 
+// A client's weight in the balance: 1 each, or weights[i].
+struct Weights {
+  std::span<const uint32_t> weights;
+  uint64_t operator()(std::size_t i) const { return weights.empty() ? 1 : weights[i]; }
+};
+
 // Moves clients out of relays above cap, each time the client of the fullest relay
-// whose move to the emptiest relay adds the fewest rows to the traffic.
-void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, uint32_t cap) {
-  std::vector<uint32_t> size(relays, 0);
-  for (uint32_t r : relayOf)
-    ++size[r];
+// whose move to the emptiest relay adds the fewest rows to the traffic (with weights,
+// among the clients that keep the emptiest relay within cap; none: it stops).
+void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, uint64_t cap, Weights weight) {
+  std::vector<uint64_t> size(relays, 0);
+  for (std::size_t i = 0; i < relayOf.size(); ++i)
+    size[relayOf[i]] += weight(i);
   std::vector<uint32_t> countInSource(c.rows.size());
   std::vector<bool> inTarget(c.rows.size());
   for (;;) {
@@ -181,7 +188,7 @@ void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relay
     std::size_t best = relayOf.size();
     int64_t bestCost = 0;
     for (std::size_t i = 0; i < relayOf.size(); ++i) {
-      if (relayOf[i] != source) continue;
+      if (relayOf[i] != source || size[target] + weight(i) > std::max(cap, size[target] + 1)) continue;
       int64_t cost = 0;
       for (uint32_t t : c.dense[i])
         cost += (inTarget[t] ? 0 : 1) - (countInSource[t] == 1 ? 1 : 0);
@@ -190,9 +197,10 @@ void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relay
         bestCost = cost;
       }
     }
+    if (best == relayOf.size()) return;
     relayOf[best] = target;
-    --size[source];
-    ++size[target];
+    size[source] -= weight(best);
+    size[target] += weight(best);
   }
 }
 
@@ -201,15 +209,15 @@ void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relay
 // gains and both relays stay within [lower, cap] clients; stops after a pass without a
 // move or after maxPasses. counts[r * T + t] is how many clients of relay r touch t.
 // Memory: R x T counters (skipped above kMaxRefineCounters).
-void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, uint32_t lower, uint32_t cap,
-            int maxPasses) {
+void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, uint64_t lower, uint64_t cap,
+            int maxPasses, Weights weight) {
   constexpr std::size_t kMaxRefineCounters = std::size_t{1} << 27;
   const std::size_t rows = c.rows.size();
   if (relays < 2 || std::size_t(relays) * rows > kMaxRefineCounters) return;
   std::vector<uint32_t> counts(std::size_t(relays) * rows, 0);
-  std::vector<uint32_t> size(relays, 0);
+  std::vector<uint64_t> size(relays, 0);
   for (std::size_t i = 0; i < relayOf.size(); ++i) {
-    ++size[relayOf[i]];
+    size[relayOf[i]] += weight(i);
     for (uint32_t t : c.dense[i])
       ++counts[std::size_t(relayOf[i]) * rows + t];
   }
@@ -218,7 +226,7 @@ void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, u
     bool moved = false;
     for (std::size_t i = 0; i < relayOf.size(); ++i) {
       const uint32_t from = relayOf[i];
-      if (size[from] <= lower) continue;
+      if (size[from] < lower + weight(i)) continue;
       int64_t saved = 0;
       std::fill(added.begin(), added.end(), 0);
       for (uint32_t t : c.dense[i]) {
@@ -229,7 +237,7 @@ void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, u
       uint32_t best = from;
       int64_t bestGain = 0;
       for (uint32_t r = 0; r < relays; ++r)
-        if (r != from && size[r] < cap && saved - added[r] > bestGain) {
+        if (r != from && size[r] + weight(i) <= cap && saved - added[r] > bestGain) {
           best = r;
           bestGain = saved - added[r];
         }
@@ -238,8 +246,8 @@ void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, u
         --counts[std::size_t(from) * rows + t];
         ++counts[std::size_t(best) * rows + t];
       }
-      --size[from];
-      ++size[best];
+      size[from] -= weight(i);
+      size[best] += weight(i);
       relayOf[i] = best;
       moved = true;
     }
@@ -300,6 +308,7 @@ RelayPlacement relayMetrics(const Compact& c, std::span<const uint32_t> relayOf,
   }
   const double mean = double(relayOf.size()) / relays;
   p.sizeMaxOverMean = *std::max_element(p.clientsPerRelay.begin(), p.clientsPerRelay.end()) / mean;
+  p.weightMaxOverMean = p.sizeMaxOverMean;
   return p;
 }
 
@@ -351,9 +360,27 @@ Result<RelayPlacement> evaluateRelays(std::span<const ClientRows> clients, uint6
 
 Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_t universe,
                                     const RelayPlacementOptions& options) {
+  return placeWeightedClients(clients, {}, universe, options);
+}
+
+Result<RelayPlacement> placeWeightedClients(std::span<const ClientRows> clients, std::span<const uint32_t> weights,
+                                            uint64_t universe, const RelayPlacementOptions& options) {
   STARLING_RETURN_IF_ERROR(validateClientRows(clients, universe));
   STARLING_RETURN_IF_ERROR(checkRelays(clients.size(), options.relays));
   if (!(options.tolerance >= 0)) return Status(StatusCode::kInvalidArgument, "the tolerance must be >= 0");
+  const Weights weight{weights};
+  uint64_t totalWeight = clients.size();
+  if (!weights.empty()) {
+    if (weights.size() != clients.size())
+      return Status(StatusCode::kInvalidArgument,
+                    std::to_string(weights.size()) + " weights for " + std::to_string(clients.size()) + " clients");
+    totalWeight = std::accumulate(weights.begin(), weights.end(), uint64_t{0});
+    if (totalWeight == 0) return Status(StatusCode::kInvalidArgument, "every weight is 0: nothing to balance");
+    // The weights are METIS vertex weights (idx_t, 32 bits): their sum must fit.
+    if (totalWeight > uint64_t(std::numeric_limits<int32_t>::max()))
+      return Status(StatusCode::kOutOfRange,
+                    "the weights add up to " + std::to_string(totalWeight) + ", past 2^31 - 1");
+  }
   const auto start = Clock::now();
   const Compact c = compact(clients);
   const std::size_t n = clients.size();
@@ -366,8 +393,22 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
       uint64_t state = options.seed;
       for (std::size_t i = n; i > 1; --i)
         std::swap(order[i - 1], order[splitmixNext(state) % i]);
-      for (std::size_t i = 0; i < n; ++i)
-        relayOf[order[i]] = static_cast<uint32_t>(i % relays);
+      if (weights.empty()) {
+        for (std::size_t i = 0; i < n; ++i)
+          relayOf[order[i]] = static_cast<uint32_t>(i % relays);
+        break;
+      }
+      // In the shuffled order, each onto the lightest relay (the lowest of equals).
+      using Entry = std::pair<uint64_t, uint32_t>;
+      std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+      for (uint32_t r = 0; r < relays; ++r)
+        heap.emplace(0, r);
+      for (uint32_t i : order) {
+        auto [load, r] = heap.top();
+        heap.pop();
+        relayOf[i] = r;
+        heap.emplace(load + weight(i), r);
+      }
       break;
     }
     case RelayMethod::kHash:
@@ -379,6 +420,7 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
       const bool volume = options.graph == MetisGraph::kBipartiteVolume;
       if (options.graph == MetisGraph::kClients) {
         g = clientGraph(c, static_cast<uint32_t>(std::max<std::size_t>(2, 2 * n / relays)));
+        if (!weights.empty()) g.vwgt.assign(weights.begin(), weights.end());
       } else {
         // A row of one client costs one row wherever that client goes: left out.
         std::vector<bool> keep(c.rows.size());
@@ -388,7 +430,8 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
         g = bipartite(c, keep, vertexOfRow);
         const std::size_t vertices = g.xadj.size() - 1;
         g.vwgt.assign(vertices, 0);
-        std::fill(g.vwgt.begin(), g.vwgt.begin() + static_cast<std::ptrdiff_t>(n), 1);
+        for (std::size_t i = 0; i < n; ++i)
+          g.vwgt[i] = static_cast<idx_t>(weight(i));
         if (volume) {
           g.vsize.assign(vertices, 1);
           std::fill(g.vsize.begin(), g.vsize.begin() + static_cast<std::ptrdiff_t>(n), 0);
@@ -398,14 +441,14 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
       if (!part) return part.status();
       for (std::size_t i = 0; i < n; ++i)
         relayOf[i] = static_cast<uint32_t>((*part)[i]);
-      const auto mean = double(n) / relays;
-      const auto cap = std::max(static_cast<uint32_t>(std::ceil(mean)),
-                                static_cast<uint32_t>(std::floor(mean * (1 + options.tolerance) + 1e-9)));
-      enforceCap(c, relayOf, relays, cap);
+      const auto mean = double(totalWeight) / relays;
+      const auto cap = std::max(static_cast<uint64_t>(std::ceil(mean)),
+                                static_cast<uint64_t>(std::floor(mean * (1 + options.tolerance) + 1e-9)));
+      enforceCap(c, relayOf, relays, cap, weight);
       if (options.refinePasses > 0) {
-        const auto lower = std::min(static_cast<uint32_t>(std::floor(mean)),
-                                    static_cast<uint32_t>(std::ceil(mean * (1 - options.tolerance) - 1e-9)));
-        refine(c, relayOf, relays, lower, cap, options.refinePasses);
+        const auto lower = std::min(static_cast<uint64_t>(std::floor(mean)),
+                                    static_cast<uint64_t>(std::ceil(mean * (1 - options.tolerance) - 1e-9)));
+        refine(c, relayOf, relays, lower, cap, options.refinePasses, weight);
       }
       break;
     }
@@ -413,6 +456,12 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
   const double seconds = secondsSince(start);
   RelayPlacement p = relayMetrics(c, relayOf, relays);
   p.seconds = seconds;
+  if (!weights.empty()) {
+    std::vector<uint64_t> load(relays, 0);
+    for (std::size_t i = 0; i < n; ++i)
+      load[relayOf[i]] += weight(i);
+    p.weightMaxOverMean = double(*std::max_element(load.begin(), load.end())) / (double(totalWeight) / relays);
+  }
   return p;
 }
 

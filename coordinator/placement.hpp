@@ -69,7 +69,9 @@ struct RelayPlacement {
   std::vector<uint64_t> rowsPerRelay;     // per relay: |union of its clients' rows|
   uint64_t trafficRows = 0;               // the sum of rowsPerRelay: rows per round each way
   double sizeMaxOverMean = 0;             // max clients per relay / (n / R): 1 is balanced
-  double seconds = 0;                     // building the graph and partitioning
+  // placeWeightedClients(): the heaviest relay's weight over the mean (else as above).
+  double weightMaxOverMean = 0;
+  double seconds = 0;  // building the graph and partitioning
 };
 
 enum class ShardMethod {
@@ -106,6 +108,15 @@ Status validateClientRows(std::span<const ClientRows> clients, uint64_t universe
 // clients, a METIS failure.
 Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_t universe,
                                     const RelayPlacementOptions& options);
+
+// placeClients() balancing weights instead of counts: weights[i] is client i's (e.g.
+// the non-zeros of an example, the compute it costs); METIS, the cap and the
+// refinement bound each relay's total weight by (1 + tolerance) x the mean (best effort
+// where one client outweighs the room left), random deals the shuffled clients each to
+// the lightest relay, hash ignores the weights. Empty weights: placeClients(). Errors:
+// those of placeClients(), not one weight per client, a total of 0 or past 2^31 - 1.
+Result<RelayPlacement> placeWeightedClients(std::span<const ClientRows> clients, std::span<const uint32_t> weights,
+                                            uint64_t universe, const RelayPlacementOptions& options);
 
 // The metrics of a given assignment (relayOf: one relay < relays per client);
 // seconds is 0.

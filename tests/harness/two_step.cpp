@@ -185,7 +185,7 @@ void measure(const Training& t, const coordinator::ShardPlacement& shards, const
   const double iterations = o.iterations;
   std::vector<double> workerBytes(workers, 0), serverBytes(servers, 0);
   std::vector<uint64_t> workerMessages(workers, 0), serverMessages(servers, 0);
-  std::vector<double> workerRows(workers, 0), workerExamples(workers, 0);
+  std::vector<double> workerRows(workers, 0), workerExamples(workers, 0), workerNonZeros(workers, 0);
   std::vector<uint32_t> rowsOnServer(servers);
   std::vector<uint64_t> movedOnServer(servers);  // pulls and pushes over the iterations
   row.pullRows = row.pushRows = 0;
@@ -213,12 +213,14 @@ void measure(const Training& t, const coordinator::ShardPlacement& shards, const
     }
     workerRows[w] = double(rows.size());
     workerExamples[w] = double(t.examples[w].size());
+    workerNonZeros[w] = double(t.nonZeros[w]);
   }
   row.trafficBytes = 0;
   for (double b : workerBytes)
     row.trafficBytes += b;
   row.workerRowsMaxOverMean = maxOverMean(workerRows);
   row.examplesMaxOverMean = maxOverMean(workerExamples);
+  row.nonZerosMaxOverMean = maxOverMean(workerNonZeros);
   row.serverLoadMaxOverMean = maxOverMean(serverBytes);
   double slowest = 0;
   for (uint32_t w = 0; w < workers; ++w)
@@ -246,6 +248,10 @@ Result<TwoStepReport> runTwoStep(const data::Dataset& dataset, std::string descr
   report.nonZeros = dataset.nnz();
   report.options = options;
   const auto examples = examplesAsClients(dataset);
+  std::vector<uint32_t> weights;  // step 1's: empty balances examples
+  if (options.balance == Balance::kNonZeros)
+    for (const auto& e : examples)
+      weights.push_back(static_cast<uint32_t>(e.rows.size()));
   double computeSeconds = 0, computeNonZeros = 0;
   for (auto step1 : {coordinator::RelayMethod::kRandom, coordinator::RelayMethod::kMetis}) {
     coordinator::RelayPlacementOptions placeOptions;
@@ -253,7 +259,7 @@ Result<TwoStepReport> runTwoStep(const data::Dataset& dataset, std::string descr
     placeOptions.method = step1;
     placeOptions.tolerance = options.tolerance;
     placeOptions.seed = options.seed;
-    auto placed = coordinator::placeClients(examples, dataset.featureDim(), placeOptions);
+    auto placed = coordinator::placeWeightedClients(examples, weights, dataset.featureDim(), placeOptions);
     if (!placed) return Status(placed.status().code(), "two-step: step 1: " + placed.status().message());
     auto trained = train(dataset, placed->relayOf, options);
     if (!trained) return trained.status();
@@ -313,9 +319,10 @@ Result<TwoStepReport> runTwoStep(const data::Dataset& dataset, std::string descr
 std::string twoStepTable(const TwoStepReport& r) {
   const TwoStepOptions& o = r.options;
   std::string out = fmt::format(
-      "{}: {} examples, {} features, {} non-zeros; {} workers, {} servers; push {}; {} iterations of "
-      "logistic regression\n",
-      r.data, r.examples, r.features, r.nonZeros, o.workers, o.servers,
+      "{}: {} examples, {} features, {} non-zeros; {} workers balancing {}, {} servers; push {}; {} iterations "
+      "of logistic regression\n",
+      r.data, r.examples, r.features, r.nonZeros, o.workers, o.balance == Balance::kNonZeros ? "non-zeros" : "examples",
+      o.servers,
       o.density > 0 && o.density < 1 ? fmt::format("top-k at density {}", o.density) : std::string("every row touched"),
       o.iterations);
   for (std::size_t i = 0; i < r.loss.size(); ++i)
@@ -326,16 +333,19 @@ std::string twoStepTable(const TwoStepReport& r) {
       "(this machine measured {:.2f})\n",
       o.time.bandwidth / 1e9, o.time.latencySeconds * 1e6, o.time.messageSeconds * 1e6,
       o.time.computeSecondsPerNonZero * 1e9, r.measuredComputeSecondsPerNonZero * 1e9);
-  out += fmt::format("{:<7} {:<6} {:>11} {:>11} {:>13} {:>8} {:>9} {:>9} {:>10} {:>11} {:>9} {:>9}\n", "step1", "step2",
-                     "pull_rows", "push_rows", "traffic_MB", "pairs", "rows_max", "load_max", "examples", "iter_ms",
-                     "step1_s", "step2_s");
+  out += fmt::format("{:<7} {:<6} {:>11} {:>11} {:>13} {:>8} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9}\n", "step1",
+                     "step2", "pull_rows", "push_rows", "traffic_MB", "pairs", "rows_max", "load_max", "examples",
+                     "nnz_max", "iter_ms", "step1_s", "step2_s");
   for (const auto& row : r.rows)
     out += fmt::format(
-        "{:<7} {:<6} {:>11.0f} {:>11.0f} {:>13.4f} {:>8} {:>9.3f} {:>9.3f} {:>10.3f} {:>11.4f} {:>9.3f} {:>9.3f}\n",
+        "{:<7} {:<6} {:>11.0f} {:>11.0f} {:>13.4f} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>11.4f} {:>9.3f} "
+        "{:>9.3f}\n",
         row.step1, row.step2, row.pullRows, row.pushRows, row.trafficBytes / 1e6, row.pairs, row.workerRowsMaxOverMean,
-        row.serverLoadMaxOverMean, row.examplesMaxOverMean, row.iterationSeconds * 1e3, row.step1Seconds,
-        row.step2Seconds);
-  out += "(rows_max, load_max, examples: the largest worker's rows, server's bytes, worker's examples over the mean)\n";
+        row.serverLoadMaxOverMean, row.examplesMaxOverMean, row.nonZerosMaxOverMean, row.iterationSeconds * 1e3,
+        row.step1Seconds, row.step2Seconds);
+  out +=
+      "(rows_max, load_max, examples, nnz_max: the largest worker's rows, server's bytes, worker's examples and "
+      "non-zeros, over the mean)\n";
   const TwoStepRow* base = find(r, "random", "hash");
   const TwoStepRow* best = find(r, "metis", "metis");
   if (base && best) {

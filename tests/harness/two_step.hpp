@@ -54,6 +54,12 @@ struct TimeModel {
   uint32_t headerBytes = 64;
 };
 
+// What step 1 keeps balanced among the workers.
+enum class Balance {
+  kExamples,  // examples per worker within the tolerance (the seeds' constraint)
+  kNonZeros,  // non-zeros per worker (the compute of an iteration) within the tolerance
+};
+
 struct TwoStepOptions {
   uint32_t workers = 8;  // W >= 1, at most the examples
   uint32_t servers = 8;  // S >= 1, at most the rows touched
@@ -62,8 +68,11 @@ struct TwoStepOptions {
   double density = 0;
   uint32_t iterations = 5;    // of training, measured (>= 1)
   float learningRate = 1.0f;  // of the gradient steps
-  double tolerance = 0.05;    // examples per worker at most (1 + tolerance) N / W; server load for METIS
-  uint64_t seed = 1;          // random's shuffle and METIS's seed
+  Balance balance = Balance::kExamples;
+  // Step 1: the balanced quantity per worker at most (1 + tolerance) x the mean; step 2:
+  // METIS's bound on a server's load.
+  double tolerance = 0.05;
+  uint64_t seed = 1;  // random's shuffle and METIS's seed
   TimeModel time;
 };
 
@@ -76,7 +85,8 @@ struct TwoStepRow {
   uint64_t pairs = 0;                // (worker, server) pairs that share rows: they talk every iteration
   double trafficBytes = 0;           // rows x bytesPerRow + 2 x pairs x headerBytes
   double workerRowsMaxOverMean = 0;  // largest |rows touched| of a worker / the mean
-  double examplesMaxOverMean = 0;    // step 1's balance
+  double examplesMaxOverMean = 0;    // step 1's balance: examples and non-zeros per worker
+  double nonZerosMaxOverMean = 0;
   double serverLoadMaxOverMean = 0;  // bytes through the busiest server / the mean
   double iterationSeconds = 0;       // TimeModel
   double step1Seconds = 0;           // partition seconds of each step

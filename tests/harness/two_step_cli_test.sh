@@ -50,7 +50,7 @@ for line in open(data_file):
 table = {}
 for line in open(table_file):
     p = line.split()
-    if len(p) == 12 and p[0] in ("random", "metis"):
+    if len(p) == 13 and p[0] in ("random", "metis"):
         table[(p[0], p[1])] = p
 combos, current = {}, None
 for line in open(dump_file):

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "starling/data/load.hpp"
 
@@ -31,6 +32,9 @@ CLI::App* addTwoStepCommand(CLI::App& app, TwoStepCommand& c) {
   sub->add_option("--learning-rate", o.learningRate, "of the gradient steps");
   sub->add_option("--tolerance", o.tolerance, "balance: examples per worker and METIS's server load, max/mean - 1");
   sub->add_option("--placement-seed", o.seed, "random's shuffle and METIS's seed");
+  sub->add_option("--balance", o.balance, "step 1 balances examples or non-zeros (the compute) per worker")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, Balance>{{"examples", Balance::kExamples}, {"nonzeros", Balance::kNonZeros}}));
   sub->add_option("--bandwidth-gbps", c.bandwidthGbps, "time model: a node's bandwidth, Gbit/s");
   sub->add_option("--latency-us", c.latencyUs, "time model: one-way latency, microseconds");
   sub->add_option("--message-us", c.messageUs, "time model: per message at each end, microseconds");

@@ -107,6 +107,7 @@ struct TwoStepReport {
   std::size_t examples = 0;
   std::size_t features = 0;
   std::size_t nonZeros = 0;
+  std::size_t rowsTouched = 0;  // by some example: the floor of pulls (and pushes) without compression
   TwoStepOptions options;
   std::vector<TwoStepRow> rows;  // step1 x step2: random, metis x hash, lpt, metis
   // The training's logistic loss over all examples before the first and after the last

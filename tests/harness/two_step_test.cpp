@@ -131,9 +131,17 @@ TEST_CASE("two-step: the metrics equal a brute-force recount of the placement", 
     const auto o = small();
     auto r = runTwoStep(d, "power law", o);
     REQUIRE(r);
+    std::set<uint32_t> all;
+    data::SparseBatch batch;
+    for (uint32_t i = 0; i < d.size(); ++i) {
+      d.gatherSparse(std::vector<uint32_t>{i}, batch);
+      all.insert(batch.indices.begin(), batch.indices.end());
+    }
+    CHECK(r->rowsTouched == all.size());
     for (const auto& row : r->rows) {
       INFO(row.step1 << "/" << row.step2);
       recount(d, o, row);
+      CHECK(row.pullRows >= double(r->rowsTouched));
       // Without compression every touched row moves both ways every iteration.
       for (uint32_t w = 0; w < o.workers; ++w)
         for (std::size_t k = 0; k < row.workerRows[w].size(); ++k) {

@@ -259,6 +259,7 @@ Result<TwoStepReport> runTwoStep(const data::Dataset& dataset, std::string descr
     placeOptions.method = step1;
     placeOptions.tolerance = options.tolerance;
     placeOptions.seed = options.seed;
+    placeOptions.graph = options.graph;
     auto placed = coordinator::placeWeightedClients(examples, weights, dataset.featureDim(), placeOptions);
     if (!placed) return Status(placed.status().code(), "two-step: step 1: " + placed.status().message());
     auto trained = train(dataset, placed->relayOf, options);

@@ -34,6 +34,8 @@
 #include "starling/data/dataset.hpp"
 #include "starling/util/status.hpp"
 
+#include "placement.hpp"
+
 namespace starling::sim {
 
 // The cost model of one iteration (bulk synchronous: the slowest node sets the pace).
@@ -69,6 +71,8 @@ struct TwoStepOptions {
   uint32_t iterations = 5;    // of training, measured (>= 1)
   float learningRate = 1.0f;  // of the gradient steps
   Balance balance = Balance::kExamples;
+  // The graph METIS partitions in step 1 (placement.hpp; examples in the clients' place).
+  coordinator::MetisGraph graph = coordinator::MetisGraph::kBipartiteCut;
   // Step 1: the balanced quantity per worker at most (1 + tolerance) x the mean; step 2:
   // METIS's bound on a server's load.
   double tolerance = 0.05;

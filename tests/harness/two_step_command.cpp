@@ -32,6 +32,7 @@ CLI::App* addTwoStepCommand(CLI::App& app, TwoStepCommand& c) {
   sub->add_option("--learning-rate", o.learningRate, "of the gradient steps");
   sub->add_option("--tolerance", o.tolerance, "balance: examples per worker and METIS's server load, max/mean - 1");
   sub->add_option("--placement-seed", o.seed, "random's shuffle and METIS's seed");
+  sub->add_option("--graph", c.graph, "step 1's METIS graph: bipartite-cut, bipartite-volume or clients");
   sub->add_option("--balance", o.balance, "step 1 balances examples or non-zeros (the compute) per worker")
       ->transform(CLI::CheckedTransformer(
           std::map<std::string, Balance>{{"examples", Balance::kExamples}, {"nonzeros", Balance::kNonZeros}}));
@@ -62,6 +63,9 @@ int runTwoStepCommand(const TwoStepCommand& c) {
   }();
   if (!dataset) return fail(dataset.status().message());
   TwoStepOptions options = c.options;
+  auto graph = coordinator::parseMetisGraph(c.graph);
+  if (!graph) return fail("--graph: " + graph.status().message());
+  options.graph = *graph;
   options.time.bandwidth = c.bandwidthGbps * 1e9 / 8;
   options.time.latencySeconds = c.latencyUs * 1e-6;
   options.time.messageSeconds = c.messageUs * 1e-6;

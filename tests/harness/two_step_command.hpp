@@ -23,7 +23,8 @@ struct TwoStepCommand {
   bool powerLaw = false;  // data::powerLawSparse with `generator`
   data::PowerLawOptions generator;
   TwoStepOptions options;
-  std::string dump;  // where to write twoStepDump(), if not empty
+  std::string graph = "bipartite-cut";  // step 1's METIS graph (coordinator::parseMetisGraph)
+  std::string dump;                     // where to write twoStepDump(), if not empty
   // The time model in the flags' units (options.time gets them; TimeModel's defaults).
   double bandwidthGbps = TimeModel{}.bandwidth * 8 / 1e9;
   double latencyUs = TimeModel{}.latencySeconds * 1e6;

@@ -280,6 +280,23 @@ void enforceLoadCap(const Compact& c, std::vector<uint32_t>& shardOf, uint32_t s
   }
 }
 
+// Each item of order in turn onto the least loaded of bins (the lowest of equals), a
+// bin's load being the weight(item) of its items; sets binOf[item]. Longest processing
+// time first when order is by weight, descending.
+template <typename Weight>
+void dealToLightest(std::span<const uint32_t> order, uint32_t bins, Weight weight, std::vector<uint32_t>& binOf) {
+  using Entry = std::pair<uint64_t, uint32_t>;  // (load, bin): the least loaded, then lowest, on top
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  for (uint32_t b = 0; b < bins; ++b)
+    heap.emplace(0, b);
+  for (uint32_t item : order) {
+    auto [load, b] = heap.top();
+    heap.pop();
+    binOf[item] = b;
+    heap.emplace(load + weight(item), b);
+  }
+}
+
 uint64_t hashId(const std::string& id) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, then the project's mixer
   for (unsigned char ch : id)
@@ -398,17 +415,7 @@ Result<RelayPlacement> placeWeightedClients(std::span<const ClientRows> clients,
           relayOf[order[i]] = static_cast<uint32_t>(i % relays);
         break;
       }
-      // In the shuffled order, each onto the lightest relay (the lowest of equals).
-      using Entry = std::pair<uint64_t, uint32_t>;
-      std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-      for (uint32_t r = 0; r < relays; ++r)
-        heap.emplace(0, r);
-      for (uint32_t i : order) {
-        auto [load, r] = heap.top();
-        heap.pop();
-        relayOf[i] = r;
-        heap.emplace(load + weight(i), r);
-      }
+      dealToLightest(order, relays, weight, relayOf);
       break;
     }
     case RelayMethod::kHash:
@@ -522,16 +529,8 @@ Result<ShardPlacement> placeWeightedRows(std::span<const ClientRows> clients,
       std::vector<uint32_t> order(rows);
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return c.load[a] > c.load[b]; });
-      using Entry = std::pair<uint64_t, uint32_t>;  // (load, shard): the least loaded, then lowest, on top
-      std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-      for (uint32_t s = 0; s < shards; ++s)
-        heap.emplace(0, s);
-      for (uint32_t t : order) {
-        auto [load, s] = heap.top();
-        heap.pop();
-        shardOf[t] = s;
-        heap.emplace(load + c.load[t], s);
-      }
+      dealToLightest(
+          order, shards, [&](std::size_t t) { return uint64_t{c.load[t]}; }, shardOf);
       break;
     }
     case ShardMethod::kMetis: {

@@ -10,14 +10,13 @@
 set -u
 sim=$1
 python=/usr/bin/python3
-source "$(dirname "$0")/../cli/check.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
 if ! [ -x "$python" ]; then
   echo "skip: no $python"
   exit 77
 fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/../cli/check.sh"
 
 "$python" - "$work/topics.libsvm" <<'PY' || exit 1
 import random, sys

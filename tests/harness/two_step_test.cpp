@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -242,24 +243,19 @@ TEST_CASE("two-step: bad arguments are refused by name", "[twostep]") {
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     CHECK(r.status().message().find(words) != std::string::npos);
   };
-  auto o = small();
-  o.workers = 0;
-  fails(d, o, "the number of workers must be at least 1");
-  o = small();
-  o.servers = 0;
-  fails(d, o, "the number of servers must be at least 1");
-  o = small();
-  o.workers = 51;
-  fails(d, o, "more workers (51) than examples (50)");
-  o = small();
-  o.servers = 1u << 20;
-  fails(d, o, "more servers (1048576) than rows the examples touch");
-  o = small();
-  o.density = 1.5;
-  fails(d, o, "the density 1.5 is not in [0, 1]");
-  o = small();
-  o.iterations = 0;
-  fails(d, o, "iterations must be at least 1");
+  const std::vector<std::pair<std::function<void(TwoStepOptions&)>, std::string>> cases{
+      {[](TwoStepOptions& o) { o.workers = 0; }, "the number of workers must be at least 1"},
+      {[](TwoStepOptions& o) { o.servers = 0; }, "the number of servers must be at least 1"},
+      {[](TwoStepOptions& o) { o.workers = 51; }, "more workers (51) than examples (50)"},
+      {[](TwoStepOptions& o) { o.servers = 1u << 20; }, "more servers (1048576) than rows the examples touch"},
+      {[](TwoStepOptions& o) { o.density = 1.5; }, "the density 1.5 is not in [0, 1]"},
+      {[](TwoStepOptions& o) { o.iterations = 0; }, "iterations must be at least 1"},
+  };
+  for (const auto& [change, words] : cases) {
+    auto o = small();
+    change(o);
+    fails(d, o, words);
+  }
   auto dense = data::Dataset::fromFloats(std::vector<float>(60 * 4, 1.0f), std::vector<int32_t>(60, 1), 4, 2);
   REQUIRE(dense);
   fails(*dense, small(), "the data set is dense");

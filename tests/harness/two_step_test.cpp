@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "starling/data/synthetic.hpp"
@@ -265,6 +266,63 @@ TEST_CASE("two-step: bad arguments are refused by name", "[twostep]") {
   one.workers = 1;
   one.servers = 1;
   fails(*classes, one, "needs labels 0/1, not 3 classes");
+}
+
+TEST_CASE("two-step: --balance nonzeros keeps every worker's non-zeros within the tolerance", "[twostep]") {
+  const auto d = powerLaw(1500);
+  auto o = small();
+  o.balance = Balance::kNonZeros;
+  auto r = runTwoStep(d, "power law", o);
+  REQUIRE(r);
+  const auto& metis = rowOf(*r, "metis", "metis");
+  const auto& random = rowOf(*r, "random", "hash");
+  INFO(twoStepTable(*r));
+  CHECK(metis.nonZerosMaxOverMean <= 1 + o.tolerance + 1e-9);
+  CHECK(random.nonZerosMaxOverMean <= 1.02);  // each example onto the lightest worker
+  CHECK(metis.trafficBytes < random.trafficBytes);
+  recount(d, o, metis);
+}
+
+TEST_CASE("placeWeightedClients: relays balance the clients' weights", "[twostep][placement]") {
+  using coordinator::ClientRows;
+  // 40 clients in 4 groups of shared rows; client i weighs 1 + (i % 7).
+  std::vector<ClientRows> clients;
+  std::vector<uint32_t> weights;
+  for (uint32_t i = 0; i < 40; ++i) {
+    ClientRows c;
+    c.id = "c" + std::to_string(i);
+    for (uint32_t k = 0; k < 20; ++k)
+      c.rows.push_back((i % 4) * 100 + (i * 7 + k * 3) % 100);
+    std::sort(c.rows.begin(), c.rows.end());
+    c.rows.erase(std::unique(c.rows.begin(), c.rows.end()), c.rows.end());
+    clients.push_back(std::move(c));
+    weights.push_back(1 + i % 7);
+  }
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  uint64_t traffic[2] = {0, 0};  // random's, METIS's
+  for (auto method : {coordinator::RelayMethod::kMetis, coordinator::RelayMethod::kRandom}) {
+    coordinator::RelayPlacementOptions o;
+    o.relays = 4;
+    o.method = method;
+    auto p = coordinator::placeWeightedClients(clients, weights, 400, o);
+    REQUIRE(p);
+    std::vector<double> load(4, 0);
+    for (std::size_t i = 0; i < clients.size(); ++i)
+      load[p->relayOf[i]] += weights[i];
+    const double max = *std::max_element(load.begin(), load.end());
+    CHECK(p->weightMaxOverMean == Approx(max / (total / 4)));
+    CHECK(p->weightMaxOverMean <= 1 + o.tolerance + 1e-9);
+    traffic[method == coordinator::RelayMethod::kMetis] = p->trafficRows;
+  }
+  CHECK(traffic[1] * 1.4 < traffic[0]);  // random spreads every group over all relays
+  coordinator::RelayPlacementOptions o;
+  o.relays = 4;
+  auto fewer = coordinator::placeWeightedClients(clients, std::vector<uint32_t>(3, 1), 400, o);
+  REQUIRE_FALSE(fewer);
+  CHECK(fewer.status().message() == "3 weights for 40 clients");
+  auto zero = coordinator::placeWeightedClients(clients, std::vector<uint32_t>(40, 0), 400, o);
+  REQUIRE_FALSE(zero);
+  CHECK(zero.status().message() == "every weight is 0: nothing to balance");
 }
 
 TEST_CASE("placeWeightedRows: a row's load is the sum of its weights", "[twostep][placement]") {

@@ -135,6 +135,7 @@ check "more workers than examples" refused "more workers (401) than examples (40
   --data "$work/topics.libsvm" --workers 401
 check "a density out of range" refused "the density 2 is not in [0, 1]" --data "$work/topics.libsvm" --density 2
 check "no data" refused "give --data FILE or --power-law"
+check "an unknown METIS graph" refused "--graph: the METIS graph must be one of" --power-law --examples 100 --graph foo
 printf 'a,b,label\n1,2,0\n3,4,1\n5,6,0\n' >"$work/dense.csv"
 check "a dense data set" refused "the data set is dense" --data "$work/dense.csv" --workers 2 --servers 1
 printf '+1 1:1 3:1\n-1 2:one\n' >"$work/bad.libsvm"

@@ -4,7 +4,6 @@
 
 #include <fstream>
 #include <iostream>
-#include <map>
 
 #include "starling/data/load.hpp"
 
@@ -30,17 +29,16 @@ CLI::App* addTwoStepCommand(CLI::App& app, TwoStepCommand& c) {
   sub->add_option("--density", o.density, "top-k density of each worker's push over its rows (0: every row)");
   sub->add_option("--iterations", o.iterations, "training iterations measured");
   sub->add_option("--learning-rate", o.learningRate, "of the gradient steps");
-  sub->add_option("--tolerance", o.tolerance, "balance: examples per worker and METIS's server load, max/mean - 1");
+  sub->add_option("--tolerance", o.tolerance, "max/mean - 1 of step 1's balance and of METIS's server load");
   sub->add_option("--placement-seed", o.seed, "random's shuffle and METIS's seed");
   sub->add_option("--graph", c.graph, "step 1's METIS graph: bipartite-cut, bipartite-volume or clients");
-  sub->add_option("--balance", o.balance, "step 1 balances examples or non-zeros (the compute) per worker")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, Balance>{{"examples", Balance::kExamples}, {"nonzeros", Balance::kNonZeros}}));
+  sub->add_option("--balance", c.balance, "step 1 balances examples or nonzeros (the compute) per worker")
+      ->check(CLI::IsMember({"examples", "nonzeros"}));
   sub->add_option("--bandwidth-gbps", c.bandwidthGbps, "time model: a node's bandwidth, Gbit/s");
   sub->add_option("--latency-us", c.latencyUs, "time model: one-way latency, microseconds");
   sub->add_option("--message-us", c.messageUs, "time model: per message at each end, microseconds");
   sub->add_option("--compute-ns", c.computeNs, "time model: gradient time per non-zero, nanoseconds");
-  sub->add_option("--dump", c.dump, "write every combination's placement and pushes to this file");
+  sub->add_option("--dump", c.dump, "write every combination's placement and the rows each worker moved to this file");
   return sub;
 }
 
@@ -66,6 +64,7 @@ int runTwoStepCommand(const TwoStepCommand& c) {
   auto graph = coordinator::parseMetisGraph(c.graph);
   if (!graph) return fail("--graph: " + graph.status().message());
   options.graph = *graph;
+  options.balance = c.balance == "nonzeros" ? Balance::kNonZeros : Balance::kExamples;
   options.time.bandwidth = c.bandwidthGbps * 1e9 / 8;
   options.time.latencySeconds = c.latencyUs * 1e-6;
   options.time.messageSeconds = c.messageUs * 1e-6;

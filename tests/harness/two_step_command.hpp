@@ -23,6 +23,7 @@ struct TwoStepCommand {
   bool powerLaw = false;  // data::powerLawSparse with `generator`
   data::PowerLawOptions generator;
   TwoStepOptions options;
+  std::string balance = "examples";     // step 1's: "examples" or "nonzeros"
   std::string graph = "bipartite-cut";  // step 1's METIS graph (coordinator::parseMetisGraph)
   std::string dump;                     // where to write twoStepDump(), if not empty
   // The time model in the flags' units (options.time gets them; TimeModel's defaults).

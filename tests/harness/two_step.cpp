@@ -31,7 +31,7 @@ struct Training {
   std::vector<std::vector<uint32_t>> rows;        // per worker: the rows it touches
   std::vector<std::vector<uint32_t>> pullCounts;  // per worker, parallel to rows
   std::vector<std::vector<uint32_t>> pushCounts;
-  std::vector<uint64_t> nonZeros;  // per worker
+  std::vector<uint64_t> nonZeros;  // per worker: of its examples, explicit zeros aside
   double lossBefore = 0, lossAfter = 0;
   double computeSeconds = 0;
 };
@@ -102,7 +102,8 @@ Result<Training> train(const data::Dataset& dataset, std::span<const uint32_t> w
     t.pullCounts[w].assign(t.rows[w].size(), 0);
     t.pushCounts[w].assign(t.rows[w].size(), 0);
     dataset.gatherSparse(t.examples[w], batches[w]);
-    t.nonZeros[w] = batches[w].nnz();
+    t.nonZeros[w] =
+        uint64_t(std::count_if(batches[w].values.begin(), batches[w].values.end(), [](float v) { return v != 0; }));
     for (uint32_t i : t.examples[w])
       labels[w].push_back(model::labelValue(dataset, i));
     if (compress) {
@@ -245,9 +246,10 @@ Result<TwoStepReport> runTwoStep(const data::Dataset& dataset, std::string descr
   report.data = std::move(description);
   report.examples = dataset.size();
   report.features = dataset.featureDim();
-  report.nonZeros = dataset.nnz();
   report.options = options;
   const auto examples = examplesAsClients(dataset);
+  for (const auto& e : examples)
+    report.nonZeros += e.rows.size();
   std::vector<uint32_t> weights;  // step 1's: empty balances examples
   if (options.balance == Balance::kNonZeros)
     for (const auto& e : examples)

@@ -110,7 +110,7 @@ struct TwoStepReport {
   std::string data;  // what the data set was, for the table's first line
   std::size_t examples = 0;
   std::size_t features = 0;
-  std::size_t nonZeros = 0;
+  std::size_t nonZeros = 0;     // explicit zeros (LIBSVM "262144:0") aside
   std::size_t rowsTouched = 0;  // by some example: the floor of pulls (and pushes) without compression
   TwoStepOptions options;
   std::vector<TwoStepRow> rows;  // step1 x step2: random, metis x hash, lpt, metis

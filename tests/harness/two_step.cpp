@@ -22,7 +22,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Status invalid(const std::string& message) {
-  return Status(StatusCode::kInvalidArgument, "two-step: " + message);
+  return Status(StatusCode::kInvalidArgument, message);
 }
 
 // What training on one assignment of examples to workers measured.
@@ -263,7 +263,7 @@ Result<TwoStepReport> runTwoStep(const data::Dataset& dataset, std::string descr
     placeOptions.seed = options.seed;
     placeOptions.graph = options.graph;
     auto placed = coordinator::placeWeightedClients(examples, weights, dataset.featureDim(), placeOptions);
-    if (!placed) return Status(placed.status().code(), "two-step: step 1: " + placed.status().message());
+    if (!placed) return Status(placed.status().code(), "step 1: " + placed.status().message());
     auto trained = train(dataset, placed->relayOf, options);
     if (!trained) return trained.status();
     const Training& t = *trained;
@@ -300,7 +300,7 @@ Result<TwoStepReport> runTwoStep(const data::Dataset& dataset, std::string descr
       shardOptions.tolerance = options.tolerance;
       shardOptions.seed = options.seed;
       auto shards = coordinator::placeWeightedRows(workers, weights, dataset.featureDim(), shardOptions);
-      if (!shards) return Status(shards.status().code(), "two-step: step 2: " + shards.status().message());
+      if (!shards) return Status(shards.status().code(), "step 2: " + shards.status().message());
       TwoStepRow row;
       row.step1 = coordinator::relayMethodName(step1);
       row.step2 = coordinator::shardMethodName(step2);

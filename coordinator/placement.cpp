@@ -31,7 +31,9 @@ struct Compact {
   std::vector<uint32_t> load;                // per dense id: clients touching it
 };
 
-Compact compact(std::span<const ClientRows> clients) {
+// weights, when not empty, holds per client one weight per entry of its rows: the
+// load a (client, row) pair adds (1 each when empty).
+Compact compact(std::span<const ClientRows> clients, std::span<const std::vector<uint32_t>> weights = {}) {
   Compact c;
   std::size_t total = 0;
   for (const auto& client : clients)
@@ -50,8 +52,8 @@ Compact compact(std::span<const ClientRows> clients) {
     for (uint32_t row : clients[i].rows) {
       from = std::lower_bound(from, c.rows.end(), row);
       const auto id = static_cast<uint32_t>(from - c.rows.begin());
+      c.load[id] += weights.empty() ? 1 : weights[i][d.size()];
       d.push_back(id);
-      ++c.load[id];
     }
   }
   return c;
@@ -157,12 +159,19 @@ MetisInput clientGraph(const Compact& c, uint32_t maxLoad) {
   return g;
 }
 
+// A client's weight in the balance: 1 each, or weights[i].
+struct Weights {
+  std::span<const uint32_t> weights;
+  uint64_t operator()(std::size_t i) const { return weights.empty() ? 1 : weights[i]; }
+};
+
 // Moves clients out of relays above cap, each time the client of the fullest relay
-// whose move to the emptiest relay adds the fewest rows to the traffic.
-void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, uint32_t cap) {
-  std::vector<uint32_t> size(relays, 0);
-  for (uint32_t r : relayOf)
-    ++size[r];
+// whose move to the emptiest relay adds the fewest rows to the traffic (with weights,
+// among the clients that keep the emptiest relay within cap; none: it stops).
+void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, uint64_t cap, Weights weight) {
+  std::vector<uint64_t> size(relays, 0);
+  for (std::size_t i = 0; i < relayOf.size(); ++i)
+    size[relayOf[i]] += weight(i);
   std::vector<uint32_t> countInSource(c.rows.size());
   std::vector<bool> inTarget(c.rows.size());
   for (;;) {
@@ -179,7 +188,7 @@ void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relay
     std::size_t best = relayOf.size();
     int64_t bestCost = 0;
     for (std::size_t i = 0; i < relayOf.size(); ++i) {
-      if (relayOf[i] != source) continue;
+      if (relayOf[i] != source || size[target] + weight(i) > std::max(cap, size[target] + 1)) continue;
       int64_t cost = 0;
       for (uint32_t t : c.dense[i])
         cost += (inTarget[t] ? 0 : 1) - (countInSource[t] == 1 ? 1 : 0);
@@ -188,9 +197,10 @@ void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relay
         bestCost = cost;
       }
     }
+    if (best == relayOf.size()) return;
     relayOf[best] = target;
-    --size[source];
-    ++size[target];
+    size[source] -= weight(best);
+    size[target] += weight(best);
   }
 }
 
@@ -199,15 +209,15 @@ void enforceCap(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relay
 // gains and both relays stay within [lower, cap] clients; stops after a pass without a
 // move or after maxPasses. counts[r * T + t] is how many clients of relay r touch t.
 // Memory: R x T counters (skipped above kMaxRefineCounters).
-void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, uint32_t lower, uint32_t cap,
-            int maxPasses) {
+void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, uint64_t lower, uint64_t cap,
+            int maxPasses, Weights weight) {
   constexpr std::size_t kMaxRefineCounters = std::size_t{1} << 27;
   const std::size_t rows = c.rows.size();
   if (relays < 2 || std::size_t(relays) * rows > kMaxRefineCounters) return;
   std::vector<uint32_t> counts(std::size_t(relays) * rows, 0);
-  std::vector<uint32_t> size(relays, 0);
+  std::vector<uint64_t> size(relays, 0);
   for (std::size_t i = 0; i < relayOf.size(); ++i) {
-    ++size[relayOf[i]];
+    size[relayOf[i]] += weight(i);
     for (uint32_t t : c.dense[i])
       ++counts[std::size_t(relayOf[i]) * rows + t];
   }
@@ -216,7 +226,7 @@ void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, u
     bool moved = false;
     for (std::size_t i = 0; i < relayOf.size(); ++i) {
       const uint32_t from = relayOf[i];
-      if (size[from] <= lower) continue;
+      if (size[from] < lower + weight(i)) continue;
       int64_t saved = 0;
       std::fill(added.begin(), added.end(), 0);
       for (uint32_t t : c.dense[i]) {
@@ -227,7 +237,7 @@ void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, u
       uint32_t best = from;
       int64_t bestGain = 0;
       for (uint32_t r = 0; r < relays; ++r)
-        if (r != from && size[r] < cap && saved - added[r] > bestGain) {
+        if (r != from && size[r] + weight(i) <= cap && saved - added[r] > bestGain) {
           best = r;
           bestGain = saved - added[r];
         }
@@ -236,8 +246,8 @@ void refine(const Compact& c, std::vector<uint32_t>& relayOf, uint32_t relays, u
         --counts[std::size_t(from) * rows + t];
         ++counts[std::size_t(best) * rows + t];
       }
-      --size[from];
-      ++size[best];
+      size[from] -= weight(i);
+      size[best] += weight(i);
       relayOf[i] = best;
       moved = true;
     }
@@ -270,6 +280,23 @@ void enforceLoadCap(const Compact& c, std::vector<uint32_t>& shardOf, uint32_t s
   }
 }
 
+// Each item of order in turn onto the least loaded of bins (the lowest of equals), a
+// bin's load being the weight(item) of its items; sets binOf[item]. Longest processing
+// time first when order is by weight, descending.
+template <typename Weight>
+void dealToLightest(std::span<const uint32_t> order, uint32_t bins, Weight weight, std::vector<uint32_t>& binOf) {
+  using Entry = std::pair<uint64_t, uint32_t>;  // (load, bin): the least loaded, then lowest, on top
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  for (uint32_t b = 0; b < bins; ++b)
+    heap.emplace(0, b);
+  for (uint32_t item : order) {
+    auto [load, b] = heap.top();
+    heap.pop();
+    binOf[item] = b;
+    heap.emplace(load + weight(item), b);
+  }
+}
+
 uint64_t hashId(const std::string& id) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, then the project's mixer
   for (unsigned char ch : id)
@@ -298,6 +325,7 @@ RelayPlacement relayMetrics(const Compact& c, std::span<const uint32_t> relayOf,
   }
   const double mean = double(relayOf.size()) / relays;
   p.sizeMaxOverMean = *std::max_element(p.clientsPerRelay.begin(), p.clientsPerRelay.end()) / mean;
+  p.weightMaxOverMean = p.sizeMaxOverMean;
   return p;
 }
 
@@ -349,9 +377,27 @@ Result<RelayPlacement> evaluateRelays(std::span<const ClientRows> clients, uint6
 
 Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_t universe,
                                     const RelayPlacementOptions& options) {
+  return placeWeightedClients(clients, {}, universe, options);
+}
+
+Result<RelayPlacement> placeWeightedClients(std::span<const ClientRows> clients, std::span<const uint32_t> weights,
+                                            uint64_t universe, const RelayPlacementOptions& options) {
   STARLING_RETURN_IF_ERROR(validateClientRows(clients, universe));
   STARLING_RETURN_IF_ERROR(checkRelays(clients.size(), options.relays));
   if (!(options.tolerance >= 0)) return Status(StatusCode::kInvalidArgument, "the tolerance must be >= 0");
+  const Weights weight{weights};
+  uint64_t totalWeight = clients.size();
+  if (!weights.empty()) {
+    if (weights.size() != clients.size())
+      return Status(StatusCode::kInvalidArgument,
+                    std::to_string(weights.size()) + " weights for " + std::to_string(clients.size()) + " clients");
+    totalWeight = std::accumulate(weights.begin(), weights.end(), uint64_t{0});
+    if (totalWeight == 0) return Status(StatusCode::kInvalidArgument, "every weight is 0: nothing to balance");
+    // The weights are METIS vertex weights (idx_t, 32 bits): their sum must fit.
+    if (totalWeight > uint64_t(std::numeric_limits<int32_t>::max()))
+      return Status(StatusCode::kOutOfRange,
+                    "the weights add up to " + std::to_string(totalWeight) + ", past 2^31 - 1");
+  }
   const auto start = Clock::now();
   const Compact c = compact(clients);
   const std::size_t n = clients.size();
@@ -364,8 +410,12 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
       uint64_t state = options.seed;
       for (std::size_t i = n; i > 1; --i)
         std::swap(order[i - 1], order[splitmixNext(state) % i]);
-      for (std::size_t i = 0; i < n; ++i)
-        relayOf[order[i]] = static_cast<uint32_t>(i % relays);
+      if (weights.empty()) {
+        for (std::size_t i = 0; i < n; ++i)
+          relayOf[order[i]] = static_cast<uint32_t>(i % relays);
+        break;
+      }
+      dealToLightest(order, relays, weight, relayOf);
       break;
     }
     case RelayMethod::kHash:
@@ -377,6 +427,7 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
       const bool volume = options.graph == MetisGraph::kBipartiteVolume;
       if (options.graph == MetisGraph::kClients) {
         g = clientGraph(c, static_cast<uint32_t>(std::max<std::size_t>(2, 2 * n / relays)));
+        if (!weights.empty()) g.vwgt.assign(weights.begin(), weights.end());
       } else {
         // A row of one client costs one row wherever that client goes: left out.
         std::vector<bool> keep(c.rows.size());
@@ -386,7 +437,8 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
         g = bipartite(c, keep, vertexOfRow);
         const std::size_t vertices = g.xadj.size() - 1;
         g.vwgt.assign(vertices, 0);
-        std::fill(g.vwgt.begin(), g.vwgt.begin() + static_cast<std::ptrdiff_t>(n), 1);
+        for (std::size_t i = 0; i < n; ++i)
+          g.vwgt[i] = static_cast<idx_t>(weight(i));
         if (volume) {
           g.vsize.assign(vertices, 1);
           std::fill(g.vsize.begin(), g.vsize.begin() + static_cast<std::ptrdiff_t>(n), 0);
@@ -396,14 +448,14 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
       if (!part) return part.status();
       for (std::size_t i = 0; i < n; ++i)
         relayOf[i] = static_cast<uint32_t>((*part)[i]);
-      const auto mean = double(n) / relays;
-      const auto cap = std::max(static_cast<uint32_t>(std::ceil(mean)),
-                                static_cast<uint32_t>(std::floor(mean * (1 + options.tolerance) + 1e-9)));
-      enforceCap(c, relayOf, relays, cap);
+      const auto mean = double(totalWeight) / relays;
+      const auto cap = std::max(static_cast<uint64_t>(std::ceil(mean)),
+                                static_cast<uint64_t>(std::floor(mean * (1 + options.tolerance) + 1e-9)));
+      enforceCap(c, relayOf, relays, cap, weight);
       if (options.refinePasses > 0) {
-        const auto lower = std::min(static_cast<uint32_t>(std::floor(mean)),
-                                    static_cast<uint32_t>(std::ceil(mean * (1 - options.tolerance) - 1e-9)));
-        refine(c, relayOf, relays, lower, cap, options.refinePasses);
+        const auto lower = std::min(static_cast<uint64_t>(std::floor(mean)),
+                                    static_cast<uint64_t>(std::ceil(mean * (1 - options.tolerance) - 1e-9)));
+        refine(c, relayOf, relays, lower, cap, options.refinePasses, weight);
       }
       break;
     }
@@ -411,17 +463,47 @@ Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_
   const double seconds = secondsSince(start);
   RelayPlacement p = relayMetrics(c, relayOf, relays);
   p.seconds = seconds;
+  if (!weights.empty()) {
+    std::vector<uint64_t> load(relays, 0);
+    for (std::size_t i = 0; i < n; ++i)
+      load[relayOf[i]] += weight(i);
+    p.weightMaxOverMean = double(*std::max_element(load.begin(), load.end())) / (double(totalWeight) / relays);
+  }
   return p;
 }
 
 Result<ShardPlacement> placeRows(std::span<const ClientRows> clients, uint64_t universe,
                                  const ShardPlacementOptions& options) {
+  return placeWeightedRows(clients, {}, universe, options);
+}
+
+Result<ShardPlacement> placeWeightedRows(std::span<const ClientRows> clients,
+                                         std::span<const std::vector<uint32_t>> weights, uint64_t universe,
+                                         const ShardPlacementOptions& options) {
   STARLING_RETURN_IF_ERROR(validateClientRows(clients, universe));
+  if (!weights.empty()) {
+    if (weights.size() != clients.size())
+      return Status(StatusCode::kInvalidArgument, "weights for " + std::to_string(weights.size()) + " clients, not " +
+                                                      std::to_string(clients.size()));
+    uint64_t total = 0;
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      if (weights[i].size() != clients[i].rows.size())
+        return Status(StatusCode::kInvalidArgument, "client '" + clients[i].id +
+                                                        "': " + std::to_string(weights[i].size()) + " weights for " +
+                                                        std::to_string(clients[i].rows.size()) + " rows");
+      for (uint32_t w : weights[i])
+        total += w;
+    }
+    // A row's load is a METIS vertex weight (idx_t, 32 bits): their sum must fit.
+    if (total > uint64_t(std::numeric_limits<int32_t>::max()))
+      return Status(StatusCode::kOutOfRange, "the weights add up to " + std::to_string(total) + ", past 2^31 - 1");
+    if (total == 0) return Status(StatusCode::kInvalidArgument, "every weight is 0: no load to balance");
+  }
   const uint32_t shards = options.shards;
   if (shards == 0) return Status(StatusCode::kInvalidArgument, "the number of shards must be at least 1");
   if (!(options.tolerance >= 0)) return Status(StatusCode::kInvalidArgument, "the tolerance must be >= 0");
   const auto start = Clock::now();
-  const Compact c = compact(clients);
+  const Compact c = compact(clients, weights);
   const std::size_t rows = c.rows.size();
   if (shards > rows)
     return Status(StatusCode::kInvalidArgument,
@@ -447,16 +529,8 @@ Result<ShardPlacement> placeRows(std::span<const ClientRows> clients, uint64_t u
       std::vector<uint32_t> order(rows);
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return c.load[a] > c.load[b]; });
-      using Entry = std::pair<uint64_t, uint32_t>;  // (load, shard): the least loaded, then lowest, on top
-      std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-      for (uint32_t s = 0; s < shards; ++s)
-        heap.emplace(0, s);
-      for (uint32_t t : order) {
-        auto [load, s] = heap.top();
-        heap.pop();
-        shardOf[t] = s;
-        heap.emplace(load + c.load[t], s);
-      }
+      dealToLightest(
+          order, shards, [&](std::size_t t) { return uint64_t{c.load[t]}; }, shardOf);
       break;
     }
     case ShardMethod::kMetis: {

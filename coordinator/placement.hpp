@@ -69,7 +69,9 @@ struct RelayPlacement {
   std::vector<uint64_t> rowsPerRelay;     // per relay: |union of its clients' rows|
   uint64_t trafficRows = 0;               // the sum of rowsPerRelay: rows per round each way
   double sizeMaxOverMean = 0;             // max clients per relay / (n / R): 1 is balanced
-  double seconds = 0;                     // building the graph and partitioning
+  // placeWeightedClients(): the heaviest relay's weight over the mean (else as above).
+  double weightMaxOverMean = 0;
+  double seconds = 0;  // building the graph and partitioning
 };
 
 enum class ShardMethod {
@@ -107,6 +109,15 @@ Status validateClientRows(std::span<const ClientRows> clients, uint64_t universe
 Result<RelayPlacement> placeClients(std::span<const ClientRows> clients, uint64_t universe,
                                     const RelayPlacementOptions& options);
 
+// placeClients() balancing weights instead of counts: weights[i] is client i's (e.g.
+// the non-zeros of an example, the compute it costs); METIS, the cap and the
+// refinement bound each relay's total weight by (1 + tolerance) x the mean (best effort
+// where one client outweighs the room left), random deals the shuffled clients each to
+// the lightest relay, hash ignores the weights. Empty weights: placeClients(). Errors:
+// those of placeClients(), not one weight per client, a total of 0 or past 2^31 - 1.
+Result<RelayPlacement> placeWeightedClients(std::span<const ClientRows> clients, std::span<const uint32_t> weights,
+                                            uint64_t universe, const RelayPlacementOptions& options);
+
 // The metrics of a given assignment (relayOf: one relay < relays per client);
 // seconds is 0.
 Result<RelayPlacement> evaluateRelays(std::span<const ClientRows> clients, uint64_t universe,
@@ -116,6 +127,16 @@ Result<RelayPlacement> evaluateRelays(std::span<const ClientRows> clients, uint6
 // than touched rows, a METIS failure.
 Result<ShardPlacement> placeRows(std::span<const ClientRows> clients, uint64_t universe,
                                  const ShardPlacementOptions& options);
+
+// placeRows() with a weight per (client, row) pair: weights[i][k] is the load that
+// clients[i].rows[k] adds to its row (placeRows() counts 1 for each), e.g. the bytes a
+// worker pulls and pushes of that row per iteration (tests/harness/two_step.hpp). A
+// zero weight keeps the pair in the graph (and in shardsPerClient) but adds no load.
+// Errors: those of placeRows(), weights not shaped like the rows, a total of 0 or past
+// 2^31 - 1.
+Result<ShardPlacement> placeWeightedRows(std::span<const ClientRows> clients,
+                                         std::span<const std::vector<uint32_t>> weights, uint64_t universe,
+                                         const ShardPlacementOptions& options);
 
 const char* relayMethodName(RelayMethod method);  // "metis", "random", "hash"
 const char* shardMethodName(ShardMethod method);  // "range", "hash", "lpt", "metis"

@@ -1,6 +1,8 @@
 // starling-sim: runs strategies side by side on a simulated fleet.
 //
 //   starling-sim --config examples/sim/strategies.toml --out sim-out [--only a,b] [--KEY VALUE ...]
+//   starling-sim two-step (--data FILE | --power-law) [--workers W] [--servers S] ...
+//                                             (two_step_command.hpp)
 //
 // Writes, under --out: <strategy>.csv (one row per round), summary.txt (also
 // printed) and report.svg (accuracy against bytes and against virtual time). A
@@ -15,6 +17,7 @@
 #include <sstream>
 
 #include "sim_config.hpp"
+#include "two_step_command.hpp"
 
 namespace {
 
@@ -46,7 +49,10 @@ int main(int argc, char** argv) {
   sim::SimSettings settings;
   coordinator::ConfigBinder binder(app, base);
   sim::bindSimSettings(binder, settings);
+  sim::TwoStepCommand twoStep;
+  CLI::App* twoStepApp = sim::addTwoStepCommand(app, twoStep);
   CLI11_PARSE(app, argc, argv);
+  if (twoStepApp->parsed()) return sim::runTwoStepCommand(twoStep);
 
   std::vector<sim::Strategy> strategies;
   if (!configFile.empty()) {

@@ -39,7 +39,7 @@ Aggregator::Aggregator(std::size_t dim, double maxNormRatio, bool senderMean, St
 void Aggregator::begin() {
   if (senderMean_ && coverage_.size() != sum_.size()) coverage_.resize(sum_.size());
   if (shards_) {
-    shards_->forIntervals([&](std::size_t b, std::size_t e) {
+    shards_->forRanges([&](std::size_t b, std::size_t e) {
       std::fill(sum_.begin() + std::ptrdiff_t(b), sum_.begin() + std::ptrdiff_t(e), 0.0f);
       if (senderMean_) std::fill(coverage_.begin() + std::ptrdiff_t(b), coverage_.begin() + std::ptrdiff_t(e), 0.0f);
     });
@@ -117,8 +117,8 @@ void Aggregator::addSharded(const compression::Compressed& delta, float alpha, f
     });
   } else {
     for (uint32_t s = 0; s < shards_->count(); ++s)
-      loads_[s] += shards_->map().sizes()[s];
-    shards_->forIntervals([&](std::size_t b, std::size_t e) {
+      loads_[s] += shards_->rangeSize(s);
+    shards_->forRanges([&](std::size_t b, std::size_t e) {
       (void)compression::addScaledPart(delta, alpha, b, e, sum_);
       if (senderMean_)
         for (std::size_t i = b; i < e; ++i)
@@ -141,7 +141,7 @@ std::span<float> Aggregator::finish() {
           if (coverage_[i] > 0) sum_[i] *= static_cast<float>(weightSum_ / coverage_[i]);
     };
     if (shards_)
-      shards_->forIntervals(scaleRange);
+      shards_->forRanges(scaleRange);
     else
       scaleRange(0, sum_.size());
   }

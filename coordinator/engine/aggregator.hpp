@@ -13,9 +13,9 @@
 // they are judged, is the caller's (the engine's open round); the aggregator says
 // whether a limit is known yet (limitOnTime) and judges each update it is given (add).
 //
-// Shards (docs/coordinator.md "Shards"): given the engine's Shards, an update is split
-// by the shard map and each shard adds its own coordinates (and the sender mean's
-// coverage) on the pool; finish() scales by shard. The sums are the same bits as
+// Shards (docs/coordinator.md "Shards"): given the engine's Shards, a sparse update is
+// split by the shard map and each shard adds its own coordinates (and the sender mean's
+// coverage) on the pool; a dense update and finish() go by equal ranges. The sums are the same bits as
 // without. shardLoads() counts the entries each shard added in the round.
 //
 // State: the open round's sums and norms; none of it outlives the round, and none
@@ -80,7 +80,8 @@ class Aggregator {
   std::optional<double> spread() const;
   double weightSum() const { return weightSum_; }
   // Entries added by each shard since begin() (one shard when there are no Shards): a
-  // dense update adds every parameter a shard owns, a sparse one its indices there.
+  // sparse update's indices the shard owns, a dense update's parameters in the shard's
+  // range (Shards::forRanges).
   std::span<const uint64_t> shardLoads() const { return loads_; }
 
  private:

@@ -48,7 +48,7 @@ ServerOptimizer::ServerOptimizer(const EngineConfig& c, std::size_t dim, Shards*
 
 void ServerOptimizer::forRanges(std::size_t dim, const std::function<void(std::size_t, std::size_t)>& fn) {
   if (shards_)
-    shards_->forIntervals(fn);
+    shards_->forRanges(fn);
   else
     fn(0, dim);
 }

@@ -103,7 +103,10 @@ Result<ShardMap> ShardMap::fromRows(std::size_t dim, uint32_t shards, uint32_t r
     append(intervals, r * rowWidth, (r + 1) * rowWidth, owner[r]);
   const std::size_t rowEnd = rowCount * rowWidth;
   appendRanges(intervals, rowEnd, dim - rowEnd, shards);
-  return ShardMap(dim, shards, std::move(intervals));
+  ShardMap map(dim, shards, std::move(intervals));
+  map.rowWidth_ = rowWidth;
+  map.rowOwner_ = std::move(owner);
+  return map;
 }
 
 void ShardMap::split(std::span<const uint32_t> indices, std::vector<std::vector<EntryRun>>& out) const {
@@ -112,15 +115,47 @@ void ShardMap::split(std::span<const uint32_t> indices, std::vector<std::vector<
     runs.clear();
   const std::size_t n = indices.size();
   std::size_t j = 0;
-  std::size_t k = 0;  // the interval holding indices[j]
+  if (!rowOwner_.empty()) {
+    // The rows: one lookup (and one division) per row touched, a run while the owner
+    // stays the same.
+    const std::size_t rowEnd = rowOwner_.size() * rowWidth_;
+    while (j < n && indices[j] < rowEnd) {
+      const uint32_t shard = rowOwner_[indices[j] / rowWidth_];
+      std::size_t last = j;
+      while (last < n && indices[last] < rowEnd) {
+        const std::size_t row = indices[last] / rowWidth_;
+        if (rowOwner_[row] != shard) break;
+        const std::size_t rowLimit = (row + 1) * rowWidth_;
+        while (last < n && indices[last] < rowLimit)
+          ++last;
+      }
+      std::vector<EntryRun>& runs = out[shard];
+      if (!runs.empty() && runs.back().last == j)
+        runs.back().last = last;
+      else
+        runs.push_back(EntryRun{j, last});
+      j = last;
+    }
+  }
+  if (j == n) return;
+  // The interval holding indices[j]: intervals_ are ascending and contiguous.
+  const auto at = std::upper_bound(intervals_.begin(), intervals_.end(), std::size_t{indices[j]},
+                                   [](std::size_t i, const ShardInterval& iv) { return i < iv.end; });
+  splitByIntervals(indices, j, static_cast<std::size_t>(at - intervals_.begin()), out);
+}
+
+void ShardMap::splitByIntervals(std::span<const uint32_t> indices, std::size_t j, std::size_t k,
+                                std::vector<std::vector<EntryRun>>& out) const {
+  const std::size_t n = indices.size();
   while (j < n) {
+    if (k == intervals_.size()) return;  // an index >= dim: outside the contract
     if (indices[j] >= intervals_[k].end) {
-      // The first interval ending after indices[j]; intervals_ are ascending and contiguous.
+      // The first interval ending after indices[j].
       const auto next =
           std::upper_bound(intervals_.begin() + static_cast<std::ptrdiff_t>(k) + 1, intervals_.end(),
                            std::size_t{indices[j]}, [](std::size_t i, const ShardInterval& iv) { return i < iv.end; });
       k = static_cast<std::size_t>(next - intervals_.begin());
-      if (k == intervals_.size()) return;  // an index >= dim: outside the contract
+      continue;
     }
     const std::size_t last = gallop(indices, j, intervals_[k].end);
     out[intervals_[k].shard].push_back(EntryRun{j, last});

@@ -55,20 +55,26 @@ class ShardMap {
   // Parameters owned by each shard.
   std::span<const std::size_t> sizes() const { return sizes_; }
   // Splits a sparse tensor's indices (strictly increasing, < dim) by owner: out[s] gets
-  // the runs of entries shard s owns, ascending (cleared first). One pass over the
-  // intervals, each finding its first entry by galloping from the previous one: a
-  // range map costs S binary searches, a map of many intervals about one pass over the
-  // indices.
+  // the runs of entries shard s owns, ascending (cleared first). A range map: S
+  // searches, each galloping from the last. A map from rows: one pass over the
+  // indices in the rows, each looking its row's shard up, then the rest as a range map.
   void split(std::span<const uint32_t> indices, std::vector<std::vector<EntryRun>>& out) const;
 
  private:
   ShardMap(std::size_t dim, uint32_t shards, std::vector<ShardInterval> intervals);
+  // The runs of entries [from, n) over intervals_[k...] (k holding indices[from]).
+  void splitByIntervals(std::span<const uint32_t> indices, std::size_t from, std::size_t k,
+                        std::vector<std::vector<EntryRun>>& out) const;
 
   std::size_t dim_;
   uint32_t shards_;
   std::vector<ShardInterval> intervals_;
   std::vector<std::vector<ShardInterval>> byShard_;
   std::vector<std::size_t> sizes_;
+  // fromRows: the shard of each row of rowWidth_ parameters (the first rowOwner_.size() x
+  // rowWidth_ parameters); empty for a range map.
+  uint32_t rowWidth_ = 0;
+  std::vector<uint32_t> rowOwner_;
 };
 
 }  // namespace starling::coordinator

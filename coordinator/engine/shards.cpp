@@ -6,10 +6,20 @@
 
 namespace starling::coordinator {
 
-Shards::Shards(ShardMap map) : map_(std::move(map)), pool_(map_.shards() - 1) {}
+namespace {
+
+ShardMap equalRanges(const ShardMap& map) {
+  auto ranges = ShardMap::ranges(map.dim(), map.shards());  // map has at most dim shards
+  return std::move(*ranges);
+}
+
+}  // namespace
+
+Shards::Shards(ShardMap map, std::size_t inlineBelow)
+    : map_(std::move(map)), ranges_(equalRanges(map_)), inlineBelow_(inlineBelow), pool_(map_.shards() - 1) {}
 
 void Shards::forEach(std::size_t work, const std::function<void(uint32_t)>& task) {
-  if (work < kInlineBelow) {
+  if (work < inlineBelow_) {
     for (uint32_t s = 0; s < count(); ++s)
       task(s);
     return;
@@ -17,13 +27,13 @@ void Shards::forEach(std::size_t work, const std::function<void(uint32_t)>& task
   pool_.run(count(), task);
 }
 
-void Shards::forIntervals(const std::function<void(std::size_t, std::size_t)>& fn) {
-  if (map_.dim() < kInlineBelow) {
+void Shards::forRanges(const std::function<void(std::size_t, std::size_t)>& fn) {
+  if (map_.dim() < inlineBelow_) {
     fn(0, map_.dim());
     return;
   }
   pool_.run(count(), [&](uint32_t s) {
-    for (const ShardInterval& iv : map_.intervalsOf(s))
+    for (const ShardInterval& iv : ranges_.intervalsOf(s))
       fn(iv.begin, iv.end);
   });
 }

@@ -1,10 +1,14 @@
 #pragma once
-// Shards: the engine's S shards (docs/coordinator.md "Shards"). A ShardMap says which
-// shard owns each parameter; a ShardPool of S - 1 threads and the caller runs each
-// shard's part of a step. The Aggregator adds every update by shard and the
-// ServerOptimizer steps by shard through it; each coordinate is touched by one shard
-// only, with the same arithmetic as the unsharded code, so the results are the same
-// bits whatever S (and whatever the map).
+// Shards: the engine's S shards (docs/coordinator.md "Shards"). A ShardPool of S - 1
+// threads and the caller runs each shard's part of a step; in each step every
+// coordinate is touched by one shard only, with the same arithmetic as the unsharded
+// code, so the results are the same bits whatever S (and whatever the map).
+//  - Sparse updates go by the ShardMap: shard s adds the entries of the parameters it
+//    owns, so the map decides the load (a placement balances the rows clients touch).
+//  - Element-wise passes over every parameter (a dense update, the round's scaling, the
+//    server optimizer, the moving average) go by S equal contiguous ranges whatever the
+//    map: balanced by construction, and a map's fine-grained rows would make threads
+//    write neighbouring rows, which share cache lines.
 //
 // Work below kInlineBelow elements runs on the calling thread: waking the workers
 // costs more than it saves there (measured by bench-shards, docs/coordinator.md).
@@ -31,23 +35,28 @@ class Shards {
  public:
   static constexpr std::size_t kInlineBelow = std::size_t{1} << 15;
 
-  // S = map.shards(): starts S - 1 threads.
-  explicit Shards(ShardMap map);
+  // S = map.shards(): starts S - 1 threads. inlineBelow: kInlineBelow but in
+  // measurements (bench-shards runs the pool at every size with 0).
+  explicit Shards(ShardMap map, std::size_t inlineBelow = kInlineBelow);
 
   uint32_t count() const { return map_.shards(); }
   const ShardMap& map() const { return map_; }
   // task(shard) for every shard, each once: on the pool when work (elements) is at
   // least kInlineBelow, else one after another on the calling thread.
   void forEach(std::size_t work, const std::function<void(uint32_t)>& task);
-  // fn(begin, end) over [0, dim): every interval of the map, each shard's on one
-  // thread; below kInlineBelow parameters, fn(0, dim) on the calling thread. For
-  // element-wise steps, whose result does not depend on how the range is cut.
-  void forIntervals(const std::function<void(std::size_t, std::size_t)>& fn);
+  // fn(begin, end) over [0, dim) cut into S equal ranges, each on one thread (range s
+  // is shard s's); below inlineBelow parameters, fn(0, dim) on the calling thread. For
+  // element-wise steps, whose result does not depend on how [0, dim) is cut.
+  void forRanges(const std::function<void(std::size_t, std::size_t)>& fn);
+  // Parameters in shard s's range (forRanges).
+  std::size_t rangeSize(uint32_t s) const { return ranges_.sizes()[s]; }
   // A sparse tensor's indices split by owner (ShardMap::split), valid until the next call.
   const std::vector<std::vector<EntryRun>>& split(std::span<const uint32_t> indices);
 
  private:
   ShardMap map_;
+  ShardMap ranges_;  // S equal ranges, for forRanges
+  std::size_t inlineBelow_;
   ShardPool pool_;
   std::vector<std::vector<EntryRun>> runs_;
 };

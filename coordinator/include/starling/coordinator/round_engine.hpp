@@ -335,8 +335,8 @@ struct RoundSummary {
   uint64_t evalBaseRound = 0;
   std::vector<std::vector<double>> evalStats;
   // Entries the aggregation added per shard (EngineConfig::shards; one entry without
-  // shards): a dense update counts every parameter a shard owns, a sparse one its
-  // indices there. Logged at debug by the daemon; not stored.
+  // shards): a sparse update's indices the shard owns, a dense update's parameters in
+  // the shard's equal range. Logged at debug by the daemon; not stored.
   std::vector<uint64_t> shardLoads;
 };
 

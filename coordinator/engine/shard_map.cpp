@@ -105,39 +105,49 @@ Result<ShardMap> ShardMap::fromRows(std::size_t dim, uint32_t shards, uint32_t r
   appendRanges(intervals, rowEnd, dim - rowEnd, shards);
   ShardMap map(dim, shards, std::move(intervals));
   map.rowWidth_ = rowWidth;
-  map.rowOwner_ = std::move(owner);
+  map.rowCount_ = rowCount;
+  if (shards <= 256)
+    map.rowOwner8_.assign(owner.begin(), owner.end());
+  else
+    map.rowOwner32_ = std::move(owner);
   return map;
+}
+
+template <typename Owner>
+std::size_t ShardMap::splitRows(std::span<const uint32_t> indices, const std::vector<Owner>& owner,
+                                std::vector<std::vector<EntryRun>>& out) const {
+  // One lookup (and one division) per row touched, a run while the owner stays the same.
+  const std::size_t n = indices.size();
+  const std::size_t rowEnd = rowCount_ * rowWidth_;
+  std::size_t j = 0;
+  while (j < n && indices[j] < rowEnd) {
+    const uint32_t shard = owner[indices[j] / rowWidth_];
+    std::size_t last = j;
+    while (last < n && indices[last] < rowEnd) {
+      const std::size_t row = indices[last] / rowWidth_;
+      if (owner[row] != shard) break;
+      const std::size_t rowLimit = (row + 1) * rowWidth_;
+      while (last < n && indices[last] < rowLimit)
+        ++last;
+    }
+    std::vector<EntryRun>& runs = out[shard];
+    if (!runs.empty() && runs.back().last == j)
+      runs.back().last = last;
+    else
+      runs.push_back(EntryRun{j, last});
+    j = last;
+  }
+  return j;
 }
 
 void ShardMap::split(std::span<const uint32_t> indices, std::vector<std::vector<EntryRun>>& out) const {
   out.resize(shards_);
   for (auto& runs : out)
     runs.clear();
-  const std::size_t n = indices.size();
   std::size_t j = 0;
-  if (!rowOwner_.empty()) {
-    // The rows: one lookup (and one division) per row touched, a run while the owner
-    // stays the same.
-    const std::size_t rowEnd = rowOwner_.size() * rowWidth_;
-    while (j < n && indices[j] < rowEnd) {
-      const uint32_t shard = rowOwner_[indices[j] / rowWidth_];
-      std::size_t last = j;
-      while (last < n && indices[last] < rowEnd) {
-        const std::size_t row = indices[last] / rowWidth_;
-        if (rowOwner_[row] != shard) break;
-        const std::size_t rowLimit = (row + 1) * rowWidth_;
-        while (last < n && indices[last] < rowLimit)
-          ++last;
-      }
-      std::vector<EntryRun>& runs = out[shard];
-      if (!runs.empty() && runs.back().last == j)
-        runs.back().last = last;
-      else
-        runs.push_back(EntryRun{j, last});
-      j = last;
-    }
-  }
-  if (j == n) return;
+  if (rowCount_ > 0)
+    j = rowOwner8_.empty() ? splitRows(indices, rowOwner32_, out) : splitRows(indices, rowOwner8_, out);
+  if (j == indices.size()) return;
   // The interval holding indices[j]: intervals_ are ascending and contiguous.
   const auto at = std::upper_bound(intervals_.begin(), intervals_.end(), std::size_t{indices[j]},
                                    [](std::size_t i, const ShardInterval& iv) { return i < iv.end; });

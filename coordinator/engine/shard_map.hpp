@@ -71,10 +71,16 @@ class ShardMap {
   std::vector<ShardInterval> intervals_;
   std::vector<std::vector<ShardInterval>> byShard_;
   std::vector<std::size_t> sizes_;
-  // fromRows: the shard of each row of rowWidth_ parameters (the first rowOwner_.size() x
-  // rowWidth_ parameters); empty for a range map.
+  // fromRows: the shard of each of the first rowCount_ rows of rowWidth_ parameters,
+  // one byte a row up to 256 shards (a table of 2^20 rows stays in L2: split() looks
+  // up a random row per row touched), else four; rowCount_ 0 for a range map.
+  template <typename Owner>
+  std::size_t splitRows(std::span<const uint32_t> indices, const std::vector<Owner>& owner,
+                        std::vector<std::vector<EntryRun>>& out) const;
   uint32_t rowWidth_ = 0;
-  std::vector<uint32_t> rowOwner_;
+  std::size_t rowCount_ = 0;
+  std::vector<uint8_t> rowOwner8_;
+  std::vector<uint32_t> rowOwner32_;
 };
 
 }  // namespace starling::coordinator

@@ -77,7 +77,7 @@ float uniform(uint64_t& state) {
 }
 
 // A model large enough that the shards' steps run on the pool (Shards::kInlineBelow).
-constexpr std::size_t kRows = 4096;
+constexpr std::size_t kRows = 4128;
 constexpr uint32_t kWidth = 32;
 constexpr std::size_t kBigDim = kRows * kWidth + 1000;  // rows, then a dense rest
 
@@ -91,8 +91,9 @@ struct Outcome {
 };
 
 // A real run: 4 clients, 4 rounds, the updates a seeded function of (client, round):
-// dense, or top-k with each client's own support (density 0.3, so that a sparse update
-// is also above Shards::kInlineBelow entries).
+// dense, or top-k with each client's own support: clients 0 and 1 send every
+// coordinate (above Shards::kInlineBelow entries: added on the pool), 2 and 3 a third
+// (split by shard and added on the calling thread).
 Outcome run(EngineConfig c, bool sparseUpdates) {
   c.rounds = 4;
   c.clientsPerRound = 4;
@@ -148,7 +149,7 @@ Outcome run(EngineConfig c, bool sparseUpdates) {
     u.delta.count = static_cast<uint32_t>(kBigDim);
     if (sparseUpdates) {
       u.delta.encoding = compression::Encoding::kTopK;
-      u.delta.indices = randomIndices(kBigDim, 0.3, seed * 31 + 5);
+      u.delta.indices = randomIndices(kBigDim, client < 2 ? 1.0 : 0.3, seed * 31 + 5);
       for (std::size_t j = 0; j < u.delta.indices.size(); ++j)
         u.delta.values.push_back(uniform(seed));
     } else {
@@ -277,7 +278,7 @@ TEST_CASE("shards: the pool runs every task once, on several threads, and return
 }
 
 TEST_CASE("shards: a run of the engine gives the same bits with 1, 2 and 4 shards", "[engine][shards][concurrent]") {
-  REQUIRE(kBigDim >= Shards::kInlineBelow);  // the dense steps run on the pool
+  REQUIRE(kBigDim >= Shards::kInlineBelow);  // the element-wise steps and whole updates run on the pool
   const bool sparseUpdates = GENERATE(false, true);
   const bool senderMean = GENERATE(false, true);
   const std::string optimizer = GENERATE(as<std::string>{}, "sgd-momentum", "adam", "yogi", "fedexp");

@@ -79,34 +79,41 @@ std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
     const double perStep = c.norm / double(c.steps);
     normSqSum_ += w * perStep * perStep;
     const auto alpha = static_cast<float>(w / double(c.steps));
-    if (shards_) {
+    if (shards_)
       addSharded(c.delta, alpha, static_cast<float>(w));
-    } else {
-      (void)compression::addScaled(c.delta, alpha, sum_);
-      loads_[0] += c.delta.selected();
-      if (senderMean_) {
-        if (sparse(c.delta)) {
-          for (uint32_t i : c.delta.indices)
-            coverage_[i] += static_cast<float>(w);
-        } else {
-          for (float& x : coverage_)
-            x += static_cast<float>(w);
-        }
-      }
-    }
+    else
+      addWhole(c.delta, alpha, static_cast<float>(w));
   }
   c.delta = compression::Compressed{};  // releases its buffers
   return rejected;
 }
 
+void Aggregator::addWhole(const compression::Compressed& delta, float alpha, float w) {
+  (void)compression::addScaled(delta, alpha, sum_);
+  if (!shards_) loads_[0] += delta.selected();
+  if (senderMean_) {
+    if (sparse(delta)) {
+      for (uint32_t i : delta.indices)
+        coverage_[i] += w;
+    } else {
+      for (float& x : coverage_)
+        x += w;
+    }
+  }
+}
+
 void Aggregator::addSharded(const compression::Compressed& delta, float alpha, float w) {
-  // The parts' arithmetic is addScaled's and the coverage's below, element by element:
-  // the same bits as the unsharded path. The delta was checked (l2Norm) before.
+  // The parts' arithmetic is addWhole's, element by element: the same bits. The delta
+  // was checked (l2Norm) before.
   if (sparse(delta)) {
     const auto& runs = shards_->split(delta.indices);
     for (uint32_t s = 0; s < shards_->count(); ++s)
       for (const EntryRun& r : runs[s])
         loads_[s] += r.last - r.first;
+    if (shards_->inlines(delta.indices.size())) {
+      addWhole(delta, alpha, w);  // one pass in index order: the cheapest on one thread
+      return;
+    }
     shards_->forEach(delta.indices.size(), [&](uint32_t s) {
       for (const EntryRun& r : runs[s]) {
         (void)compression::addScaledPart(delta, alpha, r.first, r.last, sum_);

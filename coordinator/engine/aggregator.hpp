@@ -85,7 +85,9 @@ class Aggregator {
   std::span<const uint64_t> shardLoads() const { return loads_; }
 
  private:
-  // Adds c.delta x alpha (and w to the coverage) by shard.
+  // Adds delta x alpha (and w to the sender mean's coverage): on the calling thread in
+  // one pass, or by shard.
+  void addWhole(const compression::Compressed& delta, float alpha, float w);
   void addSharded(const compression::Compressed& delta, float alpha, float w);
 
   double maxNormRatio_;

@@ -116,26 +116,32 @@ Result<ShardMap> ShardMap::fromRows(std::size_t dim, uint32_t shards, uint32_t r
 template <typename Owner>
 std::size_t ShardMap::splitRows(std::span<const uint32_t> indices, const std::vector<Owner>& owner,
                                 std::vector<std::vector<EntryRun>>& out) const {
-  // One lookup (and one division) per row touched, a run while the owner stays the same.
+  // First the rows touched, each with its first entry and its shard: one division and
+  // one lookup per row. No branch depends on a lookup, so the (cache-missing) lookups
+  // of many rows are in flight at once; a branch on each made the split cost as much as
+  // the add (bench-shards).
   const std::size_t n = indices.size();
   const std::size_t rowEnd = rowCount_ * rowWidth_;
+  std::vector<std::size_t> starts;
+  std::vector<uint32_t> shardOf;
   std::size_t j = 0;
   while (j < n && indices[j] < rowEnd) {
-    const uint32_t shard = owner[indices[j] / rowWidth_];
-    std::size_t last = j;
-    while (last < n && indices[last] < rowEnd) {
-      const std::size_t row = indices[last] / rowWidth_;
-      if (owner[row] != shard) break;
-      const std::size_t rowLimit = (row + 1) * rowWidth_;
-      while (last < n && indices[last] < rowLimit)
-        ++last;
-    }
-    std::vector<EntryRun>& runs = out[shard];
-    if (!runs.empty() && runs.back().last == j)
-      runs.back().last = last;
-    else
-      runs.push_back(EntryRun{j, last});
-    j = last;
+    const std::size_t row = indices[j] / rowWidth_;
+    starts.push_back(j);
+    shardOf.push_back(owner[row]);
+    const std::size_t rowLimit = (row + 1) * rowWidth_;
+    ++j;
+    while (j < n && indices[j] < rowLimit)
+      ++j;
+  }
+  starts.push_back(j);
+  // Then a run per stretch of rows of one shard.
+  for (std::size_t k = 0; k < shardOf.size();) {
+    std::size_t next = k + 1;
+    while (next < shardOf.size() && shardOf[next] == shardOf[k])
+      ++next;
+    out[shardOf[k]].push_back(EntryRun{starts[k], starts[next]});
+    k = next;
   }
   return j;
 }

@@ -42,6 +42,8 @@ class Shards {
   explicit Shards(ShardMap map, std::size_t inlineBelow = kInlineBelow);
 
   uint32_t count() const { return map_.shards(); }
+  // Whether work of this many elements runs on the calling thread (below inlineBelow).
+  bool inlines(std::size_t work) const { return work < inlineBelow_; }
   const ShardMap& map() const { return map_; }
   // task(shard) for every shard, each once: on the pool when work (elements) is at
   // least kInlineBelow, else one after another on the calling thread.

@@ -20,7 +20,9 @@
 //                [--clients C] [--tokens K] [--exponent S] [--seed SEED]
 //
 // Last line: summary: dense_speedup_s2=... topk_speedup_s2=... inline_break_even=...
-// range_imbalance_s8=... lpt_imbalance_s8=... metis_imbalance_s8=...
+// range_imbalance_s8=... lpt_imbalance_s8=... metis_imbalance_s8=... machine_headroom=...
+// (machine_headroom: a compute-bound loop's speed-up on 2 threads at the start of the
+// run, 2 on an idle machine: the ceiling for the speed-ups above on a shared one)
 
 #include "engine/shards.hpp"
 
@@ -189,6 +191,33 @@ Timing fastest(const std::vector<compression::Compressed>& prepared, int updates
   return best;
 }
 
+// How much of a second core this shared machine gives now: a compute-bound loop (no
+// memory traffic) split over 2 threads against 1, the best of 5. 2 = a free second core.
+volatile double spinResults[2];  // read by no one: keeps the loops from being removed
+
+double parallelHeadroom() {
+  auto spin = [](uint64_t iterations, volatile double* out) {
+    double x = 1.0;
+    for (uint64_t i = 0; i < iterations; ++i)
+      x = x * 0.999999 + double(i & 7) * 1e-9;
+    *out = x;
+  };
+  static volatile uint64_t work = 200'000'000;  // opaque to the optimizer
+  const uint64_t kWork = work;
+  double best1 = 1e9, best2 = 1e9;
+  for (int r = 0; r < 5; ++r) {
+    auto start = Clock::now();
+    spin(kWork, &spinResults[0]);
+    best1 = std::min(best1, seconds(start));
+    start = Clock::now();
+    std::thread other(spin, kWork / 2, &spinResults[1]);
+    spin(kWork / 2, &spinResults[0]);
+    other.join();
+    best2 = std::min(best2, seconds(start));
+  }
+  return best1 / best2;
+}
+
 bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -251,6 +280,9 @@ int main(int argc, char** argv) {
   const std::size_t dim = std::size_t(a.rows) * a.width;
   std::printf("bench-shards: %u cores; model %u x %u = %zu parameters; %d updates a round\n",
               std::thread::hardware_concurrency(), a.rows, a.width, dim, a.updates);
+  const double headroom = parallelHeadroom();
+  std::printf("machine now: a compute-bound loop runs %.2fx faster on 2 threads than on 1 (2.00 = a free core)\n",
+              headroom);
 
   std::printf("\n1. aggregation throughput (Aggregator::add; finish + adam step in ms)\n");
   std::printf("%-10s %9s %2s %12s %9s %12s %10s\n", "update", "entries", "S", "updates/s", "speed-up", "finish_ms",
@@ -348,7 +380,7 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "\nsummary: dense_speedup_s2=%.2f topk_speedup_s2=%.2f inline_break_even=%zu range_imbalance_s8=%.3f "
-      "lpt_imbalance_s8=%.3f metis_imbalance_s8=%.3f\n",
-      denseSpeedup, topkSpeedup, breakEven, summary[0], summary[1], summary[2]);
+      "lpt_imbalance_s8=%.3f metis_imbalance_s8=%.3f machine_headroom=%.2f\n",
+      denseSpeedup, topkSpeedup, breakEven, summary[0], summary[1], summary[2], headroom);
   return 0;
 }

@@ -253,6 +253,10 @@ TEST_CASE("shards: split puts every index of a sparse tensor in its owner's runs
         shardOf.push_back(static_cast<uint32_t>(splitmix(seed) % 5));
       }
     checkSplit(created(ShardMap::fromRows(dim, 5, 3, 1600, rows, shardOf)), indices);
+    // Over 256 shards the owner table has four bytes a row.
+    for (std::size_t j = 0; j < shardOf.size(); ++j)
+      shardOf[j] = static_cast<uint32_t>(j * 37 % 300);
+    checkSplit(created(ShardMap::fromRows(dim, 300, 3, 1600, rows, shardOf)), indices);
   }
 }
 

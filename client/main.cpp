@@ -172,6 +172,12 @@ int main(int argc, char** argv) {
                  "hold this fraction of the data out of training and evaluate the model on it when the coordinator "
                  "asks (federated evaluation)")
       ->check(CLI::Range(0.0, 0.9));
+  uint32_t rowBucket = 0;
+  app.add_option("--sparse-rows", rowBucket,
+                 "offer the coordinator the first-layer rows this client's data touches, in buckets of B rows "
+                 "(1 = the rows themselves; larger buckets reveal less and move more), and train, receive and send "
+                 "only their parameters when it takes them (linear, mlp and embedbag models; 0 = off)")
+      ->check(CLI::Range(0u, 1u << 30));
   double slowdown = 1.0;
   app.add_option("--slowdown", slowdown,
                  "act as a device this many times slower: wait (F - 1) x each round's training time before sending, "
@@ -259,6 +265,7 @@ int main(int argc, char** argv) {
   options.auditOut = auditOut;
   options.evalFraction = evalFraction;
   options.slowdown = slowdown;
+  options.rowBucket = rowBucket;
   options.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
   client::Participant participant(std::move(*shard), options, *log);
   asio::io_context io(1);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "starling/data/feature_scaling.hpp"
+#include "starling/data/touched_features.hpp"
 #include "starling/net/certificates.hpp"
 
 namespace starling::client {
@@ -191,9 +192,53 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
   if (Status st = scale(w); !st) return st;
   if (options_.onWelcome)
     if (Status st = options_.onWelcome(w); !st) return st;
-  if (Status st = learner_.welcome(w, *shard_); !st) return st;
+  if (w.sparseRows) {
+    if (!rowOffer_) return Status(StatusCode::kMalformed, "the Welcome trains rows this client did not offer");
+    auto cw = compactWelcome(w, *rowOffer_, shard_->featureDim());
+    if (!cw) return cw.status();
+    if (Status st = compact(); !st) return st;
+    learner_.setHeldOut(compactHeldOut_ ? &*compactHeldOut_ : nullptr);
+    if (Status st = learner_.welcome(*cw, *compactTrain_); !st) return st;
+    log_->info("training the compact model {} of the {} rows this client offered ({} touched)", cw->modelSpec,
+               rowOffer_->covered.size(), rowOffer_->touched);
+  } else {
+    learner_.setHeldOut(heldOutData());
+    if (Status st = learner_.welcome(w, *shard_); !st) return st;
+  }
   syncStats();
   log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", w.task, w.clientId, w.round, w.modelSpec);
+  return Status::ok();
+}
+
+const data::Dataset* Participant::heldOutData() const {
+  if (scaledHeldOut_) return &*scaledHeldOut_;
+  return heldOut_ ? &*heldOut_ : nullptr;
+}
+
+Status Participant::makeRowOffer() {
+  if (options_.rowBucket == 0 || rowOffer_) return Status::ok();
+  if (Status loaded = finishLoading(); !loaded) return loaded;
+  holdOut();
+  std::vector<const data::Dataset*> parts{shard_};
+  if (heldOut_) parts.push_back(&*heldOut_);
+  auto offer = offerRows(parts, options_.rowBucket);
+  if (!offer) return offer.status().withContext("offering this client's rows");
+  rowOffer_.emplace(std::move(*offer));
+  log_->info("offering {} rows in buckets of {} ({} touched by the data, {} bytes)", rowOffer_->covered.size(),
+             rowOffer_->bucket, rowOffer_->touched, rowOffer_->bytes.size());
+  return Status::ok();
+}
+
+Status Participant::compact() {
+  if (compactTrain_) return Status::ok();  // made once: the Learner trains on it
+  auto train = data::restrictFeatures(*shard_, rowOffer_->covered);
+  if (!train) return train.status().withContext("the compact model's training data");
+  if (const data::Dataset* held = heldOutData()) {
+    auto h = data::restrictFeatures(*held, rowOffer_->covered);
+    if (!h) return h.status().withContext("the compact model's held-out data");
+    compactHeldOut_.emplace(std::move(*h));
+  }
+  compactTrain_.emplace(std::move(*train));
   return Status::ok();
 }
 
@@ -339,10 +384,15 @@ asio::awaitable<Status> Participant::goodbyeAfter(net::Connection& conn, Status 
 asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcomed) {
   learner_.forgetReplayIndices();  // the coordinator forgets what this client held on reconnect
   const uint64_t held = learner_.heldRound();
-  const wire::HelloMsg hello = wire::clientHello(
+  if (Status offered = makeRowOffer(); !offered) co_return offered;
+  wire::HelloMsg hello = wire::clientHello(
       options_.id,
       options_.announcedExamples.value_or(numExamples_ - heldOutCount(numExamples_, options_.evalFraction)), held,
       held > 0 ? learner_.modelChecksum() : 0);
+  if (rowOffer_) {
+    hello.rowSet = rowOffer_->bytes;
+    hello.rowBucket = rowOffer_->bucket;
+  }
   const wire::Frame helloFrame = wire::encode(hello);
   Status st = co_await conn.send(helloFrame.bytes());
   if (!st) co_return st;

@@ -152,6 +152,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "Overlap Local-SGD: clients train while their update and the next assignment travel, and pull their model "
        "back towards the global one by this alpha in [0, 1] at each round (0 = off; 0.2 is the usual)");
   bind("train.overlap-momentum", t.overlapMomentum, "Overlap Local-SGD: anchor momentum beta in [0, 1)");
+  bind("train.sparse-rows", t.sparseRows,
+       "clients that offer the first-layer rows their data touches train, receive and send only those rows' "
+       "parameters and the dense rest (false: every client the whole model)");
   bind("compression.uplink", e.uplink, "client -> coordinator: identity, fp16, topk, topk-sampled, randk, sign, qsgd");
   bind("compression.uplink-density", e.uplinkDensity, "fraction kept by top-k / rand-k uplink");
   bind("compression.downlink", e.downlink, "coordinator -> clients compressor");

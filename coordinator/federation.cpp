@@ -11,6 +11,7 @@
 
 #include "starling/compression/precision.hpp"
 #include "starling/coordinator/report.hpp"
+#include "starling/coordinator/sparse_rows.hpp"
 #include "starling/data/loaders.hpp"
 #include "starling/net/certificates.hpp"
 #include "starling/onnx/onnx.hpp"
@@ -364,11 +365,41 @@ void Federation::welcomeClient(const std::shared_ptr<Session>& session, const wi
   welcome.featureCentre = scaling_.centre;
   for (const auto& [column, values] : vocabulary_)
     welcome.categoricalVocabulary.push_back(wire::CategoryValuesMsg{column, values, {}});
+  std::shared_ptr<const ClientRowSet> rows = clientRows(id, h);
+  welcome.sparseRows = rows != nullptr;
+  rows_[id] = rows;
   session->send(share(wire::encode(welcome)));
   log_->info("{}{} joined from {} ({} examples, holds round {})", id,
              net::roleFromOu(session->peer().role, net::Role::kClient) == net::Role::kRelay ? " (a relay)" : "",
              session->peer().address, h.numExamples, h.lastRound);
-  perform(engine_->clientJoined(id, h.numExamples, h.lastRound, h.modelChecksum, nowMs()));
+  if (rows)
+    log_->info("{} trains the compact model of {} rows ({} of {} parameters; its row set {} bytes)", id, rows->rows(),
+               rows->viewSize(), rows->fullSize(), rows->bytes().size());
+  perform(engine_->clientJoined(id, h.numExamples, h.lastRound, h.modelChecksum, nowMs(), std::move(rows)));
+}
+
+std::shared_ptr<const ClientRowSet> Federation::clientRows(const std::string& id, const wire::HelloMsg& h) {
+  if (h.rowSet.empty()) return nullptr;
+  // The rows are of the features as the client holds them: a vocabulary re-codes them,
+  // and centred scaling makes every feature non-zero.
+  std::string why = sparseRowsRefusal(task_, !vocabulary_.empty(), !scaling_.mean.empty() && scaling_.centre);
+  if (why.empty()) {
+    if (!rowsModel_) {
+      auto m = model::Model::fromSpec(task_.model);
+      if (!m) {
+        why = m.status().message();
+      } else {
+        rowsModel_ = std::make_shared<const model::Model>(std::move(*m));
+      }
+    }
+  }
+  if (why.empty()) {
+    auto rows = offeredRows(h, rowsModel_);
+    if (rows) return *rows;
+    why = rows.status().message();
+  }
+  log_->info("{} offered its rows; it trains the whole model: {}", id, why);
+  return nullptr;
 }
 
 void Federation::update(const std::shared_ptr<Session>& session, const wire::UpdateMsg& u) {
@@ -376,7 +407,10 @@ void Federation::update(const std::shared_ptr<Session>& session, const wire::Upd
   const auto d = static_cast<uint32_t>(engine_->model().size());
   // Decoded straight from the received frame: no intermediate Payload copy.
   IncomingUpdate in;
-  Status st = u.delta ? compression::decode(*u.delta, d, in.delta)
+  const auto rows = rows_.find(id);
+  const std::shared_ptr<const model::RowView> view =
+      rows != rows_.end() && rows->second ? rows->second->view() : nullptr;
+  Status st = u.delta ? decodeUpdate(*u.delta, view.get(), d, in.delta)
                       : Status(StatusCode::kMalformed, "compressed tensor is missing");
   if (!st) {
     log_->warn("rejected the update of {} for round {}: {}", id, u.round, st.message());

@@ -50,6 +50,9 @@ struct RoundEngine::Client {
   // a catch-up by value or a dense model, and whenever it (re)joins, leaves or is
   // out of sync.
   std::optional<uint64_t> indicesRound;
+  // A client that trains the compact model of its rows (docs/sparse.md): its
+  // assignments carry the view's values and checksum; null: the whole model.
+  std::shared_ptr<const ClientRowSet> rows;
 };
 
 // An update that will be aggregated. Its delta is released once it has been added
@@ -212,7 +215,8 @@ std::vector<Action> RoundEngine::start(int64_t nowMs) {
 }
 
 std::vector<Action> RoundEngine::clientJoined(const std::string& id, uint64_t examples, uint64_t heldRound,
-                                              uint64_t heldChecksum, int64_t nowMs) {
+                                              uint64_t heldChecksum, int64_t nowMs,
+                                              std::shared_ptr<const ClientRowSet> rows) {
   auto& slot = clients_[id];
   if (!slot) {
     slot = std::make_unique<Client>();
@@ -228,10 +232,17 @@ std::vector<Action> RoundEngine::clientJoined(const std::string& id, uint64_t ex
   // earlier one we remember. A client holding nothing builds the round-0 model itself
   // when clientsInitialize (the checksum of its first assignment proves it).
   c.heldRound.reset();
-  if (downlink_->knows(heldRound, heldChecksum))
+  if (rows && rows->fullSize() != downlink_->model().size()) rows.reset();  // (a programmer error: another model)
+  c.rows = std::move(rows);
+  // A client holding a view: the checksums the engine remembers are of the whole
+  // model, and the compact model's initialization is not the view of the round-0
+  // model's, so its first assignment brings the view's values.
+  if (c.rows) {
+  } else if (downlink_->knows(heldRound, heldChecksum)) {
     c.heldRound = heldRound;
-  else if (heldRound == 0 && heldChecksum == 0 && config_.clientsInitialize)
+  } else if (heldRound == 0 && heldChecksum == 0 && config_.clientsInitialize) {
     c.heldRound = 0;
+  }
   // Whatever it had in flight was lost with its connection.
   inflight_.erase(id);
   if (gate_ && !gate_->active(id)) gate_->join(id, nowMs);
@@ -347,7 +358,16 @@ Assignment RoundEngine::makeAssignment(Client& c, uint64_t round, int64_t nowMs)
   a.deadlineMs = nowMs + config_.deadlineMs;
   a.baseChecksum = downlink_->checksum();
   a.evaluate = config_.federatedEvalEvery > 0 && a.baseRound > 0 && a.baseRound % config_.federatedEvalEvery == 0;
-  if (!c.heldRound || *c.heldRound != downlink_->round()) {
+  const std::shared_ptr<const model::RowView> view = c.rows ? c.rows->view() : nullptr;
+  if (view) {
+    a.baseChecksum = view->checksum(downlink_->model());
+    if (!c.heldRound || *c.heldRound != downlink_->round()) {
+      Downlink::CatchUp up = downlink_->viewCatchUp(c.heldRound, *view);
+      a.denseModel = std::move(up.denseModel);
+      a.values = std::move(up.values);
+    }
+    c.indicesRound.reset();
+  } else if (!c.heldRound || *c.heldRound != downlink_->round()) {
     Downlink::CatchUp up = downlink_->catchUp(c.heldRound, c.indicesRound);
     a.denseModel = std::move(up.denseModel);
     a.values = std::move(up.values);

@@ -84,8 +84,9 @@ Frame encode(const HelloMsg& m) {
   std::vector<Offset<flatbuffers::String>> caps;
   for (const std::string& c : m.capabilities)
     caps.push_back(b.CreateString(c));
-  return finishFrame(b, fb::CreateHelloDirect(b, m.clientId.c_str(), &caps, m.numExamples, m.platform.c_str(),
-                                              m.lastRound, m.modelChecksum));
+  return finishFrame(b,
+                     fb::CreateHelloDirect(b, m.clientId.c_str(), &caps, m.numExamples, m.platform.c_str(), m.lastRound,
+                                           m.modelChecksum, m.rowSet.empty() ? nullptr : &m.rowSet, m.rowBucket));
 }
 
 namespace {
@@ -146,7 +147,7 @@ Frame encode(const WelcomeMsg& m) {
                                  &m.heldRounds, m.acceptedRounds ? &*m.acceptedRounds : nullptr,
                                  m.featureMean.empty() ? nullptr : &m.featureMean,
                                  m.featureStd.empty() ? nullptr : &m.featureStd, m.featureCentre,
-                                 vocabulary.empty() ? nullptr : &vocabulary));
+                                 vocabulary.empty() ? nullptr : &vocabulary, m.sparseRows));
 }
 
 Frame encode(const RoundAssignMsg& m) {
@@ -220,6 +221,10 @@ Result<HelloMsg> parseHello(const Message& m) {
   out.platform = str(h->platform());
   out.lastRound = h->last_round();
   out.modelChecksum = h->model_checksum();
+  if (const auto* rows = h->row_set()) out.rowSet.assign(rows->begin(), rows->end());
+  out.rowBucket = h->row_bucket();
+  if (!out.rowSet.empty() && out.rowBucket == 0)
+    return Status(StatusCode::kMalformed, "Hello has a row set without its bucket size (row_bucket 0)");
   return out;
 }
 
@@ -259,6 +264,7 @@ Result<WelcomeMsg> parseWelcome(const Message& m) {
   auto vocabulary = parseCategoryValues(w->categorical_vocabulary(), false, "Welcome");
   if (!vocabulary) return vocabulary.status();
   out.categoricalVocabulary = std::move(*vocabulary);
+  out.sparseRows = w->sparse_rows();
   return out;
 }
 

@@ -246,6 +246,34 @@ Downlink::CatchUp Downlink::catchUp(std::optional<uint64_t> held, std::optional<
   return out;
 }
 
+Downlink::CatchUp Downlink::viewCatchUp(std::optional<uint64_t> held, const model::RowView& view) const {
+  CatchUp out;
+  const std::size_t denseBytes = view.size() * sizeof(float);
+  // changedAt_ names the last round that changed each coordinate (after a resume
+  // without the catch-up state, the resumed round: everything may have changed).
+  if (held && config_.catchUpByValue && changedAt_.size() == model_.size() && round_ <= UINT32_MAX) {
+    compression::Compressed c;
+    c.encoding = compression::Encoding::kTopK;
+    c.valueFormat = compression::ValueFormat::kFp32;
+    c.count = static_cast<uint32_t>(view.size());
+    uint32_t p = 0;
+    for (const model::ParamRange& r : view.ranges())
+      for (std::size_t i = r.offset; i < r.offset + r.count; ++i, ++p)
+        if (changedAt_[i] > *held) {
+          c.indices.push_back(p);
+          c.values.push_back(model_[i]);
+        }
+    if (c.indices.empty()) return out;
+    auto payload = std::make_shared<compression::Payload>();
+    if (compression::encode(c, *payload) && payload->byteSize() < denseBytes) {
+      out.values = std::move(payload);
+      return out;
+    }
+  }
+  out.denseModel = std::make_shared<const std::vector<float>>(view.gather(model_));
+  return out;
+}
+
 Status Downlink::commit(std::span<const float> step, double density, uint64_t round, compression::Compressed& q) {
   // Server-side compression of the broadcast, with its own error feedback.
   const compression::CompressParams params{density, config_.seed * 0x100000001b3ull + round};

@@ -30,6 +30,7 @@
 #include "starling/compression/error_feedback.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/coordinator/round_engine.hpp"
+#include "starling/model/row_view.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::coordinator {
@@ -68,6 +69,12 @@ class Downlink {
   // The fewest bytes that bring a client holding `held` (nullopt = unknown: the dense
   // model) to the current model; indicesRound: the broadcast whose indices it holds.
   CatchUp catchUp(std::optional<uint64_t> held, std::optional<uint64_t> indicesRound);
+  // The same for a client that holds the view of the model (a sparse model, docs/
+  // sparse.md): the current values of its view's parameters changed since `held`
+  // (catch-up by value, over the view's positions), or the view's dense values when
+  // those are fewer bytes, or when held is unknown or older than the engine can tell
+  // (or catchUpByValue is off). Nothing when none changed.
+  CatchUp viewCatchUp(std::optional<uint64_t> held, const model::RowView& view) const;
 
   // Compresses `step` (the server optimizer's p_s, plus the memory) at `density` and
   // applies the result q to the model as the broadcast of `round`; q is left in `sent`.

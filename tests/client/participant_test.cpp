@@ -85,7 +85,7 @@ asio::awaitable<HelloOutcome> sayHello(asio::any_io_executor ex, net::Endpoint e
   HelloOutcome o;
   auto conn = co_await net::connect(ex, endpoint, tls, {});
   if (!conn) co_return o;
-  const wire::Frame helloFrame = wire::encode(wire::HelloMsg{id, std::move(capabilities), 64, "", 0, 0});
+  const wire::Frame helloFrame = wire::encode(wire::HelloMsg{id, std::move(capabilities), 64, "", 0, 0, {}, 0});
   Status sent = co_await conn->send(helloFrame.bytes());
   if (!sent) co_return o;
   auto reply = co_await conn->receive();

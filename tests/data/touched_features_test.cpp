@@ -4,6 +4,7 @@
 #include "starling/data/touched_features.hpp"
 
 #include <catch2/catch.hpp>
+#include <string>
 #include <vector>
 
 using namespace starling;
@@ -69,4 +70,27 @@ TEST_CASE("featuresTouched over many examples agrees with a direct count", "[tou
   for (uint32_t f = 0; f < expected.size(); ++f)
     if (expected[f]) reference.push_back(f);
   CHECK(featuresTouched(*d) == reference);
+}
+
+TEST_CASE("restrictFeatures renames the kept features and refuses one it does not keep", "[touched-features]") {
+  // Example 0: features 2 and 9; example 1: 5, and an explicit 0 at 7.
+  auto d = starling::data::Dataset::fromSparse({0, 2, 4}, {2, 9, 5, 7}, {1.5f, -2.0f, 3.0f, 0.0f}, {1, 0}, 12, 2);
+  REQUIRE(d.isOk());
+  const std::vector<uint32_t> keep{2, 5, 9};
+  auto r = starling::data::restrictFeatures(*d, keep);
+  REQUIRE(r.isOk());
+  CHECK(r->featureDim() == 3);
+  CHECK(r->size() == 2);
+  CHECK(r->label(0) == 1);
+  CHECK(r->label(1) == 0);
+  std::vector<float> dense(6);
+  const std::vector<uint32_t> both{0, 1};
+  r->gather(both, dense);
+  CHECK(dense == std::vector<float>{1.5f, 0.0f, -2.0f, 0.0f, 3.0f, 0.0f});
+  const std::vector<uint32_t> missing{2, 9};
+  auto bad = starling::data::restrictFeatures(*d, missing);
+  REQUIRE_FALSE(bad.isOk());
+  CHECK(bad.status().message().find("example 1 has feature 5") != std::string::npos);
+  const std::vector<uint32_t> unordered{5, 2};
+  CHECK(starling::data::restrictFeatures(*d, unordered).status().code() == starling::StatusCode::kInvalidArgument);
 }

@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   auto frame = [&](const std::string& name, const auto& message) {
     save(root / "frame" / ("seed-" + name), wire::encode(message).toVector());
   };
-  frame("hello", wire::HelloMsg{"client-0", {}, 600, "linux-x86_64", 3, 42});
+  frame("hello", wire::HelloMsg{"client-0", {}, 600, "linux-x86_64", 3, 42, {}, 0});
   {
     wire::WelcomeMsg w;
     w.clientId = "client-0";

@@ -136,7 +136,12 @@ struct SimSettings {
   // Federated evaluation (eval.federated-every): each client holds this fraction of its
   // examples out of training and evaluates the model on them when asked (0 = none).
   double evalFraction = 0;
-  uint32_t efClients = 256;       // most clients holding uplink error-feedback memory (and overlap state)
+  uint32_t efClients = 256;  // most clients holding uplink error-feedback memory (and overlap state)
+  // Sparse models (docs/sparse.md): each client offers the first-layer rows its data
+  // touches in buckets of this many rows, as starling-client --sparse-rows does, and
+  // trains the compact model of them where the strategy takes them (train.sparse-rows);
+  // 0 = no client offers any.
+  uint32_t rowBucket = 0;
   double targetAccuracy = 0.85;   // for "bytes and time to target"
   double maxVirtualHours = 1000;  // stops a strategy that never finishes
   bool stopAtTarget = false;      // end a strategy at its first round at the target

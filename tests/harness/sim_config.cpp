@@ -60,6 +60,9 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.export-dir", s.exportDir,
          "write each strategy's initial model, shards, batch order and per-round results here, for "
          "bench/reference.py (full participation only; empty = off)");
+  b.bind("sim.row-bucket", s.rowBucket,
+         "clients offer the first-layer rows their data touches in buckets of this many rows and train only those "
+         "rows' parameters where the strategy takes them (train.sparse-rows; 0 = off)");
   b.bind("sim.ef-clients", s.efClients, "most clients that keep uplink error-feedback memory and overlap state (LRU)");
   b.bind("sim.eval-fraction", s.evalFraction,
          "federated evaluation: each client holds this fraction of its examples out of training and evaluates "

@@ -12,11 +12,15 @@
 #include <unordered_map>
 
 #include "starling/client/learner.hpp"
+#include "starling/client/sparse_rows.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/coordinator/local_rounds.hpp"
 #include "starling/coordinator/round_engine.hpp"
+#include "starling/coordinator/sparse_rows.hpp"
 #include "starling/coordinator/task.hpp"
+#include "starling/data/touched_features.hpp"
 #include "starling/model/model.hpp"
+#include "starling/model/row_view.hpp"
 #include "starling/util/mix.hpp"
 #include "starling/wire/messages.hpp"
 
@@ -124,6 +128,13 @@ struct ClientState {
   std::optional<coordinator::IncomingUpdate> inFlight;
   uint64_t inFlightFrameBytes = 0;
   uint64_t assignments = 0;  // events of an earlier assignment are stale
+  // Sparse models (SimSettings::rowBucket): the rows it offered, when the strategy took
+  // them (kept coded, as the coordinator keeps them), its compact model's task and its
+  // examples over those rows (made when it first joins).
+  bool offered = false;
+  std::shared_ptr<const coordinator::ClientRowSet> rows;
+  std::shared_ptr<client::LearnerTask> compactTask;
+  std::optional<data::Dataset> compactShard, compactHeldOut;
   bool working = false;      // assigned, and neither arrived nor dropped yet
   bool away = false;         // not connected to the engine (dropped out or offline)
   bool online = true;        // inside an availability window (always, without a trace)
@@ -171,7 +182,11 @@ class Run {
   int64_t transfer(uint64_t bytes, int64_t startUs, double mbps, double latencyMs, ServerLink* a,
                    ServerLink* b = nullptr);
   // The coordinator's (or a relay's) view of an update, as it reads it from the frame.
-  Status incoming(const client::LocalUpdate& update, uint32_t durationMs, coordinator::IncomingUpdate& in) const;
+  Status incoming(const client::LocalUpdate& update, uint32_t durationMs, const model::RowView* view,
+                  coordinator::IncomingUpdate& in) const;
+  // Sparse models: client i's offer of its rows (SimSettings::rowBucket) and, when the
+  // strategy takes it, the view, task and data of its compact model (once).
+  Status offerRows(std::size_t i);
   void countBytes(uint32_t node, bool up, uint64_t bytes) {
     (node == 0 ? (up ? roundUp_ : roundDown_) : (up ? edgeUp_ : edgeDown_)) += bytes;
     totalBytes_ += bytes;
@@ -220,9 +235,11 @@ class Run {
   const SimSettings& s() const { return fleet_.settings(); }
   std::unique_ptr<coordinator::RoundEngine> engine_;
   std::optional<model::Model> evalModel_;
+  std::shared_ptr<const model::Model> rowsModel_;  // sparse models: the clients' views are of it
   // The task every client's Welcome describes (coordinator::taskWelcome), shared by
   // their Learners: the model each round's Trainer copies, the uplink compressor.
   std::shared_ptr<client::LearnerTask> task_;
+  wire::WelcomeMsg welcome_, relayWelcome_;             // the Welcome of the coordinator's clients and of the relays'
   std::unordered_map<std::size_t, ClientState> state_;  // only clients that were ever assigned
   std::list<std::size_t> lru_;                          // clients holding memory, most recent first
   std::size_t withMemory_ = 0;
@@ -330,10 +347,13 @@ void Run::settle(std::size_t i, uint64_t round, bool accepted) {
 
 Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) {
   const Fleet::Client& fc = fleet_.clients()[i];
-  const data::Dataset shard = train().subset(fc.examples);
   ClientState& c = state_[i];
+  // A client with rows trains its compact model over its examples' rows, from the view
+  // of the engine's model.
+  const std::shared_ptr<const model::RowView> view = c.rows ? c.rows->view() : nullptr;
+  const data::Dataset shard = view ? data::Dataset() : train().subset(fc.examples);
   const uint32_t node = nodeOf(i);
-  const std::shared_ptr<client::LearnerTask>& task = taskOf(node);
+  const std::shared_ptr<client::LearnerTask>& task = view ? c.compactTask : taskOf(node);
   if (!c.learner) {
     client::LearnerOptions lo{client::clientSeed(0, clientId(i))};
     lo.batchLog = export_ ? export_->batchLog() : nullptr;
@@ -342,11 +362,15 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   const bool overlap = task->overlap() > 0;
   if (task->errorFeedback() || overlap) useMemory(i);
   const data::Dataset* heldOut = nullptr;
-  if (a.evaluate && !fc.heldOut.empty()) {
+  if (view) {
+    heldOut = a.evaluate && c.compactHeldOut ? &*c.compactHeldOut : nullptr;
+  } else if (a.evaluate && !fc.heldOut.empty()) {
     if (!c.heldOut) c.heldOut.emplace(train().subset(fc.heldOut));
     heldOut = &*c.heldOut;
   }
-  auto update = c.learner->train(a, engineOf(node).model(), shard, heldOut);
+  const std::vector<float> viewBase = view ? view->gather(engineOf(node).model()) : std::vector<float>();
+  auto update = view ? c.learner->train(a, viewBase, *c.compactShard, heldOut)
+                     : c.learner->train(a, engineOf(node).model(), shard, heldOut);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
@@ -358,7 +382,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
 
   // Cost model: minibatches forward and backward, the sampler's and the loss probe's
   // forward passes.
-  const uint64_t probe = std::min<uint64_t>(uint64_t(task->trainerOptions().lossProbe), shard.size());
+  const uint64_t probe = std::min<uint64_t>(uint64_t(task->trainerOptions().lossProbe), fc.examples.size());
   const double seconds =
       computeSeconds(fleet_.flopsPerExample(), stats.examples,
                      stats.scoredExamples + 2 * probe + (heldOut ? heldOut->size() : 0), fc.flopsPerSecond);
@@ -374,7 +398,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
     leavesUs = std::max(nowUs_ + downUs, c.backgroundDoneUs) + static_cast<int64_t>(std::llround(evalSeconds * 1e6));
   }
   if (overlap) {
-    auto next = c.learner->advance(shard);
+    auto next = c.learner->advance(view ? *c.compactShard : shard);
     if (!next) return next.status().withContext(fmt::format("client {} training after round {}", i, a.round));
     const double nextSeconds =
         computeSeconds(fleet_.flopsPerExample(), next->examples, next->scoredExamples + 2 * probe, fc.flopsPerSecond);
@@ -385,7 +409,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   message.durationMs = static_cast<uint32_t>(computeUs / 1000);
   const uint64_t frameBytes = wire::encode(message).size();
   coordinator::IncomingUpdate in;
-  STARLING_RETURN_IF_ERROR(incoming(*update, static_cast<uint32_t>(computeUs / 1000), in));
+  STARLING_RETURN_IF_ERROR(incoming(*update, static_cast<uint32_t>(computeUs / 1000), view.get(), in));
   c.inFlight = std::move(in);
   c.inFlightFrameBytes = frameBytes;
   if (linkIn(node).mbps > 0)  // its place in the server link's queue is taken when it leaves
@@ -395,7 +419,8 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   return Status::ok();
 }
 
-Status Run::incoming(const client::LocalUpdate& update, uint32_t durationMs, coordinator::IncomingUpdate& in) const {
+Status Run::incoming(const client::LocalUpdate& update, uint32_t durationMs, const model::RowView* view,
+                     coordinator::IncomingUpdate& in) const {
   const client::TrainStats& stats = update.stats;
   in.round = update.round;
   in.baseRound = update.baseRound;
@@ -405,8 +430,8 @@ Status Run::incoming(const client::LocalUpdate& update, uint32_t durationMs, coo
   in.lossEnd = static_cast<float>(stats.lossEnd);
   in.durationMs = std::max<uint32_t>(1, durationMs);
   // As the coordinator reads it from the frame.
-  STARLING_RETURN_IF_ERROR(
-      compression::decode(update.payload, static_cast<uint32_t>(engine_->model().size()), in.delta));
+  STARLING_RETURN_IF_ERROR(coordinator::decodeUpdate(compression::viewOf(update.payload), view,
+                                                     static_cast<uint32_t>(engine_->model().size()), in.delta));
   in.bytesWire = update.payload.byteSize();
   in.evalStats = update.evalStats;
   return Status::ok();
@@ -490,7 +515,8 @@ Status Run::setUpRelays(std::span<const float> initial) {
   const wire::WelcomeMsg welcome = coordinator::taskWelcome(dc.engine, dc.task);
   auto downstream = relay::downstreamTask(welcome, rounds);
   if (!downstream) return downstream.status().withContext("the relays' task");
-  auto task = client::LearnerTask::create(coordinator::taskWelcome(downstream->first, downstream->second));
+  relayWelcome_ = coordinator::taskWelcome(downstream->first, downstream->second);
+  auto task = client::LearnerTask::create(relayWelcome_);
   if (!task) return task.status().withContext("the relays' clients' task");
   relayTask_ = std::move(*task);
   relays_.resize(tiers_.relays);
@@ -556,7 +582,7 @@ Status Run::relayCheckHeld(std::size_t r) {
   message.durationMs = durationMs;
   const uint64_t frameBytes = wire::encode(message).size();
   coordinator::IncomingUpdate in;
-  STARLING_RETURN_IF_ERROR(incoming(*update, durationMs, in));
+  STARLING_RETURN_IF_ERROR(incoming(*update, durationMs, nullptr, in));
   relay.inFlight = std::move(in);
   relay.inFlightFrameBytes = frameBytes;
   const int64_t arrivesUs =
@@ -694,12 +720,51 @@ void Run::scheduleWindow(std::size_t i) {
 }
 
 Status Run::join(std::size_t i) {
+  STARLING_RETURN_IF_ERROR(offerRows(i));
   ClientState& c = state_[i];
   c.away = false;
   const uint32_t node = nodeOf(i);
   return perform(engineOf(node).clientJoined(clientId(i), fleet_.clients()[i].examples.size(), c.heldRound,
-                                             c.heldChecksum, nowMs()),
+                                             c.heldChecksum, nowMs(), c.rows),
                  node);
+}
+
+Status Run::offerRows(std::size_t i) {
+  if (s().rowBucket == 0) return Status::ok();
+  ClientState& c = state_[i];
+  if (c.offered) return Status::ok();
+  c.offered = true;
+  const Fleet::Client& fc = fleet_.clients()[i];
+  const data::Dataset shard = train().subset(fc.examples);
+  std::optional<data::Dataset> heldOut;
+  std::vector<const data::Dataset*> parts{&shard};
+  if (!fc.heldOut.empty()) parts.push_back(&heldOut.emplace(train().subset(fc.heldOut)));
+  auto offer = client::offerRows(parts, s().rowBucket);
+  if (!offer) return offer.status().withContext(fmt::format("client {} offering its rows", i));
+  const std::string why = coordinator::sparseRowsRefusal(strategy_.task, !result_.vocabulary.empty(),
+                                                         !result_.scaling.mean.empty() && result_.scaling.centre);
+  if (!why.empty()) return Status::ok();  // it trains the whole model, as the daemon's would
+  wire::HelloMsg hello;
+  hello.rowSet = offer->bytes;
+  hello.rowBucket = offer->bucket;
+  if (!rowsModel_) rowsModel_ = std::make_shared<const model::Model>(*evalModel_);
+  auto rows = coordinator::offeredRows(hello, rowsModel_);
+  if (!rows) return rows.status().withContext(fmt::format("client {}'s row set", i));
+  auto welcome = client::compactWelcome(nodeOf(i) == 0 ? welcome_ : relayWelcome_, *offer, shard.featureDim());
+  if (!welcome) return welcome.status().withContext(fmt::format("client {}", i));
+  auto task = client::LearnerTask::create(*welcome);
+  if (!task) return task.status().withContext(fmt::format("client {}'s compact model", i));
+  auto compactShard = data::restrictFeatures(shard, offer->covered);
+  if (!compactShard) return compactShard.status().withContext(fmt::format("client {}", i));
+  if (heldOut) {
+    auto h = data::restrictFeatures(*heldOut, offer->covered);
+    if (!h) return h.status().withContext(fmt::format("client {}", i));
+    c.compactHeldOut.emplace(std::move(*h));
+  }
+  c.compactShard.emplace(std::move(*compactShard));
+  c.compactTask = std::move(*task);
+  c.rows = std::move(*rows);
+  return Status::ok();
 }
 
 Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRound) {
@@ -721,7 +786,8 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   auto engine = coordinator::RoundEngine::create(dc.engine, {model->params().begin(), model->params().end()});
   if (!engine) return engine.status().withContext("strategy '" + strategy_.name + "'");
   engine_ = std::move(*engine);
-  auto task = client::LearnerTask::create(coordinator::taskWelcome(dc.engine, dc.task));
+  welcome_ = coordinator::taskWelcome(dc.engine, dc.task);
+  auto task = client::LearnerTask::create(welcome_);
   if (!task) return task.status().withContext("the clients' task");
   task_ = std::move(*task);
   tiers_ = dc.tiers ? *dc.tiers : s().tiers;
@@ -751,8 +817,10 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
       continue;
     }
     const uint32_t node = nodeOf(i);
+    STARLING_RETURN_IF_ERROR(offerRows(i));
+    std::shared_ptr<const coordinator::ClientRowSet> rows = s().rowBucket > 0 ? state_[i].rows : nullptr;
     STARLING_RETURN_IF_ERROR(
-        perform(engineOf(node).clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0), node));
+        perform(engineOf(node).clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0, rows), node));
   }
   for (std::size_t r = 0; r < relays_.size() && !finished_; ++r) {
     STARLING_RETURN_IF_ERROR(perform(relays_[r].engine->start(0), static_cast<uint32_t>(r + 1)));

@@ -52,7 +52,7 @@ Outcome sendRaw(const RunningServer& server, const Pki& pki, std::vector<uint8_t
 }
 
 std::vector<uint8_t> helloFrame() {
-  return wire::encode(wire::HelloMsg{"client-0", {}, 10, "", 0, 0}).toVector();
+  return wire::encode(wire::HelloMsg{"client-0", {}, 10, "", 0, 0, {}, 0}).toVector();
 }
 
 void requireStillServing(const RunningServer& server, const Pki& pki) {

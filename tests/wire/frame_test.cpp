@@ -16,7 +16,7 @@ std::vector<uint8_t> bodyOf(const std::vector<uint8_t>& frame) {
 }
 
 std::vector<uint8_t> helloFrame() {
-  return wire::encode(wire::HelloMsg{"client-1", {}, 123, "", 0, 0}).toVector();
+  return wire::encode(wire::HelloMsg{"client-1", {}, 123, "", 0, 0, {}, 0}).toVector();
 }
 
 }  // namespace

@@ -66,6 +66,31 @@ TEST_CASE("Hello round-trips; a client's names its capabilities and the running 
   CHECK(got->modelChecksum == 0xabcdef);
   CHECK_FALSE(parseWelcome(m).isOk());  // another type: kMalformed, named
   CHECK_THAT(parseWelcome(m).status().message(), Catch::Contains("expected Welcome, got Hello"));
+  CHECK(got->rowSet.empty());
+  CHECK(got->rowBucket == 0);
+}
+
+TEST_CASE("Hello carries a row set with its bucket size; a row set without one is malformed", "[wire][messages]") {
+  HelloMsg sent = clientHello("client-3", 600);
+  sent.rowSet = {3, 5, 0x81, 0x7f};
+  sent.rowBucket = 16;
+  auto got = parseHello(received(encode(sent)));
+  REQUIRE(got.isOk());
+  CHECK(got->rowSet == sent.rowSet);
+  CHECK(got->rowBucket == 16);
+  sent.rowBucket = 0;
+  auto bad = parseHello(received(encode(sent)));
+  REQUIRE_FALSE(bad.isOk());
+  CHECK(bad.status().code() == StatusCode::kMalformed);
+  CHECK_THAT(bad.status().message(), Catch::Contains("row_bucket"));
+  WelcomeMsg w;
+  w.task = "t";
+  w.sparseRows = true;
+  auto welcome = parseWelcome(received(encode(w)));
+  REQUIRE(welcome.isOk());
+  CHECK(welcome->sparseRows);
+  w.sparseRows = false;
+  CHECK_FALSE(parseWelcome(received(encode(w)))->sparseRows);
 }
 
 TEST_CASE("Welcome round-trips, held and accepted rounds included", "[wire][messages]") {

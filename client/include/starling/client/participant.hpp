@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "starling/client/learner.hpp"
+#include "starling/client/sparse_rows.hpp"
 #include "starling/data/dataset.hpp"
 #include "starling/net/certificates.hpp"
 #include "starling/net/connection.hpp"
@@ -101,6 +102,12 @@ struct ParticipantOptions {
   // does not stand for the client's data (ShadowSync: the app trains on data the
   // library never sees). Unset: the shard's examples, held-out ones excluded.
   std::optional<uint64_t> announcedExamples;
+  // Sparse models (docs/sparse.md): offer the coordinator the first-layer rows this
+  // client's data touches, in buckets of this many rows (coarser buckets reveal less
+  // of which features the client holds and move more rows); a coordinator that takes
+  // them has the client train the compact model of those rows. 0 = offer none. The
+  // data is then loaded before the first Hello (the offer is made from it).
+  uint32_t rowBucket = 0;
 };
 
 struct ParticipantStats {
@@ -174,6 +181,11 @@ class Participant {
   // task.standardize): the training and held-out parts re-encoded and scaled once; the
   // same again (a reconnect) changes nothing, another one is refused.
   Status scale(const wire::WelcomeMsg& welcome);
+  // Sparse models: the rows offered in Hello (made once, from the data as loaded), and,
+  // once a Welcome takes them, the training and held-out examples over those rows.
+  Status makeRowOffer();
+  Status compact();
+  const data::Dataset* heldOutData() const;  // the held-out part as the Learner evaluates it (or null)
 
   const data::Dataset* shard_ = nullptr;  // null until deferred data has loaded
   uint64_t numExamples_ = 0;              // all of the data, held-out examples included
@@ -189,6 +201,8 @@ class Participant {
   std::optional<data::Dataset> scaledTrain_, scaledHeldOut_;
   std::vector<double> scaledMean_, scaledStd_;
   data::CategoryVocabulary scaledVocabulary_;
+  std::optional<RowOffer> rowOffer_;
+  std::optional<data::Dataset> compactTrain_, compactHeldOut_;
   bool dataFailed_ = false;
   ParticipantOptions options_;
   std::shared_ptr<spdlog::logger> log_;

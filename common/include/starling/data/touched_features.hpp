@@ -23,4 +23,11 @@ std::vector<uint32_t> featuresTouched(const Dataset& dataset);
 // dataset.size() (a precondition, asserted).
 std::vector<uint32_t> featuresTouched(const Dataset& dataset, std::span<const uint32_t> examples);
 
+// The data set over the features `rows` only (strictly increasing, below featureDim()):
+// feature rows[k] becomes feature k, as CSR (a dense data set's non-zero values), with
+// the same labels or targets; what a client with a compact model (model::RowView)
+// trains on. kInvalidArgument for rows out of order or range, or naming the first
+// example with a non-zero feature outside them.
+Result<Dataset> restrictFeatures(const Dataset& dataset, std::span<const uint32_t> rows);
+
 }  // namespace starling::data

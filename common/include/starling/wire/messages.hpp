@@ -32,6 +32,10 @@ struct HelloMsg {
   std::string platform;        // e.g. "linux-x86_64"
   uint64_t lastRound = 0;      // the round whose model the client holds (0 = none)
   uint64_t modelChecksum = 0;  // its checksum (0 = none)
+  // Sparse models: the buckets of rowBucket first-layer rows the client's data touches
+  // (compression::encodeRowSet; empty: none sent, the client trains the whole model).
+  std::vector<uint8_t> rowSet;
+  uint32_t rowBucket = 0;
 };
 
 // What this build of starling-client says in Hello: kClientCapabilities and the
@@ -104,6 +108,8 @@ struct WelcomeMsg {
   bool featureCentre = true;
   // The categorical vocabulary of the statistics round (empty: none).
   std::vector<CategoryValuesMsg> categoricalVocabulary;
+  // The coordinator took the client's row set: train the model of the covered rows.
+  bool sparseRows = false;
 };
 
 // coordinator -> client, before Welcome: send your FeatureStats (task.standardize).

@@ -29,6 +29,7 @@
 #include <set>
 #include <string>
 
+#include "starling/coordinator/client_rows.hpp"
 #include "starling/coordinator/local_rounds.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/coordinator/server.hpp"
@@ -119,6 +120,10 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   void recordRefusal(const Session& session, const std::string& why);
   // Sends the Welcome (with the feature scaling, if any) and tells the engine.
   void welcomeClient(const std::shared_ptr<Session>& session, const wire::HelloMsg& hello);
+  // The rows the Hello offers, when the task takes them (train.sparse-rows,
+  // features the client holds as they are); null otherwise (logged: the client then
+  // trains the whole model).
+  std::shared_ptr<const ClientRowSet> clientRows(const std::string& id, const wire::HelloMsg& hello);
   // The statistics round: start it once enough clients wait; take an answer; close it
   // when every asked client answered or at its deadline.
   void maybeStartStatistics();
@@ -160,6 +165,10 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<RoundEngine> engine_;
   std::optional<model::Model> evalModel_;
+  // Sparse models: the task's model for the clients' views (made at the first offer),
+  // and the rows of each client that trains them, by id (replaced at each Hello).
+  std::shared_ptr<const model::Model> rowsModel_;
+  std::map<std::string, std::shared_ptr<const ClientRowSet>> rows_;
   std::optional<data::Dataset> testSet_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by certificate identity
   // The statistics round: the scaling (task.standardize) and the vocabulary

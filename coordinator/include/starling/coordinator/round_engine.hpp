@@ -30,6 +30,7 @@
 #include "starling/compression/compressor.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/coordinator/outcomes.hpp"
+#include "starling/coordinator/client_rows.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::coordinator {
@@ -406,9 +407,12 @@ class RoundEngine {
   static Result<std::unique_ptr<RoundEngine>> resume(EngineConfig config, const EngineSnapshot& snapshot);
 
   // A client connected. heldRound/heldChecksum: the model it says it holds (0 = none).
-  // lastAcceptedRound is returned so the client can settle its uplink memory.
+  // lastAcceptedRound is returned so the client can settle its uplink memory. rows: the
+  // client trains the compact model of these rows (client_rows.hpp, sparse_rows.hpp):
+  // its assignments bring its view's values (the whole view on the first after
+  // joining), and its updates arrive placed at full positions; null: the whole model.
   std::vector<Action> clientJoined(const std::string& id, uint64_t examples, uint64_t heldRound, uint64_t heldChecksum,
-                                   int64_t nowMs);
+                                   int64_t nowMs, std::shared_ptr<const ClientRowSet> rows = nullptr);
   std::vector<Action> clientLeft(const std::string& id, const std::string& reason, int64_t nowMs);
   std::vector<Action> updateArrived(const std::string& id, IncomingUpdate update, int64_t nowMs);
   // An update that could not be decoded: recorded as rejected, the client rolls back.

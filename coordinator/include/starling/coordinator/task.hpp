@@ -62,6 +62,10 @@ struct TaskConfig {
   uint32_t statsMinClients = 0;  // clients waiting before it starts (0 = the engine's min-clients, or K)
   int64_t statsDeadlineMs = 0;   // its deadline from the request (0 = the round deadline, task.deadline-ms)
   std::string modelOut;          // where the final model is saved ("" = nowhere)
+  // Sparse models (docs/sparse.md): a client that offers the rows its data touches
+  // (starling-client --sparse-rows) trains the compact model of those rows and moves
+  // only their parameters and the dense rest. false: every client trains the whole model.
+  bool sparseRows = true;
 };
 
 // Whether the task runs a statistics round before round 1 (task.standardize or

@@ -35,8 +35,9 @@ inline bool bitAt(const std::vector<std::uint64_t>& words, std::size_t i) {
   return (words[i >> 6] >> (i & 63)) & 1u;
 }
 
-// Checks the invariants expand() and addScaled() rely on to stay in bounds.
-Status checkShape(const Compressed& c, std::size_t outSize) {
+// Checks the invariants expand() and addScaled() rely on to stay in bounds, but for
+// the sparse encodings' indices (checkShape checks them too).
+Status checkSizes(const Compressed& c, std::size_t outSize) {
   if (outSize != c.count) {
     return {StatusCode::kInvalidArgument,
             "output of " + std::to_string(outSize) + " elements for a tensor of " + std::to_string(c.count)};
@@ -53,9 +54,6 @@ Status checkShape(const Compressed& c, std::size_t outSize) {
         return {StatusCode::kInvalidArgument, "XOR catch-up words apply to a model only (overwrite)"};
       }
       if (c.values.size() != c.indices.size()) break;
-      for (std::uint32_t i : c.indices) {
-        if (i >= c.count) return {StatusCode::kInvalidArgument, "index out of range"};
-      }
       return Status::ok();
     case Encoding::kScaledSign:
       if (c.block == 0 || c.signs.size() != words ||
@@ -70,6 +68,17 @@ Status checkShape(const Compressed& c, std::size_t outSize) {
       return Status::ok();
   }
   return {StatusCode::kInvalidArgument, "inconsistent compressed tensor (" + encodingName(c.encoding) + ")"};
+}
+
+// checkSizes, and every index of a sparse encoding in range.
+Status checkShape(const Compressed& c, std::size_t outSize) {
+  STARLING_RETURN_IF_ERROR(checkSizes(c, outSize));
+  if (c.encoding == Encoding::kTopK || c.encoding == Encoding::kRandK) {
+    for (std::uint32_t i : c.indices) {
+      if (i >= c.count) return {StatusCode::kInvalidArgument, "index out of range"};
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -138,23 +147,28 @@ Result<double> l2Norm(const Compressed& c) {
   return std::sqrt(sum);
 }
 
-Status addScaled(const Compressed& c, float alpha, std::span<float> acc) {
-  STARLING_RETURN_IF_ERROR(checkShape(c, acc.size()));
+namespace {
+
+// acc[i] += alpha * C(v)[i] for the elements [first, last) (dense encodings) or the
+// entries [first, last) of indices (sparse ones); the shape is checked by the caller.
+// addScaled() and addScaledPart() both run it: one expression per element, so a
+// tensor added whole or part by part gives the same bits.
+void addScaledUnchecked(const Compressed& c, float alpha, std::size_t first, std::size_t last, std::span<float> acc) {
   switch (c.encoding) {
     case Encoding::kDense32:
     case Encoding::kDense16:
-      for (std::size_t i = 0; i < c.count; ++i)
+      for (std::size_t i = first; i < last; ++i)
         acc[i] += alpha * c.values[i];
       break;
     case Encoding::kTopK:
     case Encoding::kRandK:
-      for (std::size_t j = 0; j < c.indices.size(); ++j)
+      for (std::size_t j = first; j < last; ++j)
         acc[c.indices[j]] += alpha * c.values[j];
       break;
     case Encoding::kScaledSign:
-      for (std::size_t b = 0; b < c.scales.size(); ++b) {
-        const std::size_t begin = b * c.block;
-        const std::size_t end = std::min<std::size_t>(begin + c.block, c.count);
+      for (std::size_t b = first / c.block; b * c.block < last; ++b) {
+        const std::size_t begin = std::max<std::size_t>(b * c.block, first);
+        const std::size_t end = std::min<std::size_t>((b + 1) * c.block, last);
         const float scale = c.scales[b];
         for (std::size_t i = begin; i < end; ++i)
           acc[i] += alpha * (bitAt(c.signs, i) ? -scale : scale);
@@ -162,12 +176,34 @@ Status addScaled(const Compressed& c, float alpha, std::span<float> acc) {
       break;
     case Encoding::kQsgd: {
       const float step = c.scales[0] / static_cast<float>(c.qsgdLevels);
-      for (std::size_t i = 0; i < c.count; ++i) {
+      for (std::size_t i = first; i < last; ++i) {
         acc[i] += alpha * qsgdValue(step, c.levels[i], bitAt(c.signs, i));
       }
       break;
     }
   }
+}
+
+}  // namespace
+
+Status addScaled(const Compressed& c, float alpha, std::span<float> acc) {
+  STARLING_RETURN_IF_ERROR(checkShape(c, acc.size()));
+  addScaledUnchecked(c, alpha, 0, c.selected(), acc);
+  return Status::ok();
+}
+
+Status addScaledPart(const Compressed& c, float alpha, std::size_t first, std::size_t last, std::span<float> acc) {
+  STARLING_RETURN_IF_ERROR(checkSizes(c, acc.size()));
+  if (first > last || last > c.selected()) {
+    return {StatusCode::kInvalidArgument, "part [" + std::to_string(first) + ", " + std::to_string(last) +
+                                              ") of a tensor of " + std::to_string(c.selected()) + " sent elements"};
+  }
+  if (c.encoding == Encoding::kTopK || c.encoding == Encoding::kRandK) {
+    for (std::size_t j = first; j < last; ++j) {
+      if (c.indices[j] >= c.count) return {StatusCode::kInvalidArgument, "index out of range"};
+    }
+  }
+  addScaledUnchecked(c, alpha, first, last, acc);
   return Status::ok();
 }
 

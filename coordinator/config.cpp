@@ -183,6 +183,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "clients scale their memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");
   bind("compression.downlink-error-cap", e.downlinkErrorCap,
        "the coordinator scales its memory to ||e|| <= this x ||p|| after each commit (0 = no cap)");
+  bind("engine.shards", e.shards,
+       "aggregate and step the server optimizer in this many shards of the parameters, on as many threads "
+       "(0 = one per core, 1 = no threads); the results are the same bits whatever the number");
   bind("eval.test-data", t.testData,
        "data to evaluate on: a CSV, LIBSVM (.libsvm/.svm), NumPy (.npy/.npz) file or an IDX directory (empty = none)");
   bind("eval.data-format", t.dataFormat,
@@ -244,8 +247,8 @@ Status ConfigBinder::applyTable(const void* raw, const std::string& path, const 
     const auto* table = node.as_table();
     if (table == nullptr)
       return Status(StatusCode::kInvalidArgument,
-                    fmt::format("{}: '{}' must be a [section] (task, train, compression, eval, output, server)", path,
-                                std::string(section.str())));
+                    fmt::format("{}: '{}' must be a [section] (task, train, compression, engine, eval, output, server)",
+                                path, std::string(section.str())));
     for (const auto& [name, value] : *table) {
       const std::string key = std::string(section.str()) + "." + std::string(name.str());
       auto b = std::find_if(bindings_.begin(), bindings_.end(), [&](const Binding& x) { return x.key == key; });

@@ -831,6 +831,16 @@ void Federation::report(const RoundSummary& s, const std::optional<model::Evalua
         s.round, evaluation ? evaluationText(evaluation->metrics) + " " : "", s.trainLossStart,
         megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity, s.downlinkDensity, s.serverStep,
         s.returned, s.selected, s.stragglers);
+    if (s.shardLoads.size() > 1) {
+      uint64_t most = 0, total = 0;
+      for (uint64_t load : s.shardLoads) {
+        most = std::max(most, load);
+        total += load;
+      }
+      const double mean = double(total) / double(s.shardLoads.size());
+      log_->debug("round {:>3} shard loads (entries added) {} | max/mean {:.3f}", s.round, s.shardLoads,
+                  mean > 0 ? double(most) / mean : 1.0);
+    }
   } else {
     log_->warn("round {:>3} abandoned: {}", s.round, s.reason);
   }

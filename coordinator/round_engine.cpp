@@ -15,6 +15,7 @@
 #include "engine/pace.hpp"
 #include "engine/selection.hpp"
 #include "engine/server_optimizer.hpp"
+#include "engine/shards.hpp"
 #include "engine/staleness.hpp"
 
 namespace starling::coordinator {
@@ -112,7 +113,10 @@ Status RoundEngine::init(std::vector<float> model) {
   if (c.deadlineMs <= 0) return Status(StatusCode::kInvalidArgument, "the deadline must be positive");
   if (!(c.lr > 0)) return Status(StatusCode::kInvalidArgument, "the learning rate must be positive");
   const std::size_t dim = model.size();
-  auto optimizer = ServerOptimizer::create(c, dim);
+  auto shards = makeShards(c, dim);
+  if (!shards) return shards.status();
+  shards_ = std::move(*shards);
+  auto optimizer = ServerOptimizer::create(c, dim, shards_.get());
   if (!optimizer) return optimizer.status();
   auto selection = Selection::create(c);
   if (!selection) return selection.status();
@@ -151,7 +155,7 @@ Status RoundEngine::init(std::vector<float> model) {
   selection_ = std::make_unique<Selection>(std::move(*selection));
   pace_ = std::make_unique<Pace>(std::move(*pace));
   downlink_ = std::move(*downlink);
-  aggregator_ = std::make_unique<Aggregator>(dim, c.maxNormRatio, c.senderMean, *weight);
+  aggregator_ = std::make_unique<Aggregator>(dim, c.maxNormRatio, c.senderMean, *weight, shards_.get());
   return Status::ok();
 }
 
@@ -812,6 +816,8 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
 
   // Delta, the server's step on it, and the broadcast that applies it.
   const std::span<float> step = aggregator_->finish();
+  const std::span<const uint64_t> loads = aggregator_->shardLoads();
+  s.shardLoads.assign(loads.begin(), loads.end());
   s.serverStep = optimizer_->apply(step, aggregator_->spread());
   compression::Compressed q;
   const Status st = downlink_->commit(step, r.downDensity, r.round, q);

@@ -7,6 +7,8 @@
 
 #include "starling/compression/compressor.hpp"
 
+#include "engine/shards.hpp"
+
 namespace starling::coordinator {
 namespace {
 
@@ -18,12 +20,34 @@ double upperMedian(std::vector<double> v) {
 
 }  // namespace
 
-Aggregator::Aggregator(std::size_t dim, double maxNormRatio, bool senderMean, StalenessWeight weight)
-    : maxNormRatio_(maxNormRatio), weight_(weight), senderMean_(senderMean), sum_(dim, 0.0f) {}
+namespace {
+
+bool sparse(const compression::Compressed& c) {
+  return c.encoding == compression::Encoding::kTopK || c.encoding == compression::Encoding::kRandK;
+}
+
+}  // namespace
+
+Aggregator::Aggregator(std::size_t dim, double maxNormRatio, bool senderMean, StalenessWeight weight, Shards* shards)
+    : maxNormRatio_(maxNormRatio),
+      weight_(weight),
+      senderMean_(senderMean),
+      sum_(dim, 0.0f),
+      shards_(shards),
+      loads_(shards ? shards->count() : 1, 0) {}
 
 void Aggregator::begin() {
-  sum_.assign(sum_.size(), 0.0f);
-  if (senderMean_) coverage_.assign(sum_.size(), 0.0f);
+  if (senderMean_ && coverage_.size() != sum_.size()) coverage_.resize(sum_.size());
+  if (shards_) {
+    shards_->forRanges([&](std::size_t b, std::size_t e) {
+      std::fill(sum_.begin() + std::ptrdiff_t(b), sum_.begin() + std::ptrdiff_t(e), 0.0f);
+      if (senderMean_) std::fill(coverage_.begin() + std::ptrdiff_t(b), coverage_.begin() + std::ptrdiff_t(e), 0.0f);
+    });
+  } else {
+    sum_.assign(sum_.size(), 0.0f);
+    if (senderMean_) coverage_.assign(sum_.size(), 0.0f);
+  }
+  std::fill(loads_.begin(), loads_.end(), 0);
   norms_.clear();
   weightSum_ = stepSum_ = normSqSum_ = 0;
 }
@@ -54,21 +78,60 @@ std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
     stepSum_ += w * c.steps;
     const double perStep = c.norm / double(c.steps);
     normSqSum_ += w * perStep * perStep;
-    (void)compression::addScaled(c.delta, static_cast<float>(w / double(c.steps)), sum_);
-    if (senderMean_) {
-      const bool sparse =
-          c.delta.encoding == compression::Encoding::kTopK || c.delta.encoding == compression::Encoding::kRandK;
-      if (sparse) {
-        for (uint32_t i : c.delta.indices)
-          coverage_[i] += static_cast<float>(w);
-      } else {
-        for (float& x : coverage_)
-          x += static_cast<float>(w);
-      }
-    }
+    const auto alpha = static_cast<float>(w / double(c.steps));
+    if (shards_)
+      addSharded(c.delta, alpha, static_cast<float>(w));
+    else
+      addWhole(c.delta, alpha, static_cast<float>(w));
   }
   c.delta = compression::Compressed{};  // releases its buffers
   return rejected;
+}
+
+void Aggregator::addWhole(const compression::Compressed& delta, float alpha, float w) {
+  (void)compression::addScaled(delta, alpha, sum_);
+  if (!shards_) loads_[0] += delta.selected();
+  if (senderMean_) {
+    if (sparse(delta)) {
+      for (uint32_t i : delta.indices)
+        coverage_[i] += w;
+    } else {
+      for (float& x : coverage_)
+        x += w;
+    }
+  }
+}
+
+void Aggregator::addSharded(const compression::Compressed& delta, float alpha, float w) {
+  // The parts' arithmetic is addWhole's, element by element: the same bits. The delta
+  // was checked (l2Norm) before.
+  if (sparse(delta)) {
+    const auto& runs = shards_->split(delta.indices);
+    for (uint32_t s = 0; s < shards_->count(); ++s)
+      for (const EntryRun& r : runs[s])
+        loads_[s] += r.last - r.first;
+    if (shards_->inlines(delta.indices.size())) {
+      addWhole(delta, alpha, w);  // one pass in index order: the cheapest on one thread
+      return;
+    }
+    shards_->forEach(delta.indices.size(), [&](uint32_t s) {
+      for (const EntryRun& r : runs[s]) {
+        (void)compression::addScaledPart(delta, alpha, r.first, r.last, sum_);
+        if (senderMean_)
+          for (std::size_t j = r.first; j < r.last; ++j)
+            coverage_[delta.indices[j]] += w;
+      }
+    });
+  } else {
+    for (uint32_t s = 0; s < shards_->count(); ++s)
+      loads_[s] += shards_->rangeSize(s);
+    shards_->forRanges([&](std::size_t b, std::size_t e) {
+      (void)compression::addScaledPart(delta, alpha, b, e, sum_);
+      if (senderMean_)
+        for (std::size_t i = b; i < e; ++i)
+          coverage_[i] += w;
+    });
+  }
 }
 
 std::span<float> Aggregator::finish() {
@@ -76,11 +139,18 @@ std::span<float> Aggregator::finish() {
   // sum_k (w_k / steps_k) q_k (see add()).
   if (weightSum_ > 0) {
     const auto scale = static_cast<float>(stepSum_ / (weightSum_ * weightSum_));
-    for (float& x : sum_)
-      x *= scale;
-    if (senderMean_)
-      for (std::size_t i = 0; i < sum_.size(); ++i)
-        if (coverage_[i] > 0) sum_[i] *= static_cast<float>(weightSum_ / coverage_[i]);
+    // Element-wise, so the result does not depend on how [0, dim) is cut.
+    auto scaleRange = [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i)
+        sum_[i] *= scale;
+      if (senderMean_)
+        for (std::size_t i = b; i < e; ++i)
+          if (coverage_[i] > 0) sum_[i] *= static_cast<float>(weightSum_ / coverage_[i]);
+    };
+    if (shards_)
+      shards_->forRanges(scaleRange);
+    else
+      scaleRange(0, sum_.size());
   }
   return sum_;
 }

@@ -13,9 +13,15 @@
 // they are judged, is the caller's (the engine's open round); the aggregator says
 // whether a limit is known yet (limitOnTime) and judges each update it is given (add).
 //
+// Shards (docs/coordinator.md "Shards"): given the engine's Shards, a sparse update is
+// split by the shard map and each shard adds its own coordinates (and the sender mean's
+// coverage) on the pool; a dense update and finish() go by equal ranges. The sums are the same bits as
+// without. shardLoads() counts the entries each shard added in the round.
+//
 // State: the open round's sums and norms; none of it outlives the round, and none
 // of it is in a checkpoint (an open round is abandoned, not resumed).
-// One thread at a time (the owner's).
+// One thread at a time (the owner's); the shards' threads only inside add(),
+// begin() and finish().
 
 #include <cstddef>
 #include <optional>
@@ -39,14 +45,17 @@ struct Contribution {
   double selectionWeight = 1.0;  // Selection::Pick::weight of its round
 };
 
+class Shards;
+
 class Aggregator {
  public:
   // The norm check needs this many norms before a median means something.
   static constexpr std::size_t kMinNormsToJudge = 3;
 
-  // maxNormRatio 0 = no norm check; weight: s(staleness).
-  Aggregator(std::size_t dim, double maxNormRatio, bool senderMean,
-             StalenessWeight weight = StalenessWeight::fedBuff());
+  // maxNormRatio 0 = no norm check; weight: s(staleness). shards: the engine's (it
+  // outlives the aggregator), or null for one shard on the calling thread.
+  Aggregator(std::size_t dim, double maxNormRatio, bool senderMean, StalenessWeight weight = StalenessWeight::fedBuff(),
+             Shards* shards = nullptr);
 
   // Starts a round: the sums and norms at zero.
   void begin();
@@ -70,8 +79,17 @@ class Aggregator {
   // they enter Delta; nullopt when nothing was added.
   std::optional<double> spread() const;
   double weightSum() const { return weightSum_; }
+  // Entries added by each shard since begin() (one shard when there are no Shards): a
+  // sparse update's indices the shard owns, a dense update's parameters in the shard's
+  // range (Shards::forRanges).
+  std::span<const uint64_t> shardLoads() const { return loads_; }
 
  private:
+  // Adds delta x alpha (and w to the sender mean's coverage): on the calling thread in
+  // one pass, or by shard.
+  void addWhole(const compression::Compressed& delta, float alpha, float w);
+  void addSharded(const compression::Compressed& delta, float alpha, float w);
+
   double maxNormRatio_;
   StalenessWeight weight_;
   bool senderMean_;
@@ -81,6 +99,8 @@ class Aggregator {
   double weightSum_ = 0;         // sum of w_k
   double stepSum_ = 0;           // sum of w_k * steps_k
   double normSqSum_ = 0;         // sum of w_k * (||q_k|| / steps_k)^2, for FedExP
+  Shards* shards_;               // null: one shard, no threads
+  std::vector<uint64_t> loads_;  // per shard, entries added since begin()
 };
 
 }  // namespace starling::coordinator

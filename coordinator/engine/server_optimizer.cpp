@@ -7,9 +7,11 @@
 #include <iterator>
 #include <utility>
 
+#include "engine/shards.hpp"
+
 namespace starling::coordinator {
 
-Result<ServerOptimizer> ServerOptimizer::create(const EngineConfig& c, std::size_t dim) {
+Result<ServerOptimizer> ServerOptimizer::create(const EngineConfig& c, std::size_t dim, Shards* shards) {
   if (!(c.serverLr > 0) || !std::isfinite(c.serverLr))
     return Status(StatusCode::kInvalidArgument, "the server learning rate must be positive");
   if (!(c.serverMomentum >= 0 && c.serverMomentum < 1))
@@ -26,10 +28,10 @@ Result<ServerOptimizer> ServerOptimizer::create(const EngineConfig& c, std::size
         !(c.serverEps > 0) || !std::isfinite(c.serverEps))
       return Status(StatusCode::kInvalidArgument, "server betas must be in [0, 1) and eps positive");
   }
-  return ServerOptimizer(c, dim);
+  return ServerOptimizer(c, dim, shards);
 }
 
-ServerOptimizer::ServerOptimizer(const EngineConfig& c, std::size_t dim)
+ServerOptimizer::ServerOptimizer(const EngineConfig& c, std::size_t dim, Shards* shards)
     : dim_(dim),
       rule_(c.serverOptimizer == "adam"   ? Rule::kAdam
             : c.serverOptimizer == "yogi" ? Rule::kYogi
@@ -41,18 +43,30 @@ ServerOptimizer::ServerOptimizer(const EngineConfig& c, std::size_t dim)
       eps_(c.serverEps),
       ema_(c.modelEma),
       extrapolate_(c.extrapolate),
-      masking_(c.momentumMasking) {}
+      masking_(c.momentumMasking),
+      shards_(shards) {}
+
+void ServerOptimizer::forRanges(std::size_t dim, const std::function<void(std::size_t, std::size_t)>& fn) {
+  if (shards_)
+    shards_->forRanges(fn);
+  else
+    fn(0, dim);
+}
 
 double ServerOptimizer::apply(std::span<float> delta, std::optional<double> spread) {
   double step = lr_;
   if (extrapolate_ && spread) {
-    // FedExP: eta_g = max(1, sum_k (w_k / W) ||a_k||^2 / (2 ||Delta||^2)).
+    // FedExP: eta_g = max(1, sum_k (w_k / W) ||a_k||^2 / (2 ||Delta||^2)). One sum in
+    // order on the calling thread, whatever the shards: a sum by shard would round
+    // differently.
     double meanSq = 0;
     for (float x : delta)
       meanSq += double(x) * double(x);
     if (meanSq > 0 && std::isfinite(*spread)) step *= std::max(1.0, *spread / (2.0 * meanSq));
   }
   const double reported = step;
+  // The rest is element-wise, by shard: coordinate i sees the same operations in the
+  // same order whatever the cut.
   if (rule_ != Rule::kSgd) {
     const bool yogi = rule_ == Rule::kYogi;
     const auto eps = static_cast<float>(eps_);
@@ -61,32 +75,37 @@ double ServerOptimizer::apply(std::span<float> delta, std::optional<double> spre
     const auto b1 = static_cast<float>(beta1_);
     const auto b2 = static_cast<float>(beta2_);
     const auto eta = static_cast<float>(step);
-    for (std::size_t i = 0; i < delta.size(); ++i) {
-      const float g = delta[i];
-      const float g2 = g * g;
-      float& m = velocity_[i];
-      float& v = secondMoment_[i];
-      m = b1 * m + (1.0f - b1) * g;
-      if (yogi)
-        v -= (1.0f - b2) * g2 * (v > g2 ? 1.0f : (v < g2 ? -1.0f : 0.0f));
-      else
-        v = b2 * v + (1.0f - b2) * g2;
-      delta[i] = eta * m / (std::sqrt(v) + eps);
-    }
-    step = 1.0;  // applied above
-  } else if (momentum_ > 0) {
-    if (velocity_.size() != delta.size()) velocity_.assign(delta.size(), 0.0f);
-    const auto beta = static_cast<float>(momentum_);
-    for (std::size_t i = 0; i < delta.size(); ++i) {
-      velocity_[i] = beta * velocity_[i] + delta[i];
-      delta[i] = velocity_[i];
-    }
+    forRanges(delta.size(), [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const float g = delta[i];
+        const float g2 = g * g;
+        float& m = velocity_[i];
+        float& v = secondMoment_[i];
+        m = b1 * m + (1.0f - b1) * g;
+        if (yogi)
+          v -= (1.0f - b2) * g2 * (v > g2 ? 1.0f : (v < g2 ? -1.0f : 0.0f));
+        else
+          v = b2 * v + (1.0f - b2) * g2;
+        delta[i] = eta * m / (std::sqrt(v) + eps);
+      }
+    });
+    return reported;  // the step is applied above
   }
-  if (step != 1.0) {
-    const auto eta = static_cast<float>(step);
-    for (float& x : delta)
-      x *= eta;
-  }
+  if (momentum_ > 0 && velocity_.size() != delta.size()) velocity_.assign(delta.size(), 0.0f);
+  const auto beta = static_cast<float>(momentum_);
+  const auto eta = static_cast<float>(step);
+  if (!(momentum_ > 0) && step == 1.0) return reported;
+  forRanges(delta.size(), [&](std::size_t begin, std::size_t end) {
+    if (momentum_ > 0) {
+      for (std::size_t i = begin; i < end; ++i) {
+        velocity_[i] = beta * velocity_[i] + delta[i];
+        delta[i] = velocity_[i];
+      }
+    }
+    if (step != 1.0)
+      for (std::size_t i = begin; i < end; ++i)
+        delta[i] *= eta;
+  });
   return reported;
 }
 
@@ -102,8 +121,10 @@ void ServerOptimizer::modelCommitted(std::span<const float> model) {
     average_.assign(model.begin(), model.end());
   } else {
     const auto a = static_cast<float>(ema_);
-    for (std::size_t i = 0; i < model.size(); ++i)
-      average_[i] = a * average_[i] + (1.0f - a) * model[i];
+    forRanges(model.size(), [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i)
+        average_[i] = a * average_[i] + (1.0f - a) * model[i];
+    });
   }
 }
 

@@ -10,9 +10,14 @@
 // State: u or m ("server-momentum" / "server-first-moment"), v ("server-second-moment")
 // and xbar ("model-average"), each model-sized and present only when in use; a
 // checkpoint carries them as EngineSnapshot::vectors.
-// One thread at a time (the owner's).
+// Shards (docs/coordinator.md "Shards"): given the engine's Shards, the element-wise
+// steps (the moments, momentum, the step size, the moving average) run by shard on
+// its pool, with the same bits as without; FedExP's ||Delta||^2 stays one sum in order.
+// One thread at a time (the owner's); the shards' threads only inside apply() and
+// modelCommitted().
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -25,11 +30,14 @@
 
 namespace starling::coordinator {
 
+class Shards;
+
 class ServerOptimizer {
  public:
   // Checks the settings it uses (serverLr, serverMomentum, modelEma, serverOptimizer,
-  // serverBeta1/2, serverEps, extrapolate).
-  static Result<ServerOptimizer> create(const EngineConfig& config, std::size_t dim);
+  // serverBeta1/2, serverEps, extrapolate). shards: the engine's (it outlives the
+  // optimizer), or null for one shard on the calling thread.
+  static Result<ServerOptimizer> create(const EngineConfig& config, std::size_t dim, Shards* shards = nullptr);
 
   // Turns Delta into the step p_s in place. spread: the aggregator's FedExP statistic
   // (nullopt when the round added nothing). Returns the step taken on Delta, serverLr x
@@ -49,7 +57,9 @@ class ServerOptimizer {
   Status restoreVectors(const std::map<std::string, std::vector<float>>& vectors);
 
  private:
-  ServerOptimizer(const EngineConfig& config, std::size_t dim);
+  ServerOptimizer(const EngineConfig& config, std::size_t dim, Shards* shards);
+  // fn over [0, dim): by shard on the pool, or fn(0, dim) without shards.
+  void forRanges(std::size_t dim, const std::function<void(std::size_t, std::size_t)>& fn);
 
   enum class Rule { kSgd, kAdam, kYogi };
   std::size_t dim_;
@@ -59,6 +69,7 @@ class ServerOptimizer {
   std::vector<float> velocity_;      // sgd's u or adam / yogi's m (empty when off)
   std::vector<float> secondMoment_;  // adam / yogi: v
   std::vector<float> average_;       // modelEma: xbar (empty until the first commit)
+  Shards* shards_;                   // null: one shard, no threads
 };
 
 }  // namespace starling::coordinator

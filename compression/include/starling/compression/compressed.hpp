@@ -82,6 +82,14 @@ Result<double> l2Norm(const Compressed& c);
 // selected elements). acc.size() must equal c.count.
 Status addScaled(const Compressed& c, float alpha, std::span<float> acc);
 
+// One part of addScaled(): acc[i] += alpha * C(v)[i] for the elements [first, last)
+// of a dense encoding (kDense32, kDense16, kScaledSign, kQsgd), or for the entries
+// [first, last) of indices of a sparse one (kTopK, kRandK). The same arithmetic as
+// addScaled(): a tensor added part by part, each element once, in any split and on
+// any threads (disjoint parts of acc), gives acc the same bits as addScaled(). Checks
+// the sizes and the part's indices only (O(last - first)). last <= c.selected().
+Status addScaledPart(const Compressed& c, float alpha, std::size_t first, std::size_t last, std::span<float> acc);
+
 // out[i] = C(v)[i] for every element the tensor sends (kTopK, kRandK: its indices;
 // every other encoding: all elements, as expand()); the others are left as they are.
 // Catch-up by value: the sender's current values of the coordinates that changed.

@@ -42,6 +42,7 @@ class Downlink;
 class Pace;
 class Selection;
 class ServerOptimizer;
+class Shards;
 
 struct EngineConfig {
   uint64_t rounds = 20;           // training ends after this many committed rounds
@@ -237,6 +238,25 @@ struct EngineConfig {
   // match reports it (clientOutOfSync) and gets the dense model next time.
   bool clientsInitialize = true;
   uint64_t seed = 1;
+
+  // Shards (docs/coordinator.md "Shards"): the aggregation and the server optimizer run
+  // in this many shards, each owning a part of the parameters, on a pool of shards - 1
+  // threads and the caller. 0 = one per core (std::thread::hardware_concurrency); 1 = no
+  // threads. The actions are the same, bit for bit, whatever the number.
+  uint32_t shards = 1;
+  // Which shard owns which parameter. rowWidth 0 (the default): shards contiguous
+  // ranges of equal size. Else the model's first rowCount x rowWidth parameters are
+  // rows of rowWidth (the first layer's), rows[j] owned by shardOf[j] (a
+  // `starling-coordinator placement` map: ShardPlacement::rows and shardOf), the rows
+  // not named filling the shards short of rowCount / shards rows, and the dense rest
+  // split evenly.
+  struct ShardRows {
+    uint32_t rowWidth = 0;
+    uint64_t rowCount = 0;
+    std::vector<uint32_t> rows;
+    std::vector<uint32_t> shardOf;
+  };
+  ShardRows shardRows;
 };
 
 // What a client is told to do for one round.
@@ -315,6 +335,10 @@ struct RoundSummary {
   // (model::EvalStats::toVector; empty when none were asked or sent).
   uint64_t evalBaseRound = 0;
   std::vector<std::vector<double>> evalStats;
+  // Entries the aggregation added per shard (EngineConfig::shards; one entry without
+  // shards): a sparse update's indices the shard owns, a dense update's parameters in
+  // the shard's equal range. Logged at debug by the daemon; not stored.
+  std::vector<uint64_t> shardLoads;
 };
 
 // The things for the shell to do, carried out in the order the engine returns them.
@@ -514,6 +538,7 @@ class RoundEngine {
   Status restoreState(const std::string& state, uint64_t& committed);
 
   EngineConfig config_;
+  std::unique_ptr<Shards> shards_;  // EngineConfig::shards > 1; the parts below hold a pointer
   // The parts (coordinator/engine/): each owns one decision and its state.
   std::unique_ptr<Selection> selection_;
   std::unique_ptr<Aggregator> aggregator_;

@@ -1,0 +1,182 @@
+#include "shard_map.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace starling::coordinator {
+namespace {
+
+// Appends [begin, end) of `shard`, merging it into the last interval when that is the
+// same shard's; empty ones are dropped.
+void append(std::vector<ShardInterval>& out, std::size_t begin, std::size_t end, uint32_t shard) {
+  if (begin == end) return;
+  if (!out.empty() && out.back().shard == shard && out.back().end == begin) {
+    out.back().end = end;
+    return;
+  }
+  out.push_back(ShardInterval{begin, end, shard});
+}
+
+// [0, n) cut into `shards` ranges of equal size, shifted by base.
+void appendRanges(std::vector<ShardInterval>& out, std::size_t base, std::size_t n, uint32_t shards) {
+  for (uint32_t s = 0; s < shards; ++s)
+    append(out, base + n * s / shards, base + n * (s + 1) / shards, s);
+}
+
+// The first position in [from, indices.size()) whose index is >= bound, galloping from
+// `from`: O(log distance).
+std::size_t gallop(std::span<const uint32_t> indices, std::size_t from, std::size_t bound) {
+  const std::size_t n = indices.size();
+  std::size_t lo = from;  // indices[lo] < bound holds for lo > from, or lo == from
+  std::size_t step = 1;
+  while (lo + step < n && indices[lo + step] < bound) {
+    lo += step;
+    step *= 2;
+  }
+  const std::size_t hi = std::min(lo + step, n);
+  return static_cast<std::size_t>(std::lower_bound(indices.begin() + static_cast<std::ptrdiff_t>(lo),
+                                                   indices.begin() + static_cast<std::ptrdiff_t>(hi), bound) -
+                                  indices.begin());
+}
+
+}  // namespace
+
+ShardMap::ShardMap(std::size_t dim, uint32_t shards, std::vector<ShardInterval> intervals)
+    : dim_(dim), shards_(shards), intervals_(std::move(intervals)), byShard_(shards), sizes_(shards, 0) {
+  for (const ShardInterval& iv : intervals_) {
+    byShard_[iv.shard].push_back(iv);
+    sizes_[iv.shard] += iv.end - iv.begin;
+  }
+}
+
+Result<ShardMap> ShardMap::ranges(std::size_t dim, uint32_t shards) {
+  if (shards == 0) return Status(StatusCode::kInvalidArgument, "the engine needs at least one shard");
+  if (shards > dim)
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("{} shards for a model of {} parameters: at most one shard per parameter", shards, dim));
+  std::vector<ShardInterval> intervals;
+  appendRanges(intervals, 0, dim, shards);
+  return ShardMap(dim, shards, std::move(intervals));
+}
+
+Result<ShardMap> ShardMap::fromRows(std::size_t dim, uint32_t shards, uint32_t rowWidth, std::size_t rowCount,
+                                    std::span<const uint32_t> rows, std::span<const uint32_t> shardOf) {
+  auto bad = [](std::string what) { return Status(StatusCode::kInvalidArgument, "shard map: " + std::move(what)); };
+  if (shards == 0) return bad("the engine needs at least one shard");
+  if (shards > dim) return bad(fmt::format("{} shards for a model of {} parameters", shards, dim));
+  if (rowWidth == 0) return bad("the row width must be at least 1");
+  if (rowCount > dim / rowWidth)
+    return bad(fmt::format("{} rows of {} parameters are more than the model's {}", rowCount, rowWidth, dim));
+  if (rows.size() != shardOf.size())
+    return bad(fmt::format("{} rows but {} shards given for them", rows.size(), shardOf.size()));
+  constexpr uint32_t kUnplaced = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> owner(rowCount, kUnplaced);
+  std::vector<std::size_t> count(shards, 0);
+  for (std::size_t j = 0; j < rows.size(); ++j) {
+    if (rows[j] >= rowCount) return bad(fmt::format("row {} is past the layer's {} rows", rows[j], rowCount));
+    if (j > 0 && rows[j] <= rows[j - 1])
+      return bad(fmt::format("rows must be ascending and unique: {} after {}", rows[j], rows[j - 1]));
+    if (shardOf[j] >= shards)
+      return bad(fmt::format("row {} is placed on shard {} of {} (0-based)", rows[j], shardOf[j], shards));
+    owner[rows[j]] = shardOf[j];
+    ++count[shardOf[j]];
+  }
+  // The rows no client touched go, in order, to the shards short of rowCount / S rows:
+  // the deficits add up to at least their number.
+  uint32_t s = 0;
+  auto deficit = [&](uint32_t t) {
+    const std::size_t target = rowCount * (t + 1) / shards - rowCount * t / shards;
+    return count[t] < target;
+  };
+  for (std::size_t r = 0; r < rowCount; ++r) {
+    if (owner[r] != kUnplaced) continue;
+    while (s + 1 < shards && !deficit(s))
+      ++s;
+    owner[r] = s;
+    ++count[s];
+  }
+  std::vector<ShardInterval> intervals;
+  for (std::size_t r = 0; r < rowCount; ++r)
+    append(intervals, r * rowWidth, (r + 1) * rowWidth, owner[r]);
+  const std::size_t rowEnd = rowCount * rowWidth;
+  appendRanges(intervals, rowEnd, dim - rowEnd, shards);
+  ShardMap map(dim, shards, std::move(intervals));
+  map.rowWidth_ = rowWidth;
+  map.rowCount_ = rowCount;
+  if (shards <= 256)
+    map.rowOwner8_.assign(owner.begin(), owner.end());
+  else
+    map.rowOwner32_ = std::move(owner);
+  return map;
+}
+
+template <typename Owner>
+std::size_t ShardMap::splitRows(std::span<const uint32_t> indices, const std::vector<Owner>& owner,
+                                std::vector<std::vector<EntryRun>>& out) const {
+  // First the rows touched, each with its first entry and its shard: one division and
+  // one lookup per row. No branch depends on a lookup, so the (cache-missing) lookups
+  // of many rows are in flight at once; a branch on each made the split cost as much as
+  // the add (bench-shards).
+  const std::size_t n = indices.size();
+  const std::size_t rowEnd = rowCount_ * rowWidth_;
+  std::vector<std::size_t> starts;
+  std::vector<uint32_t> shardOf;
+  std::size_t j = 0;
+  while (j < n && indices[j] < rowEnd) {
+    const std::size_t row = indices[j] / rowWidth_;
+    starts.push_back(j);
+    shardOf.push_back(owner[row]);
+    const std::size_t rowLimit = (row + 1) * rowWidth_;
+    ++j;
+    while (j < n && indices[j] < rowLimit)
+      ++j;
+  }
+  starts.push_back(j);
+  // Then a run per stretch of rows of one shard.
+  for (std::size_t k = 0; k < shardOf.size();) {
+    std::size_t next = k + 1;
+    while (next < shardOf.size() && shardOf[next] == shardOf[k])
+      ++next;
+    out[shardOf[k]].push_back(EntryRun{starts[k], starts[next]});
+    k = next;
+  }
+  return j;
+}
+
+void ShardMap::split(std::span<const uint32_t> indices, std::vector<std::vector<EntryRun>>& out) const {
+  out.resize(shards_);
+  for (auto& runs : out)
+    runs.clear();
+  std::size_t j = 0;
+  if (rowCount_ > 0)
+    j = rowOwner8_.empty() ? splitRows(indices, rowOwner32_, out) : splitRows(indices, rowOwner8_, out);
+  if (j == indices.size()) return;
+  // The interval holding indices[j]: intervals_ are ascending and contiguous.
+  const auto at = std::upper_bound(intervals_.begin(), intervals_.end(), std::size_t{indices[j]},
+                                   [](std::size_t i, const ShardInterval& iv) { return i < iv.end; });
+  splitByIntervals(indices, j, static_cast<std::size_t>(at - intervals_.begin()), out);
+}
+
+void ShardMap::splitByIntervals(std::span<const uint32_t> indices, std::size_t j, std::size_t k,
+                                std::vector<std::vector<EntryRun>>& out) const {
+  const std::size_t n = indices.size();
+  while (j < n) {
+    if (k == intervals_.size()) return;  // an index >= dim: outside the contract
+    if (indices[j] >= intervals_[k].end) {
+      // The first interval ending after indices[j].
+      const auto next =
+          std::upper_bound(intervals_.begin() + static_cast<std::ptrdiff_t>(k) + 1, intervals_.end(),
+                           std::size_t{indices[j]}, [](std::size_t i, const ShardInterval& iv) { return i < iv.end; });
+      k = static_cast<std::size_t>(next - intervals_.begin());
+      continue;
+    }
+    const std::size_t last = gallop(indices, j, intervals_[k].end);
+    out[intervals_[k].shard].push_back(EntryRun{j, last});
+    j = last;
+  }
+}
+
+}  // namespace starling::coordinator

@@ -29,8 +29,8 @@
 
 #include "starling/compression/compressor.hpp"
 #include "starling/compression/payload.hpp"
-#include "starling/coordinator/outcomes.hpp"
 #include "starling/coordinator/client_rows.hpp"
+#include "starling/coordinator/outcomes.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::coordinator {

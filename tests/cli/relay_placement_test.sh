@@ -9,6 +9,8 @@
 # relay-1 at its next round. Then the coordinator is SIGKILLed and restarted (the
 # placement comes back from its database), relay-0 is SIGKILLed (its clients move to
 # relay-1, which sends them back once relay-0 is up again), and the task completes.
+# Rounds are slowed (tau, --slowdown) so that each phase happens mid-run; sanitizer builds
+# are slow already (STARLING_PLACEMENT_TAU, STARLING_PLACEMENT_SLOWDOWN).
 # Usage: relay_placement_test.sh COORDINATOR_BIN CLIENT_BIN RELAY_BIN
 set -u
 coord_bin=$1
@@ -62,7 +64,8 @@ start_relay() {  # R
   relay_port[$r]=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/relay-$r.log" | tail -n 1)
 }
 coordinator_args=(--task binary --model linear --test-data "$work/test.libsvm" --clients-per-round 1
-  --over-selection 2 --min-clients 1 --rounds 100 --tau 500 --lr 0.5 --deadline-ms 4000 --db "$work/coord.db"
+  --over-selection 2 --min-clients 1 --rounds 100 --tau "${STARLING_PLACEMENT_TAU:-500}" --lr 0.5 --deadline-ms 4000
+  --db "$work/coord.db"
   --placement-file "$work/placement.txt")
 launch_coordinator coord "${coordinator_args[@]}" || exit 1
 coord_port=$port
@@ -70,7 +73,7 @@ start_relay 0
 start_relay 1
 for i in 0 1 2 3; do
   "$client_bin" --coordinator "127.0.0.1:${relay_port[0]},127.0.0.1:${relay_port[1]}" --certs "$work/certs" \
-    --id "client-$i" --data "$work/client-$i.libsvm" --task binary --sparse-rows 1 --seed "$i" --slowdown 40 \
+    --id "client-$i" --data "$work/client-$i.libsvm" --task binary --sparse-rows 1 --seed "$i" --slowdown "${STARLING_PLACEMENT_SLOWDOWN:-40}" \
     >"$work/client-$i.log" 2>&1 &
   client_pid[$i]=$!
   pids+=("${client_pid[$i]}")

@@ -203,6 +203,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "(starling-client --eval-fraction) and send the sums (0 = off)");
   bind("output.model-file", t.modelOut, "file the final model is saved to (empty = none)");
   bind("server.listen", c.listen, "address to listen on, HOST:PORT");
+  bind("engine.shard-map", t.shardMapFile,
+       "the shards' map: the 'row ROW SHARD' lines of a placement file (placement --shards S --out; embedbag "
+       "models; engine.shards = S); empty = equal ranges");
   bind("server.placement-file", t.placementFile,
        "clients on relays: a file of 'client ID RELAY' lines (starling-coordinator placement --out), applied at the "
        "relays' next round whenever it changes and kept in the database (empty = none)");

@@ -160,6 +160,23 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     if (!*saved) STARLING_RETURN_IF_ERROR(f->store_->setMeta(key, value));
   }
 
+  if (!f->task_.shardMapFile.empty()) {
+    // The rows of an embedbag table are its first parameters, rowWidth floats each.
+    const auto& first = model->layout().tensors().front();
+    if (first.name != "embed.weight" || first.shape.size() != 2)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("engine.shard-map needs an embedbag model (contiguous rows), not {}", f->task_.model));
+    auto map = readRowShards(f->task_.shardMapFile);
+    if (!map) return map.status();
+    if (engine.shards != map->shards)
+      return Status(StatusCode::kInvalidArgument, fmt::format("{} places rows on {} shards; engine.shards is {}",
+                                                              f->task_.shardMapFile, map->shards, engine.shards));
+    engine.shardRows = {static_cast<uint32_t>(first.shape[1]), static_cast<uint64_t>(first.shape[0]),
+                        std::move(map->rows), std::move(map->shardOf)};
+    f->log_->info("shard map from {}: {} rows on {} shards", f->task_.shardMapFile, engine.shardRows.rows.size(),
+                  engine.shards);
+  }
+
   auto checkpoint = f->store_->latestCheckpoint();
   if (!checkpoint) return checkpoint.status();
   if (*checkpoint) {

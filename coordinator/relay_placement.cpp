@@ -67,4 +67,31 @@ Result<std::vector<std::pair<std::string, std::string>>> readRelayPlacement(cons
   return readClients(in, path, true, nullptr);
 }
 
+Result<RowShards> readRowShards(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status(StatusCode::kNotFound, "cannot read the shard map '" + path + "'");
+  std::map<uint32_t, uint32_t> rows;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    std::istringstream fields(line);
+    std::string kind, extra;
+    uint64_t row = 0, shard = 0;
+    fields >> kind;
+    if (kind != "row") continue;
+    if (!(fields >> row >> shard) || (fields >> extra) || row > UINT32_MAX || shard >= (1u << 16))
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("{}:{}: expected 'row ROW SHARD', not '{}'", path, n, line));
+    if (!rows.emplace(static_cast<uint32_t>(row), static_cast<uint32_t>(shard)).second)
+      return Status(StatusCode::kInvalidArgument, fmt::format("{}:{}: row {} is placed twice", path, n, row));
+  }
+  RowShards out;
+  for (const auto& [row, shard] : rows) {
+    out.rows.push_back(row);
+    out.shardOf.push_back(shard);
+    out.shards = std::max(out.shards, shard + 1);
+  }
+  if (out.rows.empty()) return Status(StatusCode::kInvalidArgument, "the shard map '" + path + "' places no rows");
+  return out;
+}
+
 }  // namespace starling::coordinator

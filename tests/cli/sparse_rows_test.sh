@@ -39,13 +39,13 @@ data="$work/train.libsvm"
 value() { "$coord_bin" report --db "$1" --format csv | awk -F, -v r="$2" -v col="$3" '$1 == r && $2 == "committed" { print $col }'; }
 ratio_at_least() { awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { exit !(a != "" && b != "" && b > 0 && a / b >= r) }'; }
 
-common=(--task binary --model linear --test-data "$work/test.libsvm" --clients-per-round 3 --lr 0.5
-  --deadline-ms 20000)
+common=(--task binary --test-data "$work/test.libsvm" --clients-per-round 3 --lr 0.5 --deadline-ms 20000)
 run() {  # NAME CLIENT_ARGS [COORDINATOR_ARGS...]
   local name=$1 client_args=$2
   shift 2
   port=""
-  launch_coordinator "$name" "${common[@]}" --rounds 5 --tau 20 --db "$work/$name.db" "$@" || exit 1
+  launch_coordinator "$name" "${common[@]}" --model "${model:-linear}" --rounds 5 --tau 20 --db "$work/$name.db" "$@" ||
+    exit 1
   for i in 0 1 2; do start_client "$i" "$name-client-$i.log" $client_args; done
   wait "$coord_pid"
   check "the $name federation finishes" test $? -eq 0
@@ -84,6 +84,14 @@ check "and writes a relay for each of them" test "$(grep -c '^client ' "$work/pl
 check "the row entries are the rows the clients trained (the coordinator's log)" \
   test "$(sed -n 's/.*3 clients, \([0-9]*\) row entries.*/\1/p' "$work/placement.log")" -eq \
   "$(sed -n 's/.*trains the compact model of \([0-9]*\) rows.*/\1/p' "$work/sparse.log" | awk '{ s += $1 } END { print s }')"
+# The rows' shards as the engine's shard map: an embedbag model (its table's rows are
+# contiguous) aggregated in 2 shards, with sparse clients.
+model=embedbag:hidden:8 run shardmap "--sparse-rows 1" --shards 2 --shard-map "$work/placement.txt"
+check "an embedbag federation takes the placement's shard map" \
+  grep -q "shard map from .*placement.txt: [0-9]* rows on 2 shards" "$work/shardmap.log"
+check "a linear model refuses a shard map (its rows are not contiguous)" \
+  bash -c "'$coord_bin' run --certs '$work/certs' --listen 127.0.0.1:0 ${common[*]} --model linear --db '$work/bad-map.db' \
+    --shards 2 --shard-map '$work/placement.txt' 2>&1 | grep -q 'engine.shard-map needs an embedbag model'"
 check "a database whose clients offered no rows says so" \
   bash -c "'$coord_bin' placement --db '$work/dense.db' --relays 2 2>&1 | grep -q 'no client offered its rows'"
 
@@ -95,12 +103,12 @@ check "with the dense run's accuracy" test "$(value "$work/refused.db" 5 18)" = 
 
 # ---- SIGKILL mid-run and restart -------------------------------------------------
 port=""
-launch_coordinator crash "${common[@]}" --rounds 12 --tau 200 --db "$work/crash.db" || exit 1
+launch_coordinator crash "${common[@]}" --model linear --rounds 12 --tau 200 --db "$work/crash.db" || exit 1
 for i in 0 1 2; do start_client "$i" "crash-client-$i.log" --sparse-rows 1; done
 wait_for "$work/crash.log" "round   3 committed" 60 || echo "  (round 3 never committed)"
 kill -9 "$coord_pid"
 wait "$coord_pid" 2>/dev/null
-launch_coordinator crash "${common[@]}" --rounds 12 --tau 200 --db "$work/crash.db" || exit 1
+launch_coordinator crash "${common[@]}" --model linear --rounds 12 --tau 200 --db "$work/crash.db" || exit 1
 wait "$coord_pid"
 check "training completes after the restart" test $? -eq 0
 for i in 0 1 2; do wait "${client_pid[$i]}"; done

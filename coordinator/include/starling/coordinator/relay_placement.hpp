@@ -34,4 +34,14 @@ struct RelayPlacementMap {
 // kInvalidArgument naming file:line for anything else, or a client given twice.
 Result<std::vector<std::pair<std::string, std::string>>> readRelayPlacement(const std::string& path);
 
+// The rows of a placement file and their shards: "row ROW SHARD" lines (placement
+// --shards S --out), as EngineConfig::ShardRows takes them; other lines skipped.
+// kInvalidArgument naming file:line for a malformed one or a row given twice.
+struct RowShards {
+  std::vector<uint32_t> rows;
+  std::vector<uint32_t> shardOf;
+  uint32_t shards = 0;  // the largest shard + 1
+};
+Result<RowShards> readRowShards(const std::string& path);
+
 }  // namespace starling::coordinator

@@ -71,6 +71,10 @@ struct TaskConfig {
   // placement is kept in the database and sent to the relays, which redirect the
   // clients placed elsewhere at their next round. "" = none.
   std::string placementFile;
+  // The engine's shard map (engine.shards): the "row ROW SHARD" lines of a placement
+  // file (placement --shards S --out), for an embedbag model, whose first layer's rows
+  // are contiguous; engine.shards must then be S. "" = ranges of equal size.
+  std::string shardMapFile;
 };
 
 // Whether the task runs a statistics round before round 1 (task.standardize or

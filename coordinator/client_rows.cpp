@@ -21,6 +21,7 @@ Result<std::shared_ptr<const ClientRowSet>> ClientRowSet::create(std::shared_ptr
   rows->bucket_ = bucket;
   auto view = rows->build();
   if (!view) return view.status();
+  STARLING_RETURN_IF_ERROR((*view)->checkCompact());
   rows->viewSize_ = (*view)->size();
   rows->rows_ = (*view)->rows().size();
   return std::shared_ptr<const ClientRowSet>(std::move(rows));

@@ -70,14 +70,16 @@ Result<std::shared_ptr<const RowView>> RowView::create(const Model& model, std::
   v->fullSize_ = model.numParams();
   v->rows_ = std::move(rows);
   v->spec_ = std::move(*spec);
-  // The compact network's parameters must be the view's, one for one.
-  auto compact = Model::fromSpec(v->spec_);
-  if (!compact) return compact.status().withContext("the compact model");
-  if (compact->numParams() != v->size_)
-    return Status(StatusCode::kInternal, "the compact model " + v->spec_ + " has " +
-                                             std::to_string(compact->numParams()) + " parameters, the view " +
-                                             std::to_string(v->size_));
   return std::shared_ptr<const RowView>(std::move(v));
+}
+
+Status RowView::checkCompact() const {
+  auto compact = Model::fromSpec(spec_);
+  if (!compact) return compact.status().withContext("the compact model");
+  if (compact->numParams() != size_)
+    return Status(StatusCode::kInternal, "the compact model " + spec_ + " has " + std::to_string(compact->numParams()) +
+                                             " parameters, the view " + std::to_string(size_));
+  return Status::ok();
 }
 
 void RowView::gather(std::span<const float> full, std::span<float> out) const {

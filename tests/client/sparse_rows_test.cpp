@@ -17,34 +17,12 @@
 #include "starling/model/model.hpp"
 #include "starling/util/checksum.hpp"
 
+#include "support/sparse_data.hpp"
+
 using namespace starling;
 using namespace starling::client;
 
 namespace {
-
-data::Dataset sparseData(std::size_t n, std::size_t dim, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint64_t> offsets{0};
-  std::vector<uint32_t> indices;
-  std::vector<float> values;
-  std::vector<int32_t> labels;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::vector<uint32_t> f;
-    for (int k = 0; k < 5; ++k)
-      f.push_back(static_cast<uint32_t>((rng() % 40) * 7 + (rng() % 3)));
-    std::sort(f.begin(), f.end());
-    f.erase(std::unique(f.begin(), f.end()), f.end());
-    for (uint32_t j : f) {
-      indices.push_back(j);
-      values.push_back(0.5f + float(rng() % 10) / 10.0f);
-    }
-    offsets.push_back(indices.size());
-    labels.push_back(static_cast<int32_t>(f.front() % 3));
-  }
-  auto d = data::Dataset::fromSparse(offsets, indices, values, labels, dim, 3);
-  REQUIRE(d.isOk());
-  return std::move(d).value();
-}
 
 wire::WelcomeMsg welcome(const std::string& spec) {
   wire::WelcomeMsg w;
@@ -69,7 +47,7 @@ TEST_CASE("the compact Learner's update is the dense Learner's on the rows, bit 
   const std::string spec =
       GENERATE(std::string("linear:300-3"), std::string("mlp:tanh:300-6-3"), std::string("embedbag:300-4-3"));
   INFO(spec);
-  const data::Dataset shard = sparseData(48, 300, 5);
+  const data::Dataset shard = test::sparseData(48, 300, 40, 5, 3, 5);
   const std::vector<const data::Dataset*> parts{&shard};
   auto offer = offerRows(parts, 1);
   REQUIRE(offer.isOk());
@@ -129,7 +107,7 @@ TEST_CASE("the compact Learner's update is the dense Learner's on the rows, bit 
 
 TEST_CASE("coarser buckets cover more rows in fewer bytes; a model of other inputs is refused",
           "[client][sparse-rows]") {
-  const data::Dataset shard = sparseData(48, 300, 6);
+  const data::Dataset shard = test::sparseData(48, 300, 40, 5, 3, 6);
   const std::vector<const data::Dataset*> parts{&shard};
   auto fine = offerRows(parts, 1);
   auto coarse = offerRows(parts, 16);

@@ -58,6 +58,9 @@ class RowView {
   // position (strictly increasing too). kInvalidArgument for positions out of order or
   // range.
   Status toFull(std::span<uint32_t> positions) const;
+  // That compactSpec()'s network has the view's parameters, one for one (it builds that
+  // network: once per row set, not per use). kInternal naming both counts otherwise.
+  Status checkCompact() const;
   // The full positions, in compact order: ranges of consecutive parameters.
   std::span<const ParamRange> ranges() const { return ranges_; }
 

@@ -28,7 +28,7 @@ class ClientRowSet {
   static Result<std::shared_ptr<const ClientRowSet>> create(std::shared_ptr<const model::Model> model,
                                                             std::vector<uint8_t> bytes, uint32_t bucket);
 
-  // The view of the covered rows (built anew: O(rows)).
+  // The view of the covered rows (built anew from the coded set: O(rows), no model).
   std::shared_ptr<const model::RowView> view() const;
   std::size_t viewSize() const { return viewSize_; }  // the compact model's parameters
   std::size_t rows() const { return rows_; }          // covered rows

@@ -15,6 +15,7 @@
 
 #include "starling/data/feature_scaling.hpp"
 #include "starling/data/touched_features.hpp"
+#include "starling/model/row_view.hpp"
 #include "starling/net/certificates.hpp"
 
 namespace starling::client {
@@ -192,7 +193,15 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
   if (Status st = scale(w); !st) return st;
   if (options_.onWelcome)
     if (Status st = options_.onWelcome(w); !st) return st;
-  if (w.sparseRows) {
+  if (w.sparseRows && options_.rowSource) {  // a relay: no data of its own to restrict
+    if (!rowOffer_) return Status(StatusCode::kMalformed, "the Welcome trains rows this relay did not offer");
+    auto inputs = model::specInputs(w.modelSpec);
+    if (!inputs) return inputs.status();
+    auto cw = compactWelcome(w, *rowOffer_, *inputs);
+    if (!cw) return cw.status();
+    if (Status st = learner_.welcome(*cw, *shard_); !st) return st;
+    log_->info("training the compact model {} of the {} rows offered", cw->modelSpec, rowOffer_->covered.size());
+  } else if (w.sparseRows) {
     if (!rowOffer_) return Status(StatusCode::kMalformed, "the Welcome trains rows this client did not offer");
     auto cw = compactWelcome(w, *rowOffer_, shard_->featureDim());
     if (!cw) return cw.status();
@@ -226,6 +235,10 @@ const data::Dataset* Participant::heldOutData() const {
 }
 
 Status Participant::makeRowOffer() {
+  if (options_.rowSource) {  // a relay: its clients' rows, as they are now
+    rowOffer_ = options_.rowSource();
+    return Status::ok();
+  }
   if (options_.rowBucket == 0 || rowOffer_) return Status::ok();
   if (Status loaded = finishLoading(); !loaded) return loaded;
   holdOut();
@@ -322,6 +335,7 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
                       net::roleName(role), net::roleName(options_.serverRoles.front())));
     } else {
       ++stats_.connections;
+      server_ = at;
       st = co_await session(*conn, welcomed);
       if (st.isOk() || dataFailed_) co_return st;
       if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kUnauthenticated ||
@@ -525,6 +539,14 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
         learner_.settle(r->round, r->accepted);
         syncStats();
         if (!r->accepted) log_->warn("update for round {} rejected: {}", r->round, r->reason);
+        if (options_.rejoinAfter && learner_.pending().empty() && options_.rejoinAfter(r->round, r->accepted)) {
+          const std::string why = "the rows to train changed: joining again with the new ones";
+          const wire::Frame byeFrame = wire::encode(wire::ByeMsg{why, false, {}});
+          (void)co_await conn.send(byeFrame.bytes());
+          co_await conn.close();
+          redirect_ = server_;  // the same server, at once
+          co_return Status(StatusCode::kClosed, why);
+        }
         break;
       }
       case fb::Body::Heartbeat: {

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <asio/post.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -348,6 +349,7 @@ void Federation::onClosed(const std::shared_ptr<Session>& session, const Status&
     auto it = self->sessions_.find(id);
     if (it == self->sessions_.end() || it->second != session) return;  // replaced by a newer connection
     self->sessions_.erase(it);
+    if (self->parked_.erase(id) > 0) return;  // waiting for the relay's rows: the engine does not know it
     if (self->waiting_.erase(id) > 0) {  // never welcomed: the engine does not know it
       if (self->statsOpen_ && !self->statsReceived_.contains(id) && self->statsAsked_.erase(id) > 0 &&
           self->statsReceived_.size() == self->statsAsked_.size())
@@ -474,7 +476,62 @@ void Federation::welcomeClient(const std::shared_ptr<Session>& session, const wi
   if (rows)
     log_->info("{} trains the compact model of {} rows ({} of {} parameters; its row set {} bytes)", id, rows->rows(),
                rows->viewSize(), rows->fullSize(), rows->bytes().size());
+  if (!coveredUpstream(rows)) {
+    parked_[id] = Parked{h.numExamples, h.lastRound, h.modelChecksum};
+    log_->info("{} waits until this relay's coordinator takes its rows", id);
+    return;
+  }
+  parked_.erase(id);
   perform(engine_->clientJoined(id, h.numExamples, h.lastRound, h.modelChecksum, nowMs(), std::move(rows)));
+}
+
+bool Federation::coveredUpstream(const std::shared_ptr<const ClientRowSet>& rows) const {
+  if (!upstreamRows_) return true;
+  if (!rows) return false;
+  auto view = rows->view();
+  return view && std::includes(upstreamRows_->begin(), upstreamRows_->end(), view->rows().begin(), view->rows().end());
+}
+
+void Federation::setUpstreamRows(std::optional<std::vector<uint32_t>> rows) {
+  asio::post(strand_, [self = shared_from_this(), rows = std::move(rows)]() mutable {
+    self->upstreamRows_ = std::move(rows);
+    if (self->done_) return;
+    for (auto it = self->parked_.begin(); it != self->parked_.end();) {
+      const auto r = self->rows_.find(it->first);
+      const std::shared_ptr<const ClientRowSet> clientRows = r != self->rows_.end() ? r->second : nullptr;
+      if (!self->sessions_.contains(it->first) || !self->coveredUpstream(clientRows)) {
+        ++it;
+        continue;
+      }
+      const std::string id = it->first;
+      const Parked p = it->second;
+      it = self->parked_.erase(it);
+      self->log_->info("{} joins the rounds: this relay's coordinator takes its rows now", id);
+      self->perform(self->engine_->clientJoined(id, p.examples, p.heldRound, p.heldChecksum, self->nowMs(), clientRows));
+    }
+  });
+}
+
+void Federation::fillClientRows(LocalRounds& out) const {
+  std::vector<uint32_t> all;
+  for (const auto& [id, session] : sessions_) {
+    if (waiting_.contains(id)) continue;  // not welcomed yet
+    const auto r = rows_.find(id);
+    const std::shared_ptr<const ClientRowSet> rows = r != rows_.end() ? r->second : nullptr;
+    LocalRounds::Member m;
+    m.id = id;
+    if (rows) {
+      m.rowSet.assign(rows->bytes().begin(), rows->bytes().end());
+      m.rowBucket = rows->bucket();
+      if (auto view = rows->view()) all.insert(all.end(), view->rows().begin(), view->rows().end());
+    } else {
+      out.anyDense = true;
+    }
+    out.members.push_back(std::move(m));
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  out.clientRows = std::move(all);
 }
 
 std::shared_ptr<const ClientRowSet> Federation::clientRows(const std::string& id, const wire::HelloMsg& h) {
@@ -731,7 +788,9 @@ void Federation::relayCheckHeld() {
   if (!relayHeld_ || done_ || !engine_->held()) return;
   auto cb = std::move(relayHeld_);
   relayHeld_ = nullptr;
-  cb(relayRounds_.take(engine_->model()));
+  LocalRounds rounds = relayRounds_.take(engine_->model());
+  fillClientRows(rounds);
+  cb(std::move(rounds));
 }
 
 void Federation::perform(std::vector<Action> actions) {

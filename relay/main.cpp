@@ -26,6 +26,9 @@
 #include <vector>
 
 #include "starling/client/participant.hpp"
+#include "starling/compression/row_set.hpp"
+#include "starling/model/model.hpp"
+#include "starling/model/row_view.hpp"
 #include "starling/coordinator/federation.hpp"
 #include "starling/coordinator/server.hpp"
 #include "starling/coordinator/store.hpp"
@@ -49,8 +52,10 @@ int fail(const std::string& message) {
 class Downstream {
  public:
   Downstream(std::string self, std::shared_ptr<const net::TlsContext> tls, coordinator::ServerOptions server,
-             relay::RelayRounds rounds, std::string db, unsigned threads, std::shared_ptr<spdlog::logger> log)
+             relay::RelayRounds rounds, std::string db, unsigned threads, bool sparseRows,
+             std::shared_ptr<spdlog::logger> log)
       : self_(std::move(self)),
+        sparse_(sparseRows),
         io_(static_cast<int>(threads)),
         tls_(std::move(tls)),
         serverOptions_(std::move(server)),
@@ -71,7 +76,7 @@ class Downstream {
         return Status(StatusCode::kInvalidArgument,
                       fmt::format("the coordinator's task is now '{}' ({}), this relay serves '{}' ({}): restart it",
                                   w.task, w.modelSpec, task_, model_));
-      return Status::ok();
+      return takeRows(w);
     }
     auto configs = relay::downstreamTask(w, rounds_);
     if (!configs) return configs.status();
@@ -88,6 +93,10 @@ class Downstream {
     if (!port) return port.status();
     task_ = w.task;
     model_ = w.modelSpec;
+    // The relay's model as its federation holds it (resumed, or round 0): the rows its
+    // coordinator does not send when sparse (no client here trains them).
+    full_.assign(federation_->engine().model().begin(), federation_->engine().model().end());
+    if (Status st = takeRows(w); !st) return st;
     federation_->onFinished([this](const Status& st) {
       if (!st && st.code() != StatusCode::kClosed) log_->error("the relay's federation stopped: {}", st.message());
       server_->stop();
@@ -113,10 +122,21 @@ class Downstream {
     const auto started = std::chrono::steady_clock::now();
     auto done = std::make_shared<std::promise<Result<coordinator::LocalRounds>>>();
     auto got = done->get_future();
+    // Sparse upstream: the Learner holds the compact model of the declared rows; the
+    // other rows are the relay's own (no client here trains them).
+    std::vector<float> base;
+    if (view_) {
+      if (learner.model().size() != view_->size())
+        return Status(StatusCode::kInternal, fmt::format("the relay holds {} values, its rows' view has {}",
+                                                         learner.model().size(), view_->size()));
+      view_->scatter(learner.model(), full_);
+      base = full_;
+    } else {
+      base.assign(learner.model().begin(), learner.model().end());
+    }
     // The coordinator's tau and lr for this assignment (its ADACOMM, its decay) are the
     // local rounds' own.
-    federation->trainLocalRounds(std::vector<float>(learner.model().begin(), learner.model().end()),
-                                 rounds_.localRounds, coordinator::RoundEngine::UpstreamPace{assign.tau, assign.lr},
+    federation->trainLocalRounds(std::move(base), rounds_.localRounds, coordinator::RoundEngine::UpstreamPace{assign.tau, assign.lr},
                                  [done](Result<coordinator::LocalRounds> r) { done->set_value(std::move(r)); });
     // An update after the coordinator's deadline would only be late: at 90% of it the
     // relay stops waiting (the local round in flight is abandoned by the next
@@ -143,7 +163,57 @@ class Downstream {
     log_->info("round {}: {} local round(s), {} examples a round, loss {:.4f} -> {:.4f}; model {:016x} up",
                assign.round, rounds->rounds, rounds->examples, rounds->lossStart, rounds->lossEnd,
                checksum64(rounds->model));
-    return learner.submit(assign, rounds->model, stats);
+    full_ = rounds->model;
+    wire::RoundAssignMsg a = assign;
+    if (sparse_ && inputs_ > 0) {
+      // The rows this relay's clients train now: when they are not the declared ones,
+      // this update carries the whole uplink memory (density 1: nothing held back is
+      // lost), and once it is accepted the relay joins again offering them.
+      std::optional<std::vector<uint32_t>> want = declared_;
+      if (rounds->anyDense)
+        want.reset();
+      else if (!rounds->clientRows.empty())
+        want = rounds->clientRows;
+      next_ = want;
+      if (want != declared_) {
+        a.density = 1.0f;
+        flushRound_ = assign.round;
+        log_->info("round {}: the clients' rows changed ({} -> {}); this update flushes the uplink memory",
+                   assign.round, rowsName(declared_), rowsName(want));
+      } else {
+        flushRound_.reset();
+      }
+    }
+    if (view_) return learner.submit(a, view_->gather(rounds->model), stats);
+    return learner.submit(a, rounds->model, stats);
+  }
+
+  // --sparse-rows: what the relay offers in its next Hello (its clients' rows, once
+  // known), and whether to join again after the verdict on `round` (its flushing update,
+  // accepted).
+  std::optional<client::RowOffer> upstreamOffer() {
+    offered_.reset();
+    if (!next_ || inputs_ == 0) return std::nullopt;
+    auto set = compression::RowSet::fromSorted(*next_, static_cast<uint32_t>(inputs_));
+    if (!set) {
+      log_->error("the clients' rows: {}", set.status().message());
+      return std::nullopt;
+    }
+    client::RowOffer offer;
+    offer.bucket = 1;
+    offer.bytes = compression::encodeRowSet(*set);
+    offer.covered = *next_;
+    offer.touched = next_->size();
+    offered_ = next_;
+    log_->info("offering the coordinator the {} rows this relay's clients train ({} bytes)", next_->size(),
+               offer.bytes.size());
+    return offer;
+  }
+  bool rejoinAfter(uint64_t round, bool accepted) {
+    if (!flushRound_ || *flushRound_ != round) return false;
+    if (!accepted) return false;  // the memory is back: the next update flushes again
+    flushRound_.reset();
+    return true;
   }
 
   // The coordinator's task is complete: the relay's clients are told, and it stops.
@@ -173,7 +243,44 @@ class Downstream {
       if (t.joinable()) t.join();
   }
 
+  static std::string rowsName(const std::optional<std::vector<uint32_t>>& rows) {
+    return rows ? fmt::format("{} rows", rows->size()) : std::string("the whole model");
+  }
+
+  // A Welcome: the rows the coordinator took (those offered, when it says sparse_rows)
+  // become the relay's view and the rows its federation lets clients train.
+  Status takeRows(const wire::WelcomeMsg& w) {
+    if (!sparse_) return Status::ok();
+    if (inputs_ == 0) {
+      auto m = model::Model::fromSpec(w.modelSpec);
+      if (!m) return m.status();
+      if (!m->acceptsSparse()) {
+        log_->warn("--sparse-rows: the model {} has no first-layer rows; the relay trains the whole model",
+                   w.modelSpec);
+        sparse_ = false;
+        return Status::ok();
+      }
+      inputs_ = m->inputDim();
+      fullModel_ = std::make_shared<const model::Model>(std::move(*m));
+    }
+    if (offered_ && !w.sparseRows) {
+      log_->warn("the coordinator trains the whole model with this relay (it did not take the rows offered)");
+      sparse_ = false;
+    }
+    declared_ = w.sparseRows ? offered_ : std::nullopt;
+    next_ = declared_;
+    view_.reset();
+    if (declared_) {
+      auto view = model::RowView::create(*fullModel_, *declared_);
+      if (!view) return view.status();
+      view_ = *view;
+    }
+    federation_->setUpstreamRows(declared_);
+    return Status::ok();
+  }
+
   std::string self_;  // this relay's identity: the placement names relays by it
+  bool sparse_;       // --sparse-rows
   asio::io_context io_;
   std::shared_ptr<const net::TlsContext> tls_;
   coordinator::ServerOptions serverOptions_;
@@ -186,6 +293,16 @@ class Downstream {
   std::unique_ptr<coordinator::Server> server_;
   std::string task_, model_;
   std::vector<std::thread> pool_;
+  // --sparse-rows (used on the upstream thread only): the model's inputs (0 until the
+  // first Welcome), the rows offered in the last Hello, taken in its Welcome, and to
+  // offer next (nullopt: the whole model); the taken rows' view; the relay's whole model;
+  // the round of the update that flushes the memory before joining with new rows.
+  std::size_t inputs_ = 0;
+  std::shared_ptr<const model::Model> fullModel_;
+  std::optional<std::vector<uint32_t>> offered_, declared_, next_;
+  std::shared_ptr<const model::RowView> view_;
+  std::vector<float> full_;
+  std::optional<uint64_t> flushRound_;
 };
 
 }  // namespace
@@ -198,7 +315,7 @@ int main(int argc, char** argv) {
   relay::RelayRounds rounds;
   int64_t handshakeTimeoutMs = 10'000;
   unsigned threads = 2;
-  bool upstreamRelay = false;
+  bool upstreamRelay = false, sparseRows = false;
   app.add_option("--coordinator", coordinatorAddr, "the coordinator's address, HOST:PORT")->required();
   app.add_option("--listen", listenAddr, "address the relay's clients connect to, HOST:PORT");
   std::string advertise;
@@ -229,6 +346,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads serving the relay's clients")->check(CLI::Range(1u, 64u));
   app.add_flag("--upstream-relay", upstreamRelay,
                "--coordinator may be another relay (three tiers: coordinator <- relay <- this relay <- clients)");
+  app.add_flag("--sparse-rows", sparseRows,
+               "train upstream only the rows this relay's clients train (the union of their row sets, "
+               "starling-client --sparse-rows): the coordinator sends and takes those rows only; a client with "
+               "other rows waits until the relay has joined again offering them (docs/sparse.md)");
   app.add_option("--log-level", logLevel, "trace, debug, info, warn, error or off");
   CLI11_PARSE(app, argc, argv);
 
@@ -275,7 +396,7 @@ int main(int argc, char** argv) {
   serverOptions.limits.handshakeTimeout = std::chrono::milliseconds(handshakeTimeoutMs);
   serverOptions.limits.idleTimeout =
       std::chrono::milliseconds(std::max<int64_t>(120'000, rounds.deadlineMs + 2 * int64_t(rounds.heartbeatMs)));
-  Downstream down(own->commonName, *downTls, serverOptions, rounds, db, threads, *log);
+  Downstream down(own->commonName, *downTls, serverOptions, rounds, db, threads, sparseRows, *log);
 
   client::ParticipantOptions options;
   options.coordinator = *upstream;
@@ -296,6 +417,10 @@ int main(int argc, char** argv) {
   options.localWork = [&down](client::Learner& learner, const wire::RoundAssignMsg& a) {
     return down.work(learner, a);
   };
+  if (sparseRows) {
+    options.rowSource = [&down] { return down.upstreamOffer(); };
+    options.rejoinAfter = [&down](uint64_t round, bool accepted) { return down.rejoinAfter(round, accepted); };
+  }
   const data::Dataset noData;  // the relay's clients hold the data
   client::Participant participant(noData, options, *log);
 

@@ -88,6 +88,12 @@ void RowView::gather(std::span<const float> full, std::span<float> out) const {
                 out.begin() + static_cast<std::ptrdiff_t>(starts_[k]));
 }
 
+void RowView::scatter(std::span<const float> compact, std::span<float> full) const {
+  for (std::size_t k = 0; k < ranges_.size(); ++k)
+    std::copy_n(compact.begin() + static_cast<std::ptrdiff_t>(starts_[k]), ranges_[k].count,
+                full.begin() + static_cast<std::ptrdiff_t>(ranges_[k].offset));
+}
+
 std::vector<float> RowView::gather(std::span<const float> full) const {
   std::vector<float> out(size_);
   gather(full, out);

@@ -58,6 +58,10 @@ TEST_CASE("a view names the rows' parameters and the dense rest, in the order of
     full[i] = float(i);
   // Output 0's columns 1, 2, 5, output 1's (6 + those), the bias (12, 13).
   CHECK(view.gather(full) == std::vector<float>{1, 2, 5, 7, 8, 11, 12, 13});
+  // scatter() writes those positions back and leaves the others.
+  std::vector<float> back(14, -1.0f);
+  view.scatter(std::vector<float>{1, 2, 5, 7, 8, 11, 12, 13}, back);
+  CHECK(back == std::vector<float>{-1, 1, 2, -1, -1, 5, -1, 7, 8, -1, -1, 11, 12, 13});
   std::vector<uint32_t> positions{0, 2, 3, 7};
   REQUIRE(view.toFull(positions).isOk());
   CHECK(positions == std::vector<uint32_t>{1, 5, 7, 13});

@@ -111,6 +111,15 @@ struct ParticipantOptions {
   // A relay: the address its own clients reach it at, said in Hello (Hello.listen) so
   // that the coordinator's placement can send clients here ("" = none).
   std::string advertise;
+  // A relay with sparse rows upstream (starling-relay --sparse-rows): the rows to offer
+  // at each Hello, instead of rows from data (null, or nullopt from it: offer none); the
+  // Welcome's sparse_rows then makes the Learner the compact model of offer.covered,
+  // whose inputs are the coordinator's model's (there is no data to check them on).
+  std::function<std::optional<RowOffer>()> rowSource;
+  // Asked after each verdict once no update is pending (round, accepted): true makes the
+  // client say goodbye and join the same server again at once, offering rowSource()'s
+  // rows anew (a relay whose clients' rows changed, after its flushing update).
+  std::function<bool(uint64_t, bool)> rejoinAfter;
 };
 
 struct ParticipantStats {
@@ -211,6 +220,7 @@ class Participant {
   std::optional<RowOffer> rowOffer_;
   std::optional<data::Dataset> compactTrain_, compactHeldOut_;
   std::optional<std::size_t> redirect_;  // a relay's Bye.redirect: the server to try next
+  std::size_t server_ = 0;               // the server of the session: run()'s `at`
   bool dataFailed_ = false;
   ParticipantOptions options_;
   std::shared_ptr<spdlog::logger> log_;

@@ -52,6 +52,8 @@ class RowView {
   // out[p] = full[full position of p]; full has fullSize() values, out size().
   void gather(std::span<const float> full, std::span<float> out) const;
   std::vector<float> gather(std::span<const float> full) const;
+  // The inverse: full[full position of p] = compact[p]; the other values of full stay.
+  void scatter(std::span<const float> compact, std::span<float> full) const;
   // checksum64 of gather(full): what a client holding the view of full computes.
   uint64_t checksum(std::span<const float> full) const;
   // Replaces each compact position (strictly increasing, below size()) by its full

@@ -113,6 +113,12 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   // another relay are told to go there (Bye.redirect) and disconnected, and so is any
   // that joins here later; on the federation's strand.
   void applyPlacement(std::string self, std::vector<wire::PlacedClientMsg> placement, uint64_t version);
+  // A relay with sparse rows upstream (starling-relay --sparse-rows): the rows its
+  // coordinator sends it and takes from it. A client that trains rows outside them (or
+  // the whole model) is welcomed but not selected until they cover its rows: its
+  // training would be lost upstream. nullopt: every row (the default). On the
+  // federation's strand.
+  void setUpstreamRows(std::optional<std::vector<uint32_t>> rows);
 
   uint64_t resumedFrom() const { return resumedFrom_; }
   const RoundEngine& engine() const { return *engine_; }
@@ -193,6 +199,17 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   uint64_t appliedPlacement_ = 0;
   std::vector<wire::PlacedClientMsg> appliedEntries_;
   std::map<std::string, std::shared_ptr<const ClientRowSet>> rows_;
+  // setUpstreamRows(): the rows the relay's coordinator takes (nullopt: all), and the
+  // clients welcomed but waiting for them (what their Hello said).
+  std::optional<std::vector<uint32_t>> upstreamRows_;
+  struct Parked {
+    uint64_t examples = 0;
+    uint64_t heldRound = 0;
+    uint64_t heldChecksum = 0;
+  };
+  std::map<std::string, Parked> parked_;
+  bool coveredUpstream(const std::shared_ptr<const ClientRowSet>& rows) const;
+  void fillClientRows(LocalRounds& out) const;
   std::optional<data::Dataset> testSet_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by certificate identity
   // The statistics round: the scaling (task.standardize) and the vocabulary

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "starling/coordinator/round_engine.hpp"
@@ -24,6 +25,18 @@ struct LocalRounds {
   uint32_t steps = 0;
   double lossStart = 0;
   double lossEnd = 0;
+  // The relay's connected clients when the rounds ended (starling-relay --sparse-rows):
+  // the union of their rows, ascending; anyDense: one of them trains the whole model.
+  std::vector<uint32_t> clientRows;
+  bool anyDense = false;
+  // Each connected client's row set as it offered it (Hello.row_set, row_bucket): what
+  // the relay tells its coordinator for placement (empty bytes: it offered none).
+  struct Member {
+    std::string id;
+    std::vector<uint8_t> rowSet;
+    uint32_t rowBucket = 0;
+  };
+  std::vector<Member> members;
 };
 
 class LocalRoundsTally {

@@ -11,6 +11,7 @@
 #   check_sums DIR DB           the uplink memory's invariant from the --test-audit files of the
 #                               coordinator and client-0..2 in DIR, and no update applied twice in DB
 #   regression_csv SEED N       N rows "a,b,c,target", y = 2 a - b + 0.5 c + noise (sd about 0.05)
+#   community_libsvm SEED N C    N libsvm examples of feature community C (below)
 #   finish                      prints the logs when a check failed; exits 0 or 1
 # STARLING_KEEP_WORK=1 keeps $work (logs, databases) for a look afterwards.
 if [ "${needs_fashion_mnist:-1}" = 1 ] && [ ! -f "$data/t10k-labels-idx1-ubyte.gz" ] && [ ! -f "$data/t10k-labels-idx1-ubyte" ]; then
@@ -117,6 +118,25 @@ regression_csv() {
     for (i = 0; i < n; i++) { a = rand() * 2 - 1; b = rand() * 2 - 1; c = rand() * 2 - 1;
       e = (rand() + rand() + rand() - 1.5) * 0.1;
       printf "%.5f,%.5f,%.5f,%.5f\n", a, b, c, 2 * a - b + 0.5 * c + e } }'
+}
+
+# community_libsvm SEED N COMMUNITY: N libsvm lines of a sparse binary task in which
+# community c's examples hold 8 features of its own block [1 + 2000 c, 2000 + 2000 c]
+# and 1 of 20 shared ones; the label is the parity of the smallest block feature. The
+# first line of each file ends with "4096:0" (every file 4,096 features wide).
+community_libsvm() {  # SEED N COMMUNITY
+  awk -v seed="$1" -v n="$2" -v c="$3" 'BEGIN { srand(seed);
+    for (i = 0; i < n; i++) {
+      m = 0; line = "";
+      for (k = 0; k < 8; k++) { j = 1 + 2000 * c + int(rand() * rand() * 2000);
+        dup = 0; for (q = 1; q <= m; q++) if (a[q] == j) dup = 1;
+        if (!dup) { m++; a[m] = j } }
+      for (p = 2; p <= m; p++) { v = a[p]; q = p - 1; while (q >= 1 && a[q] > v) { a[q + 1] = a[q]; q-- } a[q + 1] = v }
+      s = 4001 + int(rand() * 20); lo = a[1];
+      for (q = 1; q <= m; q++) line = line " " a[q] ":1";
+      line = line " " s ":1";
+      if (i == 0) line = line " 4096:0";
+      print (lo % 2 == 0 ? "+1" : "-1") line } }'
 }
 
 finish() {

@@ -21,25 +21,8 @@ source "$(dirname "$0")/lib.sh"
 
 "$coord_bin" init --out "$work/certs" --clients 4 --relays 2 >/dev/null || exit 1
 
-# Community c's examples hold 8 features of its own block [1 + 2000 c, 2000 + 2000 c]
-# and 1 of 20 shared ones; the label is the parity of the smallest block feature. The
-# first line of each file ends with "4096:0" (every file 4,096 features wide).
-make_community() {  # SEED N COMMUNITY
-  awk -v seed="$1" -v n="$2" -v c="$3" 'BEGIN { srand(seed);
-    for (i = 0; i < n; i++) {
-      m = 0; line = "";
-      for (k = 0; k < 8; k++) { j = 1 + 2000 * c + int(rand() * rand() * 2000);
-        dup = 0; for (q = 1; q <= m; q++) if (a[q] == j) dup = 1;
-        if (!dup) { m++; a[m] = j } }
-      for (p = 2; p <= m; p++) { v = a[p]; q = p - 1; while (q >= 1 && a[q] > v) { a[q + 1] = a[q]; q-- } a[q + 1] = v }
-      s = 4001 + int(rand() * 20); lo = a[1];
-      for (q = 1; q <= m; q++) line = line " " a[q] ":1";
-      line = line " " s ":1";
-      if (i == 0) line = line " 4096:0";
-      print (lo % 2 == 0 ? "+1" : "-1") line } }'
-}
-for i in 0 1 2 3; do make_community $((60 + i)) 300 $((i / 2)) >"$work/client-$i.libsvm"; done
-{ make_community 70 200 0; make_community 71 200 1 | sed 's/ 4096:0//'; } >"$work/test.libsvm"
+for i in 0 1 2 3; do community_libsvm $((60 + i)) 300 $((i / 2)) >"$work/client-$i.libsvm"; done
+{ community_libsvm 70 200 0; community_libsvm 71 200 1 | sed 's/ 4096:0//'; } >"$work/test.libsvm"
 
 declare -a relay_pid relay_port client_pid
 # Fixed ports: a relay says its address to the coordinator before it serves, and a

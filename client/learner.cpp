@@ -137,7 +137,8 @@ wire::UpdateMsg LocalUpdate::message() const {
                          static_cast<float>(stats.lossEnd),
                          compression::viewOf(payload),
                          static_cast<uint32_t>(stats.seconds * 1000.0),
-                         evalStats};
+                         evalStats,
+                         members};
 }
 
 Result<std::vector<double>> LearnerTask::evaluate(std::span<const float> params, const data::Dataset& heldOut) {

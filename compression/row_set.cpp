@@ -134,4 +134,12 @@ Result<RowSet> decodeRowSet(std::span<const std::uint8_t> bytes, std::uint32_t u
   return RowSet::fromSorted(std::move(rows), universe);
 }
 
+Result<RowSet> decodeCoveredRows(std::span<const std::uint8_t> bytes, std::uint32_t bucketRows,
+                                 std::uint32_t universe) {
+  if (bucketRows == 0) return invalid("row set coarsening: buckets of 0 rows (B must be at least 1)");
+  auto buckets = decodeRowSet(bytes, bucketCount(universe, bucketRows));
+  if (!buckets) return buckets.status();
+  return coveredRows(*buckets, bucketRows, universe);
+}
+
 }  // namespace starling::compression

@@ -29,12 +29,9 @@ Result<std::shared_ptr<const ClientRowSet>> ClientRowSet::create(std::shared_ptr
 
 Result<std::shared_ptr<const model::RowView>> ClientRowSet::build() const {
   const auto inputs = static_cast<uint32_t>(model_->inputDim());
-  const uint32_t buckets = static_cast<uint32_t>((uint64_t(inputs) + bucket_ - 1) / bucket_);
-  auto set = compression::decodeRowSet(bytes_, buckets);
-  if (!set) return set.status().withContext("the client's row set");
-  if (set->empty()) return Status(StatusCode::kMalformed, "the client's row set is empty");
-  auto covered = compression::coveredRows(*set, bucket_, inputs);
+  auto covered = compression::decodeCoveredRows(bytes_, bucket_, inputs);
   if (!covered) return covered.status().withContext("the client's row set");
+  if (covered->empty()) return Status(StatusCode::kMalformed, "the client's row set is empty");
   return model::RowView::create(*model_, std::vector<uint32_t>(covered->rows().begin(), covered->rows().end()));
 }
 

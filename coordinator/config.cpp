@@ -209,6 +209,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("server.placement-file", t.placementFile,
        "clients on relays: a file of 'client ID RELAY' lines (starling-coordinator placement --out), applied at the "
        "relays' next round whenever it changes and kept in the database (empty = none)");
+  bind("server.placement-drift", t.placementDrift,
+       "clients on relays recomputed (METIS over the row sets the relays report) when the relay traffic drifted by "
+       "more than this fraction since the last computation, and applied when it saves more than it (0 = never)");
   bind("server.certs", c.certs, "directory with ca.crt, coordinator.crt, coordinator.key");
   bind("server.ca", c.ca, "CA certificate (overrides certs)");
   bind("server.cert", c.cert, "coordinator certificate (overrides certs)");

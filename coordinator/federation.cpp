@@ -8,9 +8,12 @@
 #include <asio/post.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <set>
 #include <thread>
 
 #include "starling/compression/precision.hpp"
+#include "starling/compression/row_set.hpp"
 #include "starling/coordinator/report.hpp"
 #include "starling/coordinator/sparse_rows.hpp"
 #include "starling/data/loaders.hpp"
@@ -21,6 +24,7 @@
 
 #include "engine/statistics.hpp"
 #include "engine/vocabulary.hpp"
+#include "placement.hpp"
 
 namespace starling::coordinator {
 namespace fb = wire::fb;
@@ -289,8 +293,143 @@ void Federation::refreshPlacement() {
   std::map<std::string, int> perRelay;
   for (const auto& [client, relay] : placement_.clients)
     ++perRelay[relay];
+  PlacementRecord record;
+  record.version = placement_.version;
+  record.round = engine_->committedRound();
+  record.source = "file";
+  record.clients = static_cast<int64_t>(placement_.clients.size());
+  record.relays = static_cast<int64_t>(perRelay.size());
+  if (Status st = store_->recordPlacement(record); !st) log_->warn("{}", st.message());
   log_->info("placement version {} from {}: {} clients on {} relays; the relays apply it at their next round",
              placement_.version, task_.placementFile, placement_.clients.size(), perRelay.size());
+}
+
+void Federation::takeMembers(const std::string& relay, const std::vector<wire::MemberRowsMsg>& members) {
+  if (task_.placementDrift <= 0) return;
+  auto inputs = model::specInputs(task_.model);
+  if (!inputs) return;  // a model without first-layer rows: nothing to place by
+  std::vector<MemberRows> list;
+  for (const wire::MemberRowsMsg& m : members) {
+    if (m.rowSet.empty()) continue;  // it trains the whole model: placed anywhere alike
+    auto rows = compression::decodeCoveredRows(m.rowSet, m.rowBucket, static_cast<uint32_t>(*inputs));
+    if (!rows) {
+      log_->warn("{}'s report of the rows of {}: {}", relay, m.client, rows.status().message());
+      continue;
+    }
+    list.push_back({m.client, std::vector<uint32_t>(rows->rows().begin(), rows->rows().end())});
+  }
+  log_->debug("{} reports {} clients ({} with rows)", relay, members.size(), list.size());
+  relayMembers_[relay] = std::move(list);
+}
+
+void Federation::maybeRecomputePlacement(uint64_t round) {
+  if (task_.placementDrift <= 0) return;
+  if (recomputing_.valid()) {
+    if (recomputing_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+      applyRecomputed(recomputing_.get(), round);
+    return;
+  }
+  auto inputs = model::specInputs(task_.model);
+  if (!inputs) return;
+  // The relays connected now that reported their clients, and those clients where they
+  // train (a client reported by two relays, as it moves, counts at the first).
+  std::vector<std::string> relays;
+  std::vector<ClientRows> clients;
+  std::vector<uint32_t> relayOf;
+  std::set<std::string> seen;
+  for (const auto& [relay, members] : relayMembers_) {
+    if (!sessions_.contains(relay) || !relayAddress_.contains(relay)) continue;
+    const auto r = static_cast<uint32_t>(relays.size());
+    relays.push_back(relay);
+    for (const MemberRows& m : members)
+      if (seen.insert(m.id).second) {
+        clients.push_back({m.id, m.rows});
+        relayOf.push_back(r);
+      }
+  }
+  if (relays.size() < 2 || clients.size() < relays.size()) return;
+  auto now = evaluateRelays(clients, *inputs, relayOf, static_cast<uint32_t>(relays.size()));
+  if (!now) {
+    log_->warn("the relays' traffic: {}", now.status().message());
+    return;
+  }
+  const double drift = task_.placementDrift;
+  const uint64_t traffic = now->trafficRows;
+  if (computedTraffic_ > 0 && double(traffic) <= double(computedTraffic_) * (1 + drift) &&
+      double(traffic) >= double(computedTraffic_) * (1 - drift))
+    return;
+  log_->info("relay traffic {} rows a round ({}): placing {} clients on {} relays", traffic,
+             computedTraffic_ > 0 ? fmt::format("{} at the last placement", computedTraffic_) : "first placement",
+             clients.size(), relays.size());
+  // METIS on a worker: the rounds go on meanwhile; the result is applied after the first
+  // round that ends once it is ready.
+  recomputing_ = std::async(std::launch::async,
+                            [clients = std::move(clients), relayOf = std::move(relayOf), relays = std::move(relays),
+                             universe = *inputs, traffic]() -> Result<Recomputed> {
+                              RelayPlacementOptions options;
+                              options.relays = static_cast<uint32_t>(relays.size());
+                              auto placed = placeClients(clients, universe, options);
+                              if (!placed) return placed.status();
+                              auto kept = keepRelays(placed->relayOf, relayOf, options.relays);
+                              if (!kept) return kept.status();
+                              Recomputed out;
+                              for (std::size_t i = 0; i < clients.size(); ++i)
+                                out.clients.emplace_back(clients[i].id, relays[(*kept)[i]]);
+                              std::sort(out.clients.begin(), out.clients.end());
+                              out.rowsBefore = traffic;
+                              out.rowsAfter = placed->trafficRows;
+                              out.relays = options.relays;
+                              out.seconds = placed->seconds;
+                              return out;
+                            });
+}
+
+void Federation::applyRecomputed(Result<Recomputed> r, uint64_t round) {
+  if (!r) {
+    log_->warn("placement not recomputed: {}", r.status().message());
+    return;
+  }
+  const double drift = task_.placementDrift;
+  const bool saves = double(r->rowsAfter) < double(r->rowsBefore) * (1 - drift);
+  computedTraffic_ = saves ? r->rowsAfter : r->rowsBefore;
+  // What a row costs each way: its first-layer parameters as fp32.
+  if (!rowsModel_)
+    if (auto m = model::Model::fromSpec(task_.model)) rowsModel_ = std::make_shared<const model::Model>(std::move(*m));
+  uint64_t rowBytes = 0;
+  const uint32_t firstRow = 0;
+  if (rowsModel_)
+    if (auto ranges = rowsModel_->firstLayerRows(std::span<const uint32_t>(&firstRow, 1)))
+      for (const auto& range : *ranges)
+        rowBytes += 4 * range.count;
+  const std::string against =
+      fmt::format("the partition took {:.3f} s; relay traffic {} -> {} rows a round ({} bytes a round each way)",
+                  r->seconds, r->rowsBefore, r->rowsAfter,
+                  r->rowsBefore >= r->rowsAfter ? fmt::format("saves {}", (r->rowsBefore - r->rowsAfter) * rowBytes)
+                                                : fmt::format("costs {}", (r->rowsAfter - r->rowsBefore) * rowBytes));
+  if (!saves || r->clients == placement_.clients) {
+    log_->info("placement recomputed, not applied (it saves under {:.0f}% of the traffic): {}", 100 * drift, against);
+    return;
+  }
+  RelayPlacementMap next{placement_.version + 1, std::move(r->clients)};
+  if (Status st = store_->setMeta("placement", next.text()); !st) {
+    log_->warn("placement not applied: recording it: {}", st.message());
+    return;
+  }
+  placement_ = std::move(next);
+  PlacementRecord record;
+  record.version = placement_.version;
+  record.round = round;
+  record.source = "drift";
+  record.clients = static_cast<int64_t>(placement_.clients.size());
+  record.relays = r->relays;
+  record.partitionSeconds = r->seconds;
+  record.rowsBefore = static_cast<int64_t>(r->rowsBefore);
+  record.rowsAfter = static_cast<int64_t>(r->rowsAfter);
+  if (Status st = store_->recordPlacement(record); !st) log_->warn("{}", st.message());
+  log_->info(
+      "placement version {} recomputed on drift: {} clients on {} relays; {}; the relays apply it at their "
+      "next round",
+      placement_.version, placement_.clients.size(), r->relays, against);
 }
 
 Frame Federation::relayAssignFrame(const Assignment& a) {
@@ -350,7 +489,7 @@ void Federation::onClosed(const std::shared_ptr<Session>& session, const Status&
     if (it == self->sessions_.end() || it->second != session) return;  // replaced by a newer connection
     self->sessions_.erase(it);
     if (self->parked_.erase(id) > 0) return;  // waiting for the relay's rows: the engine does not know it
-    if (self->waiting_.erase(id) > 0) {  // never welcomed: the engine does not know it
+    if (self->waiting_.erase(id) > 0) {       // never welcomed: the engine does not know it
       if (self->statsOpen_ && !self->statsReceived_.contains(id) && self->statsAsked_.erase(id) > 0 &&
           self->statsReceived_.size() == self->statsAsked_.size())
         self->closeStatistics();
@@ -507,7 +646,8 @@ void Federation::setUpstreamRows(std::optional<std::vector<uint32_t>> rows) {
       const Parked p = it->second;
       it = self->parked_.erase(it);
       self->log_->info("{} joins the rounds: this relay's coordinator takes its rows now", id);
-      self->perform(self->engine_->clientJoined(id, p.examples, p.heldRound, p.heldChecksum, self->nowMs(), clientRows));
+      self->perform(
+          self->engine_->clientJoined(id, p.examples, p.heldRound, p.heldChecksum, self->nowMs(), clientRows));
     }
   });
 }
@@ -560,6 +700,8 @@ std::shared_ptr<const ClientRowSet> Federation::clientRows(const std::string& id
 
 void Federation::update(const std::shared_ptr<Session>& session, const wire::UpdateMsg& u) {
   const std::string& id = session->clientId();
+  if (u.members && net::roleFromOu(session->peer().role, net::Role::kClient) == net::Role::kRelay)
+    takeMembers(id, *u.members);
   const auto d = static_cast<uint32_t>(engine_->model().size());
   // Decoded straight from the received frame: no intermediate Payload copy.
   IncomingUpdate in;
@@ -826,6 +968,7 @@ void Federation::performActions(std::vector<Action> actions) {
       if (!hooks_.auditOut.empty()) auditRound(s);
       if (!persist(s)) return;
       refreshPlacement();
+      if (s.committed) maybeRecomputePlacement(s.round);
       if (relayHeld_) relayRounds_.count(s);
       if (s.committed) {
         if (crashPoint("persisted")) return;

@@ -160,9 +160,7 @@ Result<std::vector<coordinator::ClientRows>> offeredRowSets(const std::vector<st
     if (!clients) return clients.status();
     for (const auto& c : *clients) {
       if (c.rowSet.empty()) continue;
-      const auto buckets = static_cast<uint32_t>((*inputs + c.rowBucket - 1) / std::max<uint32_t>(1, c.rowBucket));
-      auto set = compression::decodeRowSet(c.rowSet, buckets);
-      auto rows = set ? compression::coveredRows(*set, c.rowBucket, static_cast<uint32_t>(*inputs)) : set;
+      auto rows = compression::decodeCoveredRows(c.rowSet, c.rowBucket, static_cast<uint32_t>(*inputs));
       if (!rows) return rows.status().withContext(fmt::format("{}: the row set of client '{}'", db, c.id));
       out.push_back({c.id, std::vector<uint32_t>(rows->rows().begin(), rows->rows().end())});
     }

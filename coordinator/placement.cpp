@@ -630,4 +630,38 @@ Result<MetisGraph> parseMetisGraph(const std::string& name) {
   return parseIn(kMetisGraphs, name, "the METIS graph");
 }
 
+Result<std::vector<uint32_t>> keepRelays(std::span<const uint32_t> placed, std::span<const uint32_t> current,
+                                         uint32_t relays) {
+  if (placed.size() != current.size())
+    return Status(StatusCode::kInvalidArgument, std::to_string(placed.size()) + " placed clients, " +
+                                                    std::to_string(current.size()) + " current ones");
+  std::vector<std::vector<uint32_t>> overlap(relays, std::vector<uint32_t>(relays, 0));
+  for (std::size_t i = 0; i < placed.size(); ++i) {
+    if (placed[i] >= relays || current[i] >= relays)
+      return Status(StatusCode::kInvalidArgument,
+                    "client " + std::to_string(i) + " is on relay " + std::to_string(current[i]) + " and placed on " +
+                        std::to_string(placed[i]) + ", of " + std::to_string(relays) + " relays");
+    ++overlap[placed[i]][current[i]];
+  }
+  std::vector<uint32_t> relayOfPart(relays, relays);
+  std::vector<bool> taken(relays, false);
+  for (uint32_t step = 0; step < relays; ++step) {
+    uint32_t bestPart = 0, bestRelay = 0;
+    int64_t best = -1;
+    for (uint32_t p = 0; p < relays; ++p)
+      for (uint32_t r = 0; r < relays; ++r)
+        if (relayOfPart[p] == relays && !taken[r] && int64_t(overlap[p][r]) > best) {
+          best = overlap[p][r];
+          bestPart = p;
+          bestRelay = r;
+        }
+    relayOfPart[bestPart] = bestRelay;
+    taken[bestRelay] = true;
+  }
+  std::vector<uint32_t> out(placed.size());
+  for (std::size_t i = 0; i < placed.size(); ++i)
+    out[i] = relayOfPart[placed[i]];
+  return out;
+}
+
 }  // namespace starling::coordinator

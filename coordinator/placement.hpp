@@ -123,6 +123,15 @@ Result<RelayPlacement> placeWeightedClients(std::span<const ClientRows> clients,
 Result<RelayPlacement> evaluateRelays(std::span<const ClientRows> clients, uint64_t universe,
                                       std::span<const uint32_t> relayOf, uint32_t relays);
 
+// A new placement's parts as the relays that hold most of their clients now: METIS
+// numbers its parts arbitrarily, and a placement applied as numbered would move clients
+// that could stay. placed[i] and current[i] are client i's part and relay (< relays);
+// the parts go to relays greedily, largest overlap first (ties: lowest part, then
+// relay). Returns placed relabelled. kInvalidArgument for spans of different sizes or a
+// number past relays.
+Result<std::vector<uint32_t>> keepRelays(std::span<const uint32_t> placed, std::span<const uint32_t> current,
+                                         uint32_t relays);
+
 // Places the touched rows on shards. Errors: invalid input, no shards, more shards
 // than touched rows, a METIS failure.
 Result<ShardPlacement> placeRows(std::span<const ClientRows> clients, uint64_t universe,

@@ -36,6 +36,8 @@ Status validateTask(const EngineConfig& e, const TaskConfig& task) {
   if (!(e.uplinkDensity > 0 && e.uplinkDensity <= 1)) return bad("uplink-density must be in (0, 1]");
   if (!(e.downlinkDensity > 0 && e.downlinkDensity <= 1)) return bad("downlink-density must be in (0, 1]");
   if (task.batchSize < 1) return bad("batch-size must be at least 1");
+  if (!(task.placementDrift >= 0 && task.placementDrift < 1))
+    return bad(fmt::format("placement-drift must be in [0, 1) (0 = never), not {}", task.placementDrift));
   if (!data::parseTaskKind(task.kind))
     return bad("task '" + task.kind + "' is not one of classification, binary, regression");
   if (!data::parseDataFormat(task.dataFormat))

@@ -27,11 +27,11 @@
 
 #include "starling/client/participant.hpp"
 #include "starling/compression/row_set.hpp"
-#include "starling/model/model.hpp"
-#include "starling/model/row_view.hpp"
 #include "starling/coordinator/federation.hpp"
 #include "starling/coordinator/server.hpp"
 #include "starling/coordinator/store.hpp"
+#include "starling/model/model.hpp"
+#include "starling/model/row_view.hpp"
 #include "starling/net/certificates.hpp"
 #include "starling/net/tls_context.hpp"
 #include "starling/util/checksum.hpp"
@@ -136,7 +136,8 @@ class Downstream {
     }
     // The coordinator's tau and lr for this assignment (its ADACOMM, its decay) are the
     // local rounds' own.
-    federation->trainLocalRounds(std::move(base), rounds_.localRounds, coordinator::RoundEngine::UpstreamPace{assign.tau, assign.lr},
+    federation->trainLocalRounds(std::move(base), rounds_.localRounds,
+                                 coordinator::RoundEngine::UpstreamPace{assign.tau, assign.lr},
                                  [done](Result<coordinator::LocalRounds> r) { done->set_value(std::move(r)); });
     // An update after the coordinator's deadline would only be late: at 90% of it the
     // relay stops waiting (the local round in flight is abandoned by the next
@@ -184,8 +185,18 @@ class Downstream {
         flushRound_.reset();
       }
     }
-    if (view_) return learner.submit(a, view_->gather(rounds->model), stats);
-    return learner.submit(a, rounds->model, stats);
+    auto update =
+        view_ ? learner.submit(a, view_->gather(rounds->model), stats) : learner.submit(a, rounds->model, stats);
+    // Its clients and their rows go up when they changed, for the coordinator's placement.
+    std::vector<wire::MemberRowsMsg> members;
+    members.reserve(rounds->members.size());
+    for (auto& m : rounds->members)
+      members.push_back({std::move(m.id), std::move(m.rowSet), m.rowBucket});
+    if (update && members != sentMembers_) {
+      update->members = members;
+      sentMembers_ = std::move(members);
+    }
+    return update;
   }
 
   // --sparse-rows: what the relay offers in its next Hello (its clients' rows, once
@@ -250,6 +261,7 @@ class Downstream {
   // A Welcome: the rows the coordinator took (those offered, when it says sparse_rows)
   // become the relay's view and the rows its federation lets clients train.
   Status takeRows(const wire::WelcomeMsg& w) {
+    sentMembers_.reset();  // a new session: the coordinator is told again
     if (!sparse_) return Status::ok();
     if (inputs_ == 0) {
       auto m = model::Model::fromSpec(w.modelSpec);
@@ -303,6 +315,8 @@ class Downstream {
   std::shared_ptr<const model::RowView> view_;
   std::vector<float> full_;
   std::optional<uint64_t> flushRound_;
+  // The clients and rows last sent up in an Update of this session (Update.members).
+  std::optional<std::vector<wire::MemberRowsMsg>> sentMembers_;
 };
 
 }  // namespace

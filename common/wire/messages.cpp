@@ -174,8 +174,16 @@ Frame encode(const UpdateMsg& m) {
   FlatBufferBuilder b(256 + sizeOf(m.delta) + m.evalStats.size() * sizeof(double));
   const auto delta = optionalTensor(b, m.delta);
   const auto stats = m.evalStats.empty() ? 0 : b.CreateVector(m.evalStats);
+  Offset<flatbuffers::Vector<Offset<fb::MemberRows>>> members = 0;
+  if (m.members) {
+    std::vector<Offset<fb::MemberRows>> list;
+    list.reserve(m.members->size());
+    for (const MemberRowsMsg& r : *m.members)
+      list.push_back(fb::CreateMemberRowsDirect(b, r.client.c_str(), &r.rowSet, r.rowBucket));
+    members = b.CreateVector(list);
+  }
   return finishFrame(b, fb::CreateUpdate(b, m.round, m.baseRound, m.examples, m.steps, m.lossStart, m.lossEnd, delta,
-                                         m.durationMs, stats));
+                                         m.durationMs, stats, members));
 }
 
 Frame encode(const RoundResultMsg& m) {
@@ -326,6 +334,15 @@ Result<UpdateMsg> parseUpdate(const Message& m) {
   if (Status st = assignView(u->delta(), out.delta); !st) return st;
   out.durationMs = u->duration_ms();
   if (const auto* stats = u->eval_stats()) out.evalStats.assign(stats->begin(), stats->end());
+  if (const auto* members = u->members()) {
+    out.members.emplace();
+    for (const fb::MemberRows* r : *members) {
+      if (r == nullptr) return Status(StatusCode::kMalformed, "Update: a null entry in members");
+      MemberRowsMsg msg{str(r->client()), {}, r->row_bucket()};
+      if (const auto* bytes = r->row_set()) msg.rowSet.assign(bytes->begin(), bytes->end());
+      out.members->push_back(std::move(msg));
+    }
+  }
   return out;
 }
 

@@ -105,6 +105,14 @@ Status Store::Impl::prepareClientStatements() {
     STARLING_RETURN_IF_ERROR(
         prepare(&selectRefusals, "SELECT client_id, peer, at_ms, reason FROM refusals ORDER BY id"));
   }
+  if (version >= 10) {
+    STARLING_RETURN_IF_ERROR(prepare(&insertPlacement,
+                                     "INSERT OR REPLACE INTO placements (version, round, source, clients, relays, "
+                                     "partition_s, rows_before, rows_after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+    STARLING_RETURN_IF_ERROR(prepare(&selectPlacements,
+                                     "SELECT version, round, source, clients, relays, partition_s, rows_before, "
+                                     "rows_after FROM placements ORDER BY version"));
+  }
   return Status::ok();
 }
 
@@ -205,6 +213,44 @@ Result<std::vector<RefusalRecord>> Store::refusals() {
     r.peer = s.text(1);
     r.atMs = s.int64(2);
     r.reason = s.text(3);
+    return r;
+  });
+}
+
+Status Store::recordPlacement(const PlacementRecord& p) {
+  Impl& d = *impl_;
+  auto fail = [&](const Status& s) {
+    return Status(s.code(), fmt::format("recording placement version {} in '{}': {}", p.version, d.path, s.message()));
+  };
+  if (Status w = d.writable(); !w) return fail(w);
+  if (p.version == 0) return fail(invalid("a placement's version starts at 1"));
+  if (p.source != "file" && p.source != "drift")
+    return fail(invalid(fmt::format("a placement comes from 'file' or 'drift', not '{}'", p.source)));
+  d.insertPlacement->bind(1, static_cast<int64_t>(p.version))
+      .bind(2, static_cast<int64_t>(p.round))
+      .bind(3, std::string_view(p.source))
+      .bind(4, p.clients)
+      .bind(5, p.relays)
+      .bind(6, p.partitionSeconds)
+      .bind(7, p.rowsBefore)
+      .bind(8, p.rowsAfter);
+  if (Status s = d.insertPlacement->run(); !s) return fail(s);
+  return Status::ok();
+}
+
+Result<std::vector<PlacementRecord>> Store::placements() {
+  Impl& d = *impl_;
+  if (!d.selectPlacements) return std::vector<PlacementRecord>{};  // a file older than version 10, read as it is
+  return readAll<PlacementRecord>(*d.selectPlacements, d.path, "placements", [](sqlite::Statement& s) {
+    PlacementRecord r;
+    r.version = static_cast<uint64_t>(s.int64(0));
+    r.round = static_cast<uint64_t>(s.int64(1));
+    r.source = s.text(2);
+    r.clients = s.int64(3);
+    r.relays = s.int64(4);
+    if (!s.isNull(5)) r.partitionSeconds = s.real(5);
+    if (!s.isNull(6)) r.rowsBefore = s.int64(6);
+    if (!s.isNull(7)) r.rowsAfter = s.int64(7);
     return r;
   });
 }

@@ -188,11 +188,27 @@ ALTER TABLE clients ADD COLUMN row_set BLOB;
 ALTER TABLE clients ADD COLUMN row_bucket INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 10: the placements of clients on relays applied (docs/placement.md): from
+// server.placement-file ('file') or recomputed on drift ('drift', with the partition's
+// time and the relay traffic in rows a round before and as placed).
+constexpr const char* kSchemaV10 = R"sql(
+CREATE TABLE placements (
+  version     INTEGER PRIMARY KEY CHECK (version > 0),
+  round       INTEGER NOT NULL,
+  source      TEXT NOT NULL CHECK (source IN ('file', 'drift')),
+  clients     INTEGER NOT NULL,
+  relays      INTEGER NOT NULL,
+  partition_s REAL,
+  rows_before INTEGER,
+  rows_after  INTEGER
+);
+)sql";
+
 // kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
 // the empty file). A new file runs every step; a file of an older version, opened for
 // writing, runs the steps past its version, all in one transaction.
-constexpr std::array<const char*, 9> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5,
-                                                     kSchemaV6, kSchemaV7, kSchemaV8, kSchemaV9};
+constexpr std::array<const char*, 10> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5,
+                                                      kSchemaV6, kSchemaV7, kSchemaV8, kSchemaV9, kSchemaV10};
 static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 }  // namespace

@@ -8,7 +8,10 @@
 # 1), it joins the coordinator again offering the larger union, and client-1 trains.
 # When client-1 is SIGKILLed the union shrinks the same way. The same federation with
 # relays that train the whole model (no --sparse-rows) is the baseline: relay <->
-# coordinator bytes per round and the test accuracy are compared.
+# coordinator bytes per round and the test accuracy are compared. Last, with
+# server.placement-drift, clients start mixed (a client of each community on each relay):
+# the coordinator places them itself from the rows the relays report (METIS), the relays
+# redirect, and each relay's rows shrink to its community's.
 # Usage: relay_sparse_test.sh COORDINATOR_BIN CLIENT_BIN RELAY_BIN
 set -u
 coord_bin=$1
@@ -25,11 +28,12 @@ for i in 0 1 2 3; do community_libsvm $((80 + i)) 300 $((i / 2)) >"$work/client-
 tau=${STARLING_RELAY_SPARSE_TAU:-300}
 slowdown=${STARLING_RELAY_SPARSE_SLOWDOWN:-200}
 
-declare -a relay_pid relay_port
+declare -a relay_pid relay_port listen_port
 start_relay() {  # RUN R [--sparse-rows]
   local run=$1 r=$2
   shift 2
-  "$relay_bin" --coordinator "127.0.0.1:$coord_port" --listen 127.0.0.1:0 --certs "$work/certs" --id "relay-$r" \
+  "$relay_bin" --coordinator "127.0.0.1:$coord_port" --listen "127.0.0.1:${listen_port[$r]:-0}" --certs "$work/certs" \
+    --id "relay-$r" \
     --db "$work/$run-relay-$r.db" --clients-per-round 1 --min-clients 1 --deadline-ms 8000 "$@" \
     >"$work/$run-relay-$r.log" 2>&1 &
   relay_pid[$r]=$!
@@ -37,16 +41,21 @@ start_relay() {  # RUN R [--sparse-rows]
   wait_for "$work/$run-relay-$r.log" "listening on" 20 || return 1
   relay_port[$r]=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$run-relay-$r.log" | tail -n 1)
 }
-start_sparse_client() {  # RUN I R
-  "$client_bin" --coordinator "127.0.0.1:${relay_port[$3]}" --certs "$work/certs" --id "client-$2" \
+start_sparse_client() {  # RUN I R [R2]: client-I trains with relay R (then R2, if given)
+  local servers="127.0.0.1:${relay_port[$3]}"
+  [ -n "${4:-}" ] && servers="$servers,127.0.0.1:${relay_port[$4]}"
+  "$client_bin" --coordinator "$servers" --certs "$work/certs" --id "client-$2" \
     --data "$work/client-$2.libsvm" --task binary --sparse-rows 1 --seed "$2" --slowdown "$slowdown" \
     >"$work/$1-client-$2.log" 2>&1 &
   client_pid[$2]=$!
   pids+=("${client_pid[$2]}")
 }
-coordinator() {  # RUN ROUNDS
-  launch_coordinator "$1-coord" --task binary --model linear --test-data "$work/test.libsvm" --clients-per-round 2 \
-    --min-clients 2 --rounds "$2" --tau "$tau" --lr 0.5 --deadline-ms 8000 --db "$work/$1-coord.db" || return 1
+coordinator() {  # RUN ROUNDS [ARGS...]
+  local run=$1 rounds=$2
+  shift 2
+  launch_coordinator "$run-coord" --task binary --model linear --test-data "$work/test.libsvm" --clients-per-round 2 \
+    --min-clients 2 --rounds "$rounds" --tau "$tau" --lr 0.5 --deadline-ms 8000 --db "$work/$run-coord.db" "$@" ||
+    return 1
   coord_port=$port
 }
 # Mean bytes a committed round moved between the coordinator and its relays (both ways)
@@ -121,4 +130,36 @@ dense_acc=$(accuracy "$work/dense-coord.db")
 echo "test accuracy: sparse relays $sparse_acc (60 rounds), whole-model relays $dense_acc (20 rounds)"
 check "accuracy is that of whole-model relays (within 0.05)" \
   python3 -c "import sys; sys.exit(not $sparse_acc >= $dense_acc - 0.05)"
+
+# ---- placement recomputed on drift --------------------------------------------------------
+# Fixed ports: the relays advertise them to the coordinator, which sends clients there.
+read -r -a listen_port < <(python3 -c "
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(('127.0.0.1', 0))
+print(*(x.getsockname()[1] for x in s))")
+coordinator drift 40 --placement-drift 0.2 || exit 1
+start_relay drift 0 --sparse-rows || exit 1
+start_relay drift 1 --sparse-rows || exit 1
+start_sparse_client drift 0 0 1
+start_sparse_client drift 2 0 1
+start_sparse_client drift 1 1 0
+start_sparse_client drift 3 1 0
+check "the coordinator places the relays' clients itself" \
+  wait_for "$work/drift-coord.log" "placement version 1 recomputed on drift: 4 clients on 2 relays" 60
+check "the relays redirect the clients placed elsewhere" wait_for "$work/drift-relay-0.log" "redirected" 30
+wait "$coord_pid"
+check "the task completes" test $? -eq 0
+for i in 0 1 2 3; do wait "${client_pid[$i]}"; done
+check "40 rounds are committed" test "$(committed "$work/drift-coord.db")" -eq 40
+check "the placement is recorded with its partition time and the traffic it saves" \
+  test "$(sql "$work/drift-coord.db" "select count(*) from placements where source = 'drift' and partition_s >= 0
+                                        and rows_after < rows_before")" -ge 1
+mixed=$(sed -n "s/.*relay-0 trains the compact model of \([0-9]*\) rows.*/\1/p" "$work/drift-coord.log" | sort -n | tail -n 1)
+placed=$(sed -n "s/.*relay-0 trains the compact model of \([0-9]*\) rows.*/\1/p" "$work/drift-coord.log" | tail -n 1)
+check "relay-0's rows shrink to its community's ($mixed -> $placed)" test "$placed" -lt "$mixed"
+sql "$work/drift-coord.db" "select value from meta where key = 'placement'" >"$work/drift-placement.txt"
+check "each community trains on one relay" \
+  bash -c "awk '/^client/ { r[\$2] = \$3 } END { exit !(r[\"client-0\"] == r[\"client-1\"] &&
+    r[\"client-2\"] == r[\"client-3\"] && r[\"client-0\"] != r[\"client-2\"]) }' '$work/drift-placement.txt'"
 finish

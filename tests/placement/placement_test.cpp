@@ -290,3 +290,29 @@ TEST_CASE("the row-set file: one client per line, errors at file:line", "[placem
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a recomputed placement keeps each part on the relay that holds most of its clients", "[placement]") {
+  // Parts 0 and 1 of a new placement hold mostly relay 1's and relay 0's clients now.
+  const std::vector<uint32_t> placed{0, 0, 0, 1, 1, 1, 2, 2};
+  const std::vector<uint32_t> current{1, 1, 0, 0, 0, 2, 2, 2};
+  auto kept = keepRelays(placed, current, 3);
+  REQUIRE(kept.isOk());
+  CHECK(*kept == std::vector<uint32_t>{1, 1, 1, 0, 0, 0, 2, 2});
+  // Brute force over the 6 relabellings: none keeps more clients where they are.
+  const auto stay = [&](const std::vector<uint32_t>& relayOf) {
+    int n = 0;
+    for (std::size_t i = 0; i < relayOf.size(); ++i)
+      n += relayOf[i] == current[i];
+    return n;
+  };
+  std::vector<uint32_t> perm{0, 1, 2};
+  do {
+    std::vector<uint32_t> relabelled(placed.size());
+    for (std::size_t i = 0; i < placed.size(); ++i)
+      relabelled[i] = perm[placed[i]];
+    CHECK(stay(relabelled) <= stay(*kept));
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  CHECK(keepRelays(placed, std::vector<uint32_t>{0}, 3).status().code() == StatusCode::kInvalidArgument);
+  CHECK(keepRelays(std::vector<uint32_t>{3}, std::vector<uint32_t>{0}, 3).status().code() ==
+        StatusCode::kInvalidArgument);
+}

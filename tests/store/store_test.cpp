@@ -88,8 +88,9 @@ EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<Metric,
 }
 
 // What version 5 added: the metrics' columns of rounds.
+const std::string kBackToVersion9 = "DROP TABLE placements; ";
 const std::string kBackToVersion8 =
-    "ALTER TABLE clients DROP COLUMN row_set; ALTER TABLE clients DROP COLUMN row_bucket; ";
+    kBackToVersion9 + "ALTER TABLE clients DROP COLUMN row_set; ALTER TABLE clients DROP COLUMN row_bucket; ";
 const std::string kBackToVersion7 = kBackToVersion8 + "ALTER TABLE participants DROP COLUMN wait_ms; ";
 const std::string kBackToVersion6 = kBackToVersion7 + "DROP TABLE categorical_vocabulary; ";
 const std::string kBackToVersion5 = kBackToVersion6 + "DROP TABLE feature_statistics; ";
@@ -137,7 +138,7 @@ TEST_CASE("a new store is empty and at the current schema version", "[store]") {
   CHECK_FALSE(store->meta("task")->has_value());
   requireOk(store->checkIntegrity());
   CHECK(fileVersion(dir.file("fresh.db")) == Store::kSchemaVersion);
-  CHECK(Store::kSchemaVersion == 9);
+  CHECK(Store::kSchemaVersion == 10);
   CHECK(hasTable(dir.file("fresh.db"), "refusals"));
   CHECK(hasTable(dir.file("fresh.db"), "checkpoint_catch_up"));
 }
@@ -765,13 +766,16 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
     const Status refused = reader->recordRefusal(makeRefusal(4));
     CHECK(refused.code() == StatusCode::kUnsupported);
     CHECK_THAT(refused.message(), Catch::Contains("schema version 1"));
+    // Nor placements before version 10.
+    CHECK(reader->placements()->empty());
   }
   CHECK(version() == 1);  // reading changed nothing
   CHECK_FALSE(hasTable(path, "refusals"));
   auto store = openOrFail(path);
-  CHECK(version() == 9);
+  CHECK(version() == 10);
   CHECK(version() == Store::kSchemaVersion);
   CHECK(store->refusals()->empty());
+  CHECK(store->placements()->empty());
   requireOk(store->recordRefusal(makeRefusal(4)));
   CHECK(*store->refusals() == std::vector<RefusalRecord>{makeRefusal(4)});
   CHECK((*store->latestCheckpoint())->vectors.empty());
@@ -881,7 +885,7 @@ TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
   execOrFail(path, (kBackToVersion1 + "CREATE TABLE refusals (x); PRAGMA user_version = 1").c_str());
   auto store = Store::open(path);
   REQUIRE_FALSE(store.isOk());
-  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 9"));
+  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 10"));
   CHECK(fileVersion(path) == 1);
   CHECK_FALSE(hasTable(path, "checkpoint_vectors"));
 }
@@ -916,11 +920,11 @@ TEST_CASE("a file that is not a Starling database is refused", "[store]") {
     { auto store = openOrFail(path); }
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 10", nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 11", nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
     auto store = Store::open(path);
     CHECK(store.status().code() == StatusCode::kUnsupported);
-    CHECK_THAT(store.status().message(), Catch::Contains("schema version 10"));
+    CHECK_THAT(store.status().message(), Catch::Contains("schema version 11"));
   }
   SECTION("a directory that does not exist") {
     const std::string path = dir.file("no/such/dir/x.db");
@@ -1094,4 +1098,40 @@ TEST_CASE("a client's speed and reliability are computed from the rounds it took
   CHECK(c1.reliability == 0.75);
   CHECK(c1.roundsAssigned == 3);
   CHECK(c1.roundsReturned == 2);
+}
+
+TEST_CASE("placements applied are recorded with their source, partition time and traffic", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("placements.db");
+  auto store = openOrFail(path);
+  PlacementRecord file;
+  file.version = 1;
+  file.round = 4;
+  file.source = "file";
+  file.clients = 4;
+  file.relays = 2;
+  PlacementRecord drift = file;
+  drift.version = 2;
+  drift.round = 9;
+  drift.source = "drift";
+  drift.partitionSeconds = 0.25;
+  drift.rowsBefore = 3000;
+  drift.rowsAfter = 1800;
+  requireOk(store->recordPlacement(file));
+  requireOk(store->recordPlacement(drift));
+  CHECK(*store->placements() == std::vector<PlacementRecord>{file, drift});
+  PlacementRecord bad = file;
+  bad.version = 0;
+  CHECK(store->recordPlacement(bad).code() == StatusCode::kInvalidArgument);
+  bad = file;
+  bad.source = "guess";
+  const Status refused = store->recordPlacement(bad);
+  CHECK(refused.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(refused.message(), Catch::Contains("'guess'"));
+  store.reset();
+  // Kept across a reopen, read-only too.
+  StoreOptions ro;
+  ro.readOnly = true;
+  auto reader = openOrFail(path, ro);
+  CHECK(*reader->placements() == std::vector<PlacementRecord>{file, drift});
 }

@@ -232,6 +232,23 @@ TEST_CASE("Update round-trips; its delta is a view into the received message", "
   REQUIRE(got->delta.has_value());
   CHECK(same(*got->delta, delta));
   CHECK(got->delta->values.data() != delta.values.data());  // points into the message
+  CHECK_FALSE(got->members.has_value());  // absent: a relay's clients unchanged (or a client's update)
+}
+
+TEST_CASE("a relay's Update carries its clients and their row sets", "[wire][messages]") {
+  const compression::Payload delta = topK();
+  UpdateMsg sent{4, 3, 600, 5, 2.5f, 1.5f, compression::viewOf(delta), 1200, {}};
+  sent.members = std::vector<MemberRowsMsg>{{"client-1", {0x03, 0x10, 0x22}, 4}, {"client-2", {}, 0}};
+  auto got = parseUpdate(received(encode(sent)));
+  REQUIRE(got.isOk());
+  REQUIRE(got->members.has_value());
+  CHECK(*got->members == *sent.members);
+  // No clients at all is not the same as unchanged.
+  sent.members = std::vector<MemberRowsMsg>{};
+  auto none = parseUpdate(received(encode(sent)));
+  REQUIRE(none.isOk());
+  REQUIRE(none->members.has_value());
+  CHECK(none->members->empty());
 }
 
 TEST_CASE("RoundResult, Heartbeat, Bye and Error round-trip", "[wire][messages]") {

@@ -191,6 +191,8 @@ struct LocalUpdate {
   // The model of baseRound evaluated on the client's held-out examples, when the
   // assignment asked and the client has some (model::EvalStats::toVector).
   std::vector<double> evalStats;
+  // A relay's clients and their row sets, when they changed (Update.members).
+  std::optional<std::vector<wire::MemberRowsMsg>> members{};
   // The Update message; its delta is a view of `payload` (valid while this is alive).
   wire::UpdateMsg message() const;
 };

@@ -158,6 +158,14 @@ struct RoundAssignMsg {
 };
 
 // client -> coordinator: the result of a round.
+// A relay's client and the rows it offered (Update.members).
+struct MemberRowsMsg {
+  std::string client;
+  std::vector<uint8_t> rowSet;  // empty: none offered
+  uint32_t rowBucket = 0;
+  friend bool operator==(const MemberRowsMsg&, const MemberRowsMsg&) = default;
+};
+
 struct UpdateMsg {
   uint64_t round = 0;
   uint64_t baseRound = 0;
@@ -169,6 +177,8 @@ struct UpdateMsg {
   std::optional<compression::PayloadView> delta;
   uint32_t durationMs = 0;
   std::vector<double> evalStats;  // when the assignment asked (model::EvalStats::toVector)
+  // A relay's clients and their row sets, when they changed since its last update.
+  std::optional<std::vector<MemberRowsMsg>> members{};
 };
 
 struct RoundResultMsg {

@@ -81,4 +81,9 @@ std::vector<std::uint8_t> encodeRowSet(const RowSet& rows);
 // trailing bytes.
 Result<RowSet> decodeRowSet(std::span<const std::uint8_t> bytes, std::uint32_t universe);
 
+// The rows that coded buckets of B rows cover below universe (a Hello's row set and
+// row_bucket, for a model of `universe` inputs): decodeRowSet over ceil(universe / B)
+// buckets, then coveredRows. Errors: theirs (kInvalidArgument for B = 0).
+Result<RowSet> decodeCoveredRows(std::span<const std::uint8_t> bytes, std::uint32_t bucketRows, std::uint32_t universe);
+
 }  // namespace starling::compression

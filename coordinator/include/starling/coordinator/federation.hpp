@@ -209,6 +209,27 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   };
   std::map<std::string, Parked> parked_;
   bool coveredUpstream(const std::shared_ptr<const ClientRowSet>& rows) const;
+  // server.placement-drift (docs/placement.md, "Recomputed on drift"): each relay's
+  // clients and the rows they offered it (Update.members; clients without rows left
+  // out), the relay traffic in rows a round at the last computation (0: none yet), and
+  // the computation in flight (METIS on a worker thread).
+  struct MemberRows {
+    std::string id;
+    std::vector<uint32_t> rows;
+  };
+  struct Recomputed {
+    std::vector<std::pair<std::string, std::string>> clients;  // (client, relay), by client
+    uint64_t rowsBefore = 0;
+    uint64_t rowsAfter = 0;
+    uint32_t relays = 0;
+    double seconds = 0;
+  };
+  std::map<std::string, std::vector<MemberRows>> relayMembers_;
+  uint64_t computedTraffic_ = 0;
+  std::future<Result<Recomputed>> recomputing_;
+  void takeMembers(const std::string& relay, const std::vector<wire::MemberRowsMsg>& members);
+  void maybeRecomputePlacement(uint64_t round);
+  void applyRecomputed(Result<Recomputed> recomputed, uint64_t round);
   void fillClientRows(LocalRounds& out) const;
   std::optional<data::Dataset> testSet_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // by certificate identity

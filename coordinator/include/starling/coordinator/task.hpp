@@ -71,6 +71,12 @@ struct TaskConfig {
   // placement is kept in the database and sent to the relays, which redirect the
   // clients placed elsewhere at their next round. "" = none.
   std::string placementFile;
+  // Relays (docs/placement.md, "Recomputed on drift"): the coordinator places the
+  // clients its relays report (Update.members) itself with METIS whenever the relay
+  // traffic (the sum over relays of the union of their clients' rows) has drifted by more
+  // than this fraction since it last did, and applies the new placement when it saves
+  // more than this fraction of the traffic. 0 = never.
+  double placementDrift = 0;
   // The engine's shard map (engine.shards): the "row ROW SHARD" lines of a placement
   // file (placement --shards S --out), for an embedbag model, whose first layer's rows
   // are contiguous; engine.shards must then be S. "" = ranges of equal size.

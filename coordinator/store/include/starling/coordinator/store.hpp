@@ -180,6 +180,21 @@ struct Checkpoint {
 // A client turned away at Hello (it lacked a capability the task needs), whether or
 // not it was ever recorded as a client: clientId is not a reference into the clients.
 // Schema version 3 (table refusals).
+// A placement of clients on relays the coordinator applied (table placements).
+struct PlacementRecord {
+  uint64_t version = 0;
+  uint64_t round = 0;   // the last committed round when it was applied
+  std::string source;   // "file" (server.placement-file) or "drift" (recomputed)
+  int64_t clients = 0;  // clients placed
+  int64_t relays = 0;   // relays they are placed on
+  // A recomputed placement: METIS's seconds, and the relay traffic (the sum over relays
+  // of their clients' rows) before it and as placed.
+  std::optional<double> partitionSeconds{};
+  std::optional<int64_t> rowsBefore{};
+  std::optional<int64_t> rowsAfter{};
+  friend bool operator==(const PlacementRecord&, const PlacementRecord&) = default;
+};
+
 struct RefusalRecord {
   std::string clientId;  // the identity from its certificate
   std::string peer;      // its network address, as the server saw it
@@ -240,7 +255,7 @@ struct EvaluationRecord {
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of
@@ -317,6 +332,12 @@ class Store {
   // Clients refused at Hello, in the order they were recorded (empty for a file older
   // than version 3 read as it is).
   Result<std::vector<RefusalRecord>> refusals();
+
+  // Records a placement applied (its own transaction); kInvalidArgument for version 0 or
+  // another source than "file" or "drift". placements(): every one, by version (none in
+  // a file older than version 10 read as it is).
+  Status recordPlacement(const PlacementRecord& placement);
+  Result<std::vector<PlacementRecord>> placements();
 
   // Records the task's statistics round, in its own transaction (replacing an earlier
   // one). kInvalidArgument when mean and std differ in length or are empty.

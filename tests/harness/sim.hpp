@@ -93,6 +93,13 @@ struct TierSettings {
   // in the same site or cell); 0 = the client's own latency (SimSettings::latencyMs or
   // its trace). Their bandwidths stay the clients' own.
   double clientLatencyMs = 0;
+  // starling-relay --sparse-rows (docs/sparse.md "Relays"): each relay trains upstream
+  // only the union of its clients' rows (the clients offer theirs: sim.row-bucket).
+  bool sparseRows = false;
+  // Which relay each client is under (docs/placement.md): "mod" (client i under relay
+  // i mod R), or the `starling-coordinator placement` of the clients' row sets,
+  // "metis" or "random" (sim.row-bucket; seed 1).
+  std::string placement = "mod";
 };
 
 // The fleet and the run, the [sim] section of a config (docs/simulation.md).
@@ -220,6 +227,7 @@ struct StrategyResult {
   data::CategoryVocabulary vocabulary;  // task.categorical-vocabulary: the agreed one
   uint32_t statsClients = 0;
   uint64_t statsExamples = 0;
+  double placementSeconds = 0;  // sim.relay-placement metis or random: placing the clients
   // The first evaluated round at or above the target accuracy.
   std::optional<RoundRow> firstAtOrAbove(double target) const;
   std::optional<double> finalAccuracy() const;

@@ -36,7 +36,7 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.coordinator-mbps", s.tiers.coordinatorMbps,
          "the coordinator's own link capacity each way, shared by every transfer to and from it (0 = unlimited)");
   b.bind("sim.relays", s.tiers.relays,
-         "relays between the coordinator and the clients (client i under relay i mod R; 0 = flat)");
+         "relays between the coordinator and the clients (placed by sim.relay-placement; 0 = flat)");
   b.bind("sim.relay-clients-per-round", s.tiers.clientsPerRound, "a relay's updates per local round (K)");
   b.bind("sim.relay-over-selection", s.tiers.overSelection, "a relay assigns each local round to ceil(K x this)");
   b.bind("sim.relay-min-clients", s.tiers.minClients, "idle clients before a relay's local round starts (0 = K)");
@@ -49,6 +49,12 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
          "each relay's own link capacity each way, shared by its clients' transfers and its own (0 = unlimited)");
   b.bind("sim.relay-client-latency-ms", s.tiers.clientLatencyMs,
          "one-way latency between a relay and its clients (0 = the clients' own)");
+  b.bind("sim.relay-sparse-rows", s.tiers.sparseRows,
+         "relays train upstream only the union of their clients' rows (starling-relay --sparse-rows; needs "
+         "sim.row-bucket)");
+  b.bind("sim.relay-placement", s.tiers.placement,
+         "clients on relays: mod (client i under relay i mod R), or metis or random over the clients' row sets "
+         "(starling-coordinator placement; needs sim.row-bucket)");
   b.bind("sim.dropout", s.dropout, "probability that a selected client drops out of its round");
   b.bind("sim.rejoin-ms", s.rejoinMs, "a dropped client rejoins after this (0 = the round deadline)");
   b.bind("sim.availability-trace", s.availabilityTrace,

@@ -1228,3 +1228,118 @@ TEST_CASE("clients that train their rows learn what whole-model clients learn, f
 }
 
 }  // namespace starling::sim
+
+namespace starling::sim {
+
+TEST_CASE(
+    "sparse relays train upstream their clients' rows only: the same model, fewer bytes; METIS placement "
+    "fewer still",
+    "[harness][sparse-rows][tiers]") {
+  // 8 clients (one group each) in two communities of features: clients 0-3 draw from
+  // [1, 2000], clients 4-7 from [2001, 4000], plus one of 20 shared features; the label
+  // is the parity of the smallest community feature.
+  std::mt19937_64 rng(11);
+  std::string train, test;
+  for (int i = 0; i < 1000; ++i) {
+    const int client = i % 8, community = i < 800 ? client / 4 : (i / 2) % 2;
+    std::vector<uint32_t> f;
+    for (int k = 0; k < 6; ++k) {
+      const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+      f.push_back(1 + 2000 * community + static_cast<uint32_t>(1999 * u * u));
+    }
+    std::sort(f.begin(), f.end());
+    f.erase(std::unique(f.begin(), f.end()), f.end());
+    std::string line = f.front() % 2 == 0 ? "+1" : "-1";
+    if (i < 800) line += " client:" + std::to_string(client);  // the group (the test set has none)
+    for (uint32_t j : f)
+      line += " " + std::to_string(j) + ":1";
+    line += " " + std::to_string(4001 + rng() % 20) + ":1";
+    if (i == 0 || i == 800) line += " 4096:0";  // both files 4,096 features wide
+    (i < 800 ? train : test) += line + "\n";
+  }
+  SimSettings s;
+  s.data = writeFile("starling-sim-relay-rows-train.libsvm", train);
+  s.testData = writeFile("starling-sim-relay-rows-test.libsvm", test);
+  s.clients = 8;
+  s.partition = "by-column:client";
+  s.dropout = 0;
+  s.rowBucket = 1;
+  data::DataOptions options;
+  options.task = data::TaskKind::kBinary;
+  auto fleet = Fleet::create(s, "linear", options);
+  REQUIRE(fleet.isOk());
+  auto run = [&](bool sparseRelays, const std::string& placement) {
+    Strategy st;
+    st.name = placement + (sparseRelays ? "-sparse" : "-whole");
+    st.task.model = fleet->modelSpec();
+    st.task.kind = "binary";
+    st.task.batchSize = 8;
+    st.engine.rounds = 5;
+    st.engine.clientsPerRound = 2;  // both relays
+    st.engine.overSelection = 1.0;
+    st.engine.tau = 10;
+    st.engine.lr = 0.5;
+    st.engine.stepBudgets = false;
+    TierSettings t;
+    t.relays = 2;
+    t.clientsPerRound = 4;
+    t.overSelection = 1.0;
+    t.sparseRows = sparseRelays;
+    t.placement = placement;
+    st.tiers = t;
+    return runStrategy(*fleet, st);
+  };
+  auto whole = run(false, "mod"), sparse = run(true, "mod"), metis = run(true, "metis");
+  REQUIRE(whole.isOk());
+  REQUIRE(sparse.isOk());
+  REQUIRE(metis.isOk());
+  REQUIRE(whole->rounds.size() == 5);
+  REQUIRE(sparse->rounds.size() == 5);
+  REQUIRE(metis->rounds.size() == 5);
+  const auto coordinatorBytes = [](const StrategyResult& r) {
+    uint64_t b = 0;
+    for (const RoundRow& row : r.rounds)
+      b += row.bytesUp + row.bytesDown;
+    return b;
+  };
+  for (std::size_t k = 0; k < 5; ++k) {
+    INFO("round " << k + 1);
+    CHECK(sparse->rounds[k].committed);
+    // The same training: the relays' clients train the same rows from the same values.
+    CHECK(sparse->rounds[k].accuracy == whole->rounds[k].accuracy);
+    CHECK(sparse->rounds[k].testLoss.value_or(-1) == Approx(whole->rounds[k].testLoss.value_or(-2)).epsilon(1e-5));
+    // What the relays' clients move is the same; only the relay <-> coordinator part shrinks.
+    CHECK(sparse->rounds[k].edgeBytesUp == whole->rounds[k].edgeBytesUp);
+  }
+  INFO("coordinator bytes: whole-model relays " << coordinatorBytes(*whole) << ", sparse relays (mod) "
+                                                << coordinatorBytes(*sparse) << ", sparse relays (METIS) "
+                                                << coordinatorBytes(*metis));
+  CHECK(coordinatorBytes(*sparse) < coordinatorBytes(*whole));
+  // Client i under relay i mod 2 mixes the communities; METIS gives each its own relay.
+  CHECK(coordinatorBytes(*metis) * 5 < coordinatorBytes(*sparse) * 4);
+  CHECK(metis->placementSeconds > 0);
+  CHECK(metis->rounds.back().accuracy.value_or(0) > 0.55);
+
+  auto noRows = [&] {
+    SimSettings flat = s;
+    flat.rowBucket = 0;
+    auto f = Fleet::create(flat, "linear", options);
+    REQUIRE(f.isOk());
+    Strategy st;
+    st.task.model = f->modelSpec();
+    st.task.kind = "binary";
+    st.engine.rounds = 1;
+    TierSettings t;
+    t.relays = 2;
+    t.sparseRows = true;
+    st.tiers = t;
+    return runStrategy(*f, st);
+  }();
+  CHECK(noRows.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(noRows.status().message(), Catch::Contains("sim.row-bucket"));
+  auto bogus = run(true, "nearest");
+  CHECK(bogus.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(bogus.status().message(), Catch::Contains("mod, metis or random"));
+}
+
+}  // namespace starling::sim

@@ -14,6 +14,7 @@
 #include "starling/client/learner.hpp"
 #include "starling/client/sparse_rows.hpp"
 #include "starling/compression/payload.hpp"
+#include "starling/compression/row_set.hpp"
 #include "starling/coordinator/local_rounds.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/coordinator/sparse_rows.hpp"
@@ -27,6 +28,7 @@
 #include "engine/statistics.hpp"
 #include "engine/vocabulary.hpp"
 #include "export.hpp"
+#include "placement.hpp"  // sim.relay-placement
 #include "sim.hpp"
 #include "task.hpp"  // relay::downstreamTask
 
@@ -106,6 +108,11 @@ struct RelayState {
   std::optional<coordinator::IncomingUpdate> inFlight;
   uint64_t inFlightFrameBytes = 0;
   ServerLink in, out;  // its own link, towards it and from it
+  // TierSettings::sparseRows: the union of its clients' rows as the coordinator keeps
+  // it, its view, and the relay's whole model (the rows outside the view are its own).
+  std::shared_ptr<const coordinator::ClientRowSet> rows;
+  std::shared_ptr<const model::RowView> view;
+  std::vector<float> full;
 };
 
 // The small per-client state of one strategy's run.
@@ -170,9 +177,7 @@ class Run {
   double latencyMs(std::size_t client) const {
     return !relays_.empty() && tiers_.clientLatencyMs > 0 ? tiers_.clientLatencyMs : fleet_.clients()[client].latencyMs;
   }
-  uint32_t nodeOf(std::size_t client) const {
-    return relays_.empty() ? 0 : 1 + static_cast<uint32_t>(client % relays_.size());
-  }
+  uint32_t nodeOf(std::size_t client) const { return relays_.empty() ? 0 : 1 + relayOfClient_[client]; }
   coordinator::RoundEngine& engineOf(uint32_t node) { return node == 0 ? *engine_ : *relays_[node - 1].engine; }
   const std::shared_ptr<client::LearnerTask>& taskOf(uint32_t node) const { return node == 0 ? task_ : relayTask_; }
   ServerLink& linkIn(uint32_t node) { return node == 0 ? coordinatorIn_ : relays_[node - 1].in; }
@@ -252,6 +257,10 @@ class Run {
   // Tiers: the relays, their clients' task (relay::downstreamTask's), the coordinator's link.
   TierSettings tiers_;
   std::vector<RelayState> relays_;
+  std::vector<uint32_t> relayOfClient_;  // TierSettings::placement
+  // Relays: which relay each client is under; with sparse rows, each relay's rows.
+  Status placeClients();
+  Status sparseRelay(std::size_t r);
   std::shared_ptr<client::LearnerTask> relayTask_;
   const data::Dataset noData_;  // a relay's: its clients hold the data
   ServerLink coordinatorIn_, coordinatorOut_;
@@ -532,7 +541,90 @@ Status Run::setUpRelays(std::span<const float> initial) {
     STARLING_RETURN_IF_ERROR(relay.learner->welcome(welcome, noData_).withContext(relayId(r)));
     relay.in.mbps = relay.out.mbps = tiers_.linkMbps;
   }
+  STARLING_RETURN_IF_ERROR(placeClients());
+  if (tiers_.sparseRows)
+    for (std::size_t r = 0; r < relays_.size(); ++r) {
+      relays_[r].full.assign(initial.begin(), initial.end());
+      STARLING_RETURN_IF_ERROR(sparseRelay(r));
+    }
   return Status::ok();
+}
+
+Status Run::placeClients() {
+  const std::size_t n = fleet_.clients().size();
+  relayOfClient_.resize(n);
+  for (std::size_t i = 0; i < n; ++i)
+    relayOfClient_[i] = static_cast<uint32_t>(i % relays_.size());
+  if (tiers_.placement == "mod") return Status::ok();
+  coordinator::RelayPlacementOptions options;
+  options.relays = static_cast<uint32_t>(relays_.size());
+  if (tiers_.placement == "metis")
+    options.method = coordinator::RelayMethod::kMetis;
+  else if (tiers_.placement == "random")
+    options.method = coordinator::RelayMethod::kRandom;
+  else
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("sim.relay-placement is '{}': mod, metis or random", tiers_.placement));
+  if (s().rowBucket == 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "sim.relay-placement " + tiers_.placement + " places clients by their rows: set sim.row-bucket");
+  // The clients with data and a row set; the others stay under relay i mod R.
+  std::vector<coordinator::ClientRows> clients;
+  std::vector<std::size_t> index;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (fleet_.clients()[i].examples.empty()) continue;
+    STARLING_RETURN_IF_ERROR(offerRows(i));
+    if (!state_[i].rows) continue;
+    auto view = state_[i].rows->view();
+    clients.push_back({clientId(i), std::vector<uint32_t>(view->rows().begin(), view->rows().end())});
+    index.push_back(i);
+  }
+  auto placed = coordinator::placeClients(clients, evalModel_->inputDim(), options);
+  if (!placed) return placed.status().withContext("sim.relay-placement");
+  for (std::size_t k = 0; k < index.size(); ++k)
+    relayOfClient_[index[k]] = placed->relayOf[k];
+  result_.placementSeconds = placed->seconds;
+  return Status::ok();
+}
+
+Status Run::sparseRelay(std::size_t r) {
+  if (s().rowBucket == 0)
+    return Status(StatusCode::kInvalidArgument, "sim.relay-sparse-rows needs clients that offer rows: sim.row-bucket");
+  RelayState& relay = relays_[r];
+  std::vector<uint32_t> all;
+  for (std::size_t i = 0; i < fleet_.clients().size(); ++i) {
+    if (relayOfClient_[i] != r || fleet_.clients()[i].examples.empty()) continue;
+    STARLING_RETURN_IF_ERROR(offerRows(i));
+    if (!state_[i].rows) return Status::ok();  // a client of the whole model: the relay trains it all
+    auto view = state_[i].rows->view();
+    all.insert(all.end(), view->rows().begin(), view->rows().end());
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  if (all.empty()) return Status::ok();
+  // As starling-relay offers them: buckets of 1, in its Hello.
+  const auto inputs = static_cast<uint32_t>(evalModel_->inputDim());
+  auto set = compression::RowSet::fromSorted(all, inputs);
+  if (!set) return set.status().withContext(relayId(r));
+  client::RowOffer offer;
+  offer.bucket = 1;
+  offer.bytes = compression::encodeRowSet(*set);
+  offer.covered = std::move(all);
+  offer.touched = offer.covered.size();
+  wire::HelloMsg hello;
+  hello.rowSet = offer.bytes;
+  hello.rowBucket = 1;
+  if (!rowsModel_) rowsModel_ = std::make_shared<const model::Model>(*evalModel_);
+  auto rows = coordinator::offeredRows(hello, rowsModel_);
+  if (!rows) return rows.status().withContext(relayId(r));
+  auto welcome = client::compactWelcome(welcome_, offer, inputs);
+  if (!welcome) return welcome.status().withContext(relayId(r));
+  relay.rows = std::move(*rows);
+  relay.view = relay.rows->view();
+  client::LearnerOptions lo{client::clientSeed(0, relayId(r))};
+  lo.trains = false;
+  relay.learner = std::make_unique<client::Learner>(lo, nullptr);
+  return relay.learner->welcome(*welcome, noData_).withContext(relayId(r));
 }
 
 Status Run::relayAssigned(std::size_t r) {
@@ -555,7 +647,9 @@ Status Run::relayAssigned(std::size_t r) {
   relay.tally.reset();
   relay.workingSinceUs = nowUs_;
   if (a.deadlineMs > 0) push(nowUs_ + int64_t(a.deadlineMs) * 900, Event::Kind::kRelayGivesUp, r, relay.assignments);
-  auto actions = engine.adopt(relay.learner->model(), engine.commits() + 1 + tiers_.localRounds, nowMs(),
+  if (relay.view) relay.view->scatter(relay.learner->model(), relay.full);  // its rows into its whole model
+  auto actions = engine.adopt(relay.view ? std::span<const float>(relay.full) : relay.learner->model(),
+                              engine.commits() + 1 + tiers_.localRounds, nowMs(),
                               coordinator::RoundEngine::UpstreamPace{a.tau, a.lr});
   if (!actions) return actions.status().withContext(relayId(r));
   return perform(std::move(*actions), node);
@@ -575,14 +669,16 @@ Status Run::relayCheckHeld(std::size_t r) {
   stats.lossStart = rounds.lossStart;
   stats.lossEnd = rounds.lossEnd;
   stats.seconds = double(nowUs_ - relay.workingSinceUs) / 1e6;
-  auto update = relay.learner->submit(a, rounds.model, stats);
+  if (relay.view) relay.full = rounds.model;
+  auto update = relay.view ? relay.learner->submit(a, relay.view->gather(rounds.model), stats)
+                           : relay.learner->submit(a, rounds.model, stats);
   if (!update) return update.status().withContext(fmt::format("{} round {}", relayId(r), a.round));
   const uint32_t durationMs = static_cast<uint32_t>((nowUs_ - relay.workingSinceUs) / 1000);
   wire::UpdateMsg message = update->message();
   message.durationMs = durationMs;
   const uint64_t frameBytes = wire::encode(message).size();
   coordinator::IncomingUpdate in;
-  STARLING_RETURN_IF_ERROR(incoming(*update, durationMs, nullptr, in));
+  STARLING_RETURN_IF_ERROR(incoming(*update, durationMs, relay.view.get(), in));
   relay.inFlight = std::move(in);
   relay.inFlightFrameBytes = frameBytes;
   const int64_t arrivesUs =
@@ -595,7 +691,8 @@ Status Run::relayQuiet(std::size_t r, const std::string& reason) {
   RelayState& relay = relays_[r];
   STARLING_RETURN_IF_ERROR(perform(engine_->clientLeft(relayId(r), reason, nowMs())));
   const uint64_t held = relay.learner->heldRound();
-  return perform(engine_->clientJoined(relayId(r), 0, held, held > 0 ? relay.learner->modelChecksum() : 0, nowMs()));
+  return perform(
+      engine_->clientJoined(relayId(r), 0, held, held > 0 ? relay.learner->modelChecksum() : 0, nowMs(), relay.rows));
 }
 
 Status Run::perform(std::vector<Action> actions, uint32_t node) {
@@ -792,13 +889,14 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   task_ = std::move(*task);
   tiers_ = dc.tiers ? *dc.tiers : s().tiers;
   coordinatorIn_.mbps = coordinatorOut_.mbps = tiers_.coordinatorMbps;
-  if (tiers_.relays > 0) STARLING_RETURN_IF_ERROR(setUpRelays(model->params()));
   if (!s().exportDir.empty()) {
     auto x = RunExport::open(s().exportDir, fleet_, strategy_, *model);
     if (!x) return x.status();
     export_ = std::move(*x);
   }
   evalModel_.emplace(std::move(*model));
+  // After evalModel_: sparse relays and their placement read the clients' row sets.
+  if (tiers_.relays > 0) STARLING_RETURN_IF_ERROR(setUpRelays(evalModel_->params()));
   if (coordinator::needsStatisticsRound(dc.task)) STARLING_RETURN_IF_ERROR(statisticsRound());
   rng_.seed(mixSeed(s().seed, 0xd509));
 
@@ -824,7 +922,8 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   }
   for (std::size_t r = 0; r < relays_.size() && !finished_; ++r) {
     STARLING_RETURN_IF_ERROR(perform(relays_[r].engine->start(0), static_cast<uint32_t>(r + 1)));
-    STARLING_RETURN_IF_ERROR(perform(engine_->clientJoined(relayId(r), 0, 0, 0, 0)));  // holding nothing yet
+    STARLING_RETURN_IF_ERROR(
+        perform(engine_->clientJoined(relayId(r), 0, 0, 0, 0, relays_[r].rows)));  // holding nothing yet
   }
   if (!finished_) STARLING_RETURN_IF_ERROR(perform(engine_->start(0)));
   while (!finished_) {

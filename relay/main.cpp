@@ -16,6 +16,7 @@
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <future>
 #include <iostream>
@@ -187,6 +188,17 @@ class Downstream {
     }
     auto update =
         view_ ? learner.submit(a, view_->gather(rounds->model), stats) : learner.submit(a, rounds->model, stats);
+    if (update && flushRound_ && *flushRound_ == assign.round) {
+      // Top-k and rand-k send everything at density 1; another uplink compressor (or
+      // fewer mantissa bits) leaves a residual, which the new compact model cannot hold.
+      double left = 0;
+      for (float v : learner.memory())
+        left += double(v) * double(v);
+      if (left > 0)
+        log_->warn("round {}: the flushing update leaves uplink memory of norm {:.3g}; it is dropped when the relay "
+                   "joins again with its new rows",
+                   assign.round, std::sqrt(left));
+    }
     // Its clients and their rows go up when they changed, for the coordinator's placement.
     std::vector<wire::MemberRowsMsg> members;
     members.reserve(rounds->members.size());

@@ -151,6 +151,31 @@ struct DataFigures {
   double sparseVsDense = 0, topkVsDense = 0, accDelta = 0;
 };
 
+// One strategy on the fleet, with progress on stderr: its bytes per round and accuracy.
+StrategyFigures runMeasured(const sim::Fleet& fleet, const sim::Strategy& st, const std::string& name,
+                            const Options& o) {
+  auto r = sim::runStrategy(fleet, st, [&](const sim::RoundRow& row) {
+    std::fprintf(stderr, "\r%s %-14s round %llu/%llu", name.c_str(), st.name.c_str(),
+                 static_cast<unsigned long long>(row.round), static_cast<unsigned long long>(o.rounds));
+  });
+  std::fprintf(stderr, "\n");
+  if (!r) die(name + " " + st.name + ": " + r.status().message());
+  StrategyFigures sf;
+  sf.name = st.name;
+  uint64_t up = 0, down = 0, committed = 0;
+  for (const sim::RoundRow& row : r->rounds) {
+    up += row.bytesUp;
+    down += row.bytesDown;
+    committed += row.committed ? 1 : 0;
+  }
+  if (committed == 0) die(name + " " + st.name + ": no round committed");
+  sf.upPerRound = double(up) / double(r->rounds.size());
+  sf.downPerRound = double(down) / double(r->rounds.size());
+  sf.bytesPerRound = sf.upPerRound + sf.downPerRound;
+  sf.accuracy = r->finalAccuracy().value_or(0);
+  return sf;
+}
+
 DataFigures measure(const std::string& name, const std::string& train, const std::string& test, Options o) {
   DataFigures f;
   f.partition = o.partition;
@@ -196,26 +221,7 @@ DataFigures measure(const std::string& name, const std::string& train, const std
     } else {
       e.errorFeedback = false;
     }
-    auto r = sim::runStrategy(*fleet, st, [&](const sim::RoundRow& row) {
-      std::fprintf(stderr, "\r%s %-12s round %llu/%llu", name.c_str(), st.name.c_str(),
-                   static_cast<unsigned long long>(row.round), static_cast<unsigned long long>(o.rounds));
-    });
-    std::fprintf(stderr, "\n");
-    if (!r) die(name + " " + st.name + ": " + r.status().message());
-    StrategyFigures sf;
-    sf.name = st.name;
-    uint64_t up = 0, down = 0, committed = 0;
-    for (const sim::RoundRow& row : r->rounds) {
-      up += row.bytesUp;
-      down += row.bytesDown;
-      committed += row.committed ? 1 : 0;
-    }
-    if (committed == 0) die(name + " " + st.name + ": no round committed");
-    sf.upPerRound = double(up) / double(r->rounds.size());
-    sf.downPerRound = double(down) / double(r->rounds.size());
-    sf.bytesPerRound = sf.upPerRound + sf.downPerRound;
-    sf.accuracy = r->finalAccuracy().value_or(0);
-    f.strategies.push_back(sf);
+    f.strategies.push_back(runMeasured(*fleet, st, name, o));
   }
   // The sparse strategy through sparse relays, placed at random and by METIS.
   for (const char* placement : {"random", "metis"}) {
@@ -229,23 +235,7 @@ DataFigures measure(const std::string& name, const std::string& train, const std
     t.sparseRows = true;
     t.placement = placement;
     st.tiers = t;
-    auto r = sim::runStrategy(*fleet, st, [&](const sim::RoundRow& row) {
-      std::fprintf(stderr, "\r%s %-14s round %llu/%llu", name.c_str(), st.name.c_str(),
-                   static_cast<unsigned long long>(row.round), static_cast<unsigned long long>(o.rounds));
-    });
-    std::fprintf(stderr, "\n");
-    if (!r) die(name + " " + st.name + ": " + r.status().message());
-    StrategyFigures sf;
-    sf.name = st.name;
-    uint64_t up = 0, down = 0;
-    for (const sim::RoundRow& row : r->rounds) {
-      up += row.bytesUp;
-      down += row.bytesDown;
-    }
-    sf.upPerRound = double(up) / double(std::max<std::size_t>(1, r->rounds.size()));
-    sf.downPerRound = double(down) / double(std::max<std::size_t>(1, r->rounds.size()));
-    sf.bytesPerRound = sf.upPerRound + sf.downPerRound;
-    sf.accuracy = r->finalAccuracy().value_or(0);
+    const StrategyFigures sf = runMeasured(*fleet, st, name, o);
     (placement == std::string("metis") ? f.relaysMetis : f.relaysRandom) = sf;
   }
   f.sparseVsDense = f.strategies[0].bytesPerRound / f.strategies[1].bytesPerRound;

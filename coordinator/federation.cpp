@@ -165,9 +165,10 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     // One row per input feature: a row of an embedbag table, a column of a linear or
     // mlp model's dense0.weight (shardRowsOf).
     if (!model->acceptsSparse())
-      return Status(StatusCode::kInvalidArgument,
-                    fmt::format("engine.shard-map needs a model with first-layer rows (linear, mlp or embedbag), not {}",
-                                f->task_.model));
+      return Status(
+          StatusCode::kInvalidArgument,
+          fmt::format("engine.shard-map needs a model with first-layer rows (linear, mlp or embedbag), not {}",
+                      f->task_.model));
     auto map = readRowShards(f->task_.shardMapFile);
     if (!map) return map.status();
     if (engine.shards != map->shards)

@@ -97,9 +97,9 @@ Result<ShardMap> ShardMap::fromRows(std::size_t dim, uint32_t shards, uint32_t r
 
 uint32_t ShardMap::ownerOf(std::size_t p) const {
   if (p < rowCount_ * rowWidth_) return rowOwner(layout_ == RowLayout::kContiguous ? p / rowWidth_ : p % rowCount_);
-  return std::upper_bound(rest_.begin(), rest_.end(), p, [](std::size_t i, const ShardInterval& iv) {
-           return i < iv.end;
-         })->shard;
+  return std::upper_bound(rest_.begin(), rest_.end(), p,
+                          [](std::size_t i, const ShardInterval& iv) { return i < iv.end; })
+      ->shard;
 }
 
 template <typename Owner>

@@ -73,9 +73,9 @@ Result<EngineConfig::ShardRows> shardRowsOf(const model::Model& model, std::vect
     for (std::size_t k = 0; k < out.rowWidth; ++k)
       expected.push_back(out.columns ? row + k * out.rowCount : row * out.rowWidth + k);
     if (positions(*ranges) != expected || model.denseParams().offset != out.rowCount * out.rowWidth)
-      return Status(StatusCode::kInternal,
-                    fmt::format("the first layer of model {} is neither rows nor columns of its first tensor",
-                                model.spec()));
+      return Status(
+          StatusCode::kInternal,
+          fmt::format("the first layer of model {} is neither rows nor columns of its first tensor", model.spec()));
   }
   out.rows = std::move(rows);
   out.shardOf = std::move(shardOf);

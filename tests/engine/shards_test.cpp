@@ -218,6 +218,24 @@ EngineConfig configFor(const std::string& optimizer, bool sparseUpdates, bool se
   return c;
 }
 
+// kRows rows placed on 4 shards by LPT from 40 clients touching power-law-like rows of
+// the first layer (low row ids are popular), drawn from seed.
+ShardPlacement lptPlacement(uint64_t seed) {
+  std::vector<ClientRows> clients;
+  for (int k = 0; k < 40; ++k) {
+    std::set<uint32_t> rows;
+    for (int t = 0; t < 200; ++t) {
+      const double u = double(splitmix(seed) >> 11) * 0x1.0p-53;
+      rows.insert(static_cast<uint32_t>(double(kRows) * u * u * u) % kRows);
+    }
+    clients.push_back(ClientRows{"c" + std::to_string(k), {rows.begin(), rows.end()}});
+  }
+  ShardPlacementOptions options;
+  options.shards = 4;
+  options.method = ShardMethod::kLpt;
+  return created(placeRows(clients, kRows, options));
+}
+
 }  // namespace
 
 TEST_CASE("shards: range maps cut the parameters into equal contiguous ranges", "[engine][shards]") {
@@ -400,21 +418,7 @@ TEST_CASE("shards: a run of the engine gives the same bits with 1, 2 and 4 shard
 }
 
 TEST_CASE("shards: a placement's row map gives the same bits", "[engine][shards][concurrent]") {
-  // Clients touching power-law-like rows of the first layer: low row ids are popular.
-  std::vector<ClientRows> clients;
-  uint64_t seed = 5;
-  for (int k = 0; k < 40; ++k) {
-    std::set<uint32_t> rows;
-    for (int t = 0; t < 200; ++t) {
-      const double u = double(splitmix(seed) >> 11) * 0x1.0p-53;
-      rows.insert(static_cast<uint32_t>(double(kRows) * u * u * u) % kRows);
-    }
-    clients.push_back(ClientRows{"c" + std::to_string(k), {rows.begin(), rows.end()}});
-  }
-  ShardPlacementOptions options;
-  options.shards = 4;
-  options.method = ShardMethod::kLpt;
-  const ShardPlacement placement = created(placeRows(clients, kRows, options));
+  const ShardPlacement placement = lptPlacement(5);
 
   EngineConfig c;
   c.serverMomentum = 0.9;
@@ -439,27 +443,15 @@ TEST_CASE("shards: a placement's row map gives the same bits", "[engine][shards]
 TEST_CASE("shards: a row map of a linear or mlp model (rows are columns) gives the same bits",
           "[engine][shards][concurrent]") {
   // Models of about kBigDim parameters whose first layer is dense0.weight {out, in}: a
-  // row is a column. The rows are placed by LPT from clients touching power-law rows.
+  // row is a column.
   const std::string spec = GENERATE(as<std::string>{}, "linear:4128-32", "mlp:4128-32-8");
   const bool sparseUpdates = GENERATE(false, true);
   const std::string optimizer = GENERATE(as<std::string>{}, "sgd-momentum", "adam", "yogi", "fedexp");
   CAPTURE(spec, sparseUpdates, optimizer);
   const model::Model model = created(model::Model::fromSpec(spec));
   REQUIRE(model.numParams() >= Shards::kInlineBelow);  // whole updates and element-wise steps on the pool
-  std::vector<ClientRows> clients;
-  uint64_t seed = 9;
-  for (int k = 0; k < 40; ++k) {
-    std::set<uint32_t> rows;
-    for (int t = 0; t < 200; ++t) {
-      const double u = double(splitmix(seed) >> 11) * 0x1.0p-53;
-      rows.insert(static_cast<uint32_t>(double(model.inputDim()) * u * u * u) % model.inputDim());
-    }
-    clients.push_back(ClientRows{"c" + std::to_string(k), {rows.begin(), rows.end()}});
-  }
-  ShardPlacementOptions options;
-  options.shards = 4;
-  options.method = ShardMethod::kLpt;
-  const ShardPlacement placement = created(placeRows(clients, model.inputDim(), options));
+  REQUIRE(model.inputDim() == kRows);
+  const ShardPlacement placement = lptPlacement(9);
 
   EngineConfig c = configFor(optimizer, sparseUpdates, sparseUpdates);
   const Outcome one = run(c, sparseUpdates, model.numParams());

@@ -12,7 +12,8 @@
 //    client's update the rows its examples touch, data::featuresTouched, x width): the
 //    largest shard's entries over the mean for range maps and for maps from
 //    `starling-coordinator placement` (ShardPlacement: LPT and METIS, the touched rows
-//    x width), S = 2 and 8; and the time to aggregate the clients' updates with S = 2.
+//    x width), S = 2 and 8, and LPT's rows as the columns of a {width, rows} weight
+//    (linear, mlp); and the time to aggregate the clients' updates with S = 2.
 //
 // Each timing is the fastest of --reps runs (3): the machine is shared.
 //
@@ -324,6 +325,7 @@ int main(int argc, char** argv) {
   const data::Partition parts = data::partitionIid(ds->size(), a.clients, a.seed);
   std::vector<ClientRows> clients;
   std::vector<std::vector<uint32_t>> updates;  // each client's parameters: its rows x width
+  std::vector<std::vector<uint32_t>> columns;  // the same rows as columns of a {width, rows} weight
   std::size_t entries = 0;
   for (std::size_t k = 0; k < parts.size(); ++k) {
     ClientRows c{"client-" + std::to_string(k), data::featuresTouched(*ds, parts[k])};
@@ -334,46 +336,62 @@ int main(int argc, char** argv) {
         idx.push_back(r * a.width + w);
     entries += idx.size();
     updates.push_back(std::move(idx));
+    std::vector<uint32_t> col;
+    col.reserve(c.rows.size() * a.width);
+    for (uint32_t w = 0; w < a.width; ++w)
+      for (uint32_t r : c.rows)
+        col.push_back(w * a.rows + r);
+    columns.push_back(std::move(col));
     clients.push_back(std::move(c));
   }
   std::printf("clients' updates: %.0f entries on average (%.2f%% of the model)\n", double(entries) / parts.size(),
               100.0 * double(entries) / parts.size() / double(dim));
-  std::vector<compression::Compressed> prepared;  // the clients' updates, to aggregate
-  for (const auto& idx : updates) {
-    compression::Compressed c;
-    c.encoding = compression::Encoding::kTopK;
-    c.count = static_cast<uint32_t>(dim);
-    c.indices = idx;
-    c.values.assign(idx.size(), 0.25f);
-    prepared.push_back(std::move(c));
-  }
-  std::printf("S = 1 aggregates them at %.0f updates/s\n",
-              double(prepared.size()) / fastest(prepared, int(prepared.size()), nullptr, a.reps).addSeconds);
+  auto prepare = [&](const std::vector<std::vector<uint32_t>>& indices) {
+    std::vector<compression::Compressed> out;  // the clients' updates, to aggregate
+    for (const auto& idx : indices) {
+      compression::Compressed c;
+      c.encoding = compression::Encoding::kTopK;
+      c.count = static_cast<uint32_t>(dim);
+      c.indices = idx;
+      c.values.assign(idx.size(), 0.25f);
+      out.push_back(std::move(c));
+    }
+    return out;
+  };
+  const std::vector<compression::Compressed> prepared = prepare(updates);
+  const std::vector<compression::Compressed> preparedColumns = prepare(columns);
+  std::printf("S = 1 aggregates them at %.0f updates/s (as columns: %.0f)\n",
+              double(prepared.size()) / fastest(prepared, int(prepared.size()), nullptr, a.reps).addSeconds,
+              double(prepared.size()) / fastest(preparedColumns, int(prepared.size()), nullptr, a.reps).addSeconds);
   std::printf("%-8s %2s %14s %10s %12s\n", "map", "S", "load_max/mean", "place_s", "S2_updates/s");
   double summary[3] = {0, 0, 0};
   for (uint32_t s : {2u, 8u}) {
-    for (int m = 0; m < 3; ++m) {
-      const char* name = m == 0 ? "range" : m == 1 ? "lpt" : "metis";
+    // lpt-col: LPT's rows as the columns of a {width, rows} first weight (linear, mlp).
+    for (int m = 0; m < 4; ++m) {
+      const char* name = m == 0 ? "range" : m == 1 ? "lpt" : m == 2 ? "metis" : "lpt-col";
+      const bool cols = m == 3;
       double placeSeconds = 0;
       Result<ShardMap> map = ShardMap::ranges(dim, s);
       if (m > 0) {
         ShardPlacementOptions o;
         o.shards = s;
-        o.method = m == 1 ? ShardMethod::kLpt : ShardMethod::kMetis;
+        o.method = m == 2 ? ShardMethod::kMetis : ShardMethod::kLpt;
         o.seed = a.seed;
         auto placed = placeRows(clients, a.rows, o);
         if (!placed) die(placed.status().message());
         placeSeconds = placed->seconds;
-        map = ShardMap::fromRows(dim, s, a.width, a.rows, placed->rows, placed->shardOf);
+        map = ShardMap::fromRows(dim, s, a.width, a.rows, placed->rows, placed->shardOf,
+                                 cols ? RowLayout::kColumns : RowLayout::kContiguous);
       }
       if (!map) die(map.status().message());
-      const double ratio = imbalance(*map, updates);
-      if (s == 8) summary[m] = ratio;
+      const double ratio = imbalance(*map, cols ? columns : updates);
+      if (s == 8 && m < 3) summary[m] = ratio;
       std::string rate = "";
       if (s == 2) {
         Shards shards(std::move(*map));
         rate = std::to_string(
-            int(double(prepared.size()) / fastest(prepared, int(prepared.size()), &shards, a.reps).addSeconds));
+            int(double(prepared.size()) /
+                fastest(cols ? preparedColumns : prepared, int(prepared.size()), &shards, a.reps).addSeconds));
       }
       std::printf("%-8s %2u %14.3f %10.3f %12s\n", name, s, ratio, placeSeconds, rate.c_str());
     }

@@ -22,6 +22,7 @@
 #include "starling/util/checksum.hpp"
 #include "starling/wire/capabilities.hpp"
 
+#include "engine/shards.hpp"
 #include "engine/statistics.hpp"
 #include "engine/vocabulary.hpp"
 #include "placement.hpp"
@@ -166,18 +167,21 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   }
 
   if (!f->task_.shardMapFile.empty()) {
-    // The rows of an embedbag table are its first parameters, rowWidth floats each.
-    const auto& first = model->layout().tensors().front();
-    if (first.name != "embed.weight" || first.shape.size() != 2)
-      return Status(StatusCode::kInvalidArgument,
-                    fmt::format("engine.shard-map needs an embedbag model (contiguous rows), not {}", f->task_.model));
+    // One row per input feature: a row of an embedbag table, a column of a linear or
+    // mlp model's dense0.weight (shardRowsOf).
+    if (!model->acceptsSparse())
+      return Status(
+          StatusCode::kInvalidArgument,
+          fmt::format("engine.shard-map needs a model with first-layer rows (linear, mlp or embedbag), not {}",
+                      f->task_.model));
     auto map = readRowShards(f->task_.shardMapFile);
     if (!map) return map.status();
     if (engine.shards != map->shards)
       return Status(StatusCode::kInvalidArgument, fmt::format("{} places rows on {} shards; engine.shards is {}",
                                                               f->task_.shardMapFile, map->shards, engine.shards));
-    engine.shardRows = {static_cast<uint32_t>(first.shape[1]), static_cast<uint64_t>(first.shape[0]),
-                        std::move(map->rows), std::move(map->shardOf)};
+    auto rows = shardRowsOf(*model, std::move(map->rows), std::move(map->shardOf));
+    if (!rows) return rows.status().withContext("engine.shard-map");
+    engine.shardRows = std::move(*rows);
     f->log_->info("shard map from {}: {} rows on {} shards", f->task_.shardMapFile, engine.shardRows.rows.size(),
                   engine.shards);
   }

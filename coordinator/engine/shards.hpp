@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "starling/coordinator/round_engine.hpp"
+#include "starling/model/model.hpp"
 #include "starling/util/status.hpp"
 
 #include "engine/shard_map.hpp"
@@ -64,6 +65,14 @@ class Shards {
   ShardPool pool_;
   std::vector<std::vector<EntryRun>> runs_;
 };
+
+// The first layer's rows of `model` as EngineConfig::shardRows takes them, rows[j]
+// placed on shardOf[j] (checked when the map is made): one row per input feature, its
+// parameters those model::Model::firstLayerRows names (embedbag: a row of the table;
+// linear, mlp: a column of dense0.weight). kInvalidArgument naming the model for one
+// without such rows (cnn, gru).
+Result<EngineConfig::ShardRows> shardRowsOf(const model::Model& model, std::vector<uint32_t> rows,
+                                            std::vector<uint32_t> shardOf);
 
 // The engine's shards from EngineConfig::shards (0: one per core, at most one per
 // parameter) and shardRows, for a model of dim parameters; null when that is one shard

@@ -84,14 +84,22 @@ check "and writes a relay for each of them" test "$(grep -c '^client ' "$work/pl
 check "the row entries are the rows the clients trained (the coordinator's log)" \
   test "$(sed -n 's/.*3 clients, \([0-9]*\) row entries.*/\1/p' "$work/placement.log")" -eq \
   "$(sed -n 's/.*trains the compact model of \([0-9]*\) rows.*/\1/p' "$work/sparse.log" | awk '{ s += $1 } END { print s }')"
-# The rows' shards as the engine's shard map: an embedbag model (its table's rows are
-# contiguous) aggregated in 2 shards, with sparse clients.
+# The rows' shards as the engine's shard map, aggregated in 2 shards with sparse
+# clients: an embedbag model (its table's rows are contiguous) and the linear model
+# (its rows are columns of dense0.weight), which reaches the one-shard run's accuracy.
 model=embedbag:hidden:8 run shardmap "--sparse-rows 1" --shards 2 --shard-map "$work/placement.txt"
 check "an embedbag federation takes the placement's shard map" \
   grep -q "shard map from .*placement.txt: [0-9]* rows on 2 shards" "$work/shardmap.log"
-check "a linear model refuses a shard map (its rows are not contiguous)" \
-  bash -c "'$coord_bin' run --certs '$work/certs' --listen 127.0.0.1:0 ${common[*]} --model linear --db '$work/bad-map.db' \
-    --shards 2 --shard-map '$work/placement.txt' 2>&1 | grep -q 'engine.shard-map needs an embedbag model'"
+run shardmap-linear "--sparse-rows 1" --shards 2 --shard-map "$work/placement.txt"
+check "so does a linear one" grep -q "shard map from .*placement.txt: [0-9]* rows on 2 shards" "$work/shardmap-linear.log"
+for r in 1 5; do
+  check "with round $r's test accuracy of the one-shard run ($(value "$work/sparse.db" $r 18))" \
+    test "$(value "$work/shardmap-linear.db" $r 18)" = "$(value "$work/sparse.db" $r 18)"
+done
+check "a model without first-layer rows refuses a shard map, by name" \
+  bash -c "'$coord_bin' run --certs '$work/certs' --listen 127.0.0.1:0 ${common[*]} --model gru:256x256-4-1/logistic \
+    --db '$work/bad-map.db' --shards 2 --shard-map '$work/placement.txt' 2>&1 |
+    grep -q 'engine.shard-map needs a model with first-layer rows (linear, mlp or embedbag), not gru:256x256-4-1'"
 check "a database whose clients offered no rows says so" \
   bash -c "'$coord_bin' placement --db '$work/dense.db' --relays 2 2>&1 | grep -q 'no client offered its rows'"
 

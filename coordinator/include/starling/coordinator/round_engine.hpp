@@ -246,15 +246,19 @@ struct EngineConfig {
   uint32_t shards = 1;
   // Which shard owns which parameter. rowWidth 0 (the default): shards contiguous
   // ranges of equal size. Else the model's first rowCount x rowWidth parameters are
-  // rows of rowWidth (the first layer's), rows[j] owned by shardOf[j] (a
+  // the first layer's rows of rowWidth, rows[j] owned by shardOf[j] (a
   // `starling-coordinator placement` map: ShardPlacement::rows and shardOf), the rows
   // not named filling the shards short of rowCount / shards rows, and the dense rest
-  // split evenly.
+  // split evenly. A row is rowWidth consecutive parameters (embedbag's table), or with
+  // columns a column of a {rowWidth, rowCount} row-major matrix (linear and mlp's
+  // dense0.weight: row r is parameters r, r + rowCount, ...). shardRowsOf()
+  // (engine/shards.hpp) fills it from a model.
   struct ShardRows {
     uint32_t rowWidth = 0;
     uint64_t rowCount = 0;
     std::vector<uint32_t> rows;
     std::vector<uint32_t> shardOf;
+    bool columns = false;
   };
   ShardRows shardRows;
 };

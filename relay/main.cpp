@@ -216,8 +216,12 @@ class Downstream {
   // accepted).
   std::optional<client::RowOffer> upstreamOffer() {
     offered_.reset();
-    if (!next_ || inputs_ == 0) return std::nullopt;
-    auto set = compression::RowSet::fromSorted(*next_, static_cast<uint32_t>(inputs_));
+    // While the flushing update awaits its verdict (a connection lost meanwhile), the
+    // relay joins with the rows it holds: a Learner of the same rows settles that update
+    // as any reconnect does (rolled back into the memory when it was not applied).
+    const std::optional<std::vector<uint32_t>>& rows = flushRound_ ? declared_ : next_;
+    if (!rows || inputs_ == 0) return std::nullopt;
+    auto set = compression::RowSet::fromSorted(*rows, static_cast<uint32_t>(inputs_));
     if (!set) {
       log_->error("the clients' rows: {}", set.status().message());
       return std::nullopt;
@@ -225,10 +229,10 @@ class Downstream {
     client::RowOffer offer;
     offer.bucket = 1;
     offer.bytes = compression::encodeRowSet(*set);
-    offer.covered = *next_;
-    offer.touched = next_->size();
-    offered_ = next_;
-    log_->info("offering the coordinator the {} rows this relay's clients train ({} bytes)", next_->size(),
+    offer.covered = *rows;
+    offer.touched = rows->size();
+    offered_ = rows;
+    log_->info("offering the coordinator the {} rows this relay's clients train ({} bytes)", rows->size(),
                offer.bytes.size());
     return offer;
   }

@@ -99,27 +99,31 @@ class Reader {
       ++i_;
       auto obj = std::make_shared<Object>();
       if (!eat('}')) {
+        int end = line_;  // where the last member ended: a missing ',' is reported there
         do {
           auto key = string();
           if (!key) return key.status();
           if (!eat(':')) return error("expected ':' after \"" + *key + "\", found " + near());
           auto item = value(depth + 1);
           if (!item) return item;
+          end = line_;
           obj->emplace_back(std::move(*key), std::move(*item));
         } while (eat(','));
-        if (!eat('}')) return error("expected ',' or '}' in an object, found " + near());
+        if (!eat('}')) return error("expected ',' or '}' in an object, found " + near(), end);
       }
       v.v = obj;
     } else if (c == '[') {
       ++i_;
       auto arr = std::make_shared<Array>();
       if (!eat(']')) {
+        int end = line_;
         do {
           auto item = value(depth + 1);
           if (!item) return item;
+          end = line_;
           arr->push_back(std::move(*item));
         } while (eat(','));
-        if (!eat(']')) return error("expected ',' or ']' in an array, found " + near());
+        if (!eat(']')) return error("expected ',' or ']' in an array, found " + near(), end);
       }
       v.v = arr;
     } else if (c == '"') {

@@ -16,7 +16,7 @@ namespace {
 // Bytes a frame adds to its payload (header, message fields), approximately.
 constexpr uint64_t kFrameBytes = 256;
 
-enum class JobKind { kClientRound, kOverlapSteps, kDecode, kCommit };
+enum class JobKind { kClientRound, kOverlapSteps, kDecode, kCommit, kEvaluate };
 struct Job {
   double remaining = 0;  // seconds of one core
   JobKind kind = JobKind::kClientRound;
@@ -73,10 +73,13 @@ class Model {
   }
 
  private:
-  // The share of a core each job gets now.
+  // The share of a core each job gets now: the federation's jobs are one group that
+  // gets an equal share of the cores with each of backgroundLoad other busy groups (at
+  // most a core per job), split equally among its jobs.
   double rate() const {
-    if (f_.cores <= 0) return 1.0;
-    return std::min(1.0, f_.cores / (double(jobs_.size()) + f_.backgroundLoad));
+    if (f_.cores <= 0 || jobs_.empty()) return 1.0;
+    const double n = double(jobs_.size());
+    return std::min(n, f_.cores / (1.0 + f_.backgroundLoad)) / n;
   }
 
   // Advances to the next job's end or the next event, whichever is first, and handles it.
@@ -127,11 +130,11 @@ class Model {
 
   // The assignment of `round` to client i: the broadcasts since the model it holds (none
   // the first time: a client builds the round-0 model from the task's seed), at most a
-  // dense model.
+  // dense model (never less than one broadcast).
   void assign(uint32_t i, uint64_t round) {
     ClientState& c = clients_[i];
     const uint64_t behind = committed_ - std::min(committed_, c.baseRound);
-    const uint64_t bytes = std::min<uint64_t>(behind * p_.broadcastBytes, 4 * p_.params);
+    const uint64_t bytes = std::min(behind * p_.broadcastBytes, std::max(p_.broadcastBytes, 4 * p_.params));
     c.baseRound = committed_;
     c.round = round;
     assignedAt_[i] = now_;
@@ -167,6 +170,10 @@ class Model {
         break;
       }
       case EventKind::kUpdateArrives:
+        if (blocked_) {
+          deferred_.push_back(e);
+          break;
+        }
         if (!f_.async && (e.round != round_ || closed_)) break;  // late: the round is over
         addJob(p_.decodeSeconds, JobKind::kDecode, e.client, e.round);
         break;
@@ -213,19 +220,48 @@ class Model {
         commitRunning_ = false;
         ++committed_;
         result_.roundEnds.push_back(now_);
-        if (f_.async)
-          maybeStep();
-        else if (result_.roundEnds.size() < f_.rounds)
-          startRound();
+        // The evaluation of the committed model runs beside the next round, as the
+        // coordinator's does (it sends the next assignments first), one at a time: the
+        // coordinator waits for the last one before it starts the next, and meanwhile
+        // handles nothing else.
+        if (f_.evalExamples > 0 && f_.evalEvery > 0 && committed_ % f_.evalEvery == 0) {
+          if (evaluating_) {
+            blocked_ = true;
+            break;
+          }
+          startEvaluation();
+        }
+        afterCommit();
+        break;
+      case JobKind::kEvaluate:
+        evaluating_ = false;
+        if (blocked_) {
+          blocked_ = false;
+          startEvaluation();
+          afterCommit();
+          for (const Event& e : deferred_)
+            eventHappened(e);
+          deferred_.clear();
+        }
         break;
     }
   }
 
-  double commitSeconds() const {
-    const uint64_t n = committed_ + 1;
-    const bool evaluates = f_.evalExamples > 0 && f_.evalEvery > 0 && n % f_.evalEvery == 0;
-    return p_.broadcastCompressSeconds + (evaluates ? double(f_.evalExamples) * p_.evalSecondsPerExample : 0.0);
+  void startEvaluation() {
+    evaluating_ = true;
+    addJob(double(f_.evalExamples) * p_.evalSecondsPerExample, JobKind::kEvaluate, 0, committed_);
   }
+  // What follows a commit: the next sync round, or the next server step of updates
+  // already buffered.
+  void afterCommit() {
+    if (f_.async)
+      maybeStep();
+    else if (result_.roundEnds.size() < f_.rounds)
+      startRound();
+  }
+
+  // The commit's work before the next assignments leave: the broadcast.
+  double commitSeconds() const { return p_.broadcastCompressSeconds; }
   void close() {
     closed_ = true;
     commitSum_ += commitSeconds();
@@ -252,6 +288,9 @@ class Model {
   uint64_t round_ = 0, committed_ = 0;
   uint32_t arrived_ = 0, quorum_ = 0, buffered_ = 0;
   bool closed_ = false, commitRunning_ = false;
+  bool evaluating_ = false;  // an evaluation job runs
+  bool blocked_ = false;     // the coordinator waits for it; updates arriving meanwhile wait in deferred_
+  std::vector<Event> deferred_;
   uint64_t clientRounds_ = 0;
   double computeSum_ = 0, wallSum_ = 0, transferSum_ = 0, commitSum_ = 0;
   Prediction result_;

@@ -8,11 +8,16 @@
 // coordinator's link carrying one transfer at a time each way) and the profile's
 // measured compute: a client's round is its run (tau steps of the batch, the run's
 // overhead), its compression and its encoding; the coordinator decodes each update and,
-// at each commit, makes the broadcast and evaluates when asked. Compute is processor
-// sharing: with `cores` set, every job of the federation (clients' rounds, the
-// coordinator's work) shares that many cores with `backgroundLoad` other runnable
-// processes, each job at min(1, cores / (jobs + background)) of a core; without it
-// every client is its own device and the coordinator has a core of its own.
+// at each commit, makes the broadcast; an evaluation of the committed model, when asked,
+// runs beside the next round (the coordinator sends the assignments first), one at a
+// time (the coordinator waits for the last before it starts the next).
+//
+// Compute: without `cores`, every client is its own device (a core each) and so is the
+// coordinator. With `cores` (a federation on one machine, as bench-federation runs it),
+// every job of the federation (clients' rounds, the coordinator's work) is in one group
+// that shares the cores equally with `backgroundLoad` other busy groups, as Linux
+// schedules sessions (autogroups): the group gets min(jobs, cores / (1 + background))
+// cores, split equally among its jobs.
 //
 // Sync rounds select ceil(K x over-selection) clients (in turn), close at the K-th
 // update or the deadline; the next round starts when the commit's work is done.
@@ -57,7 +62,8 @@ struct Prediction {
   double secondsToRounds = 0;  // from the first assignment to the end of round `rounds`
   // Per round, on average: a selected client's compute (its run, compression,
   // encoding) as the device measured it, and the wall time it took under sharing; the
-  // transfers of one client; the coordinator's work at a commit.
+  // transfers of one client; the coordinator's work at a commit (before the next
+  // assignments leave).
   double clientComputeS = 0, clientWallS = 0, transferS = 0, commitS = 0;
   std::vector<double> roundEnds;  // seconds
 };

@@ -27,7 +27,8 @@ CLI::App* addPredictCommand(CLI::App& app, PredictCommand& c) {
                   "the coordinator's link, each way, shared by concurrent transfers (0 = unlimited)");
   sub->add_option("--cores", f.cores,
                   "clients and coordinator share this many cores (one machine; 0 = each client its own device)");
-  sub->add_option("--background-load", f.backgroundLoad, "other runnable processes on those cores");
+  sub->add_option("--background-load", f.backgroundLoad,
+                  "other busy process groups (sessions: Linux autogroups) sharing those cores");
   sub->add_flag("--overlap", f.overlap, "Overlap Local-SGD: the next round's steps run while the update travels");
   sub->add_option("--mode", c.mode, "sync rounds, or async (FedBuff)")->check(CLI::IsMember({"sync", "async"}));
   sub->add_option("--concurrency", f.concurrency, "async: clients in flight (0 = N)");
@@ -50,7 +51,7 @@ int runPredictCommand(const PredictCommand& c) {
   auto p = predict(*profile, fleet);
   if (!p) return fail(p.status().message());
   std::cout << fmt::format(
-      "s_per_round={:.4f} s_to_rounds={:.3f} rounds={} client_compute_s={:.4f} client_wall_s={:.4f} "
+      "s_per_round={:.6f} s_to_rounds={:.6f} rounds={} client_compute_s={:.4f} client_wall_s={:.4f} "
       "transfer_s={:.4f} commit_s={:.4f}\n",
       p->secondsPerRound, p->secondsToRounds, p->roundEnds.size(), p->clientComputeS, p->clientWallS, p->transferS,
       p->commitS);

@@ -168,7 +168,7 @@ TEST_CASE("async with a buffer of one: the client is reassigned while the server
   CHECK(p->roundEnds[1] == Approx(2 * decoded + 0.05).epsilon(1e-9));
 }
 
-TEST_CASE("shared cores slow concurrent clients in proportion", "[predict]") {
+TEST_CASE("shared cores slow concurrent clients in proportion, and other groups take their share", "[predict]") {
   PredictFleet f = oneClient();
   f.clients = 2;
   f.rounds = 1;
@@ -178,10 +178,12 @@ TEST_CASE("shared cores slow concurrent clients in proportion", "[predict]") {
   // Both compute 0.25 s at half a core each, both decode at half a core, the commit alone.
   CHECK(p->secondsToRounds == Approx(0.011024 + 0.5 + 0.020048 + 0.08 + 0.05).epsilon(1e-9));
   SECTION("background load takes its share") {
-    f.backgroundLoad = 2;  // four jobs on one core while the clients compute
+    // Two other busy groups: the federation gets a third of the core, split among its
+    // jobs (a sixth each while both clients compute or decode, a third for the commit).
+    f.backgroundLoad = 2;
     auto q = sim::predict(syntheticProfile(), f);
     REQUIRE(q);
-    CHECK(q->secondsToRounds == Approx(0.011024 + 1.0 + 0.020048 + 0.16 + 0.05 * 3).epsilon(1e-9));
+    CHECK(q->secondsToRounds == Approx(0.011024 + 1.5 + 0.020048 + 0.24 + 0.15).epsilon(1e-9));
   }
 }
 

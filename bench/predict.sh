@@ -5,9 +5,9 @@
 # with `starling-client --profile` for two compression settings, runs bench-federation
 # (real coordinator and client processes on loopback) with 10 and 30 clients, sync and
 # async, and compares its seconds per round with `starling-sim predict` for the same
-# federation. The clients share this machine's cores with whatever else runs on it:
-# others' runnable processes are counted during each run (bench/predict_load.py) and
-# given to predict as --background-load. Prints a table and
+# federation. The clients share this machine's cores with whatever else runs on it: the
+# CPU the other process groups used during each run is measured (bench/predict_load.py)
+# and predict is given the cores left (--cores). Prints a table and
 #   summary: predict_median_err=... predict_max_err=...
 # Every run is bounded (rounds, bench-federation --timeout).
 set -euo pipefail
@@ -35,7 +35,6 @@ for b in "$client" "$sim" "$fed"; do
 done
 work=$(mktemp -d /tmp/starling-predict-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cores=$(nproc)
 buffer=5  # bench-federation's async buffer (--hetero-buffer)
 batch=32  # bench-federation's minibatch
 eval_examples=10000  # the coordinator evaluates the test set every round
@@ -50,7 +49,7 @@ link="--uplink-mbps 3600 --downlink-mbps 3600 --coordinator-mbps 3600 --latency-
   --uplink topk-sampled --uplink-density 0.072 --uplink-ternary true --downlink topk --downlink-density 0.048 \
   --downlink-ternary true --fp16-values true --error-feedback true --log-level warn
 
-printf '%-8s %-6s %-6s %7s %6s %11s %11s %7s\n' clients comp mode rounds load measured_s predicted_s err
+printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s\n' clients comp mode rounds cores_left measured_s predicted_s err
 errs=()
 for n in $clients_list; do
   for comp in fedavg full; do
@@ -61,7 +60,7 @@ for n in $clients_list; do
       log=$work/$n-$comp-$mode.log
       "$fed" --only "$comp-iid" --clients "$n" --rounds "$r" --tau "$tau" --full-tau "$tau" --mode "$mode" \
         --timeout 600 >/dev/null 2>"$log" &
-      load=$(/usr/bin/python3 "$here/predict_load.py" $!)
+      left=$(/usr/bin/python3 "$here/predict_load.py" $!)
       wait $! || true
       measured=$(sed -n 's/.* \([0-9.]*\) s per round.*/\1/p' "$log" | tail -n 1)
       if [ -z "$measured" ]; then
@@ -71,11 +70,11 @@ for n in $clients_list; do
       fi
       # shellcheck disable=SC2086
       predicted=$("$sim" predict --profile "$work/$comp.json" --clients "$n" --tau "$tau" --batch-size "$batch" \
-        --rounds "$r" --mode "$mode" --buffer-size "$buffer" --cores "$cores" --background-load "$load" \
+        --rounds "$r" --mode "$mode" --buffer-size "$buffer" --cores "$left" \
         --eval-examples "$eval_examples" $link | sed -n 's/^s_per_round=\([^ ]*\).*/\1/p')
       err=$(awk -v p="$predicted" -v m="$measured" 'BEGIN { e = (p - m) / m; printf "%.3f", e < 0 ? -e : e }')
       errs+=("$err")
-      printf '%-8s %-6s %-6s %7s %6s %11s %11s %7s\n' "$n" "$comp" "$mode" "$r" "$load" "$measured" "$predicted" \
+      printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s\n' "$n" "$comp" "$mode" "$r" "$left" "$measured" "$predicted" \
         "$err"
     done
   done

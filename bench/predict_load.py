@@ -1,59 +1,75 @@
-"""Other busy process groups while a benchmark runs (bench/predict.sh).
+"""The cores left to a benchmark by everything else on the machine (bench/predict.sh).
 
-predict_load.py PID: until process PID exits, every 0.1 s finds the processes in
-state R (running or runnable) from /proc/*/stat and counts the distinct scheduling
-groups (Linux autogroups, one per session: /proc/PID/autogroup) they belong to, PID's
-own group (the benchmark, its children and this sampler) left out; prints the mean:
-the background load that `starling-sim predict --background-load` takes. With
-autogroups off (/proc/sys/kernel/sched_autogroup_enabled = 0) every process is its
-own group.
+predict_load.py PID: until process PID exits, every 0.1 s reads the machine's busy CPU
+time (/proc/stat) and the CPU time of PID's scheduling group (its Linux autogroup, one
+per session: PID, its children and this sampler; /proc/*/stat utime + stime). Prints
+the machine's cores less the cores the other groups used on average over the run: the
+capacity `starling-sim predict --cores` takes. The benchmark must keep its processes
+busy for the figure to mean what others left it (a federation training is).
 """
 import os
 import sys
 import time
 
+TICKS = os.sysconf("SC_CLK_TCK")
 
-def group(pid, autogroups):
-    if not autogroups:
-        return pid
+
+def busy_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal ...: all but idle and iowait.
+    return sum(v) - v[3] - v[4]
+
+
+def group(pid):
     try:
         with open(f"/proc/{pid}/autogroup") as f:
             return f.read().split()[0]
     except (OSError, IndexError):
-        return pid
+        return None
 
 
-def runnable():
+def group_ticks(ours, seen, others):
+    """Updates seen[pid] with the CPU ticks of every process in group `ours`; others
+    holds the processes already known to be outside it."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
+        pid = int(name)
+        if pid in others:
+            continue
+        if pid not in seen and group(pid) != ours:
+            others.add(pid)
+            continue
         try:
-            with open(f"/proc/{name}/stat") as f:
+            with open(f"/proc/{pid}/stat") as f:
                 text = f.read()
         except OSError:
             continue
-        # pid (comm) state ...: comm may hold spaces and parentheses.
-        if text[text.rfind(")") + 2:].split()[0] == "R":
-            yield int(name)
+        fields = text[text.rfind(")") + 2:].split()
+        seen[pid] = int(fields[11]) + int(fields[12])  # utime, stime
 
 
 def main():
     watched = int(sys.argv[1])
+    cores = os.cpu_count() or 1
     try:
-        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
-            autogroups = f.read().strip() == "1"
-    except OSError:
-        autogroups = False
-    ours = group(watched, autogroups)
-    me = os.getpid()
-    total = samples = 0
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        pass
+    ours = group(watched)
+    seen, others_seen = {}, set()
+    group_ticks(ours, seen, others_seen)
+    start_ours = sum(seen.values())
+    start_busy, t0 = busy_ticks(), time.monotonic()
+    end_busy, end_t = start_busy, t0
     while os.path.exists(f"/proc/{watched}"):
-        groups = {group(pid, autogroups) for pid in runnable() if pid not in (watched, me)}
-        groups.discard(ours)
-        total += len(groups)
-        samples += 1
+        group_ticks(ours, seen, others_seen)
+        end_busy, end_t = busy_ticks(), time.monotonic()
         time.sleep(0.1)
-    print(f"{total / samples:.2f}" if samples else "0")
+    wall = max(end_t - t0, 1e-3)
+    others = max(0, (end_busy - start_busy) - (sum(seen.values()) - start_ours)) / TICKS / wall
+    print(f"{max(0.05, cores - others):.2f}")
 
 
 main()

@@ -38,8 +38,10 @@ trap 'rm -rf "$work"' EXIT
 buffer=5  # bench-federation's async buffer (--hetero-buffer)
 batch=32  # bench-federation's minibatch
 eval_examples=10000  # the coordinator evaluates the test set every round
-# Loopback over TLS: about 3.6 Gbit/s (bench-transport's 456 MB/s for 1 MiB frames).
-link="--uplink-mbps 3600 --downlink-mbps 3600 --coordinator-mbps 3600 --latency-ms 0.05"
+# Loopback over TLS: about 3.6 Gbit/s (bench-transport's 456 MB/s for 1 MiB frames), and
+# each end spends mbedTLS's cipher time on every byte: 304 MB/s on one core, 3.3 ns a
+# byte (docs/transport.md).
+link="--uplink-mbps 3600 --downlink-mbps 3600 --coordinator-mbps 3600 --latency-ms 0.05 --wire-cpu-ns-per-byte 3.3"
 
 # The two compression settings of bench-federation: fedavg (identity, fp32) and full
 # (top-k-sampled 7.2% up, top-k 4.8% down, ternary values, error feedback).

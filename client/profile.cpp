@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 #include <numeric>
 
 #include "starling/client/learner.hpp"
@@ -11,12 +11,19 @@
 #include "starling/compression/error_feedback.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/model/model.hpp"
+#include "starling/util/checksum.hpp"
 
 namespace starling::client {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// CPU seconds this process has used: what a figure costs the device whatever else shares
+// its cores (wall time would count the time others held them).
+double cpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -25,14 +32,14 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The median wall time of `repeats` calls of f (each returning a Status).
+// The median CPU time of `repeats` calls of f (each returning a Status).
 template <class F>
 Result<double> timed(int repeats, F f) {
   std::vector<double> seconds;
   for (int r = 0; r < repeats; ++r) {
-    const auto t0 = Clock::now();
+    const double t0 = cpuSeconds();
     STARLING_RETURN_IF_ERROR(f(r));
-    seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    seconds.push_back(cpuSeconds() - t0);
   }
   return median(std::move(seconds));
 }
@@ -165,6 +172,16 @@ Result<DeviceProfile> measureProfile(const ProfileTask& task, const data::Datase
   if (!made) return made.status().withContext("the downlink compressor");
   p.broadcastCompressSeconds = *made;
   p.broadcastBytes = broadcast.byteSize();
+  std::vector<float> model = base;
+  compression::Compressed applied;
+  auto caught = timed(o.repeats, [&](int) -> Status {
+    STARLING_RETURN_IF_ERROR(compression::decode(broadcast, static_cast<uint32_t>(d), applied));
+    STARLING_RETURN_IF_ERROR(compression::addScaled(applied, -1.0f, model));
+    (void)checksum64(model);  // as catchUp() checks the model it reached
+    return Status::ok();
+  });
+  if (!caught) return caught.status().withContext("applying a broadcast");
+  p.catchUpSeconds = *caught;
 
   // Evaluation, per example, on at most o.evalExamples of the examples.
   std::vector<uint32_t> rows(std::min<std::size_t>(data.size(), std::size_t(std::max(1, o.evalExamples))));

@@ -244,11 +244,12 @@ std::string profileToJson(const DeviceProfile& p) {
       "  \"fp16_values\": {},\n  \"error_feedback\": {},\n  \"repeats\": {},\n  \"steps\": [{}\n  ],\n"
       "  \"run_overhead_seconds\": {:.9g},\n  \"compress_seconds\": {:.9g},\n  \"encode_seconds\": {:.9g},\n"
       "  \"decode_seconds\": {:.9g},\n  \"update_bytes\": {},\n  \"broadcast_bytes\": {},\n"
-      "  \"broadcast_compress_seconds\": {:.9g},\n  \"eval_seconds_per_example\": {:.9g}\n}}\n",
+      "  \"broadcast_compress_seconds\": {:.9g},\n  \"catch_up_seconds\": {:.9g},\n"
+      "  \"eval_seconds_per_example\": {:.9g}\n}}\n",
       kFormat, kVersion, t.model, p.params, t.uplink, t.uplinkDensity, b(t.uplinkTernary), t.downlink,
       t.downlinkDensity, b(t.downlinkTernary), b(t.fp16Values), b(t.errorFeedback), p.repeats, steps,
       p.runOverheadSeconds, p.compressSeconds, p.encodeSeconds, p.decodeSeconds, p.updateBytes, p.broadcastBytes,
-      p.broadcastCompressSeconds, p.evalSecondsPerExample);
+      p.broadcastCompressSeconds, p.catchUpSeconds, p.evalSecondsPerExample);
 }
 
 Result<DeviceProfile> profileFromJson(const std::string& text, const std::string& origin) {
@@ -304,6 +305,7 @@ Result<DeviceProfile> profileFromJson(const std::string& text, const std::string
   STARLING_RETURN_IF_ERROR(f.integer("update_bytes", p.updateBytes, 1));
   STARLING_RETURN_IF_ERROR(f.integer("broadcast_bytes", p.broadcastBytes, 1));
   STARLING_RETURN_IF_ERROR(f.number("broadcast_compress_seconds", p.broadcastCompressSeconds));
+  STARLING_RETURN_IF_ERROR(f.number("catch_up_seconds", p.catchUpSeconds));
   STARLING_RETURN_IF_ERROR(f.number("eval_seconds_per_example", p.evalSecondsPerExample));
   STARLING_RETURN_IF_ERROR(f.done());
   return p;

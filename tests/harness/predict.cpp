@@ -16,7 +16,7 @@ namespace {
 // Bytes a frame adds to its payload (header, message fields), approximately.
 constexpr uint64_t kFrameBytes = 256;
 
-enum class JobKind { kClientRound, kOverlapSteps, kDecode, kCommit, kEvaluate };
+enum class JobKind { kClientRound, kOverlapSteps, kDecode, kCommit, kEvaluate, kSend };
 struct Job {
   double remaining = 0;  // seconds of one core
   JobKind kind = JobKind::kClientRound;
@@ -40,6 +40,7 @@ struct ClientState {
   Background background = Background::kNone;
   bool waiting = false;  // overlap: its assignment came before its background steps ended
   uint64_t round = 0;    // the round of its assignment
+  double receive = 0;    // CPU of receiving its assignment and catching up
 };
 
 class Model {
@@ -48,7 +49,7 @@ class Model {
       : p_(p), f_(f), clients_(f.clients), assignedAt_(f.clients, 0.0) {
     linkIn_.mbps = linkOut_.mbps = f.coordinatorMbps;
     train_ = p.trainSeconds(static_cast<int>(f.tau), f.batch);
-    send_ = p.compressSeconds + p.encodeSeconds;
+    send_ = p.compressSeconds + p.encodeSeconds + double(p.updateBytes + kFrameBytes) * f.wireCpuSecondsPerByte;
   }
 
   Prediction run() {
@@ -137,6 +138,10 @@ class Model {
     const uint64_t bytes = std::min(behind * p_.broadcastBytes, std::max(p_.broadcastBytes, 4 * p_.params));
     c.baseRound = committed_;
     c.round = round;
+    c.receive = double(bytes + kFrameBytes) * f_.wireCpuSecondsPerByte +
+                (p_.broadcastBytes > 0 ? p_.catchUpSeconds * double(bytes) / double(p_.broadcastBytes) : 0.0);
+    if (f_.wireCpuSecondsPerByte > 0)
+      addJob(double(bytes + kFrameBytes) * f_.wireCpuSecondsPerByte, JobKind::kSend, 0, round);
     assignedAt_[i] = now_;
     push(transfer(bytes, f_.downlinkMbps, linkOut_), EventKind::kAssignArrives, i, round);
   }
@@ -161,11 +166,11 @@ class Model {
         if (f_.overlap && c.background == Background::kRunning) {
           c.waiting = true;  // sends when its background steps end
         } else if (f_.overlap && c.background == Background::kDone) {
-          addJob(send_, JobKind::kClientRound, e.client, e.round);
-          computeSum_ += send_;
+          addJob(c.receive + send_, JobKind::kClientRound, e.client, e.round);
+          computeSum_ += c.receive + send_;
         } else {
-          addJob(train_ + send_, JobKind::kClientRound, e.client, e.round);
-          computeSum_ += train_ + send_;
+          addJob(c.receive + train_ + send_, JobKind::kClientRound, e.client, e.round);
+          computeSum_ += c.receive + train_ + send_;
         }
         break;
       }
@@ -175,7 +180,8 @@ class Model {
           break;
         }
         if (!f_.async && (e.round != round_ || closed_)) break;  // late: the round is over
-        addJob(p_.decodeSeconds, JobKind::kDecode, e.client, e.round);
+        addJob(p_.decodeSeconds + double(p_.updateBytes + kFrameBytes) * f_.wireCpuSecondsPerByte, JobKind::kDecode,
+               e.client, e.round);
         break;
       case EventKind::kDeadline:
         if (e.round == round_ && !closed_) close();
@@ -202,8 +208,8 @@ class Model {
         c.background = Background::kDone;
         if (c.waiting) {
           c.waiting = false;
-          addJob(send_, JobKind::kClientRound, j.client, c.round);
-          computeSum_ += send_;
+          addJob(c.receive + send_, JobKind::kClientRound, j.client, c.round);
+          computeSum_ += c.receive + send_;
         }
         break;
       }
@@ -232,6 +238,8 @@ class Model {
           startEvaluation();
         }
         afterCommit();
+        break;
+      case JobKind::kSend:
         break;
       case JobKind::kEvaluate:
         evaluating_ = false;

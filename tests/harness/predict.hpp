@@ -7,7 +7,9 @@
 // (transferMicros: each message on its client's link plus its latency, the
 // coordinator's link carrying one transfer at a time each way) and the profile's
 // measured compute: a client's round is its run (tau steps of the batch, the run's
-// overhead), its compression and its encoding; the coordinator decodes each update and,
+// overhead), its compression and its encoding, and applying the broadcasts its
+// assignment carries (catch-up); each message costs both ends wireCpuSecondsPerByte of
+// CPU per byte; the coordinator decodes each update and,
 // at each commit, makes the broadcast; an evaluation of the committed model, when asked,
 // runs beside the next round (the coordinator sends the assignments first), one at a
 // time (the coordinator waits for the last before it starts the next).
@@ -46,8 +48,11 @@ struct PredictFleet {
   int batch = 32;
   double uplinkMbps = 1000, downlinkMbps = 1000, latencyMs = 0;  // each client's link
   double coordinatorMbps = 0;                                    // the coordinator's link, each way (0 = unlimited)
-  double cores = 0;                                              // 0: every client on its own device
-  double backgroundLoad = 0;                                     // other runnable processes on those cores
+  // CPU seconds per byte of a message at each end (TLS encryption or decryption,
+  // framing), for the sender and the receiver; 0 = free.
+  double wireCpuSecondsPerByte = 0;
+  double cores = 0;           // 0: every client on its own device
+  double backgroundLoad = 0;  // other runnable processes on those cores
   bool overlap = false;
   bool async = false;
   uint32_t concurrency = 0;  // async: clients in flight (0 = N)

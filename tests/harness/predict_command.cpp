@@ -25,6 +25,8 @@ CLI::App* addPredictCommand(CLI::App& app, PredictCommand& c) {
   sub->add_option("--latency-ms", f.latencyMs, "one-way latency of each message, ms");
   sub->add_option("--coordinator-mbps", f.coordinatorMbps,
                   "the coordinator's link, each way, shared by concurrent transfers (0 = unlimited)");
+  sub->add_option("--wire-cpu-ns-per-byte", c.wireNsPerByte,
+                  "CPU per byte of a message at each end (TLS, framing), nanoseconds (0 = free)");
   sub->add_option("--cores", f.cores,
                   "clients and coordinator share this many cores (one machine; 0 = each client its own device)");
   sub->add_option("--background-load", f.backgroundLoad,
@@ -47,6 +49,8 @@ int runPredictCommand(const PredictCommand& c) {
   auto profile = client::readProfile(c.profile);
   if (!profile) return fail(profile.status().message());
   PredictFleet fleet = c.fleet;
+  if (!(c.wireNsPerByte >= 0)) return fail("--wire-cpu-ns-per-byte cannot be negative");
+  fleet.wireCpuSecondsPerByte = c.wireNsPerByte * 1e-9;
   fleet.async = c.mode == "async";
   auto p = predict(*profile, fleet);
   if (!p) return fail(p.status().message());

@@ -19,6 +19,7 @@ namespace starling::sim {
 struct PredictCommand {
   std::string profile;
   std::string mode = "sync";
+  double wireNsPerByte = 0;  // fleet.wireCpuSecondsPerByte in the flag's unit
   PredictFleet fleet;
 };
 

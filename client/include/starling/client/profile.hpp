@@ -10,9 +10,11 @@
 //    "uplink": "topk-sampled", "uplink_density": 0.072, ..., "repeats": 5,
 //    "steps": [{"batch": 32, "step_seconds": 0.0011}, ...], "run_overhead_seconds": ...,
 //    "compress_seconds": ..., "encode_seconds": ..., "decode_seconds": ...,
-//    "update_bytes": ..., "broadcast_bytes": ..., "broadcast_compress_seconds": ...,
+//    "update_bytes": ..., "broadcast_bytes": ..., "broadcast_compress_seconds": ..., "catch_up_seconds": ...,
 //    "eval_seconds_per_example": ...}
-// Times are medians over `repeats` runs, in seconds of this device's wall clock.
+// Times are medians over `repeats` runs, in CPU seconds of the profiling process: what
+// the work costs one core of this device, the same as wall time on an idle device and
+// unaffected by other processes sharing its cores.
 //
 // Threads: none of its own; not synchronized.
 
@@ -68,7 +70,10 @@ struct DeviceProfile {
   uint64_t updateBytes = 0;             // the update's payload (Payload::byteSize)
   uint64_t broadcastBytes = 0;          // one round's broadcast payload (the downlink compressor on a difference)
   double broadcastCompressSeconds = 0;  // making it (the coordinator's work per round)
-  double evalSecondsPerExample = 0;     // model evaluation (the coordinator's test set, per example)
+  // Applying one broadcast on the device: decoding it, adding it to the model and the
+  // model's checksum (a client's catch-up per broadcast it missed).
+  double catchUpSeconds = 0;
+  double evalSecondsPerExample = 0;  // model evaluation (the coordinator's test set, per example)
 
   // Seconds of `tau` local steps of minibatch `batch` plus a run's overhead: the step
   // time of the nearest profiled batch sizes, interpolated linearly in the batch size

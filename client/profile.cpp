@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 #include <numeric>
+#include <optional>
 
 #include "starling/client/learner.hpp"
 #include "starling/client/trainer.hpp"

@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "starling/client/profile.hpp"
+#include "starling/util/text_cursor.hpp"
 
 namespace starling::client {
 
@@ -32,15 +33,15 @@ struct Value {
   std::variant<double, bool, std::string, std::shared_ptr<Array>, std::shared_ptr<Object>> v;
 };
 
-class Reader {
+class Reader : public TextCursor {
  public:
-  Reader(const std::string& text, const std::string& origin) : s_(text), origin_(origin) {}
+  Reader(const std::string& text, const std::string& origin) : TextCursor(text), origin_(origin) {}
 
   Result<Value> document() {
     auto v = value(0);
     if (!v) return v;
-    skip();
-    if (i_ != s_.size()) return error("text after the profile's object");
+    skipSpace();
+    if (pos_ != text_.size()) return error("text after the profile's object");
     return v;
   }
 
@@ -49,31 +50,19 @@ class Reader {
   }
 
  private:
-  void skip() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r' || s_[i_] == '\n')) {
-      if (s_[i_] == '\n') ++line_;
-      ++i_;
-    }
+  std::string near() const {
+    return pos_ < text_.size() ? fmt::format("'{}'", text_[pos_]) : std::string("the end of the file");
   }
-  bool eat(char c) {
-    skip();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  std::string near() const { return i_ < s_.size() ? fmt::format("'{}'", s_[i_]) : std::string("the end of the file"); }
 
   Result<std::string> string() {
-    if (!eat('"')) return error("expected a string, found " + near());
+    if (!take('"')) return error("expected a string, found " + near());
     std::string out;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      char c = s_[i_++];
+    while (pos_ < text_.size() && text_[pos_] != '"') {
+      char c = text_[pos_++];
       if (c == '\n') return error("a string runs past the end of its line");
       if (c == '\\') {
-        if (i_ >= s_.size()) break;
-        c = s_[i_++];
+        if (pos_ >= text_.size()) break;
+        c = text_[pos_++];
         if (c == 'n')
           c = '\n';
         else if (c == 't')
@@ -83,73 +72,70 @@ class Reader {
       }
       out.push_back(c);
     }
-    if (i_ >= s_.size()) return error("a string is not closed");
-    ++i_;
+    if (pos_ >= text_.size()) return error("a string is not closed");
+    ++pos_;
     return out;
   }
 
   Result<Value> value(int depth) {
     if (depth > 8) return error("nested too deeply");
-    skip();
+    skipSpace();
     Value v;
     v.line = line_;
-    if (i_ >= s_.size()) return error("expected a value, found the end of the file");
-    const char c = s_[i_];
+    if (pos_ >= text_.size()) return error("expected a value, found the end of the file");
+    const char c = text_[pos_];
     if (c == '{') {
-      ++i_;
+      ++pos_;
       auto obj = std::make_shared<Object>();
-      if (!eat('}')) {
+      if (!take('}')) {
         int end = line_;  // where the last member ended: a missing ',' is reported there
         do {
           auto key = string();
           if (!key) return key.status();
-          if (!eat(':')) return error("expected ':' after \"" + *key + "\", found " + near());
+          if (!take(':')) return error("expected ':' after \"" + *key + "\", found " + near());
           auto item = value(depth + 1);
           if (!item) return item;
           end = line_;
           obj->emplace_back(std::move(*key), std::move(*item));
-        } while (eat(','));
-        if (!eat('}')) return error("expected ',' or '}' in an object, found " + near(), end);
+        } while (take(','));
+        if (!take('}')) return error("expected ',' or '}' in an object, found " + near(), end);
       }
       v.v = obj;
     } else if (c == '[') {
-      ++i_;
+      ++pos_;
       auto arr = std::make_shared<Array>();
-      if (!eat(']')) {
+      if (!take(']')) {
         int end = line_;
         do {
           auto item = value(depth + 1);
           if (!item) return item;
           end = line_;
           arr->push_back(std::move(*item));
-        } while (eat(','));
-        if (!eat(']')) return error("expected ',' or ']' in an array, found " + near(), end);
+        } while (take(','));
+        if (!take(']')) return error("expected ',' or ']' in an array, found " + near(), end);
       }
       v.v = arr;
     } else if (c == '"') {
       auto str = string();
       if (!str) return str.status();
       v.v = std::move(*str);
-    } else if (s_.compare(i_, 4, "true") == 0 || s_.compare(i_, 5, "false") == 0) {
-      const bool t = s_[i_] == 't';
-      i_ += t ? 4 : 5;
+    } else if (text_.substr(pos_, 4) == "true" || text_.substr(pos_, 5) == "false") {
+      const bool t = text_[pos_] == 't';
+      pos_ += t ? 4 : 5;
       v.v = t;
     } else {
-      const char* begin = s_.c_str() + i_;
+      const char* begin = text_.data() + pos_;  // (a std::string's: terminated)
       char* end = nullptr;
       const double d = std::strtod(begin, &end);
       if (end == begin) return error("expected a value, found " + near());
       if (!std::isfinite(d)) return error("a number that is not finite");
-      i_ += static_cast<std::size_t>(end - begin);
+      pos_ += static_cast<std::size_t>(end - begin);
       v.v = d;
     }
     return v;
   }
 
-  const std::string& s_;
   std::string origin_;
-  std::size_t i_ = 0;
-  int line_ = 1;
 };
 
 // The members of one object, each taken once by name; what is left over is an error.

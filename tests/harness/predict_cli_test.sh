@@ -81,35 +81,21 @@ v = lambda f: float(open(f).read().split()[0].split('=')[1])
 assert v('$work/shared.txt') > 5 * v('$work/own.txt'), (v('$work/shared.txt'), v('$work/own.txt'))
 "
 
-# refused PROGRAM WORDS ARGS...: exits non-zero and says WORDS on stderr.
-refused() {
-  local program=$1 words=$2
-  shift 2
-  if "$program" "$@" >"$work/out.txt" 2>"$work/err.txt"; then
-    echo "  expected a failure: $*"
-    return 1
-  fi
-  grep -qF -- "$words" "$work/err.txt" || {
-    echo "  stderr lacks '$words':"
-    cat "$work/err.txt"
-    return 1
-  }
-}
-check "profile without --model" refused "$client" "--profile needs --model" --profile "$work/x.json" \
+check "profile without --model" refuses "--profile needs --model" "$client" --profile "$work/x.json" \
   --data "$work/data.csv"
-check "profile without --data" refused "$client" "--profile needs --data" --profile "$work/x.json" --model linear
-check "profile with an unknown compressor" refused "$client" "unknown" --profile "$work/x.json" \
+check "profile without --data" refuses "--profile needs --data" "$client" --profile "$work/x.json" --model linear
+check "profile with an unknown compressor" refuses "unknown" "$client" --profile "$work/x.json" \
   --data "$work/data.csv" --model linear --uplink nosuch
-check "a client without --coordinator nor --profile" refused "$client" "--coordinator is required" --id c
+check "a client without --coordinator nor --profile" refuses "--coordinator is required" "$client" --id c
 sed 's/"update_bytes": [0-9]*/"update_bytes": "many"/' "$work/topk.json" >"$work/bad.json"
 line=$(grep -n '"update_bytes"' "$work/bad.json" | cut -d: -f1)
-check "a profile with a string for a number" refused "$sim" "$work/bad.json:$line: \"update_bytes\" must be a number" \
+check "a profile with a string for a number" refuses "$work/bad.json:$line: \"update_bytes\" must be a number" "$sim" \
   predict --profile "$work/bad.json"
 head -c 100 "$work/topk.json" >"$work/cut.json"
-check "a truncated profile" refused "$sim" "$work/cut.json:" predict --profile "$work/cut.json"
-check "a missing profile" refused "$sim" "$work/missing.json" predict --profile "$work/missing.json"
-check "async with overlap" refused "$sim" "--overlap is a sync mode" predict --profile "$work/topk.json" \
+check "a truncated profile" refuses "$work/cut.json:" "$sim" predict --profile "$work/cut.json"
+check "a missing profile" refuses "$work/missing.json" "$sim" predict --profile "$work/missing.json"
+check "async with overlap" refuses "--overlap is a sync mode" "$sim" predict --profile "$work/topk.json" \
   --mode async --overlap
-check "an unknown mode" refused "$sim" "--mode" predict --profile "$work/topk.json" --mode later
+check "an unknown mode" refuses "--mode" "$sim" predict --profile "$work/topk.json" --mode later
 
 [ "$failures" -eq 0 ]

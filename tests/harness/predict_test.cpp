@@ -48,6 +48,12 @@ PredictFleet oneClient() {
   return f;
 }
 
+// The prediction for `f` over syntheticProfile(), which must succeed.
+sim::Prediction predicted(const PredictFleet& f) {
+  auto p = sim::predict(syntheticProfile(), f);
+  return *p;
+}
+
 std::string writeTemp(const std::string& name, const std::string& text) {
   const auto path = std::filesystem::temp_directory_path() / name;
   std::ofstream(path, std::ios::binary) << text;
@@ -144,13 +150,12 @@ TEST_CASE("one client without contention: seconds per round as computed by hand"
   // (2000 + 256) x 8 / 2 + 10 ms = 19.024 ms.
   const double round1 = 0.011024 + 0.25 + 0.020048 + 0.04 + 0.05;
   const double later = 0.019024 + 0.25 + 0.020048 + 0.04 + 0.05;
-  auto p = sim::predict(syntheticProfile(), oneClient());
-  REQUIRE(p);
-  REQUIRE(p->roundEnds.size() == 3);
-  CHECK(p->roundEnds[0] == Approx(round1).epsilon(1e-9));
-  CHECK(p->secondsToRounds == Approx(round1 + 2 * later).epsilon(1e-9));
-  CHECK(p->secondsPerRound == Approx((round1 + 2 * later) / 3).epsilon(1e-9));
-  CHECK(p->clientComputeS == Approx(0.25));
+  auto p = predicted(oneClient());
+  REQUIRE(p.roundEnds.size() == 3);
+  CHECK(p.roundEnds[0] == Approx(round1).epsilon(1e-9));
+  CHECK(p.secondsToRounds == Approx(round1 + 2 * later).epsilon(1e-9));
+  CHECK(p.secondsPerRound == Approx((round1 + 2 * later) / 3).epsilon(1e-9));
+  CHECK(p.clientComputeS == Approx(0.25));
 }
 
 TEST_CASE("async with a buffer of one: the client is reassigned while the server steps", "[predict]") {
@@ -158,14 +163,13 @@ TEST_CASE("async with a buffer of one: the client is reassigned while the server
   f.async = true;
   f.buffer = 1;
   f.rounds = 2;
-  auto p = sim::predict(syntheticProfile(), f);
-  REQUIRE(p);
-  REQUIRE(p->roundEnds.size() == 2);
+  auto p = predicted(f);
+  REQUIRE(p.roundEnds.size() == 2);
   // Update decoded at 0.011024 + 0.25 + 0.020048 + 0.04; the step ends 0.05 later; the
   // client's next assignment (a bare frame: it left before the step) arrives meanwhile.
   const double decoded = 0.011024 + 0.25 + 0.020048 + 0.04;
-  CHECK(p->roundEnds[0] == Approx(decoded + 0.05).epsilon(1e-9));
-  CHECK(p->roundEnds[1] == Approx(2 * decoded + 0.05).epsilon(1e-9));
+  CHECK(p.roundEnds[0] == Approx(decoded + 0.05).epsilon(1e-9));
+  CHECK(p.roundEnds[1] == Approx(2 * decoded + 0.05).epsilon(1e-9));
 }
 
 TEST_CASE("shared cores slow concurrent clients in proportion, and other groups take their share", "[predict]") {
@@ -173,17 +177,15 @@ TEST_CASE("shared cores slow concurrent clients in proportion, and other groups 
   f.clients = 2;
   f.rounds = 1;
   f.cores = 1;
-  auto p = sim::predict(syntheticProfile(), f);
-  REQUIRE(p);
+  auto p = predicted(f);
   // Both compute 0.25 s at half a core each, both decode at half a core, the commit alone.
-  CHECK(p->secondsToRounds == Approx(0.011024 + 0.5 + 0.020048 + 0.08 + 0.05).epsilon(1e-9));
+  CHECK(p.secondsToRounds == Approx(0.011024 + 0.5 + 0.020048 + 0.08 + 0.05).epsilon(1e-9));
   SECTION("background load takes its share") {
     // Two other busy groups: the federation gets a third of the core, split among its
     // jobs (a sixth each while both clients compute or decode, a third for the commit).
     f.backgroundLoad = 2;
-    auto q = sim::predict(syntheticProfile(), f);
-    REQUIRE(q);
-    CHECK(q->secondsToRounds == Approx(0.011024 + 1.5 + 0.020048 + 0.24 + 0.15).epsilon(1e-9));
+    auto q = predicted(f);
+    CHECK(q.secondsToRounds == Approx(0.011024 + 1.5 + 0.020048 + 0.24 + 0.15).epsilon(1e-9));
   }
 }
 
@@ -193,12 +195,11 @@ TEST_CASE("the coordinator's link carries one transfer at a time", "[predict]") 
   f.rounds = 1;
   f.downlinkMbps = 2;
   f.coordinatorMbps = 1;
-  auto p = sim::predict(syntheticProfile(), f);
-  REQUIRE(p);
+  auto p = predicted(f);
   // Assignments leave one after the other at 1 Mbit/s (2.048 ms each): the second
   // arrives at 14.096 ms and its update, queued behind the first on the coordinator's
   // link, at 264.096 + 18.048 + 10 ms; then its decoding and the commit.
-  CHECK(p->secondsToRounds == Approx(0.264096 + 0.018048 + 0.010 + 0.04 + 0.05).epsilon(1e-9));
+  CHECK(p.secondsToRounds == Approx(0.264096 + 0.018048 + 0.010 + 0.04 + 0.05).epsilon(1e-9));
 }
 
 TEST_CASE("over-selection closes the round at the K-th update and a deadline before", "[predict]") {
@@ -208,31 +209,26 @@ TEST_CASE("over-selection closes the round at the K-th update and a deadline bef
   f.overSelection = 2;
   f.rounds = 1;
   f.coordinatorMbps = 1;  // the four updates queue: the round needs the first two only
-  auto p = sim::predict(syntheticProfile(), f);
-  REQUIRE(p);
+  auto p = predicted(f);
   PredictFleet all = f;
   all.perRound = 4;
   all.overSelection = 1;
-  auto q = sim::predict(syntheticProfile(), all);
-  REQUIRE(q);
-  CHECK(p->secondsToRounds < q->secondsToRounds - 0.015);
+  auto q = predicted(all);
+  CHECK(p.secondsToRounds < q.secondsToRounds - 0.015);
   SECTION("a deadline closes the round with what arrived") {
     f.deadlineS = 0.2;  // before any update
-    auto d = sim::predict(syntheticProfile(), f);
-    REQUIRE(d);
-    CHECK(d->secondsToRounds == Approx(0.2 + 0.05).epsilon(1e-9));
+    auto d = predicted(f);
+    CHECK(d.secondsToRounds == Approx(0.2 + 0.05).epsilon(1e-9));
   }
 }
 
 TEST_CASE("overlap hides the steps behind the links", "[predict]") {
   PredictFleet f = oneClient();
   f.latencyMs = 200;  // links longer than the run
-  auto plain = sim::predict(syntheticProfile(), f);
+  auto plain = predicted(f);
   f.overlap = true;
-  auto overlapped = sim::predict(syntheticProfile(), f);
-  REQUIRE(plain);
-  REQUIRE(overlapped);
-  CHECK(overlapped->secondsToRounds < plain->secondsToRounds - 0.3);
+  auto overlapped = predicted(f);
+  CHECK(overlapped.secondsToRounds < plain.secondsToRounds - 0.3);
 }
 
 TEST_CASE("settings out of range are named", "[predict]") {

@@ -3,6 +3,7 @@
 //   starling-sim --config examples/sim/strategies.toml --out sim-out [--only a,b] [--KEY VALUE ...]
 //   starling-sim two-step (--data FILE | --power-law) [--workers W] [--servers S] ...
 //                                             (two_step_command.hpp)
+//   starling-sim predict --profile FILE [--clients N] [--tau T] ...  (predict_command.hpp)
 //
 // Writes, under --out: <strategy>.csv (one row per round), summary.txt (also
 // printed) and report.svg (accuracy against bytes and against virtual time). A
@@ -16,6 +17,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "predict_command.hpp"
 #include "sim_config.hpp"
 #include "two_step_command.hpp"
 
@@ -51,8 +53,11 @@ int main(int argc, char** argv) {
   sim::bindSimSettings(binder, settings);
   sim::TwoStepCommand twoStep;
   CLI::App* twoStepApp = sim::addTwoStepCommand(app, twoStep);
+  sim::PredictCommand predict;
+  CLI::App* predictApp = sim::addPredictCommand(app, predict);
   CLI11_PARSE(app, argc, argv);
   if (twoStepApp->parsed()) return sim::runTwoStepCommand(twoStep);
+  if (predictApp->parsed()) return sim::runPredictCommand(predict);
 
   std::vector<sim::Strategy> strategies;
   if (!configFile.empty()) {

@@ -371,11 +371,13 @@ STARLING_CLIENT_API int starling_client_get_model(starling_client* client, float
 /*
  * Sparse rows (docs/sparse.md; starling-client's --sparse-rows B). With bucket > 0,
  * the next run() offers the coordinator the first-layer rows this client's data
- * touches (the features with a non-zero value in some example), grouped in buckets of `bucket` consecutive rows; when
- * the coordinator takes them (its Welcome says so), the client trains, receives and sends only the parameters of the
- * rows its buckets cover plus the dense rest of the network: the compact model, which learns what the whole model would
- * on this data. For linear, mlp and embedbag models over sparse data (a LIBSVM file, or arrays that are mostly zeros).
- * 0 (the default) offers nothing and trains the whole model.
+ * touches (the features with a non-zero value in some example), grouped in buckets
+ * of `bucket` consecutive rows; when the coordinator takes them (its Welcome says
+ * so), the client trains, receives and sends only the parameters of the rows its
+ * buckets cover plus the dense rest of the network: the compact model, which learns
+ * what the whole model would on this data (weight decay aside: docs/sparse.md). For
+ * linear, mlp and embedbag models over sparse data (a LIBSVM file, or arrays that are
+ * mostly zeros). 0 (the default) offers nothing and trains the whole model.
  *
  * Privacy: a row set tells the coordinator which (hashed) features this client's
  * data holds, e.g. which words occur in a user's mail. Buckets of B rows reveal only

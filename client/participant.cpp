@@ -193,6 +193,7 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
   if (Status st = scale(w); !st) return st;
   if (options_.onWelcome)
     if (Status st = options_.onWelcome(w); !st) return st;
+  trainsCompact_ = false;
   if (w.sparseRows && options_.rowSource) {  // a relay: no data of its own to restrict
     if (!rowOffer_) return Status(StatusCode::kMalformed, "the Welcome trains rows this relay did not offer");
     auto inputs = model::specInputs(w.modelSpec);
@@ -200,6 +201,7 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
     auto cw = compactWelcome(w, *rowOffer_, *inputs);
     if (!cw) return cw.status();
     if (Status st = learner_.welcome(*cw, *shard_); !st) return st;
+    trainsCompact_ = true;
     log_->info("training the compact model {} of the {} rows offered", cw->modelSpec, rowOffer_->covered.size());
   } else if (w.sparseRows) {
     if (!rowOffer_) return Status(StatusCode::kMalformed, "the Welcome trains rows this client did not offer");
@@ -208,11 +210,17 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
     if (Status st = compact(); !st) return st;
     learner_.setHeldOut(compactHeldOut_ ? &*compactHeldOut_ : nullptr);
     if (Status st = learner_.welcome(*cw, *compactTrain_); !st) return st;
+    trainsCompact_ = true;
     log_->info("training the compact model {} of the {} rows this client offered ({} touched)", cw->modelSpec,
                rowOffer_->covered.size(), rowOffer_->touched);
   } else {
     learner_.setHeldOut(heldOutData());
     if (Status st = learner_.welcome(w, *shard_); !st) return st;
+    if (rowOffer_)
+      log_->info(
+          "the coordinator did not take the {} rows this client offered: training the whole model {} "
+          "(the coordinator's log says why)",
+          rowOffer_->covered.size(), w.modelSpec);
   }
   syncStats();
   log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", w.task, w.clientId, w.round, w.modelSpec);

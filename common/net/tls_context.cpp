@@ -150,8 +150,8 @@ struct TlsContext::Impl {
   // Ticket callbacks (p_ticket is this Impl): mbedtls_ssl_ticket seals and opens; a
   // ticket whose certificate is now revoked or expired is refused like an expired one,
   // so the handshake goes on as a full one, which refuses that certificate and says why.
-  static int writeTicket(void* self, const mbedtls_ssl_session* session, unsigned char* start,
-                         const unsigned char* end, size_t* length, uint32_t* lifetime) {
+  static int writeTicket(void* self, const mbedtls_ssl_session* session, unsigned char* start, const unsigned char* end,
+                         size_t* length, uint32_t* lifetime) {
     auto* impl = static_cast<Impl*>(self);
     return mbedtls_ssl_ticket_write(&impl->tickets->impl().ticket.ctx, session, start, end, length, lifetime);
   }

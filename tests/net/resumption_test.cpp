@@ -88,6 +88,24 @@ std::shared_ptr<const net::TlsContext> clientContext(const net::KeyPair& kp, con
       .value();
 }
 
+// Connects twice and returns what the second connection saw.
+Handshake reconnect(std::shared_ptr<const net::TlsContext> serverTls,
+                    std::shared_ptr<const net::TlsContext> clientTls) {
+  Handshake first = connectOnce(serverTls, clientTls);
+  REQUIRE(first.server.isOk());
+  REQUIRE(first.client.isOk());
+  return connectOnce(serverTls, clientTls);
+}
+
+// A handshake that succeeded as a full one and names `commonName` on the server.
+void checkFull(const Handshake& h, const std::string& commonName) {
+  REQUIRE(h.server.isOk());
+  REQUIRE(h.client.isOk());
+  CHECK_FALSE(h.serverSaw.resumed);
+  CHECK_FALSE(h.clientSaw.resumed);
+  CHECK(h.serverSaw.commonName == commonName);
+}
+
 // The kept session of `tls` with one byte of its ticket flipped, put back.
 void tamperWithTicket(const net::TlsContext& tls) {
   std::vector<uint8_t> saved = tls.saveSession();
@@ -113,11 +131,7 @@ TEST_CASE("a reconnecting client resumes its session and is still its certificat
   auto client = clientContext(device, pki);
 
   Handshake first = connectOnce(server, client);
-  REQUIRE(first.server.isOk());
-  REQUIRE(first.client.isOk());
-  CHECK_FALSE(first.serverSaw.resumed);
-  CHECK_FALSE(first.clientSaw.resumed);
-  CHECK(first.serverSaw.commonName == "client-7");
+  checkFull(first, "client-7");
 
   Handshake second = connectOnce(server, client);
   REQUIRE(second.server.isOk());
@@ -152,22 +166,13 @@ TEST_CASE("a reconnecting client resumes its session and is still its certificat
     net::TlsOptions off;
     off.resumption = false;
     auto plain = clientContext(device, pki, off);
-    REQUIRE(connectOnce(server, plain).server.isOk());
-    Handshake again = connectOnce(server, plain);
-    REQUIRE(again.server.isOk());
-    CHECK_FALSE(again.serverSaw.resumed);
+    checkFull(reconnect(server, plain), "client-7");
     CHECK(plain->saveSession().empty());
   }
   SECTION("a server with resumption off issues no ticket and does full handshakes") {
     net::TlsOptions off;
     off.resumption = false;
-    auto full = serverContext(pki, off);
-    auto fresh = clientContext(device, pki);
-    REQUIRE(connectOnce(full, fresh).server.isOk());
-    Handshake again = connectOnce(full, fresh);
-    REQUIRE(again.server.isOk());
-    CHECK_FALSE(again.serverSaw.resumed);
-    CHECK(again.serverSaw.commonName == "client-7");
+    checkFull(reconnect(serverContext(pki, off), clientContext(device, pki)), "client-7");
   }
 }
 
@@ -211,21 +216,13 @@ TEST_CASE("a ticket that is not intact, unknown or expired falls back to a full 
     auto server = serverContext(pki);
     REQUIRE(connectOnce(server, client).server.isOk());
     tamperWithTicket(*client);
-    Handshake again = connectOnce(server, client);
-    REQUIRE(again.server.isOk());
-    REQUIRE(again.client.isOk());
-    CHECK_FALSE(again.serverSaw.resumed);
-    CHECK_FALSE(again.clientSaw.resumed);
-    CHECK(again.serverSaw.commonName == "client-3");
+    checkFull(connectOnce(server, client), "client-3");
     // ... and the full handshake brought a good ticket again.
     CHECK(connectOnce(server, client).serverSaw.resumed);
   }
   SECTION("sealed by another server's keys (a restarted coordinator)") {
     REQUIRE(connectOnce(serverContext(pki), client).server.isOk());
-    Handshake again = connectOnce(serverContext(pki), client);
-    REQUIRE(again.server.isOk());
-    CHECK_FALSE(again.serverSaw.resumed);
-    CHECK(again.serverSaw.commonName == "client-3");
+    checkFull(connectOnce(serverContext(pki), client), "client-3");
   }
   SECTION("older than the ticket lifetime") {
     net::TlsOptions shortLived;
@@ -234,10 +231,7 @@ TEST_CASE("a ticket that is not intact, unknown or expired falls back to a full 
     REQUIRE(connectOnce(server, client).server.isOk());
     // mbedTLS counts ticket age in whole seconds: wait until it is past 1 s for sure.
     std::this_thread::sleep_for(2100ms);
-    Handshake again = connectOnce(server, client);
-    REQUIRE(again.server.isOk());
-    CHECK_FALSE(again.serverSaw.resumed);
-    CHECK(again.serverSaw.commonName == "client-3");
+    checkFull(connectOnce(server, client), "client-3");
   }
 }
 

@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
+#include "starling/client/protocol_client.hpp"
 #include "starling/net/certificates.hpp"
 #include "starling/net/tls_stream.hpp"
 
@@ -249,4 +250,28 @@ TEST_CASE("the suite follows the cipher preference", "[net][tls]") {
   const auto automatic = connectOnce(serverContext(pki), client).serverSaw.cipherSuite;
   CHECK(automatic == (net::cpuHasAesInstructions() ? "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256"
                                                    : "TLS-ECDHE-ECDSA-WITH-CHACHA20-POLY1305-SHA256"));
+}
+
+TEST_CASE("the coordinator logs a client's second join as a resumed session of the same identity",
+          "[net][tls][resumption]") {
+  Pki pki;
+  RunningServer server(pki);
+  auto tls = pki.clientContext(pki.client("client-5"));
+  client::ClientOptions options;
+  options.coordinator = server.endpoint();
+  options.id = "client-5";
+  options.numExamples = 100;
+  const auto join = [&] {
+    return runCoroutine(
+        [&](asio::any_io_executor ex) { return client::joinAndLeave(ex, tls, options, quietLogger()); });
+  };
+  auto first = join();
+  REQUIRE(first.isOk());
+  REQUIRE(server.waitFor([&] { return server.counters().joined == 1; }));
+  CHECK_FALSE(server.log().contains("resumed session"));
+  auto second = join();
+  REQUIRE(second.isOk());
+  CHECK(second->clientId == "client-5");
+  CHECK(server.waitFor(
+      [&] { return server.log().contains("client-5 joined") && server.log().contains("resumed session"); }));
 }

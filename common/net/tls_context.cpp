@@ -147,6 +147,15 @@ struct TlsContext::Impl {
   bool haveSession = false;
   mbedtls::SslConfig conf;  // declared last: destroyed first, it points at the others
 
+  // Makes `from` the kept session (taking over what it owns; `from` is left empty).
+  void adopt(mbedtls::SslSession& from) {
+    std::lock_guard lock(sessionMu);
+    mbedtls_ssl_session_free(&session.ctx);
+    session.ctx = from.ctx;
+    mbedtls_ssl_session_init(&from.ctx);
+    haveSession = true;
+  }
+
   // Ticket callbacks (p_ticket is this Impl): mbedtls_ssl_ticket seals and opens; a
   // ticket whose certificate is now revoked or expired is refused like an expired one,
   // so the handshake goes on as a full one, which refuses that certificate and says why.
@@ -195,11 +204,7 @@ void TlsContext::keepSession(const mbedtls_ssl_context* ssl) const {
   if (role_ != TlsRole::kClient || !resumption_) return;
   mbedtls::SslSession got;
   if (mbedtls_ssl_get_session(ssl, &got.ctx) != 0) return;
-  std::lock_guard lock(impl_->sessionMu);
-  mbedtls_ssl_session_free(&impl_->session.ctx);
-  impl_->session.ctx = got.ctx;  // takes over what got owns
-  mbedtls_ssl_session_init(&got.ctx);
-  impl_->haveSession = true;
+  impl_->adopt(got);
 }
 
 void TlsContext::forgetSession() const {
@@ -225,11 +230,7 @@ Status TlsContext::restoreSession(std::span<const uint8_t> saved) const {
   mbedtls::SslSession loaded;
   if (int rc = mbedtls_ssl_session_load(&loaded.ctx, saved.data(), saved.size()); rc != 0)
     return Status(StatusCode::kMalformed, "unusable saved TLS session: " + mbedtlsErrorString(rc));
-  std::lock_guard lock(impl_->sessionMu);
-  mbedtls_ssl_session_free(&impl_->session.ctx);
-  impl_->session.ctx = loaded.ctx;
-  mbedtls_ssl_session_init(&loaded.ctx);
-  impl_->haveSession = true;
+  impl_->adopt(loaded);
   return Status::ok();
 }
 

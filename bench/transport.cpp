@@ -329,20 +329,56 @@ HandshakeRate driveHandshakes(std::shared_ptr<const net::TlsContext> tls, std::v
   return {static_cast<double>(done) / elapsed, done.load(), resumed.load(), failed.load()};
 }
 
-// `openssl s_server` processes (one per port) with the bench's certificates, requiring
-// a client certificate (-Verify), TLS 1.2, the suite Starling negotiates.
-class OpensslServers {
+// The bench's certificates as PEM files in a temporary directory, for openssl.
+class PemFiles {
  public:
-  OpensslServers(const Pki& pki, unsigned count, const char* cipher) {
+  explicit PemFiles(const Pki& pki) {
     char dirTemplate[] = "/tmp/bench-transport-XXXXXX";
     if (mkdtemp(dirTemplate) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = dirTemplate;
     const auto write = [&](const char* name, const std::string& text) {
-      if (!net::writeTextFile(dir_ + "/" + name, text, 0600).isOk()) throw std::runtime_error("writing certificates");
+      if (!net::writeTextFile(path(name), text, 0600).isOk()) throw std::runtime_error("writing certificates");
     };
     write("ca.crt", pki.ca.certPem);
     write("server.crt", pki.server.certPem);
     write("server.key", pki.server.keyPem);
+    write("client.crt", pki.client.certPem);
+    write("client.key", pki.client.keyPem);
+  }
+  ~PemFiles() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string path(const char* name) const { return dir_ + "/" + name; }
+
+ private:
+  std::string dir_;
+};
+
+// Starts `args` (args[0] found on PATH) with stdin from /dev/null and stdout to
+// `out` (or /dev/null), stderr to /dev/null.
+pid_t spawn(std::vector<std::string> args, const std::string& out = "/dev/null") {
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start " + args[0]);
+  return pid;
+}
+
+// `openssl s_server` processes (one per port) with the bench's certificates, requiring
+// a client certificate (-Verify), TLS 1.2, the suite Starling negotiates.
+class OpensslServers {
+ public:
+  OpensslServers(const Pki& pki, unsigned count, const char* cipher) : files_(pki) {
     for (unsigned i = 0; i < count; ++i) {
       // A free port: bind to 0, read it, let go (s_server binds it a moment later).
       asio::io_context io;
@@ -350,40 +386,26 @@ class OpensslServers {
       const uint16_t port = probe.local_endpoint().port();
       probe.close();
       const std::string accept = "127.0.0.1:" + std::to_string(port);
-      std::vector<std::string> args = {"openssl",
-                                       "s_server",
-                                       "-quiet",
-                                       "-www",
-                                       "-tls1_2",
-                                       "-accept",
-                                       accept,
-                                       "-cert",
-                                       dir_ + "/server.crt",
-                                       "-key",
-                                       dir_ + "/server.key",
-                                       "-CAfile",
-                                       dir_ + "/ca.crt",
-                                       "-Verify",
-                                       "1",
-                                       "-cipher",
-                                       cipher,
-                                       "-groups",
-                                       "X25519:P-256",
-                                       "-no_ticket"};
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      posix_spawn_file_actions_t actions;
-      posix_spawn_file_actions_init(&actions);
-      posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-      posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-      posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-      pid_t pid = 0;
-      int rc = posix_spawnp(&pid, "openssl", &actions, nullptr, argv.data(), environ);
-      posix_spawn_file_actions_destroy(&actions);
-      if (rc != 0) throw std::runtime_error("cannot start openssl s_server");
-      pids_.push_back(pid);
+      pids_.push_back(spawn({"openssl",
+                             "s_server",
+                             "-quiet",
+                             "-www",
+                             "-tls1_2",
+                             "-accept",
+                             accept,
+                             "-cert",
+                             files_.path("server.crt"),
+                             "-key",
+                             files_.path("server.key"),
+                             "-CAfile",
+                             files_.path("ca.crt"),
+                             "-Verify",
+                             "1",
+                             "-cipher",
+                             cipher,
+                             "-groups",
+                             "X25519:P-256",
+                             "-no_ticket"}));
       ports_.push_back(port);
       // Ready when it accepts a TCP connection (bounded: 5 s).
       bool up = false;
@@ -402,16 +424,43 @@ class OpensslServers {
       kill(pid, SIGTERM);
       waitpid(pid, nullptr, 0);
     }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
   const std::vector<uint16_t>& ports() const { return ports_; }
 
  private:
-  std::string dir_;
+  PemFiles files_;
   std::vector<pid_t> pids_;
   std::vector<uint16_t> ports_;
 };
+
+// `processes` `openssl s_time -new` clients (each one connection at a time: a full
+// mutual-TLS handshake and a close) against 127.0.0.1:port for `seconds`: the
+// server's rate with a client side that costs little (OpenSSL's P-256). 0 when
+// openssl cannot run.
+double opensslClientsRate(const Pki& pki, uint16_t port, unsigned processes, unsigned seconds, const char* cipher) {
+  PemFiles files(pki);
+  std::vector<pid_t> pids;
+  const auto t0 = Clock::now();
+  for (unsigned i = 0; i < processes; ++i)
+    pids.push_back(spawn({"openssl", "s_time", "-connect", "127.0.0.1:" + std::to_string(port), "-new", "-tls1_2",
+                          "-time", std::to_string(seconds), "-cert", files.path("client.crt"), "-key",
+                          files.path("client.key"), "-CAfile", files.path("ca.crt"), "-cipher", cipher},
+                         files.path(("s_time-" + std::to_string(i) + ".out").c_str())));
+  uint64_t connections = 0;
+  for (unsigned i = 0; i < processes; ++i) {
+    int status = 0;
+    waitpid(pids[i], &status, 0);
+    // "1234 connections in 3.01s; 410.00 connections/user sec, bytes read 0"
+    auto text = net::readTextFile(files.path(("s_time-" + std::to_string(i) + ".out").c_str()), "s_time output");
+    if (!text) continue;
+    const auto at = text->find(" connections in ");
+    if (at == std::string::npos) continue;
+    auto begin = text->rfind('\n', at);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    connections += std::strtoull(text->c_str() + begin, nullptr, 10);
+  }
+  return static_cast<double>(connections) / std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Runs `op` for about `seconds` of this thread's CPU time and returns its calls per
 // CPU-second (on an idle machine the same as per second; on a busy one it leaves out
@@ -591,6 +640,14 @@ int main() {
   };
   full = againstStarling(false);
   resumed = againstStarling(true);
+  // The same server driven by openssl s_time clients (cheap P-256): its own rate.
+  double starlingByOpenssl = 0;
+  {
+    HandshakeServer server(serverContext(pki), cores);
+    starlingByOpenssl =
+        opensslClientsRate(pki, server.port(), cores, static_cast<unsigned>(seconds), "ECDHE-ECDSA-AES128-GCM-SHA256");
+    server.stop();
+  }
   try {
     OpensslServers servers(pki, cores, "ECDHE-ECDSA-AES128-GCM-SHA256");
     openssl = driveHandshakes(clientContext(pki, false), servers.ports(), driverThreads, inFlight, seconds);
@@ -613,6 +670,10 @@ int main() {
   printRate("Starling (mbedTLS), resumed", resumed);
   printRate("openssl s_server x cores, full", openssl);
   std::printf(
+      "\nThe Starling server driven by %u `openssl s_time -new` clients instead (OpenSSL's client side): %.0f full "
+      "handshakes/s\n",
+      cores, starlingByOpenssl);
+  std::printf(
       "\nresumed / full: %.1fx; the server's own capacity from its CPU time: %.0f full, %.0f resumed per core-second\n",
       full.perSecond > 0 ? resumed.perSecond / full.perSecond : 0.0,
       full.serverCpuMs > 0 ? 1e3 / full.serverCpuMs : 0.0, resumed.serverCpuMs > 0 ? 1e3 / resumed.serverCpuMs : 0.0);
@@ -631,8 +692,8 @@ int main() {
   std::printf(
       "summary: handshakes_per_s=%.0f openssl_handshakes_per_s=%.0f resumed_per_s=%.0f tls_mb_s=%.1f "
       "mbedtls_gcm_mb_s=%.1f openssl_gcm_mb_s=%.1f tcp_mb_s=%.1f chacha_tls_mb_s=%.1f server_ms_per_full=%.2f "
-      "server_ms_per_resumed=%.3f tls_cpu_mb_s=%.1f\n",
+      "server_ms_per_resumed=%.3f tls_cpu_mb_s=%.1f handshakes_per_s_openssl_clients=%.0f\n",
       full.perSecond, openssl.perSecond, resumed.perSecond, tls1m, crypto.gcmMBps, opensslGcm, tcp1m, chacha1m,
-      full.serverCpuMs, resumed.serverCpuMs, tls1mCpu);
+      full.serverCpuMs, resumed.serverCpuMs, tls1mCpu, starlingByOpenssl);
   return 0;
 }

@@ -373,8 +373,10 @@ int starling_client_create(const starling_client_config* config, starling_client
     if (!cert) return c->fail(cert.status());
     auto key = pemOf(config->key_pem, config->key_file, "key");
     if (!key) return c->fail(key.status());
+    net::TlsOptions tlsOptions;
+    tlsOptions.resumption = config->disable_tls_resumption == 0;
     auto servers = client::serverList(config->coordinator, {std::move(*ca), std::move(*cert), std::move(*key), {}},
-                                      config->server_name != nullptr ? config->server_name : "");
+                                      config->server_name != nullptr ? config->server_name : "", tlsOptions);
     if (!servers) return c->fail(servers.status().withContext("coordinator"));
 
     c->tls = std::move(servers->tls);

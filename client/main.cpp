@@ -136,6 +136,9 @@ int main(int argc, char** argv) {
   app.add_option("--server-name", serverName,
                  "host name expected in the coordinator's certificate (default: the host of --coordinator)");
   app.add_option("--handshake-timeout-ms", handshakeTimeoutMs, "time allowed for connecting and the TLS handshake");
+  bool noResumption = false;
+  app.add_flag("--no-tls-resumption", noResumption,
+               "every reconnect does a full TLS handshake (default: offer the last session's ticket)");
   app.add_option("--examples", numExamples, "number of local examples reported to the coordinator");
   app.add_option("--log-level", logLevel, "trace, debug, info, warn, error or off");
   std::string dataDir;
@@ -250,7 +253,9 @@ int main(int argc, char** argv) {
     if (ca.empty() && certs.empty()) return fail("give --certs DIR or --ca FILE");
     auto identity = net::loadIdentity(in(ca, "ca.crt"), in(cert, id + ".crt"), in(key, id + ".key"));
     if (!identity) return fail(identity.status().message());
-    auto list = client::serverList(coordinatorAddr, *identity, serverName);
+    net::TlsOptions tlsOptions;
+    tlsOptions.resumption = !noResumption;
+    auto list = client::serverList(coordinatorAddr, *identity, serverName, tlsOptions);
     if (!list) return fail("--coordinator: " + list.status().message());
     servers.emplace(std::move(*list));
   }

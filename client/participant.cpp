@@ -33,7 +33,7 @@ LearnerOptions learnerOptions(uint64_t seed, const ParticipantOptions& o) {
 }  // namespace
 
 Result<ServerList> serverList(const std::string& addresses, const net::TlsIdentity& identity,
-                              const std::string& serverName) {
+                              const std::string& serverName, const net::TlsOptions& tlsOptions) {
   ServerList out;
   std::size_t n = 0;
   for (std::size_t start = 0; start <= addresses.size();) {
@@ -50,7 +50,7 @@ Result<ServerList> serverList(const std::string& addresses, const net::TlsIdenti
     if (!endpoint) return endpoint.status();
     const std::string host = serverName.empty() ? endpoint->host : serverName;
     if (n++ == 0) {
-      auto tls = net::TlsContext::create(net::TlsRole::kClient, identity, host);
+      auto tls = net::TlsContext::create(net::TlsRole::kClient, identity, host, tlsOptions);
       if (!tls) return tls.status();
       out.first = *endpoint;
       out.tls = *tls;
@@ -58,7 +58,7 @@ Result<ServerList> serverList(const std::string& addresses, const net::TlsIdenti
     }
     std::shared_ptr<const net::TlsContext> tls;  // another host: its own expected name
     if (host != (serverName.empty() ? out.first.host : serverName)) {
-      auto made = net::TlsContext::create(net::TlsRole::kClient, identity, host);
+      auto made = net::TlsContext::create(net::TlsRole::kClient, identity, host, tlsOptions);
       if (!made) return made.status();
       tls = *made;
     }
@@ -343,6 +343,8 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
                       net::roleName(role), net::roleName(options_.serverRoles.front())));
     } else {
       ++stats_.connections;
+      log_->debug("connected to {} over TLS ({}{})", endpoint.toString(), conn->peer().cipherSuite,
+                  conn->peer().resumed ? ", resumed session" : "");
       server_ = at;
       st = co_await session(*conn, welcomed);
       if (st.isOk() || dataFailed_) co_return st;

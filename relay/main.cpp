@@ -360,6 +360,9 @@ int main(int argc, char** argv) {
   app.add_option("--crl", crl, "the CA's revocation list for the relay's clients (default: crl.pem in --certs)");
   app.add_option("--server-name", serverName,
                  "host name expected in the coordinator's certificate (default: the host of --coordinator)");
+  bool noResumption = false;
+  app.add_flag("--no-tls-resumption", noResumption,
+               "full TLS handshakes only: the relay offers no session ticket upstream and issues none to its clients");
   app.add_option("--db", db, "SQLite database of the relay's rounds, clients and stragglers; resumed when it exists");
   app.add_option("--clients-per-round", rounds.clientsPerRound, "updates that close one of the relay's rounds (K)")
       ->check(CLI::Range(1u, 1u << 20));
@@ -405,8 +408,10 @@ int main(int argc, char** argv) {
         fmt::format("{}: the certificate of {} states the role '{}': only a relay certificate "
                     "(starling-coordinator init --relays N) can run a relay",
                     certPath, own->commonName, own->organizationalUnit.empty() ? "client" : own->organizationalUnit));
-  auto upTls =
-      net::TlsContext::create(net::TlsRole::kClient, *identity, serverName.empty() ? upstream->host : serverName);
+  net::TlsOptions tlsOptions;
+  tlsOptions.resumption = !noResumption;
+  auto upTls = net::TlsContext::create(net::TlsRole::kClient, *identity,
+                                       serverName.empty() ? upstream->host : serverName, tlsOptions);
   if (!upTls) return fail(upTls.status().message());
   std::string crlPath = crl;
   if (crlPath.empty() && !certs.empty() && std::filesystem::exists(std::filesystem::path(certs) / "crl.pem"))
@@ -417,7 +422,7 @@ int main(int argc, char** argv) {
     if (!list) return fail(list.status().message());
     downIdentity.crlPem = std::move(*list);
   }
-  auto downTls = net::TlsContext::create(net::TlsRole::kServer, downIdentity);
+  auto downTls = net::TlsContext::create(net::TlsRole::kServer, downIdentity, {}, tlsOptions);
   if (!downTls) return fail(downTls.status().message());
 
   coordinator::ServerOptions serverOptions;

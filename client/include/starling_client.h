@@ -136,6 +136,11 @@ typedef struct starling_client_config {
   /* Where log lines go: log(log_user, level, line), or standard error when NULL. */
   starling_log_fn log;
   void* log_user;
+
+  /* Non-zero: every reconnect does a full TLS handshake. Default 0: the client offers
+   * the session ticket of its last connection and resumes without the certificates'
+   * signatures (docs/transport.md, "Resumption"). */
+  int disable_tls_resumption;
 } starling_client_config;
 
 /* Sets every field of *config to its default (strings NULL). Any thread. */

@@ -56,8 +56,9 @@ struct ServerList {
   std::shared_ptr<const net::TlsContext> tls;
   std::vector<AlternateServer> alternates;
 };
+// `tlsOptions` apply to every server's context (e.g. resumption off).
 Result<ServerList> serverList(const std::string& addresses, const net::TlsIdentity& identity,
-                              const std::string& serverName);
+                              const std::string& serverName, const net::TlsOptions& tlsOptions = {});
 
 struct ParticipantOptions {
   net::Endpoint coordinator;

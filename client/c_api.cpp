@@ -145,6 +145,9 @@ struct starling_client {
   // Set by create; read-only afterwards.
   bool usable = false;
   std::shared_ptr<const net::TlsContext> tls;
+  // What made tls and the servers, for starling_client_set_tls_resumption().
+  std::string coordinators, serverName;
+  net::TlsIdentity identity;
   client::ParticipantOptions options;
   std::shared_ptr<spdlog::logger> log;
 
@@ -217,6 +220,17 @@ int checkIdle(starling_client* c) {
   if (c->sync.joinable())
     return c->fail(STARLING_ERR_STATE,
                    "not while background training is in progress (starling_client_join_background() first)");
+  return STARLING_OK;
+}
+
+// The coordinator list and TLS context from the client's addresses, identity and these
+// options (at create, and again when resumption is switched).
+int useServers(starling_client* c, const net::TlsOptions& tlsOptions) {
+  auto servers = client::serverList(c->coordinators, c->identity, c->serverName, tlsOptions);
+  if (!servers) return c->fail(servers.status().withContext("coordinator"));
+  c->tls = std::move(servers->tls);
+  c->options.coordinator = servers->first;
+  c->options.alternates = std::move(servers->alternates);
   return STARLING_OK;
 }
 
@@ -373,15 +387,10 @@ int starling_client_create(const starling_client_config* config, starling_client
     if (!cert) return c->fail(cert.status());
     auto key = pemOf(config->key_pem, config->key_file, "key");
     if (!key) return c->fail(key.status());
-    net::TlsOptions tlsOptions;
-    tlsOptions.resumption = config->disable_tls_resumption == 0;
-    auto servers = client::serverList(config->coordinator, {std::move(*ca), std::move(*cert), std::move(*key), {}},
-                                      config->server_name != nullptr ? config->server_name : "", tlsOptions);
-    if (!servers) return c->fail(servers.status().withContext("coordinator"));
-
-    c->tls = std::move(servers->tls);
-    c->options.coordinator = servers->first;
-    c->options.alternates = std::move(servers->alternates);
+    c->coordinators = config->coordinator;
+    c->serverName = config->server_name != nullptr ? config->server_name : "";
+    c->identity = {std::move(*ca), std::move(*cert), std::move(*key), {}};
+    if (int rc = useServers(c, net::TlsOptions{}); rc != STARLING_OK) return rc;
     c->options.id = id;
     c->options.seed = config->seed;
     c->options.limits.handshakeTimeout = std::chrono::milliseconds(config->handshake_timeout_ms);
@@ -629,6 +638,18 @@ int starling_client_get_model(starling_client* client, float* out, size_t capaci
     auto model = c->participant->model();
     *count = model.size();
     std::copy_n(model.begin(), std::min(capacity, model.size()), out);
+    return STARLING_OK;
+  });
+}
+
+int starling_client_set_tls_resumption(starling_client* client, int enabled) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    net::TlsOptions tlsOptions;
+    tlsOptions.resumption = enabled != 0;
+    if (int rc = useServers(client, tlsOptions); rc != STARLING_OK) return rc;
+    client->error.clear();
     return STARLING_OK;
   });
 }

@@ -136,11 +136,6 @@ typedef struct starling_client_config {
   /* Where log lines go: log(log_user, level, line), or standard error when NULL. */
   starling_log_fn log;
   void* log_user;
-
-  /* Non-zero: every reconnect does a full TLS handshake. Default 0: the client offers
-   * the session ticket of its last connection and resumes without the certificates'
-   * signatures (docs/transport.md, "Resumption"). */
-  int disable_tls_resumption;
 } starling_client_config;
 
 /* Sets every field of *config to its default (strings NULL). Any thread. */
@@ -410,6 +405,18 @@ STARLING_CLIENT_API int starling_client_get_model(starling_client* client, float
  * progress, or on a client that failed to be created. Owner thread.
  */
 STARLING_CLIENT_API int starling_client_set_sparse_rows(starling_client* client, uint32_t bucket);
+
+/*
+ * TLS session resumption (docs/transport.md, "Resumption"), on by default: after its
+ * first connection the client offers the session ticket of its last one and resumes
+ * without the certificates' signatures (a few percent of a full handshake's CPU; the
+ * coordinator still knows the client by its certificate and still applies its
+ * revocation list). enabled = 0: every connection does a full handshake. Takes effect
+ * at the next run(); not while run() or background training is in progress
+ * (STARLING_ERR_STATE). (A function rather than a field of starling_client_config, so
+ * that programs built against an older header keep working.)
+ */
+STARLING_CLIENT_API int starling_client_set_tls_resumption(starling_client* client, int enabled);
 
 /*
  * The features the inputs of starling_client_get_model()'s model are, after a run

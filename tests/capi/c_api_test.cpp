@@ -819,6 +819,8 @@ TEST_CASE("sparse rows: clients offer their rows in buckets, train the compact m
   REQUIRE(starling_client_set_sparse_rows(b.c, 4) == STARLING_OK);
   REQUIRE(starling_client_set_data_f32(d.c, data2.x.data(), data2.y.data(), data2.y.size(), kSparseDim,
                                        kSparseClasses) == STARLING_OK);
+  // client-2 also without TLS resumption: its servers and TLS context are made again.
+  REQUIRE(starling_client_set_tls_resumption(d.c, 0) == STARLING_OK);
 
   runAll({&a, &b, &d}, coord);
   INFO("--- coordinator ---\n" << coord.log().all());

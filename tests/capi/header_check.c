@@ -37,6 +37,8 @@ int starling_capi_c_check(void) {
   if (starling_client_set_sparse_rows(client, 8) != STARLING_ERR_STATE) return 12;
   if (starling_client_set_sparse_rows(NULL, 8) != STARLING_ERR_INVALID_ARGUMENT) return 13;
   if (starling_client_get_sparse_rows(client, rows, 2, &count) != STARLING_ERR_STATE) return 14;
+  if (starling_client_set_tls_resumption(NULL, 0) != STARLING_ERR_INVALID_ARGUMENT) return 15;
+  if (starling_client_set_tls_resumption(client, 0) != STARLING_ERR_STATE) return 16;
   starling_client_destroy(client);
   starling_client_destroy(NULL);
   if (strlen(starling_client_version()) == 0) return 7;

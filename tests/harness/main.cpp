@@ -1,6 +1,8 @@
 // starling-sim: runs strategies side by side on a simulated fleet.
 //
 //   starling-sim --config examples/sim/strategies.toml --out sim-out [--only a,b] [--KEY VALUE ...]
+//   mpirun -n R starling-sim --config ...   (the clients trained on R ranks; rank 0 writes
+//                                            the same files, docs/simulation.md "On MPI")
 //   starling-sim two-step (--data FILE | --power-law) [--workers W] [--servers S] ...
 //                                             (two_step_command.hpp)
 //
@@ -16,6 +18,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "ranks.hpp"
 #include "sim_config.hpp"
 #include "two_step_command.hpp"
 
@@ -37,6 +40,9 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sim::Ranks ranks(argc, argv);
+  // Every rank reads the same settings and loads the same fleet; only rank 0 prints and writes.
+  const bool lead = ranks.rank() == 0;
   CLI::App app{"starling-sim: the coordinator's RoundEngine and the client runtime on a simulated fleet"};
   app.option_defaults()->always_capture_default();
   std::string configFile, outDir = "sim-out", only;
@@ -52,7 +58,8 @@ int main(int argc, char** argv) {
   sim::TwoStepCommand twoStep;
   CLI::App* twoStepApp = sim::addTwoStepCommand(app, twoStep);
   CLI11_PARSE(app, argc, argv);
-  if (twoStepApp->parsed()) return sim::runTwoStepCommand(twoStep);
+  if (twoStepApp->parsed()) return lead ? sim::runTwoStepCommand(twoStep) : 0;
+  if (!lead) quiet = true;
 
   std::vector<sim::Strategy> strategies;
   if (!configFile.empty()) {
@@ -90,7 +97,7 @@ int main(int argc, char** argv) {
   for (auto& s : strategies)
     s.task.model = fleet->modelSpec();
   std::error_code ec;
-  std::filesystem::create_directories(outDir, ec);
+  if (lead) std::filesystem::create_directories(outDir, ec);
   if (ec) return fail("cannot create " + outDir + ": " + ec.message());
 
   std::vector<sim::StrategyResult> results;
@@ -103,13 +110,20 @@ int main(int argc, char** argv) {
                                r.accuracy ? fmt::format("{:.2f}%", *r.accuracy * 100) : "-", r.tau)
                 << std::flush;
     };
-    auto result = sim::runStrategy(*fleet, strategy, progress);
+    auto result = sim::runStrategy(*fleet, strategy, progress, &ranks);
     if (!quiet) std::cerr << "\n";
-    if (!result) return fail("strategy '" + strategy.name + "': " + result.status().message());
+    if (!result) {
+      fail((ranks.size() > 1 ? fmt::format("rank {}: ", ranks.rank()) : "") + "strategy '" + strategy.name +
+           "': " + result.status().message());
+      if (ranks.size() > 1) ranks.abort(1);  // the other ranks wait for messages that will not come
+      return 1;
+    }
+    if (!lead) continue;
     const auto csv = std::filesystem::path(outDir) / (strategy.name + ".csv");
     if (!writeFile(csv, sim::roundsCsv(*result))) return fail("cannot write " + csv.string());
     results.push_back(std::move(*result));
   }
+  if (!lead) return 0;
   const std::string summary = sim::summaryTable(results, settings.targetAccuracy);
   std::cout << summary;
   const auto dir = std::filesystem::path(outDir);

@@ -187,6 +187,7 @@ struct RoundRow {
   uint64_t edgeBytesUp = 0;   // with relays: frames between the relays and their clients
   uint64_t edgeBytesDown = 0;
   uint64_t totalBytes = 0;         // cumulative, both ways, both tiers, since the start
+  uint64_t modelChecksum = 0;      // the engine's model when the round ended (RoundEngine::modelChecksum)
   std::optional<double> accuracy;  // on the test sample, when evaluated (classification, binary)
   std::optional<double> testLoss;
   std::optional<double> auc;       // binary
@@ -290,10 +291,15 @@ int64_t linkMicros(uint64_t bytes, double mbps, double latencyMs);
 double computeSeconds(double flopsPerExample, uint64_t trainedExamples, uint64_t forwardOnlyExamples,
                       double flopsPerSecond);
 
+class Ranks;  // ranks.hpp
+
 // Runs one strategy on the fleet. onRound, when set, sees every row as it is made
-// (the progress line).
+// (the progress line). With `ranks` of more than one rank (mpirun; docs/simulation.md
+// "On MPI") every rank calls it for every strategy, in the same order: rank 0 returns
+// the rows, bit for bit those of one process; the others train their clients (client i
+// on rank i mod R) and return no rows.
 Result<StrategyResult> runStrategy(const Fleet& fleet, const Strategy& strategy,
-                                   const std::function<void(const RoundRow&)>& onRound = {});
+                                   const std::function<void(const RoundRow&)>& onRound = {}, Ranks* ranks = nullptr);
 
 // Output (report.cpp).
 std::string roundsCsv(const StrategyResult& result);

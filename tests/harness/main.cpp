@@ -7,7 +7,7 @@
 //                                             (two_step_command.hpp)
 //
 // Writes, under --out: <strategy>.csv (one row per round), summary.txt (also
-// printed) and report.svg (accuracy against bytes and against virtual time). A
+// printed), wall.txt (each strategy's wall seconds) and report.svg (accuracy against bytes and against virtual time). A
 // progress line on stderr while it runs.
 
 #include <fmt/format.h>
@@ -124,10 +124,15 @@ int main(int argc, char** argv) {
     results.push_back(std::move(*result));
   }
   if (!lead) return 0;
+  // Wall time of each strategy's rounds (data loading excluded), for bench/sim_mpi.sh.
+  std::string walls = "strategy rounds wall_s\n";
+  for (const auto& r : results)
+    walls += fmt::format("{} {} {:.3f}\n", r.name, r.rounds.size(), r.wallSeconds);
   const std::string summary = sim::summaryTable(results, settings.targetAccuracy);
   std::cout << summary;
   const auto dir = std::filesystem::path(outDir);
   if (!writeFile(dir / "summary.txt", summary)) return fail("cannot write summary.txt");
+  if (!writeFile(dir / "wall.txt", walls)) return fail("cannot write wall.txt");
   if (!writeFile(dir / "report.svg", sim::reportSvg(results, settings.targetAccuracy)))
     return fail("cannot write report.svg");
   std::cerr << "wrote " << (dir / "report.svg").string() << ", summary.txt and one CSV per strategy\n";

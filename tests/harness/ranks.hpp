@@ -62,9 +62,7 @@ class ByteWriter {
     put<uint64_t>(b.size());
     bytes_.insert(bytes_.end(), b.begin(), b.end());
   }
-  void putFloats(std::span<const float> f) {
-    putBytes({reinterpret_cast<const uint8_t*>(f.data()), f.size_bytes()});
-  }
+  void putFloats(std::span<const float> f) { putBytes({reinterpret_cast<const uint8_t*>(f.data()), f.size_bytes()}); }
   bool empty() const { return bytes_.empty(); }
   std::vector<uint8_t> take() { return std::move(bytes_); }
 

@@ -52,7 +52,8 @@
 //   latency. Without capacities (0, the default) a message costs only its client's link.
 //
 // Deterministic: the same settings and seed give the same rows, bit for bit, on
-// one machine. Single-threaded.
+// one machine. Single-threaded; under mpirun (docs/simulation.md "On MPI") the clients
+// train on several processes, with the same rows (runStrategy).
 
 #include <cstdint>
 #include <functional>

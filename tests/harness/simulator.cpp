@@ -279,7 +279,7 @@ class Run {
   const data::Dataset& test() const { return scaledTest_ ? *scaledTest_ : fleet_.test(); }
 
   const Fleet& fleet_;
-  Strategy strategy_;  // a copy: an imported round-0 model turns clientsInitialize off
+  Strategy strategy_;       // a copy: an imported round-0 model turns clientsInitialize off
   Ranks* ranks_ = nullptr;  // set only with more than one rank
   std::vector<TrainJob> jobs_;
   std::vector<ByteWriter> settles_;  // per rank: verdicts not yet sent with a batch
@@ -407,8 +407,7 @@ void Run::settle(std::size_t i, uint64_t round, bool accepted) {
   it->second.learner->settle(round, accepted);
 }
 
-Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& a,
-                                     std::span<const float> engineModel) {
+Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& a, std::span<const float> engineModel) {
   const Fleet::Client& fc = fleet_.clients()[i];
   ClientState& c = state_[i];
   ClientRound r;
@@ -436,8 +435,8 @@ Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& 
     heldOut = &*c.heldOut;
   }
   const std::vector<float> viewBase = view ? view->gather(engineModel) : std::vector<float>();
-  auto update = view ? c.learner->train(a, viewBase, *c.compactShard, heldOut)
-                     : c.learner->train(a, engineModel, shard, heldOut);
+  auto update =
+      view ? c.learner->train(a, viewBase, *c.compactShard, heldOut) : c.learner->train(a, engineModel, shard, heldOut);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
@@ -1294,7 +1293,8 @@ Status Run::serve() {
         auto frame = in.getBytes();
         if (!frame) return frame.status();
         if (*i >= fleet_.clients().size())
-          return Status(StatusCode::kMalformed, fmt::format("rank 0 assigned client {} of {}", *i, fleet_.clients().size()));
+          return Status(StatusCode::kMalformed,
+                        fmt::format("rank 0 assigned client {} of {}", *i, fleet_.clients().size()));
         auto done = trainJob(*i, *frame, *model);
         if (!done) return done.status();
         out.put<int64_t>(done->first);

@@ -7,7 +7,7 @@
 //                                             (two_step_command.hpp)
 //
 // Writes, under --out: <strategy>.csv (one row per round), summary.txt (also
-// printed), wall.txt (each strategy's wall seconds) and report.svg (accuracy against bytes and against virtual time). A
+// printed), wall.txt (each strategy's wall and CPU seconds) and report.svg (accuracy against bytes and against virtual time). A
 // progress line on stderr while it runs.
 
 #include <fmt/format.h>
@@ -125,9 +125,9 @@ int main(int argc, char** argv) {
   }
   if (!lead) return 0;
   // Wall time of each strategy's rounds (data loading excluded), for bench/sim_mpi.sh.
-  std::string walls = "strategy rounds wall_s\n";
+  std::string walls = "strategy rounds wall_s cpu_s\n";
   for (const auto& r : results)
-    walls += fmt::format("{} {} {:.3f}\n", r.name, r.rounds.size(), r.wallSeconds);
+    walls += fmt::format("{} {} {:.3f} {:.3f}\n", r.name, r.rounds.size(), r.wallSeconds, r.cpuSeconds);
   const std::string summary = sim::summaryTable(results, settings.targetAccuracy);
   std::cout << summary;
   const auto dir = std::filesystem::path(outDir);

@@ -1,8 +1,10 @@
 // Ranks: MPI point-to-point byte messages, or one rank without MPI.
 #include "ranks.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #ifdef STARLING_MPI
 #define OMPI_SKIP_MPICXX 1
@@ -23,6 +25,19 @@ bool underLauncher() {
 
 #ifdef STARLING_MPI
 constexpr int kTag = 23;
+
+// Waiting: MPI's blocking calls spin, and a rank that waits for a batch (or rank 0 for
+// the others' updates) would take a core from the ranks still training, or from the
+// rest of the machine. It polls instead, sleeping between polls: up to 1 ms, small
+// against a batch of training.
+template <typename Done>
+void pollUntil(Done done) {
+  auto nap = std::chrono::microseconds(20);
+  while (!done()) {
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+  }
+}
 
 struct Ranks::Sending {
   std::vector<uint8_t> bytes;
@@ -55,13 +70,21 @@ void Ranks::send(int to, std::vector<uint8_t> bytes) {
 
 void Ranks::waitSends() {
   for (auto& s : sending_)
-    MPI_Wait(&s->request, MPI_STATUS_IGNORE);
+    pollUntil([&] {
+      int flag = 0;
+      MPI_Test(&s->request, &flag, MPI_STATUS_IGNORE);
+      return flag != 0;
+    });
   sending_.clear();
 }
 
 std::vector<uint8_t> Ranks::receive(int from) {
   MPI_Status status;
-  MPI_Probe(from, kTag, MPI_COMM_WORLD, &status);
+  pollUntil([&] {
+    int flag = 0;
+    MPI_Iprobe(from, kTag, MPI_COMM_WORLD, &flag, &status);
+    return flag != 0;
+  });
   int count = 0;
   MPI_Get_count(&status, MPI_BYTE, &count);
   std::vector<uint8_t> bytes(static_cast<std::size_t>(count));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <list>
 #include <map>
 #include <memory>
@@ -1011,6 +1012,7 @@ Status Run::setUp() {
 
 Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRound) {
   const auto wallStart = std::chrono::steady_clock::now();
+  const std::clock_t cpuStart = std::clock();
   onRound_ = onRound;
   STARLING_RETURN_IF_ERROR(setUp());
   if (ranks_ && ranks_->rank() != 0) {
@@ -1154,6 +1156,7 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
     }
   }
   result_.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
+  result_.cpuSeconds = double(std::clock() - cpuStart) / CLOCKS_PER_SEC;
   return std::move(result_);
 }
 

@@ -7,8 +7,8 @@
 //                                             (two_step_command.hpp)
 //
 // Writes, under --out: <strategy>.csv (one row per round), summary.txt (also
-// printed), wall.txt (each strategy's wall and CPU seconds) and report.svg (accuracy against bytes and against virtual time). A
-// progress line on stderr while it runs.
+// printed), wall.txt (each strategy's wall and CPU seconds) and report.svg (accuracy against bytes and against virtual
+// time). A progress line on stderr while it runs.
 
 #include <fmt/format.h>
 

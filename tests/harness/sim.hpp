@@ -223,7 +223,7 @@ struct StrategyResult {
   std::vector<RoundRow> rounds;
   double wallSeconds = 0;
   double cpuSeconds = 0;  // this process's CPU time over the same span (rank 0's under mpirun)
-  std::string stopped;  // why it ended before its rounds, "" when it finished
+  std::string stopped;    // why it ended before its rounds, "" when it finished
   // task.standardize: the statistics round's scaling (the daemon's merge over every
   // client's training examples), its participants and their examples.
   data::FeatureScaling scaling;

@@ -110,6 +110,9 @@ struct Options {
   // heteroServerLr, 2 x rounds steps); wall time to 84%.
   bool hetero = false;
   int heteroBuffer = 5;
+  // --mode async: the four configurations in the asynchronous mode (FedBuff, as --hetero's
+  // async run sets it up) instead of sync rounds; scripts/bench predict measures both.
+  std::string mode = "sync";
   double heteroServerLr = 0.5;
   // --hierarchy: the same FedAvg job (fp32, IID shards) with `clients` clients behind
   // `relays` starling-relay processes, each running `relayLocalRounds` rounds with its
@@ -251,7 +254,9 @@ std::vector<std::string> coordinatorArgs(const Options& o, const Config& c, cons
     add({"--uplink", o.fullUplink, "--uplink-density", fmt::format("{}", o.fullUpDensity), "--downlink", o.fullDownlink,
          "--downlink-density", fmt::format("{}", o.fullDownDensity), "--fp16-values", "true", "--error-feedback",
          "true", "--adaptive-tau", o.fullAdaptiveTau ? "true" : "false", "--priority-sampling",
-         o.fullPriority ? "true" : "false", "--server-lr", fmt::format("{}", o.fullServerLr)});
+         o.fullPriority ? "true" : "false"});
+    // The asynchronous mode has its own server learning rate (above).
+    if (c.mode == "sync") add({"--server-lr", fmt::format("{}", o.fullServerLr)});
     add({"--model-ema", fmt::format("{}", o.fullModelEma)});
     a.insert(a.end(), o.fullExtra.begin(), o.fullExtra.end());
   } else {
@@ -449,7 +454,7 @@ void usage() {
                "       [--full-shard-tau N] [--full-momentum F] [--full-downlink NAME]\n"
                "       [--full-adaptive-tau] [--full-priority] [--full-lr F] [--full-server-lr F]\n"
                "       [--full-model-ema F] [--full-values ternary|fp16] [--full-arg ARG]... [--fedavg-arg ARG]...\n"
-               "       [--hetero [--hetero-buffer K] [--hetero-server-lr F]]\n"
+               "       [--hetero [--hetero-buffer K] [--hetero-server-lr F]] [--mode sync|async] [--clients N]\n"
                "       [--hierarchy [--relays R] [--relay-local-rounds L] [--clients N] [--tau N]]\n"
                "NAME is one of fedavg-iid, full-iid, fedavg-shard, full-shard (sync-hetero, async-hetero).\n");
 }
@@ -478,6 +483,8 @@ bool parseOptions(int argc, char** argv, Options& o) {
     } else if (a == "--tau" && (v = next())) {
       o.tau = std::atoi(v->c_str());
       o.tauGiven = true;
+    } else if (a == "--mode" && (v = next()) && (*v == "sync" || *v == "async")) {
+      o.mode = *v;
     } else if (a == "--hetero-buffer" && (v = next())) {
       o.heteroBuffer = std::atoi(v->c_str());
     } else if (a == "--hetero-server-lr" && (v = next())) {
@@ -670,10 +677,12 @@ int main(int argc, char** argv) {
 
   if (o.hetero) return runHetero(o, run, dir);
   if (o.hierarchy) return runHierarchy(o, run, dir);
-  const std::vector<Config> configs = {{"fedavg-iid", false, "iid"},
-                                       {"full-iid", true, "iid"},
-                                       {"fedavg-shard", false, "classes:2"},
-                                       {"full-shard", true, "classes:2"}};
+  std::vector<Config> configs = {{"fedavg-iid", false, "iid"},
+                                 {"full-iid", true, "iid"},
+                                 {"fedavg-shard", false, "classes:2"},
+                                 {"full-shard", true, "classes:2"}};
+  for (Config& c : configs)
+    c.mode = o.mode;
   std::vector<Result> results(configs.size());
   for (std::size_t i = 0; i < configs.size(); ++i) {
     if (!o.only.empty() && o.only != configs[i].name) {
@@ -684,7 +693,8 @@ int main(int argc, char** argv) {
     results[i] = runConfig(run, configs[i], dir);
     const Result& r = results[i];
     if (r.ok) {
-      std::fprintf(stderr, "  %.1f s, accuracy %.2f%%, connect %.3f s\n", r.wallS, r.finalAccuracy(), r.connectS);
+      std::fprintf(stderr, "  %.1f s, accuracy %.2f%%, connect %.3f s, %.4f s per round (%s)\n", r.wallS,
+                   r.finalAccuracy(), r.connectS, r.sPerRound(), configs[i].mode.c_str());
       for (const Round& rd : r.rounds)
         std::fprintf(stderr, "    round %2d  acc %6.2f%%  up %10.0f  down %10.0f  %.2f s\n", rd.round,
                      rd.accuracy ? *rd.accuracy * 100 : NAN, rd.bytesUp, rd.bytesDown, rd.durationMs / 1000);

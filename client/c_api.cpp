@@ -34,6 +34,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -55,6 +56,7 @@ namespace {
 using namespace starling;
 
 constexpr std::chrono::milliseconds kStatsPeriod{100};
+constexpr uint32_t kMaxRowBucket = 1u << 30;  // as starling-client --sparse-rows
 constexpr const char* kVersion = "0.1.0";
 
 // Forwards log lines to the application's callback. spdlog serializes calls through
@@ -371,8 +373,10 @@ int starling_client_create(const starling_client_config* config, starling_client
     if (!cert) return c->fail(cert.status());
     auto key = pemOf(config->key_pem, config->key_file, "key");
     if (!key) return c->fail(key.status());
+    net::TlsOptions tlsOptions;
+    tlsOptions.resumption = config->disable_tls_resumption == 0;
     auto servers = client::serverList(config->coordinator, {std::move(*ca), std::move(*cert), std::move(*key), {}},
-                                      config->server_name != nullptr ? config->server_name : "");
+                                      config->server_name != nullptr ? config->server_name : "", tlsOptions);
     if (!servers) return c->fail(servers.status().withContext("coordinator"));
 
     c->tls = std::move(servers->tls);
@@ -629,6 +633,37 @@ int starling_client_get_model(starling_client* client, float* out, size_t capaci
   });
 }
 
+int starling_client_set_sparse_rows(starling_client* client, uint32_t bucket) {
+  if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
+  return guarded(client, [&]() -> int {
+    if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (bucket > kMaxRowBucket)
+      return client->fail(STARLING_ERR_INVALID_ARGUMENT, "a sparse-rows bucket of " + std::to_string(bucket) +
+                                                             " rows is over the limit of " +
+                                                             std::to_string(kMaxRowBucket) + " (0 turns it off)");
+    client->options.rowBucket = bucket;
+    client->error.clear();
+    return STARLING_OK;
+  });
+}
+
+int starling_client_get_sparse_rows(starling_client* client, uint32_t* out, size_t capacity, size_t* count) {
+  if (client == nullptr || count == nullptr || (out == nullptr && capacity > 0)) return STARLING_ERR_INVALID_ARGUMENT;
+  starling_client* c = client;
+  return guarded(c, [&]() -> int {
+    if (c->running) return c->fail(STARLING_ERR_STATE, "not while starling_client_run() is in progress");
+    if (shadowOf(c)) {  // background training trains the whole model
+      *count = 0;
+      return STARLING_OK;
+    }
+    if (!c->participant) return c->fail(STARLING_ERR_STATE, "no model yet: run the client first");
+    const std::span<const uint32_t> rows = c->participant->compactRows();
+    *count = rows.size();
+    std::copy_n(rows.begin(), std::min(capacity, rows.size()), out);
+    return STARLING_OK;
+  });
+}
+
 void starling_client_background_config_init(starling_client_background_config* config) {
   if (config == nullptr) return;
   *config = starling_client_background_config{};
@@ -641,6 +676,10 @@ int starling_client_start_background(starling_client* client, const starling_cli
   if (client == nullptr) return STARLING_ERR_INVALID_ARGUMENT;
   return guarded(client, [&]() -> int {
     if (int rc = checkIdle(client); rc != STARLING_OK) return rc;
+    if (client->options.rowBucket > 0)
+      return client->fail(STARLING_ERR_STATE,
+                          "background training cannot offer sparse rows: the app's examples never reach the library, "
+                          "so it cannot tell which rows they touch (starling_client_set_sparse_rows(client, 0) first)");
     if (config == nullptr) return client->fail(STARLING_ERR_INVALID_ARGUMENT, "the background configuration is NULL");
     // This version's struct is the only one so far; later ones append fields.
     if (config->struct_size != sizeof(starling_client_background_config))

@@ -5,6 +5,9 @@
 //       joins the federation and trains on its data (a CSV, LIBSVM or NumPy file, or an
 //       IDX directory) until the coordinator says done;
 //   without --data it only checks that it can join (Hello, Welcome, Bye).
+//   starling-client --profile OUT.json --data PATH --model SPEC [--uplink C --uplink-density F ...]
+//       measures this device for that task (profile.hpp, docs/predict.md): no coordinator,
+//       no certificates; the task comes from the command line.
 
 #include <malloc.h>
 #include <sys/resource.h>
@@ -20,6 +23,7 @@
 #include <sstream>
 
 #include "starling/client/participant.hpp"
+#include "starling/client/profile.hpp"
 #include "starling/client/protocol_client.hpp"
 #include "starling/data/idx_select.hpp"
 #include "starling/data/load.hpp"
@@ -123,8 +127,7 @@ int main(int argc, char** argv) {
   uint64_t numExamples = 0;
   app.add_option("--coordinator", coordinatorAddr,
                  "coordinator (or relay) address, HOST:PORT; several, comma-separated, are tried in turn when one "
-                 "fails (relays: the next when one dies)")
-      ->required();
+                 "fails (relays: the next when one dies)");
   app.add_option("--certs", certs, "directory with ca.crt and <id>.crt / <id>.key");
   app.add_option("--id", id, "this client's name, e.g. client-3 (picks <id>.crt and <id>.key in --certs)");
   app.add_option("--ca", ca, "CA certificate (overrides --certs)");
@@ -133,6 +136,9 @@ int main(int argc, char** argv) {
   app.add_option("--server-name", serverName,
                  "host name expected in the coordinator's certificate (default: the host of --coordinator)");
   app.add_option("--handshake-timeout-ms", handshakeTimeoutMs, "time allowed for connecting and the TLS handshake");
+  bool noResumption = false;
+  app.add_flag("--no-tls-resumption", noResumption,
+               "every reconnect does a full TLS handshake (default: offer the last session's ticket)");
   app.add_option("--examples", numExamples, "number of local examples reported to the coordinator");
   app.add_option("--log-level", logLevel, "trace, debug, info, warn, error or off");
   std::string dataDir;
@@ -185,6 +191,30 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 1000.0));
   std::string auditOut;  // test-only (tests/cli/crash_points_test.sh), hidden from --help
   app.add_option("--test-audit", auditOut, "write the sums computed and kept in memory here")->group("");
+  std::string profileOut;
+  client::ProfileTask profileTask;
+  client::ProfileOptions profileOptions;
+  auto* profileGroup = app.add_option_group("profile", "--profile: measure this device for a task (docs/predict.md)");
+  profileGroup->add_option("--profile", profileOut,
+                           "write this device's profile for the task below to this JSON file and exit (no "
+                           "coordinator: needs --data and --model)");
+  profileGroup->add_option("--model", profileTask.model, "the task's model spec (as the coordinator's --model)");
+  profileGroup->add_option("--uplink", profileTask.uplink, "the task's uplink compressor");
+  profileGroup->add_option("--uplink-density", profileTask.uplinkDensity, "its density")->check(CLI::Range(0.0, 1.0));
+  profileGroup->add_option("--uplink-ternary", profileTask.uplinkTernary, "sign values on the uplink (top-k)");
+  profileGroup->add_option("--downlink", profileTask.downlink, "the task's downlink compressor");
+  profileGroup->add_option("--downlink-density", profileTask.downlinkDensity, "its density")
+      ->check(CLI::Range(0.0, 1.0));
+  profileGroup->add_option("--downlink-ternary", profileTask.downlinkTernary, "sign values on the downlink (top-k)");
+  profileGroup->add_option("--fp16-values", profileTask.fp16Values, "fp16 values of sparse payloads");
+  profileGroup->add_option("--error-feedback", profileTask.errorFeedback, "uplink error feedback");
+  profileGroup->add_option("--lr", profileTask.lr, "the local learning rate of the timed steps");
+  profileGroup->add_option("--profile-batches", profileOptions.batchSizes, "batch sizes whose step time is measured")
+      ->delimiter(',');
+  profileGroup->add_option("--profile-steps", profileOptions.steps, "steps per timed run")
+      ->check(CLI::Range(1, 100000));
+  profileGroup->add_option("--profile-repeats", profileOptions.repeats, "timed runs per figure (their median)")
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   // One malloc arena: the data loader's thread would otherwise get an arena of its own,
   // whose freed pages the training thread cannot reuse (about 0.7 MiB more peak RSS).
@@ -202,19 +232,33 @@ int main(int argc, char** argv) {
     shardSpec.clear();
   }
 
+  if (!profileOut.empty()) {
+    if (dataDir.empty()) return fail("--profile needs --data (the examples its steps train on)");
+    if (profileTask.model.empty()) return fail("--profile needs --model (the task's model spec)");
+  } else if (coordinatorAddr.empty()) {
+    return fail("--coordinator is required (or --profile OUT.json)");
+  }
+
   auto log = makeLogger(id.empty() ? "client" : id, logLevel);
   if (!log) return fail(log.status().message());
   auto in = [&](const std::string& override, const std::string& name) -> std::string {
     if (!override.empty()) return override;
     return (std::filesystem::path(certs) / name).string();
   };
-  if ((cert.empty() || key.empty()) && (certs.empty() || id.empty()))
-    return fail("give --certs DIR and --id NAME, or --ca, --cert and --key");
-  if (ca.empty() && certs.empty()) return fail("give --certs DIR or --ca FILE");
-  auto identity = net::loadIdentity(in(ca, "ca.crt"), in(cert, id + ".crt"), in(key, id + ".key"));
-  if (!identity) return fail(identity.status().message());
-  auto servers = client::serverList(coordinatorAddr, *identity, serverName);
-  if (!servers) return fail("--coordinator: " + servers.status().message());
+  // The coordinator's addresses and this client's identity (none for --profile).
+  std::optional<client::ServerList> servers;
+  if (profileOut.empty()) {
+    if ((cert.empty() || key.empty()) && (certs.empty() || id.empty()))
+      return fail("give --certs DIR and --id NAME, or --ca, --cert and --key");
+    if (ca.empty() && certs.empty()) return fail("give --certs DIR or --ca FILE");
+    auto identity = net::loadIdentity(in(ca, "ca.crt"), in(cert, id + ".crt"), in(key, id + ".key"));
+    if (!identity) return fail(identity.status().message());
+    net::TlsOptions tlsOptions;
+    tlsOptions.resumption = !noResumption;
+    auto list = client::serverList(coordinatorAddr, *identity, serverName, tlsOptions);
+    if (!list) return fail("--coordinator: " + list.status().message());
+    servers.emplace(std::move(*list));
+  }
 
   if (dataDir.empty()) {
     client::ClientOptions options;
@@ -254,6 +298,16 @@ int main(int argc, char** argv) {
   auto shard = idx ? planShard(dataDir, shardSpec, partition, partitionSeed)
                    : planFile(dataDir, dataOptions, shardSpec, partition, partitionSeed);
   if (!shard) return fail(shard.status().message());
+  if (!profileOut.empty()) {
+    auto examples = shard->load();
+    if (!examples) return fail(examples.status().message());
+    profileTask.kind = *taskKind;
+    auto profile = client::measureProfile(profileTask, *examples, profileOptions);
+    if (!profile) return fail("--profile: " + profile.status().message());
+    if (Status st = client::writeProfile(*profile, profileOut); !st) return fail(st.message());
+    (*log)->info("profile of {} ({} parameters) written to {}", profile->task.model, profile->params, profileOut);
+    return 0;
+  }
   (*log)->info("training data: {} examples from {}{}{}", shard->numExamples, dataDir,
                shardSpec.empty() ? "" : " (shard " + shardSpec + ", " + partition + ")",
                idx ? ", loading after joining" : "");

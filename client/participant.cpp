@@ -33,7 +33,7 @@ LearnerOptions learnerOptions(uint64_t seed, const ParticipantOptions& o) {
 }  // namespace
 
 Result<ServerList> serverList(const std::string& addresses, const net::TlsIdentity& identity,
-                              const std::string& serverName) {
+                              const std::string& serverName, const net::TlsOptions& tlsOptions) {
   ServerList out;
   std::size_t n = 0;
   for (std::size_t start = 0; start <= addresses.size();) {
@@ -50,7 +50,7 @@ Result<ServerList> serverList(const std::string& addresses, const net::TlsIdenti
     if (!endpoint) return endpoint.status();
     const std::string host = serverName.empty() ? endpoint->host : serverName;
     if (n++ == 0) {
-      auto tls = net::TlsContext::create(net::TlsRole::kClient, identity, host);
+      auto tls = net::TlsContext::create(net::TlsRole::kClient, identity, host, tlsOptions);
       if (!tls) return tls.status();
       out.first = *endpoint;
       out.tls = *tls;
@@ -58,7 +58,7 @@ Result<ServerList> serverList(const std::string& addresses, const net::TlsIdenti
     }
     std::shared_ptr<const net::TlsContext> tls;  // another host: its own expected name
     if (host != (serverName.empty() ? out.first.host : serverName)) {
-      auto made = net::TlsContext::create(net::TlsRole::kClient, identity, host);
+      auto made = net::TlsContext::create(net::TlsRole::kClient, identity, host, tlsOptions);
       if (!made) return made.status();
       tls = *made;
     }
@@ -193,6 +193,7 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
   if (Status st = scale(w); !st) return st;
   if (options_.onWelcome)
     if (Status st = options_.onWelcome(w); !st) return st;
+  trainsCompact_ = false;
   if (w.sparseRows && options_.rowSource) {  // a relay: no data of its own to restrict
     if (!rowOffer_) return Status(StatusCode::kMalformed, "the Welcome trains rows this relay did not offer");
     auto inputs = model::specInputs(w.modelSpec);
@@ -200,6 +201,7 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
     auto cw = compactWelcome(w, *rowOffer_, *inputs);
     if (!cw) return cw.status();
     if (Status st = learner_.welcome(*cw, *shard_); !st) return st;
+    trainsCompact_ = true;
     log_->info("training the compact model {} of the {} rows offered", cw->modelSpec, rowOffer_->covered.size());
   } else if (w.sparseRows) {
     if (!rowOffer_) return Status(StatusCode::kMalformed, "the Welcome trains rows this client did not offer");
@@ -208,11 +210,17 @@ Status Participant::welcome(const wire::WelcomeMsg& w) {
     if (Status st = compact(); !st) return st;
     learner_.setHeldOut(compactHeldOut_ ? &*compactHeldOut_ : nullptr);
     if (Status st = learner_.welcome(*cw, *compactTrain_); !st) return st;
+    trainsCompact_ = true;
     log_->info("training the compact model {} of the {} rows this client offered ({} touched)", cw->modelSpec,
                rowOffer_->covered.size(), rowOffer_->touched);
   } else {
     learner_.setHeldOut(heldOutData());
     if (Status st = learner_.welcome(w, *shard_); !st) return st;
+    if (rowOffer_)
+      log_->info(
+          "the coordinator did not take the {} rows this client offered: training the whole model {} "
+          "(the coordinator's log says why)",
+          rowOffer_->covered.size(), w.modelSpec);
   }
   syncStats();
   log_->info("joined task '{}' as '{}' (coordinator at round {}, model {})", w.task, w.clientId, w.round, w.modelSpec);
@@ -335,6 +343,8 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
                       net::roleName(role), net::roleName(options_.serverRoles.front())));
     } else {
       ++stats_.connections;
+      log_->debug("connected to {} over TLS ({}{})", endpoint.toString(), conn->peer().cipherSuite,
+                  conn->peer().resumed ? ", resumed session" : "");
       server_ = at;
       st = co_await session(*conn, welcomed);
       if (st.isOk() || dataFailed_) co_return st;

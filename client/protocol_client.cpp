@@ -25,8 +25,8 @@ asio::awaitable<Result<Task>> joinAndLeave(asio::any_io_executor executor, std::
                                            ClientOptions options, std::shared_ptr<spdlog::logger> log) {
   auto conn = co_await net::connect(executor, options.coordinator, std::move(tls), options.limits);
   if (!conn) co_return conn.status().withContext(fmt::format("connecting to {}", options.coordinator.toString()));
-  log->info("connected to {} over TLS, coordinator certificate CN '{}'", options.coordinator.toString(),
-            conn->peer().commonName);
+  log->info("connected to {} over TLS ({}{}), coordinator certificate CN '{}'", options.coordinator.toString(),
+            conn->peer().cipherSuite, conn->peer().resumed ? ", resumed session" : "", conn->peer().commonName);
 
   const wire::Frame helloFrame = wire::encode(wire::clientHello(options.id, options.numExamples));
   Status st = co_await conn->send(helloFrame.bytes());

@@ -288,7 +288,9 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
     if (!serials) return fail(crlPath + ": " + serials.status().message());
     (*log)->info("revocation list {}: {} certificate(s) revoked", crlPath, serials->size());
   }
-  auto tls = net::TlsContext::create(net::TlsRole::kServer, *identity);
+  net::TlsOptions tlsOptions;
+  tlsOptions.resumption = config.tlsResumption;
+  auto tls = net::TlsContext::create(net::TlsRole::kServer, *identity, {}, tlsOptions);
   if (!tls) return fail(tls.status().message());
   auto listen = net::parseEndpoint(config.listen);
   if (!listen) return fail(listen.status().message());

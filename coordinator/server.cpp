@@ -265,9 +265,10 @@ asio::awaitable<Status> Server::answerSkeleton(Session& session, const wire::Mes
       const wire::Frame welcomeFrame = wire::encode(welcome);
       Status st = co_await conn.send(welcomeFrame.bytes());
       if (st) {
-        log_->info("{} joined from {} ({} examples, role {}, certificate sha256 {})", who, conn.peer().address,
+        log_->info("{} joined from {} ({} examples, role {}, certificate sha256 {}, {}{})", who, conn.peer().address,
                    hello->numExamples, net::roleName(net::roleFromOu(conn.peer().role, net::Role::kClient)),
-                   conn.peer().fingerprint.substr(0, 16));
+                   conn.peer().fingerprint.substr(0, 16), conn.peer().cipherSuite,
+                   conn.peer().resumed ? ", resumed session" : "");
       }
       co_return st;
     }

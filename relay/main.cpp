@@ -216,8 +216,12 @@ class Downstream {
   // accepted).
   std::optional<client::RowOffer> upstreamOffer() {
     offered_.reset();
-    if (!next_ || inputs_ == 0) return std::nullopt;
-    auto set = compression::RowSet::fromSorted(*next_, static_cast<uint32_t>(inputs_));
+    // While the flushing update awaits its verdict (a connection lost meanwhile), the
+    // relay joins with the rows it holds: a Learner of the same rows settles that update
+    // as any reconnect does (rolled back into the memory when it was not applied).
+    const std::optional<std::vector<uint32_t>>& rows = flushRound_ ? declared_ : next_;
+    if (!rows || inputs_ == 0) return std::nullopt;
+    auto set = compression::RowSet::fromSorted(*rows, static_cast<uint32_t>(inputs_));
     if (!set) {
       log_->error("the clients' rows: {}", set.status().message());
       return std::nullopt;
@@ -225,10 +229,10 @@ class Downstream {
     client::RowOffer offer;
     offer.bucket = 1;
     offer.bytes = compression::encodeRowSet(*set);
-    offer.covered = *next_;
-    offer.touched = next_->size();
-    offered_ = next_;
-    log_->info("offering the coordinator the {} rows this relay's clients train ({} bytes)", next_->size(),
+    offer.covered = *rows;
+    offer.touched = rows->size();
+    offered_ = rows;
+    log_->info("offering the coordinator the {} rows this relay's clients train ({} bytes)", rows->size(),
                offer.bytes.size());
     return offer;
   }
@@ -356,6 +360,9 @@ int main(int argc, char** argv) {
   app.add_option("--crl", crl, "the CA's revocation list for the relay's clients (default: crl.pem in --certs)");
   app.add_option("--server-name", serverName,
                  "host name expected in the coordinator's certificate (default: the host of --coordinator)");
+  bool noResumption = false;
+  app.add_flag("--no-tls-resumption", noResumption,
+               "full TLS handshakes only: the relay offers no session ticket upstream and issues none to its clients");
   app.add_option("--db", db, "SQLite database of the relay's rounds, clients and stragglers; resumed when it exists");
   app.add_option("--clients-per-round", rounds.clientsPerRound, "updates that close one of the relay's rounds (K)")
       ->check(CLI::Range(1u, 1u << 20));
@@ -401,8 +408,10 @@ int main(int argc, char** argv) {
         fmt::format("{}: the certificate of {} states the role '{}': only a relay certificate "
                     "(starling-coordinator init --relays N) can run a relay",
                     certPath, own->commonName, own->organizationalUnit.empty() ? "client" : own->organizationalUnit));
-  auto upTls =
-      net::TlsContext::create(net::TlsRole::kClient, *identity, serverName.empty() ? upstream->host : serverName);
+  net::TlsOptions tlsOptions;
+  tlsOptions.resumption = !noResumption;
+  auto upTls = net::TlsContext::create(net::TlsRole::kClient, *identity,
+                                       serverName.empty() ? upstream->host : serverName, tlsOptions);
   if (!upTls) return fail(upTls.status().message());
   std::string crlPath = crl;
   if (crlPath.empty() && !certs.empty() && std::filesystem::exists(std::filesystem::path(certs) / "crl.pem"))
@@ -413,7 +422,7 @@ int main(int argc, char** argv) {
     if (!list) return fail(list.status().message());
     downIdentity.crlPem = std::move(*list);
   }
-  auto downTls = net::TlsContext::create(net::TlsRole::kServer, downIdentity);
+  auto downTls = net::TlsContext::create(net::TlsRole::kServer, downIdentity, {}, tlsOptions);
   if (!downTls) return fail(downTls.status().message());
 
   coordinator::ServerOptions serverOptions;

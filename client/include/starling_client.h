@@ -24,8 +24,9 @@
  * No C++ exception ever crosses this API.
  *
  * Threads. A client is driven by one thread at a time, its "owner": create, the
- * set_data functions, run, start_background, train_step, join_background, get_model,
- * last_error and destroy must not overlap on one client.
+ * set_data functions, set_sparse_rows, run, start_background, train_step,
+ * join_background, get_model, get_sparse_rows, last_error and destroy must not
+ * overlap on one client.
  * starling_client_run() runs the whole federation on the calling thread (it brings
  * its own event loop; it starts no threads). starling_client_start_background()
  * instead starts one thread of the library's, which runs the federation while the
@@ -135,6 +136,11 @@ typedef struct starling_client_config {
   /* Where log lines go: log(log_user, level, line), or standard error when NULL. */
   starling_log_fn log;
   void* log_user;
+
+  /* Non-zero: every reconnect does a full TLS handshake. Default 0: the client offers
+   * the session ticket of its last connection and resumes without the certificates'
+   * signatures (docs/transport.md, "Resumption"). */
+  int disable_tls_resumption;
 } starling_client_config;
 
 /* Sets every field of *config to its default (strings NULL). Any thread. */
@@ -355,12 +361,70 @@ STARLING_CLIENT_API int starling_client_get_stats(const starling_client* client,
 /*
  * The global model as this client last held it (after run() returned): copies up
  * to `capacity` floats into out (out may be NULL when capacity is 0) and sets
- * *count to the model's number of parameters. STARLING_ERR_STATE while running
- * or before any run. After start_background (while the background thread runs and
- * after it has ended): the app's live model, copied under the lock train_step takes;
- * STARLING_ERR_AGAIN before the first round has brought it. Owner thread.
+ * *count to the model's number of parameters. After a run that trained the compact
+ * model of its sparse rows (starling_client_set_sparse_rows), that compact model:
+ * starling_client_get_sparse_rows() says which features its inputs are.
+ * STARLING_ERR_STATE while running or before any run. After start_background (while
+ * the background thread runs and after it has ended): the app's live model, copied
+ * under the lock train_step takes; STARLING_ERR_AGAIN before the first round has
+ * brought it. Owner thread.
  */
 STARLING_CLIENT_API int starling_client_get_model(starling_client* client, float* out, size_t capacity, size_t* count);
+
+/* ---- sparse models ------------------------------------------------------------- */
+
+/*
+ * Sparse rows (docs/sparse.md; starling-client's --sparse-rows B). With bucket > 0,
+ * the next run() offers the coordinator the first-layer rows this client's data
+ * touches (the features with a non-zero value in some example), grouped in buckets
+ * of `bucket` consecutive rows; when the coordinator takes them (its Welcome says
+ * so), the client trains, receives and sends only the parameters of the rows its
+ * buckets cover plus the dense rest of the network: the compact model, which learns
+ * what the whole model would on this data (weight decay aside: docs/sparse.md). For
+ * linear, mlp and embedbag models over sparse data (a LIBSVM file, or arrays that are
+ * mostly zeros). 0 (the default) offers nothing and trains the whole model.
+ *
+ * Privacy: a row set tells the coordinator which (hashed) features this client's
+ * data holds, e.g. which words occur in a user's mail. Buckets of B rows reveal only
+ * which blocks of B consecutive rows are touched, not which rows; they do not hide
+ * the number of blocks, nor changes between a client's row sets over time.
+ * Bytes: the offer travels in every Hello, coded as top-k indices (3,442 bytes for
+ * 5,334 of 65,536 rows); each round then moves the parameters of the covered rows
+ * instead of the whole model (docs/sparse.md measures 63,608 against 786,444
+ * assignment bytes a round). Larger buckets shrink the offer but cover, and move,
+ * every row of each touched block: once a bucket spans the gap between touched rows
+ * it saves almost nothing (688,140 bytes with buckets of 64 there).
+ *
+ * When the coordinator does not take the rows (its train.sparse-rows is off; its
+ * model has no first-layer rows, e.g. a CNN; a categorical vocabulary or centred
+ * feature scaling re-codes the features), the client trains the whole model as
+ * without this option and logs so at level INFO; the coordinator's log says why.
+ * Data that does not fit the coordinator's model (another number of features) makes
+ * run() fail with STARLING_ERR_TASK, as without sparse rows; so does data that
+ * touches no feature at all (there is nothing to offer).
+ *
+ * Background training cannot offer rows (the app's examples never reach the
+ * library): starling_client_start_background() returns STARLING_ERR_STATE while
+ * bucket > 0. Takes effect at the next run(). STARLING_ERR_INVALID_ARGUMENT for a
+ * bucket above 2^30; STARLING_ERR_STATE while run() or background training is in
+ * progress, or on a client that failed to be created. Owner thread.
+ */
+STARLING_CLIENT_API int starling_client_set_sparse_rows(starling_client* client, uint32_t bucket);
+
+/*
+ * The features the inputs of starling_client_get_model()'s model are, after a run
+ * that trained the compact model: copies up to `capacity` of them into out (out may
+ * be NULL when capacity is 0), ascending, and sets *count to their number. The
+ * compact model is the coordinator's network over *count inputs (linear:1048576-2
+ * becomes linear:COUNT-2): its input k is feature out[k], and its parameters are the
+ * whole model's at those rows then the dense rest, in the whole model's order.
+ * *count is 0 when the last run trained the whole model (no sparse rows, or the
+ * coordinator did not take them), and under background training (the live model is
+ * the whole model). STARLING_ERR_STATE while run() is in progress or before any run.
+ * Owner thread.
+ */
+STARLING_CLIENT_API int starling_client_get_sparse_rows(starling_client* client, uint32_t* out, size_t capacity,
+                                                        size_t* count);
 
 /* ---- training in the background (ShadowSync) -------------------------------------
  * The application runs its own training loop and the library synchronizes in a thread

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string_view>
 
+#include "starling/util/text_cursor.hpp"
+
 #include "file_reader.hpp"
 #include "labels.hpp"
 #include "load_internal.hpp"
@@ -29,22 +31,10 @@ Status malformed(const std::string& name, const std::string& what) {
 
 // A reader of the header's dict literal: only the forms np.save writes (strings,
 // True/False, tuples of integers).
-class HeaderParser {
+class HeaderParser : public TextCursor {
  public:
-  explicit HeaderParser(std::string_view text) : text_(text) {}
+  using TextCursor::TextCursor;
 
-  void skipSpace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n'))
-      ++pos_;
-  }
-  bool take(char c) {
-    skipSpace();
-    if (pos_ < text_.size() && text_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
   bool peek(char c) {
     skipSpace();
     return pos_ < text_.size() && text_[pos_] == c;
@@ -87,11 +77,6 @@ class HeaderParser {
       if (!take(',')) return false;
     }
   }
-  std::size_t position() const { return pos_; }
-
- private:
-  std::string_view text_;
-  std::size_t pos_ = 0;
 };
 
 template <typename T>

@@ -8,6 +8,7 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
 
@@ -31,5 +32,7 @@ using Crl = Handle<mbedtls_x509_crl, mbedtls_x509_crl_init, mbedtls_x509_crl_fre
 using CrtWriter = Handle<mbedtls_x509write_cert, mbedtls_x509write_crt_init, mbedtls_x509write_crt_free>;
 using SslConfig = Handle<mbedtls_ssl_config, mbedtls_ssl_config_init, mbedtls_ssl_config_free>;
 using Ssl = Handle<mbedtls_ssl_context, mbedtls_ssl_init, mbedtls_ssl_free>;
+using SslSession = Handle<mbedtls_ssl_session, mbedtls_ssl_session_init, mbedtls_ssl_session_free>;
+using SslTicket = Handle<mbedtls_ssl_ticket_context, mbedtls_ssl_ticket_init, mbedtls_ssl_ticket_free>;
 
 }  // namespace starling::net::mbedtls

@@ -1,14 +1,18 @@
 #include "starling/net/tls_context.hpp"
 
+#include <fmt/format.h>
+#include <mbedtls/aesni.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
 
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "starling/net/certificates.hpp"
@@ -28,15 +32,32 @@ Result<std::string> readFile(const std::string& path, const char* what) {
 }
 
 // TLS 1.2 suites with forward secrecy and AEAD only; ECDSA because Starling's
-// certificates carry P-256 keys. ChaCha20-Poly1305 first: in mbedTLS 2.28 it is
-// faster than AES-GCM on x86-64 (304 vs 217 MB/s per core here, see
-// docs/transport.md) and on ARM devices, where 2.28 has no AES acceleration.
-const int kCipherSuites[] = {
+// certificates carry P-256 keys. Which comes first is CipherPreference (see
+// docs/transport.md for the measured speeds of both in mbedTLS 2.28).
+const int kAesGcmFirst[] = {
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    0,
+};
+const int kChaChaFirst[] = {
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
     0,
 };
+
+const int* cipherSuites(CipherPreference preference) {
+  switch (preference) {
+    case CipherPreference::kAesGcm:
+      return kAesGcmFirst;
+    case CipherPreference::kChaCha20:
+      return kChaChaFirst;
+    case CipherPreference::kAuto:
+      break;
+  }
+  return cpuHasAesInstructions() ? kAesGcmFirst : kChaChaFirst;
+}
 
 // Key exchange groups: X25519 first (cheaper than P-256 in mbedTLS 2.28), P-256 for
 // peers without it. Certificates stay P-256 ECDSA.
@@ -79,14 +100,80 @@ std::string describeVerifyFlags(unsigned flags) {
   return out;
 }
 
+bool cpuHasAesInstructions() {
+#if defined(MBEDTLS_AESNI_C) && defined(MBEDTLS_HAVE_X86_64)
+  return mbedtls_aesni_has_support(MBEDTLS_AESNI_AES) != 0 && mbedtls_aesni_has_support(MBEDTLS_AESNI_CLMUL) != 0;
+#else
+  return false;
+#endif
+}
+
+struct SessionTicketKeys::Impl {
+  mbedtls::Entropy entropy;
+  mbedtls::CtrDrbg drbg;
+  mbedtls::SslTicket ticket;  // declared last: destroyed first, it uses drbg
+};
+
+SessionTicketKeys::SessionTicketKeys() : impl_(std::make_unique<Impl>()) {}
+SessionTicketKeys::~SessionTicketKeys() = default;
+
+Result<std::shared_ptr<SessionTicketKeys>> SessionTicketKeys::create(std::chrono::seconds lifetime) {
+  if (lifetime.count() < 1 || lifetime.count() > 7 * 24 * 3600)
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("session ticket lifetime {} s is outside 1 s .. 7 days", lifetime.count()));
+  std::shared_ptr<SessionTicketKeys> keys(new SessionTicketKeys());
+  Impl& k = *keys->impl_;
+  static const char kPersonalization[] = "starling-tickets";
+  int rc = mbedtls_ctr_drbg_seed(&k.drbg.ctx, mbedtls_entropy_func, &k.entropy.ctx,
+                                 reinterpret_cast<const unsigned char*>(kPersonalization), sizeof kPersonalization);
+  if (rc != 0) return Status(StatusCode::kInternal, "seeding the ticket key generator: " + mbedtlsErrorString(rc));
+  rc = mbedtls_ssl_ticket_setup(&k.ticket.ctx, mbedtls_ctr_drbg_random, &k.drbg.ctx, MBEDTLS_CIPHER_AES_256_GCM,
+                                static_cast<uint32_t>(lifetime.count()));
+  if (rc != 0) return Status(StatusCode::kInternal, "making the session ticket keys: " + mbedtlsErrorString(rc));
+  return keys;
+}
+
 struct TlsContext::Impl {
   mbedtls::Entropy entropy;
   mbedtls::CtrDrbg drbg;
   mbedtls::Crt ca;
   mbedtls::Crl crl;
+  bool haveCrl = false;
   mbedtls::Crt cert;
   mbedtls::Pk key;
+  std::shared_ptr<SessionTicketKeys> tickets;  // servers with resumption on
+  mutable std::mutex sessionMu;                // clients: guards session
+  mbedtls::SslSession session;                 // clients: the last successful handshake's
+  bool haveSession = false;
   mbedtls::SslConfig conf;  // declared last: destroyed first, it points at the others
+
+  // Makes `from` the kept session (taking over what it owns; `from` is left empty).
+  void adopt(mbedtls::SslSession& from) {
+    std::lock_guard lock(sessionMu);
+    mbedtls_ssl_session_free(&session.ctx);
+    session.ctx = from.ctx;
+    mbedtls_ssl_session_init(&from.ctx);
+    haveSession = true;
+  }
+
+  // Ticket callbacks (p_ticket is this Impl): mbedtls_ssl_ticket seals and opens; a
+  // ticket whose certificate is now revoked or expired is refused like an expired one,
+  // so the handshake goes on as a full one, which refuses that certificate and says why.
+  static int writeTicket(void* self, const mbedtls_ssl_session* session, unsigned char* start, const unsigned char* end,
+                         size_t* length, uint32_t* lifetime) {
+    auto* impl = static_cast<Impl*>(self);
+    return mbedtls_ssl_ticket_write(&impl->tickets->impl().ticket.ctx, session, start, end, length, lifetime);
+  }
+  static int parseTicket(void* self, mbedtls_ssl_session* session, unsigned char* buf, size_t len) {
+    auto* impl = static_cast<Impl*>(self);
+    int rc = mbedtls_ssl_ticket_parse(&impl->tickets->impl().ticket.ctx, session, buf, len);
+    if (rc != 0) return rc;
+    const mbedtls_x509_crt* peer = session->peer_cert;
+    if (peer == nullptr || mbedtls_x509_time_is_past(&peer->valid_to) != 0 ||
+        (impl->haveCrl && mbedtls_x509_crt_is_revoked(peer, &impl->crl.ctx) != 0))
+      return MBEDTLS_ERR_SSL_SESSION_TICKET_EXPIRED;
+    return 0;
+  }
 };
 
 Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& certPath, const std::string& keyPath) {
@@ -106,6 +193,47 @@ Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& c
 TlsContext::TlsContext(TlsRole role, std::string serverName)
     : role_(role), serverName_(std::move(serverName)), impl_(std::make_unique<Impl>()) {}
 
+void TlsContext::offerSession(mbedtls_ssl_context* ssl) const {
+  if (role_ != TlsRole::kClient || !resumption_) return;
+  std::lock_guard lock(impl_->sessionMu);
+  // A session mbedTLS cannot take back is only a lost shortcut: the handshake is full.
+  if (impl_->haveSession) (void)mbedtls_ssl_set_session(ssl, &impl_->session.ctx);
+}
+
+void TlsContext::keepSession(const mbedtls_ssl_context* ssl) const {
+  if (role_ != TlsRole::kClient || !resumption_) return;
+  mbedtls::SslSession got;
+  if (mbedtls_ssl_get_session(ssl, &got.ctx) != 0) return;
+  impl_->adopt(got);
+}
+
+void TlsContext::forgetSession() const {
+  std::lock_guard lock(impl_->sessionMu);
+  mbedtls_ssl_session_free(&impl_->session.ctx);
+  mbedtls_ssl_session_init(&impl_->session.ctx);
+  impl_->haveSession = false;
+}
+
+std::vector<uint8_t> TlsContext::saveSession() const {
+  std::lock_guard lock(impl_->sessionMu);
+  if (!impl_->haveSession) return {};
+  size_t length = 0;
+  (void)mbedtls_ssl_session_save(&impl_->session.ctx, nullptr, 0, &length);
+  std::vector<uint8_t> out(length);
+  if (mbedtls_ssl_session_save(&impl_->session.ctx, out.data(), out.size(), &length) != 0) return {};
+  out.resize(length);
+  return out;
+}
+
+Status TlsContext::restoreSession(std::span<const uint8_t> saved) const {
+  if (role_ != TlsRole::kClient) return Status(StatusCode::kInvalidArgument, "only a client keeps a TLS session");
+  mbedtls::SslSession loaded;
+  if (int rc = mbedtls_ssl_session_load(&loaded.ctx, saved.data(), saved.size()); rc != 0)
+    return Status(StatusCode::kMalformed, "unusable saved TLS session: " + mbedtlsErrorString(rc));
+  impl_->adopt(loaded);
+  return Status::ok();
+}
+
 TlsContext::~TlsContext() = default;
 
 const mbedtls_ssl_config* TlsContext::config() const {
@@ -113,10 +241,11 @@ const mbedtls_ssl_config* TlsContext::config() const {
 }
 
 Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const TlsIdentity& identity,
-                                                             std::string serverName) {
+                                                             std::string serverName, TlsOptions options) {
   if (role == TlsRole::kClient && serverName.empty())
     return Status(StatusCode::kInvalidArgument, "a client needs the coordinator's host name to verify");
   std::shared_ptr<TlsContext> ctx(new TlsContext(role, std::move(serverName)));
+  ctx->resumption_ = options.resumption;
   Impl& s = *ctx->impl_;
   auto pem = [](const std::string& text) { return reinterpret_cast<const unsigned char*>(text.c_str()); };
 
@@ -135,6 +264,7 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const
     if (!serials) return serials.status();
     if ((rc = mbedtls_x509_crl_parse(&s.crl.ctx, pem(identity.crlPem), identity.crlPem.size() + 1)) != 0)
       return Status(StatusCode::kInvalidArgument, "parsing the revocation list: " + mbedtlsErrorString(rc));
+    s.haveCrl = true;
   }
   const bool haveCert = !identity.certPem.empty();
   if (haveCert) {
@@ -156,11 +286,26 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const
   mbedtls_ssl_conf_authmode(&s.conf.ctx, MBEDTLS_SSL_VERIFY_REQUIRED);
   mbedtls_ssl_conf_ca_chain(&s.conf.ctx, &s.ca.ctx, haveCrl ? &s.crl.ctx : nullptr);
   mbedtls_ssl_conf_min_version(&s.conf.ctx, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-  mbedtls_ssl_conf_ciphersuites(&s.conf.ctx, kCipherSuites);
+  mbedtls_ssl_conf_ciphersuites(&s.conf.ctx, cipherSuites(options.cipher));
   mbedtls_ssl_conf_curves(&s.conf.ctx, kCurves);
   mbedtls_ssl_conf_renegotiation(&s.conf.ctx, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
   if (haveCert && (rc = mbedtls_ssl_conf_own_cert(&s.conf.ctx, &s.cert.ctx, &s.key.ctx)) != 0)
     return Status(StatusCode::kInternal, "TLS own certificate: " + mbedtlsErrorString(rc));
+  // Session tickets (RFC 5077) rather than a server-side session cache: nothing per
+  // client is stored on the coordinator, and mbedTLS 2.28 (MBEDTLS_SSL_KEEP_PEER_CERTIFICATE)
+  // seals the client's certificate into the ticket, so a resumed session still names it.
+  if (role == TlsRole::kServer && options.resumption) {
+    s.tickets = options.ticketKeys;
+    if (!s.tickets) {
+      auto keys = SessionTicketKeys::create(options.ticketLifetime);
+      if (!keys) return keys.status();
+      s.tickets = std::move(*keys);
+    }
+    mbedtls_ssl_conf_session_tickets_cb(&s.conf.ctx, &Impl::writeTicket, &Impl::parseTicket, &s);
+  }
+  mbedtls_ssl_conf_session_tickets(&s.conf.ctx, role == TlsRole::kClient && options.resumption
+                                                    ? MBEDTLS_SSL_SESSION_TICKETS_ENABLED
+                                                    : MBEDTLS_SSL_SESSION_TICKETS_DISABLED);
   return std::shared_ptr<const TlsContext>(std::move(ctx));
 }
 

@@ -5,6 +5,7 @@
 #include <mbedtls/oid.h>
 #include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_internal.h>
 
 #include <algorithm>
 #include <asio/co_spawn.hpp>
@@ -82,6 +83,7 @@ Result<std::shared_ptr<TlsStream>> TlsStream::create(asio::ip::tcp::socket socke
   if (stream->context_->role() == TlsRole::kClient &&
       mbedtls_ssl_set_hostname(&stream->session_->ssl.ctx, stream->context_->serverName().c_str()) != 0)
     return Status(StatusCode::kInternal, "setting the TLS server name");
+  stream->context_->offerSession(&stream->session_->ssl.ctx);
   mbedtls_ssl_set_bio(&stream->session_->ssl.ctx, stream.get(), &TlsStream::bioSend, &TlsStream::bioRecv, nullptr);
   return stream;
 }
@@ -170,8 +172,17 @@ Status TlsStream::handshakeFailure(int rc) const {
 }
 
 asio::awaitable<Status> TlsStream::handshake() {
+  mbedtls_ssl_context& ssl = session_->ssl.ctx;
   for (;;) {
-    int rc = mbedtls_ssl_handshake(&session_->ssl.ctx);
+    // Step by step (as mbedtls_ssl_handshake does) to see whether the session is
+    // resumed: mbedTLS 2.28 says so only in its handshake state, freed at the end.
+    int rc = 0;
+    while (rc == 0 && ssl.state != MBEDTLS_SSL_HANDSHAKE_OVER) {
+      rc = mbedtls_ssl_handshake_step(&ssl);
+      // A client sets it when it offers a session and clears it when the server
+      // answers with a new one; the last value seen is the outcome.
+      if (ssl.handshake != nullptr) peer_.resumed = ssl.handshake->resume != 0;
+    }
     Status sent = co_await flush();  // also delivers our alert when we refuse the peer
     if (rc == 0) {
       if (!sent) co_return sent;
@@ -197,6 +208,8 @@ asio::awaitable<Status> TlsStream::handshake() {
   }
   handshakeDone_ = true;
   readPeerIdentity();
+  if (const char* suite = mbedtls_ssl_get_ciphersuite(&ssl)) peer_.cipherSuite = suite;
+  context_->keepSession(&ssl);
   co_return Status::ok();
 }
 

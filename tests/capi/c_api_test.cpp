@@ -18,10 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "starling/compression/row_set.hpp"
+#include "starling/coordinator/store.hpp"
 #include "starling/model/model.hpp"
 
 #include "starling_client.h"
 #include "support/running_federation.hpp"
+#include "support/sparse_data.hpp"
 
 extern "C" int starling_capi_c_check(void);
 
@@ -154,42 +157,48 @@ std::string deadAddress() {
   return "127.0.0.1:" + std::to_string(port);
 }
 
-// Runs both clients to the end, each on a thread of its own; both must finish cleanly.
-// A run that has not ended after `limit` is stopped and the test fails with what both
+// Runs the clients to the end, each on a thread of its own; all must finish cleanly.
+// A run that has not ended after `limit` is stopped and the test fails with what the
 // clients and the coordinator logged, rather than hanging until the suite's timeout.
-void runBoth(Client& a, Client& b, Coordinator& coord, std::chrono::seconds limit = 60s) {
-  int rcA = -1, rcB = -1;
+void runAll(const std::vector<Client*>& clients, RunningFederation& coord, std::chrono::seconds limit = 60s) {
+  std::vector<int> rcs(clients.size(), -1);
   std::mutex mu;
   std::condition_variable cv;
-  int running = 2;
-  auto run = [&](Client& cl, int& rc) {
-    rc = starling_client_run(cl.c);
-    std::lock_guard lock(mu);
-    --running;
-    cv.notify_all();
-  };
-  std::thread ta([&] { run(a, rcA); });
-  std::thread tb([&] { run(b, rcB); });
+  std::size_t running = clients.size();
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < clients.size(); ++i)
+    threads.emplace_back([&, i] {
+      rcs[i] = starling_client_run(clients[i]->c);
+      std::lock_guard lock(mu);
+      --running;
+      cv.notify_all();
+    });
   bool ended;
   {
     std::unique_lock lock(mu);
     ended = cv.wait_for(lock, limit, [&] { return running == 0; });
   }
+  if (!ended)
+    for (Client* cl : clients)
+      starling_client_stop(cl->c);
+  for (auto& t : threads)
+    t.join();
   if (!ended) {
-    starling_client_stop(a.c);
-    starling_client_stop(b.c);
-  }
-  ta.join();
-  tb.join();
-  if (!ended) {
-    FAIL_CHECK("the clients had not finished after " << limit.count() << " s\n--- client-0 ---\n"
-                                                     << a.lines.all() << "--- client-1 ---\n"
-                                                     << b.lines.all() << "--- coordinator ---\n"
+    std::string logs;
+    for (std::size_t i = 0; i < clients.size(); ++i)
+      logs += "--- client " + std::to_string(i) + " ---\n" + clients[i]->lines.all();
+    FAIL_CHECK("the clients had not finished after " << limit.count() << " s\n"
+                                                     << logs << "--- coordinator ---\n"
                                                      << coord.log().all());
   }
-  INFO("client-0: " << starling_client_last_error(a.c) << "; client-1: " << starling_client_last_error(b.c));
-  REQUIRE(rcA == STARLING_OK);
-  REQUIRE(rcB == STARLING_OK);
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    INFO("client " << i << ": " << starling_client_last_error(clients[i]->c));
+    REQUIRE(rcs[i] == STARLING_OK);
+  }
+}
+
+void runBoth(Client& a, Client& b, Coordinator& coord, std::chrono::seconds limit = 60s) {
+  runAll({&a, &b}, coord, limit);
 }
 
 }  // namespace
@@ -719,4 +728,270 @@ TEST_CASE("background training: a label out of range is refused before the step"
   CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("label 3 of example 3"));
   starling_client_stop(a.c);
   CHECK(starling_client_join_background(a.c) == STARLING_ERR_STOPPED);
+}
+
+// ---- sparse rows ---------------------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t kSparseDim = 600;
+constexpr int kSparseClasses = 3;
+
+// Sparse examples (tests/support/sparse_data.hpp: 5 of 60 evenly spaced features and
+// their neighbours, the rest zeros) as the row-major float arrays an app holds.
+struct SparseArrays {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  SparseArrays(std::size_t n, uint64_t seed) : x(n * kSparseDim), y(n) {
+    const data::Dataset d = test::sparseData(n, kSparseDim, 60, 5, kSparseClasses, seed);
+    std::vector<uint32_t> all(n);
+    for (uint32_t i = 0; i < n; ++i)
+      all[i] = i;
+    d.gather(all, x);
+    std::copy(d.labels().begin(), d.labels().end(), y.begin());
+  }
+  // The rows a client offering buckets of `bucket` rows covers, from the arrays: every
+  // row of each bucket holding a feature with a non-zero value in some example.
+  std::vector<uint32_t> covered(uint32_t bucket) const {
+    std::vector<bool> touched(kSparseDim / bucket + 1, false);
+    for (std::size_t k = 0; k < x.size(); ++k)
+      if (x[k] != 0.0f) touched[(k % kSparseDim) / bucket] = true;
+    std::vector<uint32_t> rows;
+    for (uint32_t j = 0; j < kSparseDim; ++j)
+      if (touched[j / bucket]) rows.push_back(j);
+    return rows;
+  }
+  // A LIBSVM file of the examples: 1-based indices, 0-based classes. The first line ends
+  // in the width marker `600:0` (a zero: it touches no row), so the loader infers 600
+  // features.
+  void writeLibsvm(const std::string& path) const {
+    std::ofstream out(path);
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      out << y[i];
+      for (std::size_t j = 0; j < kSparseDim; ++j)
+        if (const float v = x[i * kSparseDim + j]; v != 0.0f) out << ' ' << j + 1 << ':' << v;
+      if (i == 0) out << ' ' << kSparseDim << ":0";
+      out << '\n';
+    }
+  }
+};
+
+std::vector<uint32_t> sparseRowsOf(Client& cl) {
+  size_t n = 0;
+  REQUIRE(starling_client_get_sparse_rows(cl.c, nullptr, 0, &n) == STARLING_OK);
+  std::vector<uint32_t> rows(n);
+  REQUIRE(starling_client_get_sparse_rows(cl.c, rows.data(), rows.size(), &n) == STARLING_OK);
+  return rows;
+}
+
+std::vector<float> modelOf(Client& cl) {
+  size_t n = 0;
+  REQUIRE(starling_client_get_model(cl.c, nullptr, 0, &n) == STARLING_OK);
+  std::vector<float> model(n);
+  REQUIRE(starling_client_get_model(cl.c, model.data(), model.size(), &n) == STARLING_OK);
+  return model;
+}
+
+}  // namespace
+
+TEST_CASE("sparse rows: clients offer their rows in buckets, train the compact model and the coordinator takes it",
+          "[capi][sparse-rows]") {
+  Pki pki;
+  constexpr uint64_t kRounds = 3;
+  const auto dir = std::filesystem::temp_directory_path() / "starling-capi-sparse-rows";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string db = (dir / "federation.db").string();
+  RunningFederation coord(pki, smallEngine(kRounds, 3, 10, 0.5),
+                          smallTask("capi-sparse", "linear:600-" + std::to_string(kSparseClasses), 8), 3, db);
+  const SparseArrays data0(200, 1), data1(200, 2), data2(200, 3);
+  Client a(pki, "client-0", coord.address());
+  Client b(pki, "client-1", coord.address());
+  Client d(pki, "client-2", coord.address());
+  // client-0: a LIBSVM file, its rows themselves; client-1: float arrays, buckets of 4
+  // rows; client-2: the whole model.
+  const std::string path = (dir / "client-0.libsvm").string();
+  data0.writeLibsvm(path);
+  REQUIRE(starling_client_set_data_file(a.c, path.c_str(), nullptr, nullptr, nullptr) == STARLING_OK);
+  REQUIRE(starling_client_set_sparse_rows(a.c, 1) == STARLING_OK);
+  REQUIRE(starling_client_set_data_f32(b.c, data1.x.data(), data1.y.data(), data1.y.size(), kSparseDim,
+                                       kSparseClasses) == STARLING_OK);
+  REQUIRE(starling_client_set_sparse_rows(b.c, 4) == STARLING_OK);
+  REQUIRE(starling_client_set_data_f32(d.c, data2.x.data(), data2.y.data(), data2.y.size(), kSparseDim,
+                                       kSparseClasses) == STARLING_OK);
+
+  runAll({&a, &b, &d}, coord);
+  INFO("--- coordinator ---\n" << coord.log().all());
+  starling_client_stats s[3];
+  Client* clients[3] = {&a, &b, &d};
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(starling_client_get_stats(clients[i]->c, &s[i]) == STARLING_OK);
+    CHECK(s[i].rounds_trained == kRounds);
+    CHECK(s[i].rounds_accepted == kRounds);
+    CHECK(s[i].held_round == kRounds - 1);
+    CHECK(s[i].last_loss < std::log(3.0));  // below chance: it learned something
+  }
+
+  // The rows each offered, as the test computes them from the data it gave.
+  const std::vector<uint32_t> rows0 = data0.covered(1), rows1 = data1.covered(4);
+  CHECK(rows0.size() > 50);
+  CHECK(rows0.size() < kSparseDim / 2);
+  CHECK(rows1.size() > rows0.size());
+  CHECK(rows1.size() < kSparseDim);
+  CHECK(rows1.size() % 4 == 0);  // whole buckets of 4 (600 is a multiple of 4)
+  CHECK(sparseRowsOf(a) == rows0);
+  CHECK(sparseRowsOf(b) == rows1);
+  CHECK(sparseRowsOf(d).empty());
+  CHECK(a.lines.contains("offering " + std::to_string(rows0.size()) + " rows in buckets of 1"));
+  CHECK(b.lines.contains("offering " + std::to_string(rows1.size()) + " rows in buckets of 4"));
+  CHECK(a.lines.contains("training the compact model linear:" + std::to_string(rows0.size()) + "-3"));
+  CHECK(coord.log().contains("client-0 trains the compact model of " + std::to_string(rows0.size()) + " rows"));
+  CHECK(coord.log().contains("client-1 trains the compact model of " + std::to_string(rows1.size()) + " rows"));
+  CHECK_FALSE(coord.log().contains("client-2 trains the compact model"));
+
+  // The compact models are the whole model at their rows: linear:N-3 holds W {3, N}
+  // then the bias, so W'[o][k] = W[o][rows[k]]. Every client holds the same round.
+  const std::vector<float> full = modelOf(d);
+  REQUIRE(full.size() == kSparseDim * 3 + 3);
+  for (Client* cl : {&a, &b}) {
+    const std::vector<uint32_t> rows = sparseRowsOf(*cl);
+    const std::vector<float> compact = modelOf(*cl);
+    REQUIRE(compact.size() == rows.size() * 3 + 3);
+    std::size_t differ = 0;
+    for (std::size_t o = 0; o < 3; ++o) {
+      for (std::size_t k = 0; k < rows.size(); ++k)
+        differ += compact[o * rows.size() + k] != full[o * kSparseDim + rows[k]] ? 1 : 0;
+      differ += compact[3 * rows.size() + o] != full[3 * kSparseDim + o] ? 1 : 0;
+    }
+    CHECK(differ == 0);
+  }
+  // The whole model moved to client-2, the rows' parameters to client-0 (measured:
+  // 6,880 bytes of RoundAssign against 14,816 over the three rounds).
+  CHECK(s[0].bytes_down * 3 < s[2].bytes_down * 2);
+
+  // The coordinator recorded each offer (clients.row_set, clients.row_bucket).
+  coordinator::StoreOptions ro;
+  ro.readOnly = true;
+  auto reader = coordinator::Store::open(db, ro);
+  REQUIRE(reader.isOk());
+  auto records = (*reader)->clients();
+  REQUIRE(records.isOk());
+  REQUIRE(records->size() == 3);
+  for (const coordinator::ClientRecord& r : *records) {
+    INFO(r.id);
+    if (r.id == "client-2") {
+      CHECK(r.rowSet.empty());
+      CHECK(r.rowBucket == 0);
+      continue;
+    }
+    const uint32_t bucket = r.id == "client-0" ? 1 : 4;
+    CHECK(r.rowBucket == bucket);
+    auto buckets = compression::decodeRowSet(r.rowSet, static_cast<uint32_t>((kSparseDim + bucket - 1) / bucket));
+    REQUIRE(buckets.isOk());
+    std::vector<uint32_t> expected;
+    for (uint32_t j : r.id == "client-0" ? rows0 : rows1)
+      if (expected.empty() || expected.back() != j / bucket) expected.push_back(j / bucket);
+    CHECK(std::vector<uint32_t>(buckets->rows().begin(), buckets->rows().end()) == expected);
+  }
+  reader->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sparse rows the coordinator does not take: the client trains the whole model and says so",
+          "[capi][sparse-rows]") {
+  Pki pki;
+  coordinator::TaskConfig task = smallTask("capi-sparse-off", "linear:600-3", 8);
+  task.sparseRows = false;
+  Coordinator coord(pki, smallEngine(2, 1, 10, 0.5), task);
+  const SparseArrays data(100, 4);
+  Client a(pki, "client-0", coord.address());
+  REQUIRE(starling_client_set_data_f32(a.c, data.x.data(), data.y.data(), data.y.size(), kSparseDim, kSparseClasses) ==
+          STARLING_OK);
+  REQUIRE(starling_client_set_sparse_rows(a.c, 4) == STARLING_OK);
+  const int rc = starling_client_run(a.c);
+  INFO(a.lines.all() << "--- coordinator ---\n" << coord.log().all());
+  REQUIRE(rc == STARLING_OK);
+  starling_client_stats s;
+  REQUIRE(starling_client_get_stats(a.c, &s) == STARLING_OK);
+  CHECK(s.rounds_accepted == 2);
+  CHECK(sparseRowsOf(a).empty());
+  CHECK(modelOf(a).size() == kSparseDim * 3 + 3);
+  CHECK(a.lines.contains("the coordinator did not take the " + std::to_string(data.covered(4).size()) +
+                         " rows this client offered: training the whole model linear:600-3"));
+  CHECK(coord.log().contains("client-0 offered its rows; it trains the whole model: train.sparse-rows is off"));
+}
+
+TEST_CASE("sparse rows over data that does not fit the model, or touches no feature, fail with STARLING_ERR_TASK",
+          "[capi][sparse-rows][task]") {
+  Pki pki;
+  Coordinator coord(pki, smallEngine(1, 1, 10, 0.5), smallTask("capi-sparse-task", "linear:600-3", 8));
+  Client a(pki, "client-0", coord.address());
+  REQUIRE(starling_client_set_sparse_rows(a.c, 1) == STARLING_OK);
+  std::size_t dim = kSparseDim;
+  std::string why;
+  std::vector<float> x;
+  SECTION("601 features for a model of 600") {
+    dim = kSparseDim + 1;
+    x.assign(20 * dim, 0.0f);
+    for (std::size_t i = 0; i < 20; ++i)
+      x[i * dim + i] = 1.0f;
+    why = "601 features";
+  }
+  SECTION("no non-zero value: nothing to offer") {
+    x.assign(20 * dim, 0.0f);
+    why = "touches no feature";
+  }
+  std::vector<int32_t> y(20, 1);
+  REQUIRE(starling_client_set_data_f32(a.c, x.data(), y.data(), 20, dim, kSparseClasses) == STARLING_OK);
+  CHECK(starling_client_run(a.c) == STARLING_ERR_TASK);
+  CHECK(starling_client_state(a.c) == STARLING_STATE_FAILED);
+  INFO(a.lines.all());
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains(why));
+}
+
+TEST_CASE("set_sparse_rows and get_sparse_rows refuse what they cannot do, saying why", "[capi][sparse-rows][errors]") {
+  Pki pki;
+  size_t n = 0;
+  uint32_t rows[4];
+  CHECK(starling_client_set_sparse_rows(nullptr, 1) == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK(starling_client_get_sparse_rows(nullptr, rows, 4, &n) == STARLING_ERR_INVALID_ARGUMENT);
+  Client a(pki, "client-0", deadAddress());
+  CHECK(starling_client_set_sparse_rows(a.c, (1u << 30) + 1) == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("bucket of 1073741825 rows"));
+  CHECK(starling_client_set_sparse_rows(a.c, 1u << 30) == STARLING_OK);
+  CHECK(std::string(starling_client_last_error(a.c)).empty());
+  CHECK(starling_client_get_sparse_rows(a.c, nullptr, 4, &n) == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK(starling_client_get_sparse_rows(a.c, rows, 4, nullptr) == STARLING_ERR_INVALID_ARGUMENT);
+  CHECK(starling_client_get_sparse_rows(a.c, rows, 4, &n) == STARLING_ERR_STATE);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("run the client first"));
+
+  // Background training cannot offer rows: refused while they are on, and they cannot
+  // be turned on while it runs.
+  starling_client_background_config bg = backgroundConfig(STARLING_SYNC_EASGD);
+  CHECK(starling_client_start_background(a.c, &bg) == STARLING_ERR_STATE);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("cannot offer sparse rows"));
+  REQUIRE(starling_client_set_sparse_rows(a.c, 0) == STARLING_OK);
+  REQUIRE(starling_client_start_background(a.c, &bg) == STARLING_OK);
+  CHECK(starling_client_set_sparse_rows(a.c, 4) == STARLING_ERR_STATE);
+  CHECK_THAT(starling_client_last_error(a.c), Catch::Contains("not while background training"));
+  CHECK(starling_client_get_sparse_rows(a.c, rows, 4, &n) == STARLING_OK);
+  CHECK(n == 0);  // the live model is the whole model
+  starling_client_stop(a.c);
+  CHECK(starling_client_join_background(a.c) == STARLING_ERR_STOPPED);
+  CHECK(starling_client_set_sparse_rows(a.c, 4) == STARLING_OK);
+
+  // A client that failed to be created only explains itself.
+  auto kp = pki.client("client-1");
+  starling_client_config config;
+  starling_client_config_init(&config);
+  config.coordinator = "127.0.0.1:1";
+  config.ca_pem = pki.ca.certPem.c_str();
+  config.cert_pem = kp.certPem.c_str();
+  config.key_pem = "not a key";
+  config.log_level = STARLING_LOG_OFF;
+  starling_client* broken = nullptr;
+  REQUIRE(starling_client_create(&config, &broken) != STARLING_OK);
+  CHECK(starling_client_set_sparse_rows(broken, 1) == STARLING_ERR_STATE);
+  CHECK_THAT(starling_client_last_error(broken), Catch::Contains("failed to be created"));
+  starling_client_destroy(broken);
 }

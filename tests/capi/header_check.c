@@ -15,6 +15,8 @@ int starling_capi_c_check(void) {
   starling_client_data_options data_options;
   starling_client_background_config background;
   starling_client_background_stats background_stats;
+  uint32_t rows[2];
+  size_t count = 1;
   int rc;
   starling_client_config_init(&config);
   if (config.log_level != STARLING_LOG_INFO || config.coordinator != NULL) return 1;
@@ -32,6 +34,9 @@ int starling_capi_c_check(void) {
   if (starling_client_get_background_stats(client, &background_stats) != STARLING_OK || background_stats.running != 0 ||
       background_stats.last_error[0] != '\0')
     return 11;
+  if (starling_client_set_sparse_rows(client, 8) != STARLING_ERR_STATE) return 12;
+  if (starling_client_set_sparse_rows(NULL, 8) != STARLING_ERR_INVALID_ARGUMENT) return 13;
+  if (starling_client_get_sparse_rows(client, rows, 2, &count) != STARLING_ERR_STATE) return 14;
   starling_client_destroy(client);
   starling_client_destroy(NULL);
   if (strlen(starling_client_version()) == 0) return 7;

@@ -11,3 +11,22 @@ check() {
     failures=$((failures + 1))
   fi
 }
+
+# refuses WORDS COMMAND...: COMMAND exits non-zero and says WORDS on stderr.
+refuses() {
+  local words=$1 err
+  shift
+  err=$(mktemp)
+  if "$@" >/dev/null 2>"$err"; then
+    echo "  expected a failure: $*"
+    rm -f "$err"
+    return 1
+  fi
+  if ! grep -qF -- "$words" "$err"; then
+    echo "  stderr lacks '$words':"
+    cat "$err"
+    rm -f "$err"
+    return 1
+  fi
+  rm -f "$err"
+}

@@ -228,6 +228,18 @@ int64_t linkMicros(uint64_t bytes, double mbps, double latencyMs) {
   return static_cast<int64_t>(std::llround(latencyMs * 1e3 + double(bytes) * 8.0 / mbps));
 }
 
+int64_t transferMicros(uint64_t bytes, int64_t startUs, double mbps, double latencyMs, ServerLink* a, ServerLink* b) {
+  const bool limited = (a && a->mbps > 0) || (b && b->mbps > 0);
+  if (!limited) return startUs + linkMicros(bytes, mbps, latencyMs);
+  int64_t doneUs = startUs + linkMicros(bytes, mbps, 0);
+  for (ServerLink* link : {a, b}) {
+    if (!link || link->mbps <= 0) continue;
+    link->freeUs = std::max(startUs, link->freeUs) + linkMicros(bytes, link->mbps, 0);
+    doneUs = std::max(doneUs, link->freeUs);
+  }
+  return doneUs + linkMicros(0, 1, latencyMs);
+}
+
 double computeSeconds(double flopsPerExample, uint64_t trainedExamples, uint64_t forwardOnlyExamples,
                       double flopsPerSecond) {
   // A backward pass costs about twice the forward pass.

@@ -5,10 +5,11 @@
 //                                            the same files, docs/simulation.md "On MPI")
 //   starling-sim two-step (--data FILE | --power-law) [--workers W] [--servers S] ...
 //                                             (two_step_command.hpp)
+//   starling-sim predict --profile FILE [--clients N] [--tau T] ...  (predict_command.hpp)
 //
 // Writes, under --out: <strategy>.csv (one row per round), summary.txt (also
-// printed), wall.txt (each strategy's wall and CPU seconds) and report.svg (accuracy against bytes and against virtual
-// time). A progress line on stderr while it runs.
+// printed), wall.txt (each strategy's wall and CPU seconds) and report.svg (accuracy
+// against bytes and against virtual time). A progress line on stderr while it runs.
 
 #include <fmt/format.h>
 
@@ -18,6 +19,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "predict_command.hpp"
 #include "ranks.hpp"
 #include "sim_config.hpp"
 #include "two_step_command.hpp"
@@ -57,8 +59,11 @@ int main(int argc, char** argv) {
   sim::bindSimSettings(binder, settings);
   sim::TwoStepCommand twoStep;
   CLI::App* twoStepApp = sim::addTwoStepCommand(app, twoStep);
+  sim::PredictCommand predict;
+  CLI::App* predictApp = sim::addPredictCommand(app, predict);
   CLI11_PARSE(app, argc, argv);
   if (twoStepApp->parsed()) return lead ? sim::runTwoStepCommand(twoStep) : 0;
+  if (predictApp->parsed()) return lead ? sim::runPredictCommand(predict) : 0;
   if (!lead) quiet = true;
 
   std::vector<sim::Strategy> strategies;

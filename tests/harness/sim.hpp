@@ -289,6 +289,20 @@ Result<std::vector<std::vector<Fleet::Window>>> readAvailabilityTrace(const std:
 // Microseconds a message of `bytes` takes on a link: latency + bytes x 8 / bandwidth.
 int64_t linkMicros(uint64_t bytes, double mbps, double latencyMs);
 
+// A server's link (TierSettings::coordinatorMbps and linkMbps), one way: it
+// carries one transfer at a time, in the order they start.
+struct ServerLink {
+  double mbps = 0;  // 0 = unlimited
+  int64_t freeUs = 0;
+};
+
+// When a message of `bytes` that leaves at startUs arrives: its own link (mbps,
+// latencyMs) and the server links a and b it passes (null or 0 Mbps: not limited),
+// which it occupies in turn, FIFO (advancing their freeUs). The simulator's links and
+// `starling-sim predict` (predict.hpp) both cost transfers with it.
+int64_t transferMicros(uint64_t bytes, int64_t startUs, double mbps, double latencyMs, ServerLink* a,
+                       ServerLink* b = nullptr);
+
 // Compute seconds of one client's round on a device (the cost model above).
 double computeSeconds(double flopsPerExample, uint64_t trainedExamples, uint64_t forwardOnlyExamples,
                       double flopsPerSecond);

@@ -84,13 +84,6 @@ struct Event {
   bool operator>(const Event& o) const { return atUs != o.atUs ? atUs > o.atUs : seq > o.seq; }
 };
 
-// A server's link (TierSettings::coordinatorMbps and linkMbps), one way: it
-// carries one transfer at a time, in the order they start.
-struct ServerLink {
-  double mbps = 0;  // 0 = unlimited
-  int64_t freeUs = 0;
-};
-
 // A relay: starling-relay's parts (its RoundEngine over its clients, its Learner towards
 // the coordinator, the tally of its local rounds) and its links.
 struct RelayState {
@@ -524,15 +517,7 @@ Status Run::incoming(const client::LocalUpdate& update, uint32_t durationMs, con
 }
 
 int64_t Run::transfer(uint64_t bytes, int64_t startUs, double mbps, double latencyMs, ServerLink* a, ServerLink* b) {
-  const bool limited = (a && a->mbps > 0) || (b && b->mbps > 0);
-  if (!limited) return startUs + linkMicros(bytes, mbps, latencyMs);
-  int64_t doneUs = startUs + linkMicros(bytes, mbps, 0);
-  for (ServerLink* link : {a, b}) {
-    if (!link || link->mbps <= 0) continue;
-    link->freeUs = std::max(startUs, link->freeUs) + linkMicros(bytes, link->mbps, 0);
-    doneUs = std::max(doneUs, link->freeUs);
-  }
-  return doneUs + linkMicros(0, 1, latencyMs);
+  return transferMicros(bytes, startUs, mbps, latencyMs, a, b);
 }
 
 Status Run::assign(std::size_t i, const coordinator::Assignment& a, uint32_t node) {

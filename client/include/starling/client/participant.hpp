@@ -56,8 +56,9 @@ struct ServerList {
   std::shared_ptr<const net::TlsContext> tls;
   std::vector<AlternateServer> alternates;
 };
+// `tlsOptions` apply to every server's context (e.g. resumption off).
 Result<ServerList> serverList(const std::string& addresses, const net::TlsIdentity& identity,
-                              const std::string& serverName);
+                              const std::string& serverName, const net::TlsOptions& tlsOptions = {});
 
 struct ParticipantOptions {
   net::Endpoint coordinator;
@@ -163,8 +164,16 @@ class Participant {
   asio::awaitable<Status> run(asio::any_io_executor executor, std::shared_ptr<const net::TlsContext> tls);
 
   const ParticipantStats& stats() const { return stats_; }
-  // The global model as this client last knew it.
+  // The global model as this client last knew it: the compact model of its rows when
+  // the last Welcome took them (compactRows() non-empty), else the whole model.
   std::span<const float> model() const { return learner_.model(); }
+  // The first-layer rows model() covers when the last Welcome took this client's rows
+  // (ParticipantOptions::rowBucket or rowSource): the compact model's input k is row
+  // rows[k], ascending. Empty when it trains the whole model. Not while run() is in
+  // progress.
+  std::span<const uint32_t> compactRows() const {
+    return trainsCompact_ && rowOffer_ ? std::span<const uint32_t>(rowOffer_->covered) : std::span<const uint32_t>();
+  }
 
  private:
   // One connection: ok when training is complete, kClosed/kIo/kTimeout to retry.
@@ -219,6 +228,7 @@ class Participant {
   data::CategoryVocabulary scaledVocabulary_;
   std::optional<RowOffer> rowOffer_;
   std::optional<data::Dataset> compactTrain_, compactHeldOut_;
+  bool trainsCompact_ = false;           // the last Welcome took the rows: the Learner holds the compact model
   std::optional<std::size_t> redirect_;  // a relay's Bye.redirect: the server to try next
   std::size_t server_ = 0;               // the server of the session: run()'s `at`
   bool dataFailed_ = false;

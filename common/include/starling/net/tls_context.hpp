@@ -8,15 +8,28 @@
 // revocation list (TlsIdentity::crlPem) are refused. TLS 1.2 only (mbedTLS 2.28),
 // ECDHE with AES-GCM or ChaCha20-Poly1305.
 //
-// Thread safety: immutable after create(); shared by every connection of a process
-// (mbedTLS is built with MBEDTLS_THREADING_PTHREAD, so its RNG locks itself).
+// Resumption (TLS 1.2 session tickets, RFC 5077): a server issues tickets sealed with
+// its SessionTicketKeys; a client keeps the session of its last successful handshake
+// and offers it on its next connection, which then skips the certificates, signatures
+// and key exchange. A resumed session carries the peer's certificate, so the peer's
+// identity is the same as after a full handshake, and a server checks that certificate
+// against its revocation list again before it accepts a ticket. docs/transport.md.
+//
+// Thread safety: immutable after create() except the client's kept session, which is
+// guarded; shared by every connection of a process (mbedTLS is built with
+// MBEDTLS_THREADING_PTHREAD, so its RNG and ticket keys lock themselves).
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "starling/util/status.hpp"
 
 struct mbedtls_ssl_config;
+struct mbedtls_ssl_context;
 
 namespace starling::net {
 
@@ -35,12 +48,56 @@ struct TlsIdentity {
 // Reads the three PEM files; the error names the file that is missing or unreadable.
 Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& certPath, const std::string& keyPath);
 
+// The keys a server seals its session tickets with (AES-256-GCM, mbedtls_ssl_ticket):
+// two keys, the active one replaced by a fresh random key every `lifetime`, so a ticket
+// is accepted for at most `lifetime` (and its key is gone after twice that). Only in
+// memory: a restarted server accepts no earlier ticket (its clients do one full
+// handshake). Several server contexts may share one set (a context rebuilt with a new
+// revocation list keeps accepting the tickets of the old one).
+// Thread safety: any thread (mbedTLS locks the keys).
+class SessionTicketKeys {
+ public:
+  static Result<std::shared_ptr<SessionTicketKeys>> create(std::chrono::seconds lifetime);
+  ~SessionTicketKeys();
+  SessionTicketKeys(const SessionTicketKeys&) = delete;
+  SessionTicketKeys& operator=(const SessionTicketKeys&) = delete;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  SessionTicketKeys();
+  std::unique_ptr<Impl> impl_;
+};
+
+// Which AEAD the side prefers (a coordinator's choice decides: mbedTLS servers pick by
+// their own order).
+enum class CipherPreference {
+  kAuto,      // AES-128-GCM first where the CPU has AES and carry-less multiply instructions, else ChaCha20
+  kAesGcm,    // AES-128-GCM first
+  kChaCha20,  // ChaCha20-Poly1305 first
+};
+
+struct TlsOptions {
+  // Servers: issue session tickets and accept them. Clients: offer the session of the
+  // last successful handshake on the next connection. Off: every handshake is full.
+  bool resumption = true;
+  // Servers: how long a ticket is accepted (and how often its key is replaced).
+  std::chrono::seconds ticketLifetime{6 * 3600};
+  // Servers: the ticket keys to use; empty: a set of this context's own.
+  std::shared_ptr<SessionTicketKeys> ticketKeys;
+  CipherPreference cipher = CipherPreference::kAuto;
+};
+
+// True when this CPU has the AES and PCLMULQDQ instructions mbedTLS uses for AES-GCM.
+bool cpuHasAesInstructions();
+
 class TlsContext {
  public:
   // Parses the identity and builds the configuration. `serverName` is the host name
   // a client expects in the coordinator's certificate (ignored for servers).
   static Result<std::shared_ptr<const TlsContext>> create(TlsRole role, const TlsIdentity& identity,
-                                                          std::string serverName = {});
+                                                          std::string serverName = {}, TlsOptions options = {});
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;
   TlsContext& operator=(const TlsContext&) = delete;
@@ -48,12 +105,27 @@ class TlsContext {
   TlsRole role() const { return role_; }
   const std::string& serverName() const { return serverName_; }
   const mbedtls_ssl_config* config() const;
+  bool resumption() const { return resumption_; }
+
+  // Client side of resumption, for TlsStream (any thread): offer the kept session on a
+  // new connection (no-op when there is none or resumption is off), and keep the
+  // session of a connection whose handshake succeeded.
+  void offerSession(mbedtls_ssl_context* ssl) const;
+  void keepSession(const mbedtls_ssl_context* ssl) const;
+  // Drops the kept session (the next handshake is full).
+  void forgetSession() const;
+  // The kept session serialized (mbedtls_ssl_session_save: master secret, ticket, the
+  // coordinator's certificate; secret material), empty when there is none; and the
+  // reverse, which replaces the kept session. A device may keep it across restarts.
+  std::vector<uint8_t> saveSession() const;
+  Status restoreSession(std::span<const uint8_t> saved) const;
 
  private:
   struct Impl;
   TlsContext(TlsRole role, std::string serverName);
   TlsRole role_;
   std::string serverName_;
+  bool resumption_ = true;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -34,6 +34,11 @@ struct PeerIdentity {
   std::string role;         // its subject OU: "coordinator", "relay", "client" ("" before roles; net::roleFromOu)
   std::string fingerprint;  // SHA-256 of the certificate's DER, lowercase hex
   std::string address;      // "127.0.0.1:53144"
+  // How the handshake went: resumed from a session ticket (no certificates exchanged:
+  // the identity above is the one sealed in the ticket at the full handshake), and the
+  // negotiated suite, e.g. "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256".
+  bool resumed = false;
+  std::string cipherSuite;
 };
 
 class TlsStream : public std::enable_shared_from_this<TlsStream> {

@@ -30,7 +30,8 @@ struct DaemonConfig {
   int64_t frameTimeoutMs = 60'000;
   uint32_t heartbeatMs = 30'000;
   std::size_t maxConnections = 10'000;
-  uint32_t threads = 0;  // network threads (TLS handshakes, connections); 0 = one per core, at most 4
+  uint32_t threads = 0;       // network threads (TLS handshakes, connections); 0 = one per core, at most 4
+  bool tlsResumption = true;  // issue and accept TLS session tickets (clients reconnect without a full handshake)
 };
 
 // Binds every setting of config to a flag of app and remembers its file key.

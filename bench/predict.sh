@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# bench/predict.sh BUILD_DIR [--clients "10 30"] [--tau T] [--rounds R] [--data DIR]
+#
+# Round-time prediction against measured runs (docs/predict.md): profiles this machine
+# with `starling-client --profile` for two compression settings, runs bench-federation
+# (real coordinator and client processes on loopback) with 10 and 30 clients, sync and
+# async, and compares its seconds per round with `starling-sim predict` for the same
+# federation. The clients share this machine's cores with whatever else runs on it: the
+# CPU the other process groups used during each run is measured (bench/predict_load.py)
+# and predict is given the cores left (--cores). Prints a table and
+#   summary: predict_median_err=... predict_max_err=...
+# Every run is bounded (rounds, bench-federation --timeout).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:?usage: bench/predict.sh BUILD_DIR [--clients "10 30"] [--tau T] [--rounds R] [--data DIR]}
+shift
+clients_list="10 30"
+tau=100
+rounds=4
+data=/usr/share/datasets/fashion-mnist
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --clients) clients_list=$2; shift 2 ;;
+    --tau) tau=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    *) echo "bench/predict.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+client=$build/client/starling-client
+sim=$build/tests/harness/starling-sim
+fed=$build/bench/bench-federation
+for b in "$client" "$sim" "$fed"; do
+  [ -x "$b" ] || { echo "bench/predict.sh: $b is not built" >&2; exit 1; }
+done
+work=$(mktemp -d /tmp/starling-predict-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+buffer=5  # bench-federation's async buffer (--hetero-buffer)
+batch=32  # bench-federation's minibatch
+eval_examples=10000  # the coordinator evaluates the test set every round
+# Loopback over TLS: about 3.6 Gbit/s (bench-transport's 456 MB/s for 1 MiB frames), and
+# each end spends mbedTLS's cipher time on every byte: 304 MB/s on one core, 3.3 ns a
+# byte (docs/transport.md).
+link="--uplink-mbps 3600 --downlink-mbps 3600 --coordinator-mbps 3600 --latency-ms 0.05 --wire-cpu-ns-per-byte 3.3"
+
+# The two compression settings of bench-federation: fedavg (identity, fp32) and full
+# (top-k-sampled 7.2% up, top-k 4.8% down, ternary values, error feedback).
+"$client" --profile "$work/fedavg.json" --data "$data" --shard 0/10 --model mlp:784-200-200-10 \
+  --log-level warn
+"$client" --profile "$work/full.json" --data "$data" --shard 0/10 --model mlp:784-200-200-10 \
+  --uplink topk-sampled --uplink-density 0.072 --uplink-ternary true --downlink topk --downlink-density 0.048 \
+  --downlink-ternary true --fp16-values true --error-feedback true --log-level warn
+
+printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s\n' clients comp mode rounds cores_left measured_s predicted_s err
+errs=()
+for n in $clients_list; do
+  for comp in fedavg full; do
+    for mode in sync async; do
+      r=$rounds
+      # Async rounds are server steps of $buffer updates: two passes of the fleet.
+      [ "$mode" = async ] && r=$((2 * n / buffer))
+      log=$work/$n-$comp-$mode.log
+      "$fed" --only "$comp-iid" --clients "$n" --rounds "$r" --tau "$tau" --full-tau "$tau" --mode "$mode" \
+        --timeout 600 >/dev/null 2>"$log" &
+      left=$(/usr/bin/python3 "$here/predict_load.py" $!)
+      wait $! || true
+      measured=$(sed -n 's/.* \([0-9.]*\) s per round.*/\1/p' "$log" | tail -n 1)
+      if [ -z "$measured" ]; then
+        echo "bench/predict.sh: $n clients, $comp, $mode: the run failed:" >&2
+        tail -n 5 "$log" >&2
+        continue
+      fi
+      # shellcheck disable=SC2086
+      predicted=$("$sim" predict --profile "$work/$comp.json" --clients "$n" --tau "$tau" --batch-size "$batch" \
+        --rounds "$r" --mode "$mode" --buffer-size "$buffer" --cores "$left" \
+        --eval-examples "$eval_examples" $link | sed -n 's/^s_per_round=\([^ ]*\).*/\1/p')
+      err=$(awk -v p="$predicted" -v m="$measured" 'BEGIN { e = (p - m) / m; printf "%.3f", e < 0 ? -e : e }')
+      errs+=("$err")
+      printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s\n' "$n" "$comp" "$mode" "$r" "$left" "$measured" "$predicted" \
+        "$err"
+    done
+  done
+done
+[ ${#errs[@]} -gt 0 ] || { echo "summary: predict_median_err=- predict_max_err=-"; exit 1; }
+printf '%s\n' "${errs[@]}" | sort -g | awk '{ v[NR] = $1 } END {
+  m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+  printf "summary: predict_median_err=%.3f predict_max_err=%.3f\n", m, v[NR] }'

@@ -1,0 +1,277 @@
+// TLS 1.2 session resumption (session tickets): a client's second connection skips the
+// full handshake, the coordinator still knows who it is, a revoked certificate cannot
+// come back through its ticket, and a ticket that is not intact or too old only costs
+// a full handshake.
+
+#include <mbedtls/ssl.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/use_awaitable.hpp>
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "starling/client/protocol_client.hpp"
+#include "starling/net/certificates.hpp"
+#include "starling/net/tls_stream.hpp"
+
+#include "support/federation_fixture.hpp"
+
+using namespace starling;
+using namespace starling::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What each end of one connection saw of its handshake.
+struct Handshake {
+  Status server = Status::ok();
+  Status client = Status::ok();
+  net::PeerIdentity serverSaw;  // the client, as the server knows it
+  net::PeerIdentity clientSaw;  // the server, as the client knows it
+};
+
+// One TCP connection over 127.0.0.1 and a TLS handshake on both ends.
+Handshake connectOnce(std::shared_ptr<const net::TlsContext> serverTls,
+                      std::shared_ptr<const net::TlsContext> clientTls) {
+  constexpr auto kAsTuple = asio::experimental::as_tuple(asio::use_awaitable);
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  Handshake out;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto [ec, socket] = co_await acceptor.async_accept(kAsTuple);
+        if (ec) {
+          out.server = Status(StatusCode::kIo, ec.message());
+          co_return;
+        }
+        auto stream = net::TlsStream::create(std::move(socket), serverTls).value();
+        out.server = co_await stream->handshake();
+        out.serverSaw = stream->peer();
+        co_await stream->shutdown();
+      },
+      asio::detached);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        asio::ip::tcp::socket socket(io);
+        auto [ec] = co_await socket.async_connect(acceptor.local_endpoint(), kAsTuple);
+        if (ec) {
+          out.client = Status(StatusCode::kIo, ec.message());
+          co_return;
+        }
+        auto stream = net::TlsStream::create(std::move(socket), clientTls).value();
+        out.client = co_await stream->handshake();
+        out.clientSaw = stream->peer();
+        // Take the server's close_notify: a ticket sent after our last flight arrives
+        // before the server closes.
+        uint8_t byte = 0;
+        (void)co_await stream->readSome({&byte, 1});
+        stream->close();
+      },
+      asio::detached);
+  io.run();
+  return out;
+}
+
+std::shared_ptr<const net::TlsContext> serverContext(const Pki& pki, net::TlsOptions options = {}) {
+  return net::TlsContext::create(net::TlsRole::kServer, pki.serverIdentity(), {}, std::move(options)).value();
+}
+
+std::shared_ptr<const net::TlsContext> clientContext(const net::KeyPair& kp, const Pki& pki,
+                                                     net::TlsOptions options = {}) {
+  return net::TlsContext::create(net::TlsRole::kClient, {pki.ca.certPem, kp.certPem, kp.keyPem, {}}, "localhost",
+                                 std::move(options))
+      .value();
+}
+
+// Connects twice and returns what the second connection saw.
+Handshake reconnect(std::shared_ptr<const net::TlsContext> serverTls,
+                    std::shared_ptr<const net::TlsContext> clientTls) {
+  Handshake first = connectOnce(serverTls, clientTls);
+  REQUIRE(first.server.isOk());
+  REQUIRE(first.client.isOk());
+  return connectOnce(serverTls, clientTls);
+}
+
+// A handshake that succeeded as a full one and names `commonName` on the server.
+void checkFull(const Handshake& h, const std::string& commonName) {
+  REQUIRE(h.server.isOk());
+  REQUIRE(h.client.isOk());
+  CHECK_FALSE(h.serverSaw.resumed);
+  CHECK_FALSE(h.clientSaw.resumed);
+  CHECK(h.serverSaw.commonName == commonName);
+}
+
+// The kept session of `tls` with one byte of its ticket flipped, put back.
+void tamperWithTicket(const net::TlsContext& tls) {
+  std::vector<uint8_t> saved = tls.saveSession();
+  REQUIRE_FALSE(saved.empty());
+  mbedtls_ssl_session session;
+  mbedtls_ssl_session_init(&session);
+  REQUIRE(mbedtls_ssl_session_load(&session, saved.data(), saved.size()) == 0);
+  REQUIRE(session.ticket_len > 32);
+  session.ticket[session.ticket_len / 2] ^= 0x01;
+  std::size_t length = 0;
+  REQUIRE(mbedtls_ssl_session_save(&session, saved.data(), saved.size(), &length) == 0);
+  mbedtls_ssl_session_free(&session);
+  REQUIRE(tls.restoreSession(std::span<const uint8_t>(saved.data(), length)).isOk());
+}
+
+}  // namespace
+
+TEST_CASE("a reconnecting client resumes its session and is still its certificate's identity",
+          "[net][tls][resumption]") {
+  Pki pki;
+  const auto device = pki.client("client-7");
+  auto server = serverContext(pki);
+  auto client = clientContext(device, pki);
+
+  Handshake first = connectOnce(server, client);
+  checkFull(first, "client-7");
+
+  Handshake second = connectOnce(server, client);
+  REQUIRE(second.server.isOk());
+  REQUIRE(second.client.isOk());
+  CHECK(second.serverSaw.resumed);
+  CHECK(second.clientSaw.resumed);
+  // The identity after resumption is the one of the full handshake, field for field.
+  CHECK(second.serverSaw.commonName == first.serverSaw.commonName);
+  CHECK(second.serverSaw.role == first.serverSaw.role);
+  CHECK(second.serverSaw.fingerprint == first.serverSaw.fingerprint);
+  CHECK(second.clientSaw.commonName == "localhost");
+  CHECK(second.clientSaw.fingerprint == first.clientSaw.fingerprint);
+  CHECK(second.serverSaw.cipherSuite == first.serverSaw.cipherSuite);
+
+  SECTION("a third connection resumes from the ticket the second one brought") {
+    Handshake third = connectOnce(server, client);
+    REQUIRE(third.server.isOk());
+    CHECK(third.serverSaw.resumed);
+    CHECK(third.serverSaw.commonName == "client-7");
+  }
+  SECTION("two clients resume as themselves, not as each other") {
+    auto otherClient = clientContext(pki.client("client-8"), pki);
+    REQUIRE(connectOnce(server, otherClient).server.isOk());
+    Handshake other = connectOnce(server, otherClient);
+    Handshake again = connectOnce(server, client);
+    CHECK(other.serverSaw.resumed);
+    CHECK(other.serverSaw.commonName == "client-8");
+    CHECK(again.serverSaw.resumed);
+    CHECK(again.serverSaw.commonName == "client-7");
+  }
+  SECTION("a client with resumption off does a full handshake every time") {
+    net::TlsOptions off;
+    off.resumption = false;
+    auto plain = clientContext(device, pki, off);
+    checkFull(reconnect(server, plain), "client-7");
+    CHECK(plain->saveSession().empty());
+  }
+  SECTION("a server with resumption off issues no ticket and does full handshakes") {
+    net::TlsOptions off;
+    off.resumption = false;
+    checkFull(reconnect(serverContext(pki, off), clientContext(device, pki)), "client-7");
+  }
+}
+
+TEST_CASE("a revoked client's ticket is refused and its full handshake too", "[net][tls][resumption][revocation]") {
+  Pki pki;
+  const auto revoked = pki.client("client-1");
+  const auto kept = pki.client("client-2");
+  // One set of ticket keys for the coordinator before and after the revocation list
+  // changed: without the check on resumption the old ticket would let client-1 in.
+  auto keys = net::SessionTicketKeys::create(1h).value();
+  net::TlsOptions options;
+  options.ticketKeys = keys;
+  auto before = serverContext(pki, options);
+  auto revokedClient = clientContext(revoked, pki);
+  auto keptClient = clientContext(kept, pki);
+  REQUIRE(connectOnce(before, revokedClient).server.isOk());
+  REQUIRE(connectOnce(before, keptClient).server.isOk());
+
+  const auto now = std::chrono::system_clock::now();
+  pki.crlPem = net::updateRevocationList(pki.ca, "", {revoked.certPem}, now - 1h, now + 24h).value();
+  auto after = serverContext(pki, options);
+
+  Handshake refused = connectOnce(after, revokedClient);
+  CHECK_FALSE(refused.server.isOk());
+  CHECK_THAT(refused.server.message(), Catch::Contains("the certificate has been revoked"));
+  CHECK_FALSE(refused.client.isOk());
+  CHECK_FALSE(refused.serverSaw.resumed);
+
+  Handshake resumed = connectOnce(after, keptClient);
+  REQUIRE(resumed.server.isOk());
+  CHECK(resumed.serverSaw.resumed);
+  CHECK(resumed.serverSaw.commonName == "client-2");
+}
+
+TEST_CASE("a ticket that is not intact, unknown or expired falls back to a full handshake", "[net][tls][resumption]") {
+  Pki pki;
+  const auto device = pki.client("client-3");
+  auto client = clientContext(device, pki);
+
+  SECTION("tampered with") {
+    auto server = serverContext(pki);
+    REQUIRE(connectOnce(server, client).server.isOk());
+    tamperWithTicket(*client);
+    checkFull(connectOnce(server, client), "client-3");
+    // ... and the full handshake brought a good ticket again.
+    CHECK(connectOnce(server, client).serverSaw.resumed);
+  }
+  SECTION("sealed by another server's keys (a restarted coordinator)") {
+    REQUIRE(connectOnce(serverContext(pki), client).server.isOk());
+    checkFull(connectOnce(serverContext(pki), client), "client-3");
+  }
+  SECTION("older than the ticket lifetime") {
+    net::TlsOptions shortLived;
+    shortLived.ticketLifetime = 1s;
+    auto server = serverContext(pki, shortLived);
+    REQUIRE(connectOnce(server, client).server.isOk());
+    // mbedTLS counts ticket age in whole seconds: wait until it is past 1 s for sure.
+    std::this_thread::sleep_for(2100ms);
+    checkFull(connectOnce(server, client), "client-3");
+  }
+}
+
+TEST_CASE("the suite follows the cipher preference", "[net][tls]") {
+  Pki pki;
+  auto client = clientContext(pki.client("client-4"), pki);
+  net::TlsOptions aes;
+  aes.cipher = net::CipherPreference::kAesGcm;
+  net::TlsOptions chacha;
+  chacha.cipher = net::CipherPreference::kChaCha20;
+  CHECK(connectOnce(serverContext(pki, aes), client).serverSaw.cipherSuite ==
+        "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256");
+  CHECK(connectOnce(serverContext(pki, chacha), client).serverSaw.cipherSuite ==
+        "TLS-ECDHE-ECDSA-WITH-CHACHA20-POLY1305-SHA256");
+  const auto automatic = connectOnce(serverContext(pki), client).serverSaw.cipherSuite;
+  CHECK(automatic == (net::cpuHasAesInstructions() ? "TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256"
+                                                   : "TLS-ECDHE-ECDSA-WITH-CHACHA20-POLY1305-SHA256"));
+}
+
+TEST_CASE("the coordinator logs a client's second join as a resumed session of the same identity",
+          "[net][tls][resumption]") {
+  Pki pki;
+  RunningServer server(pki);
+  auto tls = pki.clientContext(pki.client("client-5"));
+  client::ClientOptions options;
+  options.coordinator = server.endpoint();
+  options.id = "client-5";
+  options.numExamples = 100;
+  const auto join = [&] {
+    return runCoroutine(
+        [&](asio::any_io_executor ex) { return client::joinAndLeave(ex, tls, options, quietLogger()); });
+  };
+  auto first = join();
+  REQUIRE(first.isOk());
+  REQUIRE(server.waitFor([&] { return server.counters().joined == 1; }));
+  CHECK_FALSE(server.log().contains("resumed session"));
+  auto second = join();
+  REQUIRE(second.isOk());
+  CHECK(second->clientId == "client-5");
+  CHECK(server.waitFor(
+      [&] { return server.log().contains("client-5 joined") && server.log().contains("resumed session"); }));
+}

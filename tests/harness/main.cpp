@@ -1,13 +1,15 @@
 // starling-sim: runs strategies side by side on a simulated fleet.
 //
 //   starling-sim --config examples/sim/strategies.toml --out sim-out [--only a,b] [--KEY VALUE ...]
+//   mpirun -n R starling-sim --config ...   (the clients trained on R ranks; rank 0 writes
+//                                            the same files, docs/simulation.md "On MPI")
 //   starling-sim two-step (--data FILE | --power-law) [--workers W] [--servers S] ...
 //                                             (two_step_command.hpp)
 //   starling-sim predict --profile FILE [--clients N] [--tau T] ...  (predict_command.hpp)
 //
 // Writes, under --out: <strategy>.csv (one row per round), summary.txt (also
-// printed) and report.svg (accuracy against bytes and against virtual time). A
-// progress line on stderr while it runs.
+// printed), wall.txt (each strategy's wall and CPU seconds) and report.svg (accuracy
+// against bytes and against virtual time). A progress line on stderr while it runs.
 
 #include <fmt/format.h>
 
@@ -18,6 +20,7 @@
 #include <sstream>
 
 #include "predict_command.hpp"
+#include "ranks.hpp"
 #include "sim_config.hpp"
 #include "two_step_command.hpp"
 
@@ -39,6 +42,9 @@ bool writeFile(const std::filesystem::path& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sim::Ranks ranks(argc, argv);
+  // Every rank reads the same settings and loads the same fleet; only rank 0 prints and writes.
+  const bool lead = ranks.rank() == 0;
   CLI::App app{"starling-sim: the coordinator's RoundEngine and the client runtime on a simulated fleet"};
   app.option_defaults()->always_capture_default();
   std::string configFile, outDir = "sim-out", only;
@@ -56,8 +62,9 @@ int main(int argc, char** argv) {
   sim::PredictCommand predict;
   CLI::App* predictApp = sim::addPredictCommand(app, predict);
   CLI11_PARSE(app, argc, argv);
-  if (twoStepApp->parsed()) return sim::runTwoStepCommand(twoStep);
-  if (predictApp->parsed()) return sim::runPredictCommand(predict);
+  if (twoStepApp->parsed()) return lead ? sim::runTwoStepCommand(twoStep) : 0;
+  if (predictApp->parsed()) return lead ? sim::runPredictCommand(predict) : 0;
+  if (!lead) quiet = true;
 
   std::vector<sim::Strategy> strategies;
   if (!configFile.empty()) {
@@ -95,7 +102,7 @@ int main(int argc, char** argv) {
   for (auto& s : strategies)
     s.task.model = fleet->modelSpec();
   std::error_code ec;
-  std::filesystem::create_directories(outDir, ec);
+  if (lead) std::filesystem::create_directories(outDir, ec);
   if (ec) return fail("cannot create " + outDir + ": " + ec.message());
 
   std::vector<sim::StrategyResult> results;
@@ -108,17 +115,29 @@ int main(int argc, char** argv) {
                                r.accuracy ? fmt::format("{:.2f}%", *r.accuracy * 100) : "-", r.tau)
                 << std::flush;
     };
-    auto result = sim::runStrategy(*fleet, strategy, progress);
+    auto result = sim::runStrategy(*fleet, strategy, progress, &ranks);
     if (!quiet) std::cerr << "\n";
-    if (!result) return fail("strategy '" + strategy.name + "': " + result.status().message());
+    if (!result) {
+      fail((ranks.size() > 1 ? fmt::format("rank {}: ", ranks.rank()) : "") + "strategy '" + strategy.name +
+           "': " + result.status().message());
+      if (ranks.size() > 1) ranks.abort(1);  // the other ranks wait for messages that will not come
+      return 1;
+    }
+    if (!lead) continue;
     const auto csv = std::filesystem::path(outDir) / (strategy.name + ".csv");
     if (!writeFile(csv, sim::roundsCsv(*result))) return fail("cannot write " + csv.string());
     results.push_back(std::move(*result));
   }
+  if (!lead) return 0;
+  // Wall time of each strategy's rounds (data loading excluded), for bench/sim_mpi.sh.
+  std::string walls = "strategy rounds wall_s cpu_s\n";
+  for (const auto& r : results)
+    walls += fmt::format("{} {} {:.3f} {:.3f}\n", r.name, r.rounds.size(), r.wallSeconds, r.cpuSeconds);
   const std::string summary = sim::summaryTable(results, settings.targetAccuracy);
   std::cout << summary;
   const auto dir = std::filesystem::path(outDir);
   if (!writeFile(dir / "summary.txt", summary)) return fail("cannot write summary.txt");
+  if (!writeFile(dir / "wall.txt", walls)) return fail("cannot write wall.txt");
   if (!writeFile(dir / "report.svg", sim::reportSvg(results, settings.targetAccuracy)))
     return fail("cannot write report.svg");
   std::cerr << "wrote " << (dir / "report.svg").string() << ", summary.txt and one CSV per strategy\n";

@@ -52,7 +52,8 @@
 //   latency. Without capacities (0, the default) a message costs only its client's link.
 //
 // Deterministic: the same settings and seed give the same rows, bit for bit, on
-// one machine. Single-threaded.
+// one machine. Single-threaded; under mpirun (docs/simulation.md "On MPI") the clients
+// train on several processes, with the same rows (runStrategy).
 
 #include <cstdint>
 #include <functional>
@@ -187,6 +188,7 @@ struct RoundRow {
   uint64_t edgeBytesUp = 0;   // with relays: frames between the relays and their clients
   uint64_t edgeBytesDown = 0;
   uint64_t totalBytes = 0;         // cumulative, both ways, both tiers, since the start
+  uint64_t modelChecksum = 0;      // the engine's model when the round ended (RoundEngine::modelChecksum)
   std::optional<double> accuracy;  // on the test sample, when evaluated (classification, binary)
   std::optional<double> testLoss;
   std::optional<double> auc;       // binary
@@ -220,7 +222,8 @@ struct StrategyResult {
   std::string name;
   std::vector<RoundRow> rounds;
   double wallSeconds = 0;
-  std::string stopped;  // why it ended before its rounds, "" when it finished
+  double cpuSeconds = 0;  // this process's CPU time over the same span (rank 0's under mpirun)
+  std::string stopped;    // why it ended before its rounds, "" when it finished
   // task.standardize: the statistics round's scaling (the daemon's merge over every
   // client's training examples), its participants and their examples.
   data::FeatureScaling scaling;
@@ -304,10 +307,15 @@ int64_t transferMicros(uint64_t bytes, int64_t startUs, double mbps, double late
 double computeSeconds(double flopsPerExample, uint64_t trainedExamples, uint64_t forwardOnlyExamples,
                       double flopsPerSecond);
 
+class Ranks;  // ranks.hpp
+
 // Runs one strategy on the fleet. onRound, when set, sees every row as it is made
-// (the progress line).
+// (the progress line). With `ranks` of more than one rank (mpirun; docs/simulation.md
+// "On MPI") every rank calls it for every strategy, in the same order: rank 0 returns
+// the rows, bit for bit those of one process; the others train their clients (client i
+// on rank i mod R) and return no rows.
 Result<StrategyResult> runStrategy(const Fleet& fleet, const Strategy& strategy,
-                                   const std::function<void(const RoundRow&)>& onRound = {});
+                                   const std::function<void(const RoundRow&)>& onRound = {}, Ranks* ranks = nullptr);
 
 // Output (report.cpp).
 std::string roundsCsv(const StrategyResult& result);

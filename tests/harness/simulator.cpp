@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <list>
 #include <map>
 #include <memory>
@@ -29,6 +30,7 @@
 #include "engine/vocabulary.hpp"
 #include "export.hpp"
 #include "placement.hpp"  // sim.relay-placement
+#include "ranks.hpp"
 #include "sim.hpp"
 #include "task.hpp"  // relay::downstreamTask
 
@@ -143,9 +145,36 @@ struct ClientState {
   std::size_t windowIndex = 0;
 };
 
+// Client i's side of one round: its Learner trained it (Run::trainClient).
+struct ClientRound {
+  data::Dataset shard;                         // its examples (empty when it trains a compact model)
+  std::shared_ptr<const model::RowView> view;  // its rows, for a compact model
+  std::shared_ptr<client::LearnerTask> task;
+  const data::Dataset* heldOut = nullptr;  // evaluated on, when asked
+  std::optional<client::LocalUpdate> update;
+  uint64_t probe = 0;  // the loss probe's examples
+  int64_t computeUs = 0;
+};
+
+// Under MPI: an assignment whose training waits for the end of its batch of actions
+// (Run::flush), with what its event needs to be queued as if trained at once.
+struct TrainJob {
+  std::size_t client = 0;
+  uint64_t seq = 0;  // the event's place, taken when it was assigned
+  uint64_t assignment = 0;
+  int64_t atUs = 0, downUs = 0;
+  wire::Frame frame;  // the RoundAssign frame the client reads
+};
+
+// The kinds of rank 0's messages to the others (Run::flush, Run::serve).
+enum class RankMessage : uint8_t { kTrain = 1, kDone = 2 };
+
 class Run {
  public:
-  Run(const Fleet& fleet, const Strategy& strategy) : fleet_(fleet), strategy_(strategy) {}
+  // ranks: null or one rank: every client trains here, as assigned. More: rank 0 runs
+  // the engine and trains its share, the others only train theirs (Run::serve).
+  Run(const Fleet& fleet, const Strategy& strategy, Ranks* ranks)
+      : fleet_(fleet), strategy_(strategy), ranks_(ranks && ranks->size() > 1 ? ranks : nullptr) {}
 
   Result<StrategyResult> go(const std::function<void(const RoundRow&)>& onRound);
 
@@ -192,6 +221,21 @@ class Run {
   // Client i trains the round `a` assigns (the message a device would read) from the
   // engine's model, which it holds once caught up.
   Status train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs);
+  // Client i's Learner trains the round `a` assigns from `engineModel` (the model of
+  // its server's engine), on whichever rank owns it.
+  Result<ClientRound> trainClient(std::size_t i, const wire::RoundAssignMsg& a, std::span<const float> engineModel);
+  // Everything up to the event loop, alike on every rank.
+  Status setUp();
+  // Under MPI: trains the batch's jobs_ on their ranks, all at once, then queues their
+  // updates in the order they were assigned.
+  Status flush();
+  // A rank other than 0: trains what rank 0 sends until it says the run is done.
+  Status serve();
+  // The update a client sent, as rank 0 reads it from the frame.
+  Status received(const TrainJob& job, int64_t computeUs, std::span<const uint8_t> frame);
+  // Its client's Update frame, and the compute time of its round.
+  Result<std::pair<int64_t, wire::Frame>> trainJob(std::size_t i, std::span<const uint8_t> assignFrame,
+                                                   std::span<const float> engineModel);
   // Client i is about to train with error feedback or overlap: its model-sized state
   // (uplink memory, overlap's local model and anchor) becomes the most recently used; a
   // client without it gets room, the least recently used state with nothing pending
@@ -199,10 +243,10 @@ class Run {
   void useMemory(std::size_t i);
   void settle(std::size_t i, uint64_t round, bool accepted);
   void push(int64_t atUs, Event::Kind kind, std::size_t client, uint64_t assignment = 0, uint32_t node = 0,
-            bool relay = false) {
+            bool relay = false, std::optional<uint64_t> seq = std::nullopt) {
     Event e;
     e.atUs = atUs;
-    e.seq = seq_++;
+    e.seq = seq ? *seq : seq_++;
     e.kind = kind;
     e.client = client;
     e.assignment = assignment;
@@ -229,7 +273,10 @@ class Run {
   const data::Dataset& test() const { return scaledTest_ ? *scaledTest_ : fleet_.test(); }
 
   const Fleet& fleet_;
-  Strategy strategy_;  // a copy: an imported round-0 model turns clientsInitialize off
+  Strategy strategy_;       // a copy: an imported round-0 model turns clientsInitialize off
+  Ranks* ranks_ = nullptr;  // set only with more than one rank
+  std::vector<TrainJob> jobs_;
+  std::vector<ByteWriter> settles_;  // per rank: verdicts not yet sent with a batch
   const SimSettings& s() const { return fleet_.settings(); }
   std::unique_ptr<coordinator::RoundEngine> engine_;
   std::optional<model::Model> evalModel_;
@@ -342,20 +389,31 @@ void Run::useMemory(std::size_t i) {
 }
 
 void Run::settle(std::size_t i, uint64_t round, bool accepted) {
+  if (ranks_ && ranks_->rank() == 0 && ranks_->ownerOf(i) != 0) {  // it reaches the owner before its next round
+    ByteWriter& w = settles_[static_cast<std::size_t>(ranks_->ownerOf(i))];
+    w.put<uint64_t>(i);
+    w.put<uint64_t>(round);
+    w.put<uint8_t>(accepted ? 1 : 0);
+    return;
+  }
   auto it = state_.find(i);
   if (it == state_.end() || round == 0 || !it->second.learner) return;
   it->second.learner->settle(round, accepted);
 }
 
-Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) {
+Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& a, std::span<const float> engineModel) {
   const Fleet::Client& fc = fleet_.clients()[i];
   ClientState& c = state_[i];
+  ClientRound r;
   // A client with rows trains its compact model over its examples' rows, from the view
   // of the engine's model.
-  const std::shared_ptr<const model::RowView> view = c.rows ? c.rows->view() : nullptr;
-  const data::Dataset shard = view ? data::Dataset() : train().subset(fc.examples);
+  r.view = c.rows ? c.rows->view() : nullptr;
+  const std::shared_ptr<const model::RowView>& view = r.view;
+  if (!view) r.shard = train().subset(fc.examples);
+  const data::Dataset& shard = r.shard;
   const uint32_t node = nodeOf(i);
-  const std::shared_ptr<client::LearnerTask>& task = view ? c.compactTask : taskOf(node);
+  r.task = view ? c.compactTask : taskOf(node);
+  const std::shared_ptr<client::LearnerTask>& task = r.task;
   if (!c.learner) {
     client::LearnerOptions lo{client::clientSeed(0, clientId(i))};
     lo.batchLog = export_ ? export_->batchLog() : nullptr;
@@ -370,9 +428,9 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
     if (!c.heldOut) c.heldOut.emplace(train().subset(fc.heldOut));
     heldOut = &*c.heldOut;
   }
-  const std::vector<float> viewBase = view ? view->gather(engineOf(node).model()) : std::vector<float>();
-  auto update = view ? c.learner->train(a, viewBase, *c.compactShard, heldOut)
-                     : c.learner->train(a, engineOf(node).model(), shard, heldOut);
+  const std::vector<float> viewBase = view ? view->gather(engineModel) : std::vector<float>();
+  auto update =
+      view ? c.learner->train(a, viewBase, *c.compactShard, heldOut) : c.learner->train(a, engineModel, shard, heldOut);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
@@ -388,7 +446,26 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   const double seconds =
       computeSeconds(fleet_.flopsPerExample(), stats.examples,
                      stats.scoredExamples + 2 * probe + (heldOut ? heldOut->size() : 0), fc.flopsPerSecond);
-  const int64_t computeUs = static_cast<int64_t>(std::llround(seconds * 1e6));
+  r.computeUs = static_cast<int64_t>(std::llround(seconds * 1e6));
+  r.heldOut = heldOut;
+  r.probe = probe;
+  r.update.emplace(std::move(*update));
+  return r;
+}
+
+Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) {
+  auto r = trainClient(i, a, engineOf(nodeOf(i)).model());
+  if (!r) return r.status();
+  const Fleet::Client& fc = fleet_.clients()[i];
+  ClientState& c = state_[i];
+  const uint32_t node = nodeOf(i);
+  const std::shared_ptr<const model::RowView>& view = r->view;
+  const data::Dataset& shard = r->shard;
+  const data::Dataset* heldOut = r->heldOut;
+  const uint64_t probe = r->probe;
+  const int64_t computeUs = r->computeUs;
+  const client::LocalUpdate* update = &*r->update;
+  const bool overlap = r->task->overlap() > 0;
   // When the update leaves: after the assignment arrived and the steps ran. With overlap
   // (docs/simulation.md) the steps of a continuing client ran in the background since its
   // last update left, so it leaves at max(assignment arrived, background done) (plus the
@@ -447,7 +524,7 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a, uint32_t nod
   ClientState& c = state_[i];
   const wire::RoundAssignMsg message =
       coordinator::assignmentMessage(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
-  const wire::Frame frame = wire::encode(message);
+  wire::Frame frame = wire::encode(message);
   countBytes(node, false, frame.size());
   const Fleet::Client& fc = fleet_.clients()[i];
   const int64_t downUs = transfer(frame.size(), nowUs_, fc.downlinkMbps, latencyMs(i), &linkOut(node)) - nowUs_;
@@ -463,6 +540,17 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a, uint32_t nod
                                        static_cast<uint64_t>(double(a.tau) * strategy_.task.batchSize * a.batchScale),
                                        0, fc.flopsPerSecond);
     push(nowUs_ + static_cast<int64_t>(when * (double(downUs) + work * 1e6)), Event::Kind::kDropOut, i, c.assignments);
+    return Status::ok();
+  }
+  if (ranks_) {  // trained with the rest of the batch; its event keeps its place
+    TrainJob job;
+    job.client = i;
+    job.seq = seq_++;
+    job.assignment = c.assignments;
+    job.atUs = nowUs_;
+    job.downUs = downUs;
+    job.frame = std::move(frame);
+    jobs_.push_back(std::move(job));
     return Status::ok();
   }
   return train(i, message, downUs);
@@ -682,6 +770,8 @@ Status Run::relayQuiet(std::size_t r, const std::string& reason) {
 
 Status Run::perform(std::vector<Action> actions, uint32_t node) {
   STARLING_RETURN_IF_ERROR(performActions(std::move(actions), node));
+  if (finished_) jobs_.clear();  // nothing will read their updates
+  STARLING_RETURN_IF_ERROR(flush());
   return node == 0 ? Status::ok() : relayCheckHeld(node - 1);
 }
 
@@ -693,10 +783,12 @@ Status Run::performActions(std::vector<Action> actions, uint32_t node) {
       STARLING_RETURN_IF_ERROR(toRelays ? assignRelay(relayIndex(a->clientId), a->assignment)
                                         : assign(clientIndex(a->clientId), a->assignment, node));
     } else if (auto* v = std::get_if<coordinator::Verdict>(&act)) {
-      if (toRelays)
+      if (toRelays) {
         relays_[relayIndex(v->clientId)].learner->settle(v->verdict.round, v->verdict.accepted);
-      else
+      } else {
+        STARLING_RETURN_IF_ERROR(flush());  // the verdict comes after the rounds assigned before it
         settle(clientIndex(v->clientId), v->verdict.round, v->verdict.accepted);
+      }
     } else if (auto* w = std::get_if<coordinator::WakeAt>(&act)) {
       push(w->atMs * 1000, Event::Kind::kWake, 0, 0, node);
     } else if (auto* ended = std::get_if<coordinator::RoundEnded>(&act)) {
@@ -715,6 +807,7 @@ Status Run::performActions(std::vector<Action> actions, uint32_t node) {
       row.edgeBytesUp = edgeUp_;
       row.edgeBytesDown = edgeDown_;
       row.totalBytes = totalBytes_;
+      row.modelChecksum = engine_->modelChecksum();
       row.trainLoss = sum.trainLossStart;
       row.tau = sum.tau;
       row.uplinkDensity = sum.uplinkDensity;
@@ -849,9 +942,7 @@ Status Run::offerRows(std::size_t i) {
   return Status::ok();
 }
 
-Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRound) {
-  const auto wallStart = std::chrono::steady_clock::now();
-  onRound_ = onRound;
+Status Run::setUp() {
   result_.name = strategy_.name;
   Strategy& dc = strategy_;
   STARLING_RETURN_IF_ERROR(coordinator::validateTask(dc.engine, dc.task));
@@ -883,6 +974,37 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   // After evalModel_: sparse relays and their placement read the clients' row sets.
   if (tiers_.relays > 0) STARLING_RETURN_IF_ERROR(setUpRelays(evalModel_->params()));
   if (coordinator::needsStatisticsRound(dc.task)) STARLING_RETURN_IF_ERROR(statisticsRound());
+  if (!ranks_) return Status::ok();
+  // What keeps per-client state that rank 0 would have to read (the uplink memories'
+  // eviction, overlap's timing, compact models, relays, the export) stays in one process.
+  const char* why = nullptr;
+  if (tiers_.relays > 0)
+    why = "relays (sim.relays)";
+  else if (s().rowBucket > 0)
+    why = "clients offering rows (sim.row-bucket)";
+  else if (task_->overlap() > 0)
+    why = "Overlap Local-SGD (train.overlap)";
+  else if (!s().exportDir.empty())
+    why = "sim.export-dir";
+  else if (task_->errorFeedback() && s().efClients < fleet_.clients().size())
+    why = "error feedback with sim.ef-clients below sim.clients (its eviction order is rank 0's)";
+  if (why)
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("strategy '{}': {} runs in one process: start it without mpirun", strategy_.name, why));
+  settles_.resize(static_cast<std::size_t>(ranks_->size()));
+  return Status::ok();
+}
+
+Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRound) {
+  const auto wallStart = std::chrono::steady_clock::now();
+  const std::clock_t cpuStart = std::clock();
+  onRound_ = onRound;
+  STARLING_RETURN_IF_ERROR(setUp());
+  if (ranks_ && ranks_->rank() != 0) {
+    STARLING_RETURN_IF_ERROR(serve());
+    return std::move(result_);
+  }
+  const Strategy& dc = strategy_;
   rng_.seed(mixSeed(s().seed, 0xd509));
 
   const int64_t rejoinUs = (s().rejoinMs > 0 ? s().rejoinMs : dc.engine.deadlineMs) * 1000;
@@ -1019,15 +1141,184 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
     }
   }
   result_.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
+  result_.cpuSeconds = double(std::clock() - cpuStart) / CLOCKS_PER_SEC;
   return std::move(result_);
+}
+
+Status Run::flush() {
+  if (jobs_.empty()) return Status::ok();
+  std::vector<TrainJob> jobs = std::move(jobs_);
+  jobs_.clear();
+  const auto ranks = static_cast<std::size_t>(ranks_->size());
+  // Each rank's batch: its verdicts, the engine's model, its clients' RoundAssign frames.
+  std::vector<ByteWriter> batches(ranks);
+  std::vector<std::vector<std::size_t>> owned(ranks);
+  for (std::size_t k = 0; k < jobs.size(); ++k)
+    owned[static_cast<std::size_t>(ranks_->ownerOf(jobs[k].client))].push_back(k);
+  for (std::size_t r = 1; r < ranks; ++r) {
+    if (owned[r].empty()) continue;
+    ByteWriter& w = batches[r];
+    w.put(RankMessage::kTrain);
+    w.putBytes(settles_[r].take());
+    w.putFloats(engine_->model());
+    w.put<uint64_t>(owned[r].size());
+    for (std::size_t k : owned[r]) {
+      w.put<uint64_t>(jobs[k].client);
+      w.putBytes(jobs[k].frame.bytes());
+    }
+    ranks_->send(static_cast<int>(r), w.take());
+  }
+  // Rank 0's own share, while the others train theirs.
+  std::vector<std::pair<int64_t, std::vector<uint8_t>>> results(jobs.size());
+  for (std::size_t k : owned[0]) {
+    auto done = trainJob(jobs[k].client, jobs[k].frame.bytes(), engine_->model());
+    if (!done) return done.status();
+    results[k] = {done->first, done->second.toVector()};
+  }
+  ranks_->waitSends();
+  for (std::size_t r = 1; r < ranks; ++r) {
+    if (owned[r].empty()) continue;
+    const std::vector<uint8_t> reply = ranks_->receive(static_cast<int>(r));
+    ByteReader in(reply, fmt::format("rank {}'s updates", r));
+    auto failed = in.get<uint8_t>();
+    if (!failed) return failed.status();
+    if (*failed) {
+      auto why = in.getBytes();
+      if (!why) return why.status();
+      return Status(StatusCode::kInternal, fmt::format("rank {}: {}", r, std::string(why->begin(), why->end())));
+    }
+    for (std::size_t k : owned[r]) {
+      auto computeUs = in.get<int64_t>();
+      if (!computeUs) return computeUs.status();
+      auto frame = in.getBytes();
+      if (!frame) return frame.status();
+      results[k] = {*computeUs, std::vector<uint8_t>(frame->begin(), frame->end())};
+    }
+  }
+  for (std::size_t k = 0; k < jobs.size(); ++k)
+    STARLING_RETURN_IF_ERROR(received(jobs[k], results[k].first, results[k].second));
+  return Status::ok();
+}
+
+Result<std::pair<int64_t, wire::Frame>> Run::trainJob(std::size_t i, std::span<const uint8_t> assignFrame,
+                                                      std::span<const float> engineModel) {
+  if (assignFrame.size() < wire::kFrameHeaderBytes)
+    return Status(StatusCode::kMalformed, fmt::format("client {}'s assignment: a short frame", i));
+  auto verified = wire::Message::parse({assignFrame.begin() + wire::kFrameHeaderBytes, assignFrame.end()});
+  if (!verified) return verified.status().withContext(fmt::format("client {}'s assignment", i));
+  auto a = wire::parseRoundAssign(*verified);
+  if (!a) return a.status().withContext(fmt::format("client {}'s assignment", i));
+  auto r = trainClient(i, *a, engineModel);
+  if (!r) return r.status();
+  wire::UpdateMsg message = r->update->message();
+  message.durationMs = static_cast<uint32_t>(r->computeUs / 1000);
+  return std::make_pair(r->computeUs, wire::encode(message));
+}
+
+Status Run::received(const TrainJob& job, int64_t computeUs, std::span<const uint8_t> frame) {
+  const std::size_t i = job.client;
+  const std::string who = fmt::format("client {}'s update", i);
+  if (frame.size() < wire::kFrameHeaderBytes) return Status(StatusCode::kMalformed, who + ": a short frame");
+  auto verified = wire::Message::parse({frame.begin() + wire::kFrameHeaderBytes, frame.end()});
+  if (!verified) return verified.status().withContext(who);
+  auto u = wire::parseUpdate(*verified);
+  if (!u) return u.status().withContext(who);
+  // As the coordinator reads it (Federation::update), and as incoming() makes it.
+  coordinator::IncomingUpdate in;
+  if (!u->delta) return Status(StatusCode::kMalformed, who + ": compressed tensor is missing");
+  STARLING_RETURN_IF_ERROR(
+      coordinator::decodeUpdate(*u->delta, nullptr, static_cast<uint32_t>(engine_->model().size()), in.delta)
+          .withContext(who));
+  in.round = u->round;
+  in.baseRound = u->baseRound;
+  in.examples = u->examples;
+  in.steps = u->steps;
+  in.lossStart = u->lossStart;
+  in.lossEnd = u->lossEnd;
+  in.durationMs = std::max<uint32_t>(1, u->durationMs);
+  in.bytesWire = u->delta->byteSize();
+  in.evalStats = u->evalStats;
+  ClientState& c = state_[i];
+  c.inFlight = std::move(in);
+  c.inFlightFrameBytes = frame.size();
+  const Fleet::Client& fc = fleet_.clients()[i];
+  const int64_t leavesUs = job.atUs + job.downUs + computeUs;
+  if (linkIn(0).mbps > 0)
+    push(leavesUs, Event::Kind::kUpdateLeaves, i, job.assignment, 0, false, job.seq);
+  else
+    push(leavesUs + linkMicros(frame.size(), fc.uplinkMbps, latencyMs(i)), Event::Kind::kUpdateArrives, i,
+         job.assignment, 0, false, job.seq);
+  return Status::ok();
+}
+
+Status Run::serve() {
+  for (;;) {
+    const std::vector<uint8_t> bytes = ranks_->receive(0);
+    ByteReader in(bytes, "rank 0's batch");
+    auto kind = in.get<RankMessage>();
+    if (!kind) return kind.status();
+    if (*kind == RankMessage::kDone) return Status::ok();
+    ByteWriter out;
+    Status st = [&]() -> Status {
+      auto settles = in.getBytes();
+      if (!settles) return settles.status();
+      ByteReader verdicts(*settles, "rank 0's verdicts");
+      for (std::size_t k = 0; k < settles->size() / 17; ++k) {
+        auto i = verdicts.get<uint64_t>();
+        auto round = verdicts.get<uint64_t>();
+        auto accepted = verdicts.get<uint8_t>();
+        if (!i || !round || !accepted) return Status(StatusCode::kMalformed, "rank 0's verdicts end early");
+        settle(*i, *round, *accepted != 0);
+      }
+      auto model = in.getFloats();
+      if (!model) return model.status();
+      auto count = in.get<uint64_t>();
+      if (!count) return count.status();
+      out.put<uint8_t>(0);
+      for (uint64_t k = 0; k < *count; ++k) {
+        auto i = in.get<uint64_t>();
+        if (!i) return i.status();
+        auto frame = in.getBytes();
+        if (!frame) return frame.status();
+        if (*i >= fleet_.clients().size())
+          return Status(StatusCode::kMalformed,
+                        fmt::format("rank 0 assigned client {} of {}", *i, fleet_.clients().size()));
+        auto done = trainJob(*i, *frame, *model);
+        if (!done) return done.status();
+        out.put<int64_t>(done->first);
+        out.putBytes(done->second.bytes());
+      }
+      return Status::ok();
+    }();
+    if (!st) {
+      ByteWriter failed;
+      failed.put<uint8_t>(1);
+      const std::string why = st.message();
+      failed.putBytes({reinterpret_cast<const uint8_t*>(why.data()), why.size()});
+      ranks_->send(0, failed.take());
+      ranks_->waitSends();
+      return st;
+    }
+    ranks_->send(0, out.take());
+    ranks_->waitSends();
+  }
 }
 
 }  // namespace
 
 Result<StrategyResult> runStrategy(const Fleet& fleet, const Strategy& strategy,
-                                   const std::function<void(const RoundRow&)>& onRound) {
-  Run run(fleet, strategy);
-  return run.go(onRound);
+                                   const std::function<void(const RoundRow&)>& onRound, Ranks* ranks) {
+  Run run(fleet, strategy, ranks);
+  auto result = run.go(onRound);
+  if (ranks && ranks->size() > 1 && ranks->rank() == 0) {  // the others wait for the next strategy
+    for (int r = 1; r < ranks->size(); ++r) {
+      ByteWriter w;
+      w.put(RankMessage::kDone);
+      ranks->send(r, w.take());
+    }
+    ranks->waitSends();
+  }
+  return result;
 }
 
 }  // namespace starling::sim

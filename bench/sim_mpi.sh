@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# bench/sim_mpi.sh: starling-sim with 1 and 2 MPI ranks on bench/sim_mpi.toml (training
+# dominates): rounds per second of each, median of RUNS runs each, alternating, and
+# whether every round's row (model checksum, bytes, accuracy) is the same bytes.
+#   bench/sim_mpi.sh STARLING_SIM [RUNS]    (scripts/bench scale runs it)
+set -euo pipefail
+sim=$1
+runs=${2:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+command -v mpirun >/dev/null || { echo "bench/sim_mpi.sh: mpirun is missing (scripts/setup installs openmpi-bin)" >&2; exit 1; }
+mpi=(mpirun)
+[[ $(id -u) == 0 ]] && mpi+=(--allow-run-as-root)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# Rounds per second of a run: every strategy's rounds over their wall seconds (wall.txt:
+# the event loops only, not the data loading), and over rank 0's CPU seconds. On a busy
+# machine the wall rate measures the share the scheduler gave the run (with autogroup
+# scheduling all ranks of one mpirun share one); rank 0 does the serial work and its
+# share of the training and sleeps while it waits, so its CPU rate is the rate an idle
+# machine would give.
+rate() { awk 'NR > 1 { n += $2; s += $3 } END { printf "%.4f", n / s }' "$1/wall.txt"; }
+cpurate() { awk 'NR > 1 { n += $2; s += $4 } END { printf "%.4f", n / s }' "$1/wall.txt"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+identical=1
+one=() two=() cpu1=() cpu2=()
+printf '%-4s %-6s %12s %10s %16s %s\n' run ranks rounds/s wall_s "rounds/cpu-s r0" "load (1 min)"
+for k in $(seq 1 "$runs"); do
+  for r in 1 2; do
+    dir=$out/r$r-$k
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    if [[ $r == 1 ]]; then
+      "$sim" --config "$here/sim_mpi.toml" --out "$dir" --quiet 2>&1 >/dev/null | { grep -v "^wrote " >&2 || true; }
+    else
+      "${mpi[@]}" -n "$r" "$sim" --config "$here/sim_mpi.toml" --out "$dir" --quiet 2>&1 >/dev/null | { grep -v "^wrote " >&2 || true; }
+    fi
+    v=$(rate "$dir")
+    c=$(cpurate "$dir")
+    printf '%-4s %-6s %12s %10s %16s %s\n' "$k" "$r" "$v" "$(awk 'NR > 1 { s += $3 } END { printf "%.1f", s }' "$dir/wall.txt")" \
+      "$c" "$load"
+    if [[ $r == 1 ]]; then
+      one+=("$v")
+      cpu1+=("$c")
+    else
+      two+=("$v")
+      cpu2+=("$c")
+    fi
+    for csv in "$out/r1-1"/*.csv; do
+      cmp -s "$csv" "$dir/$(basename "$csv")" || identical=0
+    done
+  done
+done
+m1=$(printf '%s\n' "${one[@]}" | median)
+m2=$(printf '%s\n' "${two[@]}" | median)
+c1=$(printf '%s\n' "${cpu1[@]}" | median)
+c2=$(printf '%s\n' "${cpu2[@]}" | median)
+speedup=$(awk -v a="$m1" -v b="$m2" 'BEGIN { printf "%.2f", b / a }')
+cpuspeedup=$(awk -v a="$c1" -v b="$c2" 'BEGIN { printf "%.2f", b / a }')
+echo "median rounds/s: 1 rank $m1, 2 ranks $m2; per CPU-second of rank 0: $c1, $c2" \
+  "($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "summary: mpi_identical=$identical mpi_speedup_2=$speedup mpi_speedup_2_cpu=$cpuspeedup"

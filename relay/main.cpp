@@ -195,9 +195,10 @@ class Downstream {
       for (float v : learner.memory())
         left += double(v) * double(v);
       if (left > 0)
-        log_->warn("round {}: the flushing update leaves uplink memory of norm {:.3g}; it is dropped when the relay "
-                   "joins again with its new rows",
-                   assign.round, std::sqrt(left));
+        log_->warn(
+            "round {}: the flushing update leaves uplink memory of norm {:.3g}; it is dropped when the relay "
+            "joins again with its new rows",
+            assign.round, std::sqrt(left));
     }
     // Its clients and their rows go up when they changed, for the coordinator's placement.
     std::vector<wire::MemberRowsMsg> members;

@@ -125,8 +125,8 @@ struct Store::Impl {
   std::unique_ptr<sqlite::Statement> selectClients;
   std::unique_ptr<sqlite::Statement> selectClientFigures;
   std::unique_ptr<sqlite::Statement> updateClientFigures;
-  std::unique_ptr<sqlite::Statement> insertRefusal;   // null on a version-1 or -2 database read as it is
-  std::unique_ptr<sqlite::Statement> selectRefusals;  // likewise
+  std::unique_ptr<sqlite::Statement> insertRefusal;     // null on a version-1 or -2 database read as it is
+  std::unique_ptr<sqlite::Statement> selectRefusals;    // likewise
   std::unique_ptr<sqlite::Statement> insertPlacement;   // null on a database older than version 10 read as it is
   std::unique_ptr<sqlite::Statement> selectPlacements;  // likewise
   // checkpoints.cpp

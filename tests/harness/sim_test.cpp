@@ -1156,6 +1156,26 @@ namespace starling::sim {
 // (client::offerRows, coordinator::ClientRowSet, the engine's view catch-up). Clients
 // training the compact model of their rows learn what clients training the whole model
 // learn, on power-law LIBSVM data written here, while the coordinator's frames shrink.
+// A sparse binary task's settings: the LIBSVM texts written to files named NAME-train
+// and NAME-test, N clients by `partition`, rows offered in buckets of 1, no dropouts.
+SimSettings sparseSettings(const std::string& name, const std::string& train, const std::string& test, uint32_t clients,
+                           const std::string& partition) {
+  SimSettings s;
+  s.data = writeFile(name + "-train.libsvm", train);
+  s.testData = writeFile(name + "-test.libsvm", test);
+  s.clients = clients;
+  s.partition = partition;
+  s.dropout = 0;
+  s.rowBucket = 1;
+  return s;
+}
+
+data::DataOptions binaryTask() {
+  data::DataOptions options;
+  options.task = data::TaskKind::kBinary;
+  return options;
+}
+
 TEST_CASE("clients that train their rows learn what whole-model clients learn, for fewer bytes",
           "[harness][sparse-rows]") {
   // 600 examples over 4,096 features, 6 distinct features each, skewed towards low ids;
@@ -1176,15 +1196,8 @@ TEST_CASE("clients that train their rows learn what whole-model clients learn, f
     if (i == 0 || i == 600) line += " 4096:0";  // both files 4,096 features wide
     (i < 600 ? train : test) += line + "\n";
   }
-  SimSettings s;
-  s.data = writeFile("starling-sim-sparse-train.libsvm", train);
-  s.testData = writeFile("starling-sim-sparse-test.libsvm", test);
-  s.clients = 12;
-  s.partition = "iid";
-  s.dropout = 0;
-  s.rowBucket = 1;
-  data::DataOptions options;
-  options.task = data::TaskKind::kBinary;
+  const SimSettings s = sparseSettings("starling-sim-sparse", train, test, 12, "iid");
+  const data::DataOptions options = binaryTask();
   auto fleet = Fleet::create(s, "linear", options);
   REQUIRE(fleet.isOk());
   auto run = [&](bool sparse, bool topk) {
@@ -1257,15 +1270,8 @@ TEST_CASE(
     if (i == 0 || i == 800) line += " 4096:0";  // both files 4,096 features wide
     (i < 800 ? train : test) += line + "\n";
   }
-  SimSettings s;
-  s.data = writeFile("starling-sim-relay-rows-train.libsvm", train);
-  s.testData = writeFile("starling-sim-relay-rows-test.libsvm", test);
-  s.clients = 8;
-  s.partition = "by-column:client";
-  s.dropout = 0;
-  s.rowBucket = 1;
-  data::DataOptions options;
-  options.task = data::TaskKind::kBinary;
+  const SimSettings s = sparseSettings("starling-sim-relay-rows", train, test, 8, "by-column:client");
+  const data::DataOptions options = binaryTask();
   auto fleet = Fleet::create(s, "linear", options);
   REQUIRE(fleet.isOk());
   auto run = [&](bool sparseRelays, const std::string& placement) {

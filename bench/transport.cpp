@@ -23,6 +23,7 @@
 #include <mbedtls/ecdsa.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/gcm.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -227,6 +228,7 @@ class HandshakeServer {
     asio::co_spawn(acceptor_.get_executor(), acceptLoop(), asio::detached);
     for (unsigned i = 0; i < threads; ++i)
       pool_.emplace_back([this] {
+        pthread_setname_np(pthread_self(), "hs-server");
         io_.run();
         timespec cpu{};
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
@@ -293,6 +295,7 @@ HandshakeRate driveHandshakes(std::shared_ptr<const net::TlsContext> tls, std::v
   std::vector<std::thread> drivers;
   for (unsigned t = 0; t < threads; ++t) {
     drivers.emplace_back([&, t] {
+      pthread_setname_np(pthread_self(), "hs-driver");
       asio::io_context io;
       for (unsigned c = 0; c < inFlight; ++c) {
         asio::co_spawn(
@@ -565,7 +568,17 @@ double opensslGcmMBps() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --handshakes: the handshake measurements only (no bulk transfer rows).
+  bool handshakesOnly = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--handshakes") == 0) {
+      handshakesOnly = true;
+    } else {
+      std::fprintf(stderr, "usage: bench-transport [--handshakes]\n");
+      return 2;
+    }
+  }
   Pki pki;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   struct Row {
@@ -586,8 +599,8 @@ int main() {
       "|---------|--------|-------------------|----------|----------|-----------|---------------------------|-------"
       "-------------|\n");
   double tls1m = 0, tcp1m = 0, chacha1m = 0, tls1mCpu = 0, tcp1mCpu = 0;
-  std::string autoSuite;
   for (const auto& r : rows) {
+    if (handshakesOnly) break;
     net::TlsOptions options;
     options.cipher = r.cipher;
     const std::string suite = r.cipher == net::CipherPreference::kChaCha20 || !net::cpuHasAesInstructions()

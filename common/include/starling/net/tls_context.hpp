@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "starling/net/verified_certificates.hpp"
 #include "starling/util/status.hpp"
 
 struct mbedtls_ssl_config;
@@ -87,6 +88,13 @@ struct TlsOptions {
   // Servers: the ticket keys to use; empty: a set of this context's own.
   std::shared_ptr<SessionTicketKeys> ticketKeys;
   CipherPreference cipher = CipherPreference::kAuto;
+  // Peer certificates already verified against the CA skip that signature check on
+  // their next full handshake (VerifiedCertificates; dates, revocation and the
+  // handshake signature are still checked every time). How many to remember (0: none),
+  // or a set to share between contexts of the same CA (a context rebuilt with a new
+  // revocation list keeps what the old one verified).
+  std::size_t verifiedCertificateCapacity = 16384;
+  std::shared_ptr<VerifiedCertificates> verifiedCertificates;
 };
 
 // True when this CPU has the AES and PCLMULQDQ instructions mbedTLS uses for AES-GCM.
@@ -106,6 +114,8 @@ class TlsContext {
   const std::string& serverName() const { return serverName_; }
   const mbedtls_ssl_config* config() const;
   bool resumption() const { return resumption_; }
+  // The verified-certificate cache in use, or null when there is none.
+  const std::shared_ptr<VerifiedCertificates>& verifiedCertificates() const;
 
   // Client side of resumption, for TlsStream (any thread): offer the kept session on a
   // new connection (no-op when there is none or resumption is off), and keep the

@@ -15,6 +15,12 @@
 // identity is the same as after a full handshake, and a server checks that certificate
 // against its revocation list again before it accepts a ticket. docs/transport.md.
 //
+// Peer certificates: a context with its own certificate and a single CA verifies its
+// peer's certificate itself, from mbedTLS's verification callback: against the CA, the
+// revocation list (by serial; the list's signature is checked once, at create()) and a
+// cache of certificates it verified before (VerifiedCertificates), which spares a
+// byte-identical certificate the CA signature check and nothing else.
+//
 // Thread safety: immutable after create() except the client's kept session, which is
 // guarded; shared by every connection of a process (mbedTLS is built with
 // MBEDTLS_THREADING_PTHREAD, so its RNG and ticket keys lock themselves).

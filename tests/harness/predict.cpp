@@ -52,7 +52,8 @@ struct ClientState {
   Background background = Background::kNone;
   bool waiting = false;  // overlap: its assignment came before its background steps ended
   uint64_t round = 0;    // the round of its assignment
-  double receive = 0;    // CPU of receiving its assignment and catching up
+  double receive = 0;    // CPU of receiving its assignment and catching up (and, the first time, loading its data)
+  bool loaded = false;   // its data is loaded (after its first assignment)
 };
 
 class Model {
@@ -153,6 +154,11 @@ class Model {
     c.round = round;
     c.receive = double(bytes + kFrameBytes) * f_.wireCpuSecondsPerByte +
                 (p_.broadcastBytes > 0 ? p_.catchUpSeconds * double(bytes) / double(p_.broadcastBytes) : 0.0);
+    // A client loads its data after it joins, and the first round starts once all have
+    // joined: the load is charged to its first round (all of it, also what a client
+    // would have loaded before the round started).
+    if (!c.loaded) c.receive += p_.loadSeconds;
+    c.loaded = true;
     if (f_.wireCpuSecondsPerByte > 0)
       addJob(double(bytes + kFrameBytes) * f_.wireCpuSecondsPerByte, JobKind::kSend, 0, round);
     assignedAt_[i] = now_;

@@ -8,11 +8,10 @@
 // coordinator's link carrying one transfer at a time each way) and the profile's
 // measured compute: a client's round is its run (tau steps of the batch, the run's
 // overhead), its compression and its encoding, and applying the broadcasts its
-// assignment carries (catch-up); each message costs both ends wireCpuSecondsPerByte of
-// CPU per byte (the coordinator's network threads, beside everything else); the
-// coordinator's strand takes one thing at a time, in arrival order: it decodes each
-// update and, at each commit, makes the broadcast; an evaluation of the committed
-// model, when asked, runs on a thread of its own beside the next round, one at a time:
+// assignment carries (catch-up), plus loading its data in its first round; each message costs both ends
+// wireCpuSecondsPerByte of CPU per byte (the coordinator's network threads, beside everything else); the coordinator's
+// strand takes one thing at a time, in arrival order: it decodes each update and, at each commit, makes the broadcast;
+// an evaluation of the committed model, when asked, runs on a thread of its own beside the next round, one at a time:
 // at a commit the strand waits for the previous evaluation before it starts the next,
 // sends the next assignments and takes the next update (updates arriving meanwhile
 // wait, and so do their clients).

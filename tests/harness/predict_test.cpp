@@ -71,7 +71,8 @@ std::string edited(const std::string& from, const std::string& to) {
 }  // namespace
 
 TEST_CASE("a profile survives its JSON unchanged", "[predict]") {
-  const DeviceProfile p = syntheticProfile();
+  DeviceProfile p = syntheticProfile();
+  p.loadSeconds = 0.125;
   const std::string path = writeTemp("starling-profile-roundtrip.json", client::profileToJson(p));
   auto back = client::readProfile(path);
   REQUIRE(back);
@@ -87,6 +88,7 @@ TEST_CASE("a profile survives its JSON unchanged", "[predict]") {
   CHECK(back->updateBytes == 1000);
   CHECK(back->broadcastBytes == 2000);
   CHECK(back->decodeSeconds == 0.04);
+  CHECK(back->loadSeconds == 0.125);
   CHECK(client::profileToJson(*back) == client::profileToJson(p));
   std::filesystem::remove(path);
 }
@@ -171,6 +173,19 @@ TEST_CASE("async: a client is not assigned twice from the same model", "[predict
   const double decoded = 0.011024 + 0.25 + 0.020048 + 0.04;
   CHECK(p.roundEnds[0] == Approx(decoded + 0.05).epsilon(1e-9));
   CHECK(p.roundEnds[1] == Approx(decoded + 0.05 + 0.019024 + 0.25 + 0.020048 + 0.04 + 0.05).epsilon(1e-9));
+}
+
+TEST_CASE("a client's first round carries the loading of its data", "[predict]") {
+  DeviceProfile profile = syntheticProfile();
+  profile.loadSeconds = 0.5;
+  auto p = sim::predict(profile, oneClient());
+  REQUIRE(p);
+  REQUIRE(p->roundEnds.size() == 3);
+  // As computed by hand without the load (above), plus 0.5 s in round 1 only.
+  const double round1 = 0.011024 + 0.25 + 0.020048 + 0.04 + 0.05;
+  const double later = 0.019024 + 0.25 + 0.020048 + 0.04 + 0.05;
+  CHECK(p->roundEnds[0] == Approx(round1 + 0.5).epsilon(1e-9));
+  CHECK(p->secondsToRounds == Approx(round1 + 0.5 + 2 * later).epsilon(1e-9));
 }
 
 TEST_CASE("the coordinator's strand decodes one update at a time", "[predict]") {

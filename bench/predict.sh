@@ -49,11 +49,19 @@ link="--uplink-mbps 3600 --downlink-mbps 3600 --coordinator-mbps 3600 --latency-
 
 # The two compression settings of bench-federation: fedavg (identity, fp32) and full
 # (top-k-sampled 7.2% up, top-k 4.8% down, ternary values, error feedback).
-profile() {  # profile SETTING OUT
+# The profile reads the data as bench-federation's clients do: inflated (bench-federation
+# inflates the gzipped files once), client 0's shard of the run's N, so that its
+# load_seconds is what a client's load costs.
+mkdir -p "$work/data"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  if [ -f "$data/$f" ]; then cp "$data/$f" "$work/data/$f"; else gzip -dc "$data/$f.gz" >"$work/data/$f"; fi
+done
+profile() {  # profile SETTING CLIENTS OUT
   local flags=()
   [ "$1" = full ] && flags=(--uplink topk-sampled --uplink-density 0.072 --uplink-ternary true --downlink topk
     --downlink-density 0.048 --downlink-ternary true --fp16-values true --error-feedback true)
-  "$client" --profile "$2" --data "$data" --shard 0/10 --model mlp:784-200-200-10 "${flags[@]}" --log-level warn
+  "$client" --profile "$3" --data "$work/data" --shard "0/$2" --model mlp:784-200-200-10 "${flags[@]}" \
+    --log-level warn
 }
 
 # load1: the machine's 1-minute load average when the run ended (everyone's runnable
@@ -68,7 +76,7 @@ for n in $clients_list; do
       # Async rounds are server steps of $buffer updates: two passes of the fleet.
       [ "$mode" = async ] && r=$((2 * n / buffer))
       log=$work/$n-$comp-$mode.log
-      profile "$comp" "$work/$n-$comp-$mode.json"
+      profile "$comp" "$n" "$work/$n-$comp-$mode.json"
       "$fed" --only "$comp-iid" --clients "$n" --rounds "$r" --tau "$tau" --full-tau "$tau" --mode "$mode" \
         --timeout 600 >/dev/null 2>"$log" &
       left=$(/usr/bin/python3 "$here/predict_load.py" $!)

@@ -227,6 +227,10 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind(
       "server.tls-resumption", c.tlsResumption,
       "issue and accept TLS session tickets, so that a client reconnects without a full handshake (docs/transport.md)");
+  bind("server.tls-persist-ticket-keys", c.tlsPersistTicketKeys,
+       "keep the session ticket keys in a file (mode 0600) so clients resume after a restart (docs/security.md)");
+  bind("server.tls-ticket-key-file", c.tlsTicketKeyFile,
+       "the ticket key file (default: the database's path + .ticket-keys)");
   bind("server.threads", c.threads,
        "threads running TLS handshakes and connections (0 = one per core, at most 4); rounds run on one strand");
 }

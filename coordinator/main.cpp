@@ -10,6 +10,7 @@
 
 #include <fmt/ranges.h>
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include <asio/post.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/strand.hpp>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -247,6 +250,35 @@ int runPlacement(const PlacementArgs& args) {
   return 0;
 }
 
+// Every connection is a descriptor: the soft limit (often 1024) goes up to the hard
+// limit, which only root can raise. Logged, with a warning when --max-connections would
+// not fit (the coordinator also needs descriptors for its database and logs).
+void raiseOpenFileLimit(spdlog::logger& log, std::size_t maxConnections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    log.warn("cannot read the open files limit: {}", std::strerror(errno));
+    return;
+  }
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      log.warn("cannot raise the open files limit from {} to {}: {}", before, limit.rlim_max, std::strerror(errno));
+      limit.rlim_cur = before;
+    }
+  }
+  auto text = [](rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v); };
+  if (limit.rlim_cur != before)
+    log.info("open files limit raised from {} to {} (the hard limit)", text(before), text(limit.rlim_cur));
+  else
+    log.info("open files limit {} (hard limit {})", text(limit.rlim_cur), text(limit.rlim_max));
+  if (limit.rlim_cur != RLIM_INFINITY && maxConnections + 64 > limit.rlim_cur)
+    log.warn(
+        "--max-connections {} does not fit in the open files limit {}: connections beyond about {} will fail "
+        "to be accepted (raise the hard limit: ulimit -Hn, LimitNOFILE=)",
+        maxConnections, text(limit.rlim_cur), limit.rlim_cur > 64 ? limit.rlim_cur - 64 : 0);
+}
+
 int runDaemon(const coordinator::DaemonConfig& config, const coordinator::FederationTestHooks& testHooks,
               const std::string& logLevel) {
   // One malloc arena for all threads: the network threads and the evaluation worker
@@ -256,6 +288,7 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   mallopt(M_ARENA_MAX, 1);
   auto log = makeLogger("coordinator", logLevel);
   if (!log) return fail(log.status().message());
+  raiseOpenFileLimit(**log, config.maxConnections);
   Status valid = coordinator::ConfigBinder::validate(config);
   if (!valid) return fail(valid.message());
   auto in = [&](const std::string& override, const char* name) {
@@ -290,6 +323,14 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   }
   net::TlsOptions tlsOptions;
   tlsOptions.resumption = config.tlsResumption;
+  if (config.tlsResumption && config.tlsPersistTicketKeys && config.db != ":memory:") {
+    const std::string path = !config.tlsTicketKeyFile.empty() ? config.tlsTicketKeyFile : config.db + ".ticket-keys";
+    auto keys = net::SessionTicketKeys::open(path, tlsOptions.ticketLifetime);
+    if (!keys) return fail(keys.status().message());
+    (*log)->info("TLS session ticket keys {} {} (clients resume their sessions across restarts)",
+                 (*keys)->reloaded() ? "reloaded from" : "written to", path);
+    tlsOptions.ticketKeys = std::move(*keys);
+  }
   auto tls = net::TlsContext::create(net::TlsRole::kServer, *identity, {}, tlsOptions);
   if (!tls) return fail(tls.status().message());
   auto listen = net::parseEndpoint(config.listen);

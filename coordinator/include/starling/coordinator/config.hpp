@@ -32,6 +32,10 @@ struct DaemonConfig {
   std::size_t maxConnections = 10'000;
   uint32_t threads = 0;       // network threads (TLS handshakes, connections); 0 = one per core, at most 4
   bool tlsResumption = true;  // issue and accept TLS session tickets (clients reconnect without a full handshake)
+  // Keep the ticket keys in a file (mode 0600), so that clients resume their sessions
+  // after a restart too; off: keys in memory only.
+  bool tlsPersistTicketKeys = true;
+  std::string tlsTicketKeyFile;  // where; empty: the database's path + ".ticket-keys"
 };
 
 // Binds every setting of config to a flag of app and remembers its file key.

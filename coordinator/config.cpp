@@ -231,6 +231,8 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "keep the session ticket keys in a file (mode 0600) so clients resume after a restart (docs/security.md)");
   bind("server.tls-ticket-key-file", c.tlsTicketKeyFile,
        "the ticket key file (default: the database's path + .ticket-keys)");
+  bind("server.trim-heap-ms", c.trimHeapMs,
+       "every this many ms, if connections came or went, return free heap pages to the kernel (0 = never)");
   bind("server.threads", c.threads,
        "threads running TLS handshakes and connections (0 = one per core, at most 4); rounds run on one strand");
 }

@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -369,6 +370,25 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
 
   int exitCode = 0;
   asio::signal_set signals(asio::make_strand(io), SIGINT, SIGTERM);
+  // Every trim-heap-ms, if connections came or went since the last time: free heap
+  // pages go back to the kernel (malloc_trim). A burst of handshakes frees its
+  // temporaries between the buffers of live connections, and glibc's heap would keep
+  // those pages resident (docs/reliability.md, "10,000 clients"). On the signals' strand.
+  asio::steady_timer trimTimer(signals.get_executor());
+  std::pair<uint64_t, uint64_t> trimmedAt{0, 0};  // (accepted, active) at the last trim
+  bool trimStopped = false;
+  std::function<void()> armTrim = [&] {
+    trimTimer.expires_after(std::chrono::milliseconds(config.trimHeapMs));
+    trimTimer.async_wait([&](const std::error_code& ec) {
+      if (ec || trimStopped) return;
+      const std::pair<uint64_t, uint64_t> now{server.counters().accepted.load(), server.counters().active.load()};
+      if (now != trimmedAt) {
+        trimmedAt = now;
+        malloc_trim(0);
+      }
+      armTrim();
+    });
+  };
   (*federation)->onFinished([&](const Status& st) {
     if (!st && st.code() != StatusCode::kClosed) {
       (*log)->error("stopping: {}", st.message());
@@ -377,9 +397,11 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
     server.stop();
     // Nothing else to wait for: let io.run() return (on the signals' strand, as this
     // runs on the federation's).
-    asio::post(signals.get_executor(), [&signals] {
+    asio::post(signals.get_executor(), [&signals, &trimTimer, &trimStopped] {
       std::error_code ignored;
       signals.cancel(ignored);
+      trimStopped = true;
+      trimTimer.cancel();
     });
   });
   signals.async_wait([&](const std::error_code& ec, int signo) {
@@ -391,7 +413,8 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
     server.stop();
     std::error_code ignored;
     signals.cancel(ignored);
-  }
+  } else if (config.trimHeapMs > 0)
+    asio::post(signals.get_executor(), armTrim);
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < threads; ++i)
     pool.emplace_back([&io] { io.run(); });

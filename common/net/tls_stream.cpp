@@ -26,8 +26,9 @@ constexpr auto kAsTuple = asio::experimental::as_tuple(asio::use_awaitable);
 // so ten thousand quiet clients do not each pin 64 KiB (docs/transport.md, "Memory").
 constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr std::size_t kIdleReadChunk = 2 * 1024;
-// An outbound buffer larger than this is released once it has been written.
-constexpr std::size_t kKeepWriteCapacity = 4 * 1024;
+// An outbound buffer larger than this is released once it has been written (an idle
+// connection keeps none: a heartbeat's record is allocated when it is sent).
+constexpr std::size_t kKeepWriteCapacity = 0;
 // Ciphertext is handed to the socket once this much is queued, and at the end of
 // every writeAll.
 constexpr std::size_t kFlushThreshold = 256 * 1024;

@@ -36,6 +36,7 @@ struct DaemonConfig {
   // after a restart too; off: keys in memory only.
   bool tlsPersistTicketKeys = true;
   std::string tlsTicketKeyFile;  // where; empty: the database's path + ".ticket-keys"
+  uint32_t trimHeapMs = 10'000;  // return free heap pages to the kernel this often after connections change; 0 = never
 };
 
 // Binds every setting of config to a flag of app and remembers its file key.

@@ -279,11 +279,6 @@ Joins countJoins(const std::string& log) {
   return j;
 }
 
-double rssMiBOf(pid_t pid) {
-  auto s = sampleProcess(pid);
-  return s ? s->rssMiB : NAN;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -399,6 +394,7 @@ int main(int argc, char** argv) {
 
   // The baseline: 10 clients connected (no round: fewer than --per-round), nothing else.
   double rss10 = NAN;
+  double fds10 = NAN;  // the coordinator's descriptors then: 10 of them are the clients
   {
     groups[0]->start(o.seed * 7919 + 1);
     const auto since = Clock::now();
@@ -406,12 +402,15 @@ int main(int argc, char** argv) {
            Clock::now() - since < std::chrono::seconds(60))
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     std::this_thread::sleep_for(std::chrono::seconds(5));
-    double sum = 0;
+    double sum = 0, fdSum = 0;
     for (int i = 0; i < 5; ++i) {
-      sum += rssMiBOf(coord.pid);
+      auto s = sampleProcess(coord.pid);
+      sum += s ? s->rssMiB : NAN;
+      fdSum += s ? s->fds : NAN;
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     rss10 = sum / 5;
+    fds10 = fdSum / 5;
     std::cout << fmt::format("bench-soak: coordinator RSS with {} idle clients: {:.1f} MiB\n", kBaselineClients, rss10)
               << std::flush;
   }
@@ -587,8 +586,9 @@ int main(int argc, char** argv) {
   const double fd1 = meanOver(samples, stoppedAt - windowS, stoppedAt, [](const Sample& s) { return s.fds; });
   const double rssGrowth = (rss1 - rss0) / rss0 * 100;
   const double fdGrowth = fd1 - fd0;
-  const double connected0 =
-      meanOver(samples, warmupS, warmupS + windowS, [](const Sample& s) { return double(s.connected); });
+  // Connections counted on the coordinator's side (its descriptors), not the clients
+  // started: a client that could not connect holds no memory there.
+  const double connected0 = kBaselineClients + (fd0 - fds10);
   const double kibPerConn = (rss0 - rss10) * 1024.0 / (connected0 - kBaselineClients);
   const bool exitedCleanly = !diedEarly && exitedOk(last);
   constexpr double kGoalKibPerConn = 64, kGoalStormS = 30;

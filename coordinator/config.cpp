@@ -224,6 +224,9 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("server.frame-timeout-ms", c.frameTimeoutMs, "time a client has to deliver a frame whose header arrived");
   bind("server.heartbeat-ms", c.heartbeatMs, "a quiet connection gets a heartbeat this often; clients answer");
   bind("server.max-connections", c.maxConnections, "connections beyond this are closed at once");
+  bind("server.listen-backlog", c.listenBacklog,
+       "connections the kernel queues for accept; keep it short (what waits past the client's handshake timeout is "
+       "dead when accepted)");
   bind(
       "server.tls-resumption", c.tlsResumption,
       "issue and accept TLS session tickets, so that a client reconnects without a full handshake (docs/transport.md)");

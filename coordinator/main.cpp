@@ -362,6 +362,9 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   options.limits.idleTimeout = std::chrono::milliseconds(
       std::max<int64_t>(config.idleTimeoutMs, config.engine.deadlineMs + 2 * int64_t(config.heartbeatMs)));
   options.maxConnections = config.maxConnections;
+  if (config.listenBacklog < 1)
+    return fail(fmt::format("--listen-backlog {}: must be at least 1", config.listenBacklog));
+  options.listenBacklog = config.listenBacklog;
   options.task = config.task.name;
   options.modelSpec = config.task.model;
   coordinator::Server server(io, *tls, options, *log, *federation);

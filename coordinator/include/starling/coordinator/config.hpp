@@ -30,6 +30,7 @@ struct DaemonConfig {
   int64_t frameTimeoutMs = 60'000;
   uint32_t heartbeatMs = 30'000;
   std::size_t maxConnections = 10'000;
+  int listenBacklog = 128;    // connections queued for accept (short: see ServerOptions)
   uint32_t threads = 0;       // network threads (TLS handshakes, connections); 0 = one per core, at most 4
   bool tlsResumption = true;  // issue and accept TLS session tickets (clients reconnect without a full handshake)
   // Keep the ticket keys in a file (mode 0600), so that clients resume their sessions

@@ -322,6 +322,10 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
     if (!serials) return fail(crlPath + ": " + serials.status().message());
     (*log)->info("revocation list {}: {} certificate(s) revoked", crlPath, serials->size());
   }
+  // The database first: a state directory that cannot be written is reported as the
+  // database's problem, before the ticket key file beside it is tried.
+  auto store = coordinator::Store::open(config.db);
+  if (!store) return fail(store.status().message());
   net::TlsOptions tlsOptions;
   tlsOptions.resumption = config.tlsResumption;
   if (config.tlsResumption && config.tlsPersistTicketKeys && config.db != ":memory:") {
@@ -336,8 +340,6 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   if (!tls) return fail(tls.status().message());
   auto listen = net::parseEndpoint(config.listen);
   if (!listen) return fail(listen.status().message());
-  auto store = coordinator::Store::open(config.db);
-  if (!store) return fail(store.status().message());
 
   // Every connection runs on its own strand and the rounds on the federation's, so
   // the io_context can run on several threads: TLS handshakes and record encryption

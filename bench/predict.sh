@@ -1,29 +1,33 @@
 #!/usr/bin/env bash
-# bench/predict.sh BUILD_DIR [--clients "10 30"] [--tau T] [--rounds R] [--data DIR]
+# bench/predict.sh BUILD_DIR [--clients "10 30"] [--tau T] [--rounds R] [--data DIR] [--keep DIR]
 #
 # Round-time prediction against measured runs (docs/predict.md): profiles this machine
-# with `starling-client --profile` for two compression settings, runs bench-federation
+# with `starling-client --profile` for the run's compression setting just before each
+# run (the CPU a step costs moves with what shares the machine's caches), runs bench-federation
 # (real coordinator and client processes on loopback) with 10 and 30 clients, sync and
 # async, and compares its seconds per round with `starling-sim predict` for the same
 # federation. The clients share this machine's cores with whatever else runs on it: the
 # CPU the other process groups used during each run is measured (bench/predict_load.py)
-# and predict is given the cores left (--cores). Prints a table and
+# and predict is given the cores left (--cores). --keep DIR keeps each run's profile and
+# bench-federation log there. Prints a table and
 #   summary: predict_median_err=... predict_max_err=...
 # Every run is bounded (rounds, bench-federation --timeout).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:?usage: bench/predict.sh BUILD_DIR [--clients "10 30"] [--tau T] [--rounds R] [--data DIR]}
+build=${1:?usage: bench/predict.sh BUILD_DIR [--clients "10 30"] [--tau T] [--rounds R] [--data DIR] [--keep DIR]}
 shift
 clients_list="10 30"
 tau=100
 rounds=4
 data=/usr/share/datasets/fashion-mnist
+keep=
 while [ $# -gt 0 ]; do
   case "$1" in
     --clients) clients_list=$2; shift 2 ;;
     --tau) tau=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
     *) echo "bench/predict.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -45,13 +49,25 @@ link="--uplink-mbps 3600 --downlink-mbps 3600 --coordinator-mbps 3600 --latency-
 
 # The two compression settings of bench-federation: fedavg (identity, fp32) and full
 # (top-k-sampled 7.2% up, top-k 4.8% down, ternary values, error feedback).
-"$client" --profile "$work/fedavg.json" --data "$data" --shard 0/10 --model mlp:784-200-200-10 \
-  --log-level warn
-"$client" --profile "$work/full.json" --data "$data" --shard 0/10 --model mlp:784-200-200-10 \
-  --uplink topk-sampled --uplink-density 0.072 --uplink-ternary true --downlink topk --downlink-density 0.048 \
-  --downlink-ternary true --fp16-values true --error-feedback true --log-level warn
+# The profile reads the data as bench-federation's clients do: inflated (bench-federation
+# inflates the gzipped files once), client 0's shard of the run's N, so that its
+# load_seconds is what a client's load costs.
+mkdir -p "$work/data"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  if [ -f "$data/$f" ]; then cp "$data/$f" "$work/data/$f"; else gzip -dc "$data/$f.gz" >"$work/data/$f"; fi
+done
+profile() {  # profile SETTING CLIENTS OUT
+  local flags=()
+  [ "$1" = full ] && flags=(--uplink topk-sampled --uplink-density 0.072 --uplink-ternary true --downlink topk
+    --downlink-density 0.048 --downlink-ternary true --fp16-values true --error-feedback true)
+  "$client" --profile "$3" --data "$work/data" --shard "0/$2" --model mlp:784-200-200-10 "${flags[@]}" \
+    --log-level warn
+}
 
-printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s\n' clients comp mode rounds cores_left measured_s predicted_s err
+# load1: the machine's 1-minute load average when the run ended (everyone's runnable
+# tasks, the federation's included), to tell a quiet run from a busy one.
+printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s %6s\n' clients comp mode rounds cores_left measured_s predicted_s err \
+  load1
 errs=()
 for n in $clients_list; do
   for comp in fedavg full; do
@@ -60,10 +76,12 @@ for n in $clients_list; do
       # Async rounds are server steps of $buffer updates: two passes of the fleet.
       [ "$mode" = async ] && r=$((2 * n / buffer))
       log=$work/$n-$comp-$mode.log
+      profile "$comp" "$n" "$work/$n-$comp-$mode.json"
       "$fed" --only "$comp-iid" --clients "$n" --rounds "$r" --tau "$tau" --full-tau "$tau" --mode "$mode" \
         --timeout 600 >/dev/null 2>"$log" &
       left=$(/usr/bin/python3 "$here/predict_load.py" $!)
       wait $! || true
+      load1=$(cut -d' ' -f1 /proc/loadavg)
       measured=$(sed -n 's/.* \([0-9.]*\) s per round.*/\1/p' "$log" | tail -n 1)
       if [ -z "$measured" ]; then
         echo "bench/predict.sh: $n clients, $comp, $mode: the run failed:" >&2
@@ -71,13 +89,14 @@ for n in $clients_list; do
         continue
       fi
       # shellcheck disable=SC2086
-      predicted=$("$sim" predict --profile "$work/$comp.json" --clients "$n" --tau "$tau" --batch-size "$batch" \
+      predicted=$("$sim" predict --profile "$work/$n-$comp-$mode.json" --clients "$n" --tau "$tau" --batch-size "$batch" \
         --rounds "$r" --mode "$mode" --buffer-size "$buffer" --cores "$left" \
         --eval-examples "$eval_examples" $link | sed -n 's/^s_per_round=\([^ ]*\).*/\1/p')
+      [ -n "$keep" ] && mkdir -p "$keep" && cp "$log" "$work/$n-$comp-$mode.json" "$keep/"
       err=$(awk -v p="$predicted" -v m="$measured" 'BEGIN { e = (p - m) / m; printf "%.3f", e < 0 ? -e : e }')
       errs+=("$err")
-      printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s\n' "$n" "$comp" "$mode" "$r" "$left" "$measured" "$predicted" \
-        "$err"
+      printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s %6s\n' "$n" "$comp" "$mode" "$r" "$left" "$measured" \
+        "$predicted" "$err" "$load1"
     done
   done
 done

@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -299,11 +300,20 @@ int main(int argc, char** argv) {
                    : planFile(dataDir, dataOptions, shardSpec, partition, partitionSeed);
   if (!shard) return fail(shard.status().message());
   if (!profileOut.empty()) {
+    // CPU seconds of this process (every thread), as the profile's other figures.
+    auto cpuSeconds = [] {
+      timespec t{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+      return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+    };
+    const double loadStart = cpuSeconds();
     auto examples = shard->load();
+    const double loadSeconds = cpuSeconds() - loadStart;
     if (!examples) return fail(examples.status().message());
     profileTask.kind = *taskKind;
     auto profile = client::measureProfile(profileTask, *examples, profileOptions);
     if (!profile) return fail("--profile: " + profile.status().message());
+    profile->loadSeconds = loadSeconds;
     if (Status st = client::writeProfile(*profile, profileOut); !st) return fail(st.message());
     (*log)->info("profile of {} ({} parameters) written to {}", profile->task.model, profile->params, profileOut);
     return 0;

@@ -20,7 +20,7 @@ namespace starling::client {
 namespace {
 
 constexpr const char* kFormat = "starling-profile";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: load_seconds
 
 // ---- reading -------------------------------------------------------------------
 
@@ -231,11 +231,11 @@ std::string profileToJson(const DeviceProfile& p) {
       "  \"run_overhead_seconds\": {:.9g},\n  \"compress_seconds\": {:.9g},\n  \"encode_seconds\": {:.9g},\n"
       "  \"decode_seconds\": {:.9g},\n  \"update_bytes\": {},\n  \"broadcast_bytes\": {},\n"
       "  \"broadcast_compress_seconds\": {:.9g},\n  \"catch_up_seconds\": {:.9g},\n"
-      "  \"eval_seconds_per_example\": {:.9g}\n}}\n",
+      "  \"eval_seconds_per_example\": {:.9g},\n  \"load_seconds\": {:.9g}\n}}\n",
       kFormat, kVersion, t.model, p.params, t.uplink, t.uplinkDensity, b(t.uplinkTernary), t.downlink,
       t.downlinkDensity, b(t.downlinkTernary), b(t.fp16Values), b(t.errorFeedback), p.repeats, steps,
       p.runOverheadSeconds, p.compressSeconds, p.encodeSeconds, p.decodeSeconds, p.updateBytes, p.broadcastBytes,
-      p.broadcastCompressSeconds, p.catchUpSeconds, p.evalSecondsPerExample);
+      p.broadcastCompressSeconds, p.catchUpSeconds, p.evalSecondsPerExample, p.loadSeconds);
 }
 
 Result<DeviceProfile> profileFromJson(const std::string& text, const std::string& origin) {
@@ -293,6 +293,7 @@ Result<DeviceProfile> profileFromJson(const std::string& text, const std::string
   STARLING_RETURN_IF_ERROR(f.number("broadcast_compress_seconds", p.broadcastCompressSeconds));
   STARLING_RETURN_IF_ERROR(f.number("catch_up_seconds", p.catchUpSeconds));
   STARLING_RETURN_IF_ERROR(f.number("eval_seconds_per_example", p.evalSecondsPerExample));
+  STARLING_RETURN_IF_ERROR(f.number("load_seconds", p.loadSeconds));
   STARLING_RETURN_IF_ERROR(f.done());
   return p;
 }

@@ -7,6 +7,7 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/pk.h>
+#include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_ticket.h>
 #include <mbedtls/threading.h>
@@ -379,7 +380,12 @@ struct TlsContext::Impl {
   mutable std::mutex sessionMu;                // clients: guards session
   mbedtls::SslSession session;                 // clients: the last successful handshake's
   bool haveSession = false;
-  mbedtls::SslConfig conf;  // declared last: destroyed first, it points at the others
+  // Peer verification by Starling rather than mbedTLS (verifyPeer): on when the context
+  // has its own certificate and one CA. `verified` may be null (no cache).
+  bool ownVerification = false;
+  std::shared_ptr<VerifiedCertificates> verified;
+  unsigned char caDigest[32] = {};  // SHA-256 of the CA's DER
+  mbedtls::SslConfig conf;          // declared last: destroyed first, it points at the others
 
   // Makes `from` the kept session (taking over what it owns; `from` is left empty).
   void adopt(mbedtls::SslSession& from) {
@@ -411,7 +417,72 @@ struct TlsContext::Impl {
       return MBEDTLS_ERR_SSL_SESSION_TICKET_EXPIRED;
     return 0;
   }
+
+  // mbedTLS's verification callback (p_vrfy is this Impl), and the verdict on a peer
+  // certificate against the CA, its revocation list and the cache. See below.
+  static int verifyPeer(void* self, mbedtls_x509_crt* crt, int depth, uint32_t* flags);
+  uint32_t checkAgainstCa(mbedtls_x509_crt& crt);
 };
+
+// Peer verification. mbedTLS 2.28 offers no hook before it checks a chain's signatures
+// (MBEDTLS_X509_TRUSTED_CERTIFICATE_CALLBACK is not in Debian's build), only a callback
+// after, so the configuration names this side's own certificate as the only trust
+// anchor: it is no CA (basicConstraints CA:false), so mbedTLS finds no issuer for the
+// peer's certificate, checks no signature and flags it "not trusted" (besides its dates,
+// profile and, for a client, the host name). verifyPeer then drops that flag and adds
+// the verdict against the real CA: from the cache for a certificate it verified before,
+// else from mbedtls_x509_crt_verify_with_profile. mbedTLS refuses the handshake on any
+// flag left, with the alert it would have sent, and still checks the key usages and
+// the peer's handshake signature itself.
+//
+// The revocation list is checked here too, by serial number, on every handshake; its
+// signature was checked once when the context was made (checkRevocationList), where
+// mbedTLS would verify it again on every handshake (one more ECDSA verification).
+int TlsContext::Impl::verifyPeer(void* self, mbedtls_x509_crt* crt, int depth, uint32_t* flags) {
+  *flags &= ~static_cast<uint32_t>(MBEDTLS_X509_BADCERT_NOT_TRUSTED);
+  if (depth == 0) *flags |= static_cast<Impl*>(self)->checkAgainstCa(*crt);
+  return 0;
+}
+
+uint32_t TlsContext::Impl::checkAgainstCa(mbedtls_x509_crt& crt) {
+  uint32_t flags = 0;
+  // Only a certificate sent alone is remembered: with intermediates the verdict
+  // depends on them too.
+  const bool cacheable = verified != nullptr && crt.next == nullptr;
+  VerifiedCertificates::Key key{};
+  bool known = false;
+  if (cacheable) {
+    mbedtls_sha256_context sha;
+    mbedtls_sha256_init(&sha);
+    (void)mbedtls_sha256_starts_ret(&sha, 0);
+    (void)mbedtls_sha256_update_ret(&sha, caDigest, sizeof caDigest);
+    (void)mbedtls_sha256_update_ret(&sha, crt.raw.p, crt.raw.len);
+    (void)mbedtls_sha256_finish_ret(&sha, key.data());
+    mbedtls_sha256_free(&sha);
+    known = verified->contains(key);
+  }
+  if (known) {
+    // What the full verification checks besides the signature: the dates of the
+    // certificate and of the CA.
+    for (const mbedtls_x509_crt* c : {&crt, &ca.ctx}) {
+      if (mbedtls_x509_time_is_past(&c->valid_to) != 0) flags |= MBEDTLS_X509_BADCERT_EXPIRED;
+      if (mbedtls_x509_time_is_future(&c->valid_from) != 0) flags |= MBEDTLS_X509_BADCERT_FUTURE;
+    }
+  } else {
+    uint32_t verdict = 0;
+    const int rc = mbedtls_x509_crt_verify_with_profile(&crt, &ca.ctx, nullptr, conf.ctx.cert_profile, nullptr,
+                                                        &verdict, nullptr, nullptr);
+    if (rc != 0 && verdict == 0) verdict = MBEDTLS_X509_BADCERT_NOT_TRUSTED;  // any other error refuses too
+    flags |= verdict;
+    if (cacheable && verdict == 0) verified->add(key);
+  }
+  if (haveCrl) {
+    if (mbedtls_x509_crt_is_revoked(&crt, &crl.ctx) != 0) flags |= MBEDTLS_X509_BADCERT_REVOKED;
+    if (mbedtls_x509_time_is_past(&crl.ctx.next_update) != 0) flags |= MBEDTLS_X509_BADCRL_EXPIRED;
+    if (mbedtls_x509_time_is_future(&crl.ctx.this_update) != 0) flags |= MBEDTLS_X509_BADCRL_FUTURE;
+  }
+  return flags;
+}
 
 Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& certPath, const std::string& keyPath) {
   TlsIdentity id;
@@ -477,6 +548,10 @@ const mbedtls_ssl_config* TlsContext::config() const {
   return &impl_->conf.ctx;
 }
 
+const std::shared_ptr<VerifiedCertificates>& TlsContext::verifiedCertificates() const {
+  return impl_->verified;
+}
+
 Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const TlsIdentity& identity,
                                                              std::string serverName, TlsOptions options) {
   if (role == TlsRole::kClient && serverName.empty())
@@ -521,7 +596,24 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::create(TlsRole role, const
   if (rc != 0) return Status(StatusCode::kInternal, "TLS defaults: " + mbedtlsErrorString(rc));
   mbedtls_ssl_conf_rng(&s.conf.ctx, mbedtls_ctr_drbg_random, &s.drbg.ctx);
   mbedtls_ssl_conf_authmode(&s.conf.ctx, MBEDTLS_SSL_VERIFY_REQUIRED);
-  mbedtls_ssl_conf_ca_chain(&s.conf.ctx, &s.ca.ctx, haveCrl ? &s.crl.ctx : nullptr);
+  // Starling verifies the peer's certificate itself (Impl::verifyPeer) where it can: a
+  // context with a certificate of its own and a single CA.
+  s.ownVerification = haveCert && s.ca.ctx.next == nullptr;
+  if (s.ownVerification) {
+    if ((rc = mbedtls_sha256_ret(s.ca.ctx.raw.p, s.ca.ctx.raw.len, s.caDigest, 0)) != 0)
+      return Status(StatusCode::kInternal, "hashing the CA certificate: " + mbedtlsErrorString(rc));
+    if (options.verifiedCertificates)
+      s.verified = options.verifiedCertificates;
+    else if (options.verifiedCertificateCapacity > 0)
+      s.verified = std::make_shared<VerifiedCertificates>(options.verifiedCertificateCapacity);
+    mbedtls_ssl_conf_ca_chain(&s.conf.ctx, &s.cert.ctx, nullptr);
+    mbedtls_ssl_conf_verify(&s.conf.ctx, &Impl::verifyPeer, &s);
+    // The certificate request names no CA (TLS 1.2 allows it: any), rather than the
+    // stand-in anchor; Starling's clients send their one certificate either way.
+    if (role == TlsRole::kServer) mbedtls_ssl_conf_cert_req_ca_list(&s.conf.ctx, MBEDTLS_SSL_CERT_REQ_CA_LIST_DISABLED);
+  } else {
+    mbedtls_ssl_conf_ca_chain(&s.conf.ctx, &s.ca.ctx, haveCrl ? &s.crl.ctx : nullptr);
+  }
   mbedtls_ssl_conf_min_version(&s.conf.ctx, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
   mbedtls_ssl_conf_ciphersuites(&s.conf.ctx, cipherSuites(options.cipher));
   mbedtls_ssl_conf_curves(&s.conf.ctx, kCurves);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <queue>
 
@@ -16,7 +17,9 @@ namespace {
 // Bytes a frame adds to its payload (header, message fields), approximately.
 constexpr uint64_t kFrameBytes = 256;
 
-enum class JobKind { kClientRound, kOverlapSteps, kDecode, kCommit, kEvaluate, kSend };
+// kReceive and kSend: the coordinator's network threads (TLS) on one message; kDecode
+// and kCommit: its strand, one at a time; kEvaluate: its evaluation thread.
+enum class JobKind { kClientRound, kOverlapSteps, kReceive, kDecode, kCommit, kEvaluate, kSend };
 struct Job {
   double remaining = 0;  // seconds of one core
   JobKind kind = JobKind::kClientRound;
@@ -34,13 +37,23 @@ struct Event {
   bool operator>(const Event& o) const { return at != o.at ? at > o.at : seq > o.seq; }
 };
 
+// What waits for the coordinator's strand: an update to decode and aggregate, or a
+// round's deadline.
+struct StrandItem {
+  EventKind kind = EventKind::kUpdateArrives;
+  uint32_t client = 0;
+  uint64_t round = 0;
+};
+
 enum class Background { kNone, kRunning, kDone };
 struct ClientState {
-  uint64_t baseRound = 0;  // the server steps its model holds (async catch-up)
+  uint64_t baseRound = 0;     // the server steps its model holds (async catch-up)
+  uint64_t lastAssigned = 0;  // async: the round (model version) of its last assignment
   Background background = Background::kNone;
   bool waiting = false;  // overlap: its assignment came before its background steps ended
   uint64_t round = 0;    // the round of its assignment
-  double receive = 0;    // CPU of receiving its assignment and catching up
+  double receive = 0;    // CPU of receiving its assignment and catching up (and, the first time, loading its data)
+  bool loaded = false;   // its data is loaded (after its first assignment)
 };
 
 class Model {
@@ -54,9 +67,10 @@ class Model {
 
   Prediction run() {
     if (f_.async) {
-      const uint32_t c = f_.concurrency == 0 ? f_.clients : std::min(f_.concurrency, f_.clients);
-      for (uint32_t j = 0; j < c; ++j)
-        assign(next(), 0);
+      slots_ = f_.concurrency == 0 ? f_.clients : std::min(f_.concurrency, f_.clients);
+      for (uint32_t i = 0; i < f_.clients; ++i)
+        idle_.push_back(i);
+      topUp();
     } else {
       startRound();
     }
@@ -140,6 +154,11 @@ class Model {
     c.round = round;
     c.receive = double(bytes + kFrameBytes) * f_.wireCpuSecondsPerByte +
                 (p_.broadcastBytes > 0 ? p_.catchUpSeconds * double(bytes) / double(p_.broadcastBytes) : 0.0);
+    // A client loads its data after it joins, and the first round starts once all have
+    // joined: the load is charged to its first round (all of it, also what a client
+    // would have loaded before the round started).
+    if (!c.loaded) c.receive += p_.loadSeconds;
+    c.loaded = true;
     if (f_.wireCpuSecondsPerByte > 0)
       addJob(double(bytes + kFrameBytes) * f_.wireCpuSecondsPerByte, JobKind::kSend, 0, round);
     assignedAt_[i] = now_;
@@ -175,16 +194,14 @@ class Model {
         break;
       }
       case EventKind::kUpdateArrives:
-        if (blocked_) {
-          deferred_.push_back(e);
-          break;
-        }
-        if (!f_.async && (e.round != round_ || closed_)) break;  // late: the round is over
-        addJob(p_.decodeSeconds + double(p_.updateBytes + kFrameBytes) * f_.wireCpuSecondsPerByte, JobKind::kDecode,
-               e.client, e.round);
+        // The network thread reads (decrypts) the frame, then hands it to the strand.
+        if (f_.wireCpuSecondsPerByte > 0)
+          addJob(double(p_.updateBytes + kFrameBytes) * f_.wireCpuSecondsPerByte, JobKind::kReceive, e.client, e.round);
+        else
+          toStrand({EventKind::kUpdateArrives, e.client, e.round});
         break;
       case EventKind::kDeadline:
-        if (e.round == round_ && !closed_) close();
+        toStrand({EventKind::kDeadline, 0, e.round});
         break;
     }
   }
@@ -213,23 +230,32 @@ class Model {
         }
         break;
       }
+      case JobKind::kReceive:
+        toStrand({EventKind::kUpdateArrives, j.client, j.round});
+        break;
       case JobKind::kDecode:
+        strandBusy_ = false;
         if (f_.async) {
-          ++buffered_;
-          assign(next(), 0);
-          maybeStep();
+          // The update is in the buffer; its client is free for the next assignment.
+          idle_.push_back(j.client);
+          if (++buffered_ >= f_.buffer)
+            close();  // the server step, on the strand before anything else
+          else
+            topUp();
         } else if (j.round == round_ && !closed_ && ++arrived_ >= quorum_) {
           close();
         }
+        runStrand();
         break;
       case JobKind::kCommit:
-        commitRunning_ = false;
+        strandBusy_ = false;
         ++committed_;
+        if (f_.async) buffered_ -= std::min(buffered_, f_.buffer);
         result_.roundEnds.push_back(now_);
         // The evaluation of the committed model runs beside the next round, as the
-        // coordinator's does (it sends the next assignments first), one at a time: the
-        // coordinator waits for the last one before it starts the next, and meanwhile
-        // handles nothing else.
+        // coordinator's does, one at a time: at a commit the coordinator's strand waits
+        // for the previous evaluation before it starts this one, and only then sends
+        // the next assignments and takes the next update.
         if (f_.evalExamples > 0 && f_.evalEvery > 0 && committed_ % f_.evalEvery == 0) {
           if (evaluating_) {
             blocked_ = true;
@@ -238,6 +264,7 @@ class Model {
           startEvaluation();
         }
         afterCommit();
+        runStrand();
         break;
       case JobKind::kSend:
         break;
@@ -247,13 +274,52 @@ class Model {
           blocked_ = false;
           startEvaluation();
           afterCommit();
-          for (const Event& e : deferred_)
-            eventHappened(e);
-          deferred_.clear();
+          runStrand();
         }
         break;
     }
   }
+
+  // The coordinator's strand handles one thing at a time, in arrival order: decoding
+  // and aggregating an update (and, when it completes a round or a server step, the
+  // commit), or a round's deadline. While it waits for an evaluation it takes nothing.
+  void toStrand(const StrandItem& item) {
+    strand_.push_back(item);
+    runStrand();
+  }
+  void runStrand() {
+    while (!strandBusy_ && !blocked_ && !strand_.empty()) {
+      const StrandItem item = strand_.front();
+      strand_.pop_front();
+      if (item.kind == EventKind::kDeadline) {
+        if (item.round == round_ && !closed_) close();
+        continue;
+      }
+      if (!f_.async && (item.round != round_ || closed_)) continue;  // late: the round is over
+      strandBusy_ = true;
+      addJob(p_.decodeSeconds, JobKind::kDecode, item.client, item.round);
+    }
+  }
+
+  // Async: assignments to idle clients while fewer than the concurrency are in flight.
+  // A client is not assigned twice from the same model (the open round, committed_ + 1):
+  // one whose update came back within the round it was assigned waits for the next
+  // server step, as the coordinator's engine does.
+  void topUp() {
+    const uint64_t open = committed_ + 1;
+    for (auto it = idle_.begin(); it != idle_.end() && inFlight() < slots_;) {
+      ClientState& c = clients_[*it];
+      if (c.lastAssigned == open) {
+        ++it;
+        continue;
+      }
+      const uint32_t i = *it;
+      it = idle_.erase(it);
+      c.lastAssigned = open;
+      assign(i, open);
+    }
+  }
+  uint32_t inFlight() const { return f_.clients - static_cast<uint32_t>(idle_.size()); }
 
   void startEvaluation() {
     evaluating_ = true;
@@ -263,24 +329,19 @@ class Model {
   // already buffered.
   void afterCommit() {
     if (f_.async)
-      maybeStep();
+      topUp();
     else if (result_.roundEnds.size() < f_.rounds)
       startRound();
   }
 
   // The commit's work before the next assignments leave: the broadcast.
   double commitSeconds() const { return p_.broadcastCompressSeconds; }
+  // On the strand: the commit of the open round (sync) or server step (async).
   void close() {
     closed_ = true;
+    strandBusy_ = true;
     commitSum_ += commitSeconds();
-    addJob(commitSeconds(), JobKind::kCommit, 0, round_);
-  }
-  void maybeStep() {
-    if (commitRunning_ || buffered_ < f_.buffer) return;
-    buffered_ -= f_.buffer;
-    commitRunning_ = true;
-    commitSum_ += commitSeconds();
-    addJob(commitSeconds(), JobKind::kCommit, 0, committed_ + 1);
+    addJob(commitSeconds(), JobKind::kCommit, 0, f_.async ? committed_ + 1 : round_);
   }
 
   const client::DeviceProfile& p_;
@@ -295,10 +356,13 @@ class Model {
   ServerLink linkIn_, linkOut_;  // the coordinator's link, each way
   uint64_t round_ = 0, committed_ = 0;
   uint32_t arrived_ = 0, quorum_ = 0, buffered_ = 0;
-  bool closed_ = false, commitRunning_ = false;
+  uint32_t slots_ = 0;         // async: clients in flight at most
+  std::deque<uint32_t> idle_;  // async: clients without an assignment, in the order they came back
+  bool closed_ = false;
   bool evaluating_ = false;  // an evaluation job runs
-  bool blocked_ = false;     // the coordinator waits for it; updates arriving meanwhile wait in deferred_
-  std::vector<Event> deferred_;
+  bool blocked_ = false;     // the strand waits for it (a commit came meanwhile)
+  bool strandBusy_ = false;  // a decode or commit job runs on the strand
+  std::deque<StrandItem> strand_;
   uint64_t clientRounds_ = 0;
   double computeSum_ = 0, wallSum_ = 0, transferSum_ = 0, commitSum_ = 0;
   Prediction result_;

@@ -8,11 +8,13 @@
 // coordinator's link carrying one transfer at a time each way) and the profile's
 // measured compute: a client's round is its run (tau steps of the batch, the run's
 // overhead), its compression and its encoding, and applying the broadcasts its
-// assignment carries (catch-up); each message costs both ends wireCpuSecondsPerByte of
-// CPU per byte; the coordinator decodes each update and,
-// at each commit, makes the broadcast; an evaluation of the committed model, when asked,
-// runs beside the next round (the coordinator sends the assignments first), one at a
-// time (the coordinator waits for the last before it starts the next).
+// assignment carries (catch-up), plus loading its data in its first round; each message costs both ends
+// wireCpuSecondsPerByte of CPU per byte (the coordinator's network threads, beside everything else); the coordinator's
+// strand takes one thing at a time, in arrival order: it decodes each update and, at each commit, makes the broadcast;
+// an evaluation of the committed model, when asked, runs on a thread of its own beside the next round, one at a time:
+// at a commit the strand waits for the previous evaluation before it starts the next,
+// sends the next assignments and takes the next update (updates arriving meanwhile
+// wait, and so do their clients).
 //
 // Compute: without `cores`, every client is its own device (a core each) and so is the
 // coordinator. With `cores` (a federation on one machine, as bench-federation runs it),
@@ -25,8 +27,10 @@
 // update or the deadline; the next round starts when the commit's work is done.
 // Overlap (Local-SGD): a client starts its next round's steps when it sends an update;
 // its next update leaves when both the steps and the assignment are there. Async
-// (FedBuff): `concurrency` clients always in flight, each reassigned when its update
-// arrives; every `buffer` updates are a server step (a round).
+// (FedBuff): at most `concurrency` clients in flight; a client is free again once the
+// strand has taken its update, and is assigned at once unless its last assignment was
+// from the model still current (then at the next server step); every `buffer` updates
+// are a server step (a round).
 //
 // Deterministic and single-threaded.
 

@@ -45,7 +45,8 @@ assert [s['batch'] for s in p['steps']] == [8, 16], p['steps']
 assert all(s['step_seconds'] > 0 for s in p['steps'])
 for k in ['update_bytes', 'broadcast_bytes', 'params']:
     assert p[k] > 0, k
-for k in ['run_overhead_seconds', 'compress_seconds', 'encode_seconds', 'decode_seconds', 'eval_seconds_per_example']:
+for k in ['run_overhead_seconds', 'compress_seconds', 'encode_seconds', 'decode_seconds', 'eval_seconds_per_example',
+          'load_seconds']:
     assert p[k] >= 0, k
 assert p['uplink'] == 'topk' and p['error_feedback'] is True
 "
@@ -57,7 +58,8 @@ assert t['update_bytes'] * 3 < d['update_bytes'], (t['update_bytes'], d['update_
 "
 
 # One client, 2 rounds, 1 Mbit/s both ways, 10 ms latency, no sharing: Python sums the
-# same figures (256 bytes of frame per message; round 1's assignment has no broadcast).
+# same figures (256 bytes of frame per message; round 1's assignment has no broadcast,
+# and round 1 carries the loading of the client's data).
 "$sim" predict --profile "$work/topk.json" --clients 1 --tau 7 --batch-size 16 --rounds 2 --uplink-mbps 1 \
   --downlink-mbps 1 --latency-ms 10 >"$work/predict.txt" 2>"$work/predict.err"
 check "predict prints seconds per round" grep -q "^s_per_round=" "$work/predict.txt"
@@ -68,7 +70,7 @@ link = lambda b: round(10e3 + (b + 256) * 8 / 1) / 1e6
 step = [s['step_seconds'] for s in p['steps'] if s['batch'] == 16][0]
 client = p['run_overhead_seconds'] + 7 * step + p['compress_seconds'] + p['encode_seconds']
 coord = p['decode_seconds'] + p['broadcast_compress_seconds']
-r1 = link(0) + client + link(p['update_bytes']) + coord
+r1 = link(0) + p['load_seconds'] + client + link(p['update_bytes']) + coord
 r2 = link(p['broadcast_bytes']) + client + link(p['update_bytes']) + coord
 got = dict(kv.split('=') for kv in open('$work/predict.txt').read().split())
 want = (r1 + r2) / 2

@@ -71,7 +71,8 @@ std::string edited(const std::string& from, const std::string& to) {
 }  // namespace
 
 TEST_CASE("a profile survives its JSON unchanged", "[predict]") {
-  const DeviceProfile p = syntheticProfile();
+  DeviceProfile p = syntheticProfile();
+  p.loadSeconds = 0.125;
   const std::string path = writeTemp("starling-profile-roundtrip.json", client::profileToJson(p));
   auto back = client::readProfile(path);
   REQUIRE(back);
@@ -87,6 +88,7 @@ TEST_CASE("a profile survives its JSON unchanged", "[predict]") {
   CHECK(back->updateBytes == 1000);
   CHECK(back->broadcastBytes == 2000);
   CHECK(back->decodeSeconds == 0.04);
+  CHECK(back->loadSeconds == 0.125);
   CHECK(client::profileToJson(*back) == client::profileToJson(p));
   std::filesystem::remove(path);
 }
@@ -158,18 +160,65 @@ TEST_CASE("one client without contention: seconds per round as computed by hand"
   CHECK(p.clientComputeS == Approx(0.25));
 }
 
-TEST_CASE("async with a buffer of one: the client is reassigned while the server steps", "[predict]") {
+TEST_CASE("async: a client is not assigned twice from the same model", "[predict]") {
   PredictFleet f = oneClient();
   f.async = true;
   f.buffer = 1;
   f.rounds = 2;
   auto p = predicted(f);
   REQUIRE(p.roundEnds.size() == 2);
-  // Update decoded at 0.011024 + 0.25 + 0.020048 + 0.04; the step ends 0.05 later; the
-  // client's next assignment (a bare frame: it left before the step) arrives meanwhile.
+  // Update decoded at 0.011024 + 0.25 + 0.020048 + 0.04; the server step ends 0.05
+  // later. Only then is the client assigned again (its last assignment was from the
+  // model the step replaces), with one broadcast: 19.024 ms.
   const double decoded = 0.011024 + 0.25 + 0.020048 + 0.04;
   CHECK(p.roundEnds[0] == Approx(decoded + 0.05).epsilon(1e-9));
-  CHECK(p.roundEnds[1] == Approx(2 * decoded + 0.05).epsilon(1e-9));
+  CHECK(p.roundEnds[1] == Approx(decoded + 0.05 + 0.019024 + 0.25 + 0.020048 + 0.04 + 0.05).epsilon(1e-9));
+}
+
+TEST_CASE("a client's first round carries the loading of its data", "[predict]") {
+  DeviceProfile profile = syntheticProfile();
+  profile.loadSeconds = 0.5;
+  auto p = sim::predict(profile, oneClient());
+  REQUIRE(p);
+  REQUIRE(p->roundEnds.size() == 3);
+  // As computed by hand without the load (above), plus 0.5 s in round 1 only.
+  const double round1 = 0.011024 + 0.25 + 0.020048 + 0.04 + 0.05;
+  const double later = 0.019024 + 0.25 + 0.020048 + 0.04 + 0.05;
+  CHECK(p->roundEnds[0] == Approx(round1 + 0.5).epsilon(1e-9));
+  CHECK(p->secondsToRounds == Approx(round1 + 0.5 + 2 * later).epsilon(1e-9));
+}
+
+TEST_CASE("the coordinator's strand decodes one update at a time", "[predict]") {
+  PredictFleet f = oneClient();
+  f.clients = 2;
+  f.rounds = 1;
+  auto p = predicted(f);
+  // Both updates arrive at 0.011024 + 0.25 + 0.020048, each client on its own device;
+  // the strand decodes them one after the other (0.04 s each), then commits.
+  CHECK(p.secondsToRounds == Approx(0.011024 + 0.25 + 0.020048 + 0.08 + 0.05).epsilon(1e-9));
+}
+
+TEST_CASE("async: updates wait while the strand waits for the previous evaluation", "[predict]") {
+  DeviceProfile profile = syntheticProfile();
+  profile.evalSecondsPerExample = 1.0;  // an evaluation of one example takes 1 s
+  PredictFleet f = oneClient();
+  f.clients = 2;
+  f.async = true;
+  f.buffer = 1;
+  f.rounds = 3;
+  f.evalExamples = 1;
+  auto p = sim::predict(profile, f);
+  REQUIRE(p);
+  REQUIRE(p->roundEnds.size() == 3);
+  // Both updates arrive at a = 0.011024 + 0.25 + 0.020048. Step 1: decode 0.04, commit
+  // 0.05; its evaluation runs until a + 0.09 + 1 and client 0 is assigned again. Step 2
+  // (client 1's update) ends at a + 0.18, and the strand waits for evaluation 1. Client
+  // 0's second update (one broadcast, 19.024 ms; 0.25 s; 20.048 ms) arrives at
+  // a + 0.379072 and waits too: decoded from a + 1.09, its step ends at a + 1.18.
+  const double a = 0.011024 + 0.25 + 0.020048;
+  CHECK(p->roundEnds[0] == Approx(a + 0.09).epsilon(1e-9));
+  CHECK(p->roundEnds[1] == Approx(a + 0.18).epsilon(1e-9));
+  CHECK(p->roundEnds[2] == Approx(a + 1.18).epsilon(1e-9));
 }
 
 TEST_CASE("shared cores slow concurrent clients in proportion, and other groups take their share", "[predict]") {
@@ -196,10 +245,12 @@ TEST_CASE("the coordinator's link carries one transfer at a time", "[predict]") 
   f.downlinkMbps = 2;
   f.coordinatorMbps = 1;
   auto p = predicted(f);
-  // Assignments leave one after the other at 1 Mbit/s (2.048 ms each): the second
-  // arrives at 14.096 ms and its update, queued behind the first on the coordinator's
-  // link, at 264.096 + 18.048 + 10 ms; then its decoding and the commit.
-  CHECK(p.secondsToRounds == Approx(0.264096 + 0.018048 + 0.010 + 0.04 + 0.05).epsilon(1e-9));
+  // Assignments leave one after the other at 1 Mbit/s (2.048 ms each): the first
+  // arrives at 12.048 ms, the second at 14.096 ms. The first update arrives at 262.048
+  // + 10.048 + 10 ms and is decoded until 322.096 ms; the second, queued behind it on
+  // the coordinator's link, arrives at 264.096 + 18.048 + 10 ms and waits for the
+  // strand: decoded from 322.096 ms to 362.096 ms, then the commit.
+  CHECK(p.secondsToRounds == Approx(0.282096 + 0.04 + 0.04 + 0.05).epsilon(1e-9));
 }
 
 TEST_CASE("over-selection closes the round at the K-th update and a deadline before", "[predict]") {

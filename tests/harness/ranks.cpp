@@ -10,6 +10,9 @@
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 
 namespace starling::sim {
 namespace {
@@ -25,6 +28,27 @@ bool underLauncher() {
 
 #ifdef STARLING_MPI
 constexpr int kTag = 23;
+
+// Open MPI keeps memory it never frees (its components' tables, allocated in MPI_Init and
+// lazily in the first transfers, and the components are unloaded before the leak check,
+// so their stacks cannot even be named in a suppression). Under AddressSanitizer the
+// allocations made inside MPI calls are left out of the leak check; Starling's own
+// buffers are allocated outside them and stay checked.
+struct InsideMpi {
+#ifdef __SANITIZE_ADDRESS__
+  InsideMpi() {
+    __lsan_disable();
+  }
+  ~InsideMpi() {
+    __lsan_enable();
+  }
+#else
+  InsideMpi() {}   // NOLINT(modernize-use-equals-default): user-provided, so a guard is not "unused"
+  ~InsideMpi() {}  // NOLINT(modernize-use-equals-default)
+#endif
+  InsideMpi(const InsideMpi&) = delete;
+  InsideMpi& operator=(const InsideMpi&) = delete;
+};
 
 // Waiting: MPI's blocking calls spin, and a rank that waits for a batch (or rank 0 for
 // the others' updates) would take a core from the ranks still training, or from the
@@ -50,6 +74,7 @@ bool Ranks::built() {
 
 Ranks::Ranks(int& argc, char**& argv) {
   if (!underLauncher()) return;
+  const InsideMpi mpi;
   MPI_Init(&argc, &argv);
   initialized_ = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -58,12 +83,14 @@ Ranks::Ranks(int& argc, char**& argv) {
 
 Ranks::~Ranks() {
   waitSends();
+  const InsideMpi mpi;
   if (initialized_) MPI_Finalize();
 }
 
 void Ranks::send(int to, std::vector<uint8_t> bytes) {
   auto s = std::make_unique<Sending>();
   s->bytes = std::move(bytes);
+  const InsideMpi mpi;
   MPI_Isend(s->bytes.data(), static_cast<int>(s->bytes.size()), MPI_BYTE, to, kTag, MPI_COMM_WORLD, &s->request);
   sending_.push_back(std::move(s));
 }
@@ -72,6 +99,7 @@ void Ranks::waitSends() {
   for (auto& s : sending_)
     pollUntil([&] {
       int flag = 0;
+      const InsideMpi mpi;
       MPI_Test(&s->request, &flag, MPI_STATUS_IGNORE);
       return flag != 0;
     });
@@ -82,12 +110,14 @@ std::vector<uint8_t> Ranks::receive(int from) {
   MPI_Status status;
   pollUntil([&] {
     int flag = 0;
+    const InsideMpi mpi;
     MPI_Iprobe(from, kTag, MPI_COMM_WORLD, &flag, &status);
     return flag != 0;
   });
   int count = 0;
   MPI_Get_count(&status, MPI_BYTE, &count);
   std::vector<uint8_t> bytes(static_cast<std::size_t>(count));
+  const InsideMpi mpi;
   MPI_Recv(bytes.data(), count, MPI_BYTE, from, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   return bytes;
 }

@@ -1,7 +1,10 @@
-// TLS 1.2 session resumption (session tickets): a client's second connection skips the
-// full handshake, the coordinator still knows who it is, a revoked certificate cannot
-// come back through its ticket, and a ticket that is not intact or too old only costs
-// a full handshake.
+// What a returning client skips, and what it cannot skip. TLS 1.2 session resumption
+// (session tickets): a client's second connection skips the full handshake, the
+// coordinator still knows who it is, a revoked certificate cannot come back through
+// its ticket, and a ticket that is not intact or too old only costs a full handshake.
+// The verified-certificate cache: a full handshake with a certificate verified before
+// skips its CA signature check, but a revoked, expired or different certificate is
+// refused as without the cache.
 
 #include <mbedtls/ssl.h>
 #include <unistd.h>
@@ -361,4 +364,168 @@ TEST_CASE("the coordinator logs a client's second join as a resumed session of t
   CHECK(second->clientId == "client-5");
   CHECK(server.waitFor(
       [&] { return server.log().contains("client-5 joined") && server.log().contains("resumed session"); }));
+}
+
+namespace {
+
+// A client that never offers a session: every connection is a full handshake.
+std::shared_ptr<const net::TlsContext> fullHandshakeClient(const net::KeyPair& kp, const Pki& pki) {
+  net::TlsOptions options;
+  options.resumption = false;
+  return clientContext(kp, pki, options);
+}
+
+net::TlsOptions sharing(std::shared_ptr<net::VerifiedCertificates> cache) {
+  net::TlsOptions options;
+  options.verifiedCertificates = std::move(cache);
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("a certificate verified once skips its CA signature check next time and is still its identity",
+          "[net][tls][certificate-cache]") {
+  Pki pki;
+  auto cache = std::make_shared<net::VerifiedCertificates>(16);
+  auto server = serverContext(pki, sharing(cache));
+  REQUIRE(server->verifiedCertificates() == cache);
+  auto client = fullHandshakeClient(pki.client("client-6"), pki);
+
+  Handshake first = connectOnce(server, client);
+  checkFull(first, "client-6");
+  CHECK(cache->stats().misses == 1);
+  CHECK(cache->stats().hits == 0);
+  CHECK(cache->stats().size == 1);
+
+  Handshake second = connectOnce(server, client);
+  checkFull(second, "client-6");
+  CHECK(cache->stats().hits == 1);
+  CHECK(second.serverSaw.fingerprint == first.serverSaw.fingerprint);
+  CHECK(second.serverSaw.role == first.serverSaw.role);
+
+  // The client's side caches the coordinator's certificate the same way.
+  const auto& clientCache = client->verifiedCertificates();
+  REQUIRE(clientCache != nullptr);
+  CHECK(clientCache->stats().hits == 1);
+  CHECK(clientCache->stats().misses == 1);
+}
+
+TEST_CASE("a revoked certificate is refused even when the cache holds it",
+          "[net][tls][certificate-cache][revocation]") {
+  Pki pki;
+  const auto revoked = pki.client("client-7");
+  const auto kept = pki.client("client-8");
+  // One cache for the coordinator before and after the revocation list changed: the
+  // cache must not let client-7 skip the list.
+  auto cache = std::make_shared<net::VerifiedCertificates>(16);
+  auto before = serverContext(pki, sharing(cache));
+  auto revokedClient = fullHandshakeClient(revoked, pki);
+  auto keptClient = fullHandshakeClient(kept, pki);
+  REQUIRE(connectOnce(before, revokedClient).server.isOk());
+  REQUIRE(connectOnce(before, keptClient).server.isOk());
+  REQUIRE(cache->stats().size == 2);
+
+  const auto now = std::chrono::system_clock::now();
+  pki.crlPem = net::updateRevocationList(pki.ca, "", {revoked.certPem}, now - 1h, now + 24h).value();
+  auto after = serverContext(pki, sharing(cache));
+  const uint64_t hitsBefore = cache->stats().hits;
+
+  Handshake refused = connectOnce(after, revokedClient);
+  CHECK_FALSE(refused.server.isOk());
+  CHECK_THAT(refused.server.message(), Catch::Contains("the certificate has been revoked"));
+  CHECK_FALSE(refused.client.isOk());
+  CHECK(cache->stats().hits == hitsBefore + 1);  // found in the cache, refused all the same
+
+  checkFull(connectOnce(after, keptClient), "client-8");
+  CHECK(cache->stats().hits == hitsBefore + 2);
+
+  SECTION("and with resumption on, neither its ticket nor its cached certificate lets it in") {
+    auto resuming = clientContext(revoked, pki);
+    REQUIRE(connectOnce(before, resuming).server.isOk());  // a ticket from before the revocation
+    Handshake again = connectOnce(after, resuming);
+    CHECK_FALSE(again.server.isOk());
+    CHECK_THAT(again.server.message(), Catch::Contains("the certificate has been revoked"));
+    CHECK_FALSE(again.serverSaw.resumed);
+  }
+}
+
+TEST_CASE("an expired certificate is refused even when the cache holds it", "[net][tls][certificate-cache]") {
+  Pki pki;
+  const auto now = std::chrono::system_clock::now();
+  // Valid for 2 more seconds (X.509 times are whole seconds).
+  const auto shortLived =
+      net::issueCertificate(pki.ca, {net::CertificateKind::kClient, "client-9", {}, now - 1h, now + 2s}).value();
+  auto server = serverContext(pki);
+  auto client = fullHandshakeClient(shortLived, pki);
+  REQUIRE(connectOnce(server, client).server.isOk());
+  REQUIRE(server->verifiedCertificates()->stats().size == 1);
+
+  std::this_thread::sleep_for(3100ms);
+  Handshake refused = connectOnce(server, client);
+  CHECK_FALSE(refused.server.isOk());
+  CHECK_THAT(refused.server.message(), Catch::Contains("the certificate has expired"));
+  CHECK_THAT(refused.client.message(), Catch::Contains("certificate expired"));
+  CHECK(server->verifiedCertificates()->stats().hits == 1);
+}
+
+TEST_CASE("only a byte-identical certificate of the same CA is taken from the cache", "[net][tls][certificate-cache]") {
+  Pki pki;
+  auto cache = std::make_shared<net::VerifiedCertificates>(16);
+  auto server = serverContext(pki, sharing(cache));
+  REQUIRE(connectOnce(server, fullHandshakeClient(pki.client("client-10"), pki)).server.isOk());
+
+  SECTION("the same name from another CA") {
+    Pki other;
+    // It trusts the coordinator's CA, but its certificate is from another one.
+    auto impostor = fullHandshakeClient(other.client("client-10"), pki);
+    Handshake refused = connectOnce(server, impostor);
+    CHECK_FALSE(refused.server.isOk());
+    CHECK_THAT(refused.server.message(), Catch::Contains("the certificate is not signed by the trusted CA"));
+  }
+  SECTION("a second certificate of the same CA and name") {
+    checkFull(connectOnce(server, fullHandshakeClient(pki.client("client-10"), pki)), "client-10");
+    CHECK(cache->stats().hits == 0);
+    CHECK(cache->stats().misses == 2);
+  }
+  SECTION("the same certificate, once the coordinator trusts another CA") {
+    Pki other;
+    auto foreign = net::TlsContext::create(net::TlsRole::kServer,
+                                           {other.ca.certPem, pki.coordinator.certPem, pki.coordinator.keyPem, {}}, {},
+                                           sharing(cache))
+                       .value();
+    Handshake refused = connectOnce(foreign, fullHandshakeClient(pki.client("client-10"), pki));
+    CHECK_FALSE(refused.server.isOk());
+    CHECK(cache->stats().hits == 0);
+  }
+}
+
+TEST_CASE("without the cache every full handshake verifies the certificate", "[net][tls][certificate-cache]") {
+  Pki pki;
+  net::TlsOptions none;
+  none.verifiedCertificateCapacity = 0;
+  auto server = serverContext(pki, none);
+  CHECK(server->verifiedCertificates() == nullptr);
+  auto client = fullHandshakeClient(pki.client("client-11"), pki);
+  checkFull(connectOnce(server, client), "client-11");
+  checkFull(connectOnce(server, client), "client-11");
+  const auto now = std::chrono::system_clock::now();
+  pki.crlPem = net::updateRevocationList(pki.ca, "", {pki.client("client-12").certPem}, now - 1h, now + 24h).value();
+  auto withList = serverContext(pki, none);
+  checkFull(connectOnce(withList, client), "client-11");
+}
+
+TEST_CASE("the cache holds at most its capacity, dropping the least recently used", "[net][certificate-cache]") {
+  net::VerifiedCertificates cache(2);
+  const net::VerifiedCertificates::Key a{1}, b{2}, c{3};
+  cache.add(a);
+  cache.add(b);
+  CHECK(cache.contains(a));  // a is now the most recently used
+  cache.add(c);              // drops b
+  CHECK(cache.stats().size == 2);
+  CHECK(cache.contains(a));
+  CHECK(cache.contains(c));
+  CHECK_FALSE(cache.contains(b));
+  net::VerifiedCertificates off(0);
+  off.add(a);
+  CHECK_FALSE(off.contains(a));
 }

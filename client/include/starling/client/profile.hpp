@@ -11,7 +11,7 @@
 //    "steps": [{"batch": 32, "step_seconds": 0.0011}, ...], "run_overhead_seconds": ...,
 //    "compress_seconds": ..., "encode_seconds": ..., "decode_seconds": ...,
 //    "update_bytes": ..., "broadcast_bytes": ..., "broadcast_compress_seconds": ..., "catch_up_seconds": ...,
-//    "eval_seconds_per_example": ...}
+//    "eval_seconds_per_example": ..., "load_seconds": ...}
 // Times are medians over `repeats` runs, in CPU seconds of the profiling process: what
 // the work costs one core of this device, the same as wall time on an idle device and
 // unaffected by other processes sharing its cores.
@@ -74,6 +74,10 @@ struct DeviceProfile {
   // model's checksum (a client's catch-up per broadcast it missed).
   double catchUpSeconds = 0;
   double evalSecondsPerExample = 0;  // model evaluation (the coordinator's test set, per example)
+  // Loading the device's examples as the client does (a client loads them after it has
+  // joined, so in a federation that starts at once this overlaps its first round). Set
+  // by whoever loads the data (starling-client --profile); measureProfile() leaves it 0.
+  double loadSeconds = 0;
 
   // Seconds of `tau` local steps of minibatch `batch` plus a run's overhead: the step
   // time of the nearest profiled batch sizes, interpolated linearly in the batch size

@@ -15,6 +15,12 @@
 // identity is the same as after a full handshake, and a server checks that certificate
 // against its revocation list again before it accepts a ticket. docs/transport.md.
 //
+// Peer certificates: a context with its own certificate and a single CA verifies its
+// peer's certificate itself, from mbedTLS's verification callback: against the CA, the
+// revocation list (by serial; the list's signature is checked once, at create()) and a
+// cache of certificates it verified before (VerifiedCertificates), which spares a
+// byte-identical certificate the CA signature check and nothing else.
+//
 // Thread safety: immutable after create() except the client's kept session, which is
 // guarded; shared by every connection of a process (mbedTLS is built with
 // MBEDTLS_THREADING_PTHREAD, so its RNG and ticket keys lock themselves).
@@ -26,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "starling/net/verified_certificates.hpp"
 #include "starling/util/status.hpp"
 
 struct mbedtls_ssl_config;
@@ -104,6 +111,13 @@ struct TlsOptions {
   // Servers: the ticket keys to use; empty: a set of this context's own.
   std::shared_ptr<SessionTicketKeys> ticketKeys;
   CipherPreference cipher = CipherPreference::kAuto;
+  // Peer certificates already verified against the CA skip that signature check on
+  // their next full handshake (VerifiedCertificates; dates, revocation and the
+  // handshake signature are still checked every time). How many to remember (0: none),
+  // or a set to share between contexts of the same CA (a context rebuilt with a new
+  // revocation list keeps what the old one verified).
+  std::size_t verifiedCertificateCapacity = 16384;
+  std::shared_ptr<VerifiedCertificates> verifiedCertificates;
 };
 
 // True when this CPU has the AES and PCLMULQDQ instructions mbedTLS uses for AES-GCM.
@@ -123,6 +137,8 @@ class TlsContext {
   const std::string& serverName() const { return serverName_; }
   const mbedtls_ssl_config* config() const;
   bool resumption() const { return resumption_; }
+  // The verified-certificate cache in use, or null when there is none.
+  const std::shared_ptr<VerifiedCertificates>& verifiedCertificates() const;
 
   // Client side of resumption, for TlsStream (any thread): offer the kept session on a
   // new connection (no-op when there is none or resumption is off), and keep the

@@ -224,9 +224,18 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("server.frame-timeout-ms", c.frameTimeoutMs, "time a client has to deliver a frame whose header arrived");
   bind("server.heartbeat-ms", c.heartbeatMs, "a quiet connection gets a heartbeat this often; clients answer");
   bind("server.max-connections", c.maxConnections, "connections beyond this are closed at once");
+  bind("server.listen-backlog", c.listenBacklog,
+       "connections the kernel queues for accept; keep it short (what waits past the client's handshake timeout is "
+       "dead when accepted)");
   bind(
       "server.tls-resumption", c.tlsResumption,
       "issue and accept TLS session tickets, so that a client reconnects without a full handshake (docs/transport.md)");
+  bind("server.tls-persist-ticket-keys", c.tlsPersistTicketKeys,
+       "keep the session ticket keys in a file (mode 0600) so clients resume after a restart (docs/security.md)");
+  bind("server.tls-ticket-key-file", c.tlsTicketKeyFile,
+       "the ticket key file (default: the database's path + .ticket-keys)");
+  bind("server.trim-heap-ms", c.trimHeapMs,
+       "every this many ms, if connections came or went, return free heap pages to the kernel (0 = never)");
   bind("server.threads", c.threads,
        "threads running TLS handshakes and connections (0 = one per core, at most 4); rounds run on one strand");
 }

@@ -613,9 +613,10 @@ void Federation::welcomeClient(const std::shared_ptr<Session>& session, const wi
   welcome.sparseRows = rows != nullptr;
   rows_[id] = rows;
   session->send(share(wire::encode(welcome)));
-  log_->info("{}{} joined from {} ({} examples, holds round {})", id,
+  log_->info("{}{} joined from {} ({} examples, holds round {}{})", id,
              net::roleFromOu(session->peer().role, net::Role::kClient) == net::Role::kRelay ? " (a relay)" : "",
-             session->peer().address, h.numExamples, h.lastRound);
+             session->peer().address, h.numExamples, h.lastRound,
+             session->peer().resumed ? ", resumed TLS session" : "");
   if (rows)
     log_->info("{} trains the compact model of {} rows ({} of {} parameters; its row set {} bytes)", id, rows->rows(),
                rows->viewSize(), rows->fullSize(), rows->bytes().size());

@@ -10,6 +10,7 @@
 
 #include <fmt/ranges.h>
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -17,7 +18,10 @@
 #include <asio/post.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/strand.hpp>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -247,6 +251,35 @@ int runPlacement(const PlacementArgs& args) {
   return 0;
 }
 
+// Every connection is a descriptor: the soft limit (often 1024) goes up to the hard
+// limit, which only root can raise. Logged, with a warning when --max-connections would
+// not fit (the coordinator also needs descriptors for its database and logs).
+void raiseOpenFileLimit(spdlog::logger& log, std::size_t maxConnections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    log.warn("cannot read the open files limit: {}", std::strerror(errno));
+    return;
+  }
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      log.warn("cannot raise the open files limit from {} to {}: {}", before, limit.rlim_max, std::strerror(errno));
+      limit.rlim_cur = before;
+    }
+  }
+  auto text = [](rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v); };
+  if (limit.rlim_cur != before)
+    log.info("open files limit raised from {} to {} (the hard limit)", text(before), text(limit.rlim_cur));
+  else
+    log.info("open files limit {} (hard limit {})", text(limit.rlim_cur), text(limit.rlim_max));
+  if (limit.rlim_cur != RLIM_INFINITY && maxConnections + 64 > limit.rlim_cur)
+    log.warn(
+        "--max-connections {} does not fit in the open files limit {}: connections beyond about {} will fail "
+        "to be accepted (raise the hard limit: ulimit -Hn, LimitNOFILE=)",
+        maxConnections, text(limit.rlim_cur), limit.rlim_cur > 64 ? limit.rlim_cur - 64 : 0);
+}
+
 int runDaemon(const coordinator::DaemonConfig& config, const coordinator::FederationTestHooks& testHooks,
               const std::string& logLevel) {
   // One malloc arena for all threads: the network threads and the evaluation worker
@@ -256,6 +289,7 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   mallopt(M_ARENA_MAX, 1);
   auto log = makeLogger("coordinator", logLevel);
   if (!log) return fail(log.status().message());
+  raiseOpenFileLimit(**log, config.maxConnections);
   Status valid = coordinator::ConfigBinder::validate(config);
   if (!valid) return fail(valid.message());
   auto in = [&](const std::string& override, const char* name) {
@@ -288,14 +322,24 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
     if (!serials) return fail(crlPath + ": " + serials.status().message());
     (*log)->info("revocation list {}: {} certificate(s) revoked", crlPath, serials->size());
   }
+  // The database first: a state directory that cannot be written is reported as the
+  // database's problem, before the ticket key file beside it is tried.
+  auto store = coordinator::Store::open(config.db);
+  if (!store) return fail(store.status().message());
   net::TlsOptions tlsOptions;
   tlsOptions.resumption = config.tlsResumption;
+  if (config.tlsResumption && config.tlsPersistTicketKeys && config.db != ":memory:") {
+    const std::string path = !config.tlsTicketKeyFile.empty() ? config.tlsTicketKeyFile : config.db + ".ticket-keys";
+    auto keys = net::SessionTicketKeys::open(path, tlsOptions.ticketLifetime);
+    if (!keys) return fail(keys.status().message());
+    (*log)->info("TLS session ticket keys {} {} (clients resume their sessions across restarts)",
+                 (*keys)->reloaded() ? "reloaded from" : "written to", path);
+    tlsOptions.ticketKeys = std::move(*keys);
+  }
   auto tls = net::TlsContext::create(net::TlsRole::kServer, *identity, {}, tlsOptions);
   if (!tls) return fail(tls.status().message());
   auto listen = net::parseEndpoint(config.listen);
   if (!listen) return fail(listen.status().message());
-  auto store = coordinator::Store::open(config.db);
-  if (!store) return fail(store.status().message());
 
   // Every connection runs on its own strand and the rounds on the federation's, so
   // the io_context can run on several threads: TLS handshakes and record encryption
@@ -320,6 +364,9 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   options.limits.idleTimeout = std::chrono::milliseconds(
       std::max<int64_t>(config.idleTimeoutMs, config.engine.deadlineMs + 2 * int64_t(config.heartbeatMs)));
   options.maxConnections = config.maxConnections;
+  if (config.listenBacklog < 1)
+    return fail(fmt::format("--listen-backlog {}: must be at least 1", config.listenBacklog));
+  options.listenBacklog = config.listenBacklog;
   options.task = config.task.name;
   options.modelSpec = config.task.model;
   coordinator::Server server(io, *tls, options, *log, *federation);
@@ -328,6 +375,25 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
 
   int exitCode = 0;
   asio::signal_set signals(asio::make_strand(io), SIGINT, SIGTERM);
+  // Every trim-heap-ms, if connections came or went since the last time: free heap
+  // pages go back to the kernel (malloc_trim). A burst of handshakes frees its
+  // temporaries between the buffers of live connections, and glibc's heap would keep
+  // those pages resident (docs/reliability.md, "10,000 clients"). On the signals' strand.
+  asio::steady_timer trimTimer(signals.get_executor());
+  std::pair<uint64_t, uint64_t> trimmedAt{0, 0};  // (accepted, active) at the last trim
+  bool trimStopped = false;
+  std::function<void()> armTrim = [&] {
+    trimTimer.expires_after(std::chrono::milliseconds(config.trimHeapMs));
+    trimTimer.async_wait([&](const std::error_code& ec) {
+      if (ec || trimStopped) return;
+      const std::pair<uint64_t, uint64_t> now{server.counters().accepted.load(), server.counters().active.load()};
+      if (now != trimmedAt) {
+        trimmedAt = now;
+        malloc_trim(0);
+      }
+      armTrim();
+    });
+  };
   (*federation)->onFinished([&](const Status& st) {
     if (!st && st.code() != StatusCode::kClosed) {
       (*log)->error("stopping: {}", st.message());
@@ -336,9 +402,11 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
     server.stop();
     // Nothing else to wait for: let io.run() return (on the signals' strand, as this
     // runs on the federation's).
-    asio::post(signals.get_executor(), [&signals] {
+    asio::post(signals.get_executor(), [&signals, &trimTimer, &trimStopped] {
       std::error_code ignored;
       signals.cancel(ignored);
+      trimStopped = true;
+      trimTimer.cancel();
     });
   });
   signals.async_wait([&](const std::error_code& ec, int signo) {
@@ -350,7 +418,8 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
     server.stop();
     std::error_code ignored;
     signals.cancel(ignored);
-  }
+  } else if (config.trimHeapMs > 0)
+    asio::post(signals.get_executor(), armTrim);
   std::vector<std::thread> pool;
   for (unsigned i = 1; i < threads; ++i)
     pool.emplace_back([&io] { io.run(); });

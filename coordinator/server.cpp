@@ -125,7 +125,7 @@ Result<uint16_t> Server::start() {
   acceptor_.open(endpoint.protocol(), ec);
   if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec) acceptor_.listen(options_.listenBacklog, ec);
   if (ec)
     return Status(StatusCode::kIo, fmt::format("cannot listen on {}: {}", options_.listen.toString(), ec.message()));
   const uint16_t port = acceptor_.local_endpoint().port();

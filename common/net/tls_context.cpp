@@ -1,5 +1,6 @@
 #include "starling/net/tls_context.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <mbedtls/aesni.h>
 #include <mbedtls/ctr_drbg.h>
@@ -9,11 +10,20 @@
 #include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_ticket.h>
+#include <mbedtls/threading.h>
 #include <mbedtls/x509_crl.h>
 #include <mbedtls/x509_crt.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "starling/net/certificates.hpp"
@@ -110,13 +120,237 @@ bool cpuHasAesInstructions() {
 }
 
 struct SessionTicketKeys::Impl {
+  // One ticket key as the file holds it (mbedTLS keeps only the expanded cipher).
+  struct RawKey {
+    std::array<unsigned char, 4> name{};
+    uint32_t created = 0;  // seconds since the epoch
+    std::array<unsigned char, 32> key{};
+  };
+
   mbedtls::Entropy entropy;
   mbedtls::CtrDrbg drbg;
+  std::string path;  // kept keys: their file; empty: in memory only
+  uint32_t lifetime = 0;
+  std::mutex fileMu;  // guards raw and the file
+  std::array<RawKey, 2> raw{};
   mbedtls::SslTicket ticket;  // declared last: destroyed first, it uses drbg
+
+  Result<RawKey> fresh(uint32_t created) {
+    RawKey k;
+    k.created = created;
+    int rc = mbedtls_ctr_drbg_random(&drbg.ctx, k.name.data(), k.name.size());
+    if (rc == 0) rc = mbedtls_ctr_drbg_random(&drbg.ctx, k.key.data(), k.key.size());
+    if (rc != 0) return Status(StatusCode::kInternal, "making a ticket key: " + mbedtlsErrorString(rc));
+    return k;
+  }
+
+  // Puts `k` into mbedTLS's slot `index` (and makes it the active one), under mbedTLS's lock.
+  Status install(unsigned char index, const RawKey& k, bool makeActive) {
+    mbedtls_ssl_ticket_context& t = ticket.ctx;
+    mbedtls_mutex_lock(&t.mutex);
+    std::memcpy(t.keys[index].name, k.name.data(), k.name.size());
+    t.keys[index].generation_time = k.created;
+    int rc =
+        mbedtls_cipher_setkey(&t.keys[index].ctx, k.key.data(), static_cast<int>(k.key.size() * 8), MBEDTLS_ENCRYPT);
+    if (rc == 0 && makeActive) t.active = index;
+    mbedtls_mutex_unlock(&t.mutex);
+    if (rc != 0) return Status(StatusCode::kInternal, "installing a ticket key: " + mbedtlsErrorString(rc));
+    raw[index] = k;
+    return Status::ok();
+  }
+
+  unsigned char active() {
+    mbedtls_mutex_lock(&ticket.ctx.mutex);
+    unsigned char a = ticket.ctx.active;
+    mbedtls_mutex_unlock(&ticket.ctx.mutex);
+    return a;
+  }
+
+  Status save();
+  Status load();
 };
+
+namespace {
+
+std::string hexOf(const unsigned char* p, std::size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s(2 * n, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    s[2 * i] = kDigits[p[i] >> 4];
+    s[2 * i + 1] = kDigits[p[i] & 15];
+  }
+  return s;
+}
+
+bool fromHex(const std::string& text, unsigned char* out, std::size_t n) {
+  if (text.size() != 2 * n) return false;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    int hi = digit(text[2 * i]), lo = digit(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  return true;
+}
+
+constexpr const char* kTicketFileMagic = "starling-ticket-keys v1";
+
+}  // namespace
+
+Status SessionTicketKeys::Impl::save() {
+  const unsigned char a = active();
+  std::string text =
+      "# Starling TLS session ticket keys (AES-256-GCM): secret, whoever reads this file can open\n"
+      "# every session ticket the coordinator issued. Mode 0600; rewritten when the key is replaced.\n";
+  text += kTicketFileMagic;
+  text += "\n";
+  for (unsigned char i : {a, static_cast<unsigned char>(1 - a)}) {
+    const RawKey& k = raw[i];
+    text += fmt::format("{} {} {} {}\n", i == a ? "active" : "previous", hexOf(k.name.data(), k.name.size()), k.created,
+                        hexOf(k.key.data(), k.key.size()));
+  }
+  const std::string tmp = path + ".tmp";
+  auto fail = [&](const char* what) {
+    return Status(StatusCode::kIo, fmt::format("{} ticket key file '{}': {}", what, tmp, std::strerror(errno)));
+  };
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return fail("cannot create");
+  if (::fchmod(fd, 0600) != 0) {
+    Status st = fail("cannot set the mode of");
+    ::close(fd);
+    return st;
+  }
+  for (std::size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status st = fail("cannot write");
+      ::close(fd);
+      return st;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    Status st = fail("cannot sync");
+    ::close(fd);
+    return st;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status(StatusCode::kIo, fmt::format("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno)));
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);  // the rename itself survives a crash; a failure here only risks the old file
+    ::close(dfd);
+  }
+  return Status::ok();
+}
+
+Status SessionTicketKeys::Impl::load() {
+  std::ifstream in(path);
+  if (!in) return Status(StatusCode::kIo, fmt::format("cannot read ticket key file '{}'", path));
+  std::string line;
+  int lineNo = 0;
+  bool sawMagic = false;
+  std::array<std::optional<RawKey>, 2> got;  // [0] active, [1] previous
+  auto bad = [&](const std::string& why) {
+    return Status(StatusCode::kMalformed, fmt::format("ticket key file '{}' line {}: {}", path, lineNo, why));
+  };
+  while (std::getline(in, line)) {
+    ++lineNo;
+    if (line.empty() || line[0] == '#') continue;
+    if (!sawMagic) {
+      if (line != kTicketFileMagic) return bad(fmt::format("expected '{}'", kTicketFileMagic));
+      sawMagic = true;
+      continue;
+    }
+    std::istringstream fields(line);
+    std::string which, name, key, extra;
+    uint64_t created = 0;
+    if (!(fields >> which >> name >> created >> key) || (fields >> extra))
+      return bad("expected 'active|previous NAME CREATED KEY'");
+    RawKey k;
+    if (!fromHex(name, k.name.data(), k.name.size())) return bad("the key name is not 8 lowercase hex digits");
+    if (!fromHex(key, k.key.data(), k.key.size())) return bad("the key is not 64 lowercase hex digits");
+    if (created > UINT32_MAX) return bad("the creation time is out of range");
+    k.created = static_cast<uint32_t>(created);
+    std::size_t slot = which == "active" ? 0 : which == "previous" ? 1 : 2;
+    if (slot == 2) return bad("expected 'active' or 'previous', not '" + which + "'");
+    if (got[slot]) return bad("a second '" + which + "' key");
+    got[slot] = k;
+  }
+  lineNo = 0;
+  if (!sawMagic || !got[0] || !got[1])
+    return Status(StatusCode::kMalformed,
+                  fmt::format("ticket key file '{}' is incomplete (needs '{}', an active and a previous key)", path,
+                              kTicketFileMagic));
+  if (got[0]->name == got[1]->name)
+    return Status(StatusCode::kMalformed, fmt::format("ticket key file '{}': both keys have the same name", path));
+  if (Status st = install(1, *got[1], false); !st) return st;
+  return install(0, *got[0], true);
+}
 
 SessionTicketKeys::SessionTicketKeys() : impl_(std::make_unique<Impl>()) {}
 SessionTicketKeys::~SessionTicketKeys() = default;
+
+Result<std::shared_ptr<SessionTicketKeys>> SessionTicketKeys::open(const std::string& path,
+                                                                   std::chrono::seconds lifetime) {
+  if (path.empty()) return Status(StatusCode::kInvalidArgument, "no path for the ticket key file");
+  auto keys = create(lifetime);
+  if (!keys) return keys.status();
+  Impl& k = (*keys)->impl();
+  k.path = path;
+  k.lifetime = static_cast<uint32_t>(lifetime.count());
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      return Status(StatusCode::kInvalidArgument, fmt::format("ticket key file '{}' is not a regular file", path));
+    if ((st.st_mode & 077) != 0)
+      return Status(StatusCode::kUnauthenticated,
+                    fmt::format("ticket key file '{}' may be read or written by others (mode {:04o}); it opens every "
+                                "session ticket: chmod 600 '{}'",
+                                path, st.st_mode & 07777, path));
+    std::lock_guard lock(k.fileMu);
+    if (Status loaded = k.load(); !loaded) return loaded;
+    (*keys)->reloaded_ = true;
+  } else if (errno == ENOENT) {
+    std::lock_guard lock(k.fileMu);
+    const auto now = static_cast<uint32_t>(std::time(nullptr));
+    auto active = k.fresh(now);
+    auto previous = k.fresh(now - std::min(now, k.lifetime));  // already past: it sealed nothing
+    if (!active) return active.status();
+    if (!previous) return previous.status();
+    if (Status st1 = k.install(1, *previous, false); !st1) return st1;
+    if (Status st0 = k.install(0, *active, true); !st0) return st0;
+    if (Status saved = k.save(); !saved) return saved;
+  } else {
+    return Status(StatusCode::kIo, fmt::format("cannot stat ticket key file '{}': {}", path, std::strerror(errno)));
+  }
+  if (Status rotated = (*keys)->rotateIfDue(); !rotated) return rotated;
+  return keys;
+}
+
+Status SessionTicketKeys::rotateIfDue() {
+  Impl& k = *impl_;
+  if (k.path.empty()) return Status::ok();
+  std::lock_guard lock(k.fileMu);
+  const auto now = static_cast<uint32_t>(std::time(nullptr));
+  const unsigned char a = k.active();
+  // A minute early (for lifetimes above two minutes), so that mbedTLS, which replaces an
+  // expired key with a random one of its own, never finds the active key expired.
+  const uint32_t due = k.lifetime > 120 ? k.lifetime - 60 : k.lifetime;
+  const uint32_t created = k.raw[a].created;
+  if (now >= created && now - created < due) return Status::ok();
+  auto next = k.fresh(now);
+  if (!next) return next.status();
+  if (Status st = k.install(static_cast<unsigned char>(1 - a), *next, true); !st) return st;
+  return k.save();
+}
 
 Result<std::shared_ptr<SessionTicketKeys>> SessionTicketKeys::create(std::chrono::seconds lifetime) {
   if (lifetime.count() < 1 || lifetime.count() > 7 * 24 * 3600)
@@ -168,10 +402,13 @@ struct TlsContext::Impl {
   static int writeTicket(void* self, const mbedtls_ssl_session* session, unsigned char* start, const unsigned char* end,
                          size_t* length, uint32_t* lifetime) {
     auto* impl = static_cast<Impl*>(self);
+    // A kept key that could not be written to its file stays in use in memory.
+    (void)impl->tickets->rotateIfDue();
     return mbedtls_ssl_ticket_write(&impl->tickets->impl().ticket.ctx, session, start, end, length, lifetime);
   }
   static int parseTicket(void* self, mbedtls_ssl_session* session, unsigned char* buf, size_t len) {
     auto* impl = static_cast<Impl*>(self);
+    (void)impl->tickets->rotateIfDue();
     int rc = mbedtls_ssl_ticket_parse(&impl->tickets->impl().ticket.ctx, session, buf, len);
     if (rc != 0) return rc;
     const mbedtls_x509_crt* peer = session->peer_cert;

@@ -21,7 +21,14 @@ namespace starling::net {
 namespace {
 
 constexpr auto kAsTuple = asio::experimental::as_tuple(asio::use_awaitable);
+// Socket reads start small and double while they fill the buffer, up to kReadChunk; an
+// idle connection (its buffer drained, the last read small) goes back to kIdleReadChunk,
+// so ten thousand quiet clients do not each pin 64 KiB (docs/transport.md, "Memory").
 constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::size_t kIdleReadChunk = 2 * 1024;
+// An outbound buffer larger than this is released once it has been written (an idle
+// connection keeps none: a heartbeat's record is allocated when it is sent).
+constexpr std::size_t kKeepWriteCapacity = 0;
 // Ciphertext is handed to the socket once this much is queued, and at the end of
 // every writeAll.
 constexpr std::size_t kFlushThreshold = 256 * 1024;
@@ -92,7 +99,7 @@ TlsStream::TlsStream(Private, asio::ip::tcp::socket socket, std::shared_ptr<cons
     : socket_(std::move(socket)),
       context_(std::move(context)),
       session_(std::make_unique<Session>()),
-      in_(kReadChunk),
+      in_(kIdleReadChunk),
       watchdog_(socket_.get_executor()) {
   std::error_code ec;
   auto remote = socket_.remote_endpoint(ec);
@@ -128,16 +135,29 @@ Status TlsStream::socketError(const std::error_code& ec, const char* during) con
 }
 
 asio::awaitable<Status> TlsStream::fill() {
-  if (inPos_ == inEnd_) inPos_ = inEnd_ = 0;
+  if (inPos_ == inEnd_) {
+    inPos_ = inEnd_ = 0;
+    if (lastRead_ < kIdleReadChunk && in_.size() > kIdleReadChunk) std::vector<uint8_t>(kIdleReadChunk).swap(in_);
+  }
+  if (lastRead_ == in_.size() && in_.size() < kReadChunk) {
+    // The last read filled the buffer: more is probably waiting.
+    std::vector<uint8_t> bigger(std::min(in_.size() * 2, kReadChunk));
+    std::memcpy(bigger.data(), in_.data() + inPos_, inEnd_ - inPos_);
+    inEnd_ -= inPos_;
+    inPos_ = 0;
+    in_.swap(bigger);
+  }
   if (inEnd_ == in_.size()) {  // compact, then grow if a record still does not fit
     std::memmove(in_.data(), in_.data() + inPos_, inEnd_ - inPos_);
     inEnd_ -= inPos_;
     inPos_ = 0;
     if (inEnd_ == in_.size()) in_.resize(in_.size() * 2);
   }
-  auto [ec, n] = co_await socket_.async_read_some(asio::buffer(in_.data() + inEnd_, in_.size() - inEnd_), kAsTuple);
+  const std::size_t space = in_.size() - inEnd_;
+  auto [ec, n] = co_await socket_.async_read_some(asio::buffer(in_.data() + inEnd_, space), kAsTuple);
   if (ec) co_return socketError(ec, handshakeDone_ ? "while reading" : "during the TLS handshake");
   inEnd_ += n;
+  lastRead_ = n == space ? in_.size() : n;
   co_return Status::ok();
 }
 
@@ -149,6 +169,8 @@ asio::awaitable<Status> TlsStream::flush() {
     (void)n;
     if (ec) co_return socketError(ec, handshakeDone_ ? "while writing" : "during the TLS handshake");
   }
+  if (sending_.capacity() > kKeepWriteCapacity) std::vector<uint8_t>().swap(sending_);
+  if (out_.capacity() > kKeepWriteCapacity) std::vector<uint8_t>().swap(out_);
   co_return Status::ok();
 }
 

@@ -148,6 +148,30 @@ foreign_crl() {  # a list signed by another CA: the coordinator does not start
 }
 check "a revocation list of another CA stops the coordinator with a reason" foreign_crl
 
+check "the coordinator keeps its TLS ticket keys beside the database, readable by its owner only" \
+  test "$(stat -c %a "$work/starling.db.ticket-keys")" = 600
+exposed_ticket_keys() {  # a key file others can read: the coordinator does not start
+  cp -p "$work/starling.db.ticket-keys" "$work/exposed.keys" && chmod 644 "$work/exposed.keys" || return 1
+  local out
+  out=$(timeout 10 "$coord_bin" run --certs "$work/certs" --db "$work/y.db" --listen 127.0.0.1:0 \
+    --tls-ticket-key-file "$work/exposed.keys" 2>&1)
+  [ $? -ne 0 ] && grep -q "exposed.keys' may be read or written by others (mode 0644).*chmod 600" <<<"$out" ||
+    { echo "  said: $out"; return 1; }
+}
+check "a ticket key file others may read stops the coordinator with a reason" exposed_ticket_keys
+open_files_raised() {  # started with a soft limit of 256, the coordinator raises it to the hard limit
+  local hard out
+  hard=$(ulimit -Hn)
+  if [ "$hard" != unlimited ] && [ "$hard" -le 256 ]; then
+    echo "  (hard limit $hard: nothing to raise)"
+    return 0
+  fi
+  out=$( (ulimit -Sn 256 && timeout -s TERM 3 "$coord_bin" run --certs "$work/certs" --db "$work/z.db" \
+    --listen 127.0.0.1:0) 2>&1)
+  grep -q "open files limit raised from 256 to $hard (the hard limit)" <<<"$out" || { echo "  said: $out"; return 1; }
+}
+check "the coordinator raises its open files limit to the hard limit and logs it" open_files_raised
+
 if [ $failures -ne 0 ]; then
   echo "--- coordinator log ---"
   cat "$work/coord.log"

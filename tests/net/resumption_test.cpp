@@ -7,6 +7,7 @@
 // refused as without the cache.
 
 #include <mbedtls/ssl.h>
+#include <unistd.h>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -15,6 +16,9 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "starling/client/protocol_client.hpp"
@@ -236,6 +240,89 @@ TEST_CASE("a ticket that is not intact, unknown or expired falls back to a full 
     // mbedTLS counts ticket age in whole seconds: wait until it is past 1 s for sure.
     std::this_thread::sleep_for(2100ms);
     checkFull(connectOnce(server, client), "client-3");
+  }
+}
+
+// A scratch directory removed at the end of the test.
+struct ScratchDir {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("starling-tickets-" + std::to_string(::getpid()) + "-" +
+                                std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  ScratchDir() { std::filesystem::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+std::string fileText(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST_CASE("ticket keys kept in a file let a restarted server resume its clients' sessions",
+          "[net][tls][resumption][ticket-keys]") {
+  Pki pki;
+  ScratchDir dir;
+  const std::string file = (dir.path / "starling.db.ticket-keys").string();
+  const auto device = pki.client("client-4");
+  auto client = clientContext(device, pki);
+  auto serverWith = [&](std::shared_ptr<net::SessionTicketKeys> keys) {
+    net::TlsOptions options;
+    options.ticketKeys = std::move(keys);
+    return serverContext(pki, options);
+  };
+
+  auto first = net::SessionTicketKeys::open(file, 6h);
+  REQUIRE(first.isOk());
+  CHECK_FALSE((*first)->reloaded());
+  CHECK((std::filesystem::status(file).permissions() & std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
+  REQUIRE(connectOnce(serverWith(*first), client).server.isOk());
+
+  SECTION("the same file after a restart: the ticket is accepted, the identity is the certificate's") {
+    auto again = net::SessionTicketKeys::open(file, 6h);
+    REQUIRE(again.isOk());
+    CHECK((*again)->reloaded());
+    Handshake h = connectOnce(serverWith(*again), client);
+    REQUIRE(h.server.isOk());
+    CHECK(h.serverSaw.resumed);
+    CHECK(h.clientSaw.resumed);
+    CHECK(h.serverSaw.commonName == "client-4");
+  }
+  SECTION("another file (keys lost): a full handshake") {
+    auto other = net::SessionTicketKeys::open((dir.path / "other.ticket-keys").string(), 6h);
+    REQUIRE(other.isOk());
+    checkFull(connectOnce(serverWith(*other), client), "client-4");
+  }
+  SECTION("an expired active key is replaced at open and kept as the previous one") {
+    const std::string before = fileText(file);
+    const std::string activeName = before.substr(before.find("\nactive ") + 8, 8);
+    std::this_thread::sleep_for(2100ms);
+    auto rotated = net::SessionTicketKeys::open(file, 1s);
+    REQUIRE(rotated.isOk());
+    const std::string after = fileText(file);
+    CHECK(after.find("\nprevious " + activeName + " ") != std::string::npos);
+    CHECK(after.find("\nactive " + activeName + " ") == std::string::npos);
+  }
+  SECTION("a file others may read is refused, saying how to fix it") {
+    std::filesystem::permissions(file, std::filesystem::perms::group_read, std::filesystem::perm_options::add);
+    auto refused = net::SessionTicketKeys::open(file, 6h);
+    REQUIRE_FALSE(refused.isOk());
+    CHECK_THAT(refused.status().message(), Catch::Contains("mode 0640") && Catch::Contains("chmod 600"));
+  }
+  SECTION("a damaged file is refused, naming the line") {
+    std::string text = fileText(file);
+    text[text.find("\nactive ") + 9] = 'Z';
+    {
+      std::ofstream out(file, std::ios::trunc);
+      out << text;
+    }
+    auto refused = net::SessionTicketKeys::open(file, 6h);
+    REQUIRE_FALSE(refused.isOk());
+    CHECK_THAT(refused.status().message(), Catch::Contains("line 4") && Catch::Contains("key name"));
   }
 }
 

@@ -57,14 +57,30 @@ Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& c
 
 // The keys a server seals its session tickets with (AES-256-GCM, mbedtls_ssl_ticket):
 // two keys, the active one replaced by a fresh random key every `lifetime`, so a ticket
-// is accepted for at most `lifetime` (and its key is gone after twice that). Only in
-// memory: a restarted server accepts no earlier ticket (its clients do one full
-// handshake). Several server contexts may share one set (a context rebuilt with a new
-// revocation list keeps accepting the tickets of the old one).
-// Thread safety: any thread (mbedTLS locks the keys).
+// is accepted for at most `lifetime` (and its key is gone after twice that). Made by
+// create(), they live in memory only: a restarted server accepts no earlier ticket (its
+// clients do one full handshake each). Made by open(), they are kept in a file, so a
+// restarted server resumes the sessions of before. Several server contexts may share one
+// set (a context rebuilt with a new revocation list keeps accepting the tickets of the
+// old one).
+// Thread safety: any thread (mbedTLS locks the keys; the file is written under a lock).
 class SessionTicketKeys {
  public:
   static Result<std::shared_ptr<SessionTicketKeys>> create(std::chrono::seconds lifetime);
+  // Keys kept in the file at `path`: read when it exists, else made and written (mode
+  // 0600, written to a temporary file, synced and renamed over). The file holds the
+  // active and the previous key with their creation times and is rewritten each time the
+  // active key is replaced, when it is older than `lifetime` (at open() too). A file that
+  // others may read or write, or that is not in this format, is refused with the reason:
+  // whoever holds these keys can open every ticket. Format: docs/security.md.
+  static Result<std::shared_ptr<SessionTicketKeys>> open(const std::string& path, std::chrono::seconds lifetime);
+  // Kept keys: replaces the active key if it is older than the lifetime and writes the
+  // file; a failed write leaves the new key in memory only and returns why. Called
+  // before every ticket is sealed or opened; a no-op for keys made by create() (mbedTLS
+  // replaces those itself).
+  Status rotateIfDue();
+  // open(): whether the file existed (the keys of an earlier run are in use).
+  bool reloaded() const { return reloaded_; }
   ~SessionTicketKeys();
   SessionTicketKeys(const SessionTicketKeys&) = delete;
   SessionTicketKeys& operator=(const SessionTicketKeys&) = delete;
@@ -75,6 +91,7 @@ class SessionTicketKeys {
  private:
   SessionTicketKeys();
   std::unique_ptr<Impl> impl_;
+  bool reloaded_ = false;
 };
 
 // Which AEAD the side prefers (a coordinator's choice decides: mbedTLS servers pick by

@@ -97,6 +97,7 @@ class TlsStream : public std::enable_shared_from_this<TlsStream> {
   std::vector<uint8_t> in_;  // ciphertext received, not yet consumed by mbedTLS
   std::size_t inPos_ = 0;
   std::size_t inEnd_ = 0;
+  std::size_t lastRead_ = 0;      // bytes the last socket read gave; in_.size() when it filled in_
   std::vector<uint8_t> out_;      // ciphertext produced, not yet handed to the socket
   std::vector<uint8_t> sending_;  // ciphertext being written right now
 

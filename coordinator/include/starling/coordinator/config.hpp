@@ -30,8 +30,14 @@ struct DaemonConfig {
   int64_t frameTimeoutMs = 60'000;
   uint32_t heartbeatMs = 30'000;
   std::size_t maxConnections = 10'000;
+  int listenBacklog = 128;    // connections queued for accept (short: see ServerOptions)
   uint32_t threads = 0;       // network threads (TLS handshakes, connections); 0 = one per core, at most 4
   bool tlsResumption = true;  // issue and accept TLS session tickets (clients reconnect without a full handshake)
+  // Keep the ticket keys in a file (mode 0600), so that clients resume their sessions
+  // after a restart too; off: keys in memory only.
+  bool tlsPersistTicketKeys = true;
+  std::string tlsTicketKeyFile;  // where; empty: the database's path + ".ticket-keys"
+  uint32_t trimHeapMs = 10'000;  // return free heap pages to the kernel this often after connections change; 0 = never
 };
 
 // Binds every setting of config to a flag of app and remembers its file key.

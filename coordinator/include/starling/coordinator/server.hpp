@@ -30,6 +30,11 @@ struct ServerOptions {
   net::Endpoint listen{"127.0.0.1", 7443};
   net::ConnectionLimits limits;
   std::size_t maxConnections = 10'000;  // beyond this, new connections are closed at once
+  // Connections the kernel queues for accept. Short on purpose: a connection that waits
+  // in the queue longer than the client's handshake timeout is dead when accepted, and
+  // a long queue of dead ones keeps every live one waiting too (docs/reliability.md,
+  // "10,000 clients"); beyond it the kernel drops the SYN and the client retries.
+  int listenBacklog = 128;
   std::string task = "walking-skeleton";
   std::string modelSpec = "mlp:784-200-200-10";
   uint32_t heartbeatMs = 30'000;

@@ -321,8 +321,8 @@ Result<IndexViews> partitionWithReplacement(const Dataset& dataset, std::size_t 
       for (std::size_t j = 0; j < perClient; ++j) {
         const double u = rng.openUnit() * sum;
         const auto cls = std::min<std::size_t>(
-            classes - 1, static_cast<std::size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), u) -
-                                                  cumulative.begin()));
+            classes - 1,
+            static_cast<std::size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin()));
         out[static_cast<std::ptrdiff_t>(j)] = groups[cls][rng.below(groups[cls].size())];
       }
     } else {

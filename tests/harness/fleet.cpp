@@ -342,9 +342,8 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
     if (!draws)
       return bad("sim.client-examples draws each client's examples from one data set: not with sim.partition " +
                  s.partition);
-    auto drawn = data::partitionWithReplacement(f.train_, s.clients,
-                                                s.clientExamples > 0 ? s.clientExamples : kDrawnExamples,
-                                                s.partition, s.seed);
+    auto drawn = data::partitionWithReplacement(
+        f.train_, s.clients, s.clientExamples > 0 ? s.clientExamples : kDrawnExamples, s.partition, s.seed);
     if (!drawn) return drawn.status().withContext("sim.partition");
     views = std::move(*drawn);
   } else {
@@ -352,7 +351,8 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
                            : data::partitionDataset(f.train_, s.clients, s.partition, s.seed);
     if (!parts) return parts.status().withContext("sim.partition");
     if (parts->size() != s.clients)
-      return Status(StatusCode::kInternal, fmt::format("the partition has {} clients, not {}", parts->size(), s.clients));
+      return Status(StatusCode::kInternal,
+                    fmt::format("the partition has {} clients, not {}", parts->size(), s.clients));
     std::size_t total = 0;
     for (const auto& p : *parts)
       total += p.size();

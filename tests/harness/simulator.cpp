@@ -315,13 +315,13 @@ class Run {
   // The task every client's Welcome describes (coordinator::taskWelcome), shared by
   // their Learners: the model each round's Trainer copies, the uplink compressor.
   std::shared_ptr<client::LearnerTask> task_;
-  wire::WelcomeMsg welcome_, relayWelcome_;             // the Welcome of the coordinator's clients and of the relays'
+  wire::WelcomeMsg welcome_, relayWelcome_;  // the Welcome of the coordinator's clients and of the relays'
   // Rank 0 (or the one process): every client's seat, made when the event loop starts.
   std::vector<Seat> seats_;
-  std::unordered_map<std::size_t, Held> held_;      // this rank's clients holding a Learner
-  std::unordered_map<std::size_t, Offer> offers_;   // clients that offered rows (sim.row-bucket)
+  std::unordered_map<std::size_t, Held> held_;        // this rank's clients holding a Learner
+  std::unordered_map<std::size_t, Offer> offers_;     // clients that offered rows (sim.row-bucket)
   std::unordered_map<std::size_t, InFlight> flying_;  // rank 0: updates on their way
-  std::list<std::size_t> lru_;                      // clients holding memory, most recent first
+  std::list<std::size_t> lru_;                        // clients holding memory, most recent first
   // Rank 0: the clients holding a Learner, on whichever rank, most recently trained first.
   std::list<std::size_t> learnerLru_;
   std::unordered_map<std::size_t, std::list<std::size_t>::iterator> learnerAt_;
@@ -505,9 +505,8 @@ Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& 
     heldOut = &*c.heldOut;
   }
   const std::vector<float> viewBase = view ? view->gather(engineModel) : std::vector<float>();
-  auto update =
-      view ? c.learner->train(a, viewBase, *offer->compactShard, heldOut)
-           : c.learner->train(a, engineModel, shard, heldOut);
+  auto update = view ? c.learner->train(a, viewBase, *offer->compactShard, heldOut)
+                     : c.learner->train(a, engineModel, shard, heldOut);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
@@ -1150,7 +1149,8 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
         auto flying = flying_.find(ev.client);
         if (ev.assignment != c.assignments || flying == flying_.end()) break;
         const Fleet::Client& fc = fleet_.clients()[ev.client];
-        push(transfer(flying->second.frameBytes, nowUs_, fc.uplinkMbps, latencyMs(ev.client), &linkIn(nodeOf(ev.client))),
+        push(transfer(flying->second.frameBytes, nowUs_, fc.uplinkMbps, latencyMs(ev.client),
+                      &linkIn(nodeOf(ev.client))),
              Event::Kind::kUpdateArrives, ev.client, ev.assignment);
         break;
       }

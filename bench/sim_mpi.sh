@@ -3,7 +3,7 @@
 # dominates): rounds per second of each, median of RUNS runs each, alternating, and
 # whether every round's row (model checksum, bytes, accuracy) is the same bytes; then a
 # million clients (below).
-#   bench/sim_mpi.sh STARLING_SIM [RUNS]    (scripts/bench scale runs it)
+#   bench/sim_mpi.sh STARLING_SIM [RUNS]    (scripts/bench scale runs it; RUNS 0: the million only)
 set -euo pipefail
 sim=$1
 runs=${2:-3}
@@ -26,7 +26,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 identical=1
 one=() two=() cpu1=() cpu2=()
-printf '%-4s %-6s %12s %10s %16s %s\n' run ranks rounds/s wall_s "rounds/cpu-s r0" "load (1 min)"
+[[ $runs -gt 0 ]] && printf '%-4s %-6s %12s %10s %16s %s\n' run ranks rounds/s wall_s "rounds/cpu-s r0" "load (1 min)"
 for k in $(seq 1 "$runs"); do
   for r in 1 2; do
     dir=$out/r$r-$k
@@ -52,14 +52,18 @@ for k in $(seq 1 "$runs"); do
     done
   done
 done
-m1=$(printf '%s\n' "${one[@]}" | median)
-m2=$(printf '%s\n' "${two[@]}" | median)
-c1=$(printf '%s\n' "${cpu1[@]}" | median)
-c2=$(printf '%s\n' "${cpu2[@]}" | median)
-speedup=$(awk -v a="$m1" -v b="$m2" 'BEGIN { printf "%.2f", b / a }')
-cpuspeedup=$(awk -v a="$c1" -v b="$c2" 'BEGIN { printf "%.2f", b / a }')
-echo "median rounds/s: 1 rank $m1, 2 ranks $m2; per CPU-second of rank 0: $c1, $c2" \
-  "($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+mpi_keys="mpi_identical=- mpi_speedup_2=- mpi_speedup_2_cpu=-"  # RUNS=0: the million-client run only
+if [[ $runs -gt 0 ]]; then
+  m1=$(printf '%s\n' "${one[@]}" | median)
+  m2=$(printf '%s\n' "${two[@]}" | median)
+  c1=$(printf '%s\n' "${cpu1[@]}" | median)
+  c2=$(printf '%s\n' "${cpu2[@]}" | median)
+  speedup=$(awk -v a="$m1" -v b="$m2" 'BEGIN { printf "%.2f", b / a }')
+  cpuspeedup=$(awk -v a="$c1" -v b="$c2" 'BEGIN { printf "%.2f", b / a }')
+  echo "median rounds/s: 1 rank $m1, 2 ranks $m2; per CPU-second of rank 0: $c1, $c2" \
+    "($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+  mpi_keys="mpi_identical=$identical mpi_speedup_2=$speedup mpi_speedup_2_cpu=$cpuspeedup"
+fi
 
 # A million clients (docs/simulation.md, "A million clients"): the same config with
 # 1,000,000 clients, each drawing 32 examples with replacement (dirichlet 0.5), 100 a
@@ -88,5 +92,4 @@ per_idle=$(awk -v a="$big" -v b="$small" 'BEGIN { printf "%.0f", (a - b) * 1024 
 echo "1M clients, 2 ranks: peak RSS $rss2 KiB in all ($(paste -sd' ' "$out"/m2-rss.*) KiB per rank)," \
   "$rounds2 s a round ($(awk 'NR > 1 { print $2 " rounds, " $3 " s wall, " $4 " s CPU of rank 0" }' "$out/m2/wall.txt"));" \
   "one process, 1 round: $big KiB at 1M clients, $small KiB at 10k"
-echo "summary: mpi_identical=$identical mpi_speedup_2=$speedup mpi_speedup_2_cpu=$cpuspeedup" \
-  "sim_1m_rss_gib=$rss_gib sim_1m_s_per_round=$rounds2 sim_idle_client_bytes=$per_idle"
+echo "summary: $mpi_keys sim_1m_rss_gib=$rss_gib sim_1m_s_per_round=$rounds2 sim_idle_client_bytes=$per_idle"

@@ -117,13 +117,14 @@ struct Seat {
   uint64_t heldChecksum = 0;
   uint64_t assignments = 0;  // events of an earlier assignment are stale
   int64_t backAtUs = 0;      // after a dropout: not back before this
-  uint64_t windowCycle = 0;  // the availability trace's cursor: period and window
+  uint32_t windowCycle = 0;  // the availability trace's cursor: period and window
   uint32_t windowIndex = 0;
   uint16_t unsettled = 0;  // updates it trained whose verdict has not come (its Learner is kept)
   bool working = false;    // assigned, and neither arrived nor dropped yet
   bool away = false;       // not connected to the engine (dropped out or offline)
   bool online = true;      // inside an availability window (always, without a trace)
 };
+static_assert(sizeof(Seat) <= 48, "a seat per client: keep it small (docs/simulation.md, \"A million clients\")");
 
 // A client's Learner and what goes with it, on the rank that trains it, for at most
 // SimSettings::learnerClients clients (Run::useLearner).

@@ -89,7 +89,8 @@ timed "$out/i10k-rss" "$sim" "${idle[@]}" --clients 10000 --out "$out/i10k" 2>&1
 big=$(kib "$out/i1m-rss.0")
 small=$(kib "$out/i10k-rss.0")
 per_idle=$(awk -v a="$big" -v b="$small" 'BEGIN { printf "%.0f", (a - b) * 1024 / 990000 }')
-echo "1M clients, 2 ranks: peak RSS $rss2 KiB in all ($(paste -sd' ' "$out"/m2-rss.*) KiB per rank)," \
+cpu2=$(awk 'NR > 1 { n += $2; s += $4 } END { printf "%.2f", s / n }' "$out/m2/wall.txt")
+echo "1M clients, 2 ranks: peak RSS $rss2 KiB in all ($(cat "$out"/m2-rss.* | paste -sd' ') KiB per rank)," \
   "$rounds2 s a round ($(awk 'NR > 1 { print $2 " rounds, " $3 " s wall, " $4 " s CPU of rank 0" }' "$out/m2/wall.txt"));" \
   "one process, 1 round: $big KiB at 1M clients, $small KiB at 10k"
-echo "summary: $mpi_keys sim_1m_rss_gib=$rss_gib sim_1m_s_per_round=$rounds2 sim_idle_client_bytes=$per_idle"
+echo "summary: $mpi_keys sim_1m_rss_gib=$rss_gib sim_1m_s_per_round=$rounds2 sim_1m_cpu_s_per_round=$cpu2 sim_idle_client_bytes=$per_idle"

@@ -20,10 +20,13 @@
 //   windows; at a window's end it leaves (an update in progress is lost), at the
 //   next window's start it joins again holding the model it had.
 //
-// Memory: a virtual client holds its example indices, link and speed figures, a few
-// counters (under federated evaluation, from its first evaluation on, a copy of its
-// held-out examples) and a client::Learner in borrowed-base mode (the devices' local round,
-// trained from the engine's model). Training runs one client at a time, building a
+// Memory (docs/simulation.md, "A million clients"): every virtual client is a view of
+// the fleet's index array (4 bytes an example), its link and speed figures and the run's
+// seat of counters (48 bytes); a client that trained also holds (for at most
+// SimSettings::learnerClients clients, least recently trained evicted first) a
+// client::Learner in borrowed-base mode (the devices' local round, trained from the
+// engine's model) and, under federated evaluation, a copy of its held-out examples.
+// Training runs one client at a time, building a
 // Trainer over that client's examples for the round; the client's sampler (score
 // table and variance-reduction estimate) carries from one round to its next, as on a
 // device. Uplink error-feedback memories (2 d floats each) and, under Overlap Local-SGD

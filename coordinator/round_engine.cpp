@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <sstream>
 
@@ -29,7 +28,7 @@ struct RoundEngine::Client {
   uint64_t lastAssigned = 0;          // the last round assigned to it
   // The last kAcceptedKept rounds whose update of its was applied, increasing: a client
   // that reconnects settles its pending updates by them.
-  std::deque<uint64_t> accepted;
+  std::vector<uint64_t> accepted;  // a vector: an idle client's record allocates nothing
   void recordAccepted(uint64_t round) {
     if (!accepted.empty() && accepted.back() >= round) {
       if (std::find(accepted.begin(), accepted.end(), round) != accepted.end()) return;
@@ -37,8 +36,8 @@ struct RoundEngine::Client {
     } else {
       accepted.push_back(round);
     }
-    while (accepted.size() > kAcceptedKept)
-      accepted.pop_front();
+    if (accepted.size() > kAcceptedKept)
+      accepted.erase(accepted.begin(), accepted.end() - static_cast<std::ptrdiff_t>(kAcceptedKept));
   }
   double stepsPerMs = 0;         // measured speed (EWMA) at batch scale 1, 0 = unknown
   float batchScale = 1.0f;       // of lastAssigned (EngineConfig::dynamicBatch)
@@ -385,15 +384,15 @@ std::vector<Action> RoundEngine::shutdown(const std::string& reason, int64_t now
   return out;
 }
 
-std::vector<std::string> RoundEngine::idleClients() const {
-  std::vector<std::string> idle;
+std::vector<const std::string*> RoundEngine::idleClients() const {
+  std::vector<const std::string*> idle;
   // In the asynchronous modes a client is not assigned twice from the same model
   // version (the open round): it would train from the same base again, and its two
   // updates would carry one round number, which names a pending update on the client.
   const uint64_t open = open_ && async() ? open_->round : 0;
   for (const auto& [id, c] : clients_)
     if (c->connected && !c->busy && !(gate_ && gate_->waiting(id)) && (open == 0 || c->lastAssigned != open))
-      idle.push_back(id);
+      idle.push_back(&id);
   return idle;
 }
 
@@ -415,7 +414,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     if (async()) topUp(nowMs, out);
     return;
   }
-  std::vector<std::string> idle = idleClients();
+  std::vector<const std::string*> idle = idleClients();
   // The asynchronous modes wait for min-clients before the first server step of this
   // engine (at the start, and again after a resume, when the fleet reconnects);
   // afterwards the next step's buffer opens as soon as the last one closed.
@@ -450,7 +449,7 @@ void RoundEngine::topUp(int64_t nowMs, std::vector<Action>& out) {
                 : std::numeric_limits<std::size_t>::max();
   const std::size_t used = open_->outstanding.size() + inflight_.size();
   if (used < slots) {
-    std::vector<std::string> idle = idleClients();
+    std::vector<const std::string*> idle = idleClients();
     if (!idle.empty()) {
       const std::vector<Selection::Pick> picks = selection_->select(std::move(idle), open_->round, slots - used);
       open_->selected += static_cast<uint32_t>(picks.size());

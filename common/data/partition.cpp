@@ -260,4 +260,86 @@ Result<Partition> partitionDataset(const Dataset& dataset, std::size_t numClient
   return partitionBySpec(dataset.labels(), numClients, spec, seed);
 }
 
+Result<IndexViews> partitionWithReplacement(const Dataset& dataset, std::size_t numClients, std::size_t perClient,
+                                            std::string_view spec, uint64_t seed) {
+  auto bad = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument, "partition '" + std::string(spec) + "' with replacement: " + why);
+  };
+  if (numClients == 0) return bad("needs at least one client");
+  if (perClient == 0) return bad("needs at least one example per client");
+  if (dataset.size() == 0) return bad("the data set is empty");
+  if (dataset.size() > std::numeric_limits<uint32_t>::max()) return bad("more than 2^32 - 1 examples");
+  if (perClient > std::numeric_limits<uint32_t>::max() / 2) return bad("too many examples per client");
+  enum class Kind { kIid, kDirichlet, kClasses } kind = Kind::kIid;
+  double value = 0;
+  const auto number = [&](std::string_view prefix) {
+    if (!spec.starts_with(prefix)) return false;
+    const std::string rest(spec.substr(prefix.size()));
+    char* end = nullptr;
+    value = std::strtod(rest.c_str(), &end);
+    return !rest.empty() && end == rest.c_str() + rest.size();
+  };
+  if (spec == "iid") {
+    kind = Kind::kIid;
+  } else if (number("dirichlet:")) {
+    if (!(value > 0) || !std::isfinite(value)) return bad("dirichlet:ALPHA needs ALPHA > 0");
+    kind = Kind::kDirichlet;
+  } else if (number("classes:")) {
+    if (!(value >= 1) || value != std::floor(value) || value > 1e6) return bad("classes:K needs a whole K >= 1");
+    kind = Kind::kClasses;
+  } else {
+    return bad("iid, dirichlet:ALPHA or classes:K draw with replacement (by-column and files keep their groups)");
+  }
+  if (kind != Kind::kIid && dataset.isRegression()) return bad("cuts by class; a regression takes iid");
+  const auto groups = kind == Kind::kIid ? std::vector<std::vector<uint32_t>>() : groupByClass(dataset.labels());
+  const std::size_t n = dataset.size(), classes = groups.size();
+  const auto k = std::min<std::size_t>(classes, static_cast<std::size_t>(value));
+
+  IndexViews views;
+  views.offsets.resize(numClients + 1);
+  views.indices.resize(numClients * perClient);
+  std::vector<double> cumulative(classes);
+  std::vector<uint32_t> chosen(classes);
+  for (std::size_t c = 0; c < numClients; ++c) {
+    uint64_t mixed = seed ^ (0x5eedc1e7ull + c * 0x9E3779B97F4A7C15ULL);
+    detail::Rng rng(detail::splitMix64(mixed));
+    const auto out = views.indices.begin() + static_cast<std::ptrdiff_t>(c * perClient);
+    if (kind == Kind::kIid) {
+      for (std::size_t j = 0; j < perClient; ++j)
+        out[static_cast<std::ptrdiff_t>(j)] = static_cast<uint32_t>(rng.below(n));
+    } else if (kind == Kind::kDirichlet) {
+      double maxLog = -std::numeric_limits<double>::infinity();
+      for (double& w : cumulative) {
+        w = rng.logGamma(value);
+        maxLog = std::max(maxLog, w);
+      }
+      double sum = 0;
+      for (double& w : cumulative) {
+        sum += std::exp(w - maxLog);
+        w = sum;
+      }
+      for (std::size_t j = 0; j < perClient; ++j) {
+        const double u = rng.openUnit() * sum;
+        const auto cls = std::min<std::size_t>(
+            classes - 1,
+            static_cast<std::size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin()));
+        out[static_cast<std::ptrdiff_t>(j)] = groups[cls][rng.below(groups[cls].size())];
+      }
+    } else {
+      // The first k of a partial Fisher-Yates shuffle of the classes.
+      for (std::size_t i = 0; i < classes; ++i)
+        chosen[i] = static_cast<uint32_t>(i);
+      for (std::size_t i = 0; i < k; ++i)
+        std::swap(chosen[i], chosen[i + rng.below(classes - i)]);
+      for (std::size_t j = 0; j < perClient; ++j) {
+        const auto& group = groups[chosen[rng.below(k)]];
+        out[static_cast<std::ptrdiff_t>(j)] = group[rng.below(group.size())];
+      }
+    }
+    std::sort(out, out + static_cast<std::ptrdiff_t>(perClient));
+    views.offsets[c + 1] = views.offsets[c] + perClient;
+  }
+  return views;
+}
+
 }  // namespace starling::data

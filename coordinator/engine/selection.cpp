@@ -55,6 +55,15 @@ bool Selection::due(std::size_t idle) const {
 
 std::vector<Selection::Pick> Selection::select(std::vector<std::string> idle, uint64_t round,
                                                std::optional<std::size_t> count) {
+  std::vector<const std::string*> ids;
+  ids.reserve(idle.size());
+  for (const std::string& id : idle)
+    ids.push_back(&id);
+  return select(std::move(ids), round, count);
+}
+
+std::vector<Selection::Pick> Selection::select(std::vector<const std::string*> idle, uint64_t round,
+                                               std::optional<std::size_t> count) {
   const auto want = count ? *count : static_cast<std::size_t>(std::ceil(clientsPerRound_ * overSelection_ - 1e-9));
   auto shuffle = [&](std::vector<const std::string*>& v) {
     for (std::size_t i = v.size(); i > 1; --i)
@@ -62,9 +71,7 @@ std::vector<Selection::Pick> Selection::select(std::vector<std::string> idle, ui
   };
   std::vector<Pick> picks;
   if (stickyClients_ == 0) {
-    std::vector<const std::string*> all;
-    for (const std::string& id : idle)
-      all.push_back(&id);
+    std::vector<const std::string*>& all = idle;
     shuffle(all);
     all.resize(std::min(all.size(), want));
     for (const std::string* id : all)
@@ -77,8 +84,8 @@ std::vector<Selection::Pick> Selection::select(std::vector<std::string> idle, ui
   // selects each with n / N, so the selection weights are (n / N) / (cs / s) and
   // (n / N) / (ns / o): E[selected x weight] = n / N for every idle client, given the group.
   std::vector<const std::string*> members, others;
-  for (const std::string& id : idle)
-    (sticky_.count(id) > 0 ? members : others).push_back(&id);
+  for (const std::string* id : idle)
+    (sticky_.count(*id) > 0 ? members : others).push_back(id);
   shuffle(members);
   shuffle(others);
   const std::size_t n = std::min(idle.size(), want);

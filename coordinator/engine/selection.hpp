@@ -43,6 +43,9 @@ class Selection {
   // `count` of them when given (the asynchronous modes fill the slots that are free),
   // else ceil(K x overSelection); fewer when fewer are idle.
   std::vector<Pick> select(std::vector<std::string> idle, uint64_t round, std::optional<std::size_t> count = {});
+  // The same over pointers to the ids (which outlive the call): a large fleet's idle
+  // list is not copied, only the picks' ids are.
+  std::vector<Pick> select(std::vector<const std::string*> idle, uint64_t round, std::optional<std::size_t> count = {});
 
   // The sticky group's members, ordered by id; empty when sticky sampling is off.
   std::vector<std::string> group() const;

@@ -104,7 +104,7 @@ Result<std::unique_ptr<RunExport>> RunExport::open(const std::string& dir, const
 
 Status RunExport::recordUpdate(uint64_t round, std::size_t client, uint32_t steps, uint32_t batchSize,
                                uint64_t examples, float lr, uint64_t uplinkSeed, uint64_t payloadBytes) {
-  const std::vector<uint32_t>& shard = fleet_.clients()[client].examples;
+  const std::span<const uint32_t> shard = fleet_.clients()[client].examples;
   if (batch_.size() != std::size_t(steps) * batchSize)
     return Status(StatusCode::kInternal, fmt::format("--export-dir: client {} round {}: {} batch indices for {} x {}",
                                                      client, round, batch_.size(), steps, batchSize));

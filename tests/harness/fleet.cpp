@@ -259,6 +259,7 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
   if (!(s.linkSpread >= 1)) return bad("sim.link-spread must be at least 1");
   if (!(s.availabilityPeriodS >= 0)) return bad("sim.availability-period-s must be >= 0");
   if (s.efClients == 0) return bad("sim.ef-clients must be at least 1");
+  if (s.learnerClients == 0) return bad("sim.learner-clients must be at least 1");
   if (!(s.evalFraction >= 0 && s.evalFraction <= 0.9)) return bad("sim.eval-fraction must be in [0, 0.9]");
   if (s.speedDistribution != "loguniform" && s.speedDistribution != "lognormal")
     return bad("sim.speed-distribution must be loguniform or lognormal");
@@ -331,9 +332,53 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
     f.flopsPerExample_ = 2.0 * weights;
   }
 
-  auto parts = fileParts ? Result<data::Partition>(std::move(*fileParts))
-                         : data::partitionDataset(f.train_, s.clients, s.partition, s.seed);
-  if (!parts) return parts.status().withContext("sim.partition");
+  // The clients' examples as views of one index array (sim.hpp, Client): drawn with
+  // replacement (sim.client-examples, or more clients than examples under a partition that
+  // draws), or the partition's split of the training set.
+  const bool draws = fileParts == std::nullopt && data::groupColumnOf(s.partition).empty();
+  f.drawn_ = s.clientExamples > 0 || (draws && s.clients > f.train_.size());
+  data::IndexViews views;
+  if (f.drawn_) {
+    if (!draws)
+      return bad("sim.client-examples draws each client's examples from one data set: not with sim.partition " +
+                 s.partition);
+    auto drawn = data::partitionWithReplacement(
+        f.train_, s.clients, s.clientExamples > 0 ? s.clientExamples : kDrawnExamples, s.partition, s.seed);
+    if (!drawn) return drawn.status().withContext("sim.partition");
+    views = std::move(*drawn);
+  } else {
+    auto parts = fileParts ? Result<data::Partition>(std::move(*fileParts))
+                           : data::partitionDataset(f.train_, s.clients, s.partition, s.seed);
+    if (!parts) return parts.status().withContext("sim.partition");
+    if (parts->size() != s.clients)
+      return Status(StatusCode::kInternal,
+                    fmt::format("the partition has {} clients, not {}", parts->size(), s.clients));
+    std::size_t total = 0;
+    for (const auto& p : *parts)
+      total += p.size();
+    views.offsets.reserve(parts->size() + 1);
+    views.offsets.push_back(0);
+    views.indices.reserve(total);
+    for (auto& p : *parts) {
+      views.indices.insert(views.indices.end(), p.begin(), p.end());
+      views.offsets.push_back(views.indices.size());
+      std::vector<uint32_t>().swap(p);
+    }
+  }
+  // Federated evaluation: each client's held-out draw, as a device makes it, goes after
+  // the examples it keeps.
+  std::vector<uint32_t> kept(s.clients);
+  for (uint32_t i = 0; i < s.clients; ++i) {
+    const std::span<const uint32_t> mine = views.of(i);
+    kept[i] = static_cast<uint32_t>(mine.size());
+    if (s.evalFraction <= 0 || mine.empty()) continue;
+    client::HeldOutSplit split = client::splitHeldOut(mine, s.evalFraction, s.seed ^ (0xe7a1ull + i));
+    kept[i] = static_cast<uint32_t>(split.kept.size());
+    auto at = views.indices.begin() + static_cast<std::ptrdiff_t>(views.offsets[i]);
+    at = std::copy(split.kept.begin(), split.kept.end(), at);
+    std::copy(split.heldOut.begin(), split.heldOut.end(), at);
+  }
+  f.index_ = std::move(views.indices);
   std::vector<double> trace;
   if (!s.speedTrace.empty()) {
     auto t = readTrace(s.speedTrace);
@@ -359,13 +404,10 @@ Result<Fleet> Fleet::create(const SimSettings& s, const std::string& modelSpec, 
   f.clients_.resize(s.clients);
   for (uint32_t i = 0; i < s.clients; ++i) {
     Client& c = f.clients_[i];
-    c.examples = std::move((*parts)[i]);
-    if (s.evalFraction > 0) {
-      // Federated evaluation: the client's held-out draw, as a device makes it.
-      client::HeldOutSplit split = client::splitHeldOut(c.examples, s.evalFraction, s.seed ^ (0xe7a1ull + i));
-      c.heldOut = std::move(split.heldOut);
-      c.examples = std::move(split.kept);
-    }
+    const std::span<const uint32_t> all(f.index_.data() + views.offsets[i],
+                                        static_cast<std::size_t>(views.offsets[i + 1] - views.offsets[i]));
+    c.examples = all.first(kept[i]);
+    c.heldOut = all.subspan(kept[i]);
     double relative = 1.0;
     if (!trace.empty()) {
       const double top = *std::max_element(trace.begin(), trace.end());

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # starling-sim under mpirun (docs/simulation.md "On MPI"): the rows of every strategy,
-# model checksums included, are the same bytes with 1, 2 and 4 ranks as without mpirun.
+# model checksums included, are the same bytes with 1, 2 and 4 ranks as without mpirun,
+# also with examples drawn with replacement and Learners evicted.
 # Skipped (77) without mpirun, without MPI in this build, or without Fashion-MNIST.
 #   mpi_test.sh STARLING_SIM
 set -euo pipefail
@@ -68,6 +69,17 @@ if "${mpi[@]}" -n 2 "$sim" "${common[@]}" --out "$dir/probe" 2>&1 >/dev/null | g
   exit 77
 fi
 "$sim" "${common[@]}" "${fedeval[@]}" --only fed-eval-trace --out "$dir/alone-trace" >/dev/null
+# Clients drawing their examples with replacement, and a Learner bound below the clients
+# that train: rank 0's evictions reach the ranks that hold them (docs/simulation.md, "A
+# million clients").
+drawn=(--client-examples 40 --only topk-ef,fed-eval-trace --eval-fraction 0.2)
+bounded=("${drawn[@]}" --learner-clients 6)
+"$sim" "${common[@]}" "${bounded[@]}" --out "$dir/alone-bounded" >/dev/null
+"$sim" "${common[@]}" "${drawn[@]}" --out "$dir/alone-unbounded" >/dev/null
+if cmp -s "$dir/alone-bounded/topk-ef.csv" "$dir/alone-unbounded/topk-ef.csv"; then
+  echo "FAIL: sim.learner-clients 6 evicted nothing (the rows equal the unbounded run's)"
+  exit 1
+fi
 
 status=0
 for r in 1 2 4; do
@@ -79,6 +91,16 @@ for r in 1 2 4; do
     else
       echo "FAIL: $r ranks, $s differs from one process:"
       diff "$dir/alone/$s.csv" "$dir/r$r/$s.csv" | head -6
+      status=1
+    fi
+  done
+  "${mpi[@]}" -n "$r" "$sim" "${common[@]}" "${bounded[@]}" --out "$dir/r$r-bounded" >/dev/null
+  for s in topk-ef fed-eval-trace; do
+    if cmp -s "$dir/alone-bounded/$s.csv" "$dir/r$r-bounded/$s.csv"; then
+      echo "ok: $r ranks, $s drawn with replacement, 6 Learners at most: identical"
+    else
+      echo "FAIL: $r ranks, $s with sim.learner-clients 6 differs from one process:"
+      diff "$dir/alone-bounded/$s.csv" "$dir/r$r-bounded/$s.csv" | head -6
       status=1
     fi
   done

@@ -20,10 +20,13 @@
 //   windows; at a window's end it leaves (an update in progress is lost), at the
 //   next window's start it joins again holding the model it had.
 //
-// Memory: a virtual client holds its example indices, link and speed figures, a few
-// counters (under federated evaluation, from its first evaluation on, a copy of its
-// held-out examples) and a client::Learner in borrowed-base mode (the devices' local round,
-// trained from the engine's model). Training runs one client at a time, building a
+// Memory (docs/simulation.md, "A million clients"): every virtual client is a view of
+// the fleet's index array (4 bytes an example), its link and speed figures and the run's
+// seat of counters (48 bytes); a client that trained also holds (for at most
+// SimSettings::learnerClients clients, least recently trained evicted first) a
+// client::Learner in borrowed-base mode (the devices' local round, trained from the
+// engine's model) and, under federated evaluation, a copy of its held-out examples.
+// Training runs one client at a time, building a
 // Trainer over that client's examples for the round; the client's sampler (score
 // table and variance-reduction estimate) carries from one round to its next, as on a
 // device. Uplink error-feedback memories (2 d floats each) and, under Overlap Local-SGD
@@ -58,6 +61,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -103,6 +107,10 @@ struct TierSettings {
   std::string placement = "mod";
 };
 
+// Examples per client drawn with replacement when SimSettings::clientExamples is 0 and
+// the clients outnumber the training examples.
+inline constexpr uint32_t kDrawnExamples = 32;
+
 // The fleet and the run, the [sim] section of a config (docs/simulation.md).
 struct SimSettings {
   uint32_t clients = 100;                   // N virtual clients
@@ -145,6 +153,16 @@ struct SimSettings {
   // examples out of training and evaluates the model on them when asked (0 = none).
   double evalFraction = 0;
   uint32_t efClients = 256;  // most clients holding uplink error-feedback memory (and overlap state)
+  // Most clients holding a Learner (sampler state, updates awaiting verdicts, and with it
+  // the memories above), least recently trained evicted first, never one with an update
+  // unsettled: an evicted client trains its next round as a device that restarted.
+  uint32_t learnerClients = 100000;
+  // Examples each client draws with replacement (docs/simulation.md, "A million
+  // clients"). 0: the partition splits the training set among the clients, without
+  // replacement, when it has at least one example per client, and draws
+  // kDrawnExamples per client with replacement when the clients outnumber the examples.
+  // N > 0: every client draws N with replacement, whatever the population.
+  uint32_t clientExamples = 0;
   // Sparse models (docs/sparse.md): each client offers the first-layer rows its data
   // touches in buckets of this many rows, as starling-client --sparse-rows does, and
   // trains the compact model of them where the strategy takes them (train.sparse-rows);
@@ -246,10 +264,17 @@ class Fleet {
   // (initialModel()).
   static Result<Fleet> create(const SimSettings& settings, const std::string& modelSpec,
                               const data::DataOptions& dataOptions = {}, float huberDelta = 0);
+  Fleet() = default;
+  Fleet(Fleet&&) = default;  // the clients' views stay on the moved index array
+  Fleet& operator=(Fleet&&) = default;
+  Fleet(const Fleet&) = delete;
+  Fleet& operator=(const Fleet&) = delete;
 
+  // A client's examples are views of one index array the fleet owns (partition(); a
+  // client drawn with replacement may hold an example twice).
   struct Client {
-    std::vector<uint32_t> examples;  // indices into train()
-    std::vector<uint32_t> heldOut;   // indices into train() held out for federated evaluation
+    std::span<const uint32_t> examples;  // indices into train(), ascending
+    std::span<const uint32_t> heldOut;   // indices into train() held out for federated evaluation
     double flopsPerSecond = 0;
     double uplinkMbps = 0, downlinkMbps = 0, latencyMs = 0;
     int32_t device = -1;  // its device in the availability trace (-1 = always online)
@@ -267,6 +292,8 @@ class Fleet {
   const data::Dataset& train() const { return train_; }
   const data::Dataset& test() const { return test_; }
   const std::vector<Client>& clients() const { return clients_; }
+  // Whether the clients' examples were drawn with replacement (SimSettings::clientExamples).
+  bool drawn() const { return drawn_; }
   double flopsPerExample() const { return flopsPerExample_; }
   // The windows of client i's device, in order (empty when it has none or there is no trace).
   const std::vector<Window>& windows(std::size_t i) const;
@@ -277,7 +304,9 @@ class Fleet {
   std::vector<float> initialModel_;
   data::Dataset train_;
   data::Dataset test_;
+  std::vector<uint32_t> index_;  // every client's examples, then its held-out ones, client after client
   std::vector<Client> clients_;
+  bool drawn_ = false;
   std::vector<std::vector<Window>> devices_;  // the availability trace's windows
   double flopsPerExample_ = 0;
 };

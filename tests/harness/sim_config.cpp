@@ -70,6 +70,12 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
          "clients offer the first-layer rows their data touches in buckets of this many rows and train only those "
          "rows' parameters where the strategy takes them (train.sparse-rows; 0 = off)");
   b.bind("sim.ef-clients", s.efClients, "most clients that keep uplink error-feedback memory and overlap state (LRU)");
+  b.bind("sim.learner-clients", s.learnerClients,
+         "most clients that keep a Learner (sampler state, updates awaiting verdicts, the memories above; LRU, never "
+         "one with an update unsettled): an evicted client restarts as a device would");
+  b.bind("sim.client-examples", s.clientExamples,
+         "examples each client draws with replacement by sim.partition (iid, dirichlet, classes); 0 = the partition "
+         "splits the training set, or draws 32 per client when the clients outnumber the examples");
   b.bind("sim.eval-fraction", s.evalFraction,
          "federated evaluation: each client holds this fraction of its examples out of training and evaluates "
          "the model on them when eval.federated-every asks (0 = none)");

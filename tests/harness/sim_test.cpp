@@ -1349,3 +1349,218 @@ TEST_CASE(
 }
 
 }  // namespace starling::sim
+
+namespace starling::sim {
+namespace {
+
+// A CSV of 4 classes, 125 rows each (two features near the class's corner), seeded; a
+// fifth of it is held out as the test set (sim.test-data unset): 400 training rows.
+std::string writeClassesCsv(const std::string& name) {
+  const auto path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream out(path);
+  out << "a,b,label\n";
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(0, 0.3);
+  for (int i = 0; i < 500; ++i) {
+    const int label = i % 4;
+    out << (label & 1) + noise(rng) << ',' << (label >> 1) + noise(rng) << ',' << label << '\n';
+  }
+  return path;
+}
+
+Result<Fleet> drawnFleet(const std::string& path, uint32_t clients, const std::string& partition,
+                         uint32_t clientExamples = 0) {
+  SimSettings s = smallFleet();
+  s.data = path;
+  s.clients = clients;
+  s.partition = partition;
+  s.trainExamples = 0;
+  s.testExamples = 0;
+  s.clientExamples = clientExamples;
+  return Fleet::create(s, "linear");
+}
+
+// The largest share of one class among a client's examples, averaged over the clients.
+double meanTopClassShare(const Fleet& fleet) {
+  double sum = 0;
+  for (const auto& c : fleet.clients()) {
+    std::vector<int> counts(4, 0);
+    for (uint32_t i : c.examples)
+      ++counts[static_cast<std::size_t>(fleet.train().labels()[i])];
+    sum += double(*std::max_element(counts.begin(), counts.end())) / double(c.examples.size());
+  }
+  return sum / double(fleet.clients().size());
+}
+
+}  // namespace
+
+TEST_CASE("with replacement: more clients than examples each draw theirs, by the partition's distribution",
+          "[harness][drawn]") {
+  const std::string path = writeClassesCsv("starling-sim-classes.csv");
+  SECTION("iid: every client draws 32, uniformly, the same for any population") {
+    auto fleet = drawnFleet(path, 2000, "iid");
+    REQUIRE(fleet);
+    REQUIRE(fleet->train().size() == 400);
+    CHECK(fleet->drawn());
+    std::vector<uint64_t> counts(fleet->train().size(), 0);
+    for (const auto& c : fleet->clients()) {
+      REQUIRE(c.examples.size() == kDrawnExamples);
+      CHECK(std::is_sorted(c.examples.begin(), c.examples.end()));
+      for (uint32_t i : c.examples)
+        ++counts.at(i);
+    }
+    // 64,000 draws over 400 examples: chi-square with 399 degrees of freedom (mean 399,
+    // sd 28) under uniform draws.
+    const double expected = 2000.0 * kDrawnExamples / 400.0;
+    double chi2 = 0;
+    for (uint64_t n : counts)
+      chi2 += (double(n) - expected) * (double(n) - expected) / expected;
+    CHECK(chi2 < 399 + 5 * 28.2);
+    CHECK(chi2 > 399 - 5 * 28.2);
+    // Seeded by the client alone: the same in another run and in a smaller population.
+    auto again = drawnFleet(path, 2000, "iid");
+    auto fewer = drawnFleet(path, 500, "iid");
+    REQUIRE(again);
+    REQUIRE(fewer);
+    for (std::size_t i = 0; i < 500; ++i) {
+      const auto& a = fleet->clients()[i].examples;
+      CHECK(std::equal(a.begin(), a.end(), again->clients()[i].examples.begin(), again->clients()[i].examples.end()));
+      CHECK(std::equal(a.begin(), a.end(), fewer->clients()[i].examples.begin(), fewer->clients()[i].examples.end()));
+    }
+    // Different clients draw differently.
+    const auto& a = fleet->clients()[0].examples;
+    const auto& b = fleet->clients()[1].examples;
+    CHECK_FALSE(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  }
+  SECTION("sim.client-examples draws that many with replacement, whatever the population") {
+    auto fleet = drawnFleet(path, 10, "iid", 100);
+    REQUIRE(fleet);
+    CHECK(fleet->drawn());
+    for (const auto& c : fleet->clients())
+      CHECK(c.examples.size() == 100);
+    auto split = drawnFleet(path, 10, "iid");  // fewer clients than examples: the split, as before
+    REQUIRE(split);
+    CHECK_FALSE(split->drawn());
+    std::size_t total = 0;
+    for (const auto& c : split->clients())
+      total += c.examples.size();
+    CHECK(total == 400);
+  }
+  SECTION("classes:K: K classes per client; dirichlet:ALPHA: skew that follows alpha") {
+    auto two = drawnFleet(path, 1000, "classes:2");
+    REQUIRE(two);
+    std::vector<uint64_t> perClass(4, 0);
+    for (const auto& c : two->clients()) {
+      std::vector<int> seen;
+      for (uint32_t i : c.examples) {
+        seen.push_back(two->train().labels()[i]);
+        ++perClass[static_cast<std::size_t>(seen.back())];
+      }
+      std::sort(seen.begin(), seen.end());
+      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+      CHECK(seen.size() <= 2);
+    }
+    // Classes chosen uniformly: each is one of a client's two with probability 1/2 (500
+    // of 1,000 clients, sd 16) and takes half its 32 draws: 8,000 each, sd about 260.
+    for (uint64_t n : perClass)
+      CHECK(double(n) == Approx(8000).margin(5 * 260));
+    auto skewed = drawnFleet(path, 1000, "dirichlet:0.05");
+    auto even = drawnFleet(path, 1000, "dirichlet:1000");
+    REQUIRE(skewed);
+    REQUIRE(even);
+    CHECK(meanTopClassShare(*skewed) > 0.85);
+    CHECK(meanTopClassShare(*even) < 0.45);  // 32 draws of 4 near-equal classes: about 0.37
+  }
+  SECTION("refused with a reason") {
+    auto bad = drawnFleet(path, 1000, "dirichlet:0");
+    REQUIRE_FALSE(bad);
+    CHECK(bad.status().message().find("ALPHA > 0") != std::string::npos);
+    SimSettings s = smallFleet();
+    s.data = writeRegressionCsv("starling-sim-drawn-regression.csv", 5);
+    s.clients = 2000;
+    s.partition = "dirichlet:0.5";
+    s.trainExamples = s.testExamples = 0;
+    data::DataOptions options;
+    options.task = data::TaskKind::kRegression;
+    auto regression = Fleet::create(s, "linear", options);
+    REQUIRE_FALSE(regression);
+    CHECK(regression.status().message().find("regression takes iid") != std::string::npos);
+    std::filesystem::remove(s.data);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a million clients pass validation and cost tens of bytes each until they train",
+          "[harness][drawn][million]") {
+  CLI::App app;
+  coordinator::DaemonConfig base;
+  SimSettings settings = smallFleet();
+  coordinator::ConfigBinder binder(app, base);
+  bindSimSettings(binder, settings);
+  const char* argv[] = {"starling-sim", "--clients", "1000000", "--learner-clients", "64"};
+  app.parse(5, argv);
+  CHECK(settings.clients == 1'000'000);
+  CHECK(settings.learnerClients == 64);
+  const std::string path = writeClassesCsv("starling-sim-million.csv");
+  settings.data = path;
+  settings.partition = "dirichlet:0.5";
+  settings.trainExamples = settings.testExamples = 0;
+  auto fleet = Fleet::create(settings, "linear");
+  REQUIRE(fleet);
+  REQUIRE(fleet->clients().size() == 1'000'000);
+  CHECK(fleet->drawn());
+  for (std::size_t i : {std::size_t{0}, std::size_t{499'999}, std::size_t{999'999}})
+    CHECK(fleet->clients()[i].examples.size() == kDrawnExamples);
+  // Three rounds of 20 clients over the million, with error feedback and a Learner bound
+  // of 64 (fewer than the 60 trained plus those awaiting verdicts would need once more).
+  Strategy st = smallStrategy("million");
+  st.task.model = fleet->modelSpec();
+  st.engine.rounds = 3;
+  st.engine.clientsPerRound = 20;
+  st.engine.overSelection = 1.0;
+  st.engine.errorFeedback = true;
+  st.engine.uplink = "topk";
+  st.engine.uplinkDensity = 0.5;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  REQUIRE(r->rounds.size() == 3);
+  for (const auto& row : r->rounds) {
+    CHECK(row.committed);
+    CHECK(row.participants == 20);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a Learner bound below the clients trained evicts the least recently trained, deterministically",
+          "[harness][drawn]") {
+  const std::string path = writeClassesCsv("starling-sim-evict.csv");
+  auto fleet = drawnFleet(path, 40, "iid", 50);
+  REQUIRE(fleet);
+  Strategy st = smallStrategy("evict");
+  st.task.model = fleet->modelSpec();
+  st.engine.rounds = 8;
+  st.engine.clientsPerRound = 10;
+  st.engine.overSelection = 1.0;
+  st.engine.errorFeedback = true;
+  st.engine.uplink = "topk";
+  st.engine.uplinkDensity = 0.34;
+  auto unbounded = runStrategy(*fleet, st);
+  REQUIRE(unbounded);
+  SimSettings s = fleet->settings();
+  s.learnerClients = 12;  // fewer than the 40 clients that train
+  auto bounded = Fleet::create(s, "linear");
+  REQUIRE(bounded);
+  auto a = runStrategy(*bounded, st);
+  auto b = runStrategy(*bounded, st);
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE(a->rounds.size() == 8);
+  REQUIRE(b->rounds.size() == 8);
+  for (std::size_t k = 0; k < 8; ++k)
+    CHECK(a->rounds[k].modelChecksum == b->rounds[k].modelChecksum);
+  // Evicted clients lose their uplink memories: the models part from the unbounded run's.
+  CHECK(a->rounds.back().modelChecksum != unbounded->rounds.back().modelChecksum);
+  std::filesystem::remove(path);
+}
+
+}  // namespace starling::sim

@@ -110,39 +110,52 @@ struct RelayState {
   std::vector<float> full;
 };
 
-// The small per-client state of one strategy's run.
-struct ClientState {
+// What a run keeps of every client, idle or not (rank 0's event loop; tens of bytes
+// each: docs/simulation.md, "A million clients").
+struct Seat {
   uint64_t heldRound = 0;  // the model this client holds (as it would say in Hello)
   uint64_t heldChecksum = 0;
+  uint64_t assignments = 0;  // events of an earlier assignment are stale
+  int64_t backAtUs = 0;      // after a dropout: not back before this
+  uint32_t windowCycle = 0;  // the availability trace's cursor: period and window
+  uint32_t windowIndex = 0;
+  uint16_t unsettled = 0;  // updates it trained whose verdict has not come (its Learner is kept)
+  bool working = false;    // assigned, and neither arrived nor dropped yet
+  bool away = false;       // not connected to the engine (dropped out or offline)
+  bool online = true;      // inside an availability window (always, without a trace)
+};
+static_assert(sizeof(Seat) <= 48, "a seat per client: keep it small (docs/simulation.md, \"A million clients\")");
+
+// A client's Learner and what goes with it, on the rank that trains it, for at most
+// SimSettings::learnerClients clients (Run::useLearner).
+struct Held {
   // Its local rounds, in the Learner's borrowed-base mode: the sampler's estimate, the
   // updates awaiting verdicts (a late one waits for the round that applies it while the
   // client trains the next) and its uplink memory (dropped, least recently used first,
-  // past SimSettings::efClients). Made at its first assignment.
+  // past SimSettings::efClients).
   std::unique_ptr<client::Learner> learner;
   // Its held-out examples, copied out of the training set at its first evaluation and
-  // kept (Model::evaluate reads a whole Dataset, not rows of one): the copies of all
-  // clients together are sim.eval-fraction of the training set, once.
+  // kept (Model::evaluate reads a whole Dataset, not rows of one).
   std::optional<data::Dataset> heldOut;
   std::list<std::size_t>::iterator lru;  // while its Learner holds a memory or overlap state
   // Overlap Local-SGD: when the background steps after its last boundary end (virtual
   // microseconds; they ran at once, their time is charged here).
   int64_t backgroundDoneUs = 0;
-  std::optional<coordinator::IncomingUpdate> inFlight;
-  uint64_t inFlightFrameBytes = 0;
-  uint64_t assignments = 0;  // events of an earlier assignment are stale
-  // Sparse models (SimSettings::rowBucket): the rows it offered, when the strategy took
-  // them (kept coded, as the coordinator keeps them), its compact model's task and its
-  // examples over those rows (made when it first joins).
-  bool offered = false;
+};
+
+// Sparse models (SimSettings::rowBucket): the rows a client offered, when the strategy
+// took them (kept coded, as the coordinator keeps them), its compact model's task and its
+// examples over those rows (made when it first joins; one process only).
+struct Offer {
   std::shared_ptr<const coordinator::ClientRowSet> rows;
   std::shared_ptr<client::LearnerTask> compactTask;
   std::optional<data::Dataset> compactShard, compactHeldOut;
-  bool working = false;      // assigned, and neither arrived nor dropped yet
-  bool away = false;         // not connected to the engine (dropped out or offline)
-  bool online = true;        // inside an availability window (always, without a trace)
-  int64_t backAtUs = 0;      // after a dropout: not back before this
-  uint64_t windowCycle = 0;  // the availability trace's cursor: period and window
-  std::size_t windowIndex = 0;
+};
+
+// An update on its way to the coordinator (rank 0).
+struct InFlight {
+  coordinator::IncomingUpdate update;
+  uint64_t frameBytes = 0;
 };
 
 // Client i's side of one round: its Learner trained it (Run::trainClient).
@@ -168,6 +181,9 @@ struct TrainJob {
 
 // The kinds of rank 0's messages to the others (Run::flush, Run::serve).
 enum class RankMessage : uint8_t { kTrain = 1, kDone = 2 };
+// A kTrain batch's verdict records (client, round, accepted 0 or 1) and evictions (client,
+// 0, kEvict: Run::useLearner), in the order rank 0 made them.
+constexpr uint8_t kEvict = 2;
 
 class Run {
  public:
@@ -241,7 +257,23 @@ class Run {
   // client without it gets room, the least recently used state with nothing pending
   // dropped when efClients hold one.
   void useMemory(std::size_t i);
+  // Rank 0: client i is about to train; its Learner becomes the most recently trained,
+  // and past SimSettings::learnerClients the least recently trained with nothing
+  // unsettled is evicted (on its rank: Run::evict, or with the next batch to it).
+  void useLearner(std::size_t i);
+  // Client i's Learner and what goes with it are dropped, here.
+  void evict(std::size_t i);
   void settle(std::size_t i, uint64_t round, bool accepted);
+  // The rows client i offered and the strategy took (sim.row-bucket), or null.
+  std::shared_ptr<const coordinator::ClientRowSet> rowsOf(std::size_t i) const {
+    auto it = offers_.find(i);
+    return it == offers_.end() ? nullptr : it->second.rows;
+  }
+  // Rank 0: a verdict (or an update lost before it was sent) for client i.
+  void verdict(std::size_t i, uint64_t round, bool accepted) {
+    if (i < seats_.size() && seats_[i].unsettled > 0) --seats_[i].unsettled;
+    settle(i, round, accepted);
+  }
   void push(int64_t atUs, Event::Kind kind, std::size_t client, uint64_t assignment = 0, uint32_t node = 0,
             bool relay = false, std::optional<uint64_t> seq = std::nullopt) {
     Event e;
@@ -257,7 +289,7 @@ class Run {
   // The availability trace: schedules client i's next window (none when the trace has
   // no more), and its microseconds from the start.
   void scheduleWindow(std::size_t i);
-  int64_t windowMicros(const ClientState& c, double seconds) const {
+  int64_t windowMicros(const Seat& c, double seconds) const {
     return static_cast<int64_t>(std::llround((double(c.windowCycle) * s().availabilityPeriodS + seconds) * 1e6));
   }
   Status join(std::size_t i);
@@ -284,9 +316,16 @@ class Run {
   // The task every client's Welcome describes (coordinator::taskWelcome), shared by
   // their Learners: the model each round's Trainer copies, the uplink compressor.
   std::shared_ptr<client::LearnerTask> task_;
-  wire::WelcomeMsg welcome_, relayWelcome_;             // the Welcome of the coordinator's clients and of the relays'
-  std::unordered_map<std::size_t, ClientState> state_;  // only clients that were ever assigned
-  std::list<std::size_t> lru_;                          // clients holding memory, most recent first
+  wire::WelcomeMsg welcome_, relayWelcome_;  // the Welcome of the coordinator's clients and of the relays'
+  // Rank 0 (or the one process): every client's seat, made when the event loop starts.
+  std::vector<Seat> seats_;
+  std::unordered_map<std::size_t, Held> held_;        // this rank's clients holding a Learner
+  std::unordered_map<std::size_t, Offer> offers_;     // clients that offered rows (sim.row-bucket)
+  std::unordered_map<std::size_t, InFlight> flying_;  // rank 0: updates on their way
+  std::list<std::size_t> lru_;                        // clients holding memory, most recent first
+  // Rank 0: the clients holding a Learner, on whichever rank, most recently trained first.
+  std::list<std::size_t> learnerLru_;
+  std::unordered_map<std::size_t, std::list<std::size_t>::iterator> learnerAt_;
   std::size_t withMemory_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
   uint64_t seq_ = 0;
@@ -367,13 +406,13 @@ Status Run::statisticsRound() {
 }
 
 void Run::useMemory(std::size_t i) {
-  ClientState& c = state_[i];
+  Held& c = held_[i];
   if (c.learner->holdsMemory() || c.learner->holdsOverlap()) {
     lru_.erase(c.lru);
   } else {
     if (withMemory_ >= s().efClients) {
       for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
-        client::Learner& old = *state_[*it].learner;
+        client::Learner& old = *held_[*it].learner;
         if ((old.holdsMemory() && !old.memoryDroppable()) || (old.holdsOverlap() && !old.overlapDroppable())) continue;
         old.dropMemory();
         old.dropOverlap();  // its next round restarts from the model
@@ -396,23 +435,61 @@ void Run::settle(std::size_t i, uint64_t round, bool accepted) {
     w.put<uint8_t>(accepted ? 1 : 0);
     return;
   }
-  auto it = state_.find(i);
-  if (it == state_.end() || round == 0 || !it->second.learner) return;
+  auto it = held_.find(i);
+  if (it == held_.end() || round == 0 || !it->second.learner) return;
   it->second.learner->settle(round, accepted);
+}
+
+void Run::useLearner(std::size_t i) {
+  if (auto at = learnerAt_.find(i); at != learnerAt_.end()) {
+    learnerLru_.erase(at->second);
+  } else if (learnerAt_.size() >= s().learnerClients) {
+    for (auto it = learnerLru_.rbegin(); it != learnerLru_.rend(); ++it) {
+      const std::size_t j = *it;
+      const Seat& seat = seats_[j];
+      if (seat.unsettled > 0 || seat.working || flying_.count(j) > 0) continue;
+      learnerLru_.erase(std::next(it).base());
+      learnerAt_.erase(j);
+      if (ranks_ && ranks_->ownerOf(j) != 0) {  // dropped on its rank before its next batch trains
+        ByteWriter& w = settles_[static_cast<std::size_t>(ranks_->ownerOf(j))];
+        w.put<uint64_t>(j);
+        w.put<uint64_t>(0);
+        w.put<uint8_t>(kEvict);
+      } else {
+        evict(j);
+      }
+      break;
+    }
+  }
+  learnerLru_.push_front(i);
+  learnerAt_[i] = learnerLru_.begin();
+}
+
+void Run::evict(std::size_t i) {
+  auto it = held_.find(i);
+  if (it == held_.end()) return;
+  Held& h = it->second;
+  if (h.learner && (h.learner->holdsMemory() || h.learner->holdsOverlap())) {
+    lru_.erase(h.lru);
+    --withMemory_;
+  }
+  held_.erase(it);
 }
 
 Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& a, std::span<const float> engineModel) {
   const Fleet::Client& fc = fleet_.clients()[i];
-  ClientState& c = state_[i];
+  Held& c = held_[i];
+  const auto offered = offers_.find(i);
+  const Offer* offer = offered == offers_.end() ? nullptr : &offered->second;
   ClientRound r;
   // A client with rows trains its compact model over its examples' rows, from the view
   // of the engine's model.
-  r.view = c.rows ? c.rows->view() : nullptr;
+  r.view = offer && offer->rows ? offer->rows->view() : nullptr;
   const std::shared_ptr<const model::RowView>& view = r.view;
   if (!view) r.shard = train().subset(fc.examples);
   const data::Dataset& shard = r.shard;
   const uint32_t node = nodeOf(i);
-  r.task = view ? c.compactTask : taskOf(node);
+  r.task = view ? offer->compactTask : taskOf(node);
   const std::shared_ptr<client::LearnerTask>& task = r.task;
   if (!c.learner) {
     client::LearnerOptions lo{client::clientSeed(0, clientId(i))};
@@ -423,14 +500,14 @@ Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& 
   if (task->errorFeedback() || overlap) useMemory(i);
   const data::Dataset* heldOut = nullptr;
   if (view) {
-    heldOut = a.evaluate && c.compactHeldOut ? &*c.compactHeldOut : nullptr;
+    heldOut = a.evaluate && offer->compactHeldOut ? &*offer->compactHeldOut : nullptr;
   } else if (a.evaluate && !fc.heldOut.empty()) {
     if (!c.heldOut) c.heldOut.emplace(train().subset(fc.heldOut));
     heldOut = &*c.heldOut;
   }
   const std::vector<float> viewBase = view ? view->gather(engineModel) : std::vector<float>();
-  auto update =
-      view ? c.learner->train(a, viewBase, *c.compactShard, heldOut) : c.learner->train(a, engineModel, shard, heldOut);
+  auto update = view ? c.learner->train(a, viewBase, *offer->compactShard, heldOut)
+                     : c.learner->train(a, engineModel, shard, heldOut);
   if (!update) return update.status().withContext(fmt::format("client {} training round {}", i, a.round));
   const client::TrainStats& stats = update->stats;
   if (export_)
@@ -457,7 +534,8 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   auto r = trainClient(i, a, engineOf(nodeOf(i)).model());
   if (!r) return r.status();
   const Fleet::Client& fc = fleet_.clients()[i];
-  ClientState& c = state_[i];
+  Held& c = held_[i];
+  const Seat& seat = seats_[i];
   const uint32_t node = nodeOf(i);
   const std::shared_ptr<const model::RowView>& view = r->view;
   const data::Dataset& shard = r->shard;
@@ -477,7 +555,7 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
     leavesUs = std::max(nowUs_ + downUs, c.backgroundDoneUs) + static_cast<int64_t>(std::llround(evalSeconds * 1e6));
   }
   if (overlap) {
-    auto next = c.learner->advance(view ? *c.compactShard : shard);
+    auto next = c.learner->advance(view ? *offers_.at(i).compactShard : shard);
     if (!next) return next.status().withContext(fmt::format("client {} training after round {}", i, a.round));
     const double nextSeconds =
         computeSeconds(fleet_.flopsPerExample(), next->examples, next->scoredExamples + 2 * probe, fc.flopsPerSecond);
@@ -489,12 +567,12 @@ Status Run::train(std::size_t i, const wire::RoundAssignMsg& a, int64_t downUs) 
   const uint64_t frameBytes = wire::encode(message).size();
   coordinator::IncomingUpdate in;
   STARLING_RETURN_IF_ERROR(incoming(*update, static_cast<uint32_t>(computeUs / 1000), view.get(), in));
-  c.inFlight = std::move(in);
-  c.inFlightFrameBytes = frameBytes;
+  flying_[i] = InFlight{std::move(in), frameBytes};
   if (linkIn(node).mbps > 0)  // its place in the server link's queue is taken when it leaves
-    push(leavesUs, Event::Kind::kUpdateLeaves, i, c.assignments);
+    push(leavesUs, Event::Kind::kUpdateLeaves, i, seat.assignments);
   else
-    push(leavesUs + linkMicros(frameBytes, fc.uplinkMbps, latencyMs(i)), Event::Kind::kUpdateArrives, i, c.assignments);
+    push(leavesUs + linkMicros(frameBytes, fc.uplinkMbps, latencyMs(i)), Event::Kind::kUpdateArrives, i,
+         seat.assignments);
   return Status::ok();
 }
 
@@ -521,7 +599,7 @@ int64_t Run::transfer(uint64_t bytes, int64_t startUs, double mbps, double laten
 }
 
 Status Run::assign(std::size_t i, const coordinator::Assignment& a, uint32_t node) {
-  ClientState& c = state_[i];
+  Seat& c = seats_[i];
   const wire::RoundAssignMsg message =
       coordinator::assignmentMessage(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
   wire::Frame frame = wire::encode(message);
@@ -542,6 +620,9 @@ Status Run::assign(std::size_t i, const coordinator::Assignment& a, uint32_t nod
     push(nowUs_ + static_cast<int64_t>(when * (double(downUs) + work * 1e6)), Event::Kind::kDropOut, i, c.assignments);
     return Status::ok();
   }
+  // It trains (now, or with its batch on its rank): its Learner is kept until the verdict.
+  useLearner(i);
+  ++c.unsettled;
   if (ranks_) {  // trained with the rest of the batch; its event keeps its place
     TrainJob job;
     job.client = i;
@@ -647,8 +728,8 @@ Status Run::placeClients() {
   for (std::size_t i = 0; i < n; ++i) {
     if (fleet_.clients()[i].examples.empty()) continue;
     STARLING_RETURN_IF_ERROR(offerRows(i));
-    if (!state_[i].rows) continue;
-    auto view = state_[i].rows->view();
+    if (!rowsOf(i)) continue;
+    auto view = rowsOf(i)->view();
     clients.push_back({clientId(i), std::vector<uint32_t>(view->rows().begin(), view->rows().end())});
     index.push_back(i);
   }
@@ -668,8 +749,8 @@ Status Run::sparseRelay(std::size_t r) {
   for (std::size_t i = 0; i < fleet_.clients().size(); ++i) {
     if (relayOfClient_[i] != r || fleet_.clients()[i].examples.empty()) continue;
     STARLING_RETURN_IF_ERROR(offerRows(i));
-    if (!state_[i].rows) return Status::ok();  // a client of the whole model: the relay trains it all
-    auto view = state_[i].rows->view();
+    if (!rowsOf(i)) return Status::ok();  // a client of the whole model: the relay trains it all
+    auto view = rowsOf(i)->view();
     all.insert(all.end(), view->rows().begin(), view->rows().end());
   }
   std::sort(all.begin(), all.end());
@@ -787,7 +868,7 @@ Status Run::performActions(std::vector<Action> actions, uint32_t node) {
         relays_[relayIndex(v->clientId)].learner->settle(v->verdict.round, v->verdict.accepted);
       } else {
         STARLING_RETURN_IF_ERROR(flush());  // the verdict comes after the rounds assigned before it
-        settle(clientIndex(v->clientId), v->verdict.round, v->verdict.accepted);
+        verdict(clientIndex(v->clientId), v->verdict.round, v->verdict.accepted);
       }
     } else if (auto* w = std::get_if<coordinator::WakeAt>(&act)) {
       push(w->atMs * 1000, Event::Kind::kWake, 0, 0, node);
@@ -884,7 +965,7 @@ Status Run::performActions(std::vector<Action> actions, uint32_t node) {
 
 void Run::scheduleWindow(std::size_t i) {
   const auto& windows = fleet_.windows(i);
-  ClientState& c = state_[i];
+  Seat& c = seats_[i];
   if (windows.empty()) return;
   if (c.windowIndex >= windows.size()) {
     if (s().availabilityPeriodS <= 0) return;  // offline for good
@@ -896,19 +977,17 @@ void Run::scheduleWindow(std::size_t i) {
 
 Status Run::join(std::size_t i) {
   STARLING_RETURN_IF_ERROR(offerRows(i));
-  ClientState& c = state_[i];
+  Seat& c = seats_[i];
   c.away = false;
   const uint32_t node = nodeOf(i);
   return perform(engineOf(node).clientJoined(clientId(i), fleet_.clients()[i].examples.size(), c.heldRound,
-                                             c.heldChecksum, nowMs(), c.rows),
+                                             c.heldChecksum, nowMs(), rowsOf(i)),
                  node);
 }
 
 Status Run::offerRows(std::size_t i) {
-  if (s().rowBucket == 0) return Status::ok();
-  ClientState& c = state_[i];
-  if (c.offered) return Status::ok();
-  c.offered = true;
+  if (s().rowBucket == 0 || offers_.count(i) > 0) return Status::ok();
+  Offer& c = offers_[i];
   const Fleet::Client& fc = fleet_.clients()[i];
   const data::Dataset shard = train().subset(fc.examples);
   std::optional<data::Dataset> heldOut;
@@ -1011,19 +1090,20 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
   const int64_t limitUs = static_cast<int64_t>(s().maxVirtualHours * 3600e6);
   const uint64_t initialChecksum = s().preloadedModel ? engine_->modelChecksum() : 0;
   const bool traced = !s().availabilityTrace.empty();
+  seats_.resize(fleet_.clients().size());
   for (std::size_t i = 0; i < fleet_.clients().size() && !finished_; ++i) {
     const auto& c = fleet_.clients()[i];
     if (c.examples.empty()) continue;  // nothing to train on: it never joins
-    if (initialChecksum != 0) state_[i].heldChecksum = initialChecksum;
+    if (initialChecksum != 0) seats_[i].heldChecksum = initialChecksum;
     if (traced) {  // it joins when its first window opens (an event at time 0 included)
-      state_[i].online = false;
-      state_[i].away = true;
+      seats_[i].online = false;
+      seats_[i].away = true;
       scheduleWindow(i);
       continue;
     }
     const uint32_t node = nodeOf(i);
     STARLING_RETURN_IF_ERROR(offerRows(i));
-    std::shared_ptr<const coordinator::ClientRowSet> rows = s().rowBucket > 0 ? state_[i].rows : nullptr;
+    std::shared_ptr<const coordinator::ClientRowSet> rows = rowsOf(i);
     STARLING_RETURN_IF_ERROR(
         perform(engineOf(node).clientJoined(clientId(i), c.examples.size(), 0, initialChecksum, 0, rows), node));
   }
@@ -1066,15 +1146,17 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
         break;
       }
       case Event::Kind::kUpdateLeaves: {
-        ClientState& c = state_[ev.client];
-        if (ev.assignment != c.assignments || !c.inFlight) break;
+        const Seat& c = seats_[ev.client];
+        auto flying = flying_.find(ev.client);
+        if (ev.assignment != c.assignments || flying == flying_.end()) break;
         const Fleet::Client& fc = fleet_.clients()[ev.client];
-        push(transfer(c.inFlightFrameBytes, nowUs_, fc.uplinkMbps, latencyMs(ev.client), &linkIn(nodeOf(ev.client))),
+        push(transfer(flying->second.frameBytes, nowUs_, fc.uplinkMbps, latencyMs(ev.client),
+                      &linkIn(nodeOf(ev.client))),
              Event::Kind::kUpdateArrives, ev.client, ev.assignment);
         break;
       }
       case Event::Kind::kDropOut: {
-        ClientState& c = state_[ev.client];
+        Seat& c = seats_[ev.client];
         if (ev.assignment != c.assignments || c.away) break;  // gone offline first
         c.working = false;
         ++roundDropped_;
@@ -1087,13 +1169,13 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
         break;
       }
       case Event::Kind::kRejoin: {
-        ClientState& c = state_[ev.client];
+        Seat& c = seats_[ev.client];
         // Offline now (availability trace): it joins when its next window opens.
         if (c.away && c.online && nowUs_ >= c.backAtUs) STARLING_RETURN_IF_ERROR(join(ev.client));
         break;
       }
       case Event::Kind::kOnline: {
-        ClientState& c = state_[ev.client];
+        Seat& c = seats_[ev.client];
         c.online = true;
         push(windowMicros(c, fleet_.windows(ev.client)[c.windowIndex].end), Event::Kind::kOffline, ev.client);
         // It joins now, unless a dropout keeps it away longer (its kRejoin joins it then).
@@ -1101,13 +1183,15 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
         break;
       }
       case Event::Kind::kOffline: {
-        ClientState& c = state_[ev.client];
+        Seat& c = seats_[ev.client];
         c.online = false;
         if (!c.away) {
           if (c.working) ++roundDropped_;  // its work for the round is lost
           c.working = false;
-          if (c.inFlight) settle(ev.client, c.inFlight->round, false);  // never sent: back into its memory
-          c.inFlight.reset();
+          if (auto flying = flying_.find(ev.client); flying != flying_.end()) {
+            verdict(ev.client, flying->second.update.round, false);  // never sent: back into its memory
+            flying_.erase(flying);
+          }
           c.away = true;
           const uint32_t node = nodeOf(ev.client);
           STARLING_RETURN_IF_ERROR(
@@ -1127,13 +1211,14 @@ Result<StrategyResult> Run::go(const std::function<void(const RoundRow&)>& onRou
           STARLING_RETURN_IF_ERROR(perform(engine_->updateArrived(relayId(ev.client), std::move(u), nowMs())));
           break;
         }
-        ClientState& c = state_[ev.client];
-        if (ev.assignment != c.assignments || !c.inFlight) break;
+        Seat& c = seats_[ev.client];
+        auto flying = flying_.find(ev.client);
+        if (ev.assignment != c.assignments || flying == flying_.end()) break;
         c.working = false;
         const uint32_t node = nodeOf(ev.client);
-        countBytes(node, true, c.inFlightFrameBytes);
-        coordinator::IncomingUpdate u = std::move(*c.inFlight);
-        c.inFlight.reset();
+        countBytes(node, true, flying->second.frameBytes);
+        coordinator::IncomingUpdate u = std::move(flying->second.update);
+        flying_.erase(flying);
         STARLING_RETURN_IF_ERROR(
             perform(engineOf(node).updateArrived(clientId(ev.client), std::move(u), nowMs()), node));
         break;
@@ -1238,9 +1323,7 @@ Status Run::received(const TrainJob& job, int64_t computeUs, std::span<const uin
   in.durationMs = std::max<uint32_t>(1, u->durationMs);
   in.bytesWire = u->delta->byteSize();
   in.evalStats = u->evalStats;
-  ClientState& c = state_[i];
-  c.inFlight = std::move(in);
-  c.inFlightFrameBytes = frame.size();
+  flying_[i] = InFlight{std::move(in), frame.size()};
   const Fleet::Client& fc = fleet_.clients()[i];
   const int64_t leavesUs = job.atUs + job.downUs + computeUs;
   if (linkIn(0).mbps > 0)
@@ -1268,7 +1351,10 @@ Status Run::serve() {
         auto round = verdicts.get<uint64_t>();
         auto accepted = verdicts.get<uint8_t>();
         if (!i || !round || !accepted) return Status(StatusCode::kMalformed, "rank 0's verdicts end early");
-        settle(*i, *round, *accepted != 0);
+        if (*accepted == kEvict)
+          evict(*i);
+        else
+          settle(*i, *round, *accepted != 0);
       }
       auto model = in.getFloats();
       if (!model) return model.status();

@@ -79,4 +79,31 @@ std::string filesDirOf(std::string_view spec);
 Result<Partition> partitionDataset(const Dataset& dataset, std::size_t numClients, std::string_view spec,
                                    uint64_t seed);
 
+// Clients as index views of one shared array: client c's examples are
+// indices[offsets[c] .. offsets[c + 1]), ascending (an example drawn twice appears twice).
+struct IndexViews {
+  std::vector<uint64_t> offsets{};  // numClients + 1 entries, offsets[0] = 0
+  std::vector<uint32_t> indices{};
+  std::size_t clients() const { return offsets.empty() ? 0 : offsets.size() - 1; }
+  std::span<const uint32_t> of(std::size_t c) const {
+    return {indices.data() + offsets[c], static_cast<std::size_t>(offsets[c + 1] - offsets[c])};
+  }
+};
+
+// With replacement, for a population larger than the data (docs/simulation.md, "A
+// million clients"): every client draws `perClient` examples from the whole data set,
+// independently of the other clients, from a generator seeded by (seed, c) alone, so
+// client c's examples do not depend on numClients (nor on which process draws them).
+// - "iid": each draw uniform over all examples.
+// - "dirichlet:ALPHA": the client's class proportions p ~ Dir(ALPHA, ..., ALPHA) over the
+//   classes that occur; each draw picks a class by p, then an example of it uniformly.
+// - "classes:K": K distinct classes of those that occur, uniformly at random (all of them
+//   when K is at least their number); each draw picks one of them uniformly, then an
+//   example of it uniformly.
+// "by-column:NAME" and "files:DIR" are refused (their groups are the clients), as are the
+// class cuts on a regression data set, perClient == 0, an empty data set or
+// numClients == 0 (kInvalidArgument).
+Result<IndexViews> partitionWithReplacement(const Dataset& dataset, std::size_t numClients, std::size_t perClient,
+                                            std::string_view spec, uint64_t seed);
+
 }  // namespace starling::data

@@ -509,7 +509,7 @@ class RoundEngine {
   void assignPick(const std::string& id, bool sticky, double weight, int64_t nowMs, std::vector<Action>& out);
   // Connected clients that are not training, not held back by the SSP gate and (the
   // asynchronous modes) not yet assigned the open round, by id.
-  std::vector<std::string> idleClients() const;
+  std::vector<const std::string*> idleClients() const;  // pointers to clients_'s keys
   bool async() const { return mode_ != Mode::kSync; }
   // The asynchronous modes: fills the free slots with idle clients, then asks to be woken
   // at the earliest assignment deadline.

@@ -9,6 +9,9 @@
 # relay-1 at its next round. Then the coordinator is SIGKILLed and restarted (the
 # placement comes back from its database), relay-0 is SIGKILLed (its clients move to
 # relay-1, which sends them back once relay-0 is up again), and the task completes.
+# relay-0 dies only once both relays are back with the restarted coordinator, which
+# then knows relay-0's address: a client placed on a relay that is down must still be
+# taken by the other relay.
 # Rounds are slowed (tau, --slowdown) so that each phase happens mid-run; sanitizer builds
 # are slow already (STARLING_PLACEMENT_TAU, STARLING_PLACEMENT_SLOWDOWN).
 # Every wait is bounded, and an expectation the later phases depend on stops the test at
@@ -92,11 +95,19 @@ require "and $moved trains with relay-1" wait_for "$work/relay-1.log" "$moved jo
 # ---- the coordinator SIGKILLed and restarted ---------------------------------------
 kill -9 "$coord_pid"
 wait "$coord_pid" 2>/dev/null
+mark=$(wc -l <"$work/coord.log")
 launch_coordinator coord "${coordinator_args[@]}" || exit 1
 require "the restarted coordinator takes the placement from its database" \
   grep -q "placement version 1 from the database: 4 clients on relays" "$work/coord.log"
 check "and does not apply the unchanged file again" \
   bash -c "test \$(grep -c 'placement version' '$work/coord.log') -eq 2"
+# Both relays back with the coordinator (which knows where relay-0 is again) before
+# relay-0 dies: its clients must still be able to train with relay-1.
+relays_rejoined() {
+  wait_after "$work/coord.log" "$mark" "relay-0 (a relay) joined" 60 &&
+    wait_after "$work/coord.log" "$mark" "relay-1 (a relay) joined" 60
+}
+require "both relays rejoin the restarted coordinator" relays_rejoined
 
 # ---- relay-0 SIGKILLed: its clients go to relay-1, which sends them back ------------
 # (The lines of relay-1's log before each step are skipped: relay-0 comes back on the

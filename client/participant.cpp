@@ -361,12 +361,12 @@ asio::awaitable<Status> Participant::run(asio::any_io_executor executor, std::sh
           fmt::format("no session with {} for {} s", endpoint.toString(), options_.giveUpAfter.count() / 1000));
     std::string next;
     if (redirect_) {  // a relay's placement: the named server, at once
+      // The backoff is kept (a Welcome resets it): a client sent back and forth between a
+      // relay that redirects it and one that is down backs off as after any failure.
       at = *redirect_;
       redirect_.reset();
       const net::Endpoint& to = at == 0 ? options_.coordinator : options_.alternates[at - 1].endpoint;
       log_->info("{}; training with {} now", st.message(), to.toString());
-      delay = options_.backoffInitial;
-      failingSince = std::chrono::steady_clock::now();
       continue;
     }
     if (!options_.alternates.empty()) {

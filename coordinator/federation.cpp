@@ -440,8 +440,12 @@ Frame Federation::relayAssignFrame(const Assignment& a) {
   wire::RoundAssignMsg m = assignmentMessage(a, static_cast<uint32_t>(std::max<int64_t>(0, a.deadlineMs - nowMs())));
   if (placement_.version > 0) {
     m.placementVersion = placement_.version;
+    // Only the clients of relays connected now: a client placed on a relay that is down
+    // (or has not said its address since this coordinator started) may train where it
+    // is, and the relays send it back when a later assignment lists its relay again
+    // (they apply an entry list that differs even at the same version).
     for (const auto& [client, relay] : placement_.clients)
-      if (auto at = relayAddress_.find(relay); at != relayAddress_.end())
+      if (auto at = relayAddress_.find(relay); at != relayAddress_.end() && sessions_.contains(relay))
         m.placement.push_back({client, relay, at->second});
   }
   return share(wire::encode(m));

@@ -16,12 +16,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -377,9 +379,15 @@ struct TlsContext::Impl {
   mbedtls::Crt cert;
   mbedtls::Pk key;
   std::shared_ptr<SessionTicketKeys> tickets;  // servers with resumption on
-  mutable std::mutex sessionMu;                // clients: guards session
-  mbedtls::SslSession session;                 // clients: the last successful handshake's
-  bool haveSession = false;
+  // Clients: per server address, the session of the last successful handshake with it,
+  // and when it was kept (a count: the oldest goes first past kMaxKeptSessions).
+  struct Kept {
+    mbedtls::SslSession session{};
+    uint64_t order{};
+  };
+  mutable std::mutex sessionMu;  // clients: guards sessions and keptCount
+  std::map<std::string, std::unique_ptr<Kept>> sessions;
+  uint64_t keptCount = 0;
   // Peer verification by Starling rather than mbedTLS (verifyPeer): on when the context
   // has its own certificate and one CA. `verified` may be null (no cache).
   bool ownVerification = false;
@@ -387,13 +395,19 @@ struct TlsContext::Impl {
   unsigned char caDigest[32] = {};  // SHA-256 of the CA's DER
   mbedtls::SslConfig conf;          // declared last: destroyed first, it points at the others
 
-  // Makes `from` the kept session (taking over what it owns; `from` is left empty).
-  void adopt(mbedtls::SslSession& from) {
+  // Makes `from` the kept session of `server` (taking over what it owns; `from` is left
+  // empty).
+  void adopt(const std::string& server, mbedtls::SslSession& from) {
     std::lock_guard lock(sessionMu);
-    mbedtls_ssl_session_free(&session.ctx);
-    session.ctx = from.ctx;
+    std::unique_ptr<Kept>& slot = sessions[server];
+    if (!slot) slot = std::make_unique<Kept>();
+    mbedtls_ssl_session_free(&slot->session.ctx);
+    slot->session.ctx = from.ctx;
     mbedtls_ssl_session_init(&from.ctx);
-    haveSession = true;
+    slot->order = ++keptCount;
+    if (sessions.size() > TlsContext::kMaxKeptSessions)
+      sessions.erase(std::min_element(sessions.begin(), sessions.end(),
+                                      [](const auto& a, const auto& b) { return a.second->order < b.second->order; }));
   }
 
   // Ticket callbacks (p_ticket is this Impl): mbedtls_ssl_ticket seals and opens; a
@@ -501,44 +515,46 @@ Result<TlsIdentity> loadIdentity(const std::string& caPath, const std::string& c
 TlsContext::TlsContext(TlsRole role, std::string serverName)
     : role_(role), serverName_(std::move(serverName)), impl_(std::make_unique<Impl>()) {}
 
-void TlsContext::offerSession(mbedtls_ssl_context* ssl) const {
-  if (role_ != TlsRole::kClient || !resumption_) return;
+bool TlsContext::offerSession(mbedtls_ssl_context* ssl, const std::string& server) const {
+  if (role_ != TlsRole::kClient || !resumption_) return false;
   std::lock_guard lock(impl_->sessionMu);
+  auto it = impl_->sessions.find(server);
+  if (it == impl_->sessions.end()) return false;
   // A session mbedTLS cannot take back is only a lost shortcut: the handshake is full.
-  if (impl_->haveSession) (void)mbedtls_ssl_set_session(ssl, &impl_->session.ctx);
+  return mbedtls_ssl_set_session(ssl, &it->second->session.ctx) == 0;
 }
 
-void TlsContext::keepSession(const mbedtls_ssl_context* ssl) const {
+void TlsContext::keepSession(const mbedtls_ssl_context* ssl, const std::string& server) const {
   if (role_ != TlsRole::kClient || !resumption_) return;
   mbedtls::SslSession got;
   if (mbedtls_ssl_get_session(ssl, &got.ctx) != 0) return;
-  impl_->adopt(got);
+  impl_->adopt(server, got);
 }
 
-void TlsContext::forgetSession() const {
+void TlsContext::forgetSession(const std::string& server) const {
   std::lock_guard lock(impl_->sessionMu);
-  mbedtls_ssl_session_free(&impl_->session.ctx);
-  mbedtls_ssl_session_init(&impl_->session.ctx);
-  impl_->haveSession = false;
+  impl_->sessions.erase(server);
 }
 
-std::vector<uint8_t> TlsContext::saveSession() const {
+std::vector<uint8_t> TlsContext::saveSession(const std::string& server) const {
   std::lock_guard lock(impl_->sessionMu);
-  if (!impl_->haveSession) return {};
+  auto it = impl_->sessions.find(server);
+  if (it == impl_->sessions.end()) return {};
+  const mbedtls_ssl_session* session = &it->second->session.ctx;
   size_t length = 0;
-  (void)mbedtls_ssl_session_save(&impl_->session.ctx, nullptr, 0, &length);
+  (void)mbedtls_ssl_session_save(session, nullptr, 0, &length);
   std::vector<uint8_t> out(length);
-  if (mbedtls_ssl_session_save(&impl_->session.ctx, out.data(), out.size(), &length) != 0) return {};
+  if (mbedtls_ssl_session_save(session, out.data(), out.size(), &length) != 0) return {};
   out.resize(length);
   return out;
 }
 
-Status TlsContext::restoreSession(std::span<const uint8_t> saved) const {
+Status TlsContext::restoreSession(const std::string& server, std::span<const uint8_t> saved) const {
   if (role_ != TlsRole::kClient) return Status(StatusCode::kInvalidArgument, "only a client keeps a TLS session");
   mbedtls::SslSession loaded;
   if (int rc = mbedtls_ssl_session_load(&loaded.ctx, saved.data(), saved.size()); rc != 0)
     return Status(StatusCode::kMalformed, "unusable saved TLS session: " + mbedtlsErrorString(rc));
-  impl_->adopt(loaded);
+  impl_->adopt(server, loaded);
   return Status::ok();
 }
 

@@ -90,7 +90,9 @@ Result<std::shared_ptr<TlsStream>> TlsStream::create(asio::ip::tcp::socket socke
   if (stream->context_->role() == TlsRole::kClient &&
       mbedtls_ssl_set_hostname(&stream->session_->ssl.ctx, stream->context_->serverName().c_str()) != 0)
     return Status(StatusCode::kInternal, "setting the TLS server name");
-  stream->context_->offerSession(&stream->session_->ssl.ctx);
+  // Sessions are kept per server: the address this socket reached names it.
+  if (!stream->peer_.address.empty())
+    stream->sessionOffered_ = stream->context_->offerSession(&stream->session_->ssl.ctx, stream->peer_.address);
   mbedtls_ssl_set_bio(&stream->session_->ssl.ctx, stream.get(), &TlsStream::bioSend, &TlsStream::bioRecv, nullptr);
   return stream;
 }
@@ -194,6 +196,12 @@ Status TlsStream::handshakeFailure(int rc) const {
 }
 
 asio::awaitable<Status> TlsStream::handshake() {
+  Status st = co_await runHandshake();
+  if (!st && sessionOffered_) context_->forgetSession(peer_.address);
+  co_return st;
+}
+
+asio::awaitable<Status> TlsStream::runHandshake() {
   mbedtls_ssl_context& ssl = session_->ssl.ctx;
   for (;;) {
     // Step by step (as mbedtls_ssl_handshake does) to see whether the session is
@@ -231,7 +239,7 @@ asio::awaitable<Status> TlsStream::handshake() {
   handshakeDone_ = true;
   readPeerIdentity();
   if (const char* suite = mbedtls_ssl_get_ciphersuite(&ssl)) peer_.cipherSuite = suite;
-  context_->keepSession(&ssl);
+  if (!peer_.address.empty()) context_->keepSession(&ssl, peer_.address);
   co_return Status::ok();
 }
 

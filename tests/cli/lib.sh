@@ -2,10 +2,14 @@
 # coord_bin, client_bin and data; this makes $work, kills every started process on
 # exit, and provides:
 #   check NAME COMMAND...       (check.sh) runs COMMAND, prints "ok   - NAME" or "FAIL - NAME"
+#   require NAME COMMAND...     check, and when it fails stop the test there (finish: the logs,
+#                               exit 1): for expectations the rest of a test depends on
 #   launch_coordinator LOG ARGS...  `run --certs $work/certs --listen 127.0.0.1:${port:-0} ARGS`,
 #                                    output to $work/LOG.log; waits for the port, sets coord_pid and port
 #   start_client I LOG [ARGS...]  client-I on shard I/${shards:-3}, sets client_pid[I]
 #   wait_for FILE PATTERN SECONDS  true once grep finds PATTERN in FILE
+#   wait_exit PID SECONDS       waits for PID (a child) to exit, returns its status; 124 and a
+#                               line saying so when it still runs after SECONDS
 #   committed DB                prints the number of committed rounds in DB's report
 #   integrity_ok DB             true when PRAGMA integrity_check says ok
 #   check_sums DIR DB           the uplink memory's invariant from the --test-audit files of the
@@ -74,6 +78,19 @@ wait_for() {
   return 1
 }
 
+wait_exit() {
+  local pid=$1 limit=$2
+  for _ in $(seq $((limit * 10))); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid"
+      return
+    fi
+    sleep 0.1
+  done
+  echo "  process $pid still running after $limit s"
+  return 124
+}
+
 committed() {
   "$coord_bin" report --db "$1" --format csv | grep -c ',committed,'
 }
@@ -137,6 +154,15 @@ community_libsvm() {  # SEED N COMMUNITY
       line = line " " s ":1";
       if (i == 0) line = line " 4096:0";
       print (lo % 2 == 0 ? "+1" : "-1") line } }'
+}
+
+require() {
+  local before=$failures
+  check "$@"
+  if [ "$failures" -ne "$before" ]; then
+    echo "stopping: the rest of the test depends on '$1' ($SECONDS s into the test)"
+    finish
+  fi
 }
 
 finish() {

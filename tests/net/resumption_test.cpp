@@ -1,11 +1,13 @@
 // What a returning client skips, and what it cannot skip. TLS 1.2 session resumption
 // (session tickets): a client's second connection skips the full handshake, the
 // coordinator still knows who it is, a revoked certificate cannot come back through
-// its ticket, and a ticket that is not intact or too old only costs a full handshake.
-// The verified-certificate cache: a full handshake with a certificate verified before
-// skips its CA signature check, but a revoked, expired or different certificate is
-// refused as without the cache.
+// its ticket, a ticket that is not intact, too old or another server's only costs a
+// full handshake, and a client keeps a session per server. The verified-certificate
+// cache: a full handshake with a certificate verified before skips its CA signature
+// check, but a revoked, expired or different certificate is refused as without the
+// cache.
 
+#include <fmt/format.h>
 #include <mbedtls/ssl.h>
 #include <unistd.h>
 
@@ -41,22 +43,38 @@ struct Handshake {
   net::PeerIdentity clientSaw;  // the server, as the client knows it
 };
 
-// One TCP connection over 127.0.0.1 and a TLS handshake on both ends.
-Handshake connectOnce(std::shared_ptr<const net::TlsContext> serverTls,
-                      std::shared_ptr<const net::TlsContext> clientTls) {
-  constexpr auto kAsTuple = asio::experimental::as_tuple(asio::use_awaitable);
+// A server: one port of 127.0.0.1 for as long as it lives (a client keeps its session
+// by the address it reached) and the TLS context it answers with, which a test may
+// replace between connections (a server restarted on the same port) or set to null (a
+// server that accepts and closes at once).
+struct Listener {
+  explicit Listener(std::shared_ptr<const net::TlsContext> context) : tls(std::move(context)) {}
+  std::string address() const { return fmt::format("127.0.0.1:{}", acceptor.local_endpoint().port()); }
+
+  std::shared_ptr<const net::TlsContext> tls;
   asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+};
+
+// One TCP connection to `server` and a TLS handshake on both ends.
+Handshake connectOnce(Listener& server, std::shared_ptr<const net::TlsContext> clientTls) {
+  constexpr auto kAsTuple = asio::experimental::as_tuple(asio::use_awaitable);
+  asio::io_context& io = server.io;
+  io.restart();
   Handshake out;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        auto [ec, socket] = co_await acceptor.async_accept(kAsTuple);
+        auto [ec, socket] = co_await server.acceptor.async_accept(kAsTuple);
         if (ec) {
           out.server = Status(StatusCode::kIo, ec.message());
           co_return;
         }
-        auto stream = net::TlsStream::create(std::move(socket), serverTls).value();
+        if (!server.tls) {
+          out.server = Status(StatusCode::kClosed, "closed without a handshake");
+          co_return;  // the socket closes here
+        }
+        auto stream = net::TlsStream::create(std::move(socket), server.tls).value();
         out.server = co_await stream->handshake();
         out.serverSaw = stream->peer();
         co_await stream->shutdown();
@@ -66,7 +84,7 @@ Handshake connectOnce(std::shared_ptr<const net::TlsContext> serverTls,
       io,
       [&]() -> asio::awaitable<void> {
         asio::ip::tcp::socket socket(io);
-        auto [ec] = co_await socket.async_connect(acceptor.local_endpoint(), kAsTuple);
+        auto [ec] = co_await socket.async_connect(server.acceptor.local_endpoint(), kAsTuple);
         if (ec) {
           out.client = Status(StatusCode::kIo, ec.message());
           co_return;
@@ -85,6 +103,13 @@ Handshake connectOnce(std::shared_ptr<const net::TlsContext> serverTls,
   return out;
 }
 
+// One connection to a server made for it.
+Handshake connectOnce(std::shared_ptr<const net::TlsContext> serverTls,
+                      std::shared_ptr<const net::TlsContext> clientTls) {
+  Listener server(std::move(serverTls));
+  return connectOnce(server, std::move(clientTls));
+}
+
 std::shared_ptr<const net::TlsContext> serverContext(const Pki& pki, net::TlsOptions options = {}) {
   return net::TlsContext::create(net::TlsRole::kServer, pki.serverIdentity(), {}, std::move(options)).value();
 }
@@ -96,13 +121,17 @@ std::shared_ptr<const net::TlsContext> clientContext(const net::KeyPair& kp, con
       .value();
 }
 
+// A relay's server context: its own certificate (for "localhost") and ticket keys.
+std::shared_ptr<const net::TlsContext> relayContext(const Pki& pki, const net::KeyPair& relay) {
+  return net::TlsContext::create(net::TlsRole::kServer, {pki.ca.certPem, relay.certPem, relay.keyPem, {}}).value();
+}
+
 // Connects twice and returns what the second connection saw.
-Handshake reconnect(std::shared_ptr<const net::TlsContext> serverTls,
-                    std::shared_ptr<const net::TlsContext> clientTls) {
-  Handshake first = connectOnce(serverTls, clientTls);
+Handshake reconnect(Listener& server, std::shared_ptr<const net::TlsContext> clientTls) {
+  Handshake first = connectOnce(server, clientTls);
   REQUIRE(first.server.isOk());
   REQUIRE(first.client.isOk());
-  return connectOnce(serverTls, clientTls);
+  return connectOnce(server, clientTls);
 }
 
 // A handshake that succeeded as a full one and names `commonName` on the server.
@@ -114,9 +143,9 @@ void checkFull(const Handshake& h, const std::string& commonName) {
   CHECK(h.serverSaw.commonName == commonName);
 }
 
-// The kept session of `tls` with one byte of its ticket flipped, put back.
-void tamperWithTicket(const net::TlsContext& tls) {
-  std::vector<uint8_t> saved = tls.saveSession();
+// The session `tls` kept for `server` with one byte of its ticket flipped, put back.
+void tamperWithTicket(const net::TlsContext& tls, const std::string& server) {
+  std::vector<uint8_t> saved = tls.saveSession(server);
   REQUIRE_FALSE(saved.empty());
   mbedtls_ssl_session session;
   mbedtls_ssl_session_init(&session);
@@ -126,7 +155,7 @@ void tamperWithTicket(const net::TlsContext& tls) {
   std::size_t length = 0;
   REQUIRE(mbedtls_ssl_session_save(&session, saved.data(), saved.size(), &length) == 0);
   mbedtls_ssl_session_free(&session);
-  REQUIRE(tls.restoreSession(std::span<const uint8_t>(saved.data(), length)).isOk());
+  REQUIRE(tls.restoreSession(server, std::span<const uint8_t>(saved.data(), length)).isOk());
 }
 
 }  // namespace
@@ -135,7 +164,7 @@ TEST_CASE("a reconnecting client resumes its session and is still its certificat
           "[net][tls][resumption]") {
   Pki pki;
   const auto device = pki.client("client-7");
-  auto server = serverContext(pki);
+  Listener server(serverContext(pki));
   auto client = clientContext(device, pki);
 
   Handshake first = connectOnce(server, client);
@@ -175,12 +204,13 @@ TEST_CASE("a reconnecting client resumes its session and is still its certificat
     off.resumption = false;
     auto plain = clientContext(device, pki, off);
     checkFull(reconnect(server, plain), "client-7");
-    CHECK(plain->saveSession().empty());
+    CHECK(plain->saveSession(server.address()).empty());
   }
   SECTION("a server with resumption off issues no ticket and does full handshakes") {
     net::TlsOptions off;
     off.resumption = false;
-    checkFull(reconnect(serverContext(pki, off), clientContext(device, pki)), "client-7");
+    Listener plainServer(serverContext(pki, off));
+    checkFull(reconnect(plainServer, clientContext(device, pki)), "client-7");
   }
 }
 
@@ -193,23 +223,23 @@ TEST_CASE("a revoked client's ticket is refused and its full handshake too", "[n
   auto keys = net::SessionTicketKeys::create(1h).value();
   net::TlsOptions options;
   options.ticketKeys = keys;
-  auto before = serverContext(pki, options);
+  Listener server(serverContext(pki, options));
   auto revokedClient = clientContext(revoked, pki);
   auto keptClient = clientContext(kept, pki);
-  REQUIRE(connectOnce(before, revokedClient).server.isOk());
-  REQUIRE(connectOnce(before, keptClient).server.isOk());
+  REQUIRE(connectOnce(server, revokedClient).server.isOk());
+  REQUIRE(connectOnce(server, keptClient).server.isOk());
 
   const auto now = std::chrono::system_clock::now();
   pki.crlPem = net::updateRevocationList(pki.ca, "", {revoked.certPem}, now - 1h, now + 24h).value();
-  auto after = serverContext(pki, options);
+  server.tls = serverContext(pki, options);  // rebuilt with the new list, on the same port
 
-  Handshake refused = connectOnce(after, revokedClient);
+  Handshake refused = connectOnce(server, revokedClient);
   CHECK_FALSE(refused.server.isOk());
   CHECK_THAT(refused.server.message(), Catch::Contains("the certificate has been revoked"));
   CHECK_FALSE(refused.client.isOk());
   CHECK_FALSE(refused.serverSaw.resumed);
 
-  Handshake resumed = connectOnce(after, keptClient);
+  Handshake resumed = connectOnce(server, keptClient);
   REQUIRE(resumed.server.isOk());
   CHECK(resumed.serverSaw.resumed);
   CHECK(resumed.serverSaw.commonName == "client-2");
@@ -221,21 +251,24 @@ TEST_CASE("a ticket that is not intact, unknown or expired falls back to a full 
   auto client = clientContext(device, pki);
 
   SECTION("tampered with") {
-    auto server = serverContext(pki);
+    Listener server(serverContext(pki));
     REQUIRE(connectOnce(server, client).server.isOk());
-    tamperWithTicket(*client);
+    tamperWithTicket(*client, server.address());
     checkFull(connectOnce(server, client), "client-3");
     // ... and the full handshake brought a good ticket again.
     CHECK(connectOnce(server, client).serverSaw.resumed);
   }
-  SECTION("sealed by another server's keys (a restarted coordinator)") {
-    REQUIRE(connectOnce(serverContext(pki), client).server.isOk());
-    checkFull(connectOnce(serverContext(pki), client), "client-3");
+  SECTION("sealed by another server's keys (a coordinator restarted on the same port)") {
+    Listener server(serverContext(pki));
+    REQUIRE(connectOnce(server, client).server.isOk());
+    server.tls = serverContext(pki);
+    checkFull(connectOnce(server, client), "client-3");
+    CHECK(connectOnce(server, client).serverSaw.resumed);
   }
   SECTION("older than the ticket lifetime") {
     net::TlsOptions shortLived;
     shortLived.ticketLifetime = 1s;
-    auto server = serverContext(pki, shortLived);
+    Listener server(serverContext(pki, shortLived));
     REQUIRE(connectOnce(server, client).server.isOk());
     // mbedTLS counts ticket age in whole seconds: wait until it is past 1 s for sure.
     std::this_thread::sleep_for(2100ms);
@@ -280,13 +313,16 @@ TEST_CASE("ticket keys kept in a file let a restarted server resume its clients'
   CHECK_FALSE((*first)->reloaded());
   CHECK((std::filesystem::status(file).permissions() & std::filesystem::perms::all) ==
         (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
-  REQUIRE(connectOnce(serverWith(*first), client).server.isOk());
+  // One listener: a restart is a new context on the same port (sessions are kept per address).
+  Listener server(serverWith(*first));
+  REQUIRE(connectOnce(server, client).server.isOk());
 
   SECTION("the same file after a restart: the ticket is accepted, the identity is the certificate's") {
     auto again = net::SessionTicketKeys::open(file, 6h);
     REQUIRE(again.isOk());
     CHECK((*again)->reloaded());
-    Handshake h = connectOnce(serverWith(*again), client);
+    server.tls = serverWith(*again);
+    Handshake h = connectOnce(server, client);
     REQUIRE(h.server.isOk());
     CHECK(h.serverSaw.resumed);
     CHECK(h.clientSaw.resumed);
@@ -295,7 +331,8 @@ TEST_CASE("ticket keys kept in a file let a restarted server resume its clients'
   SECTION("another file (keys lost): a full handshake") {
     auto other = net::SessionTicketKeys::open((dir.path / "other.ticket-keys").string(), 6h);
     REQUIRE(other.isOk());
-    checkFull(connectOnce(serverWith(*other), client), "client-4");
+    server.tls = serverWith(*other);
+    checkFull(connectOnce(server, client), "client-4");
   }
   SECTION("an expired active key is replaced at open and kept as the previous one") {
     const std::string before = fileText(file);
@@ -323,6 +360,66 @@ TEST_CASE("ticket keys kept in a file let a restarted server resume its clients'
     auto refused = net::SessionTicketKeys::open(file, 6h);
     REQUIRE_FALSE(refused.isOk());
     CHECK_THAT(refused.status().message(), Catch::Contains("line 4") && Catch::Contains("key name"));
+  }
+}
+
+TEST_CASE("a client keeps a session per server: another server's ticket only costs a full handshake",
+          "[net][tls][resumption]") {
+  Pki pki;
+  const auto device = pki.client("client-6");
+  // Two relays: their own certificates, ticket keys and ports.
+  const auto relay0 = pki.relay("relay-0");
+  const auto relay1 = pki.relay("relay-1");
+  Listener first(relayContext(pki, relay0));
+  Listener second(relayContext(pki, relay1));
+  auto client = clientContext(device, pki);
+
+  Handshake a = connectOnce(first, client);
+  checkFull(a, "client-6");
+  CHECK(a.clientSaw.commonName == "relay-0");
+
+  SECTION("moving to the second server is a full handshake; then each resumes with its own ticket") {
+    Handshake b = connectOnce(second, client);
+    checkFull(b, "client-6");
+    CHECK(b.clientSaw.commonName == "relay-1");
+    for (int i = 0; i < 2; ++i) {
+      Handshake backToFirst = connectOnce(first, client);
+      REQUIRE(backToFirst.server.isOk());
+      CHECK(backToFirst.serverSaw.resumed);
+      CHECK(backToFirst.clientSaw.resumed);
+      CHECK(backToFirst.clientSaw.commonName == "relay-0");
+      CHECK(backToFirst.serverSaw.commonName == "client-6");
+      Handshake backToSecond = connectOnce(second, client);
+      REQUIRE(backToSecond.server.isOk());
+      CHECK(backToSecond.serverSaw.resumed);
+      CHECK(backToSecond.clientSaw.resumed);
+      CHECK(backToSecond.clientSaw.commonName == "relay-1");
+    }
+  }
+  SECTION("the first server's ticket offered to the second (another ticket key) falls back to a full handshake") {
+    // What a client keeping one session for all its servers would offer.
+    std::vector<uint8_t> firstSession = client->saveSession(first.address());
+    REQUIRE_FALSE(firstSession.empty());
+    REQUIRE(client->restoreSession(second.address(), firstSession).isOk());
+    Handshake b = connectOnce(second, client);
+    checkFull(b, "client-6");
+    // The second server's own certificate was verified, not the one in the offered session.
+    CHECK(b.clientSaw.commonName == "relay-1");
+    CHECK(b.clientSaw.fingerprint != a.clientSaw.fingerprint);
+    // The full handshake brought the second server's own ticket, and the first server's
+    // session is still the first's.
+    CHECK(connectOnce(second, client).serverSaw.resumed);
+    CHECK(connectOnce(first, client).serverSaw.resumed);
+  }
+  SECTION("a handshake that fails after offering a session drops it: the next one is full") {
+    const auto firstTls = first.tls;
+    first.tls = nullptr;  // accepts and closes
+    Handshake cut = connectOnce(first, client);
+    CHECK_FALSE(cut.client.isOk());
+    CHECK(client->saveSession(first.address()).empty());
+    // The same server again (same ticket keys): it would have taken the ticket.
+    first.tls = firstTls;
+    checkFull(connectOnce(first, client), "client-6");
   }
 }
 

@@ -10,8 +10,10 @@
 //
 // Resumption (TLS 1.2 session tickets, RFC 5077): a server issues tickets sealed with
 // its SessionTicketKeys; a client keeps the session of its last successful handshake
-// and offers it on its next connection, which then skips the certificates, signatures
-// and key exchange. A resumed session carries the peer's certificate, so the peer's
+// with each server (by the address it reached) and offers it on its next connection to
+// that server, which then skips the certificates, signatures and key exchange. A ticket
+// the server does not accept (another server's, a restarted one's, an expired one) only
+// makes that handshake a full one. A resumed session carries the peer's certificate, so the peer's
 // identity is the same as after a full handshake, and a server checks that certificate
 // against its revocation list again before it accepts a ticket. docs/transport.md.
 //
@@ -21,11 +23,12 @@
 // cache of certificates it verified before (VerifiedCertificates), which spares a
 // byte-identical certificate the CA signature check and nothing else.
 //
-// Thread safety: immutable after create() except the client's kept session, which is
+// Thread safety: immutable after create() except the client's kept sessions, which are
 // guarded; shared by every connection of a process (mbedTLS is built with
 // MBEDTLS_THREADING_PTHREAD, so its RNG and ticket keys lock themselves).
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -104,7 +107,8 @@ enum class CipherPreference {
 
 struct TlsOptions {
   // Servers: issue session tickets and accept them. Clients: offer the session of the
-  // last successful handshake on the next connection. Off: every handshake is full.
+  // last successful handshake with a server on the next connection to that server. Off:
+  // every handshake is full.
   bool resumption = true;
   // Servers: how long a ticket is accepted (and how often its key is replaced).
   std::chrono::seconds ticketLifetime{6 * 3600};
@@ -140,18 +144,24 @@ class TlsContext {
   // The verified-certificate cache in use, or null when there is none.
   const std::shared_ptr<VerifiedCertificates>& verifiedCertificates() const;
 
-  // Client side of resumption, for TlsStream (any thread): offer the kept session on a
-  // new connection (no-op when there is none or resumption is off), and keep the
-  // session of a connection whose handshake succeeded.
-  void offerSession(mbedtls_ssl_context* ssl) const;
-  void keepSession(const mbedtls_ssl_context* ssl) const;
-  // Drops the kept session (the next handshake is full).
-  void forgetSession() const;
-  // The kept session serialized (mbedtls_ssl_session_save: master secret, ticket, the
-  // coordinator's certificate; secret material), empty when there is none; and the
-  // reverse, which replaces the kept session. A device may keep it across restarts.
-  std::vector<uint8_t> saveSession() const;
-  Status restoreSession(std::span<const uint8_t> saved) const;
+  // Client side of resumption, for TlsStream (any thread). Sessions are kept per server,
+  // `server` being the address the connection reached ("127.0.0.1:7444",
+  // PeerIdentity::address): a ticket goes back only to the server that issued it, so a
+  // client with several servers (relays, a coordinator's fallback) resumes with each.
+  // At most kMaxKeptSessions are kept (the least recently kept one goes first).
+  static constexpr std::size_t kMaxKeptSessions = 16;
+  // Offers `server`'s kept session on a new connection; false (nothing offered) when
+  // there is none or resumption is off.
+  bool offerSession(mbedtls_ssl_context* ssl, const std::string& server) const;
+  // Keeps the session of a connection to `server` whose handshake succeeded.
+  void keepSession(const mbedtls_ssl_context* ssl, const std::string& server) const;
+  // Drops `server`'s kept session (its next handshake is full).
+  void forgetSession(const std::string& server) const;
+  // `server`'s kept session serialized (mbedtls_ssl_session_save: master secret, ticket,
+  // the server's certificate; secret material), empty when there is none; and the
+  // reverse, which replaces it. A device may keep it across restarts.
+  std::vector<uint8_t> saveSession(const std::string& server) const;
+  Status restoreSession(const std::string& server, std::span<const uint8_t> saved) const;
 
  private:
   struct Impl;

@@ -56,7 +56,9 @@ class TlsStream : public std::enable_shared_from_this<TlsStream> {
   TlsStream& operator=(const TlsStream&) = delete;
 
   // Runs the TLS handshake with mutual authentication. On failure the status says
-  // why in words a person can act on ("the certificate has expired", ...).
+  // why in words a person can act on ("the certificate has expired", ...). A client
+  // offers the session it kept for this server (TlsContext), and keeps the new one on
+  // success; a failed handshake that offered one drops it, so the next is full.
   asio::awaitable<Status> handshake();
 
   // Reads at least one byte of plaintext into buffer; kClosed when the peer closed.
@@ -86,6 +88,7 @@ class TlsStream : public std::enable_shared_from_this<TlsStream> {
   asio::awaitable<Status> fill();   // socket -> inbound buffer
   asio::awaitable<Status> flush();  // outbound buffer -> socket
   asio::awaitable<void> watch(std::shared_ptr<TlsStream> self);
+  asio::awaitable<Status> runHandshake();
   Status socketError(const std::error_code& ec, const char* during) const;
   Status handshakeFailure(int rc) const;
   void readPeerIdentity();
@@ -108,6 +111,7 @@ class TlsStream : public std::enable_shared_from_this<TlsStream> {
   bool timedOut_ = false;
   bool handshakeDone_ = false;
   PeerIdentity peer_;
+  bool sessionOffered_ = false;  // a client offered the session kept for this server
 };
 
 }  // namespace starling::net

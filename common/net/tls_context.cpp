@@ -29,6 +29,7 @@
 #include <sstream>
 
 #include "starling/net/certificates.hpp"
+#include "starling/util/hex.hpp"
 
 #include "mbedtls_handle.hpp"
 
@@ -174,16 +175,6 @@ struct SessionTicketKeys::Impl {
 
 namespace {
 
-std::string hexOf(const unsigned char* p, std::size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s(2 * n, '0');
-  for (std::size_t i = 0; i < n; ++i) {
-    s[2 * i] = kDigits[p[i] >> 4];
-    s[2 * i + 1] = kDigits[p[i] & 15];
-  }
-  return s;
-}
-
 bool fromHex(const std::string& text, unsigned char* out, std::size_t n) {
   if (text.size() != 2 * n) return false;
   auto digit = [](char c) -> int {
@@ -212,8 +203,8 @@ Status SessionTicketKeys::Impl::save() {
   text += "\n";
   for (unsigned char i : {a, static_cast<unsigned char>(1 - a)}) {
     const RawKey& k = raw[i];
-    text += fmt::format("{} {} {} {}\n", i == a ? "active" : "previous", hexOf(k.name.data(), k.name.size()), k.created,
-                        hexOf(k.key.data(), k.key.size()));
+    text += fmt::format("{} {} {} {}\n", i == a ? "active" : "previous", toHex(k.name.data(), k.name.size()), k.created,
+                        toHex(k.key.data(), k.key.size()));
   }
   const std::string tmp = path + ".tmp";
   auto fail = [&](const char* what) {

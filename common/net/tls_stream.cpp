@@ -15,6 +15,8 @@
 #include <asio/write.hpp>
 #include <cstring>
 
+#include "starling/util/hex.hpp"
+
 #include "mbedtls_handle.hpp"
 
 namespace starling::net {
@@ -62,16 +64,6 @@ const char* alertName(unsigned char alert) {
     default:
       return "alert";
   }
-}
-
-std::string hex(const unsigned char* p, std::size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s(2 * n, '0');
-  for (std::size_t i = 0; i < n; ++i) {
-    s[2 * i] = kDigits[p[i] >> 4];
-    s[2 * i + 1] = kDigits[p[i] & 15];
-  }
-  return s;
 }
 
 }  // namespace
@@ -254,7 +246,7 @@ void TlsStream::readPeerIdentity() {
       peer_.role.assign(reinterpret_cast<const char*>(n->val.p), n->val.len);
   }
   unsigned char digest[32];
-  if (mbedtls_sha256_ret(crt->raw.p, crt->raw.len, digest, 0) == 0) peer_.fingerprint = hex(digest, sizeof digest);
+  if (mbedtls_sha256_ret(crt->raw.p, crt->raw.len, digest, 0) == 0) peer_.fingerprint = toHex(digest, sizeof digest);
 }
 
 asio::awaitable<Result<std::size_t>> TlsStream::readSome(std::span<uint8_t> buffer) {

@@ -15,15 +15,9 @@ import os
 import sys
 import time
 
+from predict_load import group  # the scheduler group of a process (bench/predict_load.py)
+
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def group(pid):
-    try:
-        with open(f"/proc/{pid}/autogroup") as f:
-            return f.read().split()[0]
-    except (OSError, IndexError):
-        return None
 
 
 def cpu(path):

@@ -72,4 +72,5 @@ def main():
     print(f"{max(0.05, cores - others):.2f}")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -189,7 +189,13 @@ Status TlsStream::handshakeFailure(int rc) const {
 
 asio::awaitable<Status> TlsStream::handshake() {
   Status st = co_await runHandshake();
-  if (!st && sessionOffered_) context_->forgetSession(peer_.address);
+  // A session the server cannot take back costs a full handshake, not a failure. So a
+  // failure after offering one is either the network's (timed out, closed or reset: a
+  // busy or restarting server, as when thousands of devices return at once; the session
+  // stays for the next attempt, which would otherwise be a full handshake and slow the
+  // server further) or TLS's own (an alert, a refused certificate, a malformed record:
+  // the session goes, and the next handshake is full).
+  if (!st && sessionOffered_ && st.code() == StatusCode::kUnauthenticated) context_->forgetSession(peer_.address);
   co_return st;
 }
 

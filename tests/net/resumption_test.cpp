@@ -411,11 +411,29 @@ TEST_CASE("a client keeps a session per server: another server's ticket only cos
     CHECK(connectOnce(second, client).serverSaw.resumed);
     CHECK(connectOnce(first, client).serverSaw.resumed);
   }
-  SECTION("a handshake that fails after offering a session drops it: the next one is full") {
+  SECTION("a handshake cut by the network keeps the session: the next one resumes") {
+    // A server that accepts and closes at once, as a restarted coordinator with
+    // thousands of devices returning may: the client's ticket is still good.
     const auto firstTls = first.tls;
-    first.tls = nullptr;  // accepts and closes
+    first.tls = nullptr;
     Handshake cut = connectOnce(first, client);
     CHECK_FALSE(cut.client.isOk());
+    CHECK(cut.client.code() != StatusCode::kUnauthenticated);
+    CHECK_FALSE(client->saveSession(first.address()).empty());
+    first.tls = firstTls;
+    Handshake back = connectOnce(first, client);
+    REQUIRE(back.server.isOk());
+    CHECK(back.serverSaw.resumed);
+    CHECK(back.clientSaw.resumed);
+    CHECK(back.serverSaw.commonName == "client-6");
+  }
+  SECTION("a handshake refused by TLS after offering a session drops it: the next one is full") {
+    // Another CA's server on the same address: the client refuses its certificate.
+    Pki other;
+    const auto firstTls = first.tls;
+    first.tls = serverContext(other);
+    Handshake refused = connectOnce(first, client);
+    CHECK(refused.client.code() == StatusCode::kUnauthenticated);
     CHECK(client->saveSession(first.address()).empty());
     // The same server again (same ticket keys): it would have taken the ticket.
     first.tls = firstTls;

@@ -174,16 +174,44 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
           StatusCode::kInvalidArgument,
           fmt::format("engine.shard-map needs a model with first-layer rows (linear, mlp or embedbag), not {}",
                       f->task_.model));
-    auto map = readRowShards(f->task_.shardMapFile);
-    if (!map) return map.status();
-    if (engine.shards != map->shards)
-      return Status(StatusCode::kInvalidArgument, fmt::format("{} places rows on {} shards; engine.shards is {}",
-                                                              f->task_.shardMapFile, map->shards, engine.shards));
-    auto rows = shardRowsOf(*model, std::move(map->rows), std::move(map->shardOf));
-    if (!rows) return rows.status().withContext("engine.shard-map");
-    engine.shardRows = std::move(*rows);
-    f->log_->info("shard map from {}: {} rows on {} shards", f->task_.shardMapFile, engine.shardRows.rows.size(),
-                  engine.shards);
+    auto shape = shardRowsOf(*model, {}, {});
+    if (!shape) return shape.status().withContext("engine.shard-map");
+    f->shardShape_ = std::move(*shape);
+    // The map applied before a restart (kept in the database), then the file's if it
+    // has changed since; either must fit engine.shards.
+    auto fits = [&](const RowShards& map, const std::string& where) {
+      if (engine.shards == map.shards) return Status::ok();
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("{} places rows on {} shards; engine.shards is {}", where, map.shards, engine.shards));
+    };
+    auto saved = f->store_->meta("shard-map");
+    if (!saved) return saved.status();
+    if (*saved) {
+      auto map = RowShards::parse(**saved);
+      if (!map) return map.status().withContext("database '" + f->store_->path() + "'");
+      if (Status st = fits(*map, "the database's shard map"); !st)
+        f->log_->warn("{}: the file's is used", st.message());
+      else
+        f->shardMap_ = std::move(*map);
+      if (f->shardMap_.version > 0)
+        f->log_->info("shard map version {} from the database: {} rows on {} shards", f->shardMap_.version,
+                      f->shardMap_.rows.size(), f->shardMap_.shards);
+    }
+    auto changed = f->changedShardMap();
+    if (!changed) return changed.status();
+    if (*changed) {
+      if (Status st = fits(**changed, f->task_.shardMapFile); !st) return st;
+      (*changed)->version = f->shardMap_.version + 1;
+      STARLING_RETURN_IF_ERROR(f->store_->setMeta("shard-map", (*changed)->text()));
+      f->shardMap_ = std::move(**changed);
+      f->log_->info("shard map version {} from {}: {} rows on {} shards", f->shardMap_.version, f->task_.shardMapFile,
+                    f->shardMap_.rows.size(), engine.shards);
+    }
+    if (f->shardMap_.version == 0)
+      return Status(StatusCode::kInvalidArgument, "engine.shard-map: no map in " + f->task_.shardMapFile);
+    engine.shardRows = f->shardShape_;
+    engine.shardRows.rows = f->shardMap_.rows;
+    engine.shardRows.shardOf = f->shardMap_.shardOf;
   }
 
   auto checkpoint = f->store_->latestCheckpoint();
@@ -274,6 +302,47 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   }
   f->refreshPlacement();
   return f;
+}
+
+Result<std::optional<RowShards>> Federation::changedShardMap() {
+  std::error_code ec;
+  const auto written = std::filesystem::last_write_time(task_.shardMapFile, ec);
+  if (ec) {
+    if (shardMap_.version > 0) return std::optional<RowShards>();  // the database's stays
+    return Status(StatusCode::kNotFound, "cannot read the shard map '" + task_.shardMapFile + "'");
+  }
+  if (shardMapRead_ && *shardMapRead_ == written) return std::optional<RowShards>();
+  auto map = readRowShards(task_.shardMapFile);
+  if (!map) return map.status();
+  shardMapRead_ = written;
+  if (shardMap_.version > 0 && map->samePlacement(shardMap_)) return std::optional<RowShards>();
+  return std::optional<RowShards>(std::move(*map));
+}
+
+void Federation::refreshShardMap(uint64_t round) {
+  if (task_.shardMapFile.empty()) return;
+  auto changed = changedShardMap();
+  if (!changed) {
+    log_->warn("shard map not applied: {}", changed.status().message());
+    return;
+  }
+  if (!*changed) return;
+  RowShards& map = **changed;
+  EngineConfig::ShardRows rows = shardShape_;
+  rows.rows = map.rows;
+  rows.shardOf = map.shardOf;
+  if (Status st = engine_->setShardRows(std::move(rows)); !st) {
+    log_->warn("shard map not applied: {}: {}", task_.shardMapFile, st.message());
+    return;
+  }
+  map.version = shardMap_.version + 1;
+  // The engine uses it whether or not it is recorded: a map decides which thread adds
+  // which entries, never the model.
+  if (Status st = store_->setMeta("shard-map", map.text()); !st)
+    log_->warn("shard map version {}: recording it: {}", map.version, st.message());
+  shardMap_ = std::move(map);
+  log_->info("shard map version {} from {}: {} rows on {} shards, applied after round {}", shardMap_.version,
+             task_.shardMapFile, shardMap_.rows.size(), shardMap_.shards, round);
 }
 
 void Federation::refreshPlacement() {
@@ -977,6 +1046,7 @@ void Federation::performActions(std::vector<Action> actions) {
       if (!hooks_.auditOut.empty()) auditRound(s);
       if (!persist(s)) return;
       refreshPlacement();
+      refreshShardMap(s.round);
       if (s.committed) maybeRecomputePlacement(s.round);
       if (relayHeld_) relayRounds_.count(s);
       if (s.committed) {

@@ -42,6 +42,38 @@ Result<std::vector<std::pair<std::string, std::string>>> readClients(std::istrea
   return std::vector<std::pair<std::string, std::string>>(clients.begin(), clients.end());
 }
 
+// The rows of "row ROW SHARD" lines (other kinds skipped; a "version V" line read into
+// *version when given); `where` prefixes an error with the line.
+Result<RowShards> readRowLines(std::istream& in, const std::string& where, uint64_t* version) {
+  std::map<uint32_t, uint32_t> rows;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    std::istringstream fields(line);
+    std::string kind, extra;
+    uint64_t row = 0, shard = 0;
+    fields >> kind;
+    if (version != nullptr && kind == "version") {
+      if (!(fields >> *version) || *version == 0)
+        return Status(StatusCode::kInvalidArgument, fmt::format("{}:{}: a bad version", where, n));
+      continue;
+    }
+    if (kind != "row") continue;
+    if (!(fields >> row >> shard) || (fields >> extra) || row > UINT32_MAX || shard >= (1u << 16))
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("{}:{}: expected 'row ROW SHARD', not '{}'", where, n, line));
+    if (!rows.emplace(static_cast<uint32_t>(row), static_cast<uint32_t>(shard)).second)
+      return Status(StatusCode::kInvalidArgument, fmt::format("{}:{}: row {} is placed twice", where, n, row));
+  }
+  RowShards out;
+  for (const auto& [row, shard] : rows) {
+    out.rows.push_back(row);
+    out.shardOf.push_back(shard);
+    out.shards = std::max(out.shards, shard + 1);
+  }
+  if (out.rows.empty()) return Status(StatusCode::kInvalidArgument, where + " places no rows");
+  return out;
+}
+
 }  // namespace
 
 std::string RelayPlacementMap::text() const {
@@ -70,28 +102,24 @@ Result<std::vector<std::pair<std::string, std::string>>> readRelayPlacement(cons
 Result<RowShards> readRowShards(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status(StatusCode::kNotFound, "cannot read the shard map '" + path + "'");
-  std::map<uint32_t, uint32_t> rows;
-  std::string line;
-  for (std::size_t n = 1; std::getline(in, line); ++n) {
-    std::istringstream fields(line);
-    std::string kind, extra;
-    uint64_t row = 0, shard = 0;
-    fields >> kind;
-    if (kind != "row") continue;
-    if (!(fields >> row >> shard) || (fields >> extra) || row > UINT32_MAX || shard >= (1u << 16))
-      return Status(StatusCode::kInvalidArgument,
-                    fmt::format("{}:{}: expected 'row ROW SHARD', not '{}'", path, n, line));
-    if (!rows.emplace(static_cast<uint32_t>(row), static_cast<uint32_t>(shard)).second)
-      return Status(StatusCode::kInvalidArgument, fmt::format("{}:{}: row {} is placed twice", path, n, row));
-  }
-  RowShards out;
-  for (const auto& [row, shard] : rows) {
-    out.rows.push_back(row);
-    out.shardOf.push_back(shard);
-    out.shards = std::max(out.shards, shard + 1);
-  }
-  if (out.rows.empty()) return Status(StatusCode::kInvalidArgument, "the shard map '" + path + "' places no rows");
+  return readRowLines(in, path, nullptr);
+}
+
+std::string RowShards::text() const {
+  std::string out = fmt::format("version {}\n", version);
+  for (std::size_t j = 0; j < rows.size(); ++j)
+    out += fmt::format("row {} {}\n", rows[j], shardOf[j]);
   return out;
+}
+
+Result<RowShards> RowShards::parse(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  uint64_t version = 0;
+  auto map = readRowLines(in, "the database's shard map", &version);
+  if (!map) return map.status();
+  if (version == 0) return Status(StatusCode::kInvalidArgument, "the database's shard map has no version");
+  map->version = version;
+  return map;
 }
 
 }  // namespace starling::coordinator

@@ -158,6 +158,16 @@ Status RoundEngine::init(std::vector<float> model) {
   return Status::ok();
 }
 
+Status RoundEngine::setShardRows(EngineConfig::ShardRows rows) {
+  if (!shards_) return Status(StatusCode::kInvalidArgument, "the engine runs one shard: a shard map needs two or more");
+  auto map = ShardMap::fromRows(shards_->map().dim(), shards_->count(), rows.rowWidth, rows.rowCount, rows.rows,
+                                rows.shardOf, rows.columns ? RowLayout::kColumns : RowLayout::kContiguous);
+  if (!map) return map.status();
+  STARLING_RETURN_IF_ERROR(shards_->setMap(std::move(*map)));
+  config_.shardRows = std::move(rows);
+  return Status::ok();
+}
+
 uint64_t RoundEngine::committedRound() const {
   return downlink_->round();
 }

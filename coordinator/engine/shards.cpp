@@ -40,6 +40,15 @@ void Shards::forRanges(const std::function<void(std::size_t, std::size_t)>& fn) 
   });
 }
 
+Status Shards::setMap(ShardMap map) {
+  if (map.shards() != map_.shards() || map.dim() != map_.dim())
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the shard map places {} parameters on {} shards; the engine has {} on {}", map.dim(),
+                              map.shards(), map_.dim(), map_.shards()));
+  map_ = std::move(map);
+  return Status::ok();
+}
+
 const std::vector<std::vector<EntryRun>>& Shards::split(std::span<const uint32_t> indices) {
   map_.split(indices, runs_);
   return runs_;

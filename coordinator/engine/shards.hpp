@@ -46,6 +46,10 @@ class Shards {
   // Whether work of this many elements runs on the calling thread (below inlineBelow).
   bool inlines(std::size_t work) const { return work < inlineBelow_; }
   const ShardMap& map() const { return map_; }
+  // Replaces the map between steps (a shard map applied mid-run): the same number of
+  // shards over the same parameters, so the pool and the ranges stay. kInvalidArgument
+  // otherwise.
+  Status setMap(ShardMap map);
   // task(shard) for every shard, each once: on the pool when work (elements) is at
   // least kInlineBelow, else one after another on the calling thread.
   void forEach(std::size_t work, const std::function<void(uint32_t)>& task);

@@ -4,8 +4,10 @@
 # LIBSVM data (made here with awk's seeded generator) against a coordinator over mutual
 # TLS. They must reach the same test accuracy as clients training the whole model while
 # moving several times fewer bytes; coarse buckets cost bytes, not accuracy; the
-# coordinator can refuse row sets (train.sparse-rows false); and a coordinator killed
-# with SIGKILL mid-run and restarted brings the clients back to their rows' values.
+# coordinator can refuse row sets (train.sparse-rows false); a placement's row shards
+# serve as the engine's shard map, replaced mid-run; and a coordinator killed with
+# SIGKILL mid-run and restarted brings the clients back to their rows' values and
+# takes the replaced shard map from its database.
 # Usage: sparse_rows_test.sh COORDINATOR_BIN CLIENT_BIN
 set -u
 coord_bin=$1
@@ -89,9 +91,10 @@ check "the row entries are the rows the clients trained (the coordinator's log)"
 # (its rows are columns of dense0.weight), which reaches the one-shard run's accuracy.
 model=embedbag:hidden:8 run shardmap "--sparse-rows 1" --shards 2 --shard-map "$work/placement.txt"
 check "an embedbag federation takes the placement's shard map" \
-  grep -q "shard map from .*placement.txt: [0-9]* rows on 2 shards" "$work/shardmap.log"
+  grep -q "shard map version 1 from .*placement.txt: [0-9]* rows on 2 shards" "$work/shardmap.log"
 run shardmap-linear "--sparse-rows 1" --shards 2 --shard-map "$work/placement.txt"
-check "so does a linear one" grep -q "shard map from .*placement.txt: [0-9]* rows on 2 shards" "$work/shardmap-linear.log"
+check "so does a linear one" \
+  grep -q "shard map version 1 from .*placement.txt: [0-9]* rows on 2 shards" "$work/shardmap-linear.log"
 for r in 1 5; do
   check "with round $r's test accuracy of the one-shard run ($(value "$work/sparse.db" $r 18))" \
     test "$(value "$work/shardmap-linear.db" $r 18)" = "$(value "$work/sparse.db" $r 18)"
@@ -109,14 +112,30 @@ check "with train.sparse-rows off, clients that offer rows train the whole model
   grep -q "offered its rows; it trains the whole model: train.sparse-rows is off" "$work/refused.log"
 check "with the dense run's accuracy" test "$(value "$work/refused.db" 5 18)" = "$(value "$work/dense.db" 5 18)"
 
-# ---- SIGKILL mid-run and restart -------------------------------------------------
+# ---- SIGKILL mid-run and restart, with a shard map replaced mid-run ----------------
+# The run starts on the placement's shard map (version 1); after round 2 the file is
+# replaced by a hash placement of the rows, which the coordinator applies after the
+# round it is in and keeps in its database (version 2); the coordinator restarted
+# after a SIGKILL takes version 2 from the database, and does not count the unchanged
+# file as a version 3.
+"$coord_bin" placement --db "$work/sparse.db" --relays 2 --shards 2 --shard-method hash --out "$work/hash.txt" \
+  >"$work/hash-placement.log" 2>&1
+check "placement --shard-method hash places the rows otherwise" bash -c "! cmp -s <(grep '^row ' '$work/placement.txt') \
+  <(grep '^row ' '$work/hash.txt')"
+cp "$work/placement.txt" "$work/map.txt"
+crash_args=("${common[@]}" --model linear --rounds 12 --tau 200 --db "$work/crash.db" --shards 2 --shard-map "$work/map.txt")
 port=""
-launch_coordinator crash "${common[@]}" --model linear --rounds 12 --tau 200 --db "$work/crash.db" || exit 1
+launch_coordinator crash "${crash_args[@]}" || exit 1
 for i in 0 1 2; do start_client "$i" "crash-client-$i.log" --sparse-rows 1; done
-wait_for "$work/crash.log" "round   3 committed" 60 || echo "  (round 3 never committed)"
+wait_for "$work/crash.log" "round   2 committed" 60 || echo "  (round 2 never committed)"
+cp "$work/hash.txt" "$work/map.txt.new" && mv "$work/map.txt.new" "$work/map.txt"
+require "the replaced shard map is applied after a round" \
+  wait_for "$work/crash.log" "shard map version 2 from .*map.txt: [0-9]* rows on 2 shards, applied after round" 60
+applied=$(sed -n 's/.*shard map version 2 from .*applied after round \([0-9]*\).*/\1/p' "$work/crash.log")
+wait_for "$work/crash.log" "round  *$((applied + 1)) committed" 60 || echo "  (round $((applied + 1)) never committed)"
 kill -9 "$coord_pid"
 wait "$coord_pid" 2>/dev/null
-launch_coordinator crash "${common[@]}" --model linear --rounds 12 --tau 200 --db "$work/crash.db" || exit 1
+launch_coordinator crash "${crash_args[@]}" || exit 1
 wait "$coord_pid"
 check "training completes after the restart" test $? -eq 0
 for i in 0 1 2; do wait "${client_pid[$i]}"; done
@@ -124,4 +143,7 @@ check "12 rounds are committed" test "$(committed "$work/crash.db")" -eq 12
 check "the restarted coordinator took the clients' rows again" \
   test "$(grep -c 'trains the compact model of' "$work/crash.log")" -ge 6
 check "no client's view went out of sync" bash -c "! grep -q 'checksum mismatch' '$work'/crash-client-*.log"
+check "the restarted coordinator took shard map version 2 from its database" \
+  grep -q "shard map version 2 from the database: [0-9]* rows on 2 shards" "$work/crash.log"
+check "and no version 3 from the unchanged file" bash -c "! grep -q 'shard map version 3' '$work/crash.log'"
 finish

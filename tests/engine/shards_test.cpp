@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <set>
 #include <string>
 #include <thread>
@@ -102,13 +103,16 @@ struct Outcome {
   std::vector<double> serverSteps;
   std::vector<uint64_t> loadTotals;  // per committed round: the sum over shards
   std::vector<std::size_t> loadCounts;
+  std::vector<std::vector<uint64_t>> loads;  // per committed round: each shard's
 };
 
 // A real run: 4 clients, 4 rounds, the updates a seeded function of (client, round):
 // dense, or top-k with each client's own support: clients 0 and 1 send every
 // coordinate (above Shards::kInlineBelow entries: added on the pool), 2 and 3 a third
 // (split by shard and added on the calling thread).
-Outcome run(EngineConfig c, bool sparseUpdates, std::size_t dim = kBigDim) {
+// afterCommit(engine, round), when given, runs after each committed round's summary.
+Outcome run(EngineConfig c, bool sparseUpdates, std::size_t dim = kBigDim,
+            const std::function<void(RoundEngine&, uint64_t)>& afterCommit = {}) {
   c.rounds = 4;
   c.clientsPerRound = 4;
   c.overSelection = 1.0;
@@ -142,6 +146,8 @@ Outcome run(EngineConfig c, bool sparseUpdates, std::size_t dim = kBigDim) {
             total += l;
           out.loadTotals.push_back(total);
           out.loadCounts.push_back(s.shardLoads.size());
+          out.loads.push_back(s.shardLoads);
+          if (afterCommit) afterCommit(*engine, s.round);
         }
       }
       if (std::holds_alternative<Finished>(a)) finished = true;
@@ -432,6 +438,35 @@ TEST_CASE("shards: a placement's row map gives the same bits", "[engine][shards]
   c.shardRows.shardOf = placement.shardOf;
   requireSameRun(one, run(c, true));
 
+  SECTION("a map applied between rounds moves the load, not the bits") {
+    // Four range shards for two rounds, then the placement's rows.
+    EngineConfig ranges = c;
+    ranges.shardRows = {};
+    const Outcome byRanges = run(ranges, true);
+    requireSameRun(one, byRanges);
+    const Outcome switched = run(ranges, true, kBigDim, [&](RoundEngine& engine, uint64_t round) {
+      if (round == 2) REQUIRE(engine.setShardRows(c.shardRows).isOk());
+    });
+    requireSameRun(one, switched);
+    const Outcome byRows = run(c, true);
+    REQUIRE(switched.loads.size() == 4);
+    REQUIRE(byRows.loads != byRanges.loads);  // the maps place the entries differently
+    for (std::size_t r = 0; r < 4; ++r) {
+      CAPTURE(r);
+      REQUIRE(switched.loads[r] == (r < 2 ? byRanges.loads[r] : byRows.loads[r]));
+    }
+    SECTION("and a map that does not fit is refused; the engine keeps its own") {
+      const Outcome refused = run(ranges, true, kBigDim, [&](RoundEngine& engine, uint64_t round) {
+        if (round != 2) return;
+        EngineConfig::ShardRows bad = c.shardRows;
+        bad.shardOf.back() = 4;  // past the 4 shards
+        Status st = engine.setShardRows(bad);
+        REQUIRE_FALSE(st.isOk());
+        REQUIRE_THAT(st.message(), Catch::Contains("shard"));
+      });
+      REQUIRE(refused.loads == byRanges.loads);
+    }
+  }
   SECTION("the engine refuses a map for another number of shards") {
     c.shards = 2;
     auto made = RoundEngine::create(c, std::vector<float>(kBigDim, 0.0f));

@@ -140,6 +140,12 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   // The placement file (task.placementFile): read again when it changed since it was
   // last read, kept in the database as a new version when its clients changed.
   void refreshPlacement();
+  // The shard map file (task.shardMapFile): its map when the file changed since it was
+  // last read and places the rows otherwise than the map applied; nullopt when not.
+  Result<std::optional<RowShards>> changedShardMap();
+  // Between rounds: applies a changed shard map to the engine and keeps it in the
+  // database as a new version (a bad one is logged and not applied).
+  void refreshShardMap(uint64_t round);
   // The assignment of a relay: with the placement when there is one.
   Frame relayAssignFrame(const Assignment& a);
   // A relay's federation: redirects `session` when the placement puts its client on
@@ -194,6 +200,11 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   // federation: the clients placed elsewhere, with their relay's address.
   RelayPlacementMap placement_;
   std::optional<std::filesystem::file_time_type> placementRead_;
+  // The engine's shard map from engine.shard-map (version 0 = none), when its file was
+  // last read, and the first layer's shape (EngineConfig::ShardRows without rows).
+  RowShards shardMap_;
+  std::optional<std::filesystem::file_time_type> shardMapRead_;
+  EngineConfig::ShardRows shardShape_;
   std::map<std::string, std::string> relayAddress_;
   std::map<std::string, std::string> placedElsewhere_;
   uint64_t appliedPlacement_ = 0;

@@ -40,7 +40,14 @@ Result<std::vector<std::pair<std::string, std::string>>> readRelayPlacement(cons
 struct RowShards {
   std::vector<uint32_t> rows;
   std::vector<uint32_t> shardOf;
-  uint32_t shards = 0;  // the largest shard + 1
+  uint32_t shards = 0;   // the largest shard + 1
+  uint64_t version = 0;  // the coordinator's count of maps applied (0: none yet)
+
+  // "version V" then "row ROW SHARD" lines: what the database keeps.
+  std::string text() const;
+  static Result<RowShards> parse(std::string_view text);
+  // The same rows on the same shards (whatever the versions).
+  bool samePlacement(const RowShards& other) const { return rows == other.rows && shardOf == other.shardOf; }
 };
 Result<RowShards> readRowShards(const std::string& path);
 

@@ -439,6 +439,11 @@ class RoundEngine {
   // Round numbers only grow; an abandoned round's number is not reused.
   uint64_t committedRound() const;
   uint64_t commits() const { return commits_; }
+  // Places the first layer's rows on the engine's shards from now on, as
+  // EngineConfig::shardRows does at the start (a shard map applied mid-run). It decides
+  // which thread adds which entries, never the results. kInvalidArgument with one shard
+  // or for a map ShardMap::fromRows refuses; the engine then keeps its map.
+  Status setShardRows(EngineConfig::ShardRows rows);
   uint64_t lastAcceptedRound(const std::string& id) const;
   // The rounds of this client's updates that the engine holds undecided (received on
   // time in the open round, or late and waiting for the next aggregation). Their

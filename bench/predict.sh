@@ -34,7 +34,8 @@ done
 client=$build/client/starling-client
 sim=$build/tests/harness/starling-sim
 fed=$build/bench/bench-federation
-for b in "$client" "$sim" "$fed"; do
+transport=$build/bench/bench-transport
+for b in "$client" "$sim" "$fed" "$transport"; do
   [ -x "$b" ] || { echo "bench/predict.sh: $b is not built" >&2; exit 1; }
 done
 work=$(mktemp -d /tmp/starling-predict-XXXXXX)
@@ -42,10 +43,14 @@ trap 'rm -rf "$work"' EXIT
 buffer=5  # bench-federation's async buffer (--hetero-buffer)
 batch=32  # bench-federation's minibatch
 eval_examples=10000  # the coordinator evaluates the test set every round
-# Loopback over TLS: about 3.6 Gbit/s (bench-transport's 456 MB/s for 1 MiB frames), and
-# each end spends mbedTLS's cipher time on every byte: 304 MB/s on one core, 3.3 ns a
-# byte (docs/transport.md).
-link="--uplink-mbps 3600 --downlink-mbps 3600 --coordinator-mbps 3600 --latency-ms 0.05 --wire-cpu-ns-per-byte 3.3"
+# Loopback over TLS: about 3.6 Gbit/s of wall-clock bandwidth, and each end spends CPU
+# on every byte: the TLS record layer with the suite negotiated here, the cipher, the
+# socket and the copies, measured now by bench-transport --wire-cpu (1 MiB frames, the
+# busier end's CPU per byte; docs/transport.md).
+wire_ns=$("$transport" --wire-cpu | sed -n 's/^summary: wire_cpu_ns_per_byte=\([0-9.]*\).*/\1/p')
+[ -n "$wire_ns" ] || { echo "bench/predict.sh: bench-transport --wire-cpu printed no figure" >&2; exit 1; }
+echo "TLS CPU per byte at each end, measured now: $wire_ns ns"
+link="--uplink-mbps 3600 --downlink-mbps 3600 --coordinator-mbps 3600 --latency-ms 0.05 --wire-cpu-ns-per-byte $wire_ns"
 
 # The two compression settings of bench-federation: fedavg (identity, fp32) and full
 # (top-k-sampled 7.2% up, top-k 4.8% down, ternary values, error feedback).

@@ -613,16 +613,27 @@ double opensslGcmMBps() {
 
 int main(int argc, char** argv) {
   // --handshakes: the handshake measurements only (no bulk transfer rows).
-  bool handshakesOnly = false;
+  // --wire-cpu: only the CPU a byte of 1 MiB frames costs at the busier end of a TLS
+  // connection with the suite Starling negotiates here (what bench/predict.sh gives
+  // `starling-sim predict --wire-cpu-ns-per-byte`), one line.
+  bool handshakesOnly = false, wireCpuOnly = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--handshakes") == 0) {
       handshakesOnly = true;
+    } else if (std::strcmp(argv[i], "--wire-cpu") == 0) {
+      wireCpuOnly = true;
     } else {
-      std::fprintf(stderr, "usage: bench-transport [--handshakes]\n");
+      std::fprintf(stderr, "usage: bench-transport [--handshakes | --wire-cpu]\n");
       return 2;
     }
   }
   Pki pki;
+  if (wireCpuOnly) {
+    const Throughput t = throughput(true, pki, 1024 * 1024, 200, net::TlsOptions{});
+    const double busier = std::min(t.senderCpuMBps, t.receiverCpuMBps);
+    std::printf("summary: wire_cpu_ns_per_byte=%.2f tls_cpu_mb_s=%.1f\n", 1e3 / busier, busier);
+    return 0;
+  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   struct Row {
     const char* label;

@@ -143,6 +143,15 @@ void checkFull(const Handshake& h, const std::string& commonName) {
   CHECK(h.serverSaw.commonName == commonName);
 }
 
+// Both ends saw a resumed session, and the server knows the client as commonName.
+void checkResumed(const Handshake& h, const std::string& commonName) {
+  REQUIRE(h.server.isOk());
+  REQUIRE(h.client.isOk());
+  CHECK(h.serverSaw.resumed);
+  CHECK(h.clientSaw.resumed);
+  CHECK(h.serverSaw.commonName == commonName);
+}
+
 // The session `tls` kept for `server` with one byte of its ticket flipped, put back.
 void tamperWithTicket(const net::TlsContext& tls, const std::string& server) {
   std::vector<uint8_t> saved = tls.saveSession(server);
@@ -322,11 +331,7 @@ TEST_CASE("ticket keys kept in a file let a restarted server resume its clients'
     REQUIRE(again.isOk());
     CHECK((*again)->reloaded());
     server.tls = serverWith(*again);
-    Handshake h = connectOnce(server, client);
-    REQUIRE(h.server.isOk());
-    CHECK(h.serverSaw.resumed);
-    CHECK(h.clientSaw.resumed);
-    CHECK(h.serverSaw.commonName == "client-4");
+    checkResumed(connectOnce(server, client), "client-4");
   }
   SECTION("another file (keys lost): a full handshake") {
     auto other = net::SessionTicketKeys::open((dir.path / "other.ticket-keys").string(), 6h);
@@ -421,11 +426,7 @@ TEST_CASE("a client keeps a session per server: another server's ticket only cos
     CHECK(cut.client.code() != StatusCode::kUnauthenticated);
     CHECK_FALSE(client->saveSession(first.address()).empty());
     first.tls = firstTls;
-    Handshake back = connectOnce(first, client);
-    REQUIRE(back.server.isOk());
-    CHECK(back.serverSaw.resumed);
-    CHECK(back.clientSaw.resumed);
-    CHECK(back.serverSaw.commonName == "client-6");
+    checkResumed(connectOnce(first, client), "client-6");
   }
   SECTION("a handshake refused by TLS after offering a session drops it: the next one is full") {
     // Another CA's server on the same address: the client refuses its certificate.

@@ -312,9 +312,9 @@ Result<std::optional<RowShards>> Federation::changedShardMap() {
     return Status(StatusCode::kNotFound, "cannot read the shard map '" + task_.shardMapFile + "'");
   }
   if (shardMapRead_ && *shardMapRead_ == written) return std::optional<RowShards>();
+  shardMapRead_ = written;  // a file that does not parse is reported once, until it changes
   auto map = readRowShards(task_.shardMapFile);
   if (!map) return map.status();
-  shardMapRead_ = written;
   if (shardMap_.version > 0 && map->samePlacement(shardMap_)) return std::optional<RowShards>();
   return std::optional<RowShards>(std::move(*map));
 }

@@ -123,23 +123,35 @@ check "with the dense run's accuracy" test "$(value "$work/refused.db" 5 18)" = 
 check "placement --shard-method hash places the rows otherwise" bash -c "! cmp -s <(grep '^row ' '$work/placement.txt') \
   <(grep '^row ' '$work/hash.txt')"
 cp "$work/placement.txt" "$work/map.txt"
-crash_args=("${common[@]}" --model linear --rounds 12 --tau 200 --db "$work/crash.db" --shards 2 --shard-map "$work/map.txt")
+crash_args=("${common[@]}" --model linear --rounds 16 --tau 200 --db "$work/crash.db" --shards 2 --shard-map "$work/map.txt")
 port=""
 launch_coordinator crash "${crash_args[@]}" || exit 1
-for i in 0 1 2; do start_client "$i" "crash-client-$i.log" --sparse-rows 1; done
+# Rounds of about 0.15 s (--slowdown 10), so the choreography below lands mid-run.
+for i in 0 1 2; do start_client "$i" "crash-client-$i.log" --sparse-rows 1 --slowdown 10; done
 wait_for "$work/crash.log" "round   2 committed" 60 || echo "  (round 2 never committed)"
 cp "$work/hash.txt" "$work/map.txt.new" && mv "$work/map.txt.new" "$work/map.txt"
 require "the replaced shard map is applied after a round" \
   wait_for "$work/crash.log" "shard map version 2 from .*map.txt: [0-9]* rows on 2 shards, applied after round" 60
 applied=$(sed -n 's/.*shard map version 2 from .*applied after round \([0-9]*\).*/\1/p' "$work/crash.log")
 wait_for "$work/crash.log" "round  *$((applied + 1)) committed" 60 || echo "  (round $((applied + 1)) never committed)"
+# A map file that does not parse is reported once, not after every round, and the
+# engine keeps version 2; the file put back as it was is no new version.
+printf 'row 0 two\n' >"$work/map.txt.new" && mv "$work/map.txt.new" "$work/map.txt"
+wait_for "$work/crash.log" "shard map not applied" 60 || echo "  (the malformed map was never reported)"
+for _ in $(seq 600); do  # two rounds committed after the report
+  [ "$(sed -n '/shard map not applied/,$p' "$work/crash.log" | grep -c 'committed')" -ge 2 ] && break
+  sleep 0.1
+done
+check "a malformed shard map is reported once, naming its line" \
+  test "$(grep -c 'shard map not applied: .*map.txt:1' "$work/crash.log")" -eq 1
+cp "$work/hash.txt" "$work/map.txt.new" && mv "$work/map.txt.new" "$work/map.txt"
 kill -9 "$coord_pid"
 wait "$coord_pid" 2>/dev/null
 launch_coordinator crash "${crash_args[@]}" || exit 1
 wait "$coord_pid"
 check "training completes after the restart" test $? -eq 0
 for i in 0 1 2; do wait "${client_pid[$i]}"; done
-check "12 rounds are committed" test "$(committed "$work/crash.db")" -eq 12
+check "16 rounds are committed" test "$(committed "$work/crash.db")" -eq 16
 check "the restarted coordinator took the clients' rows again" \
   test "$(grep -c 'trains the compact model of' "$work/crash.log")" -ge 6
 check "no client's view went out of sync" bash -c "! grep -q 'checksum mismatch' '$work'/crash-client-*.log"

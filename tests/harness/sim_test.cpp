@@ -421,34 +421,34 @@ TEST_CASE("availability traces: windows parsed in order, refused with the line t
 TEST_CASE("availability traces: clients train only inside their windows", "[harness][fashion-mnist][availability]") {
   requireData();
   // Half the fleet (device 0) is always online, the other half (device 1) for the first
-  // 50 s of every 100; a round needs 30 idle clients, so it can start only while the
-  // second half is online, and the rounds open at the 50 s mark lose it.
+  // 10 s of every 20; a round needs 30 idle clients, so it can start only while the
+  // second half is online, and the rounds open at the 10 s mark lose it.
   SimSettings s = smallFleet();
-  s.availabilityTrace = writeFile("starling-sim-avail-half.txt", "0 0 100\n1 0 50\n");
-  s.availabilityPeriodS = 100;
+  s.availabilityTrace = writeFile("starling-sim-avail-half.txt", "0 0 20\n1 0 10\n");
+  s.availabilityPeriodS = 20;
   auto fleet = Fleet::create(s, "mlp:784-32-10");
   REQUIRE(fleet);
   CHECK(fleet->windows(0).size() == 1);
-  CHECK(fleet->windows(1)[0].end == 50);
+  CHECK(fleet->windows(1)[0].end == 10);
   Strategy st = smallStrategy();
-  st.engine.rounds = 60;
+  st.engine.rounds = 20;
   st.engine.clientsPerRound = 30;
   st.engine.overSelection = 1.0;
   auto r = runStrategy(*fleet, st);
   REQUIRE(r);
   CHECK(r->stopped.empty());
-  REQUIRE(r->rounds.size() == 60);
-  CHECK(r->rounds.back().virtualSeconds > 100);  // it waited through an offline half
+  REQUIRE(r->rounds.size() == 20);
+  CHECK(r->rounds.back().virtualSeconds > 20);  // it waited through an offline half
   uint32_t dropped = 0;
   for (const RoundRow& row : r->rounds) {
     INFO("round " << row.round << " started at " << row.startedSeconds << " s");
-    CHECK(std::fmod(row.startedSeconds, 100.0) < 50.0);
+    CHECK(std::fmod(row.startedSeconds, 20.0) < 10.0);
     dropped += row.dropped;
   }
   CHECK(dropped > 0);
 
   SECTION("without a period the trace plays once: the fleet is gone after its last window") {
-    s.availabilityTrace = writeFile("starling-sim-avail-once.txt", "0 0 100\n1 0 30\n");
+    s.availabilityTrace = writeFile("starling-sim-avail-once.txt", "0 0 20\n1 0 6\n");
     s.availabilityPeriodS = 0;
     auto once = Fleet::create(s, "mlp:784-32-10");
     REQUIRE(once);
@@ -456,9 +456,9 @@ TEST_CASE("availability traces: clients train only inside their windows", "[harn
     REQUIRE(r2);
     CHECK_FALSE(r2->stopped.empty());
     REQUIRE_FALSE(r2->rounds.empty());
-    CHECK(r2->rounds.size() < 60);
+    CHECK(r2->rounds.size() < 20);
     for (const RoundRow& row : r2->rounds)
-      CHECK(row.startedSeconds < 30.0);
+      CHECK(row.startedSeconds < 6.0);
   }
 }
 

@@ -61,18 +61,23 @@ mkdir -p "$work/data"
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   if [ -f "$data/$f" ]; then cp "$data/$f" "$work/data/$f"; else gzip -dc "$data/$f.gz" >"$work/data/$f"; fi
 done
-profile() {  # profile SETTING CLIENTS OUT
-  local flags=()
+profile() {  # profile SETTING CLIENTS OUT [COPIES]: COPIES profiles at once (1 = alone), OUT is client 0's
+  local flags=() pids=() i
   [ "$1" = full ] && flags=(--uplink topk-sampled --uplink-density 0.072 --uplink-ternary true --downlink topk
     --downlink-density 0.048 --downlink-ternary true --fp16-values true --error-feedback true)
-  "$client" --profile "$3" --data "$work/data" --shard "0/$2" --model mlp:784-200-200-10 "${flags[@]}" \
-    --log-level warn
+  for ((i = 0; i < ${4:-1}; i++)); do
+    "$client" --profile "$3.$i" --data "$work/data" --shard "$i/$2" --model mlp:784-200-200-10 "${flags[@]}" \
+      --log-level warn &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || return 1; done
+  mv "$3.0" "$3" && rm -f "$3".*
 }
 
 # load1: the machine's 1-minute load average when the run ended (everyone's runnable
 # tasks, the federation's included), to tell a quiet run from a busy one.
-printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s %6s\n' clients comp mode rounds cores_left measured_s predicted_s err \
-  load1
+printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s %11s %7s %6s\n' clients comp mode rounds cores_left measured_s \
+  alone_s alone_err predicted_s err load1
 errs=()
 for n in $clients_list; do
   for comp in fedavg full; do
@@ -81,7 +86,11 @@ for n in $clients_list; do
       # Async rounds are server steps of $buffer updates: two passes of the fleet.
       [ "$mode" = async ] && r=$((2 * n / buffer))
       log=$work/$n-$comp-$mode.log
-      profile "$comp" "$n" "$work/$n-$comp-$mode.json"
+      # Two profiles of client 0: alone, and with the run's other N - 1 clients profiling
+      # at the same time on the same cores, as they will train (a step's CPU grows when
+      # the processes take turns on a core and evict each other's caches).
+      profile "$comp" "$n" "$work/$n-$comp-$mode-alone.json" 1
+      profile "$comp" "$n" "$work/$n-$comp-$mode.json" "$n"
       "$fed" --only "$comp-iid" --clients "$n" --rounds "$r" --tau "$tau" --full-tau "$tau" --mode "$mode" \
         --timeout 600 >/dev/null 2>"$log" &
       left=$(/usr/bin/python3 "$here/predict_load.py" $!)
@@ -93,15 +102,21 @@ for n in $clients_list; do
         tail -n 5 "$log" >&2
         continue
       fi
-      # shellcheck disable=SC2086
-      predicted=$("$sim" predict --profile "$work/$n-$comp-$mode.json" --clients "$n" --tau "$tau" --batch-size "$batch" \
-        --rounds "$r" --mode "$mode" --buffer-size "$buffer" --cores "$left" \
-        --eval-examples "$eval_examples" $link | sed -n 's/^s_per_round=\([^ ]*\).*/\1/p')
-      [ -n "$keep" ] && mkdir -p "$keep" && cp "$log" "$work/$n-$comp-$mode.json" "$keep/"
-      err=$(awk -v p="$predicted" -v m="$measured" 'BEGIN { e = (p - m) / m; printf "%.3f", e < 0 ? -e : e }')
+      predict() {  # predict PROFILE
+        # shellcheck disable=SC2086
+        "$sim" predict --profile "$1" --clients "$n" --tau "$tau" --batch-size "$batch" --rounds "$r" --mode "$mode" \
+          --buffer-size "$buffer" --cores "$left" --eval-examples "$eval_examples" $link |
+          sed -n 's/^s_per_round=\([^ ]*\).*/\1/p'
+      }
+      relerr() { awk -v p="$1" -v m="$measured" 'BEGIN { e = (p - m) / m; printf "%.3f", e < 0 ? -e : e }'; }
+      alone=$(predict "$work/$n-$comp-$mode-alone.json")
+      predicted=$(predict "$work/$n-$comp-$mode.json")
+      [ -n "$keep" ] && mkdir -p "$keep" &&
+        cp "$log" "$work/$n-$comp-$mode.json" "$work/$n-$comp-$mode-alone.json" "$keep/"
+      err=$(relerr "$predicted")
       errs+=("$err")
-      printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s %6s\n' "$n" "$comp" "$mode" "$r" "$left" "$measured" \
-        "$predicted" "$err" "$load1"
+      printf '%-8s %-6s %-6s %7s %10s %11s %11s %7s %11s %7s %6s\n' "$n" "$comp" "$mode" "$r" "$left" "$measured" \
+        "$alone" "$(relerr "$alone")" "$predicted" "$err" "$load1"
     done
   done
 done

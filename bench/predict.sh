@@ -35,7 +35,8 @@ client=$build/client/starling-client
 sim=$build/tests/harness/starling-sim
 fed=$build/bench/bench-federation
 transport=$build/bench/bench-transport
-for b in "$client" "$sim" "$fed" "$transport"; do
+store=$build/bench/bench-store
+for b in "$client" "$sim" "$fed" "$transport" "$store"; do
   [ -x "$b" ] || { echo "bench/predict.sh: $b is not built" >&2; exit 1; }
 done
 work=$(mktemp -d /tmp/starling-predict-XXXXXX)
@@ -51,6 +52,15 @@ wire_ns=$("$transport" --wire-cpu | sed -n 's/^summary: wire_cpu_ns_per_byte=\([
 [ -n "$wire_ns" ] || { echo "bench/predict.sh: bench-transport --wire-cpu printed no figure" >&2; exit 1; }
 echo "TLS CPU per byte at each end, measured now: $wire_ns ns"
 link="--uplink-mbps 3600 --downlink-mbps 3600 --coordinator-mbps 3600 --latency-ms 0.05 --wire-cpu-ns-per-byte $wire_ns"
+# The coordinator records each committed round (SQLite, durable) before the next
+# assignments leave: measured now by bench-store on the disk bench-federation's databases
+# go to, for the MLP's checkpoint (fedavg) and with the server's error-feedback memory
+# beside it (full).
+declare -A store_ms
+store_ms[fedavg]=$("$store" --params 199210 | sed -n 's/^summary: store_commit_ms=\([0-9.]*\).*/\1/p')
+store_ms[full]=$("$store" --params 199210 --server-memory | sed -n 's/^summary: store_commit_ms=\([0-9.]*\).*/\1/p')
+[ -n "${store_ms[fedavg]}" ] && [ -n "${store_ms[full]}" ] || { echo "bench/predict.sh: bench-store printed no figure" >&2; exit 1; }
+echo "A committed round's record on disk, measured now: ${store_ms[fedavg]} ms (fedavg), ${store_ms[full]} ms (full)"
 
 # The two compression settings of bench-federation: fedavg (identity, fp32) and full
 # (top-k-sampled 7.2% up, top-k 4.8% down, ternary values, error feedback).
@@ -61,7 +71,7 @@ mkdir -p "$work/data"
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   if [ -f "$data/$f" ]; then cp "$data/$f" "$work/data/$f"; else gzip -dc "$data/$f.gz" >"$work/data/$f"; fi
 done
-profile() {  # profile SETTING CLIENTS OUT [COPIES]: COPIES profiles at once (1 = alone), OUT is client 0's
+profile() {  # profile SETTING CLIENTS OUT [COPIES]: COPIES profiles at once (1 = alone), OUT their mean
   local flags=() pids=() i
   [ "$1" = full ] && flags=(--uplink topk-sampled --uplink-density 0.072 --uplink-ternary true --downlink topk
     --downlink-density 0.048 --downlink-ternary true --fp16-values true --error-feedback true)
@@ -71,7 +81,21 @@ profile() {  # profile SETTING CLIENTS OUT [COPIES]: COPIES profiles at once (1 
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || return 1; done
-  mv "$3.0" "$3" && rm -f "$3".*
+  # The mean of the copies' figures (each measured a step of the same model on its own
+  # shard): one profile's figures move by several percent from copy to copy.
+  /usr/bin/python3 - "$3" "$3".* <<'PY'
+import json, sys
+out, paths = sys.argv[1], sorted(sys.argv[2:])
+profiles = [json.load(open(p)) for p in paths]
+mean = dict(profiles[0])
+for key, value in mean.items():
+    if "seconds" in key and isinstance(value, float):
+        mean[key] = sum(p[key] for p in profiles) / len(profiles)
+for i, step in enumerate(mean["steps"]):
+    mean["steps"][i] = dict(step, step_seconds=sum(p["steps"][i]["step_seconds"] for p in profiles) / len(profiles))
+json.dump(mean, open(out, "w"), indent=2)
+PY
+  rm -f "$3".*
 }
 
 # load1: the machine's 1-minute load average when the run ended (everyone's runnable
@@ -86,9 +110,9 @@ for n in $clients_list; do
       # Async rounds are server steps of $buffer updates: two passes of the fleet.
       [ "$mode" = async ] && r=$((2 * n / buffer))
       log=$work/$n-$comp-$mode.log
-      # Two profiles of client 0: alone, and with the run's other N - 1 clients profiling
-      # at the same time on the same cores, as they will train (a step's CPU grows when
-      # the processes take turns on a core and evict each other's caches).
+      # Two profiles: client 0's alone, and the mean of the run's N clients profiling at
+      # the same time on the same cores, as they will train (a step's CPU grows when the
+      # processes take turns on a core and evict each other's caches).
       profile "$comp" "$n" "$work/$n-$comp-$mode-alone.json" 1
       profile "$comp" "$n" "$work/$n-$comp-$mode.json" "$n"
       "$fed" --only "$comp-iid" --clients "$n" --rounds "$r" --tau "$tau" --full-tau "$tau" --mode "$mode" \
@@ -105,7 +129,7 @@ for n in $clients_list; do
       predict() {  # predict PROFILE
         # shellcheck disable=SC2086
         "$sim" predict --profile "$1" --clients "$n" --tau "$tau" --batch-size "$batch" --rounds "$r" --mode "$mode" \
-          --buffer-size "$buffer" --cores "$left" --eval-examples "$eval_examples" $link |
+          --buffer-size "$buffer" --cores "$left" --eval-examples "$eval_examples" --store-ms "${store_ms[$comp]}" $link |
           sed -n 's/^s_per_round=\([^ ]*\).*/\1/p'
       }
       relerr() { awk -v p="$1" -v m="$measured" 'BEGIN { e = (p - m) / m; printf "%.3f", e < 0 ? -e : e }'; }

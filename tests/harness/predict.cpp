@@ -27,7 +27,7 @@ struct Job {
   uint64_t round = 0;
 };
 
-enum class EventKind { kAssignArrives, kUpdateArrives, kDeadline };
+enum class EventKind { kAssignArrives, kUpdateArrives, kDeadline, kStored };
 struct Event {
   double at = 0;
   uint64_t seq = 0;
@@ -203,6 +203,9 @@ class Model {
       case EventKind::kDeadline:
         toStrand({EventKind::kDeadline, 0, e.round});
         break;
+      case EventKind::kStored:
+        afterStored();
+        break;
     }
   }
 
@@ -248,23 +251,13 @@ class Model {
         runStrand();
         break;
       case JobKind::kCommit:
-        strandBusy_ = false;
         ++committed_;
         if (f_.async) buffered_ -= std::min(buffered_, f_.buffer);
         result_.roundEnds.push_back(now_);
-        // The evaluation of the committed model runs beside the next round, as the
-        // coordinator's does, one at a time: at a commit the coordinator's strand waits
-        // for the previous evaluation before it starts this one, and only then sends
-        // the next assignments and takes the next update.
-        if (f_.evalExamples > 0 && f_.evalEvery > 0 && committed_ % f_.evalEvery == 0) {
-          if (evaluating_) {
-            blocked_ = true;
-            break;
-          }
-          startEvaluation();
-        }
-        afterCommit();
-        runStrand();
+        if (f_.storeSeconds > 0)
+          push(now_ + f_.storeSeconds, EventKind::kStored, 0, committed_);  // the strand stays busy
+        else
+          afterStored();
         break;
       case JobKind::kSend:
         break;
@@ -279,6 +272,25 @@ class Model {
         break;
     }
   }
+
+  // A committed round is on disk: the strand is free again.
+  void afterStored() {
+    strandBusy_ = false;
+    // The evaluation of the committed model runs beside the next round, as the
+    // coordinator's does, one at a time: at a commit the coordinator's strand waits
+    // for the previous evaluation before it starts this one, and only then sends the
+    // next assignments and takes the next update.
+    if (f_.evalExamples > 0 && f_.evalEvery > 0 && committed_ % f_.evalEvery == 0) {
+      if (evaluating_) {
+        blocked_ = true;
+        return;
+      }
+      startEvaluation();
+    }
+    afterCommit();
+    runStrand();
+  }
+
 
   // The coordinator's strand handles one thing at a time, in arrival order: decoding
   // and aggregating an update (and, when it completes a round or a server step, the
@@ -340,7 +352,7 @@ class Model {
   void close() {
     closed_ = true;
     strandBusy_ = true;
-    commitSum_ += commitSeconds();
+    commitSum_ += commitSeconds() + f_.storeSeconds;
     addJob(commitSeconds(), JobKind::kCommit, 0, f_.async ? committed_ + 1 : round_);
   }
 
@@ -381,6 +393,7 @@ Result<Prediction> predict(const client::DeviceProfile& profile, const PredictFl
   if (!(f.latencyMs >= 0) || !(f.coordinatorMbps >= 0) || !(f.deadlineS >= 0))
     return bad("--latency-ms, --coordinator-mbps and --deadline-s cannot be negative");
   if (!(f.cores >= 0) || !(f.backgroundLoad >= 0)) return bad("--cores and --background-load cannot be negative");
+  if (!(f.storeSeconds >= 0)) return bad("--store-ms cannot be negative");
   if (f.async && f.overlap) return bad("--overlap is a sync mode (the asynchronous mode has no rounds to overlap)");
   if (f.async && f.buffer == 0) return bad("--buffer-size must be at least 1");
   if (profile.steps.empty()) return bad("the profile has no step times");

@@ -14,7 +14,8 @@
 // an evaluation of the committed model, when asked, runs on a thread of its own beside the next round, one at a time:
 // at a commit the strand waits for the previous evaluation before it starts the next,
 // sends the next assignments and takes the next update (updates arriving meanwhile
-// wait, and so do their clients).
+// wait, and so do their clients). A commit's record on disk (storeSeconds) holds the
+// strand too, without a core.
 //
 // Compute: without `cores`, every client is its own device (a core each) and so is the
 // coordinator. With `cores` (a federation on one machine, as bench-federation runs it),
@@ -64,6 +65,11 @@ struct PredictFleet {
   uint64_t rounds = 10;
   uint32_t evalExamples = 0;  // the coordinator evaluates this many examples ...
   uint32_t evalEvery = 1;     // ... every this many rounds
+  // The coordinator's record of a committed round (its SQLite transaction with the
+  // checkpoint, durable before the next assignments leave: bench-store measures it),
+  // wall seconds on the strand after the commit's CPU; mostly waiting for the disk, so
+  // it takes no core.
+  double storeSeconds = 0;
 };
 
 struct Prediction {

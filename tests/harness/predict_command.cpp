@@ -38,6 +38,8 @@ CLI::App* addPredictCommand(CLI::App& app, PredictCommand& c) {
   sub->add_option("--rounds", f.rounds, "rounds (server steps) predicted");
   sub->add_option("--eval-examples", f.evalExamples, "the coordinator evaluates the model on this many examples");
   sub->add_option("--eval-every", f.evalEvery, "... every this many rounds");
+  sub->add_option("--store-ms", c.storeMs,
+                  "the coordinator's record of a committed round on disk, ms (bench-store measures it; 0 = free)");
   return sub;
 }
 
@@ -51,6 +53,8 @@ int runPredictCommand(const PredictCommand& c) {
   PredictFleet fleet = c.fleet;
   if (!(c.wireNsPerByte >= 0)) return fail("--wire-cpu-ns-per-byte cannot be negative");
   fleet.wireCpuSecondsPerByte = c.wireNsPerByte * 1e-9;
+  if (!(c.storeMs >= 0)) return fail("--store-ms cannot be negative");
+  fleet.storeSeconds = c.storeMs * 1e-3;
   fleet.async = c.mode == "async";
   auto p = predict(*profile, fleet);
   if (!p) return fail(p.status().message());

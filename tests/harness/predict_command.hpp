@@ -20,6 +20,7 @@ struct PredictCommand {
   std::string profile;
   std::string mode = "sync";
   double wireNsPerByte = 0;  // fleet.wireCpuSecondsPerByte in the flag's unit
+  double storeMs = 0;        // fleet.storeSeconds in the flag's unit
   PredictFleet fleet;
 };
 

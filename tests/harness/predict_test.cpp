@@ -188,6 +188,28 @@ TEST_CASE("a client's first round carries the loading of its data", "[predict]")
   CHECK(p->secondsToRounds == Approx(round1 + 0.5 + 2 * later).epsilon(1e-9));
 }
 
+TEST_CASE("a committed round's record on disk delays the next round", "[predict]") {
+  PredictFleet f = oneClient();
+  f.storeSeconds = 0.2;
+  auto p = predicted(f);
+  REQUIRE(p.roundEnds.size() == 3);
+  // As computed by hand (above): a round ends at its commit, and the next assignment
+  // leaves 0.2 s after it, once the round is on disk.
+  const double round1 = 0.011024 + 0.25 + 0.020048 + 0.04 + 0.05;
+  const double later = 0.019024 + 0.25 + 0.020048 + 0.04 + 0.05;
+  CHECK(p.roundEnds[0] == Approx(round1).epsilon(1e-9));
+  CHECK(p.roundEnds[1] == Approx(round1 + 0.2 + later).epsilon(1e-9));
+  CHECK(p.roundEnds[2] == Approx(round1 + 2 * (0.2 + later)).epsilon(1e-9));
+  CHECK(p.commitS == Approx(0.05 + 0.2));
+
+  SECTION("a negative figure is refused by name") {
+    f.storeSeconds = -1;
+    auto bad = sim::predict(syntheticProfile(), f);
+    REQUIRE_FALSE(bad);
+    CHECK_THAT(bad.status().message(), Catch::Contains("--store-ms"));
+  }
+}
+
 TEST_CASE("the coordinator's strand decodes one update at a time", "[predict]") {
   PredictFleet f = oneClient();
   f.clients = 2;

@@ -16,6 +16,8 @@
 // 20 rounds, in $TMPDIR (or /tmp). Last line: summary: store_commit_ms=... (median)
 // file_fsync_ms=... (median)
 
+#include "starling/coordinator/store.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -27,8 +29,6 @@
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include "starling/coordinator/store.hpp"
 
 namespace {
 

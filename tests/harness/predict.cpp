@@ -291,7 +291,6 @@ class Model {
     runStrand();
   }
 
-
   // The coordinator's strand handles one thing at a time, in arrival order: decoding
   // and aggregating an update (and, when it completes a round or a server step, the
   // commit), or a round's deadline. While it waits for an evaluation it takes nothing.

@@ -10,8 +10,9 @@
 // state, so it must catch up. Rounds of K clients run all along with a short deadline.
 //
 // Every 5 s the coordinator's resident set (VmRSS) and open file descriptors are read
-// from /proc. The baseline is the mean over the minute after warm-up (90 s: all
-// groups started, the first rounds done); the end value the mean over the last minute. At the
+// from /proc. The baseline is the mean over the minute after warm-up (the ramp and 30
+// s: all groups started, the first rounds done; with --steady, not before the whole
+// fleet has joined); the end value the mean over the last minute. At the
 // end the coordinator gets SIGTERM, and `report --format json` must show every round
 // committed or abandoned with a reason: rounds_lost counts the others and any gap.
 //
@@ -39,6 +40,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <iostream>
@@ -166,6 +168,7 @@ struct Sample {
   double rssMiB = 0;
   int fds = 0;
   int connected = 0;  // clients of the running groups
+  int joins = 0;      // joins in the coordinator's log so far
   int committed = 0, abandoned = 0;
 };
 
@@ -429,7 +432,7 @@ int main(int argc, char** argv) {
   nextChange[0] = o.steady ? kNever : uniform(20, 60);  // the baseline group is connected already
   for (std::size_t g = 1; g < groups.size(); ++g)
     nextChange[g] = rampS * static_cast<double>(g - 1) / static_cast<double>(groups.size() - 1);
-  const double warmupS = std::min(rampS + 30, endS / 3);
+  double warmupS = std::min(rampS + 30, endS / 3);
   const double windowS = std::min(60.0, endS / 4);
 
   std::vector<Sample> samples;
@@ -459,6 +462,7 @@ int main(int argc, char** argv) {
         s->committed = countOccurrences(text, " committed: ");
         s->abandoned = countOccurrences(text, " abandoned: ");
         int joins = countOccurrences(text, " joined from ");
+        s->joins = joins;
         int running = 0;
         for (auto& g : groups) {
           running += g->running() ? 1 : 0;
@@ -476,6 +480,24 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const double stoppedAt = now();
+  // --steady: the baseline starts once the whole fleet has joined (the coordinator's
+  // log counts the joins, whatever its memory and descriptors do), if that is later
+  // than the ramp and 30 s: on a slow machine the last connections land after the ramp,
+  // and each would count as growth.
+  if (o.steady) {
+    int fleet = 0;
+    for (auto& g : groups)
+      fleet += static_cast<int>(g->size());
+    const auto all = std::find_if(samples.begin(), samples.end(),
+                                  [&](const Sample& x) { return x.atS >= warmupS && x.joins >= fleet; });
+    if (all == samples.end())
+      std::cout << fmt::format("soak: the fleet of {} never fully joined; the baseline starts at {:.0f} s\n", fleet,
+                               warmupS);
+    else if (all->atS > warmupS)
+      warmupS = std::min(all->atS, stoppedAt - 2 * windowS);
+    std::cout << fmt::format("soak: baseline from {:.0f} s ({} joins of a fleet of {})\n", warmupS,
+                             all == samples.end() ? 0 : all->joins, fleet);
+  }
 
   // The storm: SIGKILL, restart at once on the same port and database, and wait for
   // every client to be back (each on its own reconnect backoff) and a round committed.

@@ -3,12 +3,15 @@
 #
 # Round-time prediction against measured runs (docs/predict.md): profiles this machine
 # with `starling-client --profile` for the run's compression setting just before each
-# run (the CPU a step costs moves with what shares the machine's caches), runs bench-federation
+# run (the CPU a step costs moves with what shares the machine's caches), twice: client 0
+# alone, and the run's N clients at once (their mean), and measures a committed round's
+# record on disk (bench-store) and the TLS CPU per byte (bench-transport); runs bench-federation
 # (real coordinator and client processes on loopback) with 10 and 30 clients, sync and
 # async, and compares its seconds per round with `starling-sim predict` for the same
-# federation. The clients share this machine's cores with whatever else runs on it: the
-# CPU the other process groups used during each run is measured (bench/predict_load.py)
-# and predict is given the cores left (--cores). --keep DIR keeps each run's profile and
+# federation, from each profile (the summary's errors are the shared profile's). The
+# clients share this machine's cores with whatever else runs on it: the CPU the other
+# process groups used during each run is measured (bench/predict_load.py) and predict
+# is given the cores left (--cores). --keep DIR keeps each run's profile and
 # bench-federation log there. Prints a table and
 #   summary: predict_median_err=... predict_max_err=...
 # Every run is bounded (rounds, bench-federation --timeout).

@@ -37,10 +37,10 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
-#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <iostream>

@@ -53,7 +53,6 @@ int runPredictCommand(const PredictCommand& c) {
   PredictFleet fleet = c.fleet;
   if (!(c.wireNsPerByte >= 0)) return fail("--wire-cpu-ns-per-byte cannot be negative");
   fleet.wireCpuSecondsPerByte = c.wireNsPerByte * 1e-9;
-  if (!(c.storeMs >= 0)) return fail("--store-ms cannot be negative");
   fleet.storeSeconds = c.storeMs * 1e-3;
   fleet.async = c.mode == "async";
   auto p = predict(*profile, fleet);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "starling/compression/fp16.hpp"
+
 namespace starling::compression {
 
 std::uint32_t Compressed::selected() const {
@@ -145,6 +147,55 @@ Result<double> l2Norm(const Compressed& c) {
     }
   }
   return std::sqrt(sum);
+}
+
+namespace {
+
+// x * s rounded toward zero, as a float, or as a binary16 value when half.
+float shrink(float x, double s, bool half) {
+  const double exact = static_cast<double>(x) * s;
+  float r = static_cast<float>(exact);
+  if (std::fabs(static_cast<double>(r)) > std::fabs(exact)) r = std::nextafter(r, 0.0f);
+  if (!half) return r;
+  std::uint16_t h = floatToHalf(r);
+  // binary16 is sign and magnitude: one step down in the magnitude bits is toward zero.
+  if (std::fabs(static_cast<double>(halfToFloat(h))) > std::fabs(exact) && (h & 0x7fffu) != 0) --h;
+  return halfToFloat(h);
+}
+
+}  // namespace
+
+Result<double> clipToNorm(Compressed& c, double maxNorm) {
+  if (!(maxNorm > 0) || !std::isfinite(maxNorm))
+    return Status(StatusCode::kInvalidArgument, "clip norm must be positive and finite");
+  if (c.valueFormat == ValueFormat::kXor32)
+    return Status(StatusCode::kInvalidArgument, "an XOR catch-up tensor has no values to clip");
+  auto norm = l2Norm(c);
+  if (!norm) return norm.status();
+  if (!std::isfinite(*norm)) return Status(StatusCode::kInvalidArgument, "the tensor's norm is not finite");
+  if (*norm <= maxNorm) return 1.0;
+  const double s = maxNorm / *norm;
+  const bool half = c.valueFormat == ValueFormat::kFp16 || c.encoding == Encoding::kDense16;
+  const bool scaled = c.encoding == Encoding::kScaledSign || c.encoding == Encoding::kQsgd;
+  const bool ternary = c.encoding == Encoding::kTopK && c.valueFormat == ValueFormat::kSignBits;
+  // Rounding toward zero keeps every magnitude at or under its exact scaled value, and
+  // the norm (accumulated in double) with it; the loop guards the last ulp of the sum.
+  for (double factor = s;;) {
+    if (scaled || ternary)
+      for (float& v : c.scales)
+        v = shrink(v, factor, false);
+    else
+      for (float& v : c.values)
+        v = shrink(v, factor, half);
+    // Sparse ternary's values are +-the scale of their block.
+    if (ternary)
+      for (std::size_t j = 0; j < c.values.size(); ++j)
+        c.values[j] = std::signbit(c.values[j]) ? -c.scales[j / c.block] : c.scales[j / c.block];
+    norm = l2Norm(c);
+    if (!norm) return norm.status();
+    if (*norm <= maxNorm) return s;
+    factor = 1.0 - 1e-6;
+  }
 }
 
 namespace {

@@ -25,7 +25,7 @@ ErrorFeedback::ErrorFeedback(std::size_t d, ErrorFeedbackOptions options)
     : options_(options), memory_(d, 0.0f), corrected_(d, 0.0f) {}
 
 Status ErrorFeedback::compress(std::span<const float> v, Compressor& compressor, const CompressParams& params,
-                               Compressed& out, std::uint64_t tag) {
+                               Compressed& out, std::uint64_t tag, double clipNorm) {
   if (isPending(tag)) {
     return {StatusCode::kInvalidArgument,
             "error feedback: update " + std::to_string(tag) + " is pending, neither committed nor rolled back"};
@@ -37,6 +37,10 @@ Status ErrorFeedback::compress(std::span<const float> v, Compressor& compressor,
   for (std::size_t i = 0; i < v.size(); ++i)
     corrected_[i] = v[i] + memory_[i];
   STARLING_RETURN_IF_ERROR(compressor.compress(corrected_, params, out));
+  if (clipNorm > 0) {
+    auto clipped = clipToNorm(out, clipNorm);
+    if (!clipped) return clipped.status();
+  }
   Pending p{tag, out, std::sqrt(detail::sumSquares(corrected_.data(), corrected_.size()))};
   // e <- p - q, computed in the buffer of p, which then becomes the memory.
   STARLING_RETURN_IF_ERROR(addScaled(out, -1.0f, corrected_));

@@ -94,6 +94,47 @@ TEST_CASE("error feedback telescopes with ternary top-k values too", "[error-fee
   }
 }
 
+TEST_CASE("error feedback with a clip norm: every message within it, what was clipped kept in the memory",
+          "[error-feedback][clip]") {
+  CompressorOptions ternary = efOptions();
+  ternary.values = ValueFormat::kSignBits;
+  for (const auto& [name, options] : std::vector<std::pair<std::string, CompressorOptions>>{
+           {"identity", efOptions()}, {"topk", efOptions()}, {"topk", ternary}, {"qsgd", efOptions()}}) {
+    DYNAMIC_SECTION(name << " " << int(options.values)) {
+      auto c = make(name, options);
+      const std::size_t d = 2000;
+      auto ef = makeEf(d);
+      std::vector<double> inputs(d, 0.0), sent(d, 0.0);
+      std::vector<float> q(d);
+      Compressed out;
+      const double clip = 3.0;  // inputs have norm ~45: every message is clipped
+      for (int r = 0; r < 30; ++r) {
+        const auto v = gaussian(d, 500 + r);
+        for (std::size_t i = 0; i < d; ++i)
+          inputs[i] += v[i];
+        REQUIRE(ef.compress(v, *c, {0.05, static_cast<std::uint64_t>(r)}, out, 0, clip).isOk());
+        CHECK(*l2Norm(out) <= clip);
+        CHECK(*l2Norm(out) > clip * 0.99);
+        if (r % 4 == 3) {
+          REQUIRE(ef.rollback().isOk());
+          continue;
+        }
+        REQUIRE(ef.commit().isOk());
+        REQUIRE(expand(out, q).isOk());
+        for (std::size_t i = 0; i < d; ++i)
+          sent[i] += q[i];
+      }
+      double worst = 0, scale = 1e-3;
+      const auto e = ef.memory();
+      for (std::size_t i = 0; i < d; ++i) {
+        worst = std::max(worst, std::fabs(sent[i] + e[i] - inputs[i]));
+        scale = std::max(scale, std::fabs(inputs[i]));
+      }
+      CHECK(worst / scale < 1e-4);
+    }
+  }
+}
+
 TEST_CASE("error feedback: the memory is e = p - q, and a rollback adds q back", "[error-feedback]") {
   auto c = make("topk");
   auto ef = makeEf(6);

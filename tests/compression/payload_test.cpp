@@ -135,6 +135,50 @@ TEST_CASE("l2Norm reads the compressed form and refuses an inconsistent tensor",
   CHECK_FALSE(std::isfinite(*l2Norm(c)));
 }
 
+TEST_CASE("clipToNorm scales every encoding to at most the norm, in its own format", "[payload][clip]") {
+  for (const auto& [name, options] : variants()) {
+    DYNAMIC_SECTION(name << " values " << int(options.values) << " block " << options.signBlock << " s "
+                         << options.qsgdLevels) {
+      auto c = make(name, options);
+      const auto v = skewed(3000, 17);
+      Compressed q;
+      REQUIRE(c->compress(v, {0.05, 3}, q).isOk());
+      const double before = *l2Norm(q);
+      REQUIRE(before > 0);
+      std::vector<float> dense(q.count), clippedDense(q.count);
+      REQUIRE(expand(q, dense).isOk());
+      SECTION("within the norm: unchanged") {
+        const Compressed copy = q;
+        CHECK(*clipToNorm(q, before * 1.5) == 1.0);
+        CHECK(q == copy);
+      }
+      SECTION("over it: scaled down to it, toward zero, still decodable") {
+        const double limit = before * 0.3;
+        const double factor = *clipToNorm(q, limit);
+        CHECK(factor == Approx(0.3).epsilon(1e-9));
+        const double after = *l2Norm(q);
+        CHECK(after <= limit);
+        // fp16 values lose at most one half ulp (2^-11 relative) each to the rounding.
+        CHECK(after >= limit * (1 - 2e-3));
+        REQUIRE(expand(q, clippedDense).isOk());
+        for (std::size_t i = 0; i < dense.size(); ++i) {
+          CHECK(std::fabs(clippedDense[i]) <= std::fabs(dense[i] * 0.3) * (1 + 1e-6));
+          CHECK(clippedDense[i] == Approx(dense[i] * 0.3).epsilon(2e-3).margin(1e-30));
+        }
+        Payload bytes;
+        REQUIRE(encode(q, bytes).isOk());
+        Compressed back;
+        REQUIRE(decode(bytes, q.count, back).isOk());
+        CHECK(back == q);
+      }
+    }
+  }
+  Compressed q;
+  REQUIRE(make("identity", {})->compress(gaussian(10, 1), {1.0, 1}, q).isOk());
+  CHECK_FALSE(clipToNorm(q, 0).isOk());
+  CHECK_FALSE(clipToNorm(q, std::nan("")).isOk());
+}
+
 TEST_CASE("top-k indices use delta varints, Rice-coded gaps or a bitmap, whichever is smallest", "[payload]") {
   SECTION("one index: a delta varint") {
     const Payload p = encoded("topk", {}, 1000, 0.001);

@@ -78,6 +78,16 @@ Status expand(const Compressed& c, std::span<float> out);
 // on an inconsistent tensor; NaN or Inf values give a non-finite norm.
 Result<double> l2Norm(const Compressed& c);
 
+// Clips the tensor to L2 norm at most maxNorm (> 0) in its compressed form: when
+// l2Norm(c) > maxNorm every value (or the scales of kScaledSign, kQsgd and sparse
+// ternary) is multiplied by maxNorm / l2Norm(c), rounded toward zero (fp16 values stay
+// exactly representable), so that afterwards l2Norm(c) <= maxNorm holds exactly.
+// Returns the factor applied (1 when the tensor was within the norm). Differential
+// privacy's clipping (docs/privacy.md): the message that leaves a client is what is
+// clipped. Fails on kXor32 (no values of its own), on an inconsistent tensor, and on a
+// non-finite norm.
+Result<double> clipToNorm(Compressed& c, double maxNorm);
+
 // acc[i] += alpha * C(v)[i] for every element (sparse encodings touch only their
 // selected elements). acc.size() must equal c.count.
 Status addScaled(const Compressed& c, float alpha, std::span<float> acc);

@@ -50,11 +50,13 @@ class ErrorFeedback {
 
   std::size_t size() const { return memory_.size(); }
 
-  // p = v + e, q = C(p) into out, e <- p - q; q stays pending under `tag`. Fails,
+  // p = v + e, q = C(p) into out, e <- p - q; q stays pending under `tag`. With
+  // clipNorm > 0, q is clipped to that L2 norm (clipToNorm) before e is computed, so
+  // what was clipped away stays in the memory like what was compressed away. Fails,
   // changing nothing, when v.size() != size(), when `tag` is already pending, or when C
   // fails.
   Status compress(std::span<const float> v, Compressor& compressor, const CompressParams& params, Compressed& out,
-                  std::uint64_t tag = 0);
+                  std::uint64_t tag = 0, double clipNorm = 0);
 
   bool hasPending() const { return !pending_.empty(); }
   bool isPending(std::uint64_t tag) const;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <numbers>
 #include <random>
 
 #include "starling/client/replay.hpp"
@@ -113,6 +115,9 @@ Result<std::shared_ptr<LearnerTask>> LearnerTask::create(const wire::WelcomeMsg&
   if (!(comp.memoryDecay >= 0 && comp.memoryDecay <= 1))
     return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's memory decay of {}", comp.memoryDecay));
   t->memoryDecay_ = comp.memoryDecay;
+  if (!(comp.updateClipNorm >= 0) || !std::isfinite(comp.updateClipNorm))
+    return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's clip norm of {}", comp.updateClipNorm));
+  t->updateClipNorm_ = comp.updateClipNorm;
   t->memoryResetAfter_ = comp.memoryResetAfter;
   if (!(hyper.overlap >= 0 && hyper.overlap <= 1))
     return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's overlap alpha of {}", hyper.overlap));
@@ -482,8 +487,67 @@ Result<TrainStats> Learner::advanceOn(const data::Dataset* shard) {
   return stats;
 }
 
+Result<Attack> Attack::parse(std::string_view text) {
+  Attack a;
+  const std::size_t colon = text.find(':');
+  const std::string_view name = text.substr(0, colon);
+  if (name == "sign-flip")
+    a = Attack(Kind::kSignFlip, 4);
+  else if (name == "scale")
+    a = Attack(Kind::kScale, 10);
+  else if (name == "noise")
+    a = Attack(Kind::kNoise, 10);
+  else if (name == "label-flip")
+    a = Attack(Kind::kLabelFlip, 0);
+  else if (name != "none")
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("unknown attack '{}' (none, sign-flip, scale, noise or label-flip)", name));
+  if (colon != std::string_view::npos) {
+    if (a.kind == Kind::kNone || a.kind == Kind::kLabelFlip)
+      return Status(StatusCode::kInvalidArgument, fmt::format("attack '{}' takes no factor", name));
+    const std::string number(text.substr(colon + 1));
+    char* end = nullptr;
+    a.factor = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !(a.factor > 0) || !std::isfinite(a.factor))
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("attack '{}': factor '{}' is not a positive number", name, number));
+  }
+  return a;
+}
+
+void Attack::apply(std::span<float> delta, uint64_t seed) const {
+  switch (kind) {
+    case Kind::kSignFlip:
+    case Kind::kScale: {
+      const auto f = static_cast<float>(kind == Kind::kSignFlip ? -factor : factor);
+      for (float& x : delta)
+        x *= f;
+      break;
+    }
+    case Kind::kNoise: {
+      double sq = 0;
+      for (float x : delta)
+        sq += double(x) * double(x);
+      const double std = factor * std::sqrt(sq / double(std::max<std::size_t>(1, delta.size())));
+      uint64_t state = seed;
+      for (std::size_t i = 0; i < delta.size(); i += 2) {
+        const double u1 = (double(splitmixNext(state) >> 11) + 1.0) * 0x1.0p-53;
+        const double u2 = double(splitmixNext(state) >> 11) * 0x1.0p-53;
+        const double r = std::sqrt(-2.0 * std::log(u1)) * std;
+        delta[i] = static_cast<float>(r * std::cos(2 * std::numbers::pi * u2));
+        if (i + 1 < delta.size()) delta[i + 1] = static_cast<float>(r * std::sin(2 * std::numbers::pi * u2));
+      }
+      break;
+    }
+    case Kind::kNone:
+    case Kind::kLabelFlip:
+      break;
+  }
+}
+
 Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const TrainStats& stats,
                                             bool overlapInFlight, bool gapInput) {
+  options_.attack.apply(delta_, mix(seed_, a.round ^ 0xa77acull));
   if (task_->errorFeedback() && !memory_) STARLING_RETURN_IF_ERROR(makeMemory(delta_.size()));
   // The rounds since this client last trained went by without it: the staleness policy
   // (off unless the task sets it). Round numbers count abandoned rounds too. Skipped
@@ -512,8 +576,12 @@ Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const
     // dense: the first is freed once the second is made.
     compression::Compressed q;
     const compression::CompressParams params{a.density > 0 ? a.density : 1.0, mix(seed_, a.round + 1)};
-    Status st = memory_ ? memory_->compress(delta_, task_->uplink(), params, q, a.round)
+    // Differential privacy clips the message itself, after compression and error
+    // feedback: the memory keeps what was clipped away (docs/privacy.md).
+    const double clip = task_->updateClipNorm();
+    Status st = memory_ ? memory_->compress(delta_, task_->uplink(), params, q, a.round, clip)
                         : task_->uplink().compress(delta_, params, q);
+    if (st && !memory_ && clip > 0) st = compression::clipToNorm(q, clip).status();
     if (!st) return st.withContext(fmt::format("compressing the update of round {}", a.round));
     STARLING_RETURN_IF_ERROR(compression::encode(q, out.payload));
     out.selected = q.selected();

@@ -192,6 +192,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 1000.0));
   std::string auditOut;  // test-only (tests/cli/crash_points_test.sh), hidden from --help
   app.add_option("--test-audit", auditOut, "write the sums computed and kept in memory here")->group("");
+  std::string attackSpec = "none";  // test-only (tests/cli/attack_test.sh), hidden from --help
+  app.add_option("--test-attack", attackSpec,
+                 "act as a hostile client: sign-flip[:F], scale[:F], noise[:F] or label-flip (client::Attack)")
+      ->group("");
   std::string profileOut;
   client::ProfileTask profileTask;
   client::ProfileOptions profileOptions;
@@ -299,6 +303,14 @@ int main(int argc, char** argv) {
   auto shard = idx ? planShard(dataDir, shardSpec, partition, partitionSeed)
                    : planFile(dataDir, dataOptions, shardSpec, partition, partitionSeed);
   if (!shard) return fail(shard.status().message());
+  const auto attack = client::Attack::parse(attackSpec);
+  if (!attack) return fail("--test-attack: " + attack.status().message());
+  if (attack->kind == client::Attack::Kind::kLabelFlip)
+    shard->load = [load = std::move(shard->load)]() -> Result<data::Dataset> {
+      auto d = load();
+      if (d) d->flipLabels();
+      return d;
+    };
   if (!profileOut.empty()) {
     // CPU seconds of this process (every thread), as the profile's other figures.
     auto cpuSeconds = [] {
@@ -327,6 +339,7 @@ int main(int argc, char** argv) {
   options.id = id;
   options.seed = seed;
   options.auditOut = auditOut;
+  options.attack = *attack;
   options.evalFraction = evalFraction;
   options.slowdown = slowdown;
   options.rowBucket = rowBucket;

@@ -26,8 +26,11 @@ namespace {
 constexpr std::chrono::seconds kGoodbyeWait{2};
 
 LearnerOptions learnerOptions(uint64_t seed, const ParticipantOptions& o) {
-  LearnerOptions l{seed, !o.auditOut.empty()};
+  LearnerOptions l;
+  l.seed = seed;
+  l.audit = !o.auditOut.empty();
   l.trains = !o.localWork;
+  l.attack = o.attack;
   return l;
 }
 }  // namespace

@@ -95,6 +95,26 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "ssp: a client runs at most this many updates ahead of the slowest; dssp: the lowest bound");
   bind("task.staleness-max", e.stalenessMax, "dssp: the highest bound (0 = staleness-bound + 4)");
   bind("task.max-norm-ratio", e.maxNormRatio, "reject updates with a norm over this x the round's median (0 = off)");
+  bind("task.sampling", e.sampling,
+       "who trains: fixed (ceil(K x over-selection) of the idle clients) or poisson (each idle client independently "
+       "with task.sampling-rate; the round waits for all it drew)");
+  bind("task.sampling-rate", e.samplingRate, "poisson sampling: the probability q each idle client is drawn with");
+  bind("task.aggregation", e.aggregation,
+       "how a round's updates combine: mean (weighted, streamed), median (coordinate-wise), trimmed-mean or "
+       "multi-krum (these three hold the round's updates dense and ignore weights)");
+  bind("task.trim-fraction", e.trimFraction, "trimmed-mean: the fraction cut at each end per coordinate");
+  bind("task.krum-faulty", e.krumFaulty, "multi-krum: f, the updates assumed bad (0 = (n - 3) / 2)");
+  bind("task.krum-select", e.krumSelect, "multi-krum: m, the updates of lowest score averaged (0 = n - f)");
+  bind("task.server-clip-norm", e.serverClipNorm,
+       "scale every update to at most this L2 norm before combining it (server-side clipping; 0 = off)");
+  bind("privacy.update-clip-norm", e.clipNorm,
+       "differential privacy (DP-FedAvg): clients clip the update they send to this L2 norm, after compression and "
+       "error feedback (0 = privacy off)");
+  bind("privacy.noise-multiplier", e.noiseMultiplier,
+       "differential privacy: the round's sum gets Gaussian noise of std this x clip-norm (0 = clipping only)");
+  bind("privacy.delta", e.privacyDelta, "differential privacy: epsilon is reported for this delta");
+  bind("privacy.target-epsilon", e.targetEpsilon,
+       "differential privacy: training stops before a round would take epsilon over this (0 = no budget)");
   bind("task.catch-up-rounds", e.catchUpRounds, "broadcasts kept for clients that missed rounds");
   bind("task.catch-up-by-value", e.catchUpByValue,
        "a client that missed rounds may get the current values of the coordinates changed since (when smaller)");

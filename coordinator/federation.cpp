@@ -26,6 +26,7 @@
 #include "engine/statistics.hpp"
 #include "engine/vocabulary.hpp"
 #include "placement.hpp"
+#include "secure_noise.hpp"
 
 namespace starling::coordinator {
 namespace fb = wire::fb;
@@ -252,6 +253,13 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
     f->engine_ = std::move(*engineR);
   }
 
+  if (engine.clipNorm > 0) {
+    // Differential privacy's noise from a cryptographic generator (the engine's own is
+    // seeded, for the simulator).
+    auto noise = secureNoise();
+    if (!noise) return noise.status();
+    f->engine_->setNoise(std::move(*noise));
+  }
   f->required_ = requiredCapabilities(f->engine_->config(), f->task_);
   if (needsStatisticsRound(f->task_)) {
     // A restart reuses the statistics round of the first run: no second round. A round
@@ -1088,6 +1096,7 @@ bool Federation::persist(const RoundSummary& s) {
   r.startedMs = wallEpochMs_ + s.startedMs;
   r.endedMs = wallEpochMs_ + s.endedMs;
   r.modelChecksum = s.committed ? s.modelChecksum : 0;
+  r.epsilon = s.epsilon;
   std::vector<ParticipantRecord> participants;
   for (const auto& p : s.participants)
     participants.push_back(toRecord(p, wallEpochMs_));

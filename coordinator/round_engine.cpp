@@ -9,9 +9,13 @@
 #include <limits>
 #include <sstream>
 
+#include "starling/util/mix.hpp"
+
 #include "engine/aggregator.hpp"
 #include "engine/downlink.hpp"
+#include "engine/noise.hpp"
 #include "engine/pace.hpp"
+#include "engine/privacy_budget.hpp"
 #include "engine/selection.hpp"
 #include "engine/server_optimizer.hpp"
 #include "engine/shards.hpp"
@@ -75,6 +79,8 @@ struct RoundEngine::OpenRound {
   double upDensity = 1;
   double downDensity = 1;
   uint32_t selected = 0;
+  uint32_t goal = 0;       // the round closes once this many updates are in (K; poisson: all selected)
+  double privacyRate = 0;  // the rate the round is accounted at (PrivacyBudget::rate)
   double budgetMs = std::numeric_limits<double>::infinity();  // compute time per client (budgetQuantile)
   double meanSpeed = 0;  // Pace::referenceSpeed of the selected clients measured (dynamicBatch; 0 = none)
   uint64_t bytesDownRaw = 0;
@@ -121,6 +127,12 @@ Status RoundEngine::init(std::vector<float> model) {
   if (!selection) return selection.status();
   auto pace = Pace::create(c);
   if (!pace) return pace.status();
+  auto privacy = PrivacyBudget::create(c);
+  if (!privacy) return privacy.status();
+  auto rule = Aggregator::rule(c);
+  if (!rule) return rule.status();
+  if (c.sampling == "poisson" && c.mode != "sync")
+    return Status(StatusCode::kInvalidArgument, "poisson sampling needs mode sync");
   auto isTopK = [](const std::string& name) { return name == "topk" || name == "topk-sampled"; };
   if (c.uplinkTernary && !isTopK(c.uplink))
     return Status(StatusCode::kInvalidArgument, "ternary values need a topk or topk-sampled compressor on that link");
@@ -154,7 +166,14 @@ Status RoundEngine::init(std::vector<float> model) {
   selection_ = std::make_unique<Selection>(std::move(*selection));
   pace_ = std::make_unique<Pace>(std::move(*pace));
   downlink_ = std::move(*downlink);
-  aggregator_ = std::make_unique<Aggregator>(dim, c.maxNormRatio, c.senderMean, *weight, shards_.get());
+  privacy_ = std::make_unique<PrivacyBudget>(std::move(*privacy));
+  // Under privacy clipping bounds every update, and a limit from the others' norms would
+  // make one client's fate depend on the rest: no norm-ratio check.
+  aggregator_ =
+      std::make_unique<Aggregator>(dim, privacy_->on() ? 0.0 : c.maxNormRatio, c.senderMean, *weight, shards_.get());
+  aggregator_->setRule(*rule);
+  noise_ = seededNoise(mixSeeds(c.seed, 0x6e6f697365));  // "noise"
+  if (privacy_->on()) aggregator_->setPrivacy(privacy_->clipNorm(), privacy_->noiseStd(), noise_.get());
   return Status::ok();
 }
 
@@ -166,6 +185,16 @@ Status RoundEngine::setShardRows(EngineConfig::ShardRows rows) {
   STARLING_RETURN_IF_ERROR(shards_->setMap(std::move(*map)));
   config_.shardRows = std::move(rows);
   return Status::ok();
+}
+
+std::optional<double> RoundEngine::epsilon() const {
+  if (!privacy_->on()) return std::nullopt;
+  return privacy_->epsilon();
+}
+
+void RoundEngine::setNoise(std::unique_ptr<GaussianNoise> noise) {
+  noise_ = std::move(noise);
+  if (privacy_->on()) aggregator_->setPrivacy(privacy_->clipNorm(), privacy_->noiseStd(), noise_.get());
 }
 
 uint64_t RoundEngine::committedRound() const {
@@ -406,8 +435,9 @@ std::vector<const std::string*> RoundEngine::idleClients() const {
   return idle;
 }
 
-void RoundEngine::openRound(int64_t nowMs) {
+void RoundEngine::openRound(int64_t nowMs, double denominator) {
   open_ = std::make_unique<OpenRound>();
+  open_->goal = config_.clientsPerRound;
   open_->round = nextRound_++;
   open_->startedMs = nowMs;
   open_->deadlineMs = nowMs + config_.deadlineMs;
@@ -415,7 +445,7 @@ void RoundEngine::openRound(int64_t nowMs) {
   open_->lr = pace_->lr(commits_);
   open_->upDensity = pace_->uplinkDensity(commits_);
   open_->downDensity = pace_->downlinkDensity(commits_);
-  aggregator_->begin();
+  aggregator_->begin(denominator);
 }
 
 void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
@@ -435,9 +465,23 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
     topUp(nowMs, out);
     return;
   }
+  // The privacy budget: the round is accounted at the rate it samples at (fixed: the
+  // clients it will assign over the idle ones), and must keep epsilon within the target.
+  const std::size_t idleCount = idle.size();
+  const auto fixedCount = std::min<std::size_t>(
+      idleCount, static_cast<std::size_t>(std::ceil(config_.clientsPerRound * config_.overSelection - 1e-9)));
+  const double rate = privacy_->rate(fixedCount, idleCount);
+  if (!privacy_->allows(rate)) {
+    budgetSpent_ = true;
+    out.push_back(Finished{});
+    return;
+  }
   const std::vector<Selection::Pick> picks = selection_->select(std::move(idle), nextRound_);
-  openRound(nowMs);
+  if (picks.empty()) return;  // poisson drew nobody: the next event draws again
+  openRound(nowMs, privacy_->denominator(idleCount));
+  open_->privacyRate = rate;
   open_->selected = static_cast<uint32_t>(picks.size());
+  if (privacy_->poisson()) open_->goal = open_->selected;
   std::vector<double> speeds;  // the measured ones
   for (const Selection::Pick& pick : picks)
     if (const double v = clients_.at(pick.id)->stepsPerMs; v > 0) speeds.push_back(v);
@@ -677,7 +721,7 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
         topUp(nowMs, out);
       return out;
     }
-    if (open_->received.size() >= config_.clientsPerRound) {
+    if (open_->received.size() >= open_->goal) {
       closeRound(nowMs, out);
     } else if (open_->outstanding.empty()) {
       if (open_->received.size() >= minGoal())
@@ -690,10 +734,13 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   if ((open_ && u.round >= open_->round) || u.round != c.lastAssigned || u.round == 0)
     return updateRejected(id, u.round, fmt::format("update for round {}, which was not assigned to it", u.round),
                           nowMs);
-  // A late update: usable while it is at most S model versions behind.
-  if (p->staleness > config_.maxStaleness) {
+  // A late update: usable while it is at most S model versions behind. Under privacy
+  // never: each round sums only the clients sampled for it.
+  if (p->staleness > config_.maxStaleness || privacy_->on()) {
     rec.outcome = ParticipantOutcome::kLateDiscarded;
-    rec.reason = fmt::format("{} rounds stale, more than the bound of {}", p->staleness, config_.maxStaleness);
+    rec.reason = privacy_->on()
+                     ? std::string("late: under differential privacy a round applies only its own updates")
+                     : fmt::format("{} rounds stale, more than the bound of {}", p->staleness, config_.maxStaleness);
     (open_ ? open_->closed : orphans_).push_back(rec);
     out.push_back(Verdict{id, {u.round, false, rec.reason}});
     if (async()) maybeStartRound(nowMs, out);
@@ -840,7 +887,9 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     optimizer_->broadcastSent(q);
     ++commits_;
     optimizer_->modelCommitted(downlink_->model());
+    privacy_->committed(r.privacyRate);
   }
+  s.epsilon = epsilon();
 
   // The verdicts follow the RoundEnded action (below): they leave only once the round
   // that applied (or refused) the updates is durable.
@@ -911,6 +960,7 @@ void RoundEngine::abandonRound(const std::string& reason, int64_t nowMs, std::ve
   s.committed = false;
   s.reason = reason;
   s.modelChecksum = downlink_->checksum();
+  s.epsilon = epsilon();
   std::vector<ParticipantResult> records = std::move(r.closed);
   for (auto& p : r.received) {
     p->record.outcome = ParticipantOutcome::kRejected;
@@ -967,6 +1017,7 @@ std::string RoundEngine::serializeState() const {
   pace_->writeState(o);
   selection_->writeRng(o);
   o << "\n";
+  privacy_->writeState(o);
   for (const auto& [id, c] : clients_)
     if (!c->accepted.empty()) o << "accepted " << id << " " << fmt::format("{}", fmt::join(c->accepted, ",")) << "\n";
   selection_->writeGroup(o);
@@ -1005,7 +1056,8 @@ Status RoundEngine::restoreState(const std::string& state, uint64_t& committed) 
           if (ok) c->recordAccepted(round);
         }
       }
-    } else if (!pace_->readState(key, in, ok) && !selection_->readState(key, in, ok)) {
+    } else if (!pace_->readState(key, in, ok) && !selection_->readState(key, in, ok) &&
+               !privacy_->readState(key, in, ok)) {
       return Status(StatusCode::kMalformed, fmt::format("engine state, entry {}: unknown key '{}'", line, key));
     }
     if (!ok)

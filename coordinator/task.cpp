@@ -97,6 +97,7 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   add(t.proxMu > 0, wire::kCapProx);
   add(t.uplinkErrorCap > 0, wire::kCapErrorCap);
   add(e.federatedEvalEvery > 0, wire::kCapFederatedEval);
+  add(e.clipNorm > 0, wire::kCapDpClip);
   add(needsStatisticsRound(t), wire::kCapFeatureStats);
   add(t.categoricalVocabulary, wire::kCapCategoricalVocabulary);
   add(e.dynamicBatch, wire::kCapDynamicBatch);
@@ -139,7 +140,8 @@ wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
                                             static_cast<uint8_t>(ec.modelMantissaBits),
                                             ec.qsgdLevels,
                                             task.uplinkMemoryDecay,
-                                            task.uplinkMemoryResetAfter};
+                                            task.uplinkMemoryResetAfter,
+                                            static_cast<float>(ec.clipNorm)};
   w.heartbeatMs = task.heartbeatMs;
   w.rounds = ec.rounds;
   w.initSeed = task.initSeed;

@@ -270,6 +270,13 @@ Dataset Dataset::emptyLike() const {
   return d;
 }
 
+void Dataset::flipLabels() {
+  for (int32_t& y : labels_)
+    y = numClasses_ - 1 - y;
+  for (float& t : targets_)
+    t = -t;
+}
+
 Dataset Dataset::subset(std::span<const uint32_t> idx) const {
   Dataset d = emptyLike();
   d.labels_.reserve(idx.size());

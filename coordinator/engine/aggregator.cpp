@@ -7,6 +7,8 @@
 
 #include "starling/compression/compressor.hpp"
 
+#include "engine/noise.hpp"
+#include "engine/robust.hpp"
 #include "engine/shards.hpp"
 
 namespace starling::coordinator {
@@ -36,7 +38,41 @@ Aggregator::Aggregator(std::size_t dim, double maxNormRatio, bool senderMean, St
       shards_(shards),
       loads_(shards ? shards->count() : 1, 0) {}
 
-void Aggregator::begin() {
+Result<Aggregator::Rule> Aggregator::rule(const EngineConfig& c) {
+  Rule r;
+  if (c.aggregation == "mean")
+    r.kind = Rule::Kind::kMean;
+  else if (c.aggregation == "median")
+    r.kind = Rule::Kind::kMedian;
+  else if (c.aggregation == "trimmed-mean")
+    r.kind = Rule::Kind::kTrimmedMean;
+  else if (c.aggregation == "multi-krum")
+    r.kind = Rule::Kind::kMultiKrum;
+  else
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("unknown aggregation '{}' (mean, median, trimmed-mean or multi-krum)", c.aggregation));
+  if (!(c.trimFraction >= 0 && c.trimFraction < 0.5))
+    return Status(StatusCode::kInvalidArgument, fmt::format("trim fraction {} is outside [0, 0.5)", c.trimFraction));
+  if (!(c.serverClipNorm >= 0) || !std::isfinite(c.serverClipNorm))
+    return Status(StatusCode::kInvalidArgument, fmt::format("server clip norm {} is not a norm", c.serverClipNorm));
+  if (r.kind != Rule::Kind::kMean && c.senderMean)
+    return Status(StatusCode::kInvalidArgument, "the sender mean is a kind of mean: it needs aggregation mean");
+  r.trim = c.trimFraction;
+  r.krumFaulty = c.krumFaulty;
+  r.krumSelect = c.krumSelect;
+  r.clipNorm = c.serverClipNorm;
+  return r;
+}
+
+void Aggregator::setPrivacy(double clipNorm, double noiseStd, GaussianNoise* noise) {
+  dpClip_ = clipNorm;
+  dpNoiseStd_ = noiseStd;
+  noise_ = noise;
+}
+
+void Aggregator::begin(double denominator) {
+  denominator_ = denominator;
+  heldCount_ = 0;
   if (senderMean_ && coverage_.size() != sum_.size()) coverage_.resize(sum_.size());
   if (shards_) {
     shards_->forRanges([&](std::size_t b, std::size_t e) {
@@ -67,8 +103,36 @@ double Aggregator::limitAtClose(std::span<const double> lateNorms) const {
 
 std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
   std::optional<std::string> rejected;
-  if (limit > 0 && c.norm > limit) {
+  // Clipping: privacy's (the client clipped already; a client that did not is clipped
+  // here) or the server's.
+  const double clip = dpClip_ > 0 ? dpClip_ : rule_.clipNorm;
+  if (clip > 0 && c.norm > clip) {
+    auto factor = compression::clipToNorm(c.delta, clip);
+    if (!factor) {
+      rejected = "update could not be clipped: " + factor.status().message();
+      c.delta = compression::Compressed{};
+      return rejected;
+    }
+    c.norm = std::min(c.norm * *factor, clip);
+  }
+  if (dpClip_ > 0) {
+    // Each client's share is bounded by the clip norm alone: s(staleness) <= 1.
+    const double w = 1.0 / weight_.inverse(c.staleness);
+    weightSum_ += w;
+    if (shards_)
+      addSharded(c.delta, static_cast<float>(w), static_cast<float>(w));
+    else
+      addWhole(c.delta, static_cast<float>(w), static_cast<float>(w));
+  } else if (limit > 0 && c.norm > limit) {
     rejected = fmt::format("update norm {:.3g} is over {} x the round's median", c.norm, maxNormRatio_);
+  } else if (rule_.kind != Rule::Kind::kMean) {
+    if (held_.size() <= heldCount_) held_.emplace_back();
+    std::vector<float>& h = held_[heldCount_++];
+    h.assign(sum_.size(), 0.0f);
+    const double w = 1.0 / weight_.inverse(c.staleness);
+    (void)compression::addScaled(c.delta, static_cast<float>(w), h);
+    weightSum_ += w;
+    loads_[0] += c.delta.selected();
   } else {
     // Weights: examples x s(staleness); FedNova-style normalization by steps
     // is applied in finish(), when the sums are complete.
@@ -135,6 +199,19 @@ void Aggregator::addSharded(const compression::Compressed& delta, float alpha, f
 }
 
 std::span<float> Aggregator::finish() {
+  if (dpClip_ > 0) {
+    // Delta = (sum_k s_k q_k + N(0, sigma^2 C^2)) / D. The noise is drawn in coordinate
+    // order on this thread, so it does not depend on the shards.
+    if (noise_ && dpNoiseStd_ > 0) noise_->add(sum_, dpNoiseStd_);
+    const auto scale = static_cast<float>(1.0 / denominator_);
+    for (float& x : sum_)
+      x *= scale;
+    return sum_;
+  }
+  if (rule_.kind != Rule::Kind::kMean) {
+    combineHeld();
+    return sum_;
+  }
   // Delta = (stepSum / W) * sum_k (w_k / W) q_k / steps_k: the running sum holds
   // sum_k (w_k / steps_k) q_k (see add()).
   if (weightSum_ > 0) {
@@ -155,8 +232,36 @@ std::span<float> Aggregator::finish() {
   return sum_;
 }
 
+void Aggregator::combineHeld() {
+  if (heldCount_ == 0) return;  // sum_ is zero since begin()
+  std::vector<std::span<const float>> views(held_.begin(), held_.begin() + std::ptrdiff_t(heldCount_));
+  switch (rule_.kind) {
+    case Rule::Kind::kMedian:
+      (void)coordinateMedian(views, sum_);
+      break;
+    case Rule::Kind::kTrimmedMean:
+      (void)trimmedMean(views, rule_.trim, sum_);
+      break;
+    case Rule::Kind::kMultiKrum: {
+      // f defaults to the most Krum tolerates, (n - 3) / 2; fewer than f + 3 updates
+      // fall back to the median, which needs no such count.
+      const std::size_t n = heldCount_;
+      std::size_t f = rule_.krumFaulty > 0 ? rule_.krumFaulty : (n >= 3 ? (n - 3) / 2 : 0);
+      if (n < f + 3) {
+        (void)coordinateMedian(views, sum_);
+        break;
+      }
+      const std::size_t m = rule_.krumSelect > 0 ? std::min<std::size_t>(rule_.krumSelect, n) : n - f;
+      (void)multiKrum(views, f, m, sum_);
+      break;
+    }
+    case Rule::Kind::kMean:
+      break;
+  }
+}
+
 std::optional<double> Aggregator::spread() const {
-  if (!(weightSum_ > 0)) return std::nullopt;
+  if (rule_.kind != Rule::Kind::kMean || dpClip_ > 0 || !(weightSum_ > 0)) return std::nullopt;
   // Each update enters Delta as a_k = (stepSum / W) q_k / steps_k with weight w_k / W:
   // sum_k (w_k / W) ||a_k||^2 = (stepSum / W)^2 normSqSum / W.
   const double unit = stepSum_ / weightSum_;

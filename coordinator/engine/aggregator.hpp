@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "starling/compression/compressed.hpp"
+#include "starling/coordinator/round_engine.hpp"
+#include "starling/util/status.hpp"
 
 #include "engine/staleness.hpp"
 
@@ -45,10 +47,25 @@ struct Contribution {
   double selectionWeight = 1.0;  // Selection::Pick::weight of its round
 };
 
+class GaussianNoise;
 class Shards;
 
 class Aggregator {
  public:
+  // How the round's updates combine (EngineConfig::aggregation, trimFraction,
+  // krumFaulty, krumSelect, serverClipNorm). The robust kinds hold each accepted
+  // update dense, times s(staleness), and finish() combines them unweighted
+  // (engine/robust.hpp) on the calling thread.
+  struct Rule {
+    enum class Kind { kMean, kMedian, kTrimmedMean, kMultiKrum };
+    Kind kind = Kind::kMean;
+    double trim = 0.1;
+    uint32_t krumFaulty = 0, krumSelect = 0;
+    double clipNorm = 0;  // server-side clipping of every update (0 = off)
+  };
+  // The rule of a configuration, its values checked.
+  static Result<Rule> rule(const EngineConfig& config);
+
   // The norm check needs this many norms before a median means something.
   static constexpr std::size_t kMinNormsToJudge = 3;
 
@@ -57,8 +74,15 @@ class Aggregator {
   Aggregator(std::size_t dim, double maxNormRatio, bool senderMean, StalenessWeight weight = StalenessWeight::fedBuff(),
              Shards* shards = nullptr);
 
-  // Starts a round: the sums and norms at zero.
-  void begin();
+  void setRule(Rule rule) { rule_ = rule; }
+  // Differential privacy (EngineConfig::clipNorm): every update is clipped to clipNorm
+  // and weighed by s(staleness) alone, and finish() adds N(0, noiseStd^2) from `noise`
+  // (it outlives the aggregator) to each coordinate of the sum before dividing it by the
+  // round's fixed denominator. The norm-ratio check is off.
+  void setPrivacy(double clipNorm, double noiseStd, GaussianNoise* noise);
+
+  // Starts a round: the sums and norms at zero. denominator: privacy's fixed D (> 0).
+  void begin(double denominator = 1);
   // Records the norm of an update received on time (the median is over these).
   void noteNorm(double norm) { norms_.push_back(norm); }
   // The limit for updates received on time: nullopt while fewer than kMinNormsToJudge
@@ -72,8 +96,10 @@ class Aggregator {
   std::optional<std::string> add(Contribution& c, double limit);
 
   // Ends the round: the sum becomes Delta, the weighted step-normalized mean
-  // (stepSum / W^2) sum_k (w_k / steps_k) q_k, then with senderMean coordinate i x W / W_i.
-  // Returns Delta (empty sum: all zeros), valid until the next begin().
+  // (stepSum / W^2) sum_k (w_k / steps_k) q_k, then with senderMean coordinate i x W / W_i;
+  // under privacy (sum_k s_k q_k + noise) / D; under a robust rule the rule's result
+  // over the held updates. Returns Delta (empty sum: all zeros, plus the noise under
+  // privacy), valid until the next begin().
   std::span<float> finish();
   // FedExP's sum_k (w_k / W) ||a_k||^2, a_k = (stepSum / W) q_k / steps_k the updates as
   // they enter Delta; nullopt when nothing was added.
@@ -90,6 +116,14 @@ class Aggregator {
   void addWhole(const compression::Compressed& delta, float alpha, float w);
   void addSharded(const compression::Compressed& delta, float alpha, float w);
 
+  // A robust rule's Delta over held_ into sum_.
+  void combineHeld();
+
+  Rule rule_;
+  double dpClip_ = 0, dpNoiseStd_ = 0, denominator_ = 1;
+  GaussianNoise* noise_ = nullptr;
+  std::vector<std::vector<float>> held_;  // robust rules: the round's updates, dense
+  std::size_t heldCount_ = 0;             // of held_, those of this round (the rest is reused memory)
   double maxNormRatio_;
   StalenessWeight weight_;
   bool senderMean_;

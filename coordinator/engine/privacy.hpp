@@ -22,6 +22,32 @@
 // (Mironov 2017, Proposition 3), the conversion the published tables use.
 //
 // All in log space (log-sum-exp), so large orders and small q do not overflow.
+//
+// Fixed-size sampling (m of N clients drawn uniformly without replacement, q = m / N) is
+// accounted as such, under REPLACE-ONE adjacency (N is public; a neighbouring population
+// has one client's data swapped for another's): sampledWithoutReplacementGaussianRdp is
+// the upper bound of Wang, Balle and Kasiviswanathan (AISTATS 2019, "Subsampled Rényi
+// Differential Privacy and Analytical Moments Accountant", Theorem 9, refined with
+// forward differences as in Theorem 27 of arXiv:1808.00087, the bound TensorFlow
+// Privacy's and dp_accounting's _compute_rdp_sample_wor_gaussian implement). For an
+// integer alpha >= 2, with c = 1 / (2 sigma^2), the base mechanism's RDP eps(j) = j c,
+// h(j) = exp((j - 1) eps(j)) = exp(c j (j - 1)) and D_k = the k-th forward difference of
+// h at 0:
+//   A_alpha <= 1 + sum_{j=2..alpha} q^j C(alpha, j) min(4 sqrt(D_{2 floor(j/2)} D_{2 ceil(j/2)}), 2 h(j)),
+//   RDP(alpha) = min(log(A_alpha) / (alpha - 1), alpha c).
+// (For j = 2 the minimum is Theorem 9's min(4 (e^{2c} - 1), 2 e^{2c}).) The cap alpha c
+// is the unsampled mechanism's RDP, which the sampled one never exceeds (joint convexity
+// of exp((alpha - 1) D_alpha) over the coupled samples). For an even k, D_k =
+// E[(e^Y - 1)^k] with Y ~ N(-c, 2c), which is positive: it is taken from the alternating
+// binomial sum where that loses at most e^10 to cancellation, else by integrating that
+// expectation numerically (its log-integrand is concave on each side of 0). Above order
+// 1024 the terms j >= 3 use only 2 h(j) (Theorem 9 itself), as the reference does above
+// 256. Fractional orders have no bound here (+infinity; the reference interpolates).
+//
+// A fixed-size round's noise multiplier is relative to the replace-one sensitivity: with
+// updates clipped to L2 norm C, swapping one client's update for another's moves the sum
+// by up to 2C, so noise N(0, sigma_0^2 C^2) (sigma_0 the multiplier addRounds takes)
+// means sigma = sigma_0 / 2 here. The caller passes the halved one.
 
 #include <cstdint>
 #include <span>
@@ -35,6 +61,14 @@ namespace starling::coordinator {
 // q in [0, 1], noise multiplier sigma > 0 (noise standard deviation / clipping norm).
 // +infinity where it diverges.
 double sampledGaussianRdp(double q, double sigma, double alpha);
+
+// RDP of one round of the Gaussian mechanism on a fixed-size sample (replace-one
+// adjacency; the bound above) at order alpha: sampling rate q = m / N in [0, 1], noise
+// multiplier sigma > 0 relative to the replace-one sensitivity (noise standard deviation
+// / 2C for updates clipped to C). q = 0 gives 0 and q = 1 alpha / (2 sigma^2) at any
+// order; otherwise only integer orders 2 .. 10^6 have a bound, every other order gives
+// +infinity.
+double sampledWithoutReplacementGaussianRdp(double q, double sigma, double alpha);
 
 struct PrivacySpent {
   double epsilon = 0;  // +infinity when no order gives a finite bound
@@ -50,8 +84,18 @@ class PrivacyAccountant {
   explicit PrivacyAccountant(std::vector<double> orders = defaultOrders());
 
   // Composes `rounds` rounds of sampling rate q and noise multiplier sigma.
-  // kInvalidArgument naming the value when q is outside [0, 1] or sigma <= 0.
+  // kInvalidArgument naming the value when q is outside [0, 1] or sigma <= 0, and when
+  // the accountant already holds fixed-size rounds (addRoundsWithoutReplacement).
   Status addRounds(double q, double sigma, uint64_t rounds = 1);
+
+  // Composes `rounds` rounds of fixed-size sampling (m of N clients without replacement,
+  // q = m / N), accounted under replace-one adjacency by sampledWithoutReplacementGaussianRdp:
+  // sigma is relative to the replace-one sensitivity 2C (the noise standard deviation over
+  // 2C). The orders it has no bound at (the fractional ones) become +infinity, which
+  // spent() skips. kInvalidArgument naming the value when q is outside [0, 1] or sigma <= 0,
+  // and when the accountant already holds rounds of addRounds: the two adjacencies
+  // (add/remove, replace-one) do not compose into a guarantee for either.
+  Status addRoundsWithoutReplacement(double q, double sigma, uint64_t rounds = 1);
 
   // epsilon for delta in (0, 1) over everything composed so far (0 before any round).
   PrivacySpent spent(double delta) const;
@@ -65,6 +109,9 @@ class PrivacyAccountant {
   std::vector<double> orders_;
   std::vector<double> rdp_;
   uint64_t rounds_ = 0;
+  // The adjacency of the rounds composed so far, once there are any.
+  enum class Adjacency { kNone, kAddRemove, kReplaceOne };
+  Adjacency adjacency_ = Adjacency::kNone;
 };
 
 // epsilon(delta) of the given RDP curve: min over the orders of rdp + log(1/delta) / (alpha - 1).

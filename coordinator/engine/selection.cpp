@@ -36,6 +36,8 @@ Result<Selection> Selection::create(const EngineConfig& c) {
     if (!(c.stickyFraction >= 0 && c.stickyFraction <= 1))
       return Status(StatusCode::kInvalidArgument, "the sticky fraction must be in [0, 1]");
   }
+  if (c.sampling == "poisson" && c.stickyClients > 0)
+    return Status(StatusCode::kInvalidArgument, "poisson sampling and sticky sampling exclude each other");
   return Selection(c);
 }
 
@@ -46,6 +48,7 @@ Selection::Selection(const EngineConfig& c)
       overSelection_(c.overSelection),
       stickyFraction_(c.stickyFraction),
       stickyReweight_(c.stickyReweight),
+      poissonRate_(c.sampling == "poisson" ? c.samplingRate : 0.0),
       rng_(c.seed) {}
 
 bool Selection::due(std::size_t idle) const {
@@ -70,6 +73,13 @@ std::vector<Selection::Pick> Selection::select(std::vector<const std::string*> i
       std::swap(v[i - 1], v[splitmix(rng_) % i]);
   };
   std::vector<Pick> picks;
+  if (poissonRate_ > 0 && !count) {
+    // Poisson sampling: each idle client independently with the rate, in the caller's
+    // order (53-bit uniforms; a rate of 1 takes everyone).
+    for (const std::string* id : idle)
+      if (double(splitmix(rng_) >> 11) * 0x1.0p-53 < poissonRate_) picks.push_back({*id, false, 1.0});
+    return picks;
+  }
   if (stickyClients_ == 0) {
     std::vector<const std::string*>& all = idle;
     shuffle(all);

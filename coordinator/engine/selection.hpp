@@ -1,7 +1,9 @@
 #pragma once
 // Selection: who trains in the next round. It owns the decision of when a round is due
 // (enough idle clients: minClients, default K) and which of the idle clients are
-// picked: ceil(K x overSelection) of them, uniformly, or under sticky sampling
+// picked: ceil(K x overSelection) of them, uniformly, or each independently with
+// EngineConfig::samplingRate (sampling "poisson", differential privacy's
+// amplification), or under sticky sampling
 // (EngineConfig::stickyClients; GlueFL) round(stickyFraction x n) from the sticky
 // group and the rest from the other idle clients, each pick with its selection weight
 // (n / N) / P(selected) (1 under uniform sampling or without stickyReweight).
@@ -63,6 +65,7 @@ class Selection {
   uint32_t clientsPerRound_, minClients_, stickyClients_;
   double overSelection_, stickyFraction_;
   bool stickyReweight_;
+  double poissonRate_;  // EngineConfig::sampling "poisson": its rate; 0 = fixed-size
   uint64_t rng_;
   std::map<std::string, uint64_t> sticky_;  // member -> the last round it was assigned
 };

@@ -105,6 +105,13 @@ std::string renderTable(const std::vector<std::string>& header, const std::vecto
   return out;
 }
 
+// Epsilon as the report prints it: "inf" without noise, `none` when unset.
+std::string epsilonText(std::optional<double> epsilon, std::string_view none) {
+  if (!epsilon) return std::string(none);
+  if (std::isinf(*epsilon)) return "inf";
+  return fmt::format("{:.4g}", *epsilon);
+}
+
 // A round's headline test figure: its accuracy, with the AUC of a binary task, or the
 // RMSE of a regression; "-" when it was not evaluated.
 std::string testMetric(std::optional<double> accuracy, std::optional<double> auc, std::optional<double> rmse) {
@@ -152,6 +159,9 @@ std::string vocabularyText(const std::vector<CategoricalColumnRecord>& vocabular
 
 std::string formatTable(const ReportData& data, const ReportTotals& totals) {
   std::string out;
+  // The privacy column only for a task with differential privacy.
+  const bool privacy =
+      std::any_of(data.rounds.begin(), data.rounds.end(), [](const RoundRecord& r) { return r.epsilon.has_value(); });
   out += "Feature scaling: " + scalingText(data.statistics) + "\n";
   out += vocabularyText(data.vocabulary) + "\n";
   out += "Rounds\n";
@@ -173,10 +183,13 @@ std::string formatTable(const ReportData& data, const ReportTotals& totals) {
         fmt::format("{:.1f}s", static_cast<double>(durationMs(r)) / 1000.0),
         cell(r.reason),
     });
+    if (privacy) rows.back().insert(rows.back().end() - 1, epsilonText(r.epsilon, "-"));
   }
-  out += renderTable({"round", "status", "tau", "lr", "dens up", "dens down", "returned", "stragglers", "up wire",
-                      "down wire", "train loss", "test", "duration", "reason"},
-                     rows, 2);
+  std::vector<std::string> header = {"round",      "status",   "tau",        "lr",      "dens up",
+                                     "dens down",  "returned", "stragglers", "up wire", "down wire",
+                                     "train loss", "test",     "duration",   "reason"};
+  if (privacy) header.insert(header.end() - 1, "epsilon");
+  out += renderTable(header, rows, 2);
 
   out += "\nTotals\n";
   out += fmt::format("  rounds        {} committed, {} abandoned\n", totals.roundsCommitted, totals.roundsAbandoned);
@@ -188,6 +201,12 @@ std::string formatTable(const ReportData& data, const ReportTotals& totals) {
   out += fmt::format("  participants  {} stragglers, {} dropped, {} rejected, {} late-applied, {} late-discarded\n",
                      totals.stragglers, totals.dropped, totals.rejected, totals.lateApplied, totals.lateDiscarded);
   out += fmt::format("  refused       {} at Hello\n", totals.refused);
+  if (privacy) {
+    // The last round's epsilon is the privacy spent by the whole run.
+    const RoundRecord& last = data.rounds.back();
+    out += fmt::format("  privacy       epsilon {} after round {} (differential privacy)\n",
+                       epsilonText(last.epsilon, "-"), last.round);
+  }
   if (totals.lastEvaluatedRound) {
     out += fmt::format("  test          {} after round {} (test loss {})\n",
                        testMetric(totals.lastTestAccuracy, totals.lastTestAuc, totals.lastTestRmse),
@@ -250,15 +269,15 @@ std::string formatCsv(const ReportData& data) {
   std::string out =
       "round,status,reason,tau,lr,density_up,density_down,selected,returned,accepted,stragglers,bytes_up_raw,"
       "bytes_up_wire,bytes_down_raw,bytes_down_wire,train_loss_start,test_loss,test_accuracy,started_ms,ended_ms,"
-      "duration_ms,test_top5,test_auc,test_rmse,test_mae,test_r2\n";
+      "duration_ms,test_top5,test_auc,test_rmse,test_mae,test_r2,epsilon\n";
   for (const RoundRecord& r : data.rounds) {
-    out +=
-        fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.round,
-                    roundStatusName(r.status), csvField(r.reason), r.tau, csvNumber(r.lr), csvNumber(r.density),
-                    csvNumber(r.densityDown), r.selected, r.returned, r.accepted, r.stragglers, r.bytesUpRaw,
-                    r.bytesUpWire, r.bytesDownRaw, r.bytesDownWire, csvNumber(r.trainLossStart), csvNumber(r.testLoss),
-                    csvNumber(r.testAccuracy), r.startedMs, r.endedMs, durationMs(r), csvNumber(r.testTop5),
-                    csvNumber(r.testAuc), csvNumber(r.testRmse), csvNumber(r.testMae), csvNumber(r.testR2));
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.round,
+                       roundStatusName(r.status), csvField(r.reason), r.tau, csvNumber(r.lr), csvNumber(r.density),
+                       csvNumber(r.densityDown), r.selected, r.returned, r.accepted, r.stragglers, r.bytesUpRaw,
+                       r.bytesUpWire, r.bytesDownRaw, r.bytesDownWire, csvNumber(r.trainLossStart),
+                       csvNumber(r.testLoss), csvNumber(r.testAccuracy), r.startedMs, r.endedMs, durationMs(r),
+                       csvNumber(r.testTop5), csvNumber(r.testAuc), csvNumber(r.testRmse), csvNumber(r.testMae),
+                       csvNumber(r.testR2), epsilonText(r.epsilon, ""));
   }
   out += "\n";
   out +=
@@ -413,6 +432,8 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
         .real("test_rmse", r.testRmse)
         .real("test_mae", r.testMae)
         .real("test_r2", r.testR2)
+        // Infinite (no noise) as 1e999: a JSON number that Python and JavaScript read as infinity.
+        .add("epsilon", r.epsilon && std::isinf(*r.epsilon) ? std::string("1e999") : jsonNumber(r.epsilon))
         .num("started_ms", r.startedMs)
         .num("ended_ms", r.endedMs)
         .num("duration_ms", durationMs(r))

@@ -22,9 +22,13 @@ namespace {
   "round, status, reason, tau, lr, density_up, density_down, selected, returned, accepted, stragglers, "       \
   "bytes_up_raw, bytes_up_wire, bytes_down_raw, bytes_down_wire, train_loss_start, test_loss, test_accuracy, " \
   "started_ms, ended_ms, model_checksum"
-constexpr const char* kRoundColumns = STARLING_ROUND_COLUMNS_V1 ", test_top5, test_auc, test_rmse, test_mae, test_r2";
+constexpr const char* kRoundColumns =
+    STARLING_ROUND_COLUMNS_V1 ", test_top5, test_auc, test_rmse, test_mae, test_r2, epsilon";
+// What a file of versions 5 to 10 (read as it is) gives for the column of version 11.
+constexpr const char* kRoundColumnsV10 =
+    STARLING_ROUND_COLUMNS_V1 ", test_top5, test_auc, test_rmse, test_mae, test_r2, NULL";
 // What a file older than version 5 (read as it is) gives for the metrics of version 5.
-constexpr const char* kRoundColumnsV4 = STARLING_ROUND_COLUMNS_V1 ", NULL, NULL, NULL, NULL, NULL";
+constexpr const char* kRoundColumnsV4 = STARLING_ROUND_COLUMNS_V1 ", NULL, NULL, NULL, NULL, NULL, NULL";
 #undef STARLING_ROUND_COLUMNS_V1
 
 #define STARLING_PARTICIPANT_COLUMNS_V1                                                                     \
@@ -100,19 +104,23 @@ Status Store::Impl::prepareRoundStatements() {
   STARLING_RETURN_IF_ERROR(prepare(&roundStatus, "SELECT status FROM rounds WHERE round = ?1"));
   // A file older than version 5 read as it is lacks the metrics' columns: it is never
   // written (writable()).
-  if (version >= 5) {
+  // Nor a file older than version 11 (its rounds lack epsilon).
+  if (version >= 11)
     STARLING_RETURN_IF_ERROR(prepare(
         &insertRound, fmt::format("INSERT INTO rounds ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                                  "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+                                  "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
                                   kRoundColumns)));
+  if (version >= 5) {
     STARLING_RETURN_IF_ERROR(
         prepare(&setEvaluation,
                 "UPDATE rounds SET test_loss = ?2, test_accuracy = ?3, test_top5 = ?4, test_auc = ?5, test_rmse = ?6, "
                 "test_mae = ?7, test_r2 = ?8 WHERE round = ?1 AND status = 'committed' RETURNING round"));
   }
   STARLING_RETURN_IF_ERROR(prepare(&lastRound, "SELECT max(round) FROM rounds"));
-  STARLING_RETURN_IF_ERROR(prepare(&selectRounds, fmt::format("SELECT {} FROM rounds ORDER BY round",
-                                                              version >= 5 ? kRoundColumns : kRoundColumnsV4)));
+  STARLING_RETURN_IF_ERROR(
+      prepare(&selectRounds, fmt::format("SELECT {} FROM rounds ORDER BY round", version >= 11  ? kRoundColumns
+                                                                                 : version >= 5 ? kRoundColumnsV10
+                                                                                                : kRoundColumnsV4)));
   STARLING_RETURN_IF_ERROR(
       prepare(&selectParticipants,
               fmt::format("SELECT {} FROM participants ORDER BY round, client_id, outcome", participantColumns)));
@@ -238,7 +246,8 @@ Status Store::recordRound(const RoundRecord& record, std::span<const Participant
       .bind(23, stored.testAuc)
       .bind(24, stored.testRmse)
       .bind(25, stored.testMae)
-      .bind(26, stored.testR2);
+      .bind(26, stored.testR2)
+      .bind(27, stored.epsilon);
   if (Status s = r.run(); !s) return fail(s);
   stage("round");
 
@@ -374,6 +383,7 @@ Result<std::vector<RoundRecord>> Store::rounds() {
     r.testRmse = s.optionalReal(23);
     r.testMae = s.optionalReal(24);
     r.testR2 = s.optionalReal(25);
+    r.epsilon = s.optionalReal(26);
     return r;
   });
 }

@@ -204,11 +204,17 @@ CREATE TABLE placements (
 );
 )sql";
 
+// Version 11: the privacy spent (docs/privacy.md): epsilon at privacy.delta after each
+// round, over every committed round so far; NULL without differential privacy.
+constexpr const char* kSchemaV11 = R"sql(
+ALTER TABLE rounds ADD COLUMN epsilon REAL;
+)sql";
+
 // kSchemaSteps[v - 1] turns a version v - 1 database into version v (version 0 being
 // the empty file). A new file runs every step; a file of an older version, opened for
 // writing, runs the steps past its version, all in one transaction.
-constexpr std::array<const char*, 10> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5,
-                                                      kSchemaV6, kSchemaV7, kSchemaV8, kSchemaV9, kSchemaV10};
+constexpr std::array<const char*, 11> kSchemaSteps = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4,  kSchemaV5, kSchemaV6,
+                                                      kSchemaV7, kSchemaV8, kSchemaV9, kSchemaV10, kSchemaV11};
 static_assert(kSchemaSteps.size() == Store::kSchemaVersion, "one schema step per version");
 
 }  // namespace

@@ -27,18 +27,21 @@ std::string roundsCsv(const StrategyResult& result) {
       "density_down,selected,participants,stragglers,dropped,sticky,payload_down,payload_down_sticky,started_s,"
       "steps_min,steps_mean,steps_max,compute_max_s,closer_steps,closer_compute_s,closer_link_s,auc,rmse,r2,fed_"
       "accuracy,fed_rmse,"
-      "fed_examples,edge_bytes_up,edge_bytes_down,model_checksum\n";
+      "fed_examples,edge_bytes_up,edge_bytes_down,model_checksum,epsilon\n";
   auto opt = [](const std::optional<double>& v) { return v ? fmt::format("{:.4f}", *v) : std::string(); };
   for (const auto& r : result.rounds)
     out += fmt::format(
         "{},{},{:.3f},{},{},{},{},{},{:.4f},{},{:.6g},{:.6g},{},{},{},{},{},{},{},"
-        "{:.3f},{},{:.1f},{},{:.3f},{},{:.3f},{:.3f},{},{},{},{},{},{},{},{},{:016x}\n",
+        "{:.3f},{},{:.1f},{},{:.3f},{},{:.3f},{:.3f},{},{},{},{},{},{},{},{},{:016x},{}\n",
         r.round, r.committed ? 1 : 0, r.virtualSeconds, r.bytesUp, r.bytesDown, r.totalBytes, opt(r.accuracy),
         opt(r.testLoss), r.trainLoss, r.tau, r.uplinkDensity, r.downlinkDensity, r.selected, r.participants,
         r.stragglers, r.dropped, r.sticky, r.payloadDown, r.payloadDownSticky, r.startedSeconds, r.stepsMin,
         r.stepsMean, r.stepsMax, r.computeMaxSeconds, r.closerSteps, r.closerComputeSeconds, r.closerLinkSeconds,
         opt(r.auc), opt(r.rmse), opt(r.r2), opt(r.fedAccuracy), opt(r.fedRmse), r.fedExamples, r.edgeBytesUp,
-        r.edgeBytesDown, r.modelChecksum);
+        r.edgeBytesDown, r.modelChecksum,
+        !r.epsilon               ? std::string()
+        : std::isinf(*r.epsilon) ? std::string("inf")
+                                 : fmt::format("{:.6g}", *r.epsilon));
   return out;
 }
 

@@ -142,6 +142,12 @@ struct SimSettings {
   // File: "UP_MBPS DOWN_MBPS LATENCY_MS" per line; client i takes line i mod n
   // (overrides the three figures above and the spread).
   std::string linkTrace;
+  // Hostile clients (docs/privacy.md "Attack models"; client::Attack): this fraction of
+  // the clients corrupt their rounds by `attack`. Fixed: each client is hostile with
+  // that probability once for the run (seeded); attackVarying: anew every round it trains.
+  std::string attack = "none";
+  double attackers = 0;
+  bool attackVarying = false;
   double dropout = 0.0;  // probability that a selected client drops out
   int64_t rejoinMs = 0;  // a dropped client is back after this (0 = the deadline)
   // File of windows when devices are online, "DEVICE START_S END_S" per line (devices
@@ -215,6 +221,8 @@ struct RoundRow {
   // accuracy (classification, binary) or RMSE (regression), and the examples it covered.
   std::optional<double> fedAccuracy, fedRmse;
   uint64_t fedExamples = 0;
+  // Differential privacy (privacy.update-clip-norm): epsilon spent after the round.
+  std::optional<double> epsilon;
   double trainLoss = 0;  // example-weighted loss at the shared model
   uint32_t tau = 0;
   double uplinkDensity = 1, downlinkDensity = 1;

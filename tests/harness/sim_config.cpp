@@ -55,6 +55,12 @@ void bindSimSettings(coordinator::ConfigBinder& b, SimSettings& s) {
   b.bind("sim.relay-placement", s.tiers.placement,
          "clients on relays: mod (client i under relay i mod R), or metis or random over the clients' row sets "
          "(starling-coordinator placement; needs sim.row-bucket)");
+  b.bind("sim.attack", s.attack,
+         "hostile clients' attack: none, sign-flip[:F] (-F x the update, 4), scale[:F] (F x, 10), noise[:F] "
+         "(Gaussian of F x its norm, 10) or label-flip (train on labels classes - 1 - y)");
+  b.bind("sim.attackers", s.attackers, "fraction of the clients that attack (0 = none)");
+  b.bind("sim.attack-varying", s.attackVarying,
+         "draw the attackers anew for every round a client trains (false: the same clients the whole run)");
   b.bind("sim.dropout", s.dropout, "probability that a selected client drops out of its round");
   b.bind("sim.rejoin-ms", s.rejoinMs, "a dropped client rejoins after this (0 = the round deadline)");
   b.bind("sim.availability-trace", s.availabilityTrace,

@@ -348,6 +348,7 @@ class Run {
   StrategyResult result_;
   std::function<void(const RoundRow&)> onRound_;
   std::unique_ptr<RunExport> export_;  // SimSettings::exportDir
+  client::Attack attack_;              // SimSettings::attack
   std::optional<data::Dataset> scaledTrain_, scaledTest_;
 };
 
@@ -486,7 +487,16 @@ Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& 
   // of the engine's model.
   r.view = offer && offer->rows ? offer->rows->view() : nullptr;
   const std::shared_ptr<const model::RowView>& view = r.view;
-  if (!view) r.shard = train().subset(fc.examples);
+  // Hostile clients (SimSettings::attack): the attack of this client in this round.
+  const bool hostile =
+      attack_.kind != client::Attack::Kind::kNone && s().attackers > 0 &&
+      double(mix64(mixSeeds(s().seed ^ 0xa77ac3e5ull, s().attackVarying ? mixSeeds(i, a.round) : i)) >> 11) *
+              0x1.0p-53 <
+          s().attackers;
+  if (!view) {
+    r.shard = train().subset(fc.examples);
+    if (hostile && attack_.kind == client::Attack::Kind::kLabelFlip) r.shard.flipLabels();
+  }
   const data::Dataset& shard = r.shard;
   const uint32_t node = nodeOf(i);
   r.task = view ? offer->compactTask : taskOf(node);
@@ -496,6 +506,7 @@ Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& 
     lo.batchLog = export_ ? export_->batchLog() : nullptr;
     c.learner = std::make_unique<client::Learner>(task, lo);
   }
+  c.learner->setAttack(hostile ? attack_ : client::Attack{});
   const bool overlap = task->overlap() > 0;
   if (task->errorFeedback() || overlap) useMemory(i);
   const data::Dataset* heldOut = nullptr;
@@ -890,6 +901,7 @@ Status Run::performActions(std::vector<Action> actions, uint32_t node) {
       row.totalBytes = totalBytes_;
       row.modelChecksum = engine_->modelChecksum();
       row.trainLoss = sum.trainLossStart;
+      row.epsilon = sum.epsilon;
       row.tau = sum.tau;
       row.uplinkDensity = sum.uplinkDensity;
       row.downlinkDensity = sum.downlinkDensity;
@@ -1024,6 +1036,11 @@ Status Run::offerRows(std::size_t i) {
 Status Run::setUp() {
   result_.name = strategy_.name;
   Strategy& dc = strategy_;
+  auto attack = client::Attack::parse(s().attack);
+  if (!attack) return attack.status().withContext("sim.attack");
+  attack_ = *attack;
+  if (!(s().attackers >= 0 && s().attackers <= 1))
+    return Status(StatusCode::kInvalidArgument, fmt::format("sim.attackers {} is not a fraction", s().attackers));
   STARLING_RETURN_IF_ERROR(coordinator::validateTask(dc.engine, dc.task));
   auto model = model::Model::fromSpec(dc.task.model);
   if (!model) return model.status().withContext("model spec");

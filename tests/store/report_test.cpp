@@ -339,6 +339,41 @@ TEST_CASE("the table shows rounds, totals and the stragglers with their reasons"
   }
 }
 
+TEST_CASE("a task with differential privacy shows epsilon per round and in the totals", "[report]") {
+  auto opened = Store::open(":memory:");
+  REQUIRE(opened.isOk());
+  Store& store = **opened;
+  const double epsilons[] = {0.5, 0.8125, std::numeric_limits<double>::infinity()};
+  for (uint64_t r = 1; r <= 3; ++r) {
+    RoundRecord round = makeRound(r);
+    round.epsilon = epsilons[r - 1];
+    requireOk(store.commitRound(round, std::vector<ParticipantRecord>{}, makeCheckpoint(r)));
+  }
+  auto table = buildReport(store, ReportFormat::kTable);
+  REQUIRE(table.isOk());
+  INFO(*table);
+  CHECK_THAT(*table, Catch::Contains("epsilon") && Catch::Contains("0.8125") && Catch::Contains(" inf "));
+  CHECK_THAT(*table, Catch::Contains("privacy       epsilon inf after round 3"));
+  auto csv = buildReport(store, ReportFormat::kCsv);
+  REQUIRE(csv.isOk());
+  const auto records = parseCsv(*csv);
+  REQUIRE(records.size() >= 4);
+  CHECK(records[0].back() == "epsilon");
+  CHECK(records[1].back() == "0.5");
+  CHECK(records[3].back() == "inf");
+  auto json = buildReport(store, ReportFormat::kJson);
+  REQUIRE(json.isOk());
+  CHECK_THAT(*json, Catch::Contains("\"epsilon\": 0.8125") && Catch::Contains("\"epsilon\": 1e999"));
+  SECTION("and none without it") {
+    auto plain = Store::open(":memory:");
+    REQUIRE(plain.isOk());
+    requireOk((*plain)->commitRound(makeRound(1), std::vector<ParticipantRecord>{}, makeCheckpoint(1)));
+    auto text = buildReport(**plain, ReportFormat::kTable);
+    REQUIRE(text.isOk());
+    CHECK_THAT(*text, !Catch::Contains("epsilon") && !Catch::Contains("privacy"));
+  }
+}
+
 TEST_CASE("the CSV is three tables with a fixed number of columns", "[report]") {
   TempDir dir;
   auto store = sampleStore(dir.file("csv.db"));
@@ -354,7 +389,7 @@ TEST_CASE("the CSV is three tables with a fixed number of columns", "[report]") 
   CHECK(records[10].empty());
   const std::size_t roundColumns = records[0].size();
   const std::size_t participantColumns = records[5].size();
-  CHECK(roundColumns == 26);
+  CHECK(roundColumns == 27);
   CHECK(participantColumns == 16);
   for (std::size_t i = 1; i <= 3; ++i)
     CHECK(records[i].size() == roundColumns);

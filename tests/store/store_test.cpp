@@ -88,7 +88,8 @@ EvaluationRecord evaluation(double loss, std::initializer_list<std::pair<Metric,
 }
 
 // What version 5 added: the metrics' columns of rounds.
-const std::string kBackToVersion9 = "DROP TABLE placements; ";
+const std::string kBackToVersion10 = "ALTER TABLE rounds DROP COLUMN epsilon; ";
+const std::string kBackToVersion9 = kBackToVersion10 + "DROP TABLE placements; ";
 const std::string kBackToVersion8 =
     kBackToVersion9 + "ALTER TABLE clients DROP COLUMN row_set; ALTER TABLE clients DROP COLUMN row_bucket; ";
 const std::string kBackToVersion7 = kBackToVersion8 + "ALTER TABLE participants DROP COLUMN wait_ms; ";
@@ -138,7 +139,7 @@ TEST_CASE("a new store is empty and at the current schema version", "[store]") {
   CHECK_FALSE(store->meta("task")->has_value());
   requireOk(store->checkIntegrity());
   CHECK(fileVersion(dir.file("fresh.db")) == Store::kSchemaVersion);
-  CHECK(Store::kSchemaVersion == 10);
+  CHECK(Store::kSchemaVersion == 11);
   CHECK(hasTable(dir.file("fresh.db"), "refusals"));
   CHECK(hasTable(dir.file("fresh.db"), "checkpoint_catch_up"));
 }
@@ -291,6 +292,44 @@ TEST_CASE("a version-5 database has no statistics and is upgraded when opened fo
   CHECK(store->rounds()->size() == 1);
 }
 
+TEST_CASE("epsilon is stored per round, infinite included, and a version-10 file reads none", "[store]") {
+  TempDir dir;
+  const std::string path = dir.file("epsilon.db");
+  {
+    auto store = openOrFail(path);
+    RoundRecord noisy = makeRound(1);
+    noisy.epsilon = 0.125;
+    requireOk(store->commitRound(noisy, {}, makeCheckpoint(1), {}));
+    RoundRecord clipped = makeRound(2);
+    clipped.epsilon = std::numeric_limits<double>::infinity();
+    requireOk(store->commitRound(clipped, {}, makeCheckpoint(2), {}));
+    commitSimpleRound(*store, 3);
+    auto rounds = store->rounds();
+    REQUIRE(rounds.isOk());
+    REQUIRE(rounds->size() == 3);
+    CHECK((*rounds)[0].epsilon == 0.125);
+    REQUIRE((*rounds)[1].epsilon.has_value());
+    CHECK(std::isinf(*(*rounds)[1].epsilon));
+    CHECK_FALSE((*rounds)[2].epsilon.has_value());
+  }
+  execOrFail(path, (kBackToVersion10 + "PRAGMA user_version = 10").c_str());
+  {
+    StoreOptions ro;
+    ro.readOnly = true;
+    auto reader = openOrFail(path, ro);
+    auto rounds = reader->rounds();
+    REQUIRE(rounds.isOk());
+    REQUIRE(rounds->size() == 3);
+    CHECK_FALSE((*rounds)[0].epsilon.has_value());
+  }
+  auto store = openOrFail(path);
+  CHECK(fileVersion(path) == Store::kSchemaVersion);
+  RoundRecord next = makeRound(4);
+  next.epsilon = 1.5;
+  requireOk(store->commitRound(next, {}, makeCheckpoint(4), {}));
+  CHECK(store->rounds()->back().epsilon == 1.5);
+}
+
 TEST_CASE("the categorical vocabulary is stored, replaced and refused when malformed", "[store]") {
   TempDir dir;
   const std::string path = dir.file("vocabulary.db");
@@ -381,6 +420,7 @@ TEST_CASE("every record comes back as it was stored", "[store]") {
   round.testRmse = 1.5;
   round.testMae = 1.25;
   round.testR2 = -0.25;
+  round.epsilon = 2.71828;
   round.reason = "deadline, 11 of 13 returned";
   const std::vector<ParticipantRecord> participants = {
       makeParticipant(4, 1, ParticipantOutcome::kAccepted),
@@ -772,7 +812,7 @@ TEST_CASE("a version-1 database is read as it is and upgraded when opened for wr
   CHECK(version() == 1);  // reading changed nothing
   CHECK_FALSE(hasTable(path, "refusals"));
   auto store = openOrFail(path);
-  CHECK(version() == 10);
+  CHECK(version() == 11);
   CHECK(version() == Store::kSchemaVersion);
   CHECK(store->refusals()->empty());
   CHECK(store->placements()->empty());
@@ -885,7 +925,7 @@ TEST_CASE("a failed upgrade leaves the old file as it was", "[store]") {
   execOrFail(path, (kBackToVersion1 + "CREATE TABLE refusals (x); PRAGMA user_version = 1").c_str());
   auto store = Store::open(path);
   REQUIRE_FALSE(store.isOk());
-  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 10"));
+  CHECK_THAT(store.status().message(), Catch::Contains("upgrading schema version 1 to 11"));
   CHECK(fileVersion(path) == 1);
   CHECK_FALSE(hasTable(path, "checkpoint_vectors"));
 }
@@ -920,11 +960,11 @@ TEST_CASE("a file that is not a Starling database is refused", "[store]") {
     { auto store = openOrFail(path); }
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 11", nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 12", nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
     auto store = Store::open(path);
     CHECK(store.status().code() == StatusCode::kUnsupported);
-    CHECK_THAT(store.status().message(), Catch::Contains("schema version 11"));
+    CHECK_THAT(store.status().message(), Catch::Contains("schema version 12"));
   }
   SECTION("a directory that does not exist") {
     const std::string path = dir.file("no/such/dir/x.db");

@@ -119,6 +119,8 @@ class LearnerTask {
   float errorCap() const { return errorCap_; }
   // The uplink memory's staleness policy (compression::ErrorFeedbackOptions).
   float memoryDecay() const { return memoryDecay_; }
+  // Differential privacy: the message sent is clipped to this L2 norm (0 = off).
+  float updateClipNorm() const { return updateClipNorm_; }
   uint32_t memoryResetAfter() const { return memoryResetAfter_; }
   uint32_t mantissaBits() const { return mantissaBits_; }
   // Overlap Local-SGD's pull-back alpha (0 = off) and anchor momentum beta.
@@ -141,6 +143,7 @@ class LearnerTask {
   bool errorFeedback_ = true;
   float errorCap_ = 0;
   float memoryDecay_ = 1.0f;
+  float updateClipNorm_ = 0;
   uint32_t memoryResetAfter_ = 0;
   uint32_t mantissaBits_ = 23;
   float overlap_ = 0;
@@ -148,6 +151,28 @@ class LearnerTask {
   uint64_t seed_ = 0;
   uint64_t initSeed_ = 0;
   std::optional<model::Model> evaluator_;  // made on the first evaluate()
+};
+
+// Test and benchmark only (docs/privacy.md "Attack models"): how a hostile client
+// corrupts its round. The difference it trained is replaced before error feedback and
+// compression, so the attacker's message is what any client of the task would send
+// (clipped under differential privacy, compressed like the rest):
+//  - sign-flip:FACTOR  -FACTOR x the difference (default 4; Li et al. 2019's RSA);
+//  - scale:FACTOR      FACTOR x the difference (default 10);
+//  - noise:FACTOR      Gaussian noise of FACTOR x the difference's norm (default 10);
+//  - label-flip        trains honestly on labels y -> classes - 1 - y (the caller flips
+//                      its data: data::Dataset::flipLabels; kind() says so).
+struct Attack {
+  enum class Kind { kNone, kSignFlip, kScale, kNoise, kLabelFlip };
+  Attack() = default;  // none
+  Attack(Kind k, double f) : kind(k), factor(f) {}
+  Kind kind = Kind::kNone;
+  double factor = 0;
+  // "none", "sign-flip", "scale", "noise" or "label-flip", each but the first and the
+  // last with an optional ":FACTOR"; kInvalidArgument naming what is wrong.
+  static Result<Attack> parse(std::string_view text);
+  // Corrupts `delta` (the difference trained) in place; seed: the noise's.
+  void apply(std::span<float> delta, uint64_t seed) const;
 };
 
 struct LearnerOptions {
@@ -162,6 +187,8 @@ struct LearnerOptions {
   // Holding mode without local data (a relay, whose clients train): welcome() builds no
   // Trainer; updates come from submit().
   bool trains = true;
+  // Test and benchmark only: this client is hostile (Attack above).
+  Attack attack{};
 };
 
 struct LearnerStats {
@@ -291,6 +318,9 @@ class Learner {
   // Test-only (ParticipantOptions::auditOut): writes "computed v0 v1 ..." (the sum of
   // every difference trained) and "memory v0 v1 ..." (the uplink memory).
   Status writeAudit(const std::string& path) const;
+
+  // The simulator's varying attackers: the attack of the rounds trained from now on.
+  void setAttack(Attack attack) { options_.attack = attack; }
 
   std::span<const float> model() const { return xhat_; }
   // The uplink memory e (empty without error feedback or before the first update).

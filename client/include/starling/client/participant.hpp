@@ -77,6 +77,8 @@ struct ParticipantOptions {
   // every difference this client computed ("computed v0 v1 ...") and its uplink memory
   // ("memory v0 v1 ..."). Their difference is what the coordinator must have applied.
   std::string auditOut;
+  // Test-only: this client is hostile (client::Attack; tests/cli/attack_test.sh).
+  Attack attack;
   // Federated evaluation: this fraction of the examples (a seeded draw) is held out of
   // training, and the model is evaluated on it when the coordinator asks
   // (RoundAssign.evaluate). 0 = none held out.

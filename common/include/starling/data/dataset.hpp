@@ -125,6 +125,10 @@ class Dataset {
   // A copy holding only the examples idx, in that order.
   Dataset subset(std::span<const uint32_t> idx) const;
 
+  // Test and benchmark only (the label-flipping attack, client::Attack): every class y
+  // becomes numClasses() - 1 - y; a regression target t becomes -t.
+  void flipLabels();
+
   // The examples of parts, one after the other (part 0's first). The parts must agree in
   // how they are stored (bytes, floats or CSR), featureDim, numClasses, regression or not,
   // whether they carry groups (group ids are then made distinct per part) and their

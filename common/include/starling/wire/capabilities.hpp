@@ -52,9 +52,12 @@ inline constexpr std::string_view kCapDynamicBatch = "dynamic-batch";
 // Overlap Local-SGD: trains between rounds and pulls back towards the anchor
 // (HyperParameters.overlap, overlap_momentum; train.overlap).
 inline constexpr std::string_view kCapOverlap = "overlap";
+// Differential privacy: clips the update it sends to CompressionSettings.update_clip_norm
+// (privacy.update-clip-norm). A client without it would send unclipped updates.
+inline constexpr std::string_view kCapDpClip = "dp-clip";
 
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 15> kClientCapabilities = {kCapRiceIndices,
+inline constexpr std::array<std::string_view, 16> kClientCapabilities = {kCapRiceIndices,
                                                                          kCapTernaryValues,
                                                                          kCapCatchUpValues,
                                                                          kCapPrioritySampling,
@@ -68,7 +71,8 @@ inline constexpr std::array<std::string_view, 15> kClientCapabilities = {kCapRic
                                                                          kCapFeatureStats,
                                                                          kCapCategoricalVocabulary,
                                                                          kCapDynamicBatch,
-                                                                         kCapOverlap};
+                                                                         kCapOverlap,
+                                                                         kCapDpClip};
 
 // The names in `required` that `offered` lacks, in the order of `required`.
 inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,

@@ -74,6 +74,7 @@ struct CompressionSettings {
   uint32_t qsgdLevels = 15;
   float memoryDecay = 1.0f;
   uint32_t memoryResetAfter = 0;
+  float updateClipNorm = 0;  // differential privacy's clip of the message sent (0 = off)
 };
 
 // One categorical column's values (wire CategoryValues): with their counts in

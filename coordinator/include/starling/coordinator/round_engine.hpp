@@ -39,7 +39,9 @@ namespace starling::coordinator {
 class Aggregator;
 class ClockBound;
 class Downlink;
+class GaussianNoise;
 class Pace;
+class PrivacyBudget;
 class Selection;
 class ServerOptimizer;
 class Shards;
@@ -81,6 +83,43 @@ struct EngineConfig {
   // (0 = off).
   uint32_t federatedEvalEvery = 0;
   double maxNormRatio = 20.0;  // reject updates with ||q|| > ratio * median (0 = off)
+
+  // How a round's accepted updates are combined (docs/privacy.md "Robust aggregation";
+  // engine/robust.hpp). "mean": the weighted, step-normalized mean above, streamed.
+  // "median" (coordinate-wise), "trimmed-mean" (trimFraction of each end per
+  // coordinate) and "multi-krum" (the krumSelect updates of lowest Krum score with
+  // krumFaulty assumed bad) hold the round's updates dense (K x the model's floats) and
+  // combine them unweighted; a sparse update's unsent coordinates are zeros.
+  std::string aggregation = "mean";
+  double trimFraction = 0.1;  // trimmed-mean's beta, in [0, 0.5)
+  uint32_t krumFaulty = 0;    // multi-krum's f (0: floor((n - 3) / 2) of the round's n updates, at least 0)
+  uint32_t krumSelect = 0;    // multi-krum's m (0: n - f)
+  // Server-side norm clipping: every update is scaled to L2 norm at most this before it
+  // is combined, by any rule (0 = off).
+  double serverClipNorm = 0;
+
+  // Differential privacy, user-level DP-FedAvg (McMahan et al. 2018; docs/privacy.md).
+  // On when clipNorm > 0: every client clips the message it sends (after compression
+  // and error feedback) to L2 norm clipNorm, the engine clips it again, and the round's
+  // Delta is (sum_k s(staleness_k) q_k + N(0, (noiseMultiplier x clipNorm)^2)) / D, with
+  // D fixed: samplingRate x the idle clients under poisson sampling, K under fixed.
+  // Examples, steps and selection weights do not weigh updates (each client's share is
+  // bounded by clipNorm alone). Needs mode sync, aggregation mean, no senderMean, no
+  // extrapolate, no sticky sampling; late updates are discarded (their sender was
+  // sampled for an earlier round) and the norm-ratio check is off (clipping bounds
+  // every update). Each committed round composes into a Renyi-DP accountant
+  // (engine/privacy.hpp): poisson rounds as the sampled Gaussian mechanism of rate
+  // samplingRate (add/remove one client), fixed rounds as sampling m of N without
+  // replacement (replace one client, sensitivity 2 clipNorm).
+  double clipNorm = 0;
+  double noiseMultiplier = 0;  // sigma; 0 = clipping only (epsilon infinite)
+  // Who trains: "fixed", ceil(K x overSelection) of the idle clients (the default, also
+  // without privacy), or "poisson", each idle client independently with samplingRate.
+  std::string sampling = "fixed";
+  double samplingRate = 0;
+  double privacyDelta = 1e-5;  // the delta epsilon is reported for
+  // Training stops before a round would take epsilon over this (0 = no budget).
+  double targetEpsilon = 0;
   // Sticky client sampling (GlueFL, He et al., MLSys 2023). 0 = off: the selected are
   // drawn uniformly from the idle clients. Otherwise the engine keeps a sticky group of
   // at most stickyClients clients: each round draws round(stickyFraction x n) of the n
@@ -343,6 +382,9 @@ struct RoundSummary {
   // shards): a sparse update's indices the shard owns, a dense update's parameters in
   // the shard's equal range. Logged at debug by the daemon; not stored.
   std::vector<uint64_t> shardLoads;
+  // Differential privacy (EngineConfig::clipNorm): epsilon spent at privacyDelta after
+  // this round (every committed round so far); unset without privacy.
+  std::optional<double> epsilon;
 };
 
 // The things for the shell to do, carried out in the order the engine returns them.
@@ -454,7 +496,15 @@ class RoundEngine {
   // the round's RoundEnded was carried out, is durable), increasing.
   std::vector<uint64_t> acceptedRounds(const std::string& id) const;
   static constexpr std::size_t kAcceptedKept = 16;
-  bool finished() const { return commits_ >= config_.rounds; }
+  bool finished() const { return commits_ >= config_.rounds || budgetSpent_; }
+  // Differential privacy (EngineConfig::clipNorm): epsilon spent so far at privacyDelta
+  // (nullopt without privacy), and whether the budget (targetEpsilon) ended training.
+  std::optional<double> epsilon() const;
+  bool budgetSpent() const { return budgetSpent_; }
+  // Where the privacy noise comes from. The engine starts with seededNoise(seed): the
+  // simulator's, reproducible; the daemon sets a cryptographic source
+  // (coordinator/secure_noise.hpp) before start().
+  void setNoise(std::unique_ptr<GaussianNoise> noise);
 
   // Relays (starling-relay) run local rounds between two exchanges with the coordinator.
   // holdAfter(n): no round starts (and, in the asynchronous modes, no client is assigned)
@@ -509,7 +559,8 @@ class RoundEngine {
   Status init(std::vector<float> model);
   void maybeStartRound(int64_t nowMs, std::vector<Action>& out);
   // Opens round nextRound_ (its tau, lr, densities and deadline; the aggregator's sums at 0).
-  void openRound(int64_t nowMs);
+  // denominator: privacy's fixed D for the round (PrivacyBudget::denominator).
+  void openRound(int64_t nowMs, double denominator = 1);
   // Assigns the open round to client `id` (a Selection pick).
   void assignPick(const std::string& id, bool sticky, double weight, int64_t nowMs, std::vector<Action>& out);
   // Connected clients that are not training, not held back by the SSP gate and (the
@@ -554,6 +605,9 @@ class RoundEngine {
   std::unique_ptr<ServerOptimizer> optimizer_;
   std::unique_ptr<Downlink> downlink_;  // the model, its round and checksum, and catch-up
   std::unique_ptr<Pace> pace_;
+  std::unique_ptr<PrivacyBudget> privacy_;
+  std::unique_ptr<GaussianNoise> noise_;
+  bool budgetSpent_ = false;  // targetEpsilon reached: no more rounds
   enum class Mode { kSync, kAsync, kSsp, kDssp };
   Mode mode_ = Mode::kSync;
   std::unique_ptr<ClockBound> gate_;  // ssp, dssp

@@ -112,6 +112,10 @@ struct RoundRecord {
   int64_t startedMs = 0;
   int64_t endedMs = 0;
   uint64_t modelChecksum = 0;  // of the global model after this round (0 when abandoned)
+  // Differential privacy (privacy.update-clip-norm): epsilon spent after this round at
+  // privacy.delta, over every committed round; nullopt without privacy; infinite
+  // (SQLite keeps an IEEE infinity) when the rounds had no noise.
+  std::optional<double> epsilon;
 
   bool operator==(const RoundRecord&) const = default;
 };
@@ -255,7 +259,7 @@ struct EvaluationRecord {
 class Store {
  public:
   // The schema version this build writes and reads (kept in PRAGMA user_version).
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
 
   // Opens or creates the database at path (":memory:" for a private in-memory one).
   // A new file gets the schema; an existing one must be a Starling database of

@@ -1,0 +1,125 @@
+#include "engine/privacy_budget.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <istream>
+#include <limits>
+#include <ostream>
+
+namespace starling::coordinator {
+
+Result<PrivacyBudget> PrivacyBudget::create(const EngineConfig& c) {
+  if (c.sampling != "fixed" && c.sampling != "poisson")
+    return Status(StatusCode::kInvalidArgument, fmt::format("unknown sampling '{}' (fixed or poisson)", c.sampling));
+  if (c.sampling == "poisson" && !(c.samplingRate > 0 && c.samplingRate <= 1))
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("poisson sampling needs a sampling rate in (0, 1], not {}", c.samplingRate));
+  if (!(c.clipNorm >= 0) || !std::isfinite(c.clipNorm))
+    return Status(StatusCode::kInvalidArgument, fmt::format("clip norm {} is not a norm", c.clipNorm));
+  if (!(c.noiseMultiplier >= 0) || !std::isfinite(c.noiseMultiplier))
+    return Status(StatusCode::kInvalidArgument, fmt::format("noise multiplier {} is not >= 0", c.noiseMultiplier));
+  if (!(c.targetEpsilon >= 0)) return Status(StatusCode::kInvalidArgument, "target epsilon must be >= 0");
+  if (c.clipNorm == 0) {
+    if (c.noiseMultiplier > 0 || c.targetEpsilon > 0)
+      return Status(StatusCode::kInvalidArgument, "a noise multiplier or a target epsilon needs a clip norm");
+    return PrivacyBudget(c);
+  }
+  if (!(c.privacyDelta > 0 && c.privacyDelta < 1))
+    return Status(StatusCode::kInvalidArgument, fmt::format("privacy delta {} is not in (0, 1)", c.privacyDelta));
+  auto refuse = [](const char* what) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("differential privacy does not combine with {}", what));
+  };
+  if (c.mode != "sync") return refuse("the asynchronous modes (a client may land twice in one step)");
+  if (c.aggregation != "mean") return refuse("a robust aggregation (clipping already bounds each client)");
+  if (c.senderMean) return refuse("the sender mean (its denominator depends on the updates)");
+  if (c.extrapolate) return refuse("FedExP's extrapolation (its step depends on the updates)");
+  if (c.stickyClients > 0) return refuse("sticky sampling (its picks depend on earlier rounds)");
+  if (c.targetEpsilon > 0 && c.noiseMultiplier == 0) return refuse("a target epsilon without noise");
+  return PrivacyBudget(c);
+}
+
+PrivacyBudget::PrivacyBudget(const EngineConfig& c)
+    : clipNorm_(c.clipNorm),
+      sigma_(c.noiseMultiplier),
+      rate_(c.samplingRate),
+      delta_(c.privacyDelta),
+      target_(c.targetEpsilon),
+      poisson_(c.sampling == "poisson"),
+      clientsPerRound_(c.clientsPerRound) {}
+
+double PrivacyBudget::rate(std::size_t assigned, std::size_t idle) const {
+  if (poisson_) return rate_;
+  return idle == 0 ? 1.0 : std::min(1.0, double(assigned) / double(idle));
+}
+
+double PrivacyBudget::denominator(std::size_t idle) const {
+  return poisson_ ? std::max(1.0, rate_ * double(idle)) : double(clientsPerRound_);
+}
+
+PrivacyAccountant PrivacyBudget::compose(std::optional<Segment> extra) const {
+  PrivacyAccountant a;
+  auto add = [&](const Segment& s) {
+    // Checked settings: neither fails. Fixed-size rounds: replace-one adjacency, under
+    // which the sum's sensitivity is 2C, so the multiplier is sigma / 2.
+    if (s.poisson)
+      (void)a.addRounds(s.rate, s.sigma, s.rounds);
+    else
+      (void)a.addRoundsWithoutReplacement(s.rate, s.sigma / 2, s.rounds);
+  };
+  for (const Segment& s : segments_)
+    add(s);
+  if (extra) add(*extra);
+  return a;
+}
+
+bool PrivacyBudget::allows(double rate) const {
+  if (!on() || target_ <= 0) return true;
+  return compose(Segment{poisson_, rate, sigma_, 1}).spent(delta_).epsilon <= target_;
+}
+
+void PrivacyBudget::committed(double rate) {
+  if (!on()) return;
+  if (!segments_.empty() && segments_.back().poisson == poisson_ && segments_.back().rate == rate &&
+      segments_.back().sigma == sigma_)
+    ++segments_.back().rounds;
+  else
+    segments_.push_back(Segment{poisson_, rate, sigma_, 1});
+  if (sigma_ > 0) {
+    const Segment one{poisson_, rate, sigma_, 1};
+    if (one.poisson)
+      (void)accountant_.addRounds(one.rate, one.sigma, 1);
+    else
+      (void)accountant_.addRoundsWithoutReplacement(one.rate, one.sigma / 2, 1);
+  }
+}
+
+double PrivacyBudget::epsilon() const {
+  if (segments_.empty()) return 0;
+  // Rounds without noise, or of both kinds (a restart that changed task.sampling: the
+  // two are accounted under different adjacencies, and their sum bounds neither).
+  for (const Segment& s : segments_)
+    if (s.sigma == 0 || s.poisson != segments_.front().poisson) return std::numeric_limits<double>::infinity();
+  return accountant_.spent(delta_).epsilon;
+}
+
+void PrivacyBudget::writeState(std::ostream& out) const {
+  for (const Segment& s : segments_)
+    out << "privacy " << (s.poisson ? "poisson " : "fixed ")
+        << fmt::format("{:.17g} {:.17g} {}", s.rate, s.sigma, s.rounds) << "\n";
+}
+
+bool PrivacyBudget::readState(const std::string& key, std::istream& in, bool& ok) {
+  if (key != "privacy") return false;
+  std::string kind;
+  Segment s;
+  ok = static_cast<bool>(in >> kind >> s.rate >> s.sigma >> s.rounds) && (kind == "poisson" || kind == "fixed") &&
+       s.rate > 0 && s.rate <= 1 && s.sigma >= 0 && s.rounds > 0;
+  if (!ok) return true;
+  s.poisson = kind == "poisson";
+  segments_.push_back(s);
+  accountant_ = compose();
+  return true;
+}
+
+}  // namespace starling::coordinator

@@ -1,0 +1,71 @@
+#pragma once
+// PrivacyBudget: what each round spends of differential privacy, and when the budget
+// stops training (EngineConfig::clipNorm and the settings after it; docs/privacy.md).
+// It owns the checks of the privacy settings, the rate each round is accounted at
+// (poisson: samplingRate; fixed: the m assigned over the N idle clients it drew from),
+// the composition of committed rounds (engine/privacy.hpp's accountant) and the
+// budget's decision (allows: the next round keeps epsilon within targetEpsilon).
+//
+// State: the committed rounds by kind, rate and noise, as the engine state's "privacy"
+// lines ("privacy poisson|fixed Q SIGMA ROUNDS", consecutive equal rounds merged); the
+// accountant is rebuilt from them, so a resumed engine reports the same epsilon.
+// One thread at a time (the owner's).
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "starling/coordinator/round_engine.hpp"
+#include "starling/util/status.hpp"
+
+#include "engine/privacy.hpp"
+
+namespace starling::coordinator {
+
+class PrivacyBudget {
+ public:
+  // Checks the privacy settings against the rest of the configuration.
+  static Result<PrivacyBudget> create(const EngineConfig& config);
+
+  bool on() const { return clipNorm_ > 0; }
+  bool poisson() const { return poisson_; }
+  double clipNorm() const { return clipNorm_; }
+  // The standard deviation of the noise on the round's sum: sigma x C.
+  double noiseStd() const { return sigma_ * clipNorm_; }
+  // The rate a round is accounted at: poisson's, or assigned / idle under fixed sampling.
+  double rate(std::size_t assigned, std::size_t idle) const;
+  // The round's fixed denominator D: rate x idle under poisson, K under fixed sampling.
+  double denominator(std::size_t idle) const;
+  // Whether one more round at `rate` keeps epsilon within the target (always without one).
+  bool allows(double rate) const;
+  // A round at `rate` was committed: it composes.
+  void committed(double rate);
+  // Epsilon at the configured delta over the committed rounds (0 before any; infinite
+  // when a round had no noise, or when rounds of both samplings were committed).
+  double epsilon() const;
+
+  void writeState(std::ostream& out) const;
+  // Reads the value of `key` when it is this part's ("privacy"): true when the key is
+  // this part's (ok then says whether its value parsed).
+  bool readState(const std::string& key, std::istream& in, bool& ok);
+
+ private:
+  explicit PrivacyBudget(const EngineConfig& config);
+  struct Segment {
+    bool poisson = true;
+    double rate = 0, sigma = 0;
+    uint64_t rounds = 0;
+  };
+  // The accountant over segments plus, when given, one more round.
+  PrivacyAccountant compose(std::optional<Segment> extra = {}) const;
+
+  double clipNorm_, sigma_, rate_, delta_, target_;
+  bool poisson_;
+  uint32_t clientsPerRound_;
+  std::vector<Segment> segments_;
+  PrivacyAccountant accountant_;
+};
+
+}  // namespace starling::coordinator

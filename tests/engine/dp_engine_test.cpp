@@ -1,0 +1,315 @@
+// Differential privacy and robust aggregation in the RoundEngine: clipping, the fixed
+// denominator, the noise, Poisson sampling, the accountant's epsilon in every round,
+// the budget, a resumed engine's epsilon, and the robust rules as aggregation parts.
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <string>
+
+#include "starling/coordinator/round_engine.hpp"
+
+#include "engine/noise.hpp"
+#include "engine/privacy.hpp"
+#include "fixtures.hpp"
+
+using namespace starling;
+using namespace starling::coordinator;
+using starling::coordinator::testing::initialModel;
+using starling::coordinator::testing::kDim;
+using starling::coordinator::testing::only;
+using starling::coordinator::testing::update;
+
+namespace {
+
+EngineConfig privateConfig(uint32_t k) {
+  EngineConfig c;
+  c.rounds = 50;
+  c.clientsPerRound = k;
+  c.overSelection = 1.0;
+  c.deadlineMs = 1000;
+  c.tau = 10;
+  c.stepBudgets = false;
+  c.clipNorm = 1.0;
+  return c;
+}
+
+std::vector<float> filled(float v) {
+  return std::vector<float>(kDim, v);
+}
+
+std::string clientName(int i) {
+  return "c" + std::to_string(1000 + i);
+}
+
+// Joins n clients; returns the actions of the last join.
+std::vector<Action> joinAll(RoundEngine& e, int n, int64_t now = 0) {
+  std::vector<Action> acts;
+  for (int i = 0; i < n; ++i)
+    acts = e.clientJoined(clientName(i), 100, 0, 0, now);
+  return acts;
+}
+
+// Answers every assignment in `acts` with `delta` (same for all); returns all actions.
+std::vector<Action> answerAll(RoundEngine& e, const std::vector<Action>& acts, const std::vector<float>& delta,
+                              int64_t now) {
+  std::vector<Action> out;
+  for (const Assign& a : only<Assign>(acts)) {
+    auto more = e.updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, delta), now);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("privacy: updates are clipped, weighed alike and divided by the fixed denominator", "[engine][privacy]") {
+  EngineConfig c = privateConfig(3);
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  auto acts = joinAll(*engine, 3);
+  auto assigns = only<Assign>(acts);
+  REQUIRE(assigns.size() == 3);
+  // Norms 0.8, 8 and 80 (kDim = 64 coordinates of 0.1, 1, 10): the first stays, the
+  // others are clipped to 1. Examples differ, and do not weigh.
+  const float values[] = {0.1f, 1.0f, 10.0f};
+  const uint64_t examples[] = {10, 1000, 5};
+  std::vector<Action> out;
+  for (int i = 0; i < 3; ++i) {
+    auto more = engine->updateArrived(assigns[i].clientId, update(1, 0, filled(values[i]), examples[i]), 10 + i);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  auto ended = only<RoundEnded>(out);
+  REQUIRE(ended.size() == 1);
+  REQUIRE(ended[0].summary.committed);
+  // Clipped: 0.1, 1/8 and 1/8 per coordinate; Delta = their sum / K = 0.35 / 3.
+  const double delta = (0.1 + 0.125 + 0.125) / 3;
+  for (std::size_t i = 0; i < kDim; ++i)
+    CHECK(engine->model()[i] == Approx(initialModel()[i] - delta).margin(1e-6));
+  // No noise: epsilon is infinite.
+  REQUIRE(ended[0].summary.epsilon.has_value());
+  CHECK(std::isinf(*ended[0].summary.epsilon));
+}
+
+TEST_CASE("privacy: the noise on the sum has standard deviation sigma x C over the denominator", "[engine][privacy]") {
+  EngineConfig c = privateConfig(4);
+  c.noiseMultiplier = 2.0;
+  c.clipNorm = 0.5;
+  c.rounds = 1;
+  std::vector<double> moves;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    c.seed = seed;
+    auto engine = RoundEngine::create(c, initialModel()).value();
+    auto acts = joinAll(*engine, 4);
+    answerAll(*engine, acts, filled(0.0f), 5);
+    REQUIRE(engine->committedRound() == 1);
+    for (std::size_t i = 0; i < kDim; ++i)
+      moves.push_back(double(initialModel()[i]) - double(engine->model()[i]));
+  }
+  // Zero updates: the model moves by the noise alone, N(0, (2 x 0.5 / 4)^2) a coordinate.
+  const double n = double(moves.size());
+  const double mean = std::accumulate(moves.begin(), moves.end(), 0.0) / n;
+  double var = 0;
+  for (double m : moves)
+    var += (m - mean) * (m - mean);
+  const double sd = std::sqrt(var / (n - 1));
+  CHECK(std::fabs(mean) < 4 * 0.25 / std::sqrt(n));
+  CHECK(sd == Approx(0.25).epsilon(0.05));  // 3,840 samples: the sd's own error is ~1.1%
+}
+
+TEST_CASE("the Gaussian noise source is N(0, s^2), reproducible from its seed", "[engine][privacy]") {
+  std::vector<float> a(20001, 0.0f), b(20001, 0.0f);
+  seededNoise(7)->add(a, 3.0);
+  seededNoise(7)->add(b, 3.0);
+  CHECK(a == b);
+  double sum = 0, sq = 0, fourth = 0;
+  for (float x : a) {
+    sum += x;
+    sq += double(x) * x;
+    fourth += std::pow(double(x), 4);
+  }
+  const double n = double(a.size());
+  CHECK(std::fabs(sum / n) < 4 * 3.0 / std::sqrt(n));
+  CHECK(sq / n == Approx(9.0).epsilon(0.03));
+  CHECK(fourth / n == Approx(3 * 81.0).epsilon(0.1));  // Gaussian kurtosis 3
+}
+
+TEST_CASE("poisson sampling draws each idle client with the rate and waits for all it drew", "[engine][privacy]") {
+  EngineConfig c = privateConfig(10);
+  c.sampling = "poisson";
+  c.samplingRate = 0.05;
+  c.noiseMultiplier = 1.0;
+  c.minClients = 400;  // the first round draws from the whole fleet
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  auto acts = joinAll(*engine, 400);
+  std::vector<double> drawn;
+  int64_t now = 10;
+  for (int round = 0; round < 30 && !engine->finished(); ++round) {
+    auto assigns = only<Assign>(acts);
+    drawn.push_back(double(assigns.size()));
+    // All but the last answer: the round stays open (no K of them closes it).
+    std::vector<Action> out;
+    for (std::size_t i = 0; i < assigns.size(); ++i) {
+      out = engine->updateArrived(assigns[i].clientId,
+                                  update(assigns[i].assignment.round, assigns[i].assignment.baseRound, filled(0.01f)),
+                                  now++);
+      if (i + 1 < assigns.size()) REQUIRE(only<RoundEnded>(out).empty());
+    }
+    auto ended = only<RoundEnded>(out);
+    REQUIRE(ended.size() == 1);
+    CHECK(ended[0].summary.accepted == assigns.size());
+    acts = out;
+  }
+  // 30 rounds of Binomial(400, 0.05): mean 20, sd of the mean 0.8.
+  const double mean = std::accumulate(drawn.begin(), drawn.end(), 0.0) / double(drawn.size());
+  CHECK(mean == Approx(20.0).margin(3.0));
+  CHECK(*std::max_element(drawn.begin(), drawn.end()) > *std::min_element(drawn.begin(), drawn.end()));
+  // Every round is the sampled Gaussian at q = 0.05, sigma = 1.
+  PrivacyAccountant reference;
+  REQUIRE(reference.addRounds(0.05, 1.0, engine->committedRound()).isOk());
+  REQUIRE(engine->epsilon().has_value());
+  CHECK(*engine->epsilon() == Approx(reference.spent(1e-5).epsilon).epsilon(1e-12));
+}
+
+TEST_CASE("privacy: epsilon grows each round, the budget stops training, and a resumed engine keeps it",
+          "[engine][privacy]") {
+  EngineConfig c = privateConfig(5);
+  c.noiseMultiplier = 4.0;
+  c.targetEpsilon = 3.0;
+  c.rounds = 1000;
+  c.minClients = 50;
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  auto acts = joinAll(*engine, 50);
+  double last = 0;
+  std::optional<EngineSnapshot> mid;
+  int64_t now = 10;
+  bool finished = false;
+  while (!finished) {
+    acts = answerAll(*engine, acts, filled(0.01f), now += 10);
+    for (const RoundEnded& e : only<RoundEnded>(acts)) {
+      REQUIRE(e.summary.epsilon.has_value());
+      CHECK(*e.summary.epsilon > last);
+      CHECK(*e.summary.epsilon <= 3.0);
+      last = *e.summary.epsilon;
+    }
+    finished = !only<Finished>(acts).empty();
+    if (engine->committedRound() == 7 && !mid) mid = engine->snapshot();
+    REQUIRE((finished || !only<Assign>(acts).empty()));
+  }
+  CHECK(engine->budgetSpent());
+  // Fixed-size sampling, 5 of 50 idle: each round accounted without replacement at
+  // q = 0.1 with multiplier sigma / 2 = 2 (replace-one), and one more would exceed 3.
+  PrivacyAccountant reference;
+  REQUIRE(reference.addRoundsWithoutReplacement(0.1, 2.0, engine->committedRound()).isOk());
+  CHECK(last == Approx(reference.spent(1e-5).epsilon).epsilon(1e-12));
+  REQUIRE(reference.addRoundsWithoutReplacement(0.1, 2.0, 1).isOk());
+  CHECK(reference.spent(1e-5).epsilon > 3.0);
+
+  REQUIRE(mid.has_value());
+  auto resumed = RoundEngine::resume(c, *mid).value();
+  PrivacyAccountant seven;
+  REQUIRE(seven.addRoundsWithoutReplacement(0.1, 2.0, 7).isOk());
+  REQUIRE(resumed->epsilon().has_value());
+  CHECK(*resumed->epsilon() == Approx(seven.spent(1e-5).epsilon).epsilon(1e-12));
+}
+
+TEST_CASE("privacy: a late update is discarded, not applied to a round it was not sampled for", "[engine][privacy]") {
+  EngineConfig c = privateConfig(2);
+  c.overSelection = 1.5;  // 3 assigned, the round closes with 2
+  c.minClients = 3;
+  c.noiseMultiplier = 1.0;
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  auto assigns = only<Assign>(joinAll(*engine, 3));
+  REQUIRE(assigns.size() == 3);
+  engine->updateArrived(assigns[0].clientId, update(1, 0, filled(0.01f)), 10);
+  engine->updateArrived(assigns[1].clientId, update(1, 0, filled(0.01f)), 11);
+  REQUIRE(engine->committedRound() == 1);
+  auto late = engine->updateArrived(assigns[2].clientId, update(1, 0, filled(0.01f)), 12);
+  auto verdicts = only<Verdict>(late);
+  REQUIRE(verdicts.size() == 1);
+  CHECK_FALSE(verdicts[0].verdict.accepted);
+  CHECK_THAT(verdicts[0].verdict.reason, Catch::Contains("differential privacy"));
+}
+
+TEST_CASE("privacy settings that would break the guarantee are refused by name", "[engine][privacy]") {
+  auto refused = [](EngineConfig c, const char* what) {
+    auto e = RoundEngine::create(c, initialModel());
+    REQUIRE_FALSE(e.isOk());
+    CHECK_THAT(e.status().message(), Catch::Contains(what));
+  };
+  EngineConfig c = privateConfig(3);
+  c.mode = "async";
+  refused(c, "asynchronous");
+  c = privateConfig(3);
+  c.stickyClients = 10;
+  refused(c, "sticky");
+  c = privateConfig(3);
+  c.aggregation = "median";
+  refused(c, "robust");
+  c = privateConfig(3);
+  c.senderMean = true;
+  refused(c, "sender mean");
+  c = privateConfig(3);
+  c.sampling = "poisson";
+  refused(c, "sampling rate");
+  c = privateConfig(3);
+  c.sampling = "bernoulli";
+  refused(c, "unknown sampling");
+  c = privateConfig(3);
+  c.targetEpsilon = 2;
+  refused(c, "target epsilon without noise");
+  c = privateConfig(3);
+  c.clipNorm = 0;
+  c.noiseMultiplier = 1;
+  refused(c, "needs a clip norm");
+  c = privateConfig(3);
+  c.privacyDelta = 0;
+  refused(c, "delta");
+}
+
+TEST_CASE("robust rules combine the round's updates as their references do", "[engine][robust]") {
+  // Four honest clients send 0.1, 0.2, 0.3, 0.4 in every coordinate; the fifth 1000.
+  auto run = [](const std::string& rule, uint32_t krumFaulty = 0) {
+    EngineConfig c = privateConfig(5);
+    c.clipNorm = 0;
+    c.aggregation = rule;
+    c.trimFraction = 0.2;
+    c.krumFaulty = krumFaulty;
+    c.maxNormRatio = 0;
+    auto engine = RoundEngine::create(c, initialModel()).value();
+    auto assigns = only<Assign>(joinAll(*engine, 5));
+    REQUIRE(assigns.size() == 5);
+    const float values[] = {0.1f, 0.2f, 0.3f, 0.4f, 1000.0f};
+    for (int i = 0; i < 5; ++i)
+      engine->updateArrived(assigns[i].clientId, update(1, 0, filled(values[i])), 10 + i);
+    REQUIRE(engine->committedRound() == 1);
+    return double(initialModel()[3]) - double(engine->model()[3]);
+  };
+  CHECK(run("mean") == Approx(1001.0 / 5).epsilon(1e-5));
+  CHECK(run("median") == Approx(0.3).epsilon(1e-5));
+  // beta 0.2 of 5: one cut at each end, the mean of 0.2, 0.3, 0.4.
+  CHECK(run("trimmed-mean") == Approx(0.3).epsilon(1e-5));
+  // f = 1: the four honest updates score lowest, and m = n - f = 4 of them are averaged.
+  CHECK(run("multi-krum", 1) == Approx(0.25).epsilon(1e-5));
+  EngineConfig c = privateConfig(5);
+  c.clipNorm = 0;
+  c.aggregation = "krum";
+  auto e = RoundEngine::create(c, initialModel());
+  REQUIRE_FALSE(e.isOk());
+  CHECK_THAT(e.status().message(), Catch::Contains("unknown aggregation 'krum'"));
+}
+
+TEST_CASE("server-side clipping bounds each update under the mean", "[engine][robust]") {
+  EngineConfig c = privateConfig(2);
+  c.clipNorm = 0;
+  c.serverClipNorm = 0.8;  // norm of 64 x 0.1
+  c.maxNormRatio = 0;
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  auto assigns = only<Assign>(joinAll(*engine, 2));
+  engine->updateArrived(assigns[0].clientId, update(1, 0, filled(0.1f)), 10);
+  engine->updateArrived(assigns[1].clientId, update(1, 0, filled(100.0f)), 11);
+  REQUIRE(engine->committedRound() == 1);
+  // Both 0.1 a coordinate after clipping: the weighted mean is 0.1.
+  CHECK(double(initialModel()[0]) - double(engine->model()[0]) == Approx(0.1).epsilon(1e-5));
+}

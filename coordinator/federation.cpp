@@ -1134,10 +1134,10 @@ void Federation::report(const RoundSummary& s, const std::optional<model::Evalua
     if (!s.evalStats.empty()) reportFederatedEvaluation(s);
     log_->info(
         "round {:>3} committed: {}loss {:.4f} | up {} down {} | tau {} | density {:.4g}/{:.4g} | "
-        "server step {:.3g} | {}/{} returned, {} stragglers",
+        "server step {:.3g} | {}/{} returned, {} stragglers{}",
         s.round, evaluation ? evaluationText(evaluation->metrics) + " " : "", s.trainLossStart,
         megabytes(s.bytesUpWire), megabytes(s.bytesDownWire), s.tau, s.uplinkDensity, s.downlinkDensity, s.serverStep,
-        s.returned, s.selected, s.stragglers);
+        s.returned, s.selected, s.stragglers, s.epsilon ? fmt::format(" | epsilon {:.4g}", *s.epsilon) : std::string());
     if (s.shardLoads.size() > 1) {
       uint64_t most = 0, total = 0;
       for (uint64_t load : s.shardLoads) {
@@ -1230,7 +1230,13 @@ void Federation::finish(const Status& status) {
       session->send(bye);
       session->close();
     }
-    log_->info("training complete: {} rounds committed", engine_->commits());
+    if (engine_->budgetSpent())
+      log_->info(
+          "training complete: {} rounds committed; the privacy budget is spent (epsilon {:.4g}, another "
+          "round would pass privacy.target-epsilon {:g})",
+          engine_->commits(), engine_->epsilon().value_or(0), engine_->config().targetEpsilon);
+    else
+      log_->info("training complete: {} rounds committed", engine_->commits());
   }
   if (finished_) finished_(status);
 }

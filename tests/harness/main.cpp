@@ -6,6 +6,8 @@
 //   starling-sim two-step (--data FILE | --power-law) [--workers W] [--servers S] ...
 //                                             (two_step_command.hpp)
 //   starling-sim predict --profile FILE [--clients N] [--tau T] ...  (predict_command.hpp)
+//   starling-sim privacy --sampling-rate Q --rounds T (--noise-multiplier S | --target-epsilon E)
+//                                             (privacy_command.hpp)
 //
 // Writes, under --out: <strategy>.csv (one row per round), summary.txt (also
 // printed), wall.txt (each strategy's wall and CPU seconds) and report.svg (accuracy
@@ -20,6 +22,7 @@
 #include <sstream>
 
 #include "predict_command.hpp"
+#include "privacy_command.hpp"
 #include "ranks.hpp"
 #include "sim_config.hpp"
 #include "two_step_command.hpp"
@@ -61,9 +64,12 @@ int main(int argc, char** argv) {
   CLI::App* twoStepApp = sim::addTwoStepCommand(app, twoStep);
   sim::PredictCommand predict;
   CLI::App* predictApp = sim::addPredictCommand(app, predict);
+  sim::PrivacyCommand privacy;
+  CLI::App* privacyApp = sim::addPrivacyCommand(app, privacy);
   CLI11_PARSE(app, argc, argv);
   if (twoStepApp->parsed()) return lead ? sim::runTwoStepCommand(twoStep) : 0;
   if (predictApp->parsed()) return lead ? sim::runPredictCommand(predict) : 0;
+  if (privacyApp->parsed()) return lead ? sim::runPrivacyCommand(privacy) : 0;
   if (!lead) quiet = true;
 
   std::vector<sim::Strategy> strategies;

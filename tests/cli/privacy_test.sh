@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Differential privacy and robust aggregation through the real binaries, over mutual TLS
+# on Fashion-MNIST shards (docs/privacy.md).
+#  1. A task with privacy (clip norm 1, noise multiplier 4, every idle client each
+#     round) and a budget of epsilon 3: the coordinator stops before its round limit,
+#     the moment another round would pass 3; every committed round's epsilon is in the
+#     database and the report, rising, and equals `starling-sim privacy` for as many
+#     rounds; one more round would be over the budget. A restart does not train on.
+#  2. Four clients, one of them hostile (--test-attack scale:1000). Under the plain
+#     mean the model is ruined; under the coordinate-wise median it learns.
+#  3. Privacy settings that would break the guarantee are refused by name.
+# Usage: privacy_test.sh COORDINATOR_BIN CLIENT_BIN SIM_BIN [DATA_DIR]
+set -u
+coord_bin=$1
+client_bin=$2
+sim_bin=$3
+data=${4:-/usr/share/datasets/fashion-mnist}
+source "$(dirname "$0")/lib.sh"
+
+"$coord_bin" init --out "$work/certs" --clients 4 >/dev/null || exit 1
+model=(--model mlp:784-16-10 --lr 0.05 --tau 20 --deadline-ms 60000)
+
+# ---- 1. the privacy budget -------------------------------------------------------
+launch_coordinator dp "${model[@]}" --rounds 50 --clients-per-round 3 --update-clip-norm 1 --noise-multiplier 4 \
+  --sampling poisson --sampling-rate 1 --target-epsilon 3 --db "$work/dp.db" || exit 1
+for i in 0 1 2; do start_client "$i" "client-$i.log"; done
+wait_exit "$coord_pid" 240
+check "the private task finishes" test $? -eq 0
+for i in 0 1 2; do wait_exit "${client_pid[$i]}" 30 >/dev/null; done
+rounds=$(committed "$work/dp.db")
+check "the budget stopped it before its 50 rounds ($rounds committed)" test "$rounds" -gt 0 -a "$rounds" -lt 50
+check "saying the budget is spent" grep -q "the privacy budget is spent" "$work/dp.log"
+check "each committed round logs its epsilon" grep -q "committed: .*| epsilon " "$work/dp.log"
+eps=$("$coord_bin" report --db "$work/dp.db" --format csv | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epsilon") c = i }
+  $2 == "committed" { print $c }')
+check "every round's epsilon is stored, rising" \
+  awk -v list="$(echo $eps)" 'BEGIN { n = split(list, e, " "); if (n < 1) exit 1;
+    for (i = 2; i <= n; i++) if (!(e[i] > e[i - 1])) exit 1 }'
+last=$(echo "$eps" | tail -n 1)
+ours=$("$sim_bin" privacy --sampling-rate 1 --rounds "$rounds" --noise-multiplier 4 | sed 's/^epsilon=\([^ ]*\).*/\1/')
+more=$("$sim_bin" privacy --sampling-rate 1 --rounds "$((rounds + 1))" --noise-multiplier 4 | sed 's/^epsilon=\([^ ]*\).*/\1/')
+check "the last epsilon ($last) is starling-sim privacy's for $rounds rounds ($ours), within 3" \
+  awk -v a="$last" -v b="$ours" 'BEGIN { exit !(a > 0 && a <= 3 && (a - b) ^ 2 < (1e-3 * b) ^ 2) }'
+check "and another round would spend $more > 3" awk -v m="$more" 'BEGIN { exit !(m > 3) }'
+check "the report shows the privacy spent" \
+  bash -c "'$coord_bin' report --db '$work/dp.db' | grep -q 'privacy       epsilon .* after round'"
+launch_coordinator dp "${model[@]}" --rounds 50 --clients-per-round 3 --update-clip-norm 1 --noise-multiplier 4 \
+  --sampling poisson --sampling-rate 1 --target-epsilon 3 --db "$work/dp.db" || exit 1
+wait_exit "$coord_pid" 30
+check "a restarted coordinator does not train past the budget" test "$(committed "$work/dp.db")" -eq "$rounds"
+
+# ---- 2. one hostile client: the mean is ruined, the median learns -----------------
+accuracy() {  # DB: the last evaluated round's accuracy
+  "$coord_bin" report --db "$1" --format csv |
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "test_accuracy") c = i } $2 == "committed" && $c != "" { v = $c } END { print v }'
+}
+shards=4
+for rule in mean median; do
+  port=""
+  launch_coordinator "$rule" "${model[@]}" --rounds 8 --clients-per-round 4 --aggregation "$rule" \
+    --max-norm-ratio 0 --test-data "$data" --db "$work/$rule.db" || exit 1
+  for i in 0 1 2; do start_client "$i" "$rule-client-$i.log"; done
+  start_client 3 "$rule-client-3.log" --test-attack scale:1000
+  wait_exit "$coord_pid" 240
+  check "the $rule task with a hostile client finishes" test $? -eq 0
+  for i in 0 1 2 3; do wait_exit "${client_pid[$i]}" 30 >/dev/null; done
+done
+mean_acc=$(accuracy "$work/mean.db")
+median_acc=$(accuracy "$work/median.db")
+check "under the mean the model is ruined (accuracy $mean_acc < 0.3)" awk -v a="$mean_acc" 'BEGIN { exit !(a != "" && a < 0.3) }'
+check "under the median it learns (accuracy $median_acc > 0.6)" awk -v a="$median_acc" 'BEGIN { exit !(a > 0.6) }'
+
+# ---- 3. refusals -------------------------------------------------------------------
+refused() {  # refused EXPECTED_TEXT ARGS...
+  local expect=$1
+  shift
+  local out
+  out=$("$coord_bin" run --certs "$work/certs" --listen 127.0.0.1:0 --db "$work/refused.db" "$@" 2>&1)
+  [ $? -ne 0 ] && grep -q "$expect" <<<"$out" || { echo "  said: $out"; return 1; }
+}
+check "privacy with the asynchronous mode is refused" refused "asynchronous" --update-clip-norm 1 --mode async
+check "privacy with a robust rule is refused" refused "robust" --update-clip-norm 1 --aggregation median
+check "a target epsilon without noise is refused" refused "target epsilon without noise" --update-clip-norm 1 \
+  --target-epsilon 2
+check "an unknown aggregation is refused by name" refused "unknown aggregation 'krum'" --aggregation krum
+check "an unknown attack is refused by the client" \
+  bash -c "'$client_bin' --coordinator 127.0.0.1:1 --certs '$work/certs' --id client-0 --data '$data' --test-attack flip 2>&1 | grep -q \"unknown attack 'flip'\""
+finish

@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "starling/data/loaders.hpp"
 
+#include "engine/privacy.hpp"
 #include "sim_config.hpp"
 
 namespace starling::sim {
@@ -1561,6 +1563,85 @@ TEST_CASE("a Learner bound below the clients trained evicts the least recently t
   // Evicted clients lose their uplink memories: the models part from the unbounded run's.
   CHECK(a->rounds.back().modelChecksum != unbounded->rounds.back().modelChecksum);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("privacy in the simulator: poisson rounds, epsilon per round as the accountant's, top-k clipped",
+          "[harness][fashion-mnist][privacy]") {
+  requireData();
+  auto fleet = Fleet::create(smallFleet(), "mlp:784-32-10");
+  REQUIRE(fleet);
+  Strategy st = smallStrategy("private");
+  st.engine.rounds = 8;
+  st.engine.minClients = 50;
+  st.engine.sampling = "poisson";
+  st.engine.samplingRate = 0.2;
+  st.engine.clipNorm = 0.5;
+  st.engine.noiseMultiplier = 1.0;
+  st.engine.uplink = "topk";
+  st.engine.uplinkDensity = 0.05;
+  st.engine.errorFeedback = true;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  REQUIRE(r->rounds.size() == 8);
+  std::set<uint32_t> sizes;
+  for (std::size_t i = 0; i < r->rounds.size(); ++i) {
+    const RoundRow& row = r->rounds[i];
+    REQUIRE(row.committed);
+    sizes.insert(row.selected);
+    coordinator::PrivacyAccountant a;
+    REQUIRE(a.addRounds(0.2, 1.0, i + 1).isOk());
+    REQUIRE(row.epsilon.has_value());
+    CHECK(*row.epsilon == Approx(a.spent(1e-5).epsilon).epsilon(1e-12));
+  }
+  CHECK(sizes.size() > 1);  // Poisson: the rounds draw different numbers of clients
+  // The same seed, the same noise: the run is reproducible.
+  auto again = runStrategy(*fleet, st);
+  REQUIRE(again);
+  CHECK(again->rounds.back().modelChecksum == r->rounds.back().modelChecksum);
+}
+
+TEST_CASE("attack models in the simulator: hostile clients ruin the mean, not the median",
+          "[harness][fashion-mnist][attack]") {
+  requireData();
+  SimSettings s = smallFleet();
+  s.attack = "sign-flip:10";
+  s.attackers = 0.3;
+  auto fleet = Fleet::create(s, "mlp:784-32-10");
+  REQUIRE(fleet);
+  Strategy mean = smallStrategy("mean");
+  mean.engine.maxNormRatio = 0;
+  mean.engine.rounds = 10;
+  Strategy median = mean;
+  median.name = "median";
+  median.engine.aggregation = "median";
+  auto m = runStrategy(*fleet, mean);
+  auto d = runStrategy(*fleet, median);
+  REQUIRE(m);
+  REQUIRE(d);
+  REQUIRE(m->finalAccuracy());
+  REQUIRE(d->finalAccuracy());
+  CHECK(*m->finalAccuracy() < 0.3);
+  CHECK(*d->finalAccuracy() > 0.5);
+  SECTION("label flipping trains on flipped labels: with every client hostile the model learns them") {
+    SimSettings all = smallFleet();
+    all.attack = "label-flip";
+    all.attackers = 1.0;
+    auto flipped = Fleet::create(all, "mlp:784-32-10");
+    REQUIRE(flipped);
+    auto f = runStrategy(*flipped, mean);
+    REQUIRE(f);
+    REQUIRE(f->finalAccuracy());
+    CHECK(*f->finalAccuracy() < 0.1);  // it predicts 9 - y
+  }
+  SECTION("an unknown attack is refused by name") {
+    SimSettings bad = smallFleet();
+    bad.attack = "flip";
+    auto fb = Fleet::create(bad, "mlp:784-32-10");
+    REQUIRE(fb);
+    auto r = runStrategy(*fb, mean);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.status().message(), Catch::Contains("unknown attack 'flip'"));
+  }
 }
 
 }  // namespace starling::sim

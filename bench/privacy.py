@@ -15,7 +15,8 @@ examples each, IID), 100 a round.
    of 1000 x the update's norm, label flipping), each under mean, median, trimmed mean
    (beta 0.25) and multi-Krum (f = 25); and the clean run under each rule.
 
-A run's accuracy is the mean of its last three evaluations (every 5 rounds). Every
+A run's accuracy is the mean of its last three evaluations (every 5 rounds); a run whose
+model diverged (NaN) counts at chance, 10%. Every
 strategy is an independent starling-sim process, J at a time. Prints the tables and
   summary: acc_eps8_drop_pt=... acc_eps3_drop_pt=... robust_worst_drop_pt=...
            mean_under_attack_acc=... accountant_max_rel_err=...
@@ -127,29 +128,45 @@ def accountant(sim):
 
 
 def run_strategy(sim, workdir, label, toml, quiet=True):
-    """Runs one starling-sim config; returns (label, rows of its CSV, seconds)."""
+    """Runs one starling-sim config; returns (label, rows of its CSV, seconds). A run
+    whose model diverged (a client's update holds NaN: the attack won) gives None for
+    its rows. A finished run in a kept directory (--keep) is read, not run again."""
     cfg = os.path.join(workdir, label + ".toml")
-    with open(cfg, "w") as f:
-        f.write(toml)
     out = os.path.join(workdir, label)
     start = time.time()
-    proc = subprocess.run([sim, "--config", cfg, "--out", out, "--quiet"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{label}: starling-sim failed:\n{proc.stderr[-2000:]}")
+    if os.path.exists(os.path.join(out, "diverged")):
+        return label, None, 0.0
+    if not os.path.exists(os.path.join(out, "summary.txt")) or open(cfg).read() != toml:
+        with open(cfg, "w") as f:
+            f.write(toml)
+        proc = subprocess.run([sim, "--config", cfg, "--out", out, "--quiet"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            if "NaN" in proc.stderr:
+                os.makedirs(out, exist_ok=True)
+                with open(os.path.join(out, "diverged"), "w") as f:
+                    f.write(proc.stderr)
+                return label, None, time.time() - start
+            raise RuntimeError(f"{label}: starling-sim failed:\n{proc.stderr[-2000:]}")
     csvs = [p for p in os.listdir(out) if p.endswith(".csv")]
     with open(os.path.join(out, csvs[0])) as f:
         rows = list(csv.DictReader(f))
     return label, rows, time.time() - start
 
 
+# A diverged model (None) is counted at chance level: ten classes.
+CHANCE = 0.10
+
+
 def final_accuracy(rows):
+    if rows is None:
+        return CHANCE
     acc = [float(r["accuracy"]) for r in rows if r["accuracy"]]
     tail = acc[-3:]
     return sum(tail) / len(tail) if tail else float("nan")
 
 
 def last_epsilon(rows):
-    for r in reversed(rows):
+    for r in reversed(rows or []):
         if r.get("epsilon"):
             return r["epsilon"]
     return "-"
@@ -204,7 +221,8 @@ def main():
         for label, rows_, seconds in pool.map(lambda j: run_strategy(sim, workdir, *j), jobs):
             results[label] = rows_
             done += 1
-            print(f"  [{done}/{len(jobs)}] {label}: {100 * final_accuracy(rows_):.2f}% in {seconds:.0f} s "
+            status = "diverged (NaN), counted at chance" if rows_ is None else f"{100 * final_accuracy(rows_):.2f}%"
+            print(f"  [{done}/{len(jobs)}] {label}: {status} in {seconds:.0f} s "
                   f"({time.time() - started:.0f} s so far)", file=sys.stderr, flush=True)
 
     acc = {k: 100 * final_accuracy(v) for k, v in results.items()}

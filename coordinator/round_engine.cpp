@@ -337,7 +337,13 @@ void RoundEngine::dropOutstanding(const std::string& id, const std::string& reas
 }
 
 uint32_t RoundEngine::minGoal() const {
-  return config_.minGoal > 0 ? config_.minGoal : (config_.clientsPerRound + 1) / 2;
+  // Under differential privacy a round is released whatever arrived (the noise over D
+  // alone when nothing did): abandoning the rounds that drew or kept few clients would
+  // bias which samples are released, and the accountant assumes every draw counts.
+  if (privacy_->on()) return 0;
+  const uint32_t goal = config_.minGoal > 0 ? config_.minGoal : (config_.clientsPerRound + 1) / 2;
+  // Poisson sampling without privacy: never more than the round drew.
+  return open_ && privacy_->poisson() ? std::min(goal, open_->goal) : goal;
 }
 
 std::vector<Action> RoundEngine::clientOutOfSync(const std::string& id, const std::string& reason, int64_t nowMs) {
@@ -472,16 +478,27 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
       idleCount, static_cast<std::size_t>(std::ceil(config_.clientsPerRound * config_.overSelection - 1e-9)));
   const double rate = privacy_->rate(fixedCount, idleCount);
   if (!privacy_->allows(rate)) {
+    // Under fixed sampling the rate falls as more clients are idle: the budget ends
+    // training only once every connected client is idle and the round still does not fit.
+    if (!privacy_->poisson() && idleCount < clients_.size()) return;
     budgetSpent_ = true;
     out.push_back(Finished{});
     return;
   }
   const std::vector<Selection::Pick> picks = selection_->select(std::move(idle), nextRound_);
-  if (picks.empty()) return;  // poisson drew nobody: the next event draws again
+  if (picks.empty() && !privacy_->on()) return;  // poisson drew nobody: the next event draws again
   openRound(nowMs, privacy_->denominator(idleCount));
   open_->privacyRate = rate;
   open_->selected = static_cast<uint32_t>(picks.size());
   if (privacy_->poisson()) open_->goal = open_->selected;
+  if (picks.empty()) {
+    // Privacy: a draw of nobody is a round too (the noise over D is released and
+    // accounted), or the released rounds would lean towards larger draws. It closes on
+    // the shell's next tick (now), not here: a run of empty draws is not a recursion.
+    open_->deadlineMs = nowMs;
+    out.push_back(WakeAt{nowMs});
+    return;
+  }
   std::vector<double> speeds;  // the measured ones
   for (const Selection::Pick& pick : picks)
     if (const double v = clients_.at(pick.id)->stepsPerMs; v > 0) speeds.push_back(v);

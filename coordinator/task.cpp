@@ -114,6 +114,16 @@ uint32_t statsMinAnswers(const EngineConfig& e) {
   return std::max<uint32_t>(1, e.minGoal > 0 ? e.minGoal : (e.clientsPerRound + 1) / 2);
 }
 
+namespace {
+// The clip norm as the clients get it: a float no larger than the configured double, so
+// that what they clip to is within the norm the coordinator accounts for.
+float clipNormFloat(double c) {
+  float f = static_cast<float>(c);
+  if (double(f) > c) f = std::nextafter(f, 0.0f);
+  return f;
+}
+}  // namespace
+
 wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
   wire::WelcomeMsg w;
   w.task = task.name;
@@ -141,7 +151,7 @@ wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
                                             ec.qsgdLevels,
                                             task.uplinkMemoryDecay,
                                             task.uplinkMemoryResetAfter,
-                                            static_cast<float>(ec.clipNorm)};
+                                            clipNormFloat(ec.clipNorm)};
   w.heartbeatMs = task.heartbeatMs;
   w.rounds = ec.rounds;
   w.initSeed = task.initSeed;

@@ -23,6 +23,12 @@ Result<std::pair<coordinator::EngineConfig, coordinator::TaskConfig>> downstream
     return Status(StatusCode::kInvalidArgument, "--clients-per-round must be at least 1");
   const wire::HyperParameters& h = *w.hyper;
   const wire::CompressionSettings& c = *w.compression;
+  // A relay sends one aggregate of many clients: clipping it to C would bound a group,
+  // not a client, and the coordinator's accounting assumes one client per update.
+  if (c.updateClipNorm > 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "the task has differential privacy (privacy.update-clip-norm), which relays do not support: "
+                  "connect the clients to the coordinator");
 
   coordinator::EngineConfig e;
   // The relay's federation ends when the coordinator's does (Federation::complete).

@@ -105,7 +105,9 @@ std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
   std::optional<std::string> rejected;
   // Clipping: privacy's (the client clipped already; a client that did not is clipped
   // here) or the server's.
-  const double clip = dpClip_ > 0 ? dpClip_ : rule_.clipNorm;
+  const double clip = dpClip_ > 0 && rule_.clipNorm > 0 ? std::min(dpClip_, rule_.clipNorm)
+                      : dpClip_ > 0                     ? dpClip_
+                                                        : rule_.clipNorm;
   if (clip > 0 && c.norm > clip) {
     auto factor = compression::clipToNorm(c.delta, clip);
     if (!factor) {

@@ -36,6 +36,8 @@ Result<PrivacyBudget> PrivacyBudget::create(const EngineConfig& c) {
   if (c.extrapolate) return refuse("FedExP's extrapolation (its step depends on the updates)");
   if (c.stickyClients > 0) return refuse("sticky sampling (its picks depend on earlier rounds)");
   if (c.targetEpsilon > 0 && c.noiseMultiplier == 0) return refuse("a target epsilon without noise");
+  if (c.adaptiveTau) return refuse("adaptive tau (ADACOMM steers from the clients' raw losses)");
+  if (c.federatedEvalEvery > 0) return refuse("federated evaluation (its per-client sums are released unnoised)");
   return PrivacyBudget(c);
 }
 
@@ -57,29 +59,31 @@ double PrivacyBudget::denominator(std::size_t idle) const {
   return poisson_ ? std::max(1.0, rate_ * double(idle)) : double(clientsPerRound_);
 }
 
-PrivacyAccountant PrivacyBudget::compose(std::optional<Segment> extra) const {
-  PrivacyAccountant a;
-  auto add = [&](const Segment& s) {
-    // Checked settings: neither fails. Fixed-size rounds: replace-one adjacency, under
-    // which the sum's sensitivity is 2C, so the multiplier is sigma / 2.
-    if (s.poisson)
-      (void)a.addRounds(s.rate, s.sigma, s.rounds);
-    else
-      (void)a.addRoundsWithoutReplacement(s.rate, s.sigma / 2, s.rounds);
-  };
-  for (const Segment& s : segments_)
-    add(s);
-  if (extra) add(*extra);
-  return a;
-}
-
 bool PrivacyBudget::allows(double rate) const {
   if (!on() || target_ <= 0) return true;
-  return compose(Segment{poisson_, rate, sigma_, 1}).spent(delta_).epsilon <= target_;
+  // The rounds so far spent an unbounded epsilon (epsilon()), or were of the other
+  // sampling kind (the two do not compose): no round fits.
+  if (std::isinf(epsilon())) return false;
+  if (!segments_.empty() && segments_.front().poisson != poisson_) return false;
+  PrivacyAccountant next = accountant_;
+  if (poisson_)
+    (void)next.addRounds(rate, sigma_, 1);
+  else
+    (void)next.addRoundsWithoutReplacement(rate, sigma_ / 2, 1);
+  return next.spent(delta_).epsilon <= target_;
 }
 
 void PrivacyBudget::committed(double rate) {
-  if (!on()) return;
+  if (!on()) {
+    // A round without privacy after private ones (a restart that turned it off): a
+    // round without noise, so that turning privacy on again reports epsilon infinite.
+    if (segments_.empty()) return;
+    if (segments_.back().sigma == 0 && segments_.back().rate == 1.0)
+      ++segments_.back().rounds;
+    else
+      segments_.push_back(Segment{segments_.back().poisson, 1.0, 0.0, 1});
+    return;
+  }
   if (!segments_.empty() && segments_.back().poisson == poisson_ && segments_.back().rate == rate &&
       segments_.back().sigma == sigma_)
     ++segments_.back().rounds;
@@ -118,7 +122,13 @@ bool PrivacyBudget::readState(const std::string& key, std::istream& in, bool& ok
   if (!ok) return true;
   s.poisson = kind == "poisson";
   segments_.push_back(s);
-  accountant_ = compose();
+  // Composed as read (each line once); epsilon() says when the segments bound nothing.
+  if (s.sigma > 0 && s.poisson == segments_.front().poisson) {
+    if (s.poisson)
+      (void)accountant_.addRounds(s.rate, s.sigma, s.rounds);
+    else
+      (void)accountant_.addRoundsWithoutReplacement(s.rate, s.sigma / 2, s.rounds);
+  }
   return true;
 }
 

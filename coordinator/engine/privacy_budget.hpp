@@ -58,8 +58,6 @@ class PrivacyBudget {
     double rate = 0, sigma = 0;
     uint64_t rounds = 0;
   };
-  // The accountant over segments plus, when given, one more round.
-  PrivacyAccountant compose(std::optional<Segment> extra = {}) const;
 
   double clipNorm_, sigma_, rate_, delta_, target_;
   bool poisson_;

@@ -5,7 +5,8 @@
 #     round) and a budget of epsilon 3: the coordinator stops before its round limit,
 #     the moment another round would pass 3; every committed round's epsilon is in the
 #     database and the report, rising, and equals `starling-sim privacy` for as many
-#     rounds; one more round would be over the budget. A restart does not train on.
+#     rounds; one more round would be over the budget. Restarted with its clients, it
+#     trains no further.
 #  2. Four clients, one of them hostile (--test-attack scale:1000). Under the plain
 #     mean the model is ruined; under the coordinate-wise median it learns.
 #  3. Privacy settings that would break the guarantee are refused by name.
@@ -46,8 +47,11 @@ check "the report shows the privacy spent" \
   bash -c "'$coord_bin' report --db '$work/dp.db' | grep -q 'privacy       epsilon .* after round'"
 launch_coordinator dp "${model[@]}" --rounds 50 --clients-per-round 3 --update-clip-norm 1 --noise-multiplier 4 \
   --sampling poisson --sampling-rate 1 --target-epsilon 3 --db "$work/dp.db" || exit 1
-wait_exit "$coord_pid" 30
-check "a restarted coordinator does not train past the budget" test "$(committed "$work/dp.db")" -eq "$rounds"
+for i in 0 1 2; do start_client "$i" "restart-client-$i.log"; done
+wait_exit "$coord_pid" 60
+check "a restarted coordinator, its clients back, finishes at once" test $? -eq 0
+check "without training past the budget" test "$(committed "$work/dp.db")" -eq "$rounds"
+for i in 0 1 2; do wait_exit "${client_pid[$i]}" 30 >/dev/null; done
 
 # ---- 2. one hostile client: the mean is ruined, the median learns -----------------
 accuracy() {  # DB: the last evaluated round's accuracy

@@ -313,3 +313,80 @@ TEST_CASE("server-side clipping bounds each update under the mean", "[engine][ro
   // Both 0.1 a coordinate after clipping: the weighted mean is 0.1.
   CHECK(double(initialModel()[0]) - double(engine->model()[0]) == Approx(0.1).epsilon(1e-5));
 }
+
+TEST_CASE("privacy: a poisson draw of nobody is a round of noise, accounted like any other", "[engine][privacy]") {
+  EngineConfig c = privateConfig(1);
+  c.sampling = "poisson";
+  c.samplingRate = 0.01;  // 3 clients: most draws are empty
+  c.noiseMultiplier = 1.0;
+  c.minClients = 3;
+  c.rounds = 20;
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  auto acts = joinAll(*engine, 3);
+  int64_t now = 10;
+  uint32_t empty = 0;
+  for (int guard = 0; guard < 100 && !engine->finished(); ++guard) {
+    for (const RoundEnded& e : only<RoundEnded>(acts)) {
+      CHECK(e.summary.committed);
+      empty += e.summary.selected == 0 ? 1 : 0;
+    }
+    if (!only<WakeAt>(acts).empty() && only<Assign>(acts).empty()) {
+      acts = engine->tick(now += 1);  // an empty draw closes on the next tick
+      continue;
+    }
+    acts = answerAll(*engine, acts, filled(0.01f), now += 10);
+  }
+  CHECK(engine->committedRound() == 20);
+  CHECK(empty > 10);
+  PrivacyAccountant reference;
+  REQUIRE(reference.addRounds(0.01, 1.0, 20).isOk());
+  CHECK(*engine->epsilon() == Approx(reference.spent(1e-5).epsilon).epsilon(1e-12));
+}
+
+TEST_CASE("privacy: a run whose rounds bound nothing reports epsilon infinite and trains no further on a budget",
+          "[engine][privacy]") {
+  EngineConfig c = privateConfig(3);
+  c.noiseMultiplier = 2.0;
+  c.minClients = 3;
+  c.rounds = 3;
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  auto acts = joinAll(*engine, 3);
+  for (int r = 0; r < 3; ++r)
+    acts = answerAll(*engine, acts, filled(0.01f), 10 + r);
+  REQUIRE(engine->committedRound() == 3);
+  const EngineSnapshot fixed = engine->snapshot();
+  SECTION("resumed with poisson sampling: the kinds mix") {
+    EngineConfig p = c;
+    p.rounds = 10;
+    p.sampling = "poisson";
+    p.samplingRate = 0.5;
+    p.targetEpsilon = 100;
+    auto resumed = RoundEngine::resume(p, fixed).value();
+    REQUIRE(resumed->epsilon().has_value());
+    CHECK(std::isinf(*resumed->epsilon()) == false);  // nothing of the new kind yet
+    auto out = joinAll(*resumed, 3, 100);
+    // The first poisson round would mix the kinds: refused by the budget once all are idle.
+    bool finished = !only<Finished>(out).empty();
+    for (int r = 0; r < 5 && !finished; ++r) {
+      out = answerAll(*resumed, out, filled(0.01f), 200 + r);
+      finished = !only<Finished>(out).empty();
+    }
+    CHECK(resumed->committedRound() == 3);
+    CHECK(resumed->budgetSpent());
+  }
+  SECTION("privacy off for a round, then on again: epsilon infinite") {
+    EngineConfig off = c;
+    off.clipNorm = 0;
+    off.noiseMultiplier = 0;
+    off.rounds = 4;
+    auto plain = RoundEngine::resume(off, fixed).value();
+    auto out = joinAll(*plain, 3, 100);
+    answerAll(*plain, out, filled(0.01f), 200);
+    REQUIRE(plain->committedRound() == 4);
+    EngineConfig on = c;
+    on.rounds = 10;
+    auto again = RoundEngine::resume(on, plain->snapshot()).value();
+    REQUIRE(again->epsilon().has_value());
+    CHECK(std::isinf(*again->epsilon()));
+  }
+}

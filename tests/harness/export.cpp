@@ -43,6 +43,9 @@ std::string unsupported(const SimSettings& s, const Strategy& dc, std::size_t cl
   if (t.prioritySampling) return "priority sampling must be off";
   if (t.clipNorm != 0 || t.proxMu != 0) return "clipping and FedProx must be off";
   if (t.evalEvery != 1) return "eval-every must be 1";
+  if (e.clipNorm != 0 || e.sampling != "fixed") return "differential privacy and poisson sampling must be off";
+  if (e.aggregation != "mean" || e.serverClipNorm != 0) return "the aggregation must be the mean, unclipped";
+  if (s.attackers != 0 && s.attack != "none") return "sim.attack must be none";
   return "";
 }
 

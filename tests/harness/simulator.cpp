@@ -496,6 +496,8 @@ Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& 
   if (!view) {
     r.shard = train().subset(fc.examples);
     if (hostile && attack_.kind == client::Attack::Kind::kLabelFlip) r.shard.flipLabels();
+  } else if (hostile && attack_.kind == client::Attack::Kind::kLabelFlip) {
+    return Status(StatusCode::kInvalidArgument, "sim.attack label-flip does not combine with sim.row-bucket");
   }
   const data::Dataset& shard = r.shard;
   const uint32_t node = nodeOf(i);

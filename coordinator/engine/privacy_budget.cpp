@@ -8,6 +8,19 @@
 #include <ostream>
 
 namespace starling::coordinator {
+namespace {
+
+// Composes `rounds` rounds into `a`. Fixed-size rounds: replace-one adjacency, under
+// which the sum's sensitivity is 2C, so the multiplier is sigma / 2. Checked settings:
+// it fails only on a kind `a` does not hold already (epsilon() reports that case).
+void addTo(PrivacyAccountant& a, bool poisson, double rate, double sigma, uint64_t rounds) {
+  if (poisson)
+    (void)a.addRounds(rate, sigma, rounds);
+  else
+    (void)a.addRoundsWithoutReplacement(rate, sigma / 2, rounds);
+}
+
+}  // namespace
 
 Result<PrivacyBudget> PrivacyBudget::create(const EngineConfig& c) {
   if (c.sampling != "fixed" && c.sampling != "poisson")
@@ -66,10 +79,7 @@ bool PrivacyBudget::allows(double rate) const {
   if (std::isinf(epsilon())) return false;
   if (!segments_.empty() && segments_.front().poisson != poisson_) return false;
   PrivacyAccountant next = accountant_;
-  if (poisson_)
-    (void)next.addRounds(rate, sigma_, 1);
-  else
-    (void)next.addRoundsWithoutReplacement(rate, sigma_ / 2, 1);
+  addTo(next, poisson_, rate, sigma_, 1);
   return next.spent(delta_).epsilon <= target_;
 }
 
@@ -89,13 +99,7 @@ void PrivacyBudget::committed(double rate) {
     ++segments_.back().rounds;
   else
     segments_.push_back(Segment{poisson_, rate, sigma_, 1});
-  if (sigma_ > 0) {
-    const Segment one{poisson_, rate, sigma_, 1};
-    if (one.poisson)
-      (void)accountant_.addRounds(one.rate, one.sigma, 1);
-    else
-      (void)accountant_.addRoundsWithoutReplacement(one.rate, one.sigma / 2, 1);
-  }
+  if (sigma_ > 0) addTo(accountant_, poisson_, rate, sigma_, 1);
 }
 
 double PrivacyBudget::epsilon() const {
@@ -123,12 +127,7 @@ bool PrivacyBudget::readState(const std::string& key, std::istream& in, bool& ok
   s.poisson = kind == "poisson";
   segments_.push_back(s);
   // Composed as read (each line once); epsilon() says when the segments bound nothing.
-  if (s.sigma > 0 && s.poisson == segments_.front().poisson) {
-    if (s.poisson)
-      (void)accountant_.addRounds(s.rate, s.sigma, s.rounds);
-    else
-      (void)accountant_.addRoundsWithoutReplacement(s.rate, s.sigma / 2, s.rounds);
-  }
+  if (s.sigma > 0 && s.poisson == segments_.front().poisson) addTo(accountant_, s.poisson, s.rate, s.sigma, s.rounds);
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "vectors.hpp"
@@ -29,6 +30,17 @@ ErrorFeedback makeEf(std::size_t d, ErrorFeedbackOptions options = {}) {
   auto ef = ErrorFeedback::create(d, options);
   REQUIRE(ef.isOk());
   return std::move(ef).value();
+}
+
+// The largest |sent + e - inputs| relative to the largest |inputs|: 0 when error
+// feedback lost nothing.
+double residual(const std::vector<double>& sent, std::span<const float> e, const std::vector<double>& inputs) {
+  double worst = 0, scale = 1e-3;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    worst = std::max(worst, std::fabs(sent[i] + e[i] - inputs[i]));
+    scale = std::max(scale, std::fabs(inputs[i]));
+  }
+  return worst / scale;
 }
 
 // Runs `rounds` rounds; in rounds where reject(r) holds the update is rolled back.
@@ -54,13 +66,7 @@ double telescopingError(Compressor& c, std::size_t d, int rounds, double density
     for (std::size_t i = 0; i < d; ++i)
       sent[i] += q[i];
   }
-  double worst = 0, scale = 1e-3;
-  const auto e = ef.memory();
-  for (std::size_t i = 0; i < d; ++i) {
-    worst = std::max(worst, std::fabs(sent[i] + e[i] - inputs[i]));
-    scale = std::max(scale, std::fabs(inputs[i]));
-  }
-  return worst / scale;
+  return residual(sent, ef.memory(), inputs);
 }
 
 }  // namespace
@@ -124,13 +130,7 @@ TEST_CASE("error feedback with a clip norm: every message within it, what was cl
         for (std::size_t i = 0; i < d; ++i)
           sent[i] += q[i];
       }
-      double worst = 0, scale = 1e-3;
-      const auto e = ef.memory();
-      for (std::size_t i = 0; i < d; ++i) {
-        worst = std::max(worst, std::fabs(sent[i] + e[i] - inputs[i]));
-        scale = std::max(scale, std::fabs(inputs[i]));
-      }
-      CHECK(worst / scale < 1e-4);
+      CHECK(residual(sent, ef.memory(), inputs) < 1e-4);
     }
   }
 }

@@ -480,7 +480,10 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   if (!privacy_->allows(rate)) {
     // Under fixed sampling the rate falls as more clients are idle: the budget ends
     // training only once every connected client is idle and the round still does not fit.
-    if (!privacy_->poisson() && idleCount < clients_.size()) return;
+    if (!privacy_->poisson() &&
+        idleCount < static_cast<std::size_t>(std::count_if(
+                        clients_.begin(), clients_.end(), [](const auto& c) { return c.second->connected; })))
+      return;
     budgetSpent_ = true;
     out.push_back(Finished{});
     return;

@@ -1565,7 +1565,7 @@ TEST_CASE("a Learner bound below the clients trained evicts the least recently t
   std::filesystem::remove(path);
 }
 
-TEST_CASE("privacy in the simulator: poisson rounds, epsilon per round as the accountant's, top-k clipped",
+TEST_CASE("privacy in the simulator: poisson rounds of top-k uplinks, epsilon per round as the accountant's",
           "[harness][fashion-mnist][privacy]") {
   requireData();
   auto fleet = Fleet::create(smallFleet(), "mlp:784-32-10");

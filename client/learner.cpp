@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <numbers>
 #include <random>
 
 #include "starling/client/replay.hpp"
 #include "starling/compression/precision.hpp"
 #include "starling/data/feature_scaling.hpp"
 #include "starling/util/checksum.hpp"
+#include "starling/util/gaussian.hpp"
 #include "starling/util/mix.hpp"
 
 namespace starling::client {
@@ -531,11 +531,10 @@ void Attack::apply(std::span<float> delta, uint64_t seed) const {
       const double std = factor * std::sqrt(sq / double(std::max<std::size_t>(1, delta.size())));
       uint64_t state = seed;
       for (std::size_t i = 0; i < delta.size(); i += 2) {
-        const double u1 = (double(splitmixNext(state) >> 11) + 1.0) * 0x1.0p-53;
-        const double u2 = double(splitmixNext(state) >> 11) * 0x1.0p-53;
-        const double r = std::sqrt(-2.0 * std::log(u1)) * std;
-        delta[i] = static_cast<float>(r * std::cos(2 * std::numbers::pi * u2));
-        if (i + 1 < delta.size()) delta[i + 1] = static_cast<float>(r * std::sin(2 * std::numbers::pi * u2));
+        const uint64_t w1 = splitmixNext(state);
+        const auto [g1, g2] = gaussianPair(w1, splitmixNext(state));
+        delta[i] = static_cast<float>(g1 * std);
+        if (i + 1 < delta.size()) delta[i + 1] = static_cast<float>(g2 * std);
       }
       break;
     }

@@ -118,6 +118,11 @@ Result<std::shared_ptr<LearnerTask>> LearnerTask::create(const wire::WelcomeMsg&
   if (!(comp.updateClipNorm >= 0) || !std::isfinite(comp.updateClipNorm))
     return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's clip norm of {}", comp.updateClipNorm));
   t->updateClipNorm_ = comp.updateClipNorm;
+  if (!(comp.updateNoiseStd >= 0) || !std::isfinite(comp.updateNoiseStd) ||
+      (comp.updateNoiseStd > 0 && comp.updateClipNorm == 0))
+    return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's noise of {} (with clip norm {})",
+                                                            comp.updateNoiseStd, comp.updateClipNorm));
+  t->updateNoiseStd_ = comp.updateNoiseStd;
   t->memoryResetAfter_ = comp.memoryResetAfter;
   if (!(hyper.overlap >= 0 && hyper.overlap <= 1))
     return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's overlap alpha of {}", hyper.overlap));
@@ -582,6 +587,21 @@ Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const
                         : task_->uplink().compress(delta_, params, q);
     if (st && !memory_ && clip > 0) st = compression::clipToNorm(q, clip).status();
     if (!st) return st.withContext(fmt::format("compressing the update of round {}", a.round));
+    // Distributed noise: this client's share, on the clipped message only (the memory
+    // holds none of it; docs/privacy.md).
+    if (task_->updateNoiseStd() > 0) {
+      if (!noise_) {
+        if (options_.noiseSeed) {
+          noise_ = compression::seededNoise(*options_.noiseSeed);
+        } else {
+          auto secure = compression::secureNoise();
+          if (!secure) return secure.status();
+          noise_ = std::move(*secure);
+        }
+      }
+      STARLING_RETURN_IF_ERROR(compression::addNoise(q, *noise_, task_->updateNoiseStd())
+                                   .withContext(fmt::format("adding the noise share of round {}", a.round)));
+    }
     STARLING_RETURN_IF_ERROR(compression::encode(q, out.payload));
     out.selected = q.selected();
     out.compressionSeed = params.seed;

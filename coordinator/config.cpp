@@ -112,6 +112,12 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "error feedback (0 = privacy off)");
   bind("privacy.noise-multiplier", e.noiseMultiplier,
        "differential privacy: the round's sum gets Gaussian noise of std this x clip-norm (0 = clipping only)");
+  bind("privacy.noise", e.noisePlacement,
+       "differential privacy: who adds the noise: central (the coordinator, on the sum) or distributed (each client "
+       "adds its share, std / sqrt(noise-shares), to its clipped update; needs fixed sampling and a dense uplink)");
+  bind("privacy.noise-shares", e.noiseShares,
+       "distributed noise: the shares the noise is split into (0 = task.clients-per-round); the coordinator adds "
+       "those of the clients a round lacks");
   bind("privacy.delta", e.privacyDelta, "differential privacy: epsilon is reported for this delta");
   bind("privacy.target-epsilon", e.targetEpsilon,
        "differential privacy: training stops before a round would take epsilon over this (0 = no budget)");

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "starling/compression/noise.hpp"
 #include "starling/compression/precision.hpp"
 #include "starling/compression/row_set.hpp"
 #include "starling/coordinator/report.hpp"
@@ -26,7 +27,6 @@
 #include "engine/statistics.hpp"
 #include "engine/vocabulary.hpp"
 #include "placement.hpp"
-#include "secure_noise.hpp"
 
 namespace starling::coordinator {
 namespace fb = wire::fb;
@@ -256,7 +256,7 @@ Result<std::shared_ptr<Federation>> Federation::create(asio::io_context& io, Eng
   if (engine.clipNorm > 0) {
     // Differential privacy's noise from a cryptographic generator (the engine's own is
     // seeded, for the simulator).
-    auto noise = secureNoise();
+    auto noise = compression::secureNoise();
     if (!noise) return noise.status();
     f->engine_->setNoise(std::move(*noise));
   }

@@ -13,7 +13,6 @@
 
 #include "engine/aggregator.hpp"
 #include "engine/downlink.hpp"
-#include "engine/noise.hpp"
 #include "engine/pace.hpp"
 #include "engine/privacy_budget.hpp"
 #include "engine/selection.hpp"
@@ -172,8 +171,9 @@ Status RoundEngine::init(std::vector<float> model) {
   aggregator_ =
       std::make_unique<Aggregator>(dim, privacy_->on() ? 0.0 : c.maxNormRatio, c.senderMean, *weight, shards_.get());
   aggregator_->setRule(*rule);
-  noise_ = seededNoise(mixSeeds(c.seed, 0x6e6f697365));  // "noise"
-  if (privacy_->on()) aggregator_->setPrivacy(privacy_->clipNorm(), privacy_->noiseStd(), noise_.get());
+  noise_ = compression::seededNoise(mixSeeds(c.seed, 0x6e6f697365));  // "noise"
+  if (privacy_->on())
+    aggregator_->setPrivacy(privacy_->clipNorm(), privacy_->noiseStd(), noise_.get(), privacy_->noiseShares());
   return Status::ok();
 }
 
@@ -192,9 +192,10 @@ std::optional<double> RoundEngine::epsilon() const {
   return privacy_->epsilon();
 }
 
-void RoundEngine::setNoise(std::unique_ptr<GaussianNoise> noise) {
+void RoundEngine::setNoise(std::unique_ptr<compression::GaussianNoise> noise) {
   noise_ = std::move(noise);
-  if (privacy_->on()) aggregator_->setPrivacy(privacy_->clipNorm(), privacy_->noiseStd(), noise_.get());
+  if (privacy_->on())
+    aggregator_->setPrivacy(privacy_->clipNorm(), privacy_->noiseStd(), noise_.get(), privacy_->noiseShares());
 }
 
 uint64_t RoundEngine::committedRound() const {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "starling/compression/precision.hpp"
 #include "starling/data/load.hpp"
@@ -98,6 +99,7 @@ std::vector<std::string> requiredCapabilities(const EngineConfig& e, const TaskC
   add(t.uplinkErrorCap > 0, wire::kCapErrorCap);
   add(e.federatedEvalEvery > 0, wire::kCapFederatedEval);
   add(e.clipNorm > 0, wire::kCapDpClip);
+  add(e.clipNorm > 0 && e.noisePlacement == "distributed", wire::kCapDpNoise);
   add(needsStatisticsRound(t), wire::kCapFeatureStats);
   add(t.categoricalVocabulary, wire::kCapCategoricalVocabulary);
   add(e.dynamicBatch, wire::kCapDynamicBatch);
@@ -122,6 +124,14 @@ float clipNormFloat(double c) {
   if (double(f) > c) f = std::nextafter(f, 0.0f);
   return f;
 }
+// A noise share's standard deviation as the clients get it: a float no smaller than
+// the configured one, so the round carries at least the noise it is accounted with.
+float noiseStdFloat(double s) {
+  float f = static_cast<float>(s);
+  if (double(f) < s) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+  return f;
+}
+
 }  // namespace
 
 wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
@@ -151,7 +161,8 @@ wire::WelcomeMsg taskWelcome(const EngineConfig& ec, const TaskConfig& task) {
                                             ec.qsgdLevels,
                                             task.uplinkMemoryDecay,
                                             task.uplinkMemoryResetAfter,
-                                            clipNormFloat(ec.clipNorm)};
+                                            clipNormFloat(ec.clipNorm),
+                                            noiseStdFloat(noiseShareStd(ec))};
   w.heartbeatMs = task.heartbeatMs;
   w.rounds = ec.rounds;
   w.initSeed = task.initSeed;

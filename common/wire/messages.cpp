@@ -138,7 +138,7 @@ Frame encode(const WelcomeMsg& m) {
     comp = fb::CreateCompressionSettingsDirect(b, c->uplink.c_str(), c->uplinkDensity, c->downlink.c_str(),
                                                c->downlinkDensity, c->errorFeedback, c->fp16Values, c->errorCap,
                                                c->uplinkTernary, c->modelMantissaBits, c->qsgdLevels, c->memoryDecay,
-                                               c->memoryResetAfter, c->updateClipNorm);
+                                               c->memoryResetAfter, c->updateClipNorm, c->updateNoiseStd);
   const auto model = optionalTensor(b, m.model);
   const auto vocabulary = categoryValues(b, m.categoricalVocabulary);
   return finishFrame(
@@ -255,10 +255,11 @@ Result<WelcomeMsg> parseWelcome(const Message& m) {
                                 h->tau(),     h->clip_norm(), h->priority_sampling(), h->seed(),
                                 h->prox_mu(), h->overlap(),   h->overlap_momentum()};
   if (const auto* c = w->compression())
-    out.compression = CompressionSettings{
-        str(c->uplink()),  c->uplink_density(),     str(c->downlink()),   c->downlink_density(),    c->error_feedback(),
-        c->fp16_values(),  c->error_cap(),          c->uplink_ternary(),  c->model_mantissa_bits(), c->qsgd_levels(),
-        c->memory_decay(), c->memory_reset_after(), c->update_clip_norm()};
+    out.compression =
+        CompressionSettings{str(c->uplink()),         c->uplink_density(),  str(c->downlink()), c->downlink_density(),
+                            c->error_feedback(),      c->fp16_values(),     c->error_cap(),     c->uplink_ternary(),
+                            c->model_mantissa_bits(), c->qsgd_levels(),     c->memory_decay(),  c->memory_reset_after(),
+                            c->update_clip_norm(),    c->update_noise_std()};
   out.round = w->round();
   if (Status st = assignView(w->model(), out.model); !st) return st;
   out.modelChecksum = w->model_checksum();

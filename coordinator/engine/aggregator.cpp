@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "starling/compression/compressor.hpp"
+#include "starling/compression/noise.hpp"
 
-#include "engine/noise.hpp"
 #include "engine/robust.hpp"
 #include "engine/shards.hpp"
 
@@ -64,7 +64,8 @@ Result<Aggregator::Rule> Aggregator::rule(const EngineConfig& c) {
   return r;
 }
 
-void Aggregator::setPrivacy(double clipNorm, double noiseStd, GaussianNoise* noise) {
+void Aggregator::setPrivacy(double clipNorm, double noiseStd, compression::GaussianNoise* noise, uint32_t shares) {
+  dpShares_ = shares;
   dpClip_ = clipNorm;
   dpNoiseStd_ = noiseStd;
   noise_ = noise;
@@ -73,6 +74,7 @@ void Aggregator::setPrivacy(double clipNorm, double noiseStd, GaussianNoise* noi
 void Aggregator::begin(double denominator) {
   denominator_ = denominator;
   heldCount_ = 0;
+  dpAdded_ = 0;
   if (senderMean_ && coverage_.size() != sum_.size()) coverage_.resize(sum_.size());
   if (shards_) {
     shards_->forRanges([&](std::size_t b, std::size_t e) {
@@ -104,10 +106,12 @@ double Aggregator::limitAtClose(std::span<const double> lateNorms) const {
 std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
   std::optional<std::string> rejected;
   // Clipping: privacy's (the client clipped already; a client that did not is clipped
-  // here) or the server's.
-  const double clip = dpClip_ > 0 && rule_.clipNorm > 0 ? std::min(dpClip_, rule_.clipNorm)
-                      : dpClip_ > 0                     ? dpClip_
-                                                        : rule_.clipNorm;
+  // here) or the server's. Not a message carrying its sender's noise share: clipping it
+  // would shrink the noise the round is accounted with.
+  const double dpClip = dpShares_ > 0 ? 0.0 : dpClip_;
+  const double clip = dpClip > 0 && rule_.clipNorm > 0 ? std::min(dpClip, rule_.clipNorm)
+                      : dpClip > 0                     ? dpClip
+                                                       : rule_.clipNorm;
   if (clip > 0 && c.norm > clip) {
     auto factor = compression::clipToNorm(c.delta, clip);
     if (!factor) {
@@ -121,6 +125,7 @@ std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
     // Each client's share is bounded by the clip norm alone: s(staleness) <= 1.
     const double w = 1.0 / weight_.inverse(c.staleness);
     weightSum_ += w;
+    ++dpAdded_;
     if (shards_)
       addSharded(c.delta, static_cast<float>(w), static_cast<float>(w));
     else
@@ -204,7 +209,12 @@ std::span<float> Aggregator::finish() {
   if (dpClip_ > 0) {
     // Delta = (sum_k s_k q_k + N(0, sigma^2 C^2)) / D. The noise is drawn in coordinate
     // order on this thread, so it does not depend on the shards.
-    if (noise_ && dpNoiseStd_ > 0) noise_->add(sum_, dpNoiseStd_);
+    // Distributed noise: the shares of the clients the round lacks (none when M arrived).
+    const double std = dpShares_ == 0
+                           ? dpNoiseStd_
+                           : dpNoiseStd_ * std::sqrt(double(dpShares_ - std::min<std::size_t>(dpAdded_, dpShares_)) /
+                                                     double(dpShares_));
+    if (noise_ && std > 0) noise_->add(sum_, std);
     const auto scale = static_cast<float>(1.0 / denominator_);
     for (float& x : sum_)
       x *= scale;

@@ -47,7 +47,6 @@ struct Contribution {
   double selectionWeight = 1.0;  // Selection::Pick::weight of its round
 };
 
-class GaussianNoise;
 class Shards;
 
 class Aggregator {
@@ -79,7 +78,12 @@ class Aggregator {
   // and weighed by s(staleness) alone, and finish() adds N(0, noiseStd^2) from `noise`
   // (it outlives the aggregator) to each coordinate of the sum before dividing it by the
   // round's fixed denominator. The norm-ratio check is off.
-  void setPrivacy(double clipNorm, double noiseStd, GaussianNoise* noise);
+  // Distributed noise (shares = M > 0): each client added N(0, noiseStd^2 / M) to its
+  // message, so the engine does not clip (that would shrink the noise) and adds only the
+  // shares of the M the round lacks, N(0, noiseStd^2 max(0, M - added) / M).
+  void setPrivacy(double clipNorm, double noiseStd, compression::GaussianNoise* noise, uint32_t shares = 0);
+  // Updates added to the sum since begin() (under privacy).
+  std::size_t added() const { return dpAdded_; }
 
   // Starts a round: the sums and norms at zero. denominator: privacy's fixed D (> 0).
   void begin(double denominator = 1);
@@ -121,7 +125,9 @@ class Aggregator {
 
   Rule rule_;
   double dpClip_ = 0, dpNoiseStd_ = 0, denominator_ = 1;
-  GaussianNoise* noise_ = nullptr;
+  uint32_t dpShares_ = 0;    // distributed noise's M (0: central)
+  std::size_t dpAdded_ = 0;  // updates in this round's private sum
+  compression::GaussianNoise* noise_ = nullptr;
   std::vector<std::vector<float>> held_;  // robust rules: the round's updates, dense
   std::size_t heldCount_ = 0;             // of held_, those of this round (the rest is reused memory)
   double maxNormRatio_;

@@ -6,6 +6,7 @@
 #include <istream>
 #include <limits>
 #include <ostream>
+#include <string_view>
 
 namespace starling::coordinator {
 namespace {
@@ -40,7 +41,7 @@ Result<PrivacyBudget> PrivacyBudget::create(const EngineConfig& c) {
   }
   if (!(c.privacyDelta > 0 && c.privacyDelta < 1))
     return Status(StatusCode::kInvalidArgument, fmt::format("privacy delta {} is not in (0, 1)", c.privacyDelta));
-  auto refuse = [](const char* what) {
+  auto refuse = [](std::string_view what) {
     return Status(StatusCode::kInvalidArgument, fmt::format("differential privacy does not combine with {}", what));
   };
   if (c.mode != "sync") return refuse("the asynchronous modes (a client may land twice in one step)");
@@ -51,6 +52,23 @@ Result<PrivacyBudget> PrivacyBudget::create(const EngineConfig& c) {
   if (c.targetEpsilon > 0 && c.noiseMultiplier == 0) return refuse("a target epsilon without noise");
   if (c.adaptiveTau) return refuse("adaptive tau (ADACOMM steers from the clients' raw losses)");
   if (c.federatedEvalEvery > 0) return refuse("federated evaluation (its per-client sums are released unnoised)");
+  if (c.noisePlacement != "central" && c.noisePlacement != "distributed")
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("unknown noise placement '{}' (central or distributed)", c.noisePlacement));
+  if (c.noisePlacement == "distributed") {
+    // A client's presence must not change how many shares the sum carries: under
+    // Poisson sampling (add/remove one client) it would, and the sampled Gaussian's
+    // analysis assumes one variance in both worlds. Fixed-size rounds swap one client
+    // for another, so both worlds hold the same shares.
+    if (c.noiseMultiplier == 0) return refuse("distributed noise without a noise multiplier");
+    if (c.sampling != "fixed")
+      return refuse("distributed noise under poisson sampling (a client's presence changes the noise)");
+    if (c.uplink != "identity" && c.uplink != "fp16")
+      return refuse(
+          fmt::format("distributed noise over the {} uplink (a noised message is dense: identity or fp16)", c.uplink));
+  } else if (c.noiseShares > 0) {
+    return Status(StatusCode::kInvalidArgument, "noise shares are for distributed noise");
+  }
   return PrivacyBudget(c);
 }
 
@@ -61,7 +79,18 @@ PrivacyBudget::PrivacyBudget(const EngineConfig& c)
       delta_(c.privacyDelta),
       target_(c.targetEpsilon),
       poisson_(c.sampling == "poisson"),
-      clientsPerRound_(c.clientsPerRound) {}
+      clientsPerRound_(c.clientsPerRound),
+      shares_(coordinator::noiseShares(c)) {}
+
+uint32_t noiseShares(const EngineConfig& c) {
+  if (c.clipNorm <= 0 || c.noisePlacement != "distributed") return 0;
+  return c.noiseShares > 0 ? c.noiseShares : std::max(1u, c.clientsPerRound);
+}
+
+double noiseShareStd(const EngineConfig& c) {
+  const uint32_t m = noiseShares(c);
+  return m == 0 ? 0.0 : c.noiseMultiplier * c.clipNorm / std::sqrt(double(m));
+}
 
 double PrivacyBudget::rate(std::size_t assigned, std::size_t idle) const {
   if (poisson_) return rate_;

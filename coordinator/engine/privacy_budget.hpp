@@ -33,6 +33,9 @@ class PrivacyBudget {
   double clipNorm() const { return clipNorm_; }
   // The standard deviation of the noise on the round's sum: sigma x C.
   double noiseStd() const { return sigma_ * clipNorm_; }
+  // Distributed noise: the M shares the sum's noise is split into (0: central), and
+  // the standard deviation of one client's share, sigma x C / sqrt(M).
+  uint32_t noiseShares() const { return shares_; }
   // The rate a round is accounted at: poisson's, or assigned / idle under fixed sampling.
   double rate(std::size_t assigned, std::size_t idle) const;
   // The round's fixed denominator D: rate x idle under poisson, K under fixed sampling.
@@ -61,6 +64,7 @@ class PrivacyBudget {
   double clipNorm_, sigma_, rate_, delta_, target_;
   bool poisson_;
   uint32_t clientsPerRound_;
+  uint32_t shares_ = 0;
   std::vector<Segment> segments_;
   PrivacyAccountant accountant_;
 };

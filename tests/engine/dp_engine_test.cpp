@@ -11,7 +11,6 @@
 
 #include "starling/coordinator/round_engine.hpp"
 
-#include "engine/noise.hpp"
 #include "engine/privacy.hpp"
 #include "fixtures.hpp"
 
@@ -116,23 +115,6 @@ TEST_CASE("privacy: the noise on the sum has standard deviation sigma x C over t
   const double sd = std::sqrt(var / (n - 1));
   CHECK(std::fabs(mean) < 4 * 0.25 / std::sqrt(n));
   CHECK(sd == Approx(0.25).epsilon(0.05));  // 3,840 samples: the sd's own error is ~1.1%
-}
-
-TEST_CASE("the Gaussian noise source is N(0, s^2), reproducible from its seed", "[engine][privacy]") {
-  std::vector<float> a(20001, 0.0f), b(20001, 0.0f);
-  seededNoise(7)->add(a, 3.0);
-  seededNoise(7)->add(b, 3.0);
-  CHECK(a == b);
-  double sum = 0, sq = 0, fourth = 0;
-  for (float x : a) {
-    sum += x;
-    sq += double(x) * x;
-    fourth += std::pow(double(x), 4);
-  }
-  const double n = double(a.size());
-  CHECK(std::fabs(sum / n) < 4 * 3.0 / std::sqrt(n));
-  CHECK(sq / n == Approx(9.0).epsilon(0.03));
-  CHECK(fourth / n == Approx(3 * 81.0).epsilon(0.1));  // Gaussian kurtosis 3
 }
 
 TEST_CASE("poisson sampling draws each idle client with the rate and waits for all it drew", "[engine][privacy]") {
@@ -266,6 +248,69 @@ TEST_CASE("privacy settings that would break the guarantee are refused by name",
   c = privateConfig(3);
   c.privacyDelta = 0;
   refused(c, "delta");
+  c = privateConfig(3);
+  c.noiseMultiplier = 1;
+  c.noisePlacement = "local";
+  refused(c, "unknown noise placement");
+  c.noisePlacement = "distributed";
+  c.sampling = "poisson";
+  c.samplingRate = 0.5;
+  refused(c, "distributed noise under poisson sampling");
+  c.sampling = "fixed";
+  c.uplink = "topk";
+  refused(c, "distributed noise over the topk uplink");
+  c.uplink = "identity";
+  c.noiseMultiplier = 0;
+  refused(c, "distributed noise without a noise multiplier");
+  c = privateConfig(3);
+  c.noiseShares = 5;
+  refused(c, "noise shares are for distributed noise");
+}
+
+TEST_CASE("distributed noise: the engine adds only the shares a round lacks, and clips no noised message",
+          "[engine][privacy]") {
+  EngineConfig c = privateConfig(4);
+  c.noisePlacement = "distributed";
+  c.noiseMultiplier = 2.0;
+  c.clipNorm = 0.5;
+  c.rounds = 1;
+  CHECK(noiseShares(c) == 4);
+  CHECK(noiseShareStd(c) == Approx(2.0 * 0.5 / 2));
+  {
+    // All four shares arrived: the sum is released as it is. Their messages (norm 8,
+    // a clipped update plus its noise share) are not clipped again.
+    auto engine = RoundEngine::create(c, initialModel()).value();
+    auto acts = joinAll(*engine, 4);
+    answerAll(*engine, acts, filled(1.0f), 5);
+    REQUIRE(engine->committedRound() == 1);
+    for (std::size_t i = 0; i < kDim; ++i)
+      CHECK(engine->model()[i] == Approx(initialModel()[i] - 1.0).margin(1e-6));
+    REQUIRE(engine->epsilon().has_value());
+    CHECK(std::isfinite(*engine->epsilon()));
+  }
+  // Two of the four return by the deadline: the engine adds the two missing shares,
+  // N(0, sigma^2 C^2 x 2 / 4), before dividing by K = 4.
+  std::vector<double> moves;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    c.seed = seed;
+    auto engine = RoundEngine::create(c, initialModel()).value();
+    auto acts = joinAll(*engine, 4);
+    auto assigns = only<Assign>(acts);
+    REQUIRE(assigns.size() == 4);
+    for (int i = 0; i < 2; ++i)
+      (void)engine->updateArrived(assigns[std::size_t(i)].clientId, update(1, 0, filled(0.0f)), 5);
+    (void)engine->tick(c.deadlineMs + 10);
+    REQUIRE(engine->committedRound() == 1);
+    for (std::size_t i = 0; i < kDim; ++i)
+      moves.push_back(double(initialModel()[i]) - double(engine->model()[i]));
+  }
+  const double n = double(moves.size());
+  const double mean = std::accumulate(moves.begin(), moves.end(), 0.0) / n;
+  double var = 0;
+  for (double m : moves)
+    var += (m - mean) * (m - mean);
+  const double expected = 2.0 * 0.5 * std::sqrt(2.0 / 4.0) / 4;
+  CHECK(std::sqrt(var / (n - 1)) == Approx(expected).epsilon(0.05));
 }
 
 TEST_CASE("robust rules combine the round's updates as their references do", "[engine][robust]") {

@@ -506,6 +506,8 @@ Result<ClientRound> Run::trainClient(std::size_t i, const wire::RoundAssignMsg& 
   if (!c.learner) {
     client::LearnerOptions lo{client::clientSeed(0, clientId(i))};
     lo.batchLog = export_ ? export_->batchLog() : nullptr;
+    // Distributed noise from a seeded source: the simulator's runs are reproducible.
+    lo.noiseSeed = mixSeeds(s().seed ^ 0x6e6f697365ull, i);  // "noise"
     c.learner = std::make_unique<client::Learner>(task, lo);
   }
   c.learner->setAttack(hostile ? attack_ : client::Attack{});

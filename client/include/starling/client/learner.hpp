@@ -60,6 +60,7 @@
 #include "starling/client/trainer.hpp"
 #include "starling/compression/compressor.hpp"
 #include "starling/compression/error_feedback.hpp"
+#include "starling/compression/noise.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/data/categories.hpp"
 #include "starling/data/dataset.hpp"
@@ -121,6 +122,9 @@ class LearnerTask {
   float memoryDecay() const { return memoryDecay_; }
   // Differential privacy: the message sent is clipped to this L2 norm (0 = off).
   float updateClipNorm() const { return updateClipNorm_; }
+  // Distributed noise: N(0, updateNoiseStd^2) is added to every coordinate of the
+  // clipped message (0 = off).
+  float updateNoiseStd() const { return updateNoiseStd_; }
   uint32_t memoryResetAfter() const { return memoryResetAfter_; }
   uint32_t mantissaBits() const { return mantissaBits_; }
   // Overlap Local-SGD's pull-back alpha (0 = off) and anchor momentum beta.
@@ -144,6 +148,7 @@ class LearnerTask {
   float errorCap_ = 0;
   float memoryDecay_ = 1.0f;
   float updateClipNorm_ = 0;
+  float updateNoiseStd_ = 0;
   uint32_t memoryResetAfter_ = 0;
   uint32_t mantissaBits_ = 23;
   float overlap_ = 0;
@@ -189,6 +194,10 @@ struct LearnerOptions {
   bool trains = true;
   // Test and benchmark only: this client is hostile (Attack above).
   Attack attack{};
+  // Distributed noise's source: unset, a cryptographic generator (compression::
+  // secureNoise); set, seeded from this (the simulator's, reproducible: never for a
+  // deployment, whoever knows the seed can subtract the noise).
+  std::optional<uint64_t> noiseSeed{};
 };
 
 struct LearnerStats {
@@ -364,13 +373,14 @@ class Learner {
   std::optional<Trainer> trainer_;  // holding mode only
   const data::Dataset* heldOut_ = nullptr;
   std::optional<compression::ErrorFeedback> memory_;
-  uint64_t seed_ = 0;               // the client's seed mixed with the task's
-  uint64_t lastTrained_ = 0;        // the last round this client trained (missed rounds since)
-  std::optional<Sampler> sampler_;  // borrowed-base mode: the sampler between rounds (no workspaces)
-  std::vector<float> xhat_;         // holding mode: the shared global model
-  std::vector<float> delta_;        // scratch: base - x
-  std::vector<double> computed_;    // audit: the sum of every delta_
-  uint64_t heldRound_ = 0;          // 0 = nothing held (or the round-0 model)
+  std::unique_ptr<compression::GaussianNoise> noise_;  // distributed noise's, made when first needed
+  uint64_t seed_ = 0;                                  // the client's seed mixed with the task's
+  uint64_t lastTrained_ = 0;                           // the last round this client trained (missed rounds since)
+  std::optional<Sampler> sampler_;                     // borrowed-base mode: the sampler between rounds (no workspaces)
+  std::vector<float> xhat_;                            // holding mode: the shared global model
+  std::vector<float> delta_;                           // scratch: base - x
+  std::vector<double> computed_;                       // audit: the sum of every delta_
+  uint64_t heldRound_ = 0;                             // 0 = nothing held (or the round-0 model)
   // The indices of the last broadcast applied as the last of a log replay in this
   // session: what a replay's first tensor with relative indices is coded against.
   std::optional<std::vector<uint32_t>> lastIndices_;

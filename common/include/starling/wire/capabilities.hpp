@@ -55,9 +55,12 @@ inline constexpr std::string_view kCapOverlap = "overlap";
 // Differential privacy: clips the update it sends to CompressionSettings.update_clip_norm
 // (privacy.update-clip-norm). A client without it would send unclipped updates.
 inline constexpr std::string_view kCapDpClip = "dp-clip";
+// Distributed noise: adds N(0, CompressionSettings.update_noise_std^2) to every coordinate
+// of its clipped update, from a cryptographic generator (privacy.noise = distributed).
+inline constexpr std::string_view kCapDpNoise = "dp-noise";
 
 // Everything starling-client of this build implements.
-inline constexpr std::array<std::string_view, 16> kClientCapabilities = {kCapRiceIndices,
+inline constexpr std::array<std::string_view, 17> kClientCapabilities = {kCapRiceIndices,
                                                                          kCapTernaryValues,
                                                                          kCapCatchUpValues,
                                                                          kCapPrioritySampling,
@@ -72,7 +75,8 @@ inline constexpr std::array<std::string_view, 16> kClientCapabilities = {kCapRic
                                                                          kCapCategoricalVocabulary,
                                                                          kCapDynamicBatch,
                                                                          kCapOverlap,
-                                                                         kCapDpClip};
+                                                                         kCapDpClip,
+                                                                         kCapDpNoise};
 
 // The names in `required` that `offered` lacks, in the order of `required`.
 inline std::vector<std::string> missingCapabilities(const std::vector<std::string>& required,

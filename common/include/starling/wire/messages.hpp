@@ -75,6 +75,7 @@ struct CompressionSettings {
   float memoryDecay = 1.0f;
   uint32_t memoryResetAfter = 0;
   float updateClipNorm = 0;  // differential privacy's clip of the message sent (0 = off)
+  float updateNoiseStd = 0;  // distributed noise: the share added to the message sent (0 = off)
 };
 
 // One categorical column's values (wire CategoryValues): with their counts in

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "starling/compression/compressor.hpp"
+#include "starling/compression/noise.hpp"
 #include "starling/compression/payload.hpp"
 #include "starling/coordinator/client_rows.hpp"
 #include "starling/coordinator/outcomes.hpp"
@@ -39,7 +40,6 @@ namespace starling::coordinator {
 class Aggregator;
 class ClockBound;
 class Downlink;
-class GaussianNoise;
 class Pace;
 class PrivacyBudget;
 class Selection;
@@ -113,6 +113,12 @@ struct EngineConfig {
   // replacement (replace one client, sensitivity 2 clipNorm).
   double clipNorm = 0;
   double noiseMultiplier = 0;  // sigma; 0 = clipping only (epsilon infinite)
+  // Where the noise is added: "central", by the engine on the sum, or "distributed":
+  // each client adds N(0, (sigma clipNorm)^2 / M) to every coordinate of its clipped
+  // message, M = noiseShares (0: clientsPerRound), and the engine adds the shares of
+  // the M a round lacks. Needs fixed sampling and a dense uplink (identity or fp16).
+  std::string noisePlacement = "central";
+  uint32_t noiseShares = 0;
   // Who trains: "fixed", ceil(K x overSelection) of the idle clients (the default, also
   // without privacy), or "poisson", each idle client independently with samplingRate.
   std::string sampling = "fixed";
@@ -301,6 +307,12 @@ struct EngineConfig {
   };
   ShardRows shardRows;
 };
+
+// Distributed noise (EngineConfig::noisePlacement): the M shares a round's noise is
+// split into (0 when central or privacy is off), and one share's standard deviation,
+// noiseMultiplier x clipNorm / sqrt(M), what each client adds to every coordinate.
+uint32_t noiseShares(const EngineConfig& c);
+double noiseShareStd(const EngineConfig& c);
 
 // What a client is told to do for one round.
 struct Assignment {
@@ -503,8 +515,8 @@ class RoundEngine {
   bool budgetSpent() const { return budgetSpent_; }
   // Where the privacy noise comes from. The engine starts with seededNoise(seed): the
   // simulator's, reproducible; the daemon sets a cryptographic source
-  // (coordinator/secure_noise.hpp) before start().
-  void setNoise(std::unique_ptr<GaussianNoise> noise);
+  // (compression::secureNoise) before start().
+  void setNoise(std::unique_ptr<compression::GaussianNoise> noise);
 
   // Relays (starling-relay) run local rounds between two exchanges with the coordinator.
   // holdAfter(n): no round starts (and, in the asynchronous modes, no client is assigned)
@@ -606,7 +618,7 @@ class RoundEngine {
   std::unique_ptr<Downlink> downlink_;  // the model, its round and checksum, and catch-up
   std::unique_ptr<Pace> pace_;
   std::unique_ptr<PrivacyBudget> privacy_;
-  std::unique_ptr<GaussianNoise> noise_;
+  std::unique_ptr<compression::GaussianNoise> noise_;
   bool budgetSpent_ = false;  // targetEpsilon reached: no more rounds
   enum class Mode { kSync, kAsync, kSsp, kDssp };
   Mode mode_ = Mode::kSync;

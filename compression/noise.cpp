@@ -1,13 +1,13 @@
-#include "engine/noise.hpp"
+#include "starling/compression/noise.hpp"
 
 #include <algorithm>
 #include <cmath>
 
+#include "starling/compression/fp16.hpp"
 #include "starling/util/gaussian.hpp"
+#include "starling/util/mix.hpp"
 
-#include "engine/splitmix.hpp"
-
-namespace starling::coordinator {
+namespace starling::compression {
 namespace {
 
 class SeededNoise final : public GaussianNoise {
@@ -17,7 +17,7 @@ class SeededNoise final : public GaussianNoise {
  private:
   void words(std::span<uint64_t> out) override {
     for (uint64_t& w : out)
-      w = splitmix(state_);
+      w = splitmixNext(state_);
   }
   uint64_t state_;
 };
@@ -41,4 +41,16 @@ std::unique_ptr<GaussianNoise> seededNoise(uint64_t seed) {
   return std::make_unique<SeededNoise>(seed);
 }
 
-}  // namespace starling::coordinator
+Status addNoise(Compressed& c, GaussianNoise& noise, double stddev) {
+  if (!(stddev >= 0) || !std::isfinite(stddev))
+    return Status(StatusCode::kInvalidArgument, "noise standard deviation must be finite and >= 0");
+  if (c.encoding != Encoding::kDense32 && c.encoding != Encoding::kDense16)
+    return Status(StatusCode::kInvalidArgument, "noise needs a dense tensor (the uplink identity or fp16)");
+  if (c.values.size() != c.count) return Status(StatusCode::kInvalidArgument, "dense tensor without its values");
+  if (stddev == 0) return Status::ok();
+  noise.add(c.values, stddev);
+  if (c.encoding == Encoding::kDense16) roundToHalfSaturating(c.values, c.values);
+  return Status::ok();
+}
+
+}  // namespace starling::compression

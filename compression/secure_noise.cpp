@@ -1,11 +1,14 @@
-#include "secure_noise.hpp"
-
+// secureNoise(): starling/compression/noise.hpp's transform over mbedTLS's CTR_DRBG.
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 
-namespace starling::coordinator {
+#include "starling/compression/noise.hpp"
+
+namespace starling::compression {
 namespace {
 
 class DrbgNoise final : public GaussianNoise {
@@ -55,4 +58,4 @@ Result<std::unique_ptr<GaussianNoise>> secureNoise() {
   return std::unique_ptr<GaussianNoise>(std::move(noise));
 }
 
-}  // namespace starling::coordinator
+}  // namespace starling::compression

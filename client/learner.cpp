@@ -195,6 +195,13 @@ Status Learner::welcome(const wire::WelcomeMsg& w, const data::Dataset& shard) {
     inFlight_.clear();
     seed_ = mix(options_.seed, task_->seed());
   }
+  if (log_ && task_->updateClipNorm() > 0)
+    log_->info(
+        "differential privacy: updates clipped to L2 norm {}{}", task_->updateClipNorm(),
+        task_->updateNoiseStd() > 0
+            ? fmt::format(", plus this client's noise share N(0, {}^2) a coordinate, from {}", task_->updateNoiseStd(),
+                          options_.noiseSeed ? "a seeded generator" : "a cryptographic generator")
+            : std::string());
   // Nothing held: build the round-0 model as the coordinator did; the first assignment
   // catches up from it and its checksum proves it (or brings a dense copy).
   if (heldRound_ == 0) buildInitialModel();

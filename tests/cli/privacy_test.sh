@@ -7,6 +7,8 @@
 #     database and the report, rising, and equals `starling-sim privacy` for as many
 #     rounds; one more round would be over the budget. Restarted with its clients, it
 #     trains no further.
+#  1b. Distributed noise: the three clients add the noise (a sigma large enough to
+#     ruin the model), and epsilon is starling-sim privacy's for fixed-size sampling.
 #  2. Four clients, one of them hostile (--test-attack scale:1000). Under the plain
 #     mean the model is ruined; under the coordinate-wise median it learns.
 #  3. Privacy settings that would break the guarantee are refused by name.
@@ -20,6 +22,10 @@ source "$(dirname "$0")/lib.sh"
 
 "$coord_bin" init --out "$work/certs" --clients 4 >/dev/null || exit 1
 model=(--model mlp:784-16-10 --lr 0.05 --tau 20 --deadline-ms 60000)
+accuracy() {  # DB: the last evaluated round's accuracy
+  "$coord_bin" report --db "$1" --format csv |
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "test_accuracy") c = i } $2 == "committed" && $c != "" { v = $c } END { print v }'
+}
 
 # ---- 1. the privacy budget -------------------------------------------------------
 launch_coordinator dp "${model[@]}" --rounds 50 --clients-per-round 3 --update-clip-norm 1 --noise-multiplier 4 \
@@ -53,11 +59,31 @@ check "a restarted coordinator, its clients back, finishes at once" test $? -eq 
 check "without training past the budget" test "$(committed "$work/dp.db")" -eq "$rounds"
 for i in 0 1 2; do wait_exit "${client_pid[$i]}" 30 >/dev/null; done
 
+# ---- 1b. distributed noise: the clients add the noise ------------------------------
+# sigma 30 split into three shares of N(0, (30 / sqrt(3))^2) a coordinate: with every
+# share arrived the coordinator adds nothing, and the noise the clients added ruins the
+# model; epsilon is the fixed-size accountant's at q = 3 / 3.
+port=""
+launch_coordinator shares "${model[@]}" --rounds 4 --clients-per-round 3 --update-clip-norm 1 --noise-multiplier 30 \
+  --noise distributed --test-data "$data" --db "$work/shares.db" || exit 1
+for i in 0 1 2; do start_client "$i" "shares-client-$i.log"; done
+wait_exit "$coord_pid" 240
+check "the task with distributed noise finishes" test $? -eq 0
+for i in 0 1 2; do wait_exit "${client_pid[$i]}" 30 >/dev/null; done
+check "its 4 rounds committed" test "$(committed "$work/shares.db")" -eq 4
+check "each client adds its share from a cryptographic generator" \
+  bash -c "grep -l 'noise share N(0, 17.3205.*^2) a coordinate, from a cryptographic generator' '$work'/shares-client-*.log | wc -l | grep -qx 3"
+shares_acc=$(accuracy "$work/shares.db")
+check "the clients' noise ruins the model (accuracy $shares_acc < 0.3)" \
+  awk -v a="$shares_acc" 'BEGIN { exit !(a != "" && a < 0.3) }'
+shares_eps=$("$coord_bin" report --db "$work/shares.db" --format csv |
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epsilon") c = i } $2 == "committed" { v = $c } END { print v }')
+shares_ref=$("$sim_bin" privacy --sampling fixed --sampling-rate 1 --rounds 4 --noise-multiplier 30 |
+  sed 's/^epsilon=\([^ ]*\).*/\1/')
+check "its epsilon ($shares_eps) is starling-sim privacy's for fixed sampling ($shares_ref)" \
+  awk -v a="$shares_eps" -v b="$shares_ref" 'BEGIN { exit !(a > 0 && (a - b) ^ 2 < (1e-3 * b) ^ 2) }'
+
 # ---- 2. one hostile client: the mean is ruined, the median learns -----------------
-accuracy() {  # DB: the last evaluated round's accuracy
-  "$coord_bin" report --db "$1" --format csv |
-    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "test_accuracy") c = i } $2 == "committed" && $c != "" { v = $c } END { print v }'
-}
 shards=4
 for rule in mean median; do
   port=""
@@ -84,6 +110,8 @@ refused() {  # refused EXPECTED_TEXT ARGS...
 }
 check "privacy with the asynchronous mode is refused" refused "asynchronous" --update-clip-norm 1 --mode async
 check "privacy with a robust rule is refused" refused "robust" --update-clip-norm 1 --aggregation median
+check "distributed noise over a sparse uplink is refused" refused "distributed noise over the topk uplink" \
+  --update-clip-norm 1 --noise-multiplier 1 --noise distributed --uplink topk
 check "a target epsilon without noise is refused" refused "target epsilon without noise" --update-clip-norm 1 \
   --target-epsilon 2
 check "an unknown aggregation is refused by name" refused "unknown aggregation 'krum'" --aggregation krum

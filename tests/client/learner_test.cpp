@@ -206,3 +206,63 @@ TEST_CASE("the uplink memory decays per missed round and is cleared after the ta
   }
   CHECK(checked > 0);
 }
+
+TEST_CASE("distributed noise: the clipped update plus this client's share, seeded alike on both sides",
+          "[client][learner][privacy]") {
+  const data::Dataset shard = test::blobs(64, 8, 4, 11);
+  const std::vector<float> base = initialModel();
+  const uint64_t seed = clientSeed(0, "client-1");
+  auto privateTask = [](float noiseStd, const char* uplink) {
+    wire::WelcomeMsg w = task();
+    w.compression = wire::CompressionSettings{uplink, 0.25f, "identity", 1.0f, true, false, 0.0f, false, 23};
+    w.compression->updateClipNorm = 0.5f;
+    w.compression->updateNoiseStd = noiseStd;
+    return w;
+  };
+  auto sent = [&](const LocalUpdate& u) {
+    compression::Compressed q;
+    REQUIRE(compression::decode(u.payload, uint32_t(base.size()), q).isOk());
+    std::vector<float> v(base.size());
+    REQUIRE(compression::expand(q, v).isOk());
+    return v;
+  };
+  LearnerOptions noisy{seed};
+  noisy.noiseSeed = 9;
+  Learner clipped(LearnerOptions{seed}, nullptr);
+  Learner device(noisy, nullptr);
+  REQUIRE(clipped.welcome(privateTask(0.0f, "identity"), shard).isOk());
+  REQUIRE(device.welcome(privateTask(0.2f, "identity"), shard).isOk());
+  auto sharedTask = LearnerTask::create(privateTask(0.2f, "identity"));
+  REQUIRE(sharedTask.isOk());
+  Learner simulated(*sharedTask, noisy);
+  const auto a = assign(1, base);
+  REQUIRE(clipped.catchUp(a).isOk());
+  REQUIRE(device.catchUp(a).isOk());
+  auto plain = clipped.train(a);
+  auto fromDevice = device.train(a);
+  auto fromSim = simulated.train(a, base, shard);
+  REQUIRE(plain.isOk());
+  REQUIRE(fromDevice.isOk());
+  REQUIRE(fromSim.isOk());
+  CHECK(fromDevice->payload == fromSim->payload);  // the same seed, the same share
+  const std::vector<float> p = sent(*plain), n = sent(*fromDevice);
+  double norm = 0, mean = 0, var = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    norm += double(p[i]) * p[i];
+    mean += double(n[i]) - p[i];
+  }
+  mean /= double(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i)
+    var += (double(n[i]) - p[i] - mean) * (double(n[i]) - p[i] - mean);
+  CHECK(std::sqrt(norm) <= 0.5 + 1e-6);  // clipped, before the share
+  // The share: N(0, 0.2^2) on each of the 212 coordinates (the sd's own error ~5%).
+  CHECK(std::fabs(mean) < 4 * 0.2 / std::sqrt(double(p.size())));
+  CHECK(std::sqrt(var / double(p.size() - 1)) == Approx(0.2).epsilon(0.2));
+  // A sparse uplink cannot carry a noised message.
+  Learner sparse(noisy, nullptr);
+  REQUIRE(sparse.welcome(privateTask(0.2f, "topk"), shard).isOk());
+  REQUIRE(sparse.catchUp(a).isOk());
+  auto refused = sparse.train(a);
+  REQUIRE_FALSE(refused.isOk());
+  CHECK_THAT(refused.status().message(), Catch::Contains("noise needs a dense tensor"));
+}

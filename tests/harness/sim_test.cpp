@@ -1600,6 +1600,51 @@ TEST_CASE("privacy in the simulator: poisson rounds of top-k uplinks, epsilon pe
   CHECK(again->rounds.back().modelChecksum == r->rounds.back().modelChecksum);
 }
 
+TEST_CASE("distributed noise in the simulator: the clients' shares are the round's noise, accounted as central's",
+          "[harness][fashion-mnist][privacy]") {
+  requireData();
+  auto fleet = Fleet::create(smallFleet(), "mlp:784-32-10");
+  REQUIRE(fleet);
+  auto run = [&](const std::string& placement, double sigma) {
+    Strategy st = smallStrategy("noise-" + placement);
+    st.engine.rounds = 10;
+    st.engine.overSelection = 1.0;
+    st.engine.clipNorm = 0.5;
+    st.engine.noiseMultiplier = sigma;
+    st.engine.noisePlacement = placement;
+    auto r = runStrategy(*fleet, st);
+    REQUIRE(r);
+    REQUIRE(r->rounds.size() == 10);
+    REQUIRE(r->finalAccuracy());
+    return *r;
+  };
+  const StrategyResult clipped = run("central", 0.0);
+  // sigma = 20 over K = 10 clients: N(0, 1) a coordinate a round drowns the model, from
+  // the engine or from the clients' ten shares of N(0, 0.1).
+  const StrategyResult loudCentral = run("central", 20.0);
+  const StrategyResult loudShares = run("distributed", 20.0);
+  CHECK(*clipped.finalAccuracy() > 0.6);
+  CHECK(*loudCentral.finalAccuracy() < 0.35);
+  CHECK(*loudShares.finalAccuracy() < 0.35);
+  // A usable sigma: it trains, epsilon is central noise's round by round (the
+  // fixed-size accountant at q = 10 over the idle clients, at least 10 / 50), and the
+  // same seed gives the same shares.
+  const StrategyResult shares = run("distributed", 0.5);
+  const StrategyResult central = run("central", 0.5);
+  CHECK(*shares.finalAccuracy() > *clipped.finalAccuracy() - 0.1);
+  coordinator::PrivacyAccountant a;
+  REQUIRE(a.addRoundsWithoutReplacement(10.0 / 50.0, 0.5 / 2, shares.rounds.size()).isOk());
+  for (std::size_t i = 0; i < shares.rounds.size(); ++i) {
+    REQUIRE(shares.rounds[i].epsilon.has_value());
+    REQUIRE(central.rounds[i].epsilon.has_value());
+    CHECK(std::isfinite(*shares.rounds[i].epsilon));
+    CHECK(*shares.rounds[i].epsilon == *central.rounds[i].epsilon);
+  }
+  CHECK(*shares.rounds.back().epsilon >= a.spent(1e-5).epsilon);
+  CHECK(shares.rounds.back().modelChecksum != central.rounds.back().modelChecksum);
+  CHECK(run("distributed", 0.5).rounds.back().modelChecksum == shares.rounds.back().modelChecksum);
+}
+
 TEST_CASE("attack models in the simulator: hostile clients ruin the mean, not the median",
           "[harness][fashion-mnist][attack]") {
   requireData();

@@ -100,6 +100,8 @@ TEST_CASE("Welcome round-trips, held and accepted rounds included", "[wire][mess
   sent.modelSpec = "mlp:4-10";
   sent.hyper = HyperParameters{0.05f, 0.9f, 1e-4f, 32, 5, 10.0f, true, 99, 0.01f, 0.2f, 0.5f};
   sent.compression = CompressionSettings{"topk", 0.1f, "topk", 0.2f, true, true, 2.0f, true, 12};
+  sent.compression->updateClipNorm = 0.75f;
+  sent.compression->updateNoiseStd = 0.125f;
   sent.round = 7;
   sent.modelChecksum = 1234;
   sent.heartbeatMs = 1500;
@@ -139,6 +141,8 @@ TEST_CASE("Welcome round-trips, held and accepted rounds included", "[wire][mess
   CHECK(got->compression->errorCap == 2.0f);
   CHECK(got->compression->uplinkTernary);
   CHECK(got->compression->modelMantissaBits == 12);
+  CHECK(got->compression->updateClipNorm == 0.75f);
+  CHECK(got->compression->updateNoiseStd == 0.125f);
   CHECK(got->round == 7);
   CHECK(got->modelChecksum == 1234);
   CHECK(got->heartbeatMs == 1500);

@@ -7,7 +7,9 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
+#include <string_view>
 
 #include "starling/util/mix.hpp"
 
@@ -63,8 +65,9 @@ struct RoundEngine::Pending {
   ParticipantResult record;
   uint64_t round = 0;
   uint32_t staleness = 0;
-  Contribution part;     // what the aggregator sees
-  bool settled = false;  // added to the sum or rejected; delta released
+  Contribution part;         // what the aggregator sees
+  bool settled = false;      // added to the sum or rejected; delta released
+  double privacyWeight = 0;  // its weight in the private sum (Aggregator::lastWeight), once added
   uint64_t baseRound = 0;
   std::vector<double> evalStats;  // federated evaluation of the base model (may be empty)
 };
@@ -436,8 +439,19 @@ std::vector<const std::string*> RoundEngine::idleClients() const {
   // version (the open round): it would train from the same base again, and its two
   // updates would carry one round number, which names a pending update on the client.
   const uint64_t open = open_ && async() ? open_->round : 0;
+  // Under privacy in the asynchronous modes a client lands at most once in a server step
+  // (not while its update waits in the open buffer), and trains only while its budget
+  // allows (PrivacyBudget::clientAllowed).
+  std::set<std::string_view> buffered;
+  if (open != 0 && privacy_->individual()) {
+    for (const auto& p : open_->received)
+      buffered.insert(p->record.clientId);
+    for (const auto& p : late_)
+      buffered.insert(p->record.clientId);
+  }
   for (const auto& [id, c] : clients_)
-    if (c->connected && !c->busy && !(gate_ && gate_->waiting(id)) && (open == 0 || c->lastAssigned != open))
+    if (c->connected && !c->busy && !(gate_ && gate_->waiting(id)) && (open == 0 || c->lastAssigned != open) &&
+        (buffered.empty() || buffered.count(id) == 0) && (!privacy_->individual() || privacy_->clientAllowed(id)))
       idle.push_back(&id);
   return idle;
 }
@@ -468,7 +482,7 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   if (!(async() && asyncStarted_) && !selection_->due(idle.size())) return;
   if (async()) {
     asyncStarted_ = true;
-    openRound(nowMs);
+    openRound(nowMs, privacy_->on() ? privacy_->denominator(0) : 1.0);
     topUp(nowMs, out);
     return;
   }
@@ -530,6 +544,17 @@ void RoundEngine::topUp(int64_t nowMs, std::vector<Action>& out) {
       open_->selected += static_cast<uint32_t>(picks.size());
       for (const Selection::Pick& pick : picks)
         assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
+    } else if (used == 0 && privacyBudgetSpent()) {
+      // Nobody trains and no connected client may: the budget ends training. The
+      // updates in the buffer are released as the last step.
+      budgetSpent_ = true;
+      if (!open_->received.empty() || !late_.empty())
+        closeRound(nowMs, out);
+      else {
+        open_.reset();
+        out.push_back(Finished{});
+      }
+      return;
     }
   }
   // One timer serves the daemon: ask for the earliest deadline of any assignment.
@@ -755,11 +780,12 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   if ((open_ && u.round >= open_->round) || u.round != c.lastAssigned || u.round == 0)
     return updateRejected(id, u.round, fmt::format("update for round {}, which was not assigned to it", u.round),
                           nowMs);
-  // A late update: usable while it is at most S model versions behind. Under privacy
-  // never: each round sums only the clients sampled for it.
-  if (p->staleness > config_.maxStaleness || privacy_->on()) {
+  // A late update: usable while it is at most S model versions behind. Under privacy in
+  // sync mode never: each round sums only the clients sampled for it.
+  const bool privateRound = privacy_->on() && !async();
+  if (p->staleness > config_.maxStaleness || privateRound) {
     rec.outcome = ParticipantOutcome::kLateDiscarded;
-    rec.reason = privacy_->on()
+    rec.reason = privateRound
                      ? std::string("late: under differential privacy a round applies only its own updates")
                      : fmt::format("{} rounds stale, more than the bound of {}", p->staleness, config_.maxStaleness);
     (open_ ? open_->closed : orphans_).push_back(rec);
@@ -908,7 +934,15 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     optimizer_->broadcastSent(q);
     ++commits_;
     optimizer_->modelCommitted(downlink_->model());
-    privacy_->committed(r.privacyRate);
+    if (privacy_->individual()) {
+      std::vector<std::pair<std::string, double>> weights;
+      for (const auto& p : use)
+        if (p->record.outcome != ParticipantOutcome::kRejected)
+          weights.emplace_back(p->record.clientId, p->privacyWeight);
+      privacy_->stepReleased(weights);
+    } else {
+      privacy_->committed(r.privacyRate);
+    }
   }
   s.epsilon = epsilon();
 
@@ -964,8 +998,16 @@ void RoundEngine::settle(Pending& p, double limit) {
   if (auto why = aggregator_->add(p.part, limit)) {
     p.record.outcome = ParticipantOutcome::kRejected;
     p.record.reason = std::move(*why);
+  } else {
+    p.privacyWeight = aggregator_->lastWeight();
   }
   p.settled = true;
+}
+
+bool RoundEngine::privacyBudgetSpent() const {
+  if (!privacy_->individual()) return false;
+  return std::none_of(clients_.begin(), clients_.end(),
+                      [&](const auto& c) { return c.second->connected && privacy_->clientAllowed(c.first); });
 }
 
 void RoundEngine::settleReceived() {

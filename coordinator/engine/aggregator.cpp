@@ -126,6 +126,7 @@ std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
     const double w = 1.0 / weight_.inverse(c.staleness);
     weightSum_ += w;
     ++dpAdded_;
+    dpLastWeight_ = w;
     if (shards_)
       addSharded(c.delta, static_cast<float>(w), static_cast<float>(w));
     else

@@ -44,7 +44,6 @@ Result<PrivacyBudget> PrivacyBudget::create(const EngineConfig& c) {
   auto refuse = [](std::string_view what) {
     return Status(StatusCode::kInvalidArgument, fmt::format("differential privacy does not combine with {}", what));
   };
-  if (c.mode != "sync") return refuse("the asynchronous modes (a client may land twice in one step)");
   if (c.aggregation != "mean") return refuse("a robust aggregation (clipping already bounds each client)");
   if (c.senderMean) return refuse("the sender mean (its denominator depends on the updates)");
   if (c.extrapolate) return refuse("FedExP's extrapolation (its step depends on the updates)");
@@ -56,6 +55,7 @@ Result<PrivacyBudget> PrivacyBudget::create(const EngineConfig& c) {
     return Status(StatusCode::kInvalidArgument,
                   fmt::format("unknown noise placement '{}' (central or distributed)", c.noisePlacement));
   if (c.noisePlacement == "distributed") {
+    if (c.mode != "sync") return refuse("distributed noise in the asynchronous modes (not built)");
     // A client's presence must not change how many shares the sum carries: under
     // Poisson sampling (add/remove one client) it would, and the sampled Gaussian's
     // analysis assumes one variance in both worlds. Fixed-size rounds swap one client
@@ -80,7 +80,46 @@ PrivacyBudget::PrivacyBudget(const EngineConfig& c)
       target_(c.targetEpsilon),
       poisson_(c.sampling == "poisson"),
       clientsPerRound_(c.clientsPerRound),
-      shares_(coordinator::noiseShares(c)) {}
+      bufferSize_(c.bufferSize > 0 ? c.bufferSize : c.clientsPerRound),
+      shares_(coordinator::noiseShares(c)),
+      individual_(c.clipNorm > 0 && c.mode != "sync") {
+  if (individual_ && target_ > 0 && sigma_ > 0) {
+    // The largest rho within the target: epsilon rises with rho (bisection).
+    double lo = 0, hi = 1;
+    while (epsilonOfRho(hi) <= target_ && hi < 1e12)
+      hi *= 2;
+    for (int i = 0; i < 100; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (epsilonOfRho(mid) <= target_ ? lo : hi) = mid;
+    }
+    targetRho_ = lo;
+  }
+}
+
+double PrivacyBudget::epsilonOfRho(double rho) const {
+  if (rho == 0) return 0;
+  if (std::isinf(rho)) return std::numeric_limits<double>::infinity();
+  const std::vector<double> orders = PrivacyAccountant::defaultOrders();
+  std::vector<double> rdp(orders.size());
+  for (std::size_t i = 0; i < orders.size(); ++i)
+    rdp[i] = rho * orders[i];
+  return epsilonFromRdp(orders, rdp, delta_).epsilon;
+}
+
+bool PrivacyBudget::clientAllowed(const std::string& id) const {
+  if (!on() || target_ <= 0) return true;
+  if (sigma_ == 0 || !segments_.empty()) return false;  // unbounded (epsilon())
+  const auto it = rho_.find(id);
+  return (it == rho_.end() ? 0.0 : it->second) + 2 / (sigma_ * sigma_) <= targetRho_;
+}
+
+void PrivacyBudget::stepReleased(const std::vector<std::pair<std::string, double>>& weights) {
+  for (const auto& [id, w] : weights) {
+    double& rho = rho_[id];
+    rho += sigma_ > 0 ? 2 * w * w / (sigma_ * sigma_) : std::numeric_limits<double>::infinity();
+    maxRho_ = std::max(maxRho_, rho);
+  }
+}
 
 uint32_t noiseShares(const EngineConfig& c) {
   if (c.clipNorm <= 0 || c.noisePlacement != "distributed") return 0;
@@ -98,11 +137,13 @@ double PrivacyBudget::rate(std::size_t assigned, std::size_t idle) const {
 }
 
 double PrivacyBudget::denominator(std::size_t idle) const {
+  if (individual_) return double(bufferSize_);
   return poisson_ ? std::max(1.0, rate_ * double(idle)) : double(clientsPerRound_);
 }
 
 bool PrivacyBudget::allows(double rate) const {
-  if (!on() || target_ <= 0) return true;
+  if (!on() || target_ <= 0 || individual_) return true;  // individual: clientAllowed
+  if (!rho_.empty()) return false;                        // asynchronous steps before: epsilon() is infinite
   // The rounds so far spent an unbounded epsilon (epsilon()), or were of the other
   // sampling kind (the two do not compose): no round fits.
   if (std::isinf(epsilon())) return false;
@@ -132,6 +173,10 @@ void PrivacyBudget::committed(double rate) {
 }
 
 double PrivacyBudget::epsilon() const {
+  // Individual accounting and rounds of any other kind (sync rounds, or rounds without
+  // privacy) bound nothing together.
+  if (!rho_.empty() && !segments_.empty()) return std::numeric_limits<double>::infinity();
+  if (!rho_.empty() || individual_) return epsilonOfRho(maxRho_);
   if (segments_.empty()) return 0;
   // Rounds without noise, or of both kinds (a restart that changed task.sampling: the
   // two are accounted under different adjacencies, and their sum bounds neither).
@@ -141,12 +186,30 @@ double PrivacyBudget::epsilon() const {
 }
 
 void PrivacyBudget::writeState(std::ostream& out) const {
+  for (const auto& [id, rho] : rho_)
+    out << "privacy-client " << id << fmt::format(" {:.17g}", rho) << "\n";
   for (const Segment& s : segments_)
     out << "privacy " << (s.poisson ? "poisson " : "fixed ")
         << fmt::format("{:.17g} {:.17g} {}", s.rate, s.sigma, s.rounds) << "\n";
 }
 
 bool PrivacyBudget::readState(const std::string& key, std::istream& in, bool& ok) {
+  if (key == "privacy-client") {
+    std::string id, value;
+    ok = static_cast<bool>(in >> id >> value);
+    double rho = 0;
+    if (ok) {
+      // "inf": a step released without noise.
+      char* end = nullptr;
+      rho = std::strtod(value.c_str(), &end);
+      ok = end == value.c_str() + value.size() && rho > 0;
+    }
+    if (ok) {
+      rho_[id] = rho;
+      maxRho_ = std::max(maxRho_, rho);
+    }
+    return true;
+  }
   if (key != "privacy") return false;
   std::string kind;
   Segment s;

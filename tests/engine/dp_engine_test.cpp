@@ -4,7 +4,9 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <deque>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <set>
 #include <string>
@@ -222,7 +224,9 @@ TEST_CASE("privacy settings that would break the guarantee are refused by name",
   };
   EngineConfig c = privateConfig(3);
   c.mode = "async";
-  refused(c, "asynchronous");
+  c.noiseMultiplier = 1;
+  c.noisePlacement = "distributed";
+  refused(c, "distributed noise in the asynchronous modes");
   c = privateConfig(3);
   c.stickyClients = 10;
   refused(c, "sticky");
@@ -433,5 +437,115 @@ TEST_CASE("privacy: a run whose rounds bound nothing reports epsilon infinite an
     auto again = RoundEngine::resume(on, plain->snapshot()).value();
     REQUIRE(again->epsilon().has_value());
     CHECK(std::isinf(*again->epsilon()));
+  }
+}
+
+namespace {
+
+// Drives an asynchronous private engine: assignments are answered oldest first (so
+// updates arrive stale), each with `value` in every coordinate, one millisecond apart.
+// Returns every RoundEnded, and whether Finished came.
+struct AsyncDrive {
+  std::vector<RoundSummary> steps;
+  bool finished = false;
+};
+
+AsyncDrive driveAsync(RoundEngine& e, int clients, float value, int maxUpdates) {
+  AsyncDrive d;
+  std::deque<Assign> queue;
+  int64_t now = 0;
+  auto take = [&](const std::vector<Action>& acts) {
+    for (const Action& a : acts) {
+      if (const auto* as = std::get_if<Assign>(&a)) queue.push_back(*as);
+      if (const auto* r = std::get_if<RoundEnded>(&a)) d.steps.push_back(r->summary);
+      if (std::holds_alternative<Finished>(a)) d.finished = true;
+    }
+  };
+  for (int i = 0; i < clients; ++i)
+    take(e.clientJoined(clientName(i), 100, 0, 0, now));
+  for (int n = 0; n < maxUpdates && !queue.empty() && !d.finished; ++n) {
+    const Assign a = queue.front();
+    queue.pop_front();
+    take(e.updateArrived(a.clientId, update(a.assignment.round, a.assignment.baseRound, filled(value)), ++now));
+  }
+  return d;
+}
+
+EngineConfig asyncPrivateConfig() {
+  EngineConfig c = privateConfig(3);  // buffer K = 3
+  c.mode = "async";
+  c.concurrency = 4;
+  c.minClients = 5;
+  c.maxStaleness = 10;
+  c.rounds = 30;
+  c.clipNorm = 0.5;
+  c.noiseMultiplier = 4.0;
+  return c;
+}
+
+// epsilon of a client whose updates had weights w: the Gaussian mechanism composed with
+// RDP(alpha) = sum 2 w^2 alpha / sigma^2, which is q = 1 at multiplier sigma / (2 sqrt(W)).
+double individualEpsilon(double sumSquaredWeights, double sigma) {
+  PrivacyAccountant a;
+  REQUIRE(a.addRounds(1.0, sigma / (2 * std::sqrt(sumSquaredWeights)), 1).isOk());
+  return a.spent(1e-5).epsilon;
+}
+
+}  // namespace
+
+TEST_CASE("privacy in the asynchronous modes: each step clipped and noised over K, accounted per client",
+          "[engine][privacy][async]") {
+  EngineConfig c = asyncPrivateConfig();
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  const AsyncDrive d = driveAsync(*engine, 5, 1.0f, 60);
+  REQUIRE(d.steps.size() >= 10);
+  std::map<std::string, double> weights;  // each client's sum of w^2 = s(staleness)^2
+  bool stale = false;
+  for (const RoundSummary& s : d.steps) {
+    REQUIRE(s.committed);
+    std::set<std::string> inStep;
+    for (const ParticipantResult& p : s.participants) {
+      if (p.outcome != ParticipantOutcome::kAccepted && p.outcome != ParticipantOutcome::kLateApplied) continue;
+      CHECK(inStep.insert(p.clientId).second);             // at most once per step
+      const double w = std::pow(1.0 + p.staleness, -0.5);  // poly:0.5
+      weights[p.clientId] += w * w;
+      stale = stale || p.staleness > 0;
+    }
+    double most = 0;
+    for (const auto& [id, w] : weights)
+      most = std::max(most, w);
+    REQUIRE(s.epsilon.has_value());
+    CHECK(*s.epsilon == Approx(individualEpsilon(most, 4.0)).epsilon(1e-9));
+  }
+  CHECK(stale);  // stale updates were applied (and cost less)
+  // The state carries every client's spending: a resumed engine reports the same epsilon.
+  auto resumed = RoundEngine::resume(c, engine->snapshot()).value();
+  REQUIRE(resumed->epsilon().has_value());
+  CHECK(*resumed->epsilon() == *engine->epsilon());
+}
+
+TEST_CASE("privacy in the asynchronous modes: a client whose next update could pass the target trains no more",
+          "[engine][privacy][async]") {
+  EngineConfig c = asyncPrivateConfig();
+  // Room for three updates of weight 1 per client, not four.
+  c.targetEpsilon = individualEpsilon(3.0, 4.0) * 1.0001;
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  const AsyncDrive d = driveAsync(*engine, 5, 1.0f, 200);
+  CHECK(d.finished);
+  CHECK(engine->budgetSpent());
+  REQUIRE_FALSE(d.steps.empty());
+  CHECK(engine->committedRound() < 30);
+  std::map<std::string, int> updates;
+  for (const RoundSummary& s : d.steps) {
+    for (const ParticipantResult& p : s.participants)
+      if (p.outcome == ParticipantOutcome::kAccepted || p.outcome == ParticipantOutcome::kLateApplied)
+        ++updates[p.clientId];
+    REQUIRE(s.epsilon.has_value());
+    CHECK(*s.epsilon <= c.targetEpsilon);
+  }
+  REQUIRE(updates.size() == 5);
+  for (const auto& [id, n] : updates) {
+    INFO(id);
+    CHECK(n >= 3);  // stale updates weigh less, so some fit a fourth
   }
 }

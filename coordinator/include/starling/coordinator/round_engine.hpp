@@ -104,13 +104,15 @@ struct EngineConfig {
   // Delta is (sum_k s(staleness_k) q_k + N(0, (noiseMultiplier x clipNorm)^2)) / D, with
   // D fixed: samplingRate x the idle clients under poisson sampling, K under fixed.
   // Examples, steps and selection weights do not weigh updates (each client's share is
-  // bounded by clipNorm alone). Needs mode sync, aggregation mean, no senderMean, no
-  // extrapolate, no sticky sampling; late updates are discarded (their sender was
-  // sampled for an earlier round) and the norm-ratio check is off (clipping bounds
-  // every update). Each committed round composes into a Renyi-DP accountant
+  // bounded by clipNorm alone). Needs aggregation mean, no senderMean, no extrapolate,
+  // no sticky sampling; the norm-ratio check is off (clipping bounds every update).
+  // In sync mode late updates are discarded (their sender was sampled for an earlier
+  // round) and each committed round composes into a Renyi-DP accountant
   // (engine/privacy.hpp): poisson rounds as the sampled Gaussian mechanism of rate
   // samplingRate (add/remove one client), fixed rounds as sampling m of N without
-  // replacement (replace one client, sensitivity 2 clipNorm).
+  // replacement (replace one client, sensitivity 2 clipNorm). In the asynchronous modes
+  // each server step divides by the buffer's K, a client lands at most once in a step,
+  // and every client's spending is accounted on its own (engine/privacy_budget.hpp).
   double clipNorm = 0;
   double noiseMultiplier = 0;  // sigma; 0 = clipping only (epsilon infinite)
   // Where the noise is added: "central", by the engine on the sum, or "distributed":
@@ -587,6 +589,9 @@ class RoundEngine {
   void expireAssignments(int64_t nowMs);
   // The asynchronous modes: K updates arrived since the last server step.
   bool bufferFull() const;
+  // The asynchronous modes under privacy with a target: no connected client may train
+  // once more (PrivacyBudget::clientAllowed).
+  bool privacyBudgetSpent() const;
   // The SSP/DSSP gate: the client finished a step (its update arrived, or was refused).
   void stepFinished(const std::string& id, int64_t nowMs);
   static RoundSummary summaryOf(const OpenRound& r, int64_t nowMs);

@@ -544,17 +544,21 @@ void RoundEngine::topUp(int64_t nowMs, std::vector<Action>& out) {
       open_->selected += static_cast<uint32_t>(picks.size());
       for (const Selection::Pick& pick : picks)
         assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
-    } else if (used == 0 && privacyBudgetSpent()) {
-      // Nobody trains and no connected client may: the budget ends training. The
-      // updates in the buffer are released as the last step.
-      budgetSpent_ = true;
-      if (!open_->received.empty() || !late_.empty())
+    } else if (used == 0 && privacy_->individual()) {
+      // Under privacy nobody trains and nobody may join this step: the clients the budget
+      // allows each have an update in the buffer already. The buffer is released as it
+      // is (over the same K); when no connected client may train at all, as the last
+      // step, and the budget ends training.
+      const bool spent = privacyBudgetSpent();
+      const bool holds = !open_->received.empty() || !late_.empty();
+      if (spent) budgetSpent_ = true;
+      if (holds) {
         closeRound(nowMs, out);
-      else {
+      } else if (spent) {
         open_.reset();
         out.push_back(Finished{});
       }
-      return;
+      if (holds || spent) return;
     }
   }
   // One timer serves the daemon: ask for the earliest deadline of any assignment.

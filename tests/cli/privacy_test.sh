@@ -9,6 +9,8 @@
 #     trains no further.
 #  1b. Distributed noise: the three clients add the noise (a sigma large enough to
 #     ruin the model), and epsilon is starling-sim privacy's for fixed-size sampling.
+#  1c. FedBuff (mode async) under privacy with a budget: every client's spending is
+#     accounted on its own, and training ends when no client may train again.
 #  2. Four clients, one of them hostile (--test-attack scale:1000). Under the plain
 #     mean the model is ruined; under the coordinate-wise median it learns.
 #  3. Privacy settings that would break the guarantee are refused by name.
@@ -83,6 +85,25 @@ shares_ref=$("$sim_bin" privacy --sampling fixed --sampling-rate 1 --rounds 4 --
 check "its epsilon ($shares_eps) is starling-sim privacy's for fixed sampling ($shares_ref)" \
   awk -v a="$shares_eps" -v b="$shares_ref" 'BEGIN { exit !(a > 0 && (a - b) ^ 2 < (1e-3 * b) ^ 2) }'
 
+# ---- 1c. FedBuff under privacy: every client's spending on its own -----------------
+# sigma 4, a target of epsilon 5: each client has room for about three updates of
+# weight 1 (stale ones weigh less), then trains no more; the run ends when none may.
+port=""
+launch_coordinator fedbuff "${model[@]}" --rounds 100 --mode async --clients-per-round 2 --concurrency 3 \
+  --update-clip-norm 1 --noise-multiplier 4 --target-epsilon 5 --db "$work/fedbuff.db" || exit 1
+for i in 0 1 2; do start_client "$i" "fedbuff-client-$i.log"; done
+wait_exit "$coord_pid" 240
+check "the private FedBuff task finishes" test $? -eq 0
+for i in 0 1 2; do wait_exit "${client_pid[$i]}" 30 >/dev/null; done
+steps=$(committed "$work/fedbuff.db")
+check "the budget ended it after $steps steps, before its 100" test "$steps" -gt 1 -a "$steps" -lt 100
+check "saying the budget is spent" grep -q "the privacy budget is spent" "$work/fedbuff.log"
+fedbuff_eps=$("$coord_bin" report --db "$work/fedbuff.db" --format csv |
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epsilon") c = i } $2 == "committed" { print $c }')
+check "every step's epsilon is within the target of 5, the last near it" \
+  awk -v list="$(echo $fedbuff_eps)" 'BEGIN { n = split(list, e, " "); if (n < 2) exit 1;
+    for (i = 1; i <= n; i++) if (!(e[i] > 0 && e[i] <= 5)) exit 1; exit !(e[n] > 3) }'
+
 # ---- 2. one hostile client: the mean is ruined, the median learns -----------------
 shards=4
 for rule in mean median; do
@@ -108,7 +129,8 @@ refused() {  # refused EXPECTED_TEXT ARGS...
   out=$("$coord_bin" run --certs "$work/certs" --listen 127.0.0.1:0 --db "$work/refused.db" "$@" 2>&1)
   [ $? -ne 0 ] && grep -q "$expect" <<<"$out" || { echo "  said: $out"; return 1; }
 }
-check "privacy with the asynchronous mode is refused" refused "asynchronous" --update-clip-norm 1 --mode async
+check "distributed noise in the asynchronous mode is refused" refused "distributed noise in the asynchronous modes" \
+  --update-clip-norm 1 --noise-multiplier 1 --noise distributed --mode async
 check "privacy with a robust rule is refused" refused "robust" --update-clip-norm 1 --aggregation median
 check "distributed noise over a sparse uplink is refused" refused "distributed noise over the topk uplink" \
   --update-clip-norm 1 --noise-multiplier 1 --noise distributed --uplink topk

@@ -1645,6 +1645,37 @@ TEST_CASE("distributed noise in the simulator: the clients' shares are the round
   CHECK(run("distributed", 0.5).rounds.back().modelChecksum == shares.rounds.back().modelChecksum);
 }
 
+TEST_CASE("privacy in the simulator's FedBuff: per-client accounting, and the budget ends training",
+          "[harness][fashion-mnist][privacy]") {
+  requireData();
+  auto fleet = Fleet::create(smallFleet(), "mlp:784-32-10");
+  REQUIRE(fleet);
+  Strategy st = smallStrategy("fedbuff-private");
+  st.engine.mode = "async";
+  st.engine.rounds = 200;
+  st.engine.clientsPerRound = 10;  // the buffer's K
+  st.engine.concurrency = 20;
+  st.engine.clipNorm = 0.5;
+  st.engine.noiseMultiplier = 1.0;
+  st.engine.targetEpsilon = 30;
+  auto r = runStrategy(*fleet, st);
+  REQUIRE(r);
+  // Each of the 50 clients can afford a few updates: the budget, not the round limit,
+  // ends training, and no step passed it.
+  REQUIRE_FALSE(r->rounds.empty());
+  CHECK(r->rounds.size() < 200);
+  double last = 0;
+  for (const RoundRow& row : r->rounds) {
+    REQUIRE(row.epsilon.has_value());
+    CHECK(*row.epsilon <= 30);
+    CHECK(*row.epsilon >= last);
+    last = *row.epsilon;
+  }
+  CHECK(last > 20);  // it went near the target
+  REQUIRE(r->finalAccuracy());
+  CHECK(*r->finalAccuracy() > 0.5);
+}
+
 TEST_CASE("attack models in the simulator: hostile clients ruin the mean, not the median",
           "[harness][fashion-mnist][attack]") {
   requireData();

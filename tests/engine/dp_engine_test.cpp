@@ -549,3 +549,23 @@ TEST_CASE("privacy in the asynchronous modes: a client whose next update could p
     CHECK(n >= 3);  // stale updates weigh less, so some fit a fourth
   }
 }
+
+TEST_CASE("privacy in the asynchronous modes: a buffer only spent clients could fill is released as it is",
+          "[engine][privacy][async]") {
+  // K = 2 of three clients, each with room for one update. a and b fill step 1; c's
+  // update is then alone in step 2's buffer and nobody else may train: step 2 is
+  // released with it (over K = 2), and training ends.
+  EngineConfig c = asyncPrivateConfig();
+  c.clientsPerRound = 2;
+  c.concurrency = 3;
+  c.minClients = 3;
+  c.targetEpsilon = individualEpsilon(1.0, 4.0) * 1.0001;
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  const AsyncDrive d = driveAsync(*engine, 3, 0.0f, 20);
+  CHECK(d.finished);
+  CHECK(engine->budgetSpent());
+  REQUIRE(d.steps.size() == 2);
+  CHECK(d.steps[0].accepted == 2);
+  CHECK(d.steps[1].accepted == 1);
+  CHECK(d.steps[1].committed);
+}

@@ -6,7 +6,8 @@
 //   starling-sim two-step (--data FILE | --power-law) [--workers W] [--servers S] ...
 //                                             (two_step_command.hpp)
 //   starling-sim predict --profile FILE [--clients N] [--tau T] ...  (predict_command.hpp)
-//   starling-sim privacy --sampling-rate Q --rounds T (--noise-multiplier S | --target-epsilon E)
+//   starling-sim privacy (--sampling-rate Q | --sampling individual) --rounds T
+//                        (--noise-multiplier S | --target-epsilon E)
 //                                             (privacy_command.hpp)
 //
 // Writes, under --out: <strategy>.csv (one row per round), summary.txt (also

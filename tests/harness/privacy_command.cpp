@@ -13,8 +13,11 @@ namespace {
 // Epsilon of `rounds` rounds, or the error.
 Result<coordinator::PrivacySpent> spend(const PrivacyCommand& c, double sigma) {
   coordinator::PrivacyAccountant a;
-  const Status st = c.sampling == "fixed" ? a.addRoundsWithoutReplacement(c.rate, sigma / 2, c.rounds)
-                                          : a.addRounds(c.rate, sigma, c.rounds);
+  // individual: one client's updates in the asynchronous modes, each a Gaussian
+  // mechanism of sensitivity 2C (replace-one), RDP 2 alpha / sigma^2 (weight 1).
+  const Status st = c.sampling == "fixed"        ? a.addRoundsWithoutReplacement(c.rate, sigma / 2, c.rounds)
+                    : c.sampling == "individual" ? a.addRounds(1.0, sigma / 2, c.rounds)
+                                                 : a.addRounds(c.rate, sigma, c.rounds);
   if (!st) return st;
   return a.spent(c.delta);
 }
@@ -23,11 +26,12 @@ Result<coordinator::PrivacySpent> spend(const PrivacyCommand& c, double sigma) {
 
 CLI::App* addPrivacyCommand(CLI::App& app, PrivacyCommand& c) {
   CLI::App* sub = app.add_subcommand("privacy", "the epsilon a plan spends, or the noise a target needs");
-  sub->add_option("--sampling", c.sampling, "poisson or fixed (task.sampling)")
-      ->check(CLI::IsMember({"poisson", "fixed"}));
-  sub->add_option("--sampling-rate", c.rate, "q: the rate, or clients per round / idle clients under fixed")
-      ->required();
-  sub->add_option("--rounds", c.rounds, "committed rounds")->required();
+  sub->add_option("--sampling", c.sampling,
+                  "poisson or fixed (task.sampling), or individual: one client's updates in the asynchronous modes "
+                  "(--rounds: its updates; no sampling rate)")
+      ->check(CLI::IsMember({"poisson", "fixed", "individual"}));
+  sub->add_option("--sampling-rate", c.rate, "q: the rate, or clients per round / idle clients under fixed");
+  sub->add_option("--rounds", c.rounds, "committed rounds (individual: the client's updates)")->required();
   sub->add_option("--delta", c.delta, "the delta epsilon is for");
   auto* sigma = sub->add_option("--noise-multiplier", c.noiseMultiplier, "sigma (privacy.noise-multiplier)");
   auto* target = sub->add_option("--target-epsilon", c.targetEpsilon, "find the sigma that keeps epsilon within this");
@@ -42,6 +46,8 @@ int runPrivacyCommand(const PrivacyCommand& c) {
     return 1;
   };
   if (!(c.delta > 0 && c.delta < 1)) return fail(fmt::format("--delta {} is not in (0, 1)", c.delta));
+  if (c.sampling != "individual" && !(c.rate > 0)) return fail("--sampling-rate is required (in (0, 1])");
+  if (c.sampling == "individual" && c.rate > 0) return fail("--sampling individual takes no --sampling-rate");
   if (c.targetEpsilon > 0) {
     // epsilon falls as sigma grows: bisect on log sigma.
     double lo = 0.05, hi = 1000;
@@ -71,6 +77,8 @@ int runPrivacyCommand(const PrivacyCommand& c) {
   if (c.order > 0) {
     const double one = c.sampling == "fixed"
                            ? coordinator::sampledWithoutReplacementGaussianRdp(c.rate, c.noiseMultiplier / 2, c.order)
+                       : c.sampling == "individual"
+                           ? coordinator::sampledGaussianRdp(1.0, c.noiseMultiplier / 2, c.order)
                            : coordinator::sampledGaussianRdp(c.rate, c.noiseMultiplier, c.order);
     rdp = fmt::format(" rdp_at_order={:.9g}", one * double(c.rounds));
   }

@@ -3,6 +3,8 @@
 //
 //   starling-sim privacy --sampling-rate Q --rounds T [--sampling poisson|fixed] [--delta D]
 //       (--noise-multiplier SIGMA [--order A] | --target-epsilon E)
+//   starling-sim privacy --sampling individual --rounds U ...   (one client's U updates in
+//       the asynchronous modes, accounted per client: engine/privacy_budget.hpp)
 //
 // With a noise multiplier: prints the epsilon T rounds spend. With a target: the smallest
 // noise multiplier (to 3 significant digits, rounded up) whose T rounds stay within it.

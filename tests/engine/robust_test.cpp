@@ -144,3 +144,40 @@ TEST_CASE("robust: bad inputs are refused by name", "[robust]") {
   CHECK_THAT(multiKrumSelect(views(three), 1, 1).status().message(), Catch::Contains("f + 3 = 4"));
   CHECK_THAT(multiKrumSelect(views(three), 0, 4).status().message(), Catch::Contains("m = 4 of 3"));
 }
+
+TEST_CASE("robust: multi-Krum keeps what a pairwise reference keeps, over several blocks of coordinates", "[robust]") {
+  // The reference: squared distances pair by pair, scores over the n - f - 2 nearest,
+  // the m lowest kept. 3,000 coordinates span three of the Gram matrix's blocks.
+  const std::size_t n = 13, dim = 3000;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<std::vector<float>> updates(n, std::vector<float>(dim));
+  for (std::size_t k = 0; k < n; ++k)
+    for (float& x : updates[k])
+      x = (k % 4 == 3 ? 3.0f : 1.0f) * g(rng) + 0.5f;  // every fourth update spread wider
+  for (std::size_t f = 0; f + 3 <= n; f += 3)
+    for (std::size_t m : {std::size_t{1}, n / 2, n - f}) {
+      CAPTURE(f, m);
+      std::vector<double> score(n);
+      for (std::size_t a = 0; a < n; ++a) {
+        std::vector<double> d;
+        for (std::size_t b = 0; b < n; ++b) {
+          if (b == a) continue;
+          double s = 0;
+          for (std::size_t i = 0; i < dim; ++i)
+            s += (double(updates[a][i]) - updates[b][i]) * (double(updates[a][i]) - updates[b][i]);
+          d.push_back(s);
+        }
+        std::sort(d.begin(), d.end());
+        score[a] = std::accumulate(d.begin(), d.begin() + std::ptrdiff_t(n - f - 2), 0.0);
+      }
+      std::vector<std::size_t> expected(n);
+      std::iota(expected.begin(), expected.end(), std::size_t{0});
+      std::stable_sort(expected.begin(), expected.end(), [&](auto a, auto b) { return score[a] < score[b]; });
+      expected.resize(m);
+      std::sort(expected.begin(), expected.end());
+      auto kept = multiKrumSelect(views(updates), f, m);
+      REQUIRE(kept);
+      CHECK(*kept == expected);
+    }
+}

@@ -18,6 +18,7 @@
 
 using namespace starling;
 using namespace starling::coordinator;
+using starling::coordinator::testing::filled;
 using starling::coordinator::testing::initialModel;
 using starling::coordinator::testing::kDim;
 using starling::coordinator::testing::only;
@@ -35,10 +36,6 @@ EngineConfig privateConfig(uint32_t k) {
   c.stepBudgets = false;
   c.clipNorm = 1.0;
   return c;
-}
-
-std::vector<float> filled(float v) {
-  return std::vector<float>(kDim, v);
 }
 
 std::string clientName(int i) {

@@ -41,6 +41,11 @@ void readStateText(Part& part, const std::string& text) {
   }
 }
 
+// An update of `v` in every coordinate.
+inline std::vector<float> filled(float v) {
+  return std::vector<float>(kDim, v);
+}
+
 inline compression::Compressed dense(const std::vector<float>& v) {
   compression::Compressed c;
   c.encoding = compression::Encoding::kDense32;

@@ -24,6 +24,7 @@
 using namespace starling;
 using namespace starling::coordinator;
 using starling::coordinator::testing::dense;
+using starling::coordinator::testing::filled;
 using starling::coordinator::testing::initialModel;
 using starling::coordinator::testing::kDim;
 using starling::coordinator::testing::only;
@@ -78,10 +79,6 @@ struct ClientModel {
     return checksum64(model) == a.baseChecksum;
   }
 };
-
-std::vector<float> filled(float v) {
-  return std::vector<float>(kDim, v);
-}
 
 }  // namespace
 

@@ -11,7 +11,13 @@ examples each, IID), 100 a round.
    multiplier found by `starling-sim privacy --target-epsilon` for R rounds of Poisson
    sampling at q = 0.01; without compression and with top-k 1% fp16 uplinks under error
    feedback. epsilon = inf is the non-private run (no clipping, no noise).
-3. Robust aggregation: 20% of the clients attack (sign-flip x4, scale x10, Gaussian noise
+3. Where the noise is added, at epsilon 8 (dense): fixed-size sampling (K = 100 of the
+   10,000, q = 0.01, replace-one) with central noise and with distributed noise (each
+   client adds its share); and FedBuff (mode async, buffer 100, 130 training at once,
+   max staleness 10), accounted per client without amplification, its noise set so
+   that each client can afford ASYNC_UPDATES updates within the budget, which then ends
+   training.
+4. Robust aggregation: 20% of the clients attack (sign-flip x4, scale x10, Gaussian noise
    of 1000 x the update's norm, label flipping), each under mean, median, trimmed mean
    (beta 0.25) and multi-Krum (f = 25); and the clean run under each rule.
 
@@ -78,6 +84,7 @@ RULES = {
 }
 ATTACKS = ["sign-flip", "scale", "noise:1000", "label-flip"]
 EPSILONS = [8, 3, 1]
+ASYNC_UPDATES = 2
 RATE = 0.01
 DELTA = 1e-5
 
@@ -196,8 +203,21 @@ def main():
                           "--target-epsilon", str(eps)])
         sigmas[eps] = float(v["noise_multiplier"])
 
+    sigma_fixed = float(privacy(sim, ["--sampling", "fixed", "--sampling-rate", str(RATE), "--rounds", str(a.rounds),
+                                      "--delta", str(DELTA), "--target-epsilon", "8"])["noise_multiplier"])
+    sigma_async = float(privacy(sim, ["--sampling", "individual", "--rounds", str(ASYNC_UPDATES), "--delta",
+                                      str(DELTA), "--target-epsilon", "8"])["noise_multiplier"])
+
     jobs = []
     base_clean = BASE.format(rounds=a.rounds, attack="none", attackers=0)
+    for placement in ["central", "distributed"]:
+        jobs.append((f"fixed-{placement}-eps-8", base_clean + "\n[[strategy]]\nname = \"run\"\n" +
+                     f'privacy = {{ update-clip-norm = 1.0, noise-multiplier = {sigma_fixed}, delta = {DELTA}, '
+                     f'noise = "{placement}" }}\n'))
+    jobs.append(("fedbuff-eps-8", base_clean + "\n[[strategy]]\nname = \"run\"\n" +
+                 'task = { mode = "async", concurrency = 130, max-staleness = 10 }\n' +
+                 f'privacy = {{ update-clip-norm = 1.0, noise-multiplier = {sigma_async}, delta = {DELTA}, '
+                 f'target-epsilon = 8 }}\n'))
     for comp in ["dense", "topk"]:
         extra = ("\n" + COMPRESSED + "\n") if comp == "topk" else "\n"
         jobs.append((f"{comp}-eps-inf", base_clean + "\n[[strategy]]\nname = \"run\"" + extra))
@@ -232,6 +252,16 @@ def main():
     for eps in EPSILONS:
         print(f"  {eps:>8} {sigmas[eps]:7.3g} {acc[f'dense-eps-{eps}']:7.2f}% {acc[f'topk-eps-{eps}']:8.2f}% "
               f"{last_epsilon(results[f'dense-eps-{eps}']):>10}")
+    print()
+    print("Where the noise is added, at epsilon 8 (dense; steps: the server steps committed)")
+    print(f"  {'setting':34} {'sigma':>7} {'accuracy':>9} {'eps spent':>10} {'steps':>6}")
+    placements = [("poisson q=0.01, central", sigmas[8], "dense-eps-8"),
+                  ("fixed K=100 of 10,000, central", sigma_fixed, "fixed-central-eps-8"),
+                  ("fixed K=100 of 10,000, distributed", sigma_fixed, "fixed-distributed-eps-8"),
+                  (f"FedBuff, per client ({ASYNC_UPDATES} updates)", sigma_async, "fedbuff-eps-8")]
+    for name, sigma, label in placements:
+        print(f"  {name:34} {sigma:7.3g} {acc[label]:8.2f}% {last_epsilon(results[label]):>10} "
+              f"{len(results[label] or []):>6}")
     print()
     print("Accuracy under 20% attackers (clean: no attackers)")
     print(f"  {'attack':12} " + " ".join(f"{r:>13}" for r in RULES))

@@ -123,6 +123,9 @@ Result<std::shared_ptr<LearnerTask>> LearnerTask::create(const wire::WelcomeMsg&
     return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's noise of {} (with clip norm {})",
                                                             comp.updateNoiseStd, comp.updateClipNorm));
   t->updateNoiseStd_ = comp.updateNoiseStd;
+  if (comp.updateNoiseStd > 0 && comp.uplink != "identity" && comp.uplink != "fp16")
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("distributed noise needs a dense uplink (identity or fp16), not {}", comp.uplink));
   t->memoryResetAfter_ = comp.memoryResetAfter;
   if (!(hyper.overlap >= 0 && hyper.overlap <= 1))
     return Status(StatusCode::kInvalidArgument, fmt::format("the coordinator's overlap alpha of {}", hyper.overlap));
@@ -590,29 +593,36 @@ Result<LocalUpdate> Learner::compressAndTag(const wire::RoundAssignMsg& a, const
     // Differential privacy clips the message itself, after compression and error
     // feedback: the memory keeps what was clipped away (docs/privacy.md).
     const double clip = task_->updateClipNorm();
+    if (task_->updateNoiseStd() > 0 && !noise_) {
+      // Distributed noise's source, made before the memory records anything.
+      if (options_.noiseSeed) {
+        noise_ = compression::seededNoise(*options_.noiseSeed);
+      } else {
+        auto secure = compression::secureNoise();
+        if (!secure) return secure.status().withContext("distributed noise");
+        noise_ = std::move(*secure);
+      }
+    }
     Status st = memory_ ? memory_->compress(delta_, task_->uplink(), params, q, a.round, clip)
                         : task_->uplink().compress(delta_, params, q);
     if (st && !memory_ && clip > 0) st = compression::clipToNorm(q, clip).status();
     if (!st) return st.withContext(fmt::format("compressing the update of round {}", a.round));
-    // Distributed noise: this client's share, on the clipped message only (the memory
-    // holds none of it; docs/privacy.md).
+    // Distributed noise: this client's share, on the clipped message only. Neither the
+    // memory nor Overlap's record of what is in flight holds any of it: the next
+    // message must not feed this noise back (docs/privacy.md).
+    std::optional<compression::Compressed> noiseless;
     if (task_->updateNoiseStd() > 0) {
-      if (!noise_) {
-        if (options_.noiseSeed) {
-          noise_ = compression::seededNoise(*options_.noiseSeed);
-        } else {
-          auto secure = compression::secureNoise();
-          if (!secure) return secure.status();
-          noise_ = std::move(*secure);
-        }
+      if (overlapInFlight) noiseless = q;
+      st = compression::addNoise(q, *noise_, task_->updateNoiseStd());
+      if (!st) {
+        if (memory_ && memory_->isPending(a.round)) (void)memory_->rollback(a.round);
+        return st.withContext(fmt::format("adding the noise share of round {}", a.round));
       }
-      STARLING_RETURN_IF_ERROR(compression::addNoise(q, *noise_, task_->updateNoiseStd())
-                                   .withContext(fmt::format("adding the noise share of round {}", a.round)));
     }
     STARLING_RETURN_IF_ERROR(compression::encode(q, out.payload));
     out.selected = q.selected();
     out.compressionSeed = params.seed;
-    if (overlapInFlight) inFlight_.emplace_back(a.round, std::move(q));
+    if (overlapInFlight) inFlight_.emplace_back(a.round, noiseless ? std::move(*noiseless) : std::move(q));
   }
   if (memory_) pending_.push_back(a.round);
   ++stats_.roundsTrained;

@@ -15,26 +15,29 @@ class SeededNoise final : public GaussianNoise {
   explicit SeededNoise(uint64_t seed) : state_(seed) {}
 
  private:
-  void words(std::span<uint64_t> out) override {
+  bool words(std::span<uint64_t> out) override {
     for (uint64_t& w : out)
       w = splitmixNext(state_);
+    return true;
   }
   uint64_t state_;
 };
 
 }  // namespace
 
-void GaussianNoise::add(std::span<float> x, double stddev) {
+Status GaussianNoise::add(std::span<float> x, double stddev) {
   constexpr std::size_t kWords = sizeof(buffer_) / sizeof(buffer_[0]);
   for (std::size_t at = 0; at < x.size(); at += kWords) {
     const std::size_t n = std::min(kWords, x.size() - at);
-    words(std::span<uint64_t>(buffer_, 2 * ((n + 1) / 2)));
+    if (!words(std::span<uint64_t>(buffer_, 2 * ((n + 1) / 2))))
+      return Status(StatusCode::kInternal, "the noise generator failed (reseeding from the system's entropy)");
     for (std::size_t j = 0; j < n; j += 2) {
       const auto [g1, g2] = gaussianPair(buffer_[j], buffer_[j + 1]);
       x[at + j] += static_cast<float>(g1 * stddev);
       if (j + 1 < n) x[at + j + 1] += static_cast<float>(g2 * stddev);
     }
   }
+  return Status::ok();
 }
 
 std::unique_ptr<GaussianNoise> seededNoise(uint64_t seed) {
@@ -48,7 +51,7 @@ Status addNoise(Compressed& c, GaussianNoise& noise, double stddev) {
     return Status(StatusCode::kInvalidArgument, "noise needs a dense tensor (the uplink identity or fp16)");
   if (c.values.size() != c.count) return Status(StatusCode::kInvalidArgument, "dense tensor without its values");
   if (stddev == 0) return Status::ok();
-  noise.add(c.values, stddev);
+  STARLING_RETURN_IF_ERROR(noise.add(c.values, stddev));
   if (c.encoding == Encoding::kDense16) roundToHalfSaturating(c.values, c.values);
   return Status::ok();
 }

@@ -34,16 +34,17 @@ class DrbgNoise final : public GaussianNoise {
   }
 
  private:
-  void words(std::span<uint64_t> out) override {
+  bool words(std::span<uint64_t> out) override {
     // At most MBEDTLS_CTR_DRBG_MAX_REQUEST (1024) bytes a call; it reseeds itself.
     auto* bytes = reinterpret_cast<unsigned char*>(out.data());
     std::size_t left = out.size_bytes();
     while (left > 0) {
       const std::size_t n = std::min<std::size_t>(left, MBEDTLS_CTR_DRBG_MAX_REQUEST);
-      if (mbedtls_ctr_drbg_random(&drbg_, bytes, n) != 0) std::abort();  // only on a failed reseed
+      if (mbedtls_ctr_drbg_random(&drbg_, bytes, n) != 0) return false;  // only on a failed reseed
       bytes += n;
       left -= n;
     }
+    return true;
   }
 
   mbedtls_entropy_context entropy_;

@@ -764,7 +764,8 @@ std::shared_ptr<const ClientRowSet> Federation::clientRows(const std::string& id
   if (h.rowSet.empty()) return nullptr;
   // The rows are of the features as the client holds them: a vocabulary re-codes them,
   // and centred scaling makes every feature non-zero.
-  std::string why = sparseRowsRefusal(task_, !vocabulary_.empty(), !scaling_.mean.empty() && scaling_.centre);
+  std::string why = sparseRowsRefusal(task_, !vocabulary_.empty(), !scaling_.mean.empty() && scaling_.centre,
+                                      noiseShares(engine_->config()) > 0);
   if (why.empty()) {
     if (!rowsModel_) {
       auto m = model::Model::fromSpec(task_.model);

@@ -65,9 +65,8 @@ struct RoundEngine::Pending {
   ParticipantResult record;
   uint64_t round = 0;
   uint32_t staleness = 0;
-  Contribution part;         // what the aggregator sees
-  bool settled = false;      // added to the sum or rejected; delta released
-  double privacyWeight = 0;  // its weight in the private sum (Aggregator::lastWeight), once added
+  Contribution part;     // what the aggregator sees
+  bool settled = false;  // added to the sum or rejected; delta released
   uint64_t baseRound = 0;
   std::vector<double> evalStats;  // federated evaluation of the base model (may be empty)
 };
@@ -479,7 +478,19 @@ void RoundEngine::maybeStartRound(int64_t nowMs, std::vector<Action>& out) {
   // The asynchronous modes wait for min-clients before the first server step of this
   // engine (at the start, and again after a resume, when the fleet reconnects);
   // afterwards the next step's buffer opens as soon as the last one closed.
-  if (!(async() && asyncStarted_) && !selection_->due(idle.size())) return;
+  if (async() && privacyBudgetSpent()) {
+    // Under privacy no connected client may train again (at the start, or after a
+    // resume late in the run): the budget ends training.
+    budgetSpent_ = true;
+    out.push_back(Finished{});
+    return;
+  }
+  // The clients the budget excludes still count towards min-clients: they are the fleet.
+  std::size_t present = idle.size();
+  if (privacy_->individual())
+    present = static_cast<std::size_t>(std::count_if(
+        clients_.begin(), clients_.end(), [&](const auto& c) { return c.second->connected && !c.second->busy; }));
+  if (!(async() && asyncStarted_) && !selection_->due(present)) return;
   if (async()) {
     asyncStarted_ = true;
     openRound(nowMs, privacy_->on() ? privacy_->denominator(0) : 1.0);
@@ -545,20 +556,34 @@ void RoundEngine::topUp(int64_t nowMs, std::vector<Action>& out) {
       for (const Selection::Pick& pick : picks)
         assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
     } else if (used == 0 && privacy_->individual()) {
-      // Under privacy nobody trains and nobody may join this step: the clients the budget
-      // allows each have an update in the buffer already. The buffer is released as it
-      // is (over the same K); when no connected client may train at all, as the last
-      // step, and the budget ends training.
+      // Under privacy nobody trains and nobody may join this step: every client the
+      // budget allows has an update in the buffer already, or its update of this step
+      // was refused. When no connected client may train at all, the budget ends training
+      // (the buffer released as the last step). Otherwise a buffer that holds updates is
+      // released as it is (over the same K), and an empty one is renumbered so that the
+      // clients it assigned can be assigned again.
       const bool spent = privacyBudgetSpent();
       const bool holds = !open_->received.empty() || !late_.empty();
       if (spent) budgetSpent_ = true;
       if (holds) {
         closeRound(nowMs, out);
-      } else if (spent) {
-        open_.reset();
-        out.push_back(Finished{});
+        return;
       }
-      if (holds || spent) return;
+      if (spent) {
+        if (open_->closed.empty() && orphans_.empty()) {
+          open_.reset();
+        } else {
+          abandonRound("the privacy budget is spent", nowMs, out);  // keeps the step's records
+        }
+        out.push_back(Finished{});
+        return;
+      }
+      open_->round = nextRound_++;
+      idle = idleClients();
+      const std::vector<Selection::Pick> picks = selection_->select(std::move(idle), open_->round, slots - used);
+      open_->selected += static_cast<uint32_t>(picks.size());
+      for (const Selection::Pick& pick : picks)
+        assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
     }
   }
   // One timer serves the daemon: ask for the earliest deadline of any assignment.
@@ -744,6 +769,15 @@ std::vector<Action> RoundEngine::updateArrived(const std::string& id, IncomingUp
   // (recorded as a straggler, its slot given away) still counts when it arrives.
   const bool onTime =
       open_ && u.round == open_->round && (open_->outstanding.count(id) > 0 || (async() && u.round == c.lastAssigned));
+  if (async() && privacy_->individual() && (onTime || u.round == c.lastAssigned)) {
+    // A client lands at most once in a private step: it is not assigned while its update
+    // waits in the buffer, so a second update there is a copy.
+    auto inBuffer = [&](const auto& list) {
+      return std::any_of(list.begin(), list.end(), [&](const auto& q) { return q->record.clientId == id; });
+    };
+    if (open_ && (inBuffer(open_->received) || inBuffer(late_)))
+      return updateRejected(id, u.round, "a second update in one server step under differential privacy", nowMs);
+  }
   if (async() && (onTime || u.round == c.lastAssigned)) {
     stepFinished(id, nowMs);
     if (auto f = inflight_.find(id); f != inflight_.end()) {
@@ -939,10 +973,11 @@ void RoundEngine::closeRound(int64_t nowMs, std::vector<Action>& out) {
     ++commits_;
     optimizer_->modelCommitted(downlink_->model());
     if (privacy_->individual()) {
+      // Every update the step held is charged, applied or not: whether a client pays
+      // must not depend on what its update held.
       std::vector<std::pair<std::string, double>> weights;
       for (const auto& p : use)
-        if (p->record.outcome != ParticipantOutcome::kRejected)
-          weights.emplace_back(p->record.clientId, p->privacyWeight);
+        weights.emplace_back(p->record.clientId, aggregator_->privacyWeight(p->staleness));
       privacy_->stepReleased(weights);
     } else {
       privacy_->committed(r.privacyRate);
@@ -1002,8 +1037,6 @@ void RoundEngine::settle(Pending& p, double limit) {
   if (auto why = aggregator_->add(p.part, limit)) {
     p.record.outcome = ParticipantOutcome::kRejected;
     p.record.reason = std::move(*why);
-  } else {
-    p.privacyWeight = aggregator_->lastWeight();
   }
   p.settled = true;
 }

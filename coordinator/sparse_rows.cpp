@@ -14,8 +14,9 @@ Result<std::shared_ptr<const ClientRowSet>> offeredRows(const wire::HelloMsg& he
   return ClientRowSet::create(std::move(model), hello.rowSet, hello.rowBucket);
 }
 
-std::string sparseRowsRefusal(const TaskConfig& task, bool hasVocabulary, bool centredScaling) {
+std::string sparseRowsRefusal(const TaskConfig& task, bool hasVocabulary, bool centredScaling, bool distributedNoise) {
   if (!task.sparseRows) return "train.sparse-rows is off";
+  if (distributedNoise) return "distributed noise needs every client's share on every coordinate";
   if (hasVocabulary) return "the categorical vocabulary re-codes the features";
   if (centredScaling) return "centred feature scaling makes every feature non-zero";
   return "";

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "starling/compression/compressor.hpp"
 #include "starling/compression/noise.hpp"
@@ -71,6 +73,10 @@ void Aggregator::setPrivacy(double clipNorm, double noiseStd, compression::Gauss
   noise_ = noise;
 }
 
+double Aggregator::privacyWeight(uint32_t staleness) const {
+  return double(static_cast<float>(1.0 / weight_.inverse(staleness)));  // as it enters the float sum
+}
+
 void Aggregator::begin(double denominator) {
   denominator_ = denominator;
   heldCount_ = 0;
@@ -108,10 +114,16 @@ std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
   // Clipping: privacy's (the client clipped already; a client that did not is clipped
   // here) or the server's. Not a message carrying its sender's noise share: clipping it
   // would shrink the noise the round is accounted with.
-  const double dpClip = dpShares_ > 0 ? 0.0 : dpClip_;
-  const double clip = dpClip > 0 && rule_.clipNorm > 0 ? std::min(dpClip, rule_.clipNorm)
-                      : dpClip > 0                     ? dpClip
-                                                       : rule_.clipNorm;
+  if (dpShares_ > 0 &&
+      !((c.delta.encoding == compression::Encoding::kDense32 || c.delta.encoding == compression::Encoding::kDense16) &&
+        c.delta.values.size() == c.delta.count)) {
+    c.delta = compression::Compressed{};
+    return std::string("under distributed noise an update must be dense: its share covers every coordinate");
+  }
+  const double clip = dpShares_ > 0                       ? 0.0
+                      : dpClip_ > 0 && rule_.clipNorm > 0 ? std::min(dpClip_, rule_.clipNorm)
+                      : dpClip_ > 0                       ? dpClip_
+                                                          : rule_.clipNorm;
   if (clip > 0 && c.norm > clip) {
     auto factor = compression::clipToNorm(c.delta, clip);
     if (!factor) {
@@ -123,10 +135,9 @@ std::optional<std::string> Aggregator::add(Contribution& c, double limit) {
   }
   if (dpClip_ > 0) {
     // Each client's share is bounded by the clip norm alone: s(staleness) <= 1.
-    const double w = 1.0 / weight_.inverse(c.staleness);
+    const double w = privacyWeight(c.staleness);
     weightSum_ += w;
     ++dpAdded_;
-    dpLastWeight_ = w;
     if (shards_)
       addSharded(c.delta, static_cast<float>(w), static_cast<float>(w));
     else
@@ -215,7 +226,14 @@ std::span<float> Aggregator::finish() {
                            ? dpNoiseStd_
                            : dpNoiseStd_ * std::sqrt(double(dpShares_ - std::min<std::size_t>(dpAdded_, dpShares_)) /
                                                      double(dpShares_));
-    if (noise_ && std > 0) noise_->add(sum_, std);
+    if (noise_ && std > 0) {
+      if (Status st = noise_->add(sum_, std); !st) {
+        // Never release a private sum without its noise. The round is not committed,
+        // so stopping here loses nothing a client was told.
+        std::fprintf(stderr, "starling: %s; stopping rather than releasing an unnoised sum\n", st.message().c_str());
+        std::abort();
+      }
+    }
     const auto scale = static_cast<float>(1.0 / denominator_);
     for (float& x : sum_)
       x *= scale;

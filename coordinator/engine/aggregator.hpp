@@ -82,10 +82,10 @@ class Aggregator {
   // message, so the engine does not clip (that would shrink the noise) and adds only the
   // shares of the M the round lacks, N(0, noiseStd^2 max(0, M - added) / M).
   void setPrivacy(double clipNorm, double noiseStd, compression::GaussianNoise* noise, uint32_t shares = 0);
-  // Updates added to the sum since begin() (under privacy), and the weight the last one
-  // entered the private sum with, s(staleness).
+  // Updates added to the sum since begin() (under privacy), and the weight an update of
+  // this staleness enters the private sum with, s(staleness) as a float.
   std::size_t added() const { return dpAdded_; }
-  double lastWeight() const { return dpLastWeight_; }
+  double privacyWeight(uint32_t staleness) const;
 
   // Starts a round: the sums and norms at zero. denominator: privacy's fixed D (> 0).
   void begin(double denominator = 1);
@@ -129,7 +129,6 @@ class Aggregator {
   double dpClip_ = 0, dpNoiseStd_ = 0, denominator_ = 1;
   uint32_t dpShares_ = 0;    // distributed noise's M (0: central)
   std::size_t dpAdded_ = 0;  // updates in this round's private sum
-  double dpLastWeight_ = 0;
   compression::GaussianNoise* noise_ = nullptr;
   std::vector<std::vector<float>> held_;  // robust rules: the round's updates, dense
   std::size_t heldCount_ = 0;             // of held_, those of this round (the rest is reused memory)

@@ -51,11 +51,17 @@ Result<PrivacyBudget> PrivacyBudget::create(const EngineConfig& c) {
   if (c.targetEpsilon > 0 && c.noiseMultiplier == 0) return refuse("a target epsilon without noise");
   if (c.adaptiveTau) return refuse("adaptive tau (ADACOMM steers from the clients' raw losses)");
   if (c.federatedEvalEvery > 0) return refuse("federated evaluation (its per-client sums are released unnoised)");
+  if (c.mode == "ssp" || c.mode == "dssp")
+    return refuse(
+        "the ssp and dssp modes (a client out of budget would hold their clock gate; FedBuff, mode async, "
+        "is supported)");
   if (c.noisePlacement != "central" && c.noisePlacement != "distributed")
     return Status(StatusCode::kInvalidArgument,
                   fmt::format("unknown noise placement '{}' (central or distributed)", c.noisePlacement));
   if (c.noisePlacement == "distributed") {
     if (c.mode != "sync") return refuse("distributed noise in the asynchronous modes (not built)");
+    if (c.serverClipNorm > 0)
+      return refuse("distributed noise and server-side clipping (clipping a noised message shrinks its share)");
     // A client's presence must not change how many shares the sum carries: under
     // Poisson sampling (add/remove one client) it would, and the sampled Gaussian's
     // analysis assumes one variance in both worlds. Fixed-size rounds swap one client
@@ -113,7 +119,11 @@ bool PrivacyBudget::clientAllowed(const std::string& id) const {
   return (it == rho_.end() ? 0.0 : it->second) + 2 / (sigma_ * sigma_) <= targetRho_;
 }
 
-void PrivacyBudget::stepReleased(const std::vector<std::pair<std::string, double>>& weights) {
+void PrivacyBudget::stepReleased(const std::vector<std::pair<std::string, double>>& updates) {
+  // A client's updates in one step add up before squaring (its sensitivity there).
+  std::map<std::string, double> weights;
+  for (const auto& [id, w] : updates)
+    weights[id] += w;
   for (const auto& [id, w] : weights) {
     double& rho = rho_[id];
     rho += sigma_ > 0 ? 2 * w * w / (sigma_ * sigma_) : std::numeric_limits<double>::infinity();
@@ -175,7 +185,7 @@ void PrivacyBudget::committed(double rate) {
 double PrivacyBudget::epsilon() const {
   // Individual accounting and rounds of any other kind (sync rounds, or rounds without
   // privacy) bound nothing together.
-  if (!rho_.empty() && !segments_.empty()) return std::numeric_limits<double>::infinity();
+  if ((!rho_.empty() || individual_) && !segments_.empty()) return std::numeric_limits<double>::infinity();
   if (!rho_.empty() || individual_) return epsilonOfRho(maxRho_);
   if (segments_.empty()) return 0;
   // Rounds without noise, or of both kinds (a restart that changed task.sampling: the

@@ -69,9 +69,9 @@ class PrivacyBudget {
   // Whether client `id` may train once more: one more update of weight 1 keeps its
   // epsilon within the target (always without a target).
   bool clientAllowed(const std::string& id) const;
-  // A server step was released holding one update of each of these clients, of weight
-  // s(staleness) in (0, 1].
-  void stepReleased(const std::vector<std::pair<std::string, double>>& weights);
+  // A server step was released holding these clients' updates, of weight s(staleness)
+  // in (0, 1] (a client's updates in the step add up).
+  void stepReleased(const std::vector<std::pair<std::string, double>>& updates);
   // Epsilon at the configured delta over the committed rounds (0 before any; infinite
   // when a round had no noise, or when rounds of both samplings were committed).
   double epsilon() const;

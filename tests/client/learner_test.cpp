@@ -258,11 +258,9 @@ TEST_CASE("distributed noise: the clipped update plus this client's share, seede
   // The share: N(0, 0.2^2) on each of the 212 coordinates (the sd's own error ~5%).
   CHECK(std::fabs(mean) < 4 * 0.2 / std::sqrt(double(p.size())));
   CHECK(std::sqrt(var / double(p.size() - 1)) == Approx(0.2).epsilon(0.2));
-  // A sparse uplink cannot carry a noised message.
+  // A sparse uplink cannot carry a noised message: the task is refused at once.
   Learner sparse(noisy, nullptr);
-  REQUIRE(sparse.welcome(privateTask(0.2f, "topk"), shard).isOk());
-  REQUIRE(sparse.catchUp(a).isOk());
-  auto refused = sparse.train(a);
+  const Status refused = sparse.welcome(privateTask(0.2f, "topk"), shard);
   REQUIRE_FALSE(refused.isOk());
-  CHECK_THAT(refused.status().message(), Catch::Contains("noise needs a dense tensor"));
+  CHECK_THAT(refused.message(), Catch::Contains("distributed noise needs a dense uplink (identity or fp16), not topk"));
 }

@@ -266,6 +266,14 @@ TEST_CASE("privacy settings that would break the guarantee are refused by name",
   c = privateConfig(3);
   c.noiseShares = 5;
   refused(c, "noise shares are for distributed noise");
+  c = privateConfig(3);
+  c.noiseMultiplier = 1;
+  c.noisePlacement = "distributed";
+  c.serverClipNorm = 2;
+  refused(c, "distributed noise and server-side clipping");
+  c = privateConfig(3);
+  c.mode = "ssp";
+  refused(c, "the ssp and dssp modes");
 }
 
 TEST_CASE("distributed noise: the engine adds only the shares a round lacks, and clips no noised message",
@@ -288,6 +296,30 @@ TEST_CASE("distributed noise: the engine adds only the shares a round lacks, and
       CHECK(engine->model()[i] == Approx(initialModel()[i] - 1.0).margin(1e-6));
     REQUIRE(engine->epsilon().has_value());
     CHECK(std::isfinite(*engine->epsilon()));
+  }
+  {
+    // A sparse message cannot carry a share on every coordinate: it is rejected.
+    auto engine = RoundEngine::create(c, initialModel()).value();
+    auto assigns = only<Assign>(joinAll(*engine, 4));
+    REQUIRE(assigns.size() == 4);
+    IncomingUpdate sparse = update(1, 0, filled(0.0f));
+    sparse.delta.encoding = compression::Encoding::kTopK;
+    sparse.delta.indices = {3};
+    sparse.delta.values = {0.5f};
+    auto acts = engine->updateArrived(assigns[0].clientId, std::move(sparse), 5);
+    for (std::size_t i = 1; i < 4; ++i) {
+      auto more = engine->updateArrived(assigns[i].clientId, update(1, 0, filled(0.0f)), 5);
+      acts.insert(acts.end(), more.begin(), more.end());
+    }
+    auto ended = only<RoundEnded>(acts);
+    REQUIRE(ended.size() == 1);
+    int rejected = 0;
+    for (const ParticipantResult& p : ended[0].summary.participants)
+      if (p.outcome == ParticipantOutcome::kRejected) {
+        ++rejected;
+        CHECK_THAT(p.reason, Catch::Contains("must be dense"));
+      }
+    CHECK(rejected == 1);
   }
   // Two of the four return by the deadline: the engine adds the two missing shares,
   // N(0, sigma^2 C^2 x 2 / 4), before dividing by K = 4.
@@ -503,8 +535,9 @@ TEST_CASE("privacy in the asynchronous modes: each step clipped and noised over 
     std::set<std::string> inStep;
     for (const ParticipantResult& p : s.participants) {
       if (p.outcome != ParticipantOutcome::kAccepted && p.outcome != ParticipantOutcome::kLateApplied) continue;
-      CHECK(inStep.insert(p.clientId).second);             // at most once per step
-      const double w = std::pow(1.0 + p.staleness, -0.5);  // poly:0.5
+      CHECK(inStep.insert(p.clientId).second);  // at most once per step
+      // poly:0.5, as it enters the float sum
+      const double w = double(static_cast<float>(1.0 / std::pow(1.0 + p.staleness, 0.5)));
       weights[p.clientId] += w * w;
       stale = stale || p.staleness > 0;
     }
@@ -565,4 +598,29 @@ TEST_CASE("privacy in the asynchronous modes: a buffer only spent clients could 
   CHECK(d.steps[0].accepted == 2);
   CHECK(d.steps[1].accepted == 1);
   CHECK(d.steps[1].committed);
+}
+
+TEST_CASE("privacy in the asynchronous modes: a budget no client can afford ends training, also after a restart",
+          "[engine][privacy][async]") {
+  EngineConfig c = asyncPrivateConfig();
+  SECTION("a target below one update's cost: nobody trains") {
+    c.targetEpsilon = individualEpsilon(1.0, 4.0) * 0.9;
+    auto engine = RoundEngine::create(c, initialModel()).value();
+    const AsyncDrive d = driveAsync(*engine, 5, 1.0f, 10);
+    CHECK(d.finished);
+    CHECK(d.steps.empty());
+    CHECK(engine->budgetSpent());
+  }
+  SECTION("a restart after the budget is spent trains no further") {
+    c.targetEpsilon = individualEpsilon(2.0, 4.0) * 1.0001;
+    auto engine = RoundEngine::create(c, initialModel()).value();
+    const AsyncDrive d = driveAsync(*engine, 5, 1.0f, 200);
+    REQUIRE(d.finished);
+    auto resumed = RoundEngine::resume(c, engine->snapshot()).value();
+    CHECK(*resumed->epsilon() == *engine->epsilon());
+    const AsyncDrive again = driveAsync(*resumed, 5, 1.0f, 10);
+    CHECK(again.finished);
+    CHECK(again.steps.empty());
+    CHECK(resumed->committedRound() == engine->committedRound());
+  }
 }

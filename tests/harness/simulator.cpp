@@ -1012,7 +1012,8 @@ Status Run::offerRows(std::size_t i) {
   auto offer = client::offerRows(parts, s().rowBucket);
   if (!offer) return offer.status().withContext(fmt::format("client {} offering its rows", i));
   const std::string why = coordinator::sparseRowsRefusal(strategy_.task, !result_.vocabulary.empty(),
-                                                         !result_.scaling.mean.empty() && result_.scaling.centre);
+                                                         !result_.scaling.mean.empty() && result_.scaling.centre,
+                                                         coordinator::noiseShares(strategy_.engine) > 0);
   if (!why.empty()) return Status::ok();  // it trains the whole model, as the daemon's would
   wire::HelloMsg hello;
   hello.rowSet = offer->bytes;

@@ -30,12 +30,13 @@ namespace starling::compression {
 class GaussianNoise {
  public:
   virtual ~GaussianNoise() = default;
-  // x[i] += N(0, stddev^2), independently for every i.
-  void add(std::span<float> x, double stddev);
+  // x[i] += N(0, stddev^2), independently for every i. Fails (x partly noised) only when
+  // the source cannot give words (a cryptographic generator that could not reseed).
+  Status add(std::span<float> x, double stddev);
 
  protected:
-  // Fills out with uniform 64-bit words.
-  virtual void words(std::span<uint64_t> out) = 0;
+  // Fills out with uniform 64-bit words; false when it cannot.
+  virtual bool words(std::span<uint64_t> out) = 0;
 
  private:
   uint64_t buffer_[512];

@@ -30,8 +30,9 @@ Result<std::shared_ptr<const ClientRowSet>> offeredRows(const wire::HelloMsg& he
 
 // Why the task does not take a client's row set ("" when it does): train.sparse-rows
 // off, a categorical vocabulary (it re-codes the features), or centred feature scaling
-// (it makes every feature non-zero).
-std::string sparseRowsRefusal(const TaskConfig& task, bool hasVocabulary, bool centredScaling);
+// (it makes every feature non-zero), or distributed noise (a share on part of the
+// coordinates would leave the others short of noise).
+std::string sparseRowsRefusal(const TaskConfig& task, bool hasVocabulary, bool centredScaling, bool distributedNoise);
 
 // An Update's tensor as the engine takes it (over the dim parameters of the global
 // model): decoded over the view's size when the client trains a view (else over dim),

@@ -173,9 +173,7 @@ Status RoundEngine::init(std::vector<float> model) {
   aggregator_ =
       std::make_unique<Aggregator>(dim, privacy_->on() ? 0.0 : c.maxNormRatio, c.senderMean, *weight, shards_.get());
   aggregator_->setRule(*rule);
-  noise_ = compression::seededNoise(mixSeeds(c.seed, 0x6e6f697365));  // "noise"
-  if (privacy_->on())
-    aggregator_->setPrivacy(privacy_->clipNorm(), privacy_->noiseStd(), noise_.get(), privacy_->noiseShares());
+  setNoise(compression::seededNoise(mixSeeds(c.seed, 0x6e6f697365)));  // "noise"
   return Status::ok();
 }
 
@@ -620,9 +618,12 @@ void RoundEngine::expireAssignments(int64_t nowMs) {
   expire(inflight_);
 }
 
+uint32_t bufferSize(const EngineConfig& c) {
+  return c.bufferSize > 0 ? c.bufferSize : c.clientsPerRound;
+}
+
 bool RoundEngine::bufferFull() const {
-  const uint32_t k = config_.bufferSize > 0 ? config_.bufferSize : config_.clientsPerRound;
-  return open_ && open_->received.size() + late_.size() >= k;
+  return open_ && open_->received.size() + late_.size() >= bufferSize(config_);
 }
 
 void RoundEngine::stepFinished(const std::string& id, int64_t nowMs) {

@@ -86,7 +86,7 @@ PrivacyBudget::PrivacyBudget(const EngineConfig& c)
       target_(c.targetEpsilon),
       poisson_(c.sampling == "poisson"),
       clientsPerRound_(c.clientsPerRound),
-      bufferSize_(c.bufferSize > 0 ? c.bufferSize : c.clientsPerRound),
+      bufferSize_(coordinator::bufferSize(c)),
       shares_(coordinator::noiseShares(c)),
       individual_(c.clipNorm > 0 && c.mode != "sync") {
   if (individual_ && target_ > 0 && sigma_ > 0) {

@@ -24,6 +24,10 @@ source "$(dirname "$0")/lib.sh"
 
 "$coord_bin" init --out "$work/certs" --clients 4 >/dev/null || exit 1
 model=(--model mlp:784-16-10 --lr 0.05 --tau 20 --deadline-ms 60000)
+epsilons() {  # DB: the epsilon of every committed round, one a line
+  "$coord_bin" report --db "$1" --format csv |
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epsilon") c = i } $2 == "committed" { print $c }'
+}
 accuracy() {  # DB: the last evaluated round's accuracy
   "$coord_bin" report --db "$1" --format csv |
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "test_accuracy") c = i } $2 == "committed" && $c != "" { v = $c } END { print v }'
@@ -40,8 +44,7 @@ rounds=$(committed "$work/dp.db")
 check "the budget stopped it before its 50 rounds ($rounds committed)" test "$rounds" -gt 0 -a "$rounds" -lt 50
 check "saying the budget is spent" grep -q "the privacy budget is spent" "$work/dp.log"
 check "each committed round logs its epsilon" grep -q "committed: .*| epsilon " "$work/dp.log"
-eps=$("$coord_bin" report --db "$work/dp.db" --format csv | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epsilon") c = i }
-  $2 == "committed" { print $c }')
+eps=$(epsilons "$work/dp.db")
 check "every round's epsilon is stored, rising" \
   awk -v list="$(echo $eps)" 'BEGIN { n = split(list, e, " "); if (n < 1) exit 1;
     for (i = 2; i <= n; i++) if (!(e[i] > e[i - 1])) exit 1 }'
@@ -78,8 +81,7 @@ check "each client adds its share from a cryptographic generator" \
 shares_acc=$(accuracy "$work/shares.db")
 check "the clients' noise ruins the model (accuracy $shares_acc < 0.3)" \
   awk -v a="$shares_acc" 'BEGIN { exit !(a != "" && a < 0.3) }'
-shares_eps=$("$coord_bin" report --db "$work/shares.db" --format csv |
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epsilon") c = i } $2 == "committed" { v = $c } END { print v }')
+shares_eps=$(epsilons "$work/shares.db" | tail -n 1)
 shares_ref=$("$sim_bin" privacy --sampling fixed --sampling-rate 1 --rounds 4 --noise-multiplier 30 |
   sed 's/^epsilon=\([^ ]*\).*/\1/')
 check "its epsilon ($shares_eps) is starling-sim privacy's for fixed sampling ($shares_ref)" \
@@ -98,8 +100,7 @@ for i in 0 1 2; do wait_exit "${client_pid[$i]}" 30 >/dev/null; done
 steps=$(committed "$work/fedbuff.db")
 check "the budget ended it after $steps steps, before its 100" test "$steps" -gt 1 -a "$steps" -lt 100
 check "saying the budget is spent" grep -q "the privacy budget is spent" "$work/fedbuff.log"
-fedbuff_eps=$("$coord_bin" report --db "$work/fedbuff.db" --format csv |
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "epsilon") c = i } $2 == "committed" { print $c }')
+fedbuff_eps=$(epsilons "$work/fedbuff.db")
 check "every step's epsilon is within the target of 5, the last near it" \
   awk -v list="$(echo $fedbuff_eps)" 'BEGIN { n = split(list, e, " "); if (n < 2) exit 1;
     for (i = 1; i <= n; i++) if (!(e[i] > 0 && e[i] <= 5)) exit 1; exit !(e[n] > 3) }'

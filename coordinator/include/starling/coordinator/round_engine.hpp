@@ -315,6 +315,8 @@ struct EngineConfig {
 // noiseMultiplier x clipNorm / sqrt(M), what each client adds to every coordinate.
 uint32_t noiseShares(const EngineConfig& c);
 double noiseShareStd(const EngineConfig& c);
+// The asynchronous modes' K: updates per server step (bufferSize, else clientsPerRound).
+uint32_t bufferSize(const EngineConfig& c);
 
 // What a client is told to do for one round.
 struct Assignment {

@@ -38,6 +38,21 @@ EngineConfig privateConfig(uint32_t k) {
   return c;
 }
 
+// The sample mean and standard deviation of the model's moves.
+struct Spread {
+  double mean = 0, sd = 0;
+};
+Spread spread(const std::vector<double>& moves) {
+  const double n = double(moves.size());
+  Spread s;
+  s.mean = std::accumulate(moves.begin(), moves.end(), 0.0) / n;
+  double var = 0;
+  for (double m : moves)
+    var += (m - s.mean) * (m - s.mean);
+  s.sd = std::sqrt(var / (n - 1));
+  return s;
+}
+
 std::string clientName(int i) {
   return "c" + std::to_string(1000 + i);
 }
@@ -106,13 +121,8 @@ TEST_CASE("privacy: the noise on the sum has standard deviation sigma x C over t
       moves.push_back(double(initialModel()[i]) - double(engine->model()[i]));
   }
   // Zero updates: the model moves by the noise alone, N(0, (2 x 0.5 / 4)^2) a coordinate.
-  const double n = double(moves.size());
-  const double mean = std::accumulate(moves.begin(), moves.end(), 0.0) / n;
-  double var = 0;
-  for (double m : moves)
-    var += (m - mean) * (m - mean);
-  const double sd = std::sqrt(var / (n - 1));
-  CHECK(std::fabs(mean) < 4 * 0.25 / std::sqrt(n));
+  const auto [mean, sd] = spread(moves);
+  CHECK(std::fabs(mean) < 4 * 0.25 / std::sqrt(double(moves.size())));
   CHECK(sd == Approx(0.25).epsilon(0.05));  // 3,840 samples: the sd's own error is ~1.1%
 }
 
@@ -337,13 +347,8 @@ TEST_CASE("distributed noise: the engine adds only the shares a round lacks, and
     for (std::size_t i = 0; i < kDim; ++i)
       moves.push_back(double(initialModel()[i]) - double(engine->model()[i]));
   }
-  const double n = double(moves.size());
-  const double mean = std::accumulate(moves.begin(), moves.end(), 0.0) / n;
-  double var = 0;
-  for (double m : moves)
-    var += (m - mean) * (m - mean);
   const double expected = 2.0 * 0.5 * std::sqrt(2.0 / 4.0) / 4;
-  CHECK(std::sqrt(var / (n - 1)) == Approx(expected).epsilon(0.05));
+  CHECK(spread(moves).sd == Approx(expected).epsilon(0.05));
 }
 
 TEST_CASE("robust rules combine the round's updates as their references do", "[engine][robust]") {

@@ -576,12 +576,21 @@ void RoundEngine::topUp(int64_t nowMs, std::vector<Action>& out) {
         out.push_back(Finished{});
         return;
       }
-      open_->round = nextRound_++;
-      idle = idleClients();
-      const std::vector<Selection::Pick> picks = selection_->select(std::move(idle), open_->round, slots - used);
-      open_->selected += static_cast<uint32_t>(picks.size());
-      for (const Selection::Pick& pick : picks)
-        assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
+      // Renumbered only for a client that waits on this step's number (a straggler still
+      // busy is waited for): each renumbering spends a round number.
+      const uint64_t step = open_->round;
+      const bool refusedHere = std::any_of(clients_.begin(), clients_.end(), [&](const auto& c) {
+        return c.second->connected && !c.second->busy && c.second->lastAssigned == step &&
+               privacy_->clientAllowed(c.first);
+      });
+      if (refusedHere) {
+        open_->round = nextRound_++;
+        idle = idleClients();
+        const std::vector<Selection::Pick> picks = selection_->select(std::move(idle), open_->round, slots - used);
+        open_->selected += static_cast<uint32_t>(picks.size());
+        for (const Selection::Pick& pick : picks)
+          assignPick(pick.id, pick.sticky, pick.weight, nowMs, out);
+      }
     }
   }
   // One timer serves the daemon: ask for the earliest deadline of any assignment.

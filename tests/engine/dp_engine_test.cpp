@@ -629,3 +629,28 @@ TEST_CASE("privacy in the asynchronous modes: a budget no client can afford ends
     CHECK(resumed->committedRound() == engine->committedRound());
   }
 }
+
+TEST_CASE("privacy in the asynchronous modes: a client whose update was refused is assigned again under a new number",
+          "[engine][privacy][async]") {
+  // One client, one slot, K = 1: its malformed update (no steps) is refused, the buffer
+  // is empty and nobody else could fill it. The step is renumbered and the client
+  // trains again instead of the run stalling.
+  EngineConfig c = asyncPrivateConfig();
+  c.clientsPerRound = 1;
+  c.concurrency = 1;
+  c.minClients = 1;
+  auto engine = RoundEngine::create(c, initialModel()).value();
+  auto first = only<Assign>(engine->clientJoined(clientName(0), 100, 0, 0, 0));
+  REQUIRE(first.size() == 1);
+  IncomingUpdate bad = update(first[0].assignment.round, first[0].assignment.baseRound, filled(0.0f));
+  bad.steps = 0;
+  auto again = only<Assign>(engine->updateArrived(first[0].clientId, std::move(bad), 5));
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].clientId == first[0].clientId);
+  CHECK(again[0].assignment.round > first[0].assignment.round);
+  // Its next update closes a step.
+  auto acts = engine->updateArrived(again[0].clientId,
+                                    update(again[0].assignment.round, again[0].assignment.baseRound, filled(0.1f)), 10);
+  CHECK(only<RoundEnded>(acts).size() == 1);
+  CHECK(engine->committedRound() == again[0].assignment.round);  // the step's new number
+}

@@ -2,8 +2,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
+
+#include "starling/plot/plot.hpp"
 
 #include "sim.hpp"
 
@@ -91,33 +92,6 @@ std::string summaryTable(const std::vector<StrategyResult>& results, double targ
 
 namespace {
 
-constexpr std::array<const char*, 8> kColors = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                                "#9467bd", "#17becf", "#8c564b", "#e377c2"};
-
-struct Axis {
-  double lo = 0, hi = 1;
-  bool log = false;
-  double map(double v, double from, double to) const {
-    const double x = log ? std::log10(std::max(v, 1e-12)) : v;
-    return from + (x - lo) / (hi - lo) * (to - from);
-  }
-};
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else
-      out += c;
-  }
-  return out;
-}
-
 // What the panels plot: test accuracy (classification, binary; with the target) or,
 // for a regression, test RMSE.
 struct Metric {
@@ -126,95 +100,32 @@ struct Metric {
   bool percent;  // accuracy: a fraction shown in %, with the target line
 };
 
-// One panel: the metric (y) against x(row), at (left, top) of size w x h.
-std::string panel(const std::vector<StrategyResult>& results, double target, const std::string& title,
-                  const std::string& xLabel, bool logX, double xScale, double left, double top, double w, double h,
-                  double (*x)(const RoundRow&), const Metric& metric) {
-  double xmin = 1e300, xmax = -1e300, ymin = metric.percent ? 1 : 1e300, ymax = metric.percent ? 0 : -1e300;
-  for (const auto& r : results)
+// One panel: the metric (y) against x(row) / xScale, a series per strategy.
+plot::Panel panel(const std::vector<StrategyResult>& results, double target, const std::string& title,
+                  const std::string& xLabel, bool logX, double xScale, double (*x)(const RoundRow&),
+                  const Metric& metric) {
+  plot::Panel p;
+  p.title = title;
+  p.xLabel = xLabel;
+  p.logX = logX;
+  p.yFormat = metric.percent ? plot::YFormat::kPercent : plot::YFormat::kNumber;
+  if (metric.percent) p.reference = target;
+  for (const auto& r : results) {
+    plot::Series series{r.name, {}};
     for (const auto& row : r.rounds)
-      if (row.*metric.field) {
-        const double v = x(row) / xScale;
-        if (logX && v <= 0) continue;
-        xmin = std::min(xmin, v);
-        xmax = std::max(xmax, v);
-        ymin = std::min(ymin, *(row.*metric.field));
-        ymax = std::max(ymax, *(row.*metric.field));
-      }
-  if (xmin > xmax) xmin = logX ? 1 : 0, xmax = logX ? 10 : 1;  // nothing to plot (a task without accuracy)
-  Axis ax{logX ? std::floor(std::log10(xmin)) : 0.0, logX ? std::ceil(std::log10(xmax)) : xmax, logX};
-  if (ax.hi <= ax.lo) ax.hi = ax.lo + 1;
-  Axis ay;
-  double yStep = 0.05;
-  if (metric.percent) {
-    ay = Axis{std::max(0.0, std::floor(std::min(ymin, target) * 10) / 10),
-              std::min(1.0, std::ceil(std::max(ymax, target) * 10 + 1e-9) / 10)};
-    if (ay.hi <= ay.lo) ay.hi = ay.lo + 0.1;
-  } else {
-    if (ymin > ymax) ymin = 0, ymax = 1;
-    ay = Axis{0.0, ymax > 0 ? ymax * 1.05 : 1.0};
-    yStep = ay.hi / 5;
+      if (row.*metric.field) series.points.emplace_back(x(row) / xScale, *(row.*metric.field));
+    p.series.push_back(std::move(series));
   }
-  std::string s;
-  s += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='none' stroke='#444'/>\n", left, top, w, h);
-  s += fmt::format("<text x='{}' y='{}' text-anchor='middle' font-size='14' font-weight='bold'>{}</text>\n",
-                   left + w / 2, top - 10, escape(title));
-  s += fmt::format("<text x='{}' y='{}' text-anchor='middle' font-size='12'>{}</text>\n", left + w / 2, top + h + 36,
-                   escape(xLabel));
-  // Grid and ticks.
-  for (double yv = ay.lo; yv <= ay.hi + 1e-9 * ay.hi; yv += yStep) {
-    const double py = ay.map(yv, top + h, top);
-    s += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#ddd'/>\n", left, py, left + w, py);
-    s += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end' font-size='11'>{}</text>\n", left - 4, py + 4,
-                     metric.percent ? fmt::format("{:.0f}%", yv * 100) : fmt::format("{:.3g}", yv));
-  }
-  if (logX) {
-    for (double e = ax.lo; e <= ax.hi + 1e-9; e += 1) {
-      const double px = left + (e - ax.lo) / (ax.hi - ax.lo) * w;
-      s += fmt::format("<line x1='{:.1f}' y1='{}' x2='{:.1f}' y2='{}' stroke='#ddd'/>\n", px, top, px, top + h);
-      s += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle' font-size='11'>1e{:.0f}</text>\n", px,
-                       top + h + 16, e);
-    }
-  } else {
-    for (int i = 0; i <= 5; ++i) {
-      const double v = ax.lo + (ax.hi - ax.lo) * i / 5;
-      const double px = left + w * i / 5;
-      s += fmt::format("<line x1='{:.1f}' y1='{}' x2='{:.1f}' y2='{}' stroke='#ddd'/>\n", px, top, px, top + h);
-      s += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle' font-size='11'>{:.3g}</text>\n", px, top + h + 16,
-                       v);
-    }
-  }
-  if (metric.percent) {
-    const double ty = ay.map(target, top + h, top);
-    s += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#888' stroke-dasharray='6,4'/>\n", left, ty,
-                     left + w, ty);
-  }
-  for (std::size_t k = 0; k < results.size(); ++k) {
-    std::string pts;
-    for (const auto& row : results[k].rounds) {
-      if (!(row.*metric.field)) continue;
-      const double v = x(row) / xScale;
-      if (logX && v <= 0) continue;
-      pts += fmt::format("{:.1f},{:.1f} ", ax.map(v, left, left + w), ay.map(*(row.*metric.field), top + h, top));
-    }
-    s += fmt::format("<polyline fill='none' stroke='{}' stroke-width='2' points='{}'/>\n", kColors[k % kColors.size()],
-                     pts);
-  }
-  return s;
+  return p;
 }
 
 }  // namespace
 
 std::string reportSvg(const std::vector<StrategyResult>& results, double target) {
-  const double w = 440, h = 300, top = 50, left1 = 60, left2 = 580;
   double maxSeconds = 0;
   for (const auto& r : results)
     if (!r.rounds.empty()) maxSeconds = std::max(maxSeconds, r.rounds.back().virtualSeconds);
   const bool hours = maxSeconds > 7200;
-  std::string s = fmt::format(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='1060' height='{}' font-family='sans-serif'>\n"
-      "<rect width='100%' height='100%' fill='white'/>\n",
-      top + h + 60 + 20 * results.size());
   // A regression has no accuracy: its panels plot the RMSE.
   bool anyAccuracy = false, anyRmse = false;
   for (const auto& r : results)
@@ -224,24 +135,18 @@ std::string reportSvg(const std::vector<StrategyResult>& results, double target)
     }
   const Metric metric =
       !anyAccuracy && anyRmse ? Metric{"RMSE", &RoundRow::rmse, false} : Metric{"accuracy", &RoundRow::accuracy, true};
-  s += panel(
-      results, target, fmt::format("Test {} vs bytes (both ways)", metric.name), "bytes, log scale", true, 1.0, left1,
-      top, w, h, [](const RoundRow& r) { return double(r.totalBytes); }, metric);
-  s += panel(
+  plot::Figure figure;
+  figure.panels.push_back(panel(
+      results, target, fmt::format("Test {} vs bytes (both ways)", metric.name), "bytes, log scale", true, 1.0,
+      [](const RoundRow& r) { return double(r.totalBytes); }, metric));
+  figure.panels.push_back(panel(
       results, target, fmt::format("Test {} vs virtual time", metric.name),
-      hours ? "virtual time, hours" : "virtual time, minutes", false, hours ? 3600.0 : 60.0, left2, top, w, h,
-      [](const RoundRow& r) { return r.virtualSeconds; }, metric);
-  for (std::size_t k = 0; k < results.size(); ++k) {
-    const double y = top + h + 60 + 20 * double(k);
-    s += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='{}' stroke-width='3'/>\n", left1, y - 4, left1 + 30,
-                     y - 4, kColors[k % kColors.size()]);
-    s += fmt::format("<text x='{}' y='{}' font-size='12'>{}</text>\n", left1 + 38, y, escape(results[k].name));
-  }
-  if (metric.percent)
-    s += fmt::format("<text x='{}' y='{}' font-size='12' fill='#666'>dashed: target {:.0f}%</text>\n", left2,
-                     top + h + 60, target * 100);
-  s += "</svg>\n";
-  return s;
+      hours ? "virtual time, hours" : "virtual time, minutes", false, hours ? 3600.0 : 60.0,
+      [](const RoundRow& r) { return r.virtualSeconds; }, metric));
+  for (const auto& r : results)
+    figure.legend.push_back(r.name);
+  if (metric.percent) figure.note = fmt::format("dashed: target {:.0f}%", target * 100);
+  return plot::figureSvg(figure);
 }
 
 }  // namespace starling::sim

@@ -573,6 +573,7 @@ void Federation::onClosed(const std::shared_ptr<Session>& session, const Status&
     auto it = self->sessions_.find(id);
     if (it == self->sessions_.end() || it->second != session) return;  // replaced by a newer connection
     self->sessions_.erase(it);
+    if (self->observer_) self->observer_->clientLeft(id, why.message(), self->wallEpochMs_ + self->nowMs());
     if (self->parked_.erase(id) > 0) return;  // waiting for the relay's rows: the engine does not know it
     if (self->waiting_.erase(id) > 0) {       // never welcomed: the engine does not know it
       if (self->statsOpen_ && !self->statsReceived_.contains(id) && self->statsAsked_.erase(id) > 0 &&
@@ -694,6 +695,9 @@ void Federation::welcomeClient(const std::shared_ptr<Session>& session, const wi
   welcome.sparseRows = rows != nullptr;
   rows_[id] = rows;
   session->send(share(wire::encode(welcome)));
+  if (observer_)
+    observer_->clientJoined(id, net::roleName(net::roleFromOu(session->peer().role, net::Role::kClient)),
+                            session->peer().address, h.numExamples, wallEpochMs_ + nowMs());
   log_->info("{}{} joined from {} ({} examples, holds round {}{})", id,
              net::roleFromOu(session->peer().role, net::Role::kClient) == net::Role::kRelay ? " (a relay)" : "",
              session->peer().address, h.numExamples, h.lastRound,
@@ -787,6 +791,7 @@ std::shared_ptr<const ClientRowSet> Federation::clientRows(const std::string& id
 
 void Federation::update(const std::shared_ptr<Session>& session, const wire::UpdateMsg& u) {
   const std::string& id = session->clientId();
+  if (observer_) observer_->updateArrived(id, u.round, wallEpochMs_ + nowMs());
   if (u.members && net::roleFromOu(session->peer().role, net::Role::kClient) == net::Role::kRelay)
     takeMembers(id, *u.members);
   const auto d = static_cast<uint32_t>(engine_->model().size());
@@ -826,6 +831,7 @@ void Federation::recordRefusal(const Session& session, const std::string& why) {
   refusal.reason = why;
   if (Status st = store_->recordRefusal(refusal); !st)
     log_->warn("recording the refusal of {}: {}", refusal.clientId, st.message());
+  if (observer_) observer_->clientRefused(refusal);
 }
 
 int64_t Federation::statsDeadlineMs() const {
@@ -1039,9 +1045,13 @@ void Federation::performActions(std::vector<Action> actions) {
       const bool relay = session != sessions_.end() &&
                          net::roleFromOu(session->second->peer().role, net::Role::kClient) == net::Role::kRelay;
       sendTo(assign->clientId, relay ? relayAssignFrame(assign->assignment) : assignFrame(assign->assignment));
+      if (observer_)
+        observer_->assigned(assign->clientId, assign->assignment.round, wallEpochMs_ + nowMs(),
+                            wallEpochMs_ + assign->assignment.deadlineMs);
     } else if (auto* verdict = std::get_if<coordinator::Verdict>(&act)) {
       const UpdateVerdict& v = verdict->verdict;
       sendTo(verdict->clientId, share(wire::encode(wire::RoundResultMsg{v.round, v.accepted, v.reason})));
+      if (observer_) observer_->verdict(verdict->clientId, v.round, v.accepted, v.reason);
       ++verdictsSinceRound_;
       if (!hooks_.crashAt.empty() && crashPoint(fmt::format("verdict-{}", verdictsSinceRound_))) return;
     } else if (auto* wake = std::get_if<coordinator::WakeAt>(&act)) {
@@ -1123,14 +1133,18 @@ bool Federation::persist(const RoundSummary& s) {
     finish(st.withContext(fmt::format("recording round {}", s.round)));
     return false;
   }
+  if (observer_) observer_->roundRecorded(r, participants);
   return true;
 }
 
 void Federation::report(const RoundSummary& s, const std::optional<model::Evaluation>& evaluation) {
   if (s.committed) {
     if (evaluation) {
-      if (Status st = store_->recordEvaluation(s.round, evaluationRecord(evaluation->metrics)); !st)
+      const EvaluationRecord record = evaluationRecord(evaluation->metrics);
+      if (Status st = store_->recordEvaluation(s.round, record); !st)
         log_->error("{}", st.message());  // the round itself is on disk
+      else if (observer_)
+        observer_->evaluated(s.round, record);
     }
     if (!s.evalStats.empty()) reportFederatedEvaluation(s);
     log_->info(
@@ -1167,7 +1181,11 @@ void Federation::reportFederatedEvaluation(const RoundSummary& s) {
   // The coordinator's own test set, when it has one, is what the round's metrics are;
   // without one, they are the clients'.
   if (testSet_ || s.evalBaseRound == 0 || m.examples == 0) return;
-  if (Status st = store_->recordEvaluation(s.evalBaseRound, evaluationRecord(m)); !st) log_->error("{}", st.message());
+  const EvaluationRecord record = evaluationRecord(m);
+  if (Status st = store_->recordEvaluation(s.evalBaseRound, record); !st)
+    log_->error("{}", st.message());
+  else if (observer_)
+    observer_->evaluated(s.evalBaseRound, record);
 }
 
 void Federation::startEvaluation(RoundSummary summary) {
@@ -1239,6 +1257,7 @@ void Federation::finish(const Status& status) {
     else
       log_->info("training complete: {} rounds committed", engine_->commits());
   }
+  if (observer_) observer_->finished(status.isOk() ? "training complete" : status.message());
   if (finished_) finished_(status);
 }
 
@@ -1256,6 +1275,7 @@ void Federation::shutdown(const std::string& reason) {
       session->send(bye);
       session->close();
     }
+    if (self->observer_) self->observer_->finished("stopped: " + reason);
     if (self->finished_) self->finished_(Status(StatusCode::kClosed, reason));
   });
 }

@@ -3,7 +3,7 @@
 //   starling-coordinator init --out DIR --clients N [--hostname H]... [--days D]
 //   starling-coordinator run [--config FILE] [--certs DIR] [--listen HOST:PORT] [...]
 //   starling-coordinator revoke --certs DIR [--client ID]... [--cert FILE]... [--days D]
-//   starling-coordinator report --db FILE [--format table|csv|json]
+//   starling-coordinator report --db FILE [--format table|csv|json] [--html FILE]
 //   starling-coordinator export (--db FILE | --model-file FILE) [--format onnx|starling] --out FILE
 //   starling-coordinator placement --row-sets FILE | --db FILE... --relays R [--shards S] [--method metis|random|hash]
 //   [--out FILE]
@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -70,7 +71,8 @@ int runRevoke(const net::RevokeOptions& options) {
   return 0;
 }
 
-int runReport(const std::string& db, const std::string& format) {
+// html: a file to write the HTML page to (the printed report is then left out).
+int runReport(const std::string& db, const std::string& format, const std::string& html) {
   auto fmt = coordinator::parseReportFormat(format);
   if (!fmt) return fail(fmt.status().message());
   if (!std::filesystem::exists(db)) return fail("no database '" + db + "'");
@@ -78,6 +80,16 @@ int runReport(const std::string& db, const std::string& format) {
   options.readOnly = true;
   auto store = coordinator::Store::open(db, options);
   if (!store) return fail(store.status().message());
+  if (!html.empty()) {
+    auto data = coordinator::loadReport(**store);
+    if (!data) return fail(data.status().message());
+    std::ofstream out(html, std::ios::binary | std::ios::trunc);
+    out << coordinator::formatHtml(*data, db);
+    out.close();
+    if (!out) return fail("cannot write " + html);
+    std::cerr << fmt::format("wrote {} ({} rounds)\n", html, data->rounds.size());
+    return 0;
+  }
   Status st = coordinator::writeReport(**store, *fmt, std::cout);
   if (!st) return fail(st.message());
   return 0;
@@ -483,6 +495,9 @@ int main(int argc, char** argv) {
   auto* reportCmd = app.add_subcommand("report", "print rounds, traffic, accuracy, tau and stragglers from a database");
   reportCmd->add_option("--db", db, "the coordinator's SQLite database")->required();
   reportCmd->add_option("--format", format, "table, csv or json");
+  std::string reportHtml;
+  reportCmd->add_option("--html", reportHtml,
+                        "write a self-contained HTML page (plots, stragglers, rounds) to this file instead");
 
   std::string exportDb, exportModel, exportFormat = "onnx", exportOut;
   auto* exportCmd = app.add_subcommand("export", "write the trained model as ONNX (or a Starling model file)");
@@ -520,7 +535,7 @@ int main(int argc, char** argv) {
     if (!relayHostnames.empty()) init.relayHostnames = relayHostnames;
     return runInit(init);
   }
-  if (reportCmd->parsed()) return runReport(db, format);
+  if (reportCmd->parsed()) return runReport(db, format, reportHtml);
   if (revokeCmd->parsed()) return runRevoke(revoke);
   if (!configFile.empty()) {
     Status st = binder.applyFile(configFile);

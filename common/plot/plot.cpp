@@ -44,6 +44,15 @@ bool plotted(const Panel& panel, double x) {
   return !panel.logX || x > 0;
 }
 
+// A step of 1, 2 or 5 times a power of ten, about range / 5.
+double niceStep(double range) {
+  if (!(range > 0)) return 1;
+  const double raw = range / 5;
+  const double decade = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / decade;
+  return decade * (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10);
+}
+
 std::string panelSvg(const Panel& panel, double left, double top, double w, double h) {
   double xmin = 1e300, xmax = -1e300;
   double ymin = panel.yFormat == YFormat::kPercent ? 1 : 1e300;
@@ -59,6 +68,8 @@ std::string panelSvg(const Panel& panel, double left, double top, double w, doub
   if (xmin > xmax) xmin = panel.logX ? 1 : 0, xmax = panel.logX ? 10 : 1;  // nothing to plot yet
   Axis ax{panel.logX ? std::floor(std::log10(xmin)) : 0.0, panel.logX ? std::ceil(std::log10(xmax)) : xmax, panel.logX};
   if (ax.hi <= ax.lo) ax.hi = ax.lo + 1;
+  const double xStep = niceStep(ax.hi - ax.lo);
+  if (!panel.logX) ax.hi = ax.lo + std::ceil((ax.hi - ax.lo) / xStep - 1e-9) * xStep;
   Axis ay;
   double yStep = 0.05;
   if (panel.yFormat == YFormat::kPercent) {
@@ -69,8 +80,9 @@ std::string panelSvg(const Panel& panel, double left, double top, double w, doub
   } else {
     if (ymin > ymax) ymin = 0, ymax = 1;
     if (panel.reference) ymax = std::max(ymax, *panel.reference);
-    ay = Axis{0.0, ymax > 0 ? ymax * 1.05 : 1.0};
-    yStep = ay.hi / 5;
+    yStep = niceStep(ymax > 0 ? ymax : 1.0);
+    ay = Axis{0.0, ymax > 0 ? std::ceil(ymax / yStep - 1e-9) * yStep : 1.0};
+    if (ay.hi <= ymax) ay.hi += yStep;  // room above the highest point
   }
   std::string s;
   s += fmt::format("<g class='panel'>\n");
@@ -94,9 +106,8 @@ std::string panelSvg(const Panel& panel, double left, double top, double w, doub
                        top + h + 16, e);
     }
   } else {
-    for (int i = 0; i <= 5; ++i) {
-      const double v = ax.lo + (ax.hi - ax.lo) * i / 5;
-      const double px = left + w * i / 5;
+    for (double v = ax.lo; v <= ax.hi + 1e-9 * (ax.hi - ax.lo); v += xStep) {
+      const double px = ax.map(v, left, left + w);
       s += fmt::format("<line x1='{:.1f}' y1='{}' x2='{:.1f}' y2='{}' stroke='#ddd'/>\n", px, top, px, top + h);
       s += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle' font-size='11'>{:.3g}</text>\n", px, top + h + 16,
                        v);

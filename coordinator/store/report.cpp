@@ -8,6 +8,8 @@
 #include <numeric>
 #include <utility>
 
+#include "starling/coordinator/json.hpp"
+
 namespace starling::coordinator {
 
 namespace {
@@ -26,11 +28,7 @@ std::optional<double> ratio(int64_t raw, int64_t wire) {
 // ---- table ----------------------------------------------------------------------------
 
 std::string humanBytes(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  if (b < 1024.0 * 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
-  if (b < 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
-  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0));
+  return plot::humanBytes(static_cast<double>(bytes));
 }
 
 // A table cell stays on one line: line breaks and tabs become spaces, other control
@@ -45,18 +43,6 @@ std::string cell(std::string_view text) {
     }
   }
   return out;
-}
-
-// "2023-11-14 22:13:20 UTC": a wall-clock time given in ms since the Unix epoch.
-std::string utcTime(int64_t ms) {
-  using namespace std::chrono;
-  const sys_time<milliseconds> t{milliseconds(ms)};
-  const sys_days day = floor<days>(t);
-  const year_month_day date(day);
-  const hh_mm_ss<milliseconds> time(t - day);
-  return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC", static_cast<int>(date.year()),
-                     static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()), time.hours().count(),
-                     time.minutes().count(), time.seconds().count());
 }
 
 std::string optionalFixed(std::optional<double> v, int digits, std::string_view suffix = "") {
@@ -120,6 +106,17 @@ std::string testMetric(std::optional<double> accuracy, std::optional<double> auc
 }
 
 }  // namespace
+
+std::string utcTime(int64_t ms) {
+  using namespace std::chrono;
+  const sys_time<milliseconds> t{milliseconds(ms)};
+  const sys_days day = floor<days>(t);
+  const year_month_day date(day);
+  const hh_mm_ss<milliseconds> time(t - day);
+  return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC", static_cast<int>(date.year()),
+                     static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()), time.hours().count(),
+                     time.minutes().count(), time.seconds().count());
+}
 
 std::string testFiguresText(const TestFigures& figures, std::string_view accuracyLabel) {
   std::string out;
@@ -299,74 +296,6 @@ std::string formatCsv(const ReportData& data) {
 }
 
 // ---- json -----------------------------------------------------------------------------
-
-// A JSON string literal. Control characters are escaped; other bytes pass through,
-// so UTF-8 text stays UTF-8.
-std::string jsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
-// JSON has no NaN or infinity: they become null, as do absent values.
-std::string jsonNumber(std::optional<double> v) {
-  if (!v || !std::isfinite(*v)) return "null";
-  return fmt::format("{}", *v);
-}
-
-// Writes "key": value pairs into one object.
-class JsonObject {
- public:
-  JsonObject& add(std::string_view key, std::string_view rawValue) {
-    if (!first_) text_ += ", ";
-    first_ = false;
-    text_ += jsonString(key);
-    text_ += ": ";
-    text_ += rawValue;
-    return *this;
-  }
-  JsonObject& str(std::string_view key, std::string_view value) { return add(key, jsonString(value)); }
-  JsonObject& num(std::string_view key, int64_t value) { return add(key, fmt::format("{}", value)); }
-  JsonObject& unum(std::string_view key, uint64_t value) { return add(key, fmt::format("{}", value)); }
-  JsonObject& real(std::string_view key, std::optional<double> value) { return add(key, jsonNumber(value)); }
-  std::string done() const { return "{" + text_ + "}"; }
-
- private:
-  std::string text_;
-  bool first_ = true;
-};
 
 // `  "name": [` then one object per item, each on its own line, then `],` (an empty
 // array stays on one line).

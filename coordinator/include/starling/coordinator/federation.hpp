@@ -32,6 +32,7 @@
 
 #include "starling/coordinator/client_rows.hpp"
 #include "starling/coordinator/local_rounds.hpp"
+#include "starling/coordinator/observer.hpp"
 #include "starling/coordinator/relay_placement.hpp"
 #include "starling/coordinator/round_engine.hpp"
 #include "starling/coordinator/server.hpp"
@@ -90,6 +91,9 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
 
   void onMessage(const std::shared_ptr<Session>& session, wire::Message message) override;
   void onClosed(const std::shared_ptr<Session>& session, const Status& why) override;
+
+  // Before the first event: who is told what happens (the dashboard); none by default.
+  void setObserver(std::shared_ptr<FederationObserver> observer) { observer_ = std::move(observer); }
 
   // Before the first event. See FederationTestHooks.
   Status setTestHooks(FederationTestHooks hooks);
@@ -260,6 +264,7 @@ class Federation : public SessionHandler, public std::enable_shared_from_this<Fe
   asio::steady_timer timer_;
   std::chrono::steady_clock::time_point epoch_;
   int64_t wallEpochMs_ = 0;
+  std::shared_ptr<FederationObserver> observer_;
   uint64_t resumedFrom_ = 0;
   bool done_ = false;
   // trainLocalRounds() in progress: its callback and what its rounds trained so far.

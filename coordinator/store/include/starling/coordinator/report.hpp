@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "starling/coordinator/store.hpp"
+#include "starling/plot/plot.hpp"
 #include "starling/util/status.hpp"
 
 namespace starling::coordinator {
@@ -66,6 +67,9 @@ struct TestFigures {
 };
 std::string testFiguresText(const TestFigures& figures, std::string_view accuracyLabel = "");
 
+// "2023-11-14 22:13:20 UTC": a wall-clock time given in ms since the Unix epoch.
+std::string utcTime(int64_t ms);
+
 // Reads the rounds, the non-accepted participants and the refusals.
 Result<ReportData> loadReport(Store& store);
 
@@ -78,6 +82,35 @@ ReportTotals computeTotals(const ReportData& data);
 // {"rounds": [...], "participants": [...], "refused": [...], "totals": {...}}; absent
 // values are null.
 std::string formatReport(const ReportData& data, ReportFormat format);
+
+// ---- plots and pages (report_html.cpp): `report --html FILE` and the dashboard ----
+
+// The rounds' plots: the test metric (accuracy, or RMSE for a regression) against
+// rounds and against bytes (both ways, cumulative), the losses, the bytes per round up
+// and down, round durations, participants per round, and epsilon when the task is
+// private.
+plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds);
+
+// The clients that missed or lost work, most troubled first: their participant rows by
+// outcome, and the latest one's round and reason.
+struct ClientTrouble {
+  std::string clientId;
+  int64_t stragglers = 0, dropped = 0, rejected = 0, lateApplied = 0, lateDiscarded = 0;
+  uint64_t lastRound = 0;
+  std::string lastOutcome, lastReason;
+  int64_t total() const { return stragglers + dropped + rejected + lateApplied + lateDiscarded; }
+};
+std::vector<ClientTrouble> troubleByClient(const std::vector<ParticipantRecord>& participants);
+// Adds one participant row to `byClient` (accepted rows change nothing).
+void countTrouble(std::vector<ClientTrouble>& byClient, const ParticipantRecord& participant);
+
+// The style sheet the report page and the dashboard share (no fetch: inline CSS).
+std::string_view pageStyle();
+
+// A self-contained HTML page: totals, the plots as inline SVG, the stragglers table,
+// the rounds, the non-accepted participants and the refusals. `title` names the run
+// (e.g. the database's path); no script, nothing fetched.
+std::string formatHtml(const ReportData& data, std::string_view title);
 
 // loadReport + formatReport.
 Result<std::string> buildReport(Store& store, ReportFormat format);

@@ -262,6 +262,11 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
        "the ticket key file (default: the database's path + .ticket-keys)");
   bind("server.trim-heap-ms", c.trimHeapMs,
        "every this many ms, if connections came or went, return free heap pages to the kernel (0 = never)");
+  bind("server.http", c.http,
+       "serve the dashboard and /metrics on HOST:PORT (docs/dashboard.md); empty = off. Beyond a loopback address "
+       "only over mutual TLS, to operator certificates (init --operators N)");
+  bind("server.http-tls", c.httpTls,
+       "auto (TLS beyond a loopback address), on (always: operators only), off (plain HTTP; loopback addresses only)");
   bind("server.threads", c.threads,
        "threads running TLS handshakes and connections (0 = one per core, at most 4); rounds run on one strand");
 }

@@ -39,6 +39,7 @@
 #include "starling/onnx/onnx.hpp"
 #include "starling/util/log.hpp"
 
+#include "dashboard/dashboard.hpp"
 #include "placement.hpp"
 #include "placement_file.hpp"
 
@@ -361,8 +362,27 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   asio::io_context io(static_cast<int>(threads));
   coordinator::TaskConfig task = config.task;
   task.heartbeatMs = config.heartbeatMs;  // Welcome tells clients the period
+  // The dashboard's view starts from every round already recorded (a restart shows them).
+  std::shared_ptr<coordinator::LiveState> live;
+  std::optional<net::Endpoint> httpAt;
+  bool httpTls = false;
+  if (!config.http.empty()) {
+    auto at = net::parseEndpoint(config.http);
+    if (!at) return fail("server.http: " + at.status().message());
+    httpAt = *at;
+    if (config.httpTls != "auto" && config.httpTls != "on" && config.httpTls != "off")
+      return fail(fmt::format("server.http-tls '{}': must be auto, on or off", config.httpTls));
+    httpTls = config.httpTls == "on" || (config.httpTls == "auto" && !coordinator::isLoopback(at->host));
+    auto history = coordinator::loadReport(**store);
+    if (!history) return fail(history.status().message());
+    live = std::make_shared<coordinator::LiveState>(coordinator::DashboardTask{
+        config.task.name, config.task.model, config.task.kind, config.engine.mode, config.engine.rounds,
+        config.engine.clientsPerRound, config.engine.clipNorm > 0, config.db});
+    live->seed(*history);
+  }
   auto federation = coordinator::Federation::create(io, config.engine, task, std::move(*store), *log);
   if (!federation) return fail(federation.status().message());
+  if (live) (*federation)->setObserver(live);
   if (Status st = (*federation)->setTestHooks(testHooks); !st) return fail(st.message());
 
   coordinator::ServerOptions options;
@@ -384,6 +404,19 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   coordinator::Server server(io, *tls, options, *log, *federation);
   auto port = server.start();
   if (!port) return fail(port.status().message());
+  std::unique_ptr<coordinator::Dashboard> dashboard;
+  if (live) {
+    coordinator::DashboardOptions dashboardOptions;
+    dashboardOptions.listen = *httpAt;
+    if (httpTls) dashboardOptions.tls = *tls;
+    dashboardOptions.handshakeTimeout = std::chrono::milliseconds(config.handshakeTimeoutMs);
+    auto started = coordinator::Dashboard::start(io, dashboardOptions, live, &server.counters(), *log);
+    if (!started) {
+      server.stop();
+      return fail(started.status().message());
+    }
+    dashboard = std::move(*started);
+  }
 
   int exitCode = 0;
   asio::signal_set signals(asio::make_strand(io), SIGINT, SIGTERM);
@@ -412,6 +445,7 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
       exitCode = 1;
     }
     server.stop();
+    if (dashboard) dashboard->stop();
     // Nothing else to wait for: let io.run() return (on the signals' strand, as this
     // runs on the federation's).
     asio::post(signals.get_executor(), [&signals, &trimTimer, &trimStopped] {
@@ -428,6 +462,7 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   if ((*federation)->engine().finished()) {
     (*log)->info("training already complete ({} rounds committed in {})", (*federation)->engine().commits(), config.db);
     server.stop();
+    if (dashboard) dashboard->stop();
     std::error_code ignored;
     signals.cancel(ignored);
   } else if (config.trimHeapMs > 0)
@@ -460,6 +495,8 @@ int main(int argc, char** argv) {
       app.add_subcommand("init", "create a CA and certificates for the coordinator, N clients and M relays");
   initCmd->add_option("--out", init.outDir, "directory to write the certificates to")->required();
   initCmd->add_option("--clients", init.clients, "number of client certificates (client-0 .. client-N-1)");
+  initCmd->add_option("--operators", init.operators,
+                      "number of operator certificates (operator-0 ..): the dashboard beyond localhost (server.http)");
   initCmd->add_option("--relays", init.relays,
                       "number of relay certificates (relay-0 .. relay-M-1, for starling-relay: a server to its "
                       "clients, a client of the coordinator)");

@@ -203,7 +203,7 @@ asio::awaitable<void> Server::serve(std::shared_ptr<Session> session) {
         if (why.code() == StatusCode::kClosed) {
           log_->info("{} disconnected", who);
         } else {
-          ++counters_.dropped;
+          counters_.drop(why.code());
           log_->warn("closing the connection to {} ({}): {}", who, address, why.message());
           if (why.code() != StatusCode::kTimeout && why.code() != StatusCode::kIo)
             session->send(
@@ -228,7 +228,7 @@ asio::awaitable<void> Server::serve(std::shared_ptr<Session> session) {
       }
       st = co_await answerSkeleton(*session, *msg, done);
       if (!st) {
-        ++counters_.dropped;
+        counters_.drop(st.code());
         why = st;
         log_->warn("closing the connection to {} ({}): {}", who, address, st.message());
         break;

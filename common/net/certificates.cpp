@@ -119,6 +119,8 @@ const char* organizationalUnit(CertificateKind kind) {
       return "relay";
     case CertificateKind::kClient:
       return "client";
+    case CertificateKind::kOperator:
+      return "operator";
     case CertificateKind::kCa:
       break;
   }
@@ -181,7 +183,8 @@ Result<std::string> signCertificate(const CertificateRequest& req, Pk& subjectKe
     std::vector<std::string> oids;
     if (req.kind == CertificateKind::kServer || req.kind == CertificateKind::kRelay)
       oids.emplace_back(MBEDTLS_OID_SERVER_AUTH, MBEDTLS_OID_SIZE(MBEDTLS_OID_SERVER_AUTH));
-    if (req.kind == CertificateKind::kClient || req.kind == CertificateKind::kRelay)
+    if (req.kind == CertificateKind::kClient || req.kind == CertificateKind::kRelay ||
+        req.kind == CertificateKind::kOperator)
       oids.emplace_back(MBEDTLS_OID_CLIENT_AUTH, MBEDTLS_OID_SIZE(MBEDTLS_OID_CLIENT_AUTH));
     const std::string eku = extendedKeyUsage(oids);
     rc = mbedtls_x509write_crt_set_extension(&w.ctx, MBEDTLS_OID_EXTENDED_KEY_USAGE,
@@ -276,6 +279,7 @@ Status writeTextFile(const std::string& path, const std::string& text, unsigned 
 Status writeCertificateDirectory(const InitOptions& options) {
   if (options.clients < 0) return Status(StatusCode::kInvalidArgument, "--clients must be 0 or more");
   if (options.relays < 0) return Status(StatusCode::kInvalidArgument, "--relays must be 0 or more");
+  if (options.operators < 0) return Status(StatusCode::kInvalidArgument, "--operators must be 0 or more");
   if (options.days < 1) return Status(StatusCode::kInvalidArgument, "--days must be at least 1");
   if (options.hostnames.empty())
     return Status(StatusCode::kInvalidArgument, "the coordinator needs at least one host name");
@@ -316,6 +320,12 @@ Status writeCertificateDirectory(const InitOptions& options) {
     if (!relay) return relay.status();
     STARLING_RETURN_IF_ERROR(save(name, *relay));
   }
+  for (int i = 0; i < options.operators; ++i) {
+    const std::string name = fmt::format("operator-{}", i);
+    auto op = issueCertificate(*ca, {CertificateKind::kOperator, name, {}, start, end});
+    if (!op) return op.status();
+    STARLING_RETURN_IF_ERROR(save(name, *op));
+  }
   return Status::ok();
 }
 
@@ -327,6 +337,8 @@ const char* roleName(Role role) {
       return "relay";
     case Role::kClient:
       return "client";
+    case Role::kOperator:
+      return "operator";
     case Role::kUnknown:
       break;
   }
@@ -335,7 +347,7 @@ const char* roleName(Role role) {
 
 Role roleFromOu(const std::string& ou, Role legacy) {
   if (ou.empty()) return legacy;
-  for (Role r : {Role::kCoordinator, Role::kRelay, Role::kClient})
+  for (Role r : {Role::kCoordinator, Role::kRelay, Role::kClient, Role::kOperator})
     if (ou == roleName(r)) return r;
   return Role::kUnknown;
 }

@@ -46,6 +46,13 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
                       std::nullopt,
                       {},
                       false};
+  plot::Panel byTime{fmt::format("Test {} vs time", metric),
+                     "minutes since the first round started",
+                     false,
+                     byRound.yFormat,
+                     std::nullopt,
+                     {},
+                     false};
   plot::Panel loss{"Loss", "round", false, plot::YFormat::kNumber, std::nullopt, {}, true};
   plot::Panel bytes{"Bytes per round (wire)", "round", false, plot::YFormat::kBytes, std::nullopt, {}, true};
   plot::Panel duration{"Round duration (s)", "round", false, plot::YFormat::kNumber, std::nullopt, {}, true};
@@ -53,6 +60,7 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
   plot::Panel privacy{"Privacy spent (epsilon)", "round", false, plot::YFormat::kNumber, std::nullopt, {}, false};
   byRound.series.push_back({metric, {}});
   byBytes.series.push_back({metric, {}});
+  byTime.series.push_back({metric, {}});
   loss.series = {{"train (start of round)", {}}, {"test", {}}};
   bytes.series = {{"up", {}}, {"down", {}}};
   duration.series = {{"committed", {}}, {"abandoned", {}}};
@@ -60,6 +68,7 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
   privacy.series.push_back({"epsilon", {}});
 
   double cumulative = 0;
+  const int64_t start = rounds.empty() ? 0 : rounds.front().startedMs;
   for (const RoundRecord& r : rounds) {
     const double x = static_cast<double>(r.round);
     cumulative += static_cast<double>(r.bytesUpWire + r.bytesDownWire);
@@ -73,6 +82,7 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
     if (const auto v = value(r)) {
       byRound.series[0].points.emplace_back(x, *v);
       byBytes.series[0].points.emplace_back(cumulative, *v);
+      byTime.series[0].points.emplace_back(static_cast<double>(r.endedMs - start) / 60'000.0, *v);
     }
     loss.series[0].points.emplace_back(x, r.trainLossStart);
     if (r.testLoss) loss.series[1].points.emplace_back(x, *r.testLoss);

@@ -187,6 +187,7 @@ TEST_CASE("a peer's role comes from its certificate's OU; certificates from befo
   CHECK(net::roleFromOu("coordinator", net::Role::kClient) == net::Role::kCoordinator);
   CHECK(net::roleFromOu("", net::Role::kClient) == net::Role::kClient);
   CHECK(net::roleFromOu("", net::Role::kCoordinator) == net::Role::kCoordinator);
-  CHECK(net::roleFromOu("operator", net::Role::kClient) == net::Role::kUnknown);
+  CHECK(net::roleFromOu("operator", net::Role::kClient) == net::Role::kOperator);
+  CHECK(net::roleFromOu("auditor", net::Role::kClient) == net::Role::kUnknown);
   CHECK(std::string(net::roleName(net::Role::kRelay)) == "relay");
 }

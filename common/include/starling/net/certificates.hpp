@@ -28,11 +28,13 @@ struct KeyPair {
   std::string certPem;
 };
 
-enum class CertificateKind { kCa, kServer, kClient, kRelay };
+// kOperator: a person watching the coordinator's dashboard (docs/dashboard.md), not a
+// trainer: a client certificate whose OU is "operator".
+enum class CertificateKind { kCa, kServer, kClient, kRelay, kOperator };
 
 // The role a certificate states (its subject's OU), as its peers read it.
-enum class Role { kCoordinator, kRelay, kClient, kUnknown };
-// "coordinator", "relay", "client", "unknown".
+enum class Role { kCoordinator, kRelay, kClient, kOperator, kUnknown };
+// "coordinator", "relay", "client", "operator", "unknown".
 const char* roleName(Role role);
 // The role of a peer whose certificate's OU is `ou`; an empty OU (a certificate from
 // before roles) is `legacy`'s role: a server's is the coordinator, a client's a client.
@@ -55,7 +57,8 @@ Result<KeyPair> issueCertificate(const KeyPair& ca, const CertificateRequest& re
 struct InitOptions {
   std::string outDir;
   int clients = 0;
-  int relays = 0;  // relay-<i>.crt/.key, each naming its own host names (relayHostnames) too
+  int relays = 0;     // relay-<i>.crt/.key, each naming its own host names (relayHostnames) too
+  int operators = 0;  // operator-<i>.crt/.key: the dashboard beyond localhost (docs/dashboard.md)
   // Host names the coordinator answers to. mbedTLS 2.28 compares an IP literal the
   // client dials against dNSName entries, so "127.0.0.1" is listed as one too.
   std::vector<std::string> hostnames = {"localhost", "127.0.0.1"};
@@ -66,7 +69,8 @@ struct InitOptions {
 };
 
 // Writes ca.crt, ca.key, coordinator.crt, coordinator.key, client-<i>.crt/.key for i in
-// 0..clients-1 and relay-<j>.crt/.key for j in 0..relays-1 into outDir (created if
+// 0..clients-1, relay-<j>.crt/.key for j in 0..relays-1 and operator-<k>.crt/.key for k in
+// 0..operators-1 into outDir (created if
 // missing; keys mode 0600).
 Status writeCertificateDirectory(const InitOptions& options);
 

@@ -6,6 +6,7 @@
 // act on. Exceptions are reserved for programmer errors and start-up.
 
 #include <cassert>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,6 +26,7 @@ enum class StatusCode {
   kUnsupported,      // a version or feature this build does not speak
   kInternal,         // a library call failed in a way we did not expect
 };
+inline constexpr std::size_t kStatusCodeCount = static_cast<std::size_t>(StatusCode::kInternal) + 1;
 
 // Short stable name of a code, e.g. "malformed".
 const char* statusCodeName(StatusCode code);

@@ -37,6 +37,10 @@ struct DaemonConfig {
   // after a restart too; off: keys in memory only.
   bool tlsPersistTicketKeys = true;
   std::string tlsTicketKeyFile;  // where; empty: the database's path + ".ticket-keys"
+  // The dashboard and /metrics (docs/dashboard.md): HOST:PORT, "" = off; TLS "auto" (beyond
+  // a loopback address), "on" or "off".
+  std::string http;
+  std::string httpTls = "auto";
   uint32_t trimHeapMs = 10'000;  // return free heap pages to the kernel this often after connections change; 0 = never
 };
 

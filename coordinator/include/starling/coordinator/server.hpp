@@ -12,6 +12,7 @@
 
 #include <spdlog/logger.h>
 
+#include <array>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/steady_timer.hpp>
@@ -46,6 +47,12 @@ struct ServerCounters {
   std::atomic<uint64_t> refused{0};  // TLS handshake failed
   std::atomic<uint64_t> dropped{0};  // closed for a bad frame, timeout or protocol error
   std::atomic<uint64_t> active{0};
+  // `dropped` by the kind of error (statusCodeName: "malformed", "timeout", ...).
+  std::array<std::atomic<uint64_t>, kStatusCodeCount> droppedBy{};
+  void drop(StatusCode why) {
+    ++dropped;
+    ++droppedBy[static_cast<std::size_t>(why)];
+  }
 };
 
 // A complete frame (wire/messages.hpp makes them), shared by the sessions it goes to.

@@ -86,7 +86,7 @@ std::string formatReport(const ReportData& data, ReportFormat format);
 // ---- plots and pages (report_html.cpp): `report --html FILE` and the dashboard ----
 
 // The rounds' plots: the test metric (accuracy, or RMSE for a regression) against
-// rounds and against bytes (both ways, cumulative), the losses, the bytes per round up
+// rounds, bytes (both ways, cumulative) and wall time, the losses, the bytes per round up
 // and down, round durations, participants per round, and epsilon when the task is
 // private.
 plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds);

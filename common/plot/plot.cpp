@@ -18,6 +18,7 @@ constexpr double kWidth = 440, kHeight = 300;  // one panel
 constexpr double kCellWidth = 520;             // a panel and the gap to the next
 constexpr double kCellHeight = kHeight + 90;   // a panel, its x label and the next title
 constexpr double kLeft = 60, kTop = 50;
+constexpr std::size_t kMaxPoints = 1000;  // drawn per line
 
 struct Axis {
   double lo = 0, hi = 1;
@@ -119,8 +120,14 @@ std::string panelSvg(const Panel& panel, double left, double top, double w, doub
                      left + w, ty);
   }
   for (std::size_t k = 0; k < panel.series.size(); ++k) {
+    // A line of more points than the panel has pixels is drawn through every stride-th
+    // one (and the last): long runs stay a few hundred kB of SVG.
+    const auto& points = panel.series[k].points;
+    const std::size_t stride = std::max<std::size_t>(1, (points.size() + kMaxPoints - 1) / kMaxPoints);
     std::string pts;
-    for (const auto& [x, y] : panel.series[k].points) {
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      if (i % stride != 0 && i + 1 != points.size()) continue;
+      const auto& [x, y] = points[i];
       if (!plotted(panel, x) || !std::isfinite(x) || !std::isfinite(y)) continue;
       pts += fmt::format("{:.1f},{:.1f} ", ax.map(x, left, left + w), ay.map(y, top + h, top));
     }

@@ -23,8 +23,24 @@ std::string optionalMs(const std::optional<int64_t>& ms) {
 
 LiveState::LiveState(DashboardTask task) : task_(std::move(task)), roundSeconds_(kDurationBuckets) {}
 
+void LiveState::noteEvaluated(std::size_t index) {
+  if (!evaluatedAt_ || rounds_[index].round >= rounds_[*evaluatedAt_].round) evaluatedAt_ = index;
+}
+
 void LiveState::addRound(const RoundRecord& round) {
   rounds_.push_back(round);
+  if (round.status == RoundStatus::kCommitted) {
+    ++committed_;
+    committedRound_ = std::max(committedRound_, round.round);
+    if (round.epsilon) epsilon_ = round.epsilon;
+    if (round.testLoss) noteEvaluated(rounds_.size() - 1);
+  } else {
+    ++abandoned_;
+  }
+  bytesUpWire_ += round.bytesUpWire;
+  bytesDownWire_ += round.bytesDownWire;
+  bytesUpRaw_ += round.bytesUpRaw;
+  bytesDownRaw_ += round.bytesDownRaw;
   roundSeconds_.Observe(static_cast<double>(round.endedMs - round.startedMs) / 1000.0);
   currentRound_ = std::max(currentRound_, round.round);
   ++version_;
@@ -113,6 +129,7 @@ void LiveState::evaluated(uint64_t round, const EvaluationRecord& e) {
   std::lock_guard lock(mu_);
   for (auto it = rounds_.rbegin(); it != rounds_.rend(); ++it)
     if (it->round == round && it->status == RoundStatus::kCommitted) {
+      noteEvaluated(static_cast<std::size_t>(rounds_.rend() - it) - 1);
       it->testLoss = e.loss;
       it->testAccuracy = e.accuracy;
       it->testTop5 = e.top5;
@@ -134,24 +151,20 @@ LiveCounts LiveState::counts() const {
   std::lock_guard lock(mu_);
   LiveCounts c;
   c.currentRound = currentRound_;
-  for (const RoundRecord& r : rounds_) {
-    if (r.status == RoundStatus::kCommitted) {
-      ++c.roundsCommitted;
-      c.committedRound = std::max(c.committedRound, r.round);
-      if (r.testLoss) {
-        c.accuracy = r.testAccuracy;
-        c.loss = r.testLoss;
-        c.rmse = r.testRmse;
-      }
-      if (r.epsilon) c.epsilon = r.epsilon;
-    } else {
-      ++c.roundsAbandoned;
-    }
-    c.bytesUpWire += r.bytesUpWire;
-    c.bytesDownWire += r.bytesDownWire;
-    c.bytesUpRaw += r.bytesUpRaw;
-    c.bytesDownRaw += r.bytesDownRaw;
+  c.roundsCommitted = committed_;
+  c.roundsAbandoned = abandoned_;
+  c.committedRound = committedRound_;
+  if (evaluatedAt_) {
+    const RoundRecord& e = rounds_[*evaluatedAt_];
+    c.accuracy = e.testAccuracy;
+    c.loss = e.testLoss;
+    c.rmse = e.testRmse;
   }
+  c.epsilon = epsilon_;
+  c.bytesUpWire = bytesUpWire_;
+  c.bytesDownWire = bytesDownWire_;
+  c.bytesUpRaw = bytesUpRaw_;
+  c.bytesDownRaw = bytesDownRaw_;
   c.participants = outcomes_;
   c.refusals = refusalCount_;
   c.clientsConnected = connected_.size();
@@ -174,12 +187,7 @@ std::pair<std::string, uint64_t> LiveState::plotsSvg() const {
 std::string LiveState::stateJson(int64_t nowMs) const {
   std::lock_guard lock(mu_);
   const RoundRecord* last = rounds_.empty() ? nullptr : &rounds_.back();
-  const RoundRecord* evaluated = nullptr;
-  int64_t committed = 0, abandoned = 0;
-  for (const RoundRecord& r : rounds_) {
-    (r.status == RoundStatus::kCommitted ? committed : abandoned) += 1;
-    if (r.status == RoundStatus::kCommitted && r.testLoss) evaluated = &r;
-  }
+  const RoundRecord* evaluated = evaluatedAt_ ? &rounds_[*evaluatedAt_] : nullptr;
   const std::string lastRound =
       last ? JsonObject()
                  .unum("round", last->round)
@@ -279,8 +287,8 @@ std::string LiveState::stateJson(int64_t nowMs) const {
                                           : "training")
       .str("finished", finished_)
       .unum("round", currentRound_)
-      .num("rounds_committed", committed)
-      .num("rounds_abandoned", abandoned)
+      .num("rounds_committed", committed_)
+      .num("rounds_abandoned", abandoned_)
       .unum("plots_version", version_)
       .add("last_round", lastRound)
       .add("evaluation", evaluation)

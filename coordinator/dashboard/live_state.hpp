@@ -96,11 +96,18 @@ class LiveState : public FederationObserver {
     int64_t sinceMs = 0;
   };
   void addRound(const RoundRecord& round);  // history, counts, histogram
+  void noteEvaluated(std::size_t index);    // rounds_[index] has test figures
   void addParticipant(const ParticipantRecord& p);
 
   mutable std::mutex mu_;
   DashboardTask task_;
-  std::vector<RoundRecord> rounds_;                                   // in order of recording
+  std::vector<RoundRecord> rounds_;  // in order of recording
+  // Totals over rounds_, kept as rounds are added.
+  int64_t committed_ = 0, abandoned_ = 0;
+  uint64_t committedRound_ = 0;
+  int64_t bytesUpWire_ = 0, bytesDownWire_ = 0, bytesUpRaw_ = 0, bytesDownRaw_ = 0;
+  std::optional<double> epsilon_;
+  std::optional<std::size_t> evaluatedAt_;                            // the newest committed round with test figures
   std::map<std::pair<uint64_t, std::string>, Participant> inFlight_;  // (round, client)
   std::vector<ClientTrouble> trouble_;
   std::map<std::string, Connected> connected_;

@@ -89,7 +89,7 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
     if (r.epsilon && std::isfinite(*r.epsilon)) privacy.series[0].points.emplace_back(x, *r.epsilon);
   }
   plot::Figure figure;
-  figure.panels = {std::move(byRound), std::move(byBytes),  std::move(loss),
+  figure.panels = {std::move(byRound), std::move(byBytes),  std::move(byTime), std::move(loss),
                    std::move(bytes),   std::move(duration), std::move(people)};
   if (anyEpsilon) figure.panels.push_back(std::move(privacy));
   return figure;

@@ -38,6 +38,34 @@ void single(std::vector<MetricFamily>& out, std::string name, std::string help, 
   out.push_back(std::move(f));
 }
 
+// A label value for a kind of connection error (statusCodeName with underscores).
+const char* errorKind(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case StatusCode::kMalformed:
+      return "malformed";
+    case StatusCode::kOutOfRange:
+      return "out_of_range";
+    case StatusCode::kNotFound:
+      return "not_found";
+    case StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    case StatusCode::kTimeout:
+      return "timeout";
+    case StatusCode::kIo:
+      return "io";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kInternal:
+      return "internal";
+    case StatusCode::kOk:
+    case StatusCode::kClosed:
+      break;
+  }
+  return "other";
+}
+
 }  // namespace
 
 std::string metricsText(const LiveCounts& c, const ServerCounters* server) {
@@ -104,7 +132,7 @@ std::string metricsText(const LiveCounts& c, const ServerCounters* server) {
     for (std::size_t k = 1; k < kStatusCodeCount; ++k) {
       const auto code = static_cast<StatusCode>(k);
       if (code == StatusCode::kClosed) continue;  // a clean goodbye is not an error
-      errors.metric.push_back(value(double(server->droppedBy[k].load()), counter, {{"kind", statusCodeName(code)}}));
+      errors.metric.push_back(value(double(server->droppedBy[k].load()), counter, {{"kind", errorKind(code)}}));
     }
     out.push_back(std::move(errors));
   }

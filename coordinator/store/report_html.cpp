@@ -46,8 +46,13 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
                       std::nullopt,
                       {},
                       false};
+  // Time in seconds, minutes or hours, as the run's span asks.
+  const int64_t start = rounds.empty() ? 0 : rounds.front().startedMs;
+  const double spanS = rounds.empty() ? 0 : static_cast<double>(rounds.back().endedMs - start) / 1000.0;
+  const double unitS = spanS < 120 ? 1 : spanS < 7200 ? 60 : 3600;
+  const char* unit = unitS == 1 ? "seconds" : unitS == 60 ? "minutes" : "hours";
   plot::Panel byTime{fmt::format("Test {} vs time", metric),
-                     "minutes since the first round started",
+                     fmt::format("{} since the first round started", unit),
                      false,
                      byRound.yFormat,
                      std::nullopt,
@@ -68,7 +73,6 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
   privacy.series.push_back({"epsilon", {}});
 
   double cumulative = 0;
-  const int64_t start = rounds.empty() ? 0 : rounds.front().startedMs;
   for (const RoundRecord& r : rounds) {
     const double x = static_cast<double>(r.round);
     cumulative += static_cast<double>(r.bytesUpWire + r.bytesDownWire);
@@ -82,7 +86,7 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
     if (const auto v = value(r)) {
       byRound.series[0].points.emplace_back(x, *v);
       byBytes.series[0].points.emplace_back(cumulative, *v);
-      byTime.series[0].points.emplace_back(static_cast<double>(r.endedMs - start) / 60'000.0, *v);
+      byTime.series[0].points.emplace_back(static_cast<double>(r.endedMs - start) / 1000.0 / unitS, *v);
     }
     loss.series[0].points.emplace_back(x, r.trainLossStart);
     if (r.testLoss) loss.series[1].points.emplace_back(x, *r.testLoss);

@@ -167,8 +167,10 @@ TEST_CASE("report --html: plots, troubled clients by count, text escaped, no scr
   CHECK(figure.panels[1].series[0].points[1].first == 1500.0 + 2500.0 + 3500.0);
   // The abandoned round's duration is its own series.
   CHECK(figure.panels[5].series[1].points.size() == 1);
-  // Minutes from the first round's start: round 3 ended 20 s + 1.5 s after round 1 started.
-  CHECK(figure.panels[2].series[0].points[1].first == Approx(21.5 / 60));
+  // Seconds from the first round's start (a span under two minutes): round 3 ended
+  // 20 s + 1.5 s after round 1 started.
+  CHECK(figure.panels[2].series[0].points[1].first == Approx(21.5));
+  CHECK(figure.panels[2].xLabel == "seconds since the first round started");
   data.rounds[2].epsilon = 1.5;
   CHECK(roundsFigure(data.rounds).panels.size() == 8);
 }

@@ -263,8 +263,11 @@ ConfigBinder::ConfigBinder(CLI::App& app, DaemonConfig& c) : app_(app) {
   bind("server.trim-heap-ms", c.trimHeapMs,
        "every this many ms, if connections came or went, return free heap pages to the kernel (0 = never)");
   bind("server.http", c.http,
-       "serve the dashboard and /metrics on HOST:PORT (docs/dashboard.md); empty = off. Beyond a loopback address "
+       "serve the dashboard and /metrics on HOST:PORT, or PORT alone for 127.0.0.1 (docs/dashboard.md); empty = off. "
+       "Beyond a loopback address "
        "only over mutual TLS, to operator certificates (init --operators N)");
+  bind("server.http-linger-ms", c.httpLingerMs,
+       "after training ends, keep serving the dashboard this long (a signal stops it sooner); 0 = stop with training");
   bind("server.http-tls", c.httpTls,
        "auto (TLS beyond a loopback address), on (always: operators only), off (plain HTTP; loopback addresses only)");
   bind("server.threads", c.threads,

@@ -367,7 +367,10 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
   std::optional<net::Endpoint> httpAt;
   bool httpTls = false;
   if (!config.http.empty()) {
-    auto at = net::parseEndpoint(config.http);
+    // A port alone is this machine's: 127.0.0.1:PORT.
+    const bool portOnly =
+        std::all_of(config.http.begin(), config.http.end(), [](char c) { return c >= '0' && c <= '9'; });
+    auto at = net::parseEndpoint(portOnly ? "127.0.0.1:" + config.http : config.http);
     if (!at) return fail("server.http: " + at.status().message());
     httpAt = *at;
     if (config.httpTls != "auto" && config.httpTls != "on" && config.httpTls != "off")
@@ -439,32 +442,47 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
       armTrim();
     });
   };
+  // Once training has ended, on the signals' strand: the dashboard (after
+  // server.http-linger-ms, unless a signal ended training), the signal wait and the
+  // trim timer stop, and io.run() returns.
+  asio::steady_timer lingerTimer(signals.get_executor());
+  bool ended = false, signalled = false;
+  const auto stopRest = [&] {
+    if (dashboard) dashboard->stop();
+    std::error_code ignored;
+    signals.cancel(ignored);
+    trimStopped = true;
+    trimTimer.cancel();
+    lingerTimer.cancel();
+  };
   (*federation)->onFinished([&](const Status& st) {
     if (!st && st.code() != StatusCode::kClosed) {
       (*log)->error("stopping: {}", st.message());
       exitCode = 1;
     }
     server.stop();
-    if (dashboard) dashboard->stop();
-    // Nothing else to wait for: let io.run() return (on the signals' strand, as this
-    // runs on the federation's).
-    asio::post(signals.get_executor(), [&signals, &trimTimer, &trimStopped] {
-      std::error_code ignored;
-      signals.cancel(ignored);
-      trimStopped = true;
-      trimTimer.cancel();
+    // On the signals' strand, as this runs on the federation's.
+    asio::post(signals.get_executor(), [&] {
+      ended = true;
+      if (!dashboard || config.httpLingerMs <= 0 || signalled) return stopRest();
+      (*log)->info("training has ended; the dashboard stays up for {} ms (server.http-linger-ms) or until a signal",
+                   config.httpLingerMs);
+      lingerTimer.expires_after(std::chrono::milliseconds(config.httpLingerMs));
+      lingerTimer.async_wait([&](const std::error_code& ec) {
+        if (!ec) stopRest();
+      });
     });
   });
   signals.async_wait([&](const std::error_code& ec, int signo) {
     if (ec) return;
+    if (ended) return stopRest();  // the dashboard was lingering
+    signalled = true;
     (*federation)->shutdown(fmt::format("signal {}", signo));
   });
   if ((*federation)->engine().finished()) {
     (*log)->info("training already complete ({} rounds committed in {})", (*federation)->engine().commits(), config.db);
     server.stop();
-    if (dashboard) dashboard->stop();
-    std::error_code ignored;
-    signals.cancel(ignored);
+    stopRest();
   } else if (config.trimHeapMs > 0)
     asio::post(signals.get_executor(), armTrim);
   std::vector<std::thread> pool;

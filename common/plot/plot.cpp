@@ -74,10 +74,16 @@ std::string panelSvg(const Panel& panel, double left, double top, double w, doub
   Axis ay;
   double yStep = 0.05;
   if (panel.yFormat == YFormat::kPercent) {
+    if (ymin > ymax) ymin = 0, ymax = 1;  // nothing to plot yet: the whole range
     const double lo = panel.reference ? std::min(ymin, *panel.reference) : ymin;
     const double hi = panel.reference ? std::max(ymax, *panel.reference) : ymax;
     ay = Axis{std::max(0.0, std::floor(lo * 10) / 10), std::min(1.0, std::ceil(hi * 10 + 1e-9) / 10)};
-    if (ay.hi <= ay.lo) ay.hi = ay.lo + 0.1;
+    if (ay.hi <= ay.lo) {  // every value on one tenth: a tenth around it, within 0-100%
+      if (ay.lo >= 1)
+        ay.lo = 0.9;
+      else
+        ay.hi = ay.lo + 0.1;
+    }
   } else {
     if (ymin > ymax) ymin = 0, ymax = 1;
     if (panel.reference) ymax = std::max(ymax, *panel.reference);
@@ -120,8 +126,8 @@ std::string panelSvg(const Panel& panel, double left, double top, double w, doub
                      left + w, ty);
   }
   for (std::size_t k = 0; k < panel.series.size(); ++k) {
-    // A line of more points than the panel has pixels is drawn through every stride-th
-    // one (and the last): long runs stay a few hundred kB of SVG.
+    // A line of more than kMaxPoints points is drawn through every stride-th one (and
+    // the last): long runs stay a few hundred kB of SVG.
     const auto& points = panel.series[k].points;
     const std::size_t stride = std::max<std::size_t>(1, (points.size() + kMaxPoints - 1) / kMaxPoints);
     std::string pts;

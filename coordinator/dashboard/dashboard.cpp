@@ -82,7 +82,7 @@ Dashboard::Dashboard(asio::io_context& io, DashboardOptions options, std::shared
       state_(std::move(state)),
       server_(server),
       log_(std::move(log)),
-      acceptor_(io) {}
+      acceptor_(asio::make_strand(io)) {}
 
 Dashboard::~Dashboard() {
   stop();
@@ -95,7 +95,7 @@ Result<std::unique_ptr<Dashboard>> Dashboard::start(asio::io_context& io, Dashbo
   if (!tls && !isLoopback(options.listen.host))
     return Status(StatusCode::kInvalidArgument,
                   fmt::format("server.http {}: beyond a loopback address the dashboard is served only over TLS to "
-                              "operator certificates (server.http-tls = true)",
+                              "operator certificates (server.http-tls = auto or on)",
                               options.listen.toString()));
   std::unique_ptr<Dashboard> d(new Dashboard(io, std::move(options), std::move(state), server, std::move(log)));
   mg_init_library(0);
@@ -135,12 +135,12 @@ Result<std::unique_ptr<Dashboard>> Dashboard::start(asio::io_context& io, Dashbo
 
 void Dashboard::stop() {
   if (stopping_.exchange(true)) return;
-  if (acceptor_.is_open()) {
+  // On the acceptor's strand, where its accept loop runs.
+  if (front_)
     asio::post(acceptor_.get_executor(), [this] {
       std::error_code ec;
       acceptor_.close(ec);
     });
-  }
   {
     std::lock_guard lock(mu_);
     for (auto& [id, weak] : relays_)
@@ -157,9 +157,40 @@ int Dashboard::handle(mg_connection* conn, void* self) {
   return static_cast<Dashboard*>(self)->serve(conn);
 }
 
+// Behind the TLS front, civetweb's loopback port answers only the front's own
+// connections: a request from any other local process is refused without a word of
+// the state. In plain mode, a Host header that names neither an IP address nor
+// localhost is refused (a page of another site reaching this port through DNS
+// rebinding names its own host).
+bool Dashboard::admitted(const mg_request_info* request) {
+  if (front_) {
+    std::lock_guard lock(mu_);
+    return std::string_view(request->remote_addr) == "127.0.0.1" &&
+           frontPorts_.contains(static_cast<uint16_t>(request->remote_port));
+  }
+  const char* host = nullptr;
+  for (int i = 0; i < request->num_headers; ++i)
+    if (request->http_headers[i].name && mg_strcasecmp(request->http_headers[i].name, "Host") == 0)
+      host = request->http_headers[i].value;
+  if (!host) return true;  // HTTP/1.0 without Host: not a browser's request
+  std::string name(host);
+  if (!name.empty() && name.front() == '[') {
+    name = name.substr(1, name.find(']') - 1);
+  } else if (const auto colon = name.rfind(':'); colon != std::string::npos) {
+    name.resize(colon);
+  }
+  std::error_code ec;
+  (void)asio::ip::make_address(name, ec);
+  return !ec || name == "localhost";
+}
+
 int Dashboard::serve(mg_connection* conn) {
   ++counters_.requests;
   const mg_request_info* request = mg_get_request_info(conn);
+  if (!admitted(request)) {
+    ++counters_.refusedPeers;
+    return respond(conn, 403, "text/plain", "403 Forbidden: not through the dashboard's front door\n", false);
+  }
   const std::string_view method = request->request_method ? request->request_method : "";
   const std::string_view uri = request->local_uri ? request->local_uri : "";
   const bool head = method == "HEAD";
@@ -193,6 +224,7 @@ Status Dashboard::startFront() {
     return Status(StatusCode::kIo,
                   fmt::format("cannot serve the dashboard on {}: {}", options_.listen.toString(), ec.message()));
   port_ = acceptor_.local_endpoint().port();
+  front_ = true;
   asio::co_spawn(acceptor_.get_executor(), acceptLoop(), asio::detached);
   return Status::ok();
 }
@@ -217,6 +249,10 @@ asio::awaitable<void> Dashboard::relay(asio::ip::tcp::socket socket) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) co_return;
+    if (relays_.size() >= options_.maxConnections) {
+      log_->warn("dashboard: refusing a connection from {}: {} open (the limit)", tls->peer().address, relays_.size());
+      co_return;  // the socket closes with the stream
+    }
     id = nextRelay_++;
     relays_.emplace(id, tls);
   }
@@ -243,7 +279,8 @@ asio::awaitable<void> Dashboard::relay(asio::ip::tcp::socket socket) {
         "(starling-coordinator init --operators N)\n",
         peer.commonName, peer.role.empty() ? "client" : peer.role);
     const std::string response = fmt::format(
-        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n"
+        "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n{}",
         body.size(), body);
     log_->warn("dashboard: refused {} from {}: not an operator (role '{}')", peer.commonName, peer.address, peer.role);
     (void)co_await tls->writeAll(std::span(reinterpret_cast<const uint8_t*>(response.data()), response.size()));
@@ -258,6 +295,22 @@ asio::awaitable<void> Dashboard::relay(asio::ip::tcp::socket socket) {
     tls->close();
     co_return;
   }
+  // civetweb serves this connection's requests: its port is the front's until it closes.
+  std::error_code portError;
+  const uint16_t localPort = upstream->local_endpoint(portError).port();
+  if (portError) co_return;
+  {
+    std::lock_guard lock(mu_);
+    frontPorts_.insert(localPort);
+  }
+  struct ForgetPort {
+    Dashboard* self;
+    uint16_t port;
+    ~ForgetPort() {
+      std::lock_guard lock(self->mu_);
+      self->frontPorts_.erase(port);
+    }
+  } forgetPort{this, localPort};
   // Operator -> civetweb, beside civetweb -> operator below; whichever ends first ends
   // the other (civetweb closes after each response).
   asio::co_spawn(

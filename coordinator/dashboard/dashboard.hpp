@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "starling/coordinator/server.hpp"
@@ -33,6 +34,7 @@
 
 struct mg_context;
 struct mg_connection;
+struct mg_request_info;
 
 namespace starling::coordinator {
 
@@ -46,6 +48,8 @@ struct DashboardOptions {
   // An operator's connection idle this long is closed.
   std::chrono::milliseconds idleTimeout{120'000};
   unsigned threads = 4;  // civetweb's worker threads
+  // TLS front: connections open at once (handshaking or relaying); beyond, closed at once.
+  std::size_t maxConnections = 64;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
@@ -63,7 +67,11 @@ class Dashboard {
 
   // The port operators connect to.
   uint16_t port() const { return port_; }
-  // Stops listening; civetweb's threads are joined.
+  // civetweb's own port (port() without the TLS front).
+  uint16_t httpPort() const { return httpPort_; }
+  // Stops: civetweb's threads are joined (after the requests they are serving), the TLS
+  // front's listener and open connections are closed on their executors. The
+  // io_context must run until they are; the Dashboard must outlive it.
   void stop();
 
   struct Counters {
@@ -78,6 +86,7 @@ class Dashboard {
             const ServerCounters* server, std::shared_ptr<spdlog::logger> log);
   static int handle(mg_connection* conn, void* self);
   int serve(mg_connection* conn);
+  bool admitted(const mg_request_info* request);
   Status startFront();
   asio::awaitable<void> acceptLoop();
   asio::awaitable<void> relay(asio::ip::tcp::socket socket);
@@ -93,9 +102,11 @@ class Dashboard {
   asio::ip::tcp::acceptor acceptor_;
   std::atomic<bool> stopping_{false};
   Counters counters_;
-  std::mutex mu_;                                             // guards relays_
+  bool front_ = false;                                        // the TLS front runs (set before any request)
+  std::mutex mu_;                                             // guards relays_ and frontPorts_
   std::map<uint64_t, std::weak_ptr<net::TlsStream>> relays_;  // the TLS front's open connections, closed by stop()
   uint64_t nextRelay_ = 0;
+  std::set<uint16_t> frontPorts_;  // local ports of the front's connections to civetweb
 };
 
 }  // namespace starling::coordinator

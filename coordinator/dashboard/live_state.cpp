@@ -55,12 +55,17 @@ void LiveState::seed(const ReportData& history) {
   std::lock_guard lock(mu_);
   for (const RoundRecord& r : history.rounds)
     addRound(r);
-  // The report keeps only the participants that were not accepted: the accepted ones
-  // are each round's `accepted`.
+  // The report keeps only the participants that were not accepted. A round's
+  // `accepted` counts the updates it applied, late ones (which have late-applied rows)
+  // too: what is left are the accepted rows.
+  int64_t accepted = 0;
   for (const RoundRecord& r : history.rounds)
-    outcomes_["accepted"] += r.accepted;
-  for (const ParticipantRecord& p : history.participants)
+    accepted += r.accepted;
+  for (const ParticipantRecord& p : history.participants) {
     addParticipant(p);
+    if (p.outcome == ParticipantOutcome::kLateApplied) --accepted;
+  }
+  outcomes_["accepted"] += std::max<int64_t>(0, accepted);
   refusalCount_ = static_cast<int64_t>(history.refusals.size());
   const std::size_t first = history.refusals.size() > kMaxRefusals ? history.refusals.size() - kMaxRefusals : 0;
   refusals_.assign(history.refusals.begin() + static_cast<std::ptrdiff_t>(first), history.refusals.end());
@@ -121,8 +126,12 @@ void LiveState::roundRecorded(const RoundRecord& round, const std::vector<Partic
     if (p.returnedMs) it->second.returnedMs = p.returnedMs;
     it->second.final = true;
   }
-  // What the page lists: the rounds still open and the newest recorded one.
+  // What the page lists: the rounds still open and the newest recorded one. Rows the
+  // records never closed (an update the engine renumbered) go with the oldest rounds
+  // once there are more than kMaxRows.
   std::erase_if(inFlight_, [&](const auto& entry) { return entry.second.final && entry.first.first < round.round; });
+  while (inFlight_.size() > kMaxRows)
+    inFlight_.erase(inFlight_.begin());
 }
 
 void LiveState::evaluated(uint64_t round, const EvaluationRecord& e) {
@@ -215,7 +224,8 @@ std::string LiveState::stateJson(int64_t nowMs) const {
                                            : std::string("null");
   std::string participants = "[";
   bool first = true;
-  for (auto it = inFlight_.rbegin(); it != inFlight_.rend(); ++it) {
+  std::size_t listed = 0;
+  for (auto it = inFlight_.rbegin(); it != inFlight_.rend() && listed++ < kMaxListed; ++it) {
     const auto& [key, p] = *it;
     participants += (first ? "" : ", ") + JsonObject()
                                               .unum("round", key.first)
@@ -241,13 +251,10 @@ std::string LiveState::stateJson(int64_t nowMs) const {
                                             .num("since_ms", c.sinceMs)
                                             .done();
   }
-  std::vector<ClientTrouble> troubled = trouble_;
-  std::stable_sort(troubled.begin(), troubled.end(), [](const ClientTrouble& a, const ClientTrouble& b) {
-    return a.total() != b.total() ? a.total() > b.total() : a.clientId < b.clientId;
-  });
+  const std::vector<ClientTrouble> troubled = mostTroubled(trouble_, kMaxListed);
   clients += "]}";
-  std::string stragglers = "{\"clients\": " + fmt::format("{}", troubled.size()) + ", \"list\": [";
-  for (std::size_t i = 0; i < troubled.size() && i < kMaxListed; ++i) {
+  std::string stragglers = "{\"clients\": " + fmt::format("{}", trouble_.size()) + ", \"list\": [";
+  for (std::size_t i = 0; i < troubled.size(); ++i) {
     const ClientTrouble& c = troubled[i];
     stragglers += (i == 0 ? "" : ", ") + JsonObject()
                                              .str("client", c.clientId)

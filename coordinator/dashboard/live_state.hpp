@@ -80,6 +80,7 @@ class LiveState : public FederationObserver {
   // clients); the totals count every one.
   static constexpr std::size_t kMaxListed = 200;
   static constexpr std::size_t kMaxRefusals = 20;
+  static constexpr std::size_t kMaxRows = 2000;  // participants kept (kMaxListed shown, newest rounds first)
 
  private:
   struct Participant {
@@ -109,7 +110,7 @@ class LiveState : public FederationObserver {
   std::optional<double> epsilon_;
   std::optional<std::size_t> evaluatedAt_;                            // the newest committed round with test figures
   std::map<std::pair<uint64_t, std::string>, Participant> inFlight_;  // (round, client)
-  std::vector<ClientTrouble> trouble_;
+  std::map<std::string, ClientTrouble> trouble_;
   std::map<std::string, Connected> connected_;
   std::vector<RefusalRecord> refusals_;  // the newest kMaxRefusals
   int64_t refusalCount_ = 0;

@@ -38,7 +38,8 @@ void single(std::vector<MetricFamily>& out, std::string name, std::string help, 
   out.push_back(std::move(f));
 }
 
-// A label value for a kind of connection error (statusCodeName with underscores).
+// A label value for a kind of connection error: the StatusCode's name as a Prometheus
+// label value (snake_case; "io" for an operating-system or socket error).
 const char* errorKind(StatusCode code) {
   switch (code) {
     case StatusCode::kInvalidArgument:
@@ -86,8 +87,9 @@ std::string metricsText(const LiveCounts& c, const ServerCounters* server) {
   duration.metric.push_back(c.roundDuration);
   out.push_back(std::move(duration));
 
-  MetricFamily participants =
-      family("starling_participants_total", "Assignments by how they ended (the participants table).", counter);
+  MetricFamily participants = family(
+      "starling_participants_total",
+      "Participant rows by outcome (a straggler whose update is applied later has a late-applied row too).", counter);
   for (const auto& [outcome, n] : c.participants)
     participants.metric.push_back(value(double(n), counter, {{"outcome", outcome}}));
   out.push_back(std::move(participants));

@@ -97,14 +97,15 @@ function draw(s) {
   text('committed', s.rounds_committed + ' / ' + s.rounds_abandoned);
   const e = s.evaluation;
   text('metric', !e ? '-' : e.accuracy !== null ? (100 * e.accuracy).toFixed(2) + '% (round ' + e.round + ')'
-      : e.rmse !== null ? 'RMSE ' + e.rmse.toPrecision(4) + ' (round ' + e.round + ')' : 'loss ' + e.loss.toFixed(4));
+      : e.rmse !== null ? 'RMSE ' + e.rmse.toPrecision(4) + ' (round ' + e.round + ')'
+      : e.loss !== null ? 'loss ' + e.loss.toFixed(4) : '-');
   text('connected', s.clients.connected);
   const last = s.last_round;
   text('bytes', last ? bytes(last.bytes_up_wire) + ' / ' + bytes(last.bytes_down_wire) : '-');
   text('troubled', s.stragglers.clients);
   text('refusals', s.refused.total);
   document.getElementById('privacy-card').hidden = !t.privacy;
-  if (last && last.epsilon !== null) text('epsilon', Number(last.epsilon).toPrecision(4));
+  text('epsilon', last && last.epsilon !== null ? Number(last.epsilon).toPrecision(4) : '-');
   fill('participants', s.participants.map(p => [p.round, p.client, {text: p.state, cls: p.state}, p.reason,
       clock(p.assigned_ms), p.returned_ms === null ? '' : seconds(p.returned_ms - p.assigned_ms),
       p.returned_ms === null && p.state === 'assigned' ? seconds(Math.max(0, p.deadline_ms - s.now_ms)) : '']));

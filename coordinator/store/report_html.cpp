@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "starling/coordinator/report.hpp"
 
@@ -58,6 +59,13 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
                      std::nullopt,
                      {},
                      false};
+  plot::Panel lossByBytes{"Test loss vs bytes (both ways)",
+                          "bytes on the wire, log scale",
+                          true,
+                          plot::YFormat::kNumber,
+                          std::nullopt,
+                          {},
+                          false};
   plot::Panel loss{"Loss", "round", false, plot::YFormat::kNumber, std::nullopt, {}, true};
   plot::Panel bytes{"Bytes per round (wire)", "round", false, plot::YFormat::kBytes, std::nullopt, {}, true};
   plot::Panel duration{"Round duration (s)", "round", false, plot::YFormat::kNumber, std::nullopt, {}, true};
@@ -66,6 +74,7 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
   byRound.series.push_back({metric, {}});
   byBytes.series.push_back({metric, {}});
   byTime.series.push_back({metric, {}});
+  lossByBytes.series.push_back({"test loss", {}});
   loss.series = {{"train (start of round)", {}}, {"test", {}}};
   bytes.series = {{"up", {}}, {"down", {}}};
   duration.series = {{"committed", {}}, {"abandoned", {}}};
@@ -89,59 +98,76 @@ plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds) {
       byTime.series[0].points.emplace_back(static_cast<double>(r.endedMs - start) / 1000.0 / unitS, *v);
     }
     loss.series[0].points.emplace_back(x, r.trainLossStart);
-    if (r.testLoss) loss.series[1].points.emplace_back(x, *r.testLoss);
+    if (r.testLoss) {
+      loss.series[1].points.emplace_back(x, *r.testLoss);
+      lossByBytes.series[0].points.emplace_back(cumulative, *r.testLoss);
+    }
     if (r.epsilon && std::isfinite(*r.epsilon)) privacy.series[0].points.emplace_back(x, *r.epsilon);
   }
   plot::Figure figure;
-  figure.panels = {std::move(byRound), std::move(byBytes),  std::move(byTime), std::move(loss),
-                   std::move(bytes),   std::move(duration), std::move(people)};
+  figure.panels = {std::move(byRound),     std::move(byBytes), std::move(byTime),   std::move(loss),
+                   std::move(lossByBytes), std::move(bytes),   std::move(duration), std::move(people)};
   if (anyEpsilon) figure.panels.push_back(std::move(privacy));
   return figure;
 }
 
-void countTrouble(std::vector<ClientTrouble>& byClient, const ParticipantRecord& p) {
+void countTrouble(std::map<std::string, ClientTrouble>& byClient, const ParticipantRecord& p) {
   if (p.outcome == ParticipantOutcome::kAccepted) return;
-  auto it =
-      std::find_if(byClient.begin(), byClient.end(), [&](const ClientTrouble& c) { return c.clientId == p.clientId; });
+  auto it = byClient.find(p.clientId);
   if (it == byClient.end()) {
-    ClientTrouble fresh;
-    fresh.clientId = p.clientId;
-    it = byClient.insert(byClient.end(), std::move(fresh));
+    it = byClient.emplace(p.clientId, ClientTrouble{}).first;
+    it->second.clientId = p.clientId;
   }
+  ClientTrouble& c = it->second;
   switch (p.outcome) {
     case ParticipantOutcome::kAccepted:
       break;
     case ParticipantOutcome::kStraggler:
-      ++it->stragglers;
+      ++c.stragglers;
       break;
     case ParticipantOutcome::kDropped:
-      ++it->dropped;
+      ++c.dropped;
       break;
     case ParticipantOutcome::kRejected:
-      ++it->rejected;
+      ++c.rejected;
       break;
     case ParticipantOutcome::kLateApplied:
-      ++it->lateApplied;
+      ++c.lateApplied;
       break;
     case ParticipantOutcome::kLateDiscarded:
-      ++it->lateDiscarded;
+      ++c.lateDiscarded;
       break;
   }
-  if (p.round >= it->lastRound) {
-    it->lastRound = p.round;
-    it->lastOutcome = participantOutcomeName(p.outcome);
-    it->lastReason = p.reason;
+  if (p.round >= c.lastRound) {
+    c.lastRound = p.round;
+    c.lastOutcome = participantOutcomeName(p.outcome);
+    c.lastReason = p.reason;
   }
 }
 
-std::vector<ClientTrouble> troubleByClient(const std::vector<ParticipantRecord>& participants) {
+std::vector<ClientTrouble> mostTroubled(const std::map<std::string, ClientTrouble>& byClient, std::size_t limit) {
+  std::vector<const ClientTrouble*> order;
+  order.reserve(byClient.size());
+  for (const auto& [id, c] : byClient)
+    order.push_back(&c);
+  const std::size_t n = std::min(limit, order.size());
+  // By id within a count: the map's order, kept by comparing ids on ties.
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                    [](const ClientTrouble* a, const ClientTrouble* b) {
+                      return a->total() != b->total() ? a->total() > b->total() : a->clientId < b->clientId;
+                    });
   std::vector<ClientTrouble> out;
-  for (const ParticipantRecord& p : participants)
-    countTrouble(out, p);
-  std::stable_sort(out.begin(), out.end(), [](const ClientTrouble& a, const ClientTrouble& b) {
-    return a.total() != b.total() ? a.total() > b.total() : a.clientId < b.clientId;
-  });
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back(*order[i]);
   return out;
+}
+
+std::vector<ClientTrouble> troubleByClient(const std::vector<ParticipantRecord>& participants) {
+  std::map<std::string, ClientTrouble> byClient;
+  for (const ParticipantRecord& p : participants)
+    countTrouble(byClient, p);
+  return mostTroubled(byClient, byClient.size());
 }
 
 std::string_view pageStyle() {

@@ -39,9 +39,9 @@ browser() {  # browser ARGS... URL: headless Chromium, its noise to a log
 # ---- 1. the page, /metrics and hostile requests while a federation trains ----------
 port=""
 launch_coordinator dash --model mlp:784-64-10 --clients-per-round 3 --lr 0.05 --test-data "$data" \
-  --rounds "$rounds" --tau "$tau" --deadline-ms 60000 --db "$work/dash.db" --http 127.0.0.1:0 || exit 1
+  --rounds "$rounds" --tau "$tau" --deadline-ms 60000 --db "$work/dash.db" --http 0 --http-linger-ms 120000 || exit 1
 http=$(sed -n 's|.*dashboard on http://127\.0\.0\.1:\([0-9]*\)/.*|\1|p' "$work/dash.log" | tail -n 1)
-require "the coordinator serves the dashboard on a port of its own" test -n "$http"
+require "the coordinator serves the dashboard on a port of its own (--http PORT: on 127.0.0.1)" test -n "$http"
 url="http://127.0.0.1:$http"
 check "before any client: status waiting, round 0" python3 "$checker" state "$url" status eq waiting
 for i in 0 1 2; do start_client "$i" "client-$i.log"; done
@@ -54,7 +54,8 @@ pids+=("$fuzz_pid")
 browser --dump-dom "$url/" >"$work/dom1.html"
 check "Chromium: the page shows the round, its participants, connected clients and drawn plots" \
   python3 "$checker" dom "$work/dom1.html" 1
-python3 "$checker" wait "$url" round "$(($(cat "$work/dom1.html.round" 2>/dev/null || echo 0) + 2))" 120 >/dev/null
+check "the round advances" \
+  python3 "$checker" wait "$url" round "$(($(cat "$work/dom1.html.round" 2>/dev/null || echo 0) + 2))" 120
 browser --dump-dom "$url/" >"$work/dom2.html"
 check "Chromium, a few seconds later: the round number advanced" \
   python3 "$checker" dom "$work/dom2.html" "$(($(cat "$work/dom1.html.round" 2>/dev/null || echo 0) + 1))"
@@ -97,8 +98,12 @@ pids+=($!)
 check "an operator certificate cannot join training: the refusal is on the dashboard" \
   python3 "$checker" wait "$url" refused.total 1 60
 
-wait_exit "$coord_pid" 600
-check "the coordinator finishes training and exits 0" test $? -eq 0
+check "training completes" wait_for "$work/dash.log" "training complete" 600
+check "after training, the dashboard stays up (server.http-linger-ms) and says finished" \
+  python3 "$checker" state "$url" status eq finished
+kill -TERM "$coord_pid"
+wait_exit "$coord_pid" 30
+check "a signal ends the lingering dashboard; the coordinator exits 0" test $? -eq 0
 check "every round is committed despite the hostile requests" test "$(committed "$work/dash.db")" -eq "$rounds"
 check "no connection of the federation was closed for an error" \
   grep -q "stopped: .* 0 dropped" "$work/dash.log"

@@ -59,11 +59,12 @@ std::size_t count(const std::string& text, const std::string& what) {
 }
 
 // GET (or another method) over plain TCP; the whole response (the server closes).
-std::string http(uint16_t port, const std::string& method, const std::string& path) {
+std::string http(uint16_t port, const std::string& method, const std::string& path,
+                 const std::string& host = "localhost") {
   asio::io_context io;
   asio::ip::tcp::socket s(io);
   s.connect({asio::ip::address_v4::loopback(), port});
-  const std::string request = method + " " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+  const std::string request = method + " " + path + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
   asio::write(s, asio::buffer(request));
   std::string out;
   std::error_code ec;
@@ -160,19 +161,20 @@ TEST_CASE("report --html: plots, troubled clients by count, text escaped, no scr
   CHECK(count(page, "<svg") == 1);
   // Two evaluated committed rounds: the accuracy lines have two points each.
   const plot::Figure figure = roundsFigure(data.rounds);
-  REQUIRE(figure.panels.size() == 7);  // no privacy panel without epsilon
+  REQUIRE(figure.panels.size() == 8);  // no privacy panel without epsilon
   CHECK(figure.panels[0].series[0].points.size() == 2);
   CHECK(figure.panels[0].series[0].points[1] == std::pair<double, double>{3, 0.7});
   // Bytes are cumulative over every round, the abandoned one too.
   CHECK(figure.panels[1].series[0].points[1].first == 1500.0 + 2500.0 + 3500.0);
   // The abandoned round's duration is its own series.
-  CHECK(figure.panels[5].series[1].points.size() == 1);
+  CHECK(figure.panels[6].series[1].points.size() == 1);
+  CHECK(figure.panels[4].series[0].points[1] == std::pair<double, double>{7500.0, 1 - 0.7});
   // Seconds from the first round's start (a span under two minutes): round 3 ended
   // 20 s + 1.5 s after round 1 started.
   CHECK(figure.panels[2].series[0].points[1].first == Approx(21.5));
   CHECK(figure.panels[2].xLabel == "seconds since the first round started");
   data.rounds[2].epsilon = 1.5;
-  CHECK(roundsFigure(data.rounds).panels.size() == 8);
+  CHECK(roundsFigure(data.rounds).panels.size() == 9);
 }
 
 TEST_CASE("live state: a round's participants from assignment to record, history, counts", "[dashboard][live]") {
@@ -308,10 +310,15 @@ TEST_CASE("the dashboard's port serves the page, the state and /metrics while a 
   CHECK(http(d->port(), "GET", "/metrics").find("starling_rounds_total{status=\"committed\"}") != std::string::npos);
   CHECK(http(d->port(), "GET", "/nothing").rfind("HTTP/1.1 404", 0) == 0);
   CHECK(http(d->port(), "POST", "/api/state").rfind("HTTP/1.1 405", 0) == 0);
+  // A page of another site that reached this port by DNS rebinding names its own host.
+  CHECK(http(d->port(), "GET", "/api/state", "attacker.example").rfind("HTTP/1.1 403", 0) == 0);
+  CHECK(http(d->port(), "GET", "/api/state", "127.0.0.1:" + std::to_string(d->port())).rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(http(d->port(), "GET", "/api/state", "[::1]:8080").rfind("HTTP/1.1 200", 0) == 0);
   const std::string head = http(d->port(), "HEAD", "/api/state");
   CHECK(head.rfind("HTTP/1.1 200", 0) == 0);
   CHECK(head.find("\"task\"") == std::string::npos);  // headers only
-  CHECK(d->counters().requests == 46);
+  CHECK(d->counters().requests == 49);
+  CHECK(d->counters().refusedPeers == 1);
   d->stop();
 }
 
@@ -328,6 +335,7 @@ TEST_CASE("beyond loopback: mutual TLS, operator certificates only", "[dashboard
   asio::io_context io;
   auto work = asio::make_work_guard(io);
   std::thread runner([&] { io.run(); });
+  std::thread runner2([&] { io.run(); });  // the front's connections on two threads, as in the daemon
   auto log = std::make_shared<spdlog::logger>("dashboard", std::make_shared<CaptureSink>());
   DashboardOptions options;
   options.tls = net::TlsContext::create(net::TlsRole::kServer, pki.serverIdentity()).value();
@@ -353,11 +361,19 @@ TEST_CASE("beyond loopback: mutual TLS, operator certificates only", "[dashboard
                               net::TlsIdentity{pki.ca.certPem, stranger.certPem, stranger.keyPem, {}}, "localhost")
           .value();
   CHECK(https(d->port(), strangerContext, "/api/state").find("\"task\"") == std::string::npos);
+  CHECK(d->counters().failedHandshakes == 1);
   // Plain HTTP to the TLS port gets nothing of the state.
   CHECK(http(d->port(), "GET", "/api/state").find("\"task\"") == std::string::npos);
   CHECK(d->counters().refusedPeers == 1);
-  CHECK(d->counters().failedHandshakes >= 1);
+  // Nor does a local process that finds civetweb's own loopback port.
+  REQUIRE(d->httpPort() != d->port());
+  const std::string behind = http(d->httpPort(), "GET", "/api/state");
+  CHECK(behind.rfind("HTTP/1.1 403", 0) == 0);
+  CHECK(behind.find("\"task\"") == std::string::npos);
+  // The operator is served again: its connection's port is the front's while it lasts.
+  CHECK(https(d->port(), pki.clientContext(op), "/metrics").find("starling_rounds_total") != std::string::npos);
   d->stop();
   work.reset();
   runner.join();
+  runner2.join();
 }

@@ -41,6 +41,7 @@ struct DaemonConfig {
   // a loopback address), "on" or "off".
   std::string http;
   std::string httpTls = "auto";
+  int64_t httpLingerMs = 0;      // keep serving the dashboard this long after training ends
   uint32_t trimHeapMs = 10'000;  // return free heap pages to the kernel this often after connections change; 0 = never
 };
 

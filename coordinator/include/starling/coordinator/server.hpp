@@ -47,7 +47,7 @@ struct ServerCounters {
   std::atomic<uint64_t> refused{0};  // TLS handshake failed
   std::atomic<uint64_t> dropped{0};  // closed for a bad frame, timeout or protocol error
   std::atomic<uint64_t> active{0};
-  // `dropped` by the kind of error (statusCodeName: "malformed", "timeout", ...).
+  // `dropped` by the kind of error, indexed by StatusCode.
   std::array<std::atomic<uint64_t>, kStatusCodeCount> droppedBy{};
   void drop(StatusCode why) {
     ++dropped;

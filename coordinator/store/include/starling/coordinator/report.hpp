@@ -7,6 +7,7 @@
 // at a time per Store.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -86,7 +87,8 @@ std::string formatReport(const ReportData& data, ReportFormat format);
 // ---- plots and pages (report_html.cpp): `report --html FILE` and the dashboard ----
 
 // The rounds' plots: the test metric (accuracy, or RMSE for a regression) against
-// rounds, bytes (both ways, cumulative) and wall time, the losses, the bytes per round up
+// rounds, bytes (both ways, cumulative) and wall time, the losses against rounds and
+// the test loss against bytes, the bytes per round up
 // and down, round durations, participants per round, and epsilon when the task is
 // private.
 plot::Figure roundsFigure(const std::vector<RoundRecord>& rounds);
@@ -101,8 +103,10 @@ struct ClientTrouble {
   int64_t total() const { return stragglers + dropped + rejected + lateApplied + lateDiscarded; }
 };
 std::vector<ClientTrouble> troubleByClient(const std::vector<ParticipantRecord>& participants);
-// Adds one participant row to `byClient` (accepted rows change nothing).
-void countTrouble(std::vector<ClientTrouble>& byClient, const ParticipantRecord& participant);
+// Adds one participant row to its client's counts (accepted rows change nothing).
+void countTrouble(std::map<std::string, ClientTrouble>& byClient, const ParticipantRecord& participant);
+// The `limit` most troubled clients, most first (ties by id).
+std::vector<ClientTrouble> mostTroubled(const std::map<std::string, ClientTrouble>& byClient, std::size_t limit);
 
 // The style sheet the report page and the dashboard share (no fetch: inline CSS).
 std::string_view pageStyle();

@@ -84,6 +84,18 @@ Dashboard::Dashboard(asio::io_context& io, DashboardOptions options, std::shared
       log_(std::move(log)),
       acceptor_(asio::make_strand(io)) {}
 
+void Dashboard::Registered::usePort(uint16_t port) const {
+  std::lock_guard lock(self_.mu_);
+  self_.frontPorts_.insert(port);
+  port_ = port;
+}
+
+Dashboard::Registered::~Registered() {
+  std::lock_guard lock(self_.mu_);
+  self_.relays_.erase(relay_);
+  if (port_) self_.frontPorts_.erase(*port_);
+}
+
 Dashboard::~Dashboard() {
   stop();
 }
@@ -256,14 +268,7 @@ asio::awaitable<void> Dashboard::relay(asio::ip::tcp::socket socket) {
     id = nextRelay_++;
     relays_.emplace(id, tls);
   }
-  struct Forget {
-    Dashboard* self;
-    uint64_t id;
-    ~Forget() {
-      std::lock_guard lock(self->mu_);
-      self->relays_.erase(id);
-    }
-  } forget{this, id};
+  const Registered registered(*this, id);
   tls->expiresAfter(options_.handshakeTimeout);
   if (Status st = co_await tls->handshake(); !st) {
     ++counters_.failedHandshakes;
@@ -299,18 +304,7 @@ asio::awaitable<void> Dashboard::relay(asio::ip::tcp::socket socket) {
   std::error_code portError;
   const uint16_t localPort = upstream->local_endpoint(portError).port();
   if (portError) co_return;
-  {
-    std::lock_guard lock(mu_);
-    frontPorts_.insert(localPort);
-  }
-  struct ForgetPort {
-    Dashboard* self;
-    uint16_t port;
-    ~ForgetPort() {
-      std::lock_guard lock(self->mu_);
-      self->frontPorts_.erase(port);
-    }
-  } forgetPort{this, localPort};
+  registered.usePort(localPort);
   // Operator -> civetweb, beside civetweb -> operator below; whichever ends first ends
   // the other (civetweb closes after each response).
   asio::co_spawn(

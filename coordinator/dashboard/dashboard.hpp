@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -102,6 +103,21 @@ class Dashboard {
   asio::ip::tcp::acceptor acceptor_;
   std::atomic<bool> stopping_{false};
   Counters counters_;
+  // A front connection in relays_ (and its port to civetweb in frontPorts_) while it
+  // lasts; removed when the relay coroutine ends.
+  class Registered {
+   public:
+    Registered(Dashboard& self, uint64_t relay) : self_(self), relay_(relay) {}
+    ~Registered();
+    Registered(const Registered&) = delete;
+    Registered& operator=(const Registered&) = delete;
+    void usePort(uint16_t port) const;
+
+   private:
+    Dashboard& self_;
+    uint64_t relay_;
+    mutable std::optional<uint16_t> port_;
+  };
   bool front_ = false;                                        // the TLS front runs (set before any request)
   std::mutex mu_;                                             // guards relays_ and frontPorts_
   std::map<uint64_t, std::weak_ptr<net::TlsStream>> relays_;  // the TLS front's open connections, closed by stop()

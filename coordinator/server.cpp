@@ -110,25 +110,30 @@ Server::~Server() {
   stop();
 }
 
-Result<uint16_t> Server::start() {
+Result<uint16_t> listenOn(asio::ip::tcp::acceptor& acceptor, const net::Endpoint& at, int backlog) {
   std::error_code ec;
-  auto address = asio::ip::make_address(options_.listen.host, ec);
+  auto address = asio::ip::make_address(at.host, ec);
   if (ec) {
-    asio::ip::tcp::resolver resolver(io_);
-    auto results = resolver.resolve(options_.listen.host, std::to_string(options_.listen.port), ec);
+    asio::ip::tcp::resolver resolver(acceptor.get_executor());
+    auto results = resolver.resolve(at.host, std::to_string(at.port), ec);
     if (ec || results.empty())
-      return Status(StatusCode::kInvalidArgument,
-                    fmt::format("cannot resolve listen address '{}'", options_.listen.host));
+      return Status(StatusCode::kInvalidArgument, fmt::format("cannot resolve listen address '{}'", at.host));
     address = results.begin()->endpoint().address();
   }
-  asio::ip::tcp::endpoint endpoint(address, options_.listen.port);
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(options_.listenBacklog, ec);
-  if (ec)
-    return Status(StatusCode::kIo, fmt::format("cannot listen on {}: {}", options_.listen.toString(), ec.message()));
-  const uint16_t port = acceptor_.local_endpoint().port();
+  asio::ip::tcp::endpoint endpoint(address, at.port);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(backlog, ec);
+  if (ec) return Status(StatusCode::kIo, fmt::format("cannot listen on {}: {}", at.toString(), ec.message()));
+  return acceptor.local_endpoint().port();
+}
+
+Result<uint16_t> Server::start() {
+  auto listening = listenOn(acceptor_, options_.listen, options_.listenBacklog);
+  if (!listening) return listening.status();
+  const uint16_t port = *listening;
+  const auto address = acceptor_.local_endpoint().address();
   asio::co_spawn(acceptor_.get_executor(), acceptLoop(), asio::detached);
   log_->info("listening on {}:{} (mutual TLS, max frame {} bytes)", address.to_string(), port,
              options_.limits.maxFrameBytes);

@@ -217,25 +217,9 @@ int Dashboard::serve(mg_connection* conn) {
 }
 
 Status Dashboard::startFront() {
-  std::error_code ec;
-  auto address = asio::ip::make_address(options_.listen.host, ec);
-  if (ec) {
-    asio::ip::tcp::resolver resolver(io_);
-    auto results = resolver.resolve(options_.listen.host, std::to_string(options_.listen.port), ec);
-    if (ec || results.empty())
-      return Status(StatusCode::kInvalidArgument,
-                    fmt::format("server.http: cannot resolve '{}'", options_.listen.host));
-    address = results.begin()->endpoint().address();
-  }
-  asio::ip::tcp::endpoint endpoint(address, options_.listen.port);
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(64, ec);
-  if (ec)
-    return Status(StatusCode::kIo,
-                  fmt::format("cannot serve the dashboard on {}: {}", options_.listen.toString(), ec.message()));
-  port_ = acceptor_.local_endpoint().port();
+  auto port = listenOn(acceptor_, options_.listen, 64);
+  if (!port) return port.status().withContext("server.http");
+  port_ = *port;
   front_ = true;
   asio::co_spawn(acceptor_.get_executor(), acceptLoop(), asio::detached);
   return Status::ok();

@@ -55,6 +55,10 @@ struct ServerCounters {
   }
 };
 
+// Resolves `at`, opens, binds (reusing the address) and listens with `backlog`; the
+// bound port (useful with port 0). Errors name the address.
+Result<uint16_t> listenOn(asio::ip::tcp::acceptor& acceptor, const net::Endpoint& at, int backlog);
+
 // A complete frame (wire/messages.hpp makes them), shared by the sessions it goes to.
 using Frame = std::shared_ptr<const wire::Frame>;
 

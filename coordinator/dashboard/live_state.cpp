@@ -271,10 +271,7 @@ std::string LiveState::stateJson(int64_t nowMs) const {
   stragglers += "]}";
   std::string refused = "{\"total\": " + fmt::format("{}", refusalCount_) + ", \"recent\": [";
   for (std::size_t i = refusals_.size(); i-- > 0;) {
-    const RefusalRecord& r = refusals_[i];
-    refused +=
-        (i + 1 == refusals_.size() ? "" : ", ") +
-        JsonObject().str("client", r.clientId).str("peer", r.peer).num("at_ms", r.atMs).str("reason", r.reason).done();
+    refused += (i + 1 == refusals_.size() ? "" : ", ") + refusalJson(refusals_[i]);
   }
   refused += "]}";
   return JsonObject()

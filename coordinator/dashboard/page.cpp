@@ -112,7 +112,7 @@ function draw(s) {
   fill('stragglers', s.stragglers.list.map(c => [c.client, c.straggler, c.dropped, c.rejected, c.late_applied,
       c.late_discarded, c.last_round, {text: c.last_outcome, cls: c.last_outcome}, c.last_reason]));
   fill('clients', s.clients.list.map(c => [c.id, c.role, c.address, c.examples, seconds(s.now_ms - c.since_ms)]));
-  fill('refused', s.refused.recent.map(r => [clock(r.at_ms), r.client, r.peer, r.reason]));
+  fill('refused', s.refused.recent.map(r => [clock(r.at_ms), r.client_id, r.peer, r.reason]));
 }
 
 async function plots(version) {

@@ -308,6 +308,19 @@ std::string jsonArray(std::string_view name, const std::vector<T>& items, ToObje
   return out;
 }
 
+}  // namespace
+
+std::string refusalJson(const RefusalRecord& r) {
+  return JsonObject()
+      .str("client_id", r.clientId)
+      .str("peer", r.peer)
+      .num("at_ms", r.atMs)
+      .str("reason", r.reason)
+      .done();
+}
+
+namespace {
+
 std::string formatJson(const ReportData& data, const ReportTotals& totals) {
   std::string out = "{\n";
   out += "  \"feature_statistics\": ";
@@ -389,14 +402,7 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
         .num("wait_ms", p.waitMs)
         .done();
   });
-  out += jsonArray("refused", data.refusals, [](const RefusalRecord& r) {
-    return JsonObject()
-        .str("client_id", r.clientId)
-        .str("peer", r.peer)
-        .num("at_ms", r.atMs)
-        .str("reason", r.reason)
-        .done();
-  });
+  out += jsonArray("refused", data.refusals, refusalJson);
   out += "  \"totals\": ";
   out += JsonObject()
              .num("rounds_committed", totals.roundsCommitted)
@@ -473,27 +479,8 @@ ReportTotals computeTotals(const ReportData& data) {
       t.lastTestRmse = r.testRmse;
     }
   }
-  for (const ParticipantRecord& p : data.participants) {
-    switch (p.outcome) {
-      case ParticipantOutcome::kAccepted:
-        break;
-      case ParticipantOutcome::kStraggler:
-        ++t.stragglers;
-        break;
-      case ParticipantOutcome::kDropped:
-        ++t.dropped;
-        break;
-      case ParticipantOutcome::kRejected:
-        ++t.rejected;
-        break;
-      case ParticipantOutcome::kLateApplied:
-        ++t.lateApplied;
-        break;
-      case ParticipantOutcome::kLateDiscarded:
-        ++t.lateDiscarded;
-        break;
-    }
-  }
+  for (const ParticipantRecord& p : data.participants)
+    countOutcome(t, p.outcome);
   t.refused = static_cast<int64_t>(data.refusals.size());
   t.compressionUp = ratio(t.bytesUpRaw, t.bytesUpWire);
   t.compressionDown = ratio(t.bytesDownRaw, t.bytesDownWire);

@@ -119,25 +119,7 @@ void countTrouble(std::map<std::string, ClientTrouble>& byClient, const Particip
     it->second.clientId = p.clientId;
   }
   ClientTrouble& c = it->second;
-  switch (p.outcome) {
-    case ParticipantOutcome::kAccepted:
-      break;
-    case ParticipantOutcome::kStraggler:
-      ++c.stragglers;
-      break;
-    case ParticipantOutcome::kDropped:
-      ++c.dropped;
-      break;
-    case ParticipantOutcome::kRejected:
-      ++c.rejected;
-      break;
-    case ParticipantOutcome::kLateApplied:
-      ++c.lateApplied;
-      break;
-    case ParticipantOutcome::kLateDiscarded:
-      ++c.lateDiscarded;
-      break;
-  }
+  countOutcome(c, p.outcome);
   if (p.round >= c.lastRound) {
     c.lastRound = p.round;
     c.lastOutcome = participantOutcomeName(p.outcome);

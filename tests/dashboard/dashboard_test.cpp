@@ -211,6 +211,7 @@ TEST_CASE("live state: a round's participants from assignment to record, history
   CHECK(s.find("\"accuracy\": 0.75") != std::string::npos);
   CHECK(s.find("\"connected\": 1") != std::string::npos);
   CHECK(s.find("\"total\": 1") != std::string::npos);
+  CHECK(s.find("\"client_id\": \"operator-0\", \"peer\": \"127.0.0.1:7\"") != std::string::npos);
   CHECK(s.find("\"client\": \"client-9\"") != std::string::npos);  // troubled, from the history
 
   const LiveCounts c = live.counts();

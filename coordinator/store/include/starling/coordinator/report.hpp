@@ -71,6 +71,34 @@ std::string testFiguresText(const TestFigures& figures, std::string_view accurac
 // "2023-11-14 22:13:20 UTC": a wall-clock time given in ms since the Unix epoch.
 std::string utcTime(int64_t ms);
 
+// Adds one participant row's outcome to the counts of `counts` (ReportTotals,
+// ClientTrouble: any type with the five counters); accepted rows change nothing.
+template <typename Counts>
+void countOutcome(Counts& counts, ParticipantOutcome outcome) {
+  switch (outcome) {
+    case ParticipantOutcome::kAccepted:
+      break;
+    case ParticipantOutcome::kStraggler:
+      ++counts.stragglers;
+      break;
+    case ParticipantOutcome::kDropped:
+      ++counts.dropped;
+      break;
+    case ParticipantOutcome::kRejected:
+      ++counts.rejected;
+      break;
+    case ParticipantOutcome::kLateApplied:
+      ++counts.lateApplied;
+      break;
+    case ParticipantOutcome::kLateDiscarded:
+      ++counts.lateDiscarded;
+      break;
+  }
+}
+
+// A refusal as the JSON report and the dashboard write it: client_id, peer, at_ms, reason.
+std::string refusalJson(const RefusalRecord& refusal);
+
 // Reads the rounds, the non-accepted participants and the refusals.
 Result<ReportData> loadReport(Store& store);
 

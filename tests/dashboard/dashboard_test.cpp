@@ -258,6 +258,11 @@ TEST_CASE("metrics: the Prometheus text names every family once, counts by label
   CHECK(text.find("starling_test_accuracy 0.5\n") != std::string::npos);
   CHECK(text.find("starling_privacy_epsilon") == std::string::npos);  // no privacy, no epsilon
   CHECK(count(text, "# TYPE starling_rounds_total counter") == 1);
+  // A private task: epsilon spent after the newest committed round.
+  RoundRecord privateRound = roundRecord(3, std::nullopt);
+  privateRound.epsilon = 1.5;
+  live.roundRecorded(privateRound, {});
+  CHECK(metricsText(live.counts(), &server).find("starling_privacy_epsilon 1.5\n") != std::string::npos);
   // Without the server's counters, no connection metrics.
   CHECK(metricsText(live.counts(), nullptr).find("starling_tls_handshakes_total") == std::string::npos);
 }

@@ -591,13 +591,16 @@ asio::awaitable<Status> Participant::session(net::Connection& conn, bool& welcom
       case fb::Body::Error: {
         auto e = wire::parseError(*msg);
         if (!e) co_return e.status();
-        // Missing capabilities will be missing at the next connection too, and statistics
-        // refused as malformed would be sent again from the same data: give up.
+        // Missing capabilities will be missing at the next connection too, a certificate
+        // whose role cannot train (an operator's) keeps its role, and statistics refused
+        // as malformed would be sent again from the same data: give up.
         if (e->code == fb::ErrorCode::Malformed && sentStats)
           co_return Status(StatusCode::kInvalidArgument,
                            "the coordinator refused this client's feature statistics: " + e->message);
-        co_return Status(e->code == fb::ErrorCode::Unsupported ? StatusCode::kUnsupported : StatusCode::kClosed,
-                         "the coordinator reported an error: " + e->message);
+        const StatusCode code = e->code == fb::ErrorCode::Unsupported       ? StatusCode::kUnsupported
+                                : e->code == fb::ErrorCode::Unauthenticated ? StatusCode::kUnauthenticated
+                                                                            : StatusCode::kClosed;
+        co_return Status(code, "the coordinator reported an error: " + e->message);
       }
       default:
         co_return Status(StatusCode::kMalformed, fmt::format("unexpected {} from the coordinator", msg->typeName()));

@@ -94,9 +94,15 @@ check "hostile HTTP requests during training are answered or dropped; the dashbo
 # An operator certificate trains nothing: refused at Hello, recorded, shown on the page.
 "$client_bin" --coordinator "127.0.0.1:$port" --certs "$work/certs" --id operator-0 --data "$data" \
   --shard 0/3 >"$work/operator-as-client.log" 2>&1 &
-pids+=($!)
+operator_pid=$!
+pids+=("$operator_pid")
 check "an operator certificate cannot join training: the refusal is on the dashboard" \
   python3 "$checker" wait "$url" refused.total 1 60
+wait_exit "$operator_pid" 30
+operator_status=$?
+check "the refused client gives up at once (its role will not change) and exits non-zero" \
+  test "$operator_status" -ne 0 -a "$operator_status" -ne 124
+check "and says why" grep -q "cannot take part in training" "$work/operator-as-client.log"
 
 check "training completes" wait_for "$work/dash.log" "training complete" 600
 check "after training, the dashboard stays up (server.http-linger-ms) and says finished" \

@@ -197,22 +197,20 @@ std::string LiveState::stateJson(int64_t nowMs) const {
   std::lock_guard lock(mu_);
   const RoundRecord* last = rounds_.empty() ? nullptr : &rounds_.back();
   const RoundRecord* evaluated = evaluatedAt_ ? &rounds_[*evaluatedAt_] : nullptr;
-  const std::string lastRound =
-      last ? JsonObject()
-                 .unum("round", last->round)
-                 .str("status", roundStatusName(last->status))
-                 .str("reason", last->reason)
-                 .num("selected", last->selected)
-                 .num("accepted", last->accepted)
-                 .num("stragglers", last->stragglers)
-                 .num("bytes_up_wire", last->bytesUpWire)
-                 .num("bytes_down_wire", last->bytesDownWire)
-                 .num("duration_ms", last->endedMs - last->startedMs)
-                 .real("train_loss", last->trainLossStart)
-                 .add("epsilon",
-                      last->epsilon && std::isinf(*last->epsilon) ? std::string("1e999") : jsonNumber(last->epsilon))
-                 .done()
-           : std::string("null");
+  const std::string lastRound = last ? JsonObject()
+                                           .unum("round", last->round)
+                                           .str("status", roundStatusName(last->status))
+                                           .str("reason", last->reason)
+                                           .num("selected", last->selected)
+                                           .num("accepted", last->accepted)
+                                           .num("stragglers", last->stragglers)
+                                           .num("bytes_up_wire", last->bytesUpWire)
+                                           .num("bytes_down_wire", last->bytesDownWire)
+                                           .num("duration_ms", last->endedMs - last->startedMs)
+                                           .real("train_loss", last->trainLossStart)
+                                           .add("epsilon", jsonNumberOrInfinity(last->epsilon))
+                                           .done()
+                                     : std::string("null");
   const std::string evaluation = evaluated ? JsonObject()
                                                  .unum("round", evaluated->round)
                                                  .real("accuracy", evaluated->testAccuracy)

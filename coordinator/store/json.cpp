@@ -50,6 +50,10 @@ std::string jsonNumber(std::optional<double> v) {
   return fmt::format("{}", *v);
 }
 
+std::string jsonNumberOrInfinity(std::optional<double> v) {
+  return v && std::isinf(*v) ? std::string("1e999") : jsonNumber(v);
+}
+
 JsonObject& JsonObject::add(std::string_view key, std::string_view rawValue) {
   if (!first_) text_ += ", ";
   first_ = false;

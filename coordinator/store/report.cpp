@@ -374,8 +374,7 @@ std::string formatJson(const ReportData& data, const ReportTotals& totals) {
         .real("test_rmse", r.testRmse)
         .real("test_mae", r.testMae)
         .real("test_r2", r.testR2)
-        // Infinite (no noise) as 1e999: a JSON number that Python and JavaScript read as infinity.
-        .add("epsilon", r.epsilon && std::isinf(*r.epsilon) ? std::string("1e999") : jsonNumber(r.epsilon))
+        .add("epsilon", jsonNumberOrInfinity(r.epsilon))
         .num("started_ms", r.startedMs)
         .num("ended_ms", r.endedMs)
         .num("duration_ms", durationMs(r))

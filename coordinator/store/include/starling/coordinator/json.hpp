@@ -16,6 +16,10 @@ std::string jsonString(std::string_view s);
 // JSON has no NaN or infinity: they become null, as do absent values.
 std::string jsonNumber(std::optional<double> v);
 
+// As jsonNumber, but an infinity (epsilon of rounds without noise) is written 1e999: a
+// JSON number that Python and JavaScript read as infinity.
+std::string jsonNumberOrInfinity(std::optional<double> v);
+
 // Writes "key": value pairs into one object.
 class JsonObject {
  public:

@@ -57,7 +57,7 @@ using namespace starling;
 
 constexpr std::chrono::milliseconds kStatsPeriod{100};
 constexpr uint32_t kMaxRowBucket = 1u << 30;  // as starling-client --sparse-rows
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = STARLING_VERSION;
 
 // Forwards log lines to the application's callback. spdlog serializes calls through
 // the sink's mutex, so the callback is never entered twice at once.

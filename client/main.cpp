@@ -117,6 +117,7 @@ Result<client::DeferredData> planShard(const std::string& dir, const std::string
 
 int main(int argc, char** argv) {
   CLI::App app{"starling-client: trains on local data for a Starling coordinator"};
+  app.set_version_flag("--version", STARLING_VERSION);
   app.option_defaults()->always_capture_default();
   std::string coordinatorAddr;
   std::string certs;

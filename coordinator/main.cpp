@@ -501,6 +501,7 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
 
 int main(int argc, char** argv) {
   CLI::App app{"starling-coordinator: orchestrates a Starling federation over mutual TLS"};
+  app.set_version_flag("--version", STARLING_VERSION);
   app.option_defaults()->always_capture_default();
   app.require_subcommand(1);
   std::string logLevel = "info";

@@ -340,6 +340,7 @@ class Downstream {
 
 int main(int argc, char** argv) {
   CLI::App app{"starling-relay: between a Starling coordinator and its own clients"};
+  app.set_version_flag("--version", STARLING_VERSION);
   app.option_defaults()->always_capture_default();
   std::string coordinatorAddr, listenAddr = "127.0.0.1:7444", certs, id, ca, cert, key, serverName, crl;
   std::string db = "relay.db", logLevel = "info";

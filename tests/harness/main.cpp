@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   // Every rank reads the same settings and loads the same fleet; only rank 0 prints and writes.
   const bool lead = ranks.rank() == 0;
   CLI::App app{"starling-sim: the coordinator's RoundEngine and the client runtime on a simulated fleet"};
+  app.set_version_flag("--version", STARLING_VERSION);
   app.option_defaults()->always_capture_default();
   std::string configFile, outDir = "sim-out", only;
   app.add_option("--config", configFile, "TOML: [task] [train] [compression] [eval] [sim] and [[strategy]] tables");

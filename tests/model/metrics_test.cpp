@@ -339,17 +339,20 @@ TEST_CASE("merged EvalStats of a split data set equal the whole", "[model][metri
       CHECK(merged->top5Correct == whole->top5Correct);
       CHECK(merged->positives == whole->positives);
       CHECK(merged->negatives == whole->negatives);
-      CHECK(merged->lossSum == Approx(whole->lossSum).epsilon(1e-12));
-      CHECK(merged->sumSqErr == Approx(whole->sumSqErr).epsilon(1e-12));
-      CHECK(merged->sumAbsErr == Approx(whole->sumAbsErr).epsilon(1e-12));
+      // An example's float loss may differ in its last bit with the batch it is
+      // evaluated in (on aarch64, Eigen's NEON kernels take a batch's tail rows another
+      // way: 2e-11 relative in these sums under qemu-aarch64); merging adds doubles.
+      CHECK(merged->lossSum == Approx(whole->lossSum).epsilon(1e-9));
+      CHECK(merged->sumSqErr == Approx(whole->sumSqErr).epsilon(1e-9));
+      CHECK(merged->sumAbsErr == Approx(whole->sumAbsErr).epsilon(1e-9));
       CHECK(merged->sumY == Approx(whole->sumY).epsilon(1e-12).margin(1e-9));
       CHECK(merged->sumY2 == Approx(whole->sumY2).epsilon(1e-12));
       auto a = finalize(*merged);
       auto b = finalize(*whole);
-      CHECK(a.loss == Approx(b.loss).epsilon(1e-12));
+      CHECK(a.loss == Approx(b.loss).epsilon(1e-9));
       CHECK(a.auc.has_value() == b.auc.has_value());
       if (a.auc) CHECK(*a.auc == *b.auc);
-      if (a.r2) CHECK(*a.r2 == Approx(*b.r2).epsilon(1e-12));
+      if (a.r2) CHECK(*a.r2 == Approx(*b.r2).epsilon(1e-9));
       if (a.accuracy) CHECK(*a.accuracy == *b.accuracy);
 
       // The wire form round-trips.

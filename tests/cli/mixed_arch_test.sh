@@ -20,6 +20,8 @@
 #   coordinator_peak_rss_kib=N
 #   mixed_test_accuracy=X baseline_test_accuracy=X   after the last round
 # Usage: mixed_arch_test.sh COORDINATOR_BIN CLIENT_BIN ARM_CLIENT_BIN QEMU [DATA_DIR]
+# STARLING_BASELINE_CLIENT0: another x86-64 build of starling-client for the baseline's
+# client-0 (e.g. one built with the same arithmetic as the ARM one; docs/devices.md).
 set -u
 coord_bin=$1
 x86_client=$2
@@ -99,7 +101,7 @@ print(f"{values[-1]:.4f}" if values else "nan")'
 
 client_bin=$x86_client
 echo "# baseline: both clients x86-64"
-check "the all-x86 federation completes" federation x86 "$x86_client"
+check "the all-x86 federation completes" federation x86 "${STARLING_BASELINE_CLIENT0:-$x86_client}"
 echo "# mixed: client-0 is the ARM build under $qemu"
 require "the mixed federation completes (ARM client-0 under qemu)" federation mixed "$qemu" "$arm_client"
 check "the mixed federation committed all $rounds rounds" test "$(committed "$work/mixed.db")" -eq "$rounds"

@@ -331,6 +331,15 @@ int runDaemon(const coordinator::DaemonConfig& config, const coordinator::Federa
     auto crl = net::readTextFile(crlPath, "revocation list");
     if (!crl) return fail(crl.status().message());
     identity->crlPem = std::move(*crl);
+  }
+  // An empty file stands for a list that revokes nothing (the systemd unit hands one
+  // over when /etc/starling/certs has no crl.pem yet).
+  if (!crlPath.empty() && identity->crlPem.find_first_not_of(" \t\r\n") == std::string::npos) {
+    (*log)->info("revocation list {} is empty: no certificate revoked", crlPath);
+    identity->crlPem.clear();
+    crlPath.clear();
+  }
+  if (!crlPath.empty()) {
     auto serials = net::checkRevocationList(identity->caPem, identity->crlPem);
     if (!serials) return fail(crlPath + ": " + serials.status().message());
     (*log)->info("revocation list {}: {} certificate(s) revoked", crlPath, serials->size());

@@ -422,7 +422,8 @@ int main(int argc, char** argv) {
   if (!crlPath.empty()) {
     auto list = net::readTextFile(crlPath, "revocation list");
     if (!list) return fail(list.status().message());
-    downIdentity.crlPem = std::move(*list);
+    // An empty file revokes nothing (the systemd unit's stand-in when there is no crl.pem).
+    if (list->find_first_not_of(" \t\r\n") != std::string::npos) downIdentity.crlPem = std::move(*list);
   }
   auto downTls = net::TlsContext::create(net::TlsRole::kServer, downIdentity, {}, tlsOptions);
   if (!downTls) return fail(downTls.status().message());

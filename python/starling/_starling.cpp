@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <algorithm>
 #include <map>
+#include <utility>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -41,7 +42,9 @@ class StarlingError : public std::runtime_error {
 
 // A client of a real coordinator: starling_client_* behind a Python class. Data comes
 // from NumPy arrays (copied by the library) or files; run() releases the GIL, so
-// another Python thread can call stop() or read stats() while it trains.
+// another Python thread can call stop() or read stats() and state while it trains.
+// The C API's owner-thread calls (set_data*, model, data_size, run) are refused while
+// a run() is in progress, rather than racing it.
 class Client {
  public:
   Client(const std::string& coordinator, const std::string& ca, const std::string& cert, const std::string& key,
@@ -81,6 +84,7 @@ class Client {
   // Classification: features (n, d) as float32 (or anything NumPy converts to it), or
   // uint8 scaled by `scale`; labels (n,) class numbers.
   void setData(const py::array& features, const py::array& labels, int numClasses, float scale) {
+    notRunning("set_data");
     auto y = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(labels);
     if (!y || y.ndim() != 1) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "labels: a 1-d array of class numbers");
     const auto [count, dim] = shape(features, y.shape(0));
@@ -104,6 +108,7 @@ class Client {
 
   // Regression: features (n, d), targets (n,) real numbers.
   void setTargets(const py::array& features, const py::array& targets) {
+    notRunning("set_targets");
     auto t = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(targets);
     if (!t || t.ndim() != 1) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "targets: a 1-d array of numbers");
     const auto [count, dim] = shape(features, t.shape(0));
@@ -115,6 +120,7 @@ class Client {
   void setDataFile(const std::optional<std::string>& path, const std::optional<std::string>& format,
                    const std::optional<std::string>& label, const std::optional<std::string>& task, uint32_t shardIndex,
                    uint32_t shardCount, const std::optional<std::string>& partition, uint64_t partitionSeed) {
+    notRunning("set_data_file");
     starling_client_data_options options;
     starling_client_data_options_init(&options);
     options.format = format ? format->c_str() : nullptr;
@@ -127,14 +133,20 @@ class Client {
     check(starling_client_set_data_file_ex(client_, path ? path->c_str() : nullptr, &options));
   }
 
-  std::size_t dataSize() const { return starling_client_data_size(client_); }
+  std::size_t dataSize() const {
+    notRunning("data_size");
+    return starling_client_data_size(client_);
+  }
 
   void run() {
+    notRunning("run");
+    running_ = true;
     int rc;
     {
       py::gil_scoped_release release;
       rc = starling_client_run(client_);
     }
+    running_ = false;
     check(rc);
   }
 
@@ -168,6 +180,7 @@ class Client {
   }
 
   py::array_t<float> model() {
+    notRunning("model");
     std::size_t count = 0;
     check(starling_client_get_model(client_, nullptr, 0, &count));
     py::array_t<float> out(static_cast<py::ssize_t>(count));
@@ -189,9 +202,19 @@ class Client {
   void check(int rc) const {
     if (rc != STARLING_OK) throw StarlingError(rc, starling_client_last_error(client_));
   }
+  // Called with the GIL held, as run() sets and clears running_: no other lock needed.
+  void notRunning(const char* what) const {
+    if (running_)
+      throw StarlingError(STARLING_ERR_STATE,
+                          std::string(what) + ": not while run() is in progress (stop() it, or wait for it)");
+  }
 
   starling_client* client_ = nullptr;
+  bool running_ = false;
 };
+
+// Thrown through the simulator from a round's callback to end the run early.
+struct StopRun {};
 
 py::object optional(const std::optional<double>& v) { return v ? py::cast(*v) : py::none(); }
 
@@ -268,6 +291,7 @@ py::list simulate(const std::optional<std::string>& config, const py::dict& sett
     strategies.push_back(sim::strategyOf("default", base));
   }
   if (only) {
+    if (only->empty()) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "only: no strategy named (None runs them all)");
     std::vector<sim::Strategy> chosen;
     for (const auto& name : *only) {
       auto it = std::find_if(strategies.begin(), strategies.end(), [&](const auto& s) { return s.name == name; });
@@ -276,7 +300,18 @@ py::list simulate(const std::optional<std::string>& config, const py::dict& sett
     }
     strategies = std::move(chosen);
   }
-  const auto& first = strategies.front();
+  // Every strategy trains the same model on the same fleet, with the same data
+  // (starling-sim refuses the same).
+  const sim::Strategy first = strategies.front();
+  for (const auto& strategy : strategies) {
+    if (strategy.task.model != first.task.model)
+      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "strategies '" + first.name + "' and '" + strategy.name +
+                                                             "' train different models");
+    if (strategy.task.kind != first.task.kind || strategy.task.dataFormat != first.task.dataFormat ||
+        strategy.task.label != first.task.label || strategy.task.testData != first.task.testData)
+      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "strategies '" + first.name + "' and '" + strategy.name +
+                                                             "' read the data differently (task, format, label)");
+  }
   simSettings.testData = first.task.testData;
   Result<sim::Fleet> fleet = [&] {
     py::gil_scoped_release release;
@@ -285,36 +320,36 @@ py::list simulate(const std::optional<std::string>& config, const py::dict& sett
   }();
   if (!fleet) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, fleet.status().message());
   py::list rounds;
-  for (auto& strategy : strategies) {
-    if (strategy.task.model != first.task.model)
-      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "strategies '" + first.name + "' and '" + strategy.name +
-                                                             "' train different models");
+  for (auto& strategy : strategies)
     strategy.task.model = fleet->modelSpec();
-  }
   for (const auto& strategy : strategies) {
-    // The rounds are built on the simulator's thread with the GIL released; each is
-    // handed to Python (a list entry, and on_round when given) with the GIL held.
-    std::string callbackError;
+    // The rounds are built with the GIL released; each is handed to Python (a list
+    // entry, and on_round when given) with the GIL held. An exception from on_round, or
+    // a signal (Ctrl-C), ends the run there: it unwinds the simulator as StopRun and is
+    // raised again here as itself.
+    std::optional<py::error_already_set> pythonError;
     auto each = [&](const sim::RoundRow& r) {
       py::gil_scoped_acquire hold;
       py::dict d = roundDict(strategy.name, r);
       rounds.append(d);
-      if (!onRound.is_none() && callbackError.empty()) {
-        try {
-          onRound(d);
-        } catch (py::error_already_set& e) {
-          callbackError = e.what();
-        }
+      try {
+        if (!onRound.is_none()) onRound(d);
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      } catch (py::error_already_set& e) {
+        pythonError = std::move(e);
+        throw StopRun{};
       }
     };
-    Result<sim::StrategyResult> result = [&] {
+    std::optional<Result<sim::StrategyResult>> result;
+    try {
       py::gil_scoped_release release;
-      return sim::runStrategy(*fleet, strategy, each);
-    }();
-    if (!callbackError.empty()) throw StarlingError(STARLING_ERR_CALLBACK, "on_round raised: " + callbackError);
-    if (!result)
+      result.emplace(sim::runStrategy(*fleet, strategy, each));
+    } catch (const StopRun&) {
+    }
+    if (pythonError) throw std::move(*pythonError);
+    if (!result || !*result)
       throw StarlingError(STARLING_ERR_INVALID_ARGUMENT,
-                          "strategy '" + strategy.name + "': " + result.status().message());
+                          "strategy '" + strategy.name + "': " + (result ? result->status().message() : "stopped"));
   }
   return rounds;
 }

@@ -40,8 +40,8 @@ check "the Python module is installed" test -n "$(find "$stage" -path '*/starlin
 check "starling-client(1) lists the client's options" grep -q -- 'shard' "$root/share/man/man1/starling-client.1"
 check "starling-coordinator(1) documents each subcommand's options (run --clients-per-round)" \
   grep -q -- 'clients\\-per\\-round\|clients-per-round' "$root/share/man/man1/starling-coordinator.1"
-check "the man pages name the installed program, not the build directory" \
-  bash -c "! grep -q '$build' '$root'/share/man/man1/*.1"
+check "the man pages name the installed program, not its place in the build directory" \
+  bash -c "! grep -qE '(coordinator|client|relay|harness)/starling-|$build' '$root'/share/man/man1/*.1"
 if command -v man >/dev/null; then
   check "man renders starling-coordinator(1) without warnings" \
     bash -c "MANWIDTH=80 man --warnings -l '$root/share/man/man1/starling-coordinator.1' 2>&1 >/dev/null | { ! grep -q .; }"
@@ -54,8 +54,9 @@ check "--version prints the version" bash -c "'$coord_bin' --version | grep -qx 
 "$coord_bin" init --out "$work/certs" --clients 2 >/dev/null
 regression_csv 3 1200 >"$work/train.csv"
 regression_csv 4 300 >"$work/test.csv"
+echo >"$work/empty-crl.pem"  # the systemd unit's stand-in (a newline) for a CA that revoked nothing yet
 require "the installed coordinator starts" launch_coordinator installed --task regression --model mlp:3-8-1/mse \
-  --rounds 3 --clients-per-round 2 --tau 20 --lr 0.05 --test-data "$work/test.csv" --db "$work/installed.db"
+  --crl "$work/empty-crl.pem" --rounds 3 --clients-per-round 2 --tau 20 --lr 0.05 --test-data "$work/test.csv" --db "$work/installed.db"
 data=$work/train.csv
 shards=2 start_client 0 installed-client-0.log --task regression
 shards=2 start_client 1 installed-client-1.log --task regression
@@ -97,10 +98,11 @@ sys.exit(0 if starling.version == '$version' and sum(x['status'] == 'committed' 
 
 # ---- the systemd units -----------------------------------------------------------------
 if command -v systemd-analyze >/dev/null; then
-  # verify resolves ExecStart= against the real root: the units run /usr/bin/..., so
-  # check them with the installed programs standing in there.
   for u in $units; do
-    sed "s|/usr/bin/|$root/bin/|" "$u" >"$work/$(basename "$u")"
+    check "$(basename "$u") runs the installed program and reads the installed settings" \
+      bash -c "grep -q '^ExecStart=$prefix/bin/starling-' '$u' && grep -q '$prefix/etc/starling/\|/etc/starling/' '$u'"
+    # verify resolves ExecStart= against the real root: check the staged copy.
+    sed "s|$prefix/bin/|$root/bin/|" "$u" >"$work/$(basename "$u")"
     check "systemd-analyze verify $(basename "$u")" \
       bash -c "systemd-analyze verify --man=no '$work/$(basename "$u")' 2>&1 | tee '$work/verify.log' | { ! grep -q .; }"
   done

@@ -209,12 +209,42 @@ def test_simulate_refuses_bad_settings_naming_them():
 
 
 @needs_data
-def test_simulate_reports_an_on_round_that_raises():
+def test_an_on_round_that_raises_ends_the_run_with_its_exception():
+    seen = []
+
     def boom(r):
+        seen.append(r["round"])
         raise ValueError("stop here")
 
-    with pytest.raises(starling.Error, match="stop here"):
+    with pytest.raises(ValueError, match="stop here"):
         starling.simulate(on_round=boom, **SIM_SETTINGS)
+    assert seen == [1]  # the run ended at the first round
+
+
+def test_simulate_refuses_an_empty_only():
+    with pytest.raises(starling.Error, match="only"):
+        starling.simulate(only=[])
+
+
+def test_owner_calls_are_refused_while_run_is_in_progress(tmp_path):
+    subprocess.run([COORDINATOR, "init", "--out", str(tmp_path), "--clients", "1"], check=True,
+                   stdout=subprocess.DEVNULL)
+    c = starling.Client.from_certs("127.0.0.1:1", tmp_path, "client-0", log_level="off")
+    c.set_data(np.zeros((4, 3), dtype=np.float32), np.array([0, 1, 0, 1], dtype=np.int32))
+    t = threading.Thread(target=lambda: pytest.raises(starling.Error, c.run))
+    t.start()
+    deadline = time.monotonic() + 10
+    while c.state != "connecting" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert c.state == "connecting"
+    for call in (lambda: c.set_data(np.zeros((2, 3)), np.array([0, 1])), c.model, lambda: c.data_size, c.run):
+        with pytest.raises(starling.Error) as e:
+            call()
+        assert e.value.code == 6 and "in progress" in str(e.value)
+    assert c.stats()["rounds_trained"] == 0  # stats and state may be read meanwhile
+    c.stop()
+    t.join(10)
+    assert not t.is_alive()
 
 
 def test_client_refuses_what_it_cannot_use(tmp_path):

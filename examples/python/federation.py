@@ -82,7 +82,8 @@ print("model parameters:", model.shape)
 # %% The coordinator's database: every round, its traffic and test accuracy.
 report = starling.read_database(f"{work}/starling.db")
 for r in report["rounds"]:
-    print(f"round {r['round']:2d} {r['status']:9s} accuracy {r['test_accuracy']:.4f} "
+    accuracy = "-" if r["test_accuracy"] is None else f"{r['test_accuracy']:.4f}"
+    print(f"round {r['round']:2d} {r['status']:9s} accuracy {accuracy:6s} "
           f"bytes up {r['bytes_up_wire']:8d} down {r['bytes_down_wire']:8d}")
 
 # %% The simulator: the same model on 100 virtual devices, top-k at two densities.

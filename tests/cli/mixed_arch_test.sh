@@ -37,6 +37,8 @@ shards_total=10
 
 # rss_wrapper NAME COMMAND...: a program that runs COMMAND with its arguments and, when
 # it exits, writes its peak RSS in KiB (ru_maxrss of the waited-for child) to $work/NAME.rss.
+# The child is killed when the wrapper dies (PR_SET_PDEATHSIG), so lib.sh's cleanup,
+# which kills the wrappers, leaves nothing running.
 rss_wrapper() {
   local name=$1
   shift
@@ -44,8 +46,9 @@ rss_wrapper() {
   {
     echo '#!/usr/bin/env bash'
     printf 'exec python3 -c %q %q' \
-      'import resource, subprocess, sys
-code = subprocess.call(sys.argv[2:])
+      'import ctypes, resource, signal, subprocess, sys
+die_with_parent = lambda: ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+code = subprocess.call(sys.argv[2:], preexec_fn=die_with_parent)
 open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
 sys.exit(code)' "$work/$name.rss"
     printf ' %q' "$@"

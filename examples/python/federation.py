@@ -11,7 +11,6 @@ with 100 devices and two compression strategies. docs/python.md explains the API
 """
 
 # %% Where things are: the built binaries (or the installed ones) and the data.
-import gzip
 import os
 import re
 import shutil
@@ -32,16 +31,8 @@ print("starling", starling.version, "| working in", work)
 
 
 # %% The data: IDX files read into NumPy, split between two clients.
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    dims = raw[3]
-    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
-images = read_idx(f"{DATA}/train-images-idx3-ubyte.gz").reshape(-1, 784)
-labels = read_idx(f"{DATA}/train-labels-idx1-ubyte.gz").astype(np.int32)
+images = starling.read_idx(f"{DATA}/train-images-idx3-ubyte.gz").reshape(-1, 784)
+labels = starling.read_idx(f"{DATA}/train-labels-idx1-ubyte.gz").astype(np.int32)
 print("training set:", images.shape, "classes:", np.bincount(labels))
 
 # %% A coordinator: certificates, then the daemon with a small task.

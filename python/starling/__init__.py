@@ -11,6 +11,7 @@ joins a real coordinator over mutual TLS, the simulator, and a coordinator's dat
 Failures raise starling.Error, whose .code is the C API's STARLING_ERR_* value.
 """
 
+import gzip
 import json
 import os
 
@@ -18,7 +19,7 @@ from ._starling import Client, Error, version
 from ._starling import report_json as _report_json
 from ._starling import simulate as _simulate
 
-__all__ = ["Client", "Error", "read_database", "simulate", "version"]
+__all__ = ["Client", "Error", "read_database", "read_idx", "simulate", "version"]
 
 
 def _from_certs(cls, coordinator, certs, client_id, **options):
@@ -50,3 +51,25 @@ def read_database(path):
     shows it: a dict with the task, "rounds" (one dict each) and the totals. Read-only:
     safe while the coordinator runs."""
     return json.loads(_report_json(os.fspath(path)))
+
+
+def read_idx(path):
+    """An IDX file (the MNIST and Fashion-MNIST format, gzipped or not) as a NumPy array
+    of its shape, e.g. (60000, 28, 28) uint8 images or (60000,) labels."""
+    import numpy as np
+
+    path = os.fspath(path)
+    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
+        raw = f.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise Error(f"{path}: not an IDX file (bad magic)")
+    types = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    if raw[2] not in types:
+        raise Error(f"{path}: unknown IDX element type 0x{raw[2]:02x}")
+    dims = raw[3]
+    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    dtype = np.dtype(types[raw[2]])
+    count = int(np.prod(shape)) if shape else 1
+    if len(raw) < 4 + 4 * dims + count * dtype.itemsize:
+        raise Error(f"{path}: truncated: {shape} needs {count * dtype.itemsize} bytes of data")
+    return np.frombuffer(raw, dtype=dtype, count=count, offset=4 + 4 * dims).reshape(shape)

@@ -6,7 +6,6 @@ meson test runs this with PYTHONPATH=build/python and the binaries in
 STARLING_COORDINATOR, STARLING_CLIENT and STARLING_SIM."""
 
 import csv
-import gzip
 import json
 import os
 import re
@@ -27,19 +26,10 @@ have_data = os.path.exists(os.path.join(DATA, "train-labels-idx1-ubyte.gz"))
 needs_data = pytest.mark.skipif(not have_data, reason=f"no Fashion-MNIST in {DATA} (dataset-fashion-mnist)")
 
 
-def read_idx(path):
-    """An IDX file (gzipped) as a NumPy array: what a notebook would write."""
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    dims = raw[3]
-    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
 @pytest.fixture(scope="module")
 def fashion():
-    images = read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz")).reshape(-1, 784)
-    labels = read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz")).astype(np.int32)
+    images = starling.read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz")).reshape(-1, 784)
+    labels = starling.read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz")).astype(np.int32)
     return images, labels
 
 
@@ -284,3 +274,15 @@ def test_stop_from_another_thread_ends_run(tmp_path):
         c.run()
     assert e.value.code == 7  # STARLING_ERR_STOPPED
     assert time.monotonic() - started < 10
+
+
+def test_read_idx_reads_and_refuses(tmp_path):
+    good = tmp_path / "x.idx"
+    good.write_bytes(bytes([0, 0, 0x08, 2, 0, 0, 0, 2, 0, 0, 0, 3]) + bytes(range(6)))
+    assert starling.read_idx(good).tolist() == [[0, 1, 2], [3, 4, 5]]
+    (tmp_path / "short.idx").write_bytes(bytes([0, 0, 0x08, 1, 0, 0, 0, 9, 1, 2]))
+    with pytest.raises(starling.Error, match="truncated"):
+        starling.read_idx(tmp_path / "short.idx")
+    (tmp_path / "bad.idx").write_bytes(b"PK\x03\x04 not idx")
+    with pytest.raises(starling.Error, match="bad magic"):
+        starling.read_idx(tmp_path / "bad.idx")

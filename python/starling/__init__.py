@@ -62,14 +62,21 @@ def read_idx(path):
     with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
         raw = f.read()
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
-        raise Error(f"{path}: not an IDX file (bad magic)")
+        raise _malformed(f"{path}: not an IDX file (bad magic)")
     types = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
     if raw[2] not in types:
-        raise Error(f"{path}: unknown IDX element type 0x{raw[2]:02x}")
+        raise _malformed(f"{path}: unknown IDX element type 0x{raw[2]:02x}")
     dims = raw[3]
     shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
     dtype = np.dtype(types[raw[2]])
     count = int(np.prod(shape)) if shape else 1
     if len(raw) < 4 + 4 * dims + count * dtype.itemsize:
-        raise Error(f"{path}: truncated: {shape} needs {count * dtype.itemsize} bytes of data")
+        raise _malformed(f"{path}: truncated: {shape} needs {count * dtype.itemsize} bytes of data")
     return np.frombuffer(raw, dtype=dtype, count=count, offset=4 + 4 * dims).reshape(shape)
+
+
+def _malformed(message):
+    """starling.Error with the C API's code for a file that does not parse."""
+    error = Error(message)
+    error.code = 4  # STARLING_ERR_MALFORMED
+    return error

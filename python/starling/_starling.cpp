@@ -84,7 +84,6 @@ class Client {
   // Classification: features (n, d) as float32 (or anything NumPy converts to it), or
   // uint8 scaled by `scale`; labels (n,) class numbers.
   void setData(const py::array& features, const py::array& labels, int numClasses, float scale) {
-    notRunning("set_data");
     auto y = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(labels);
     if (!y || y.ndim() != 1) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "labels: a 1-d array of class numbers");
     const auto [count, dim] = shape(features, y.shape(0));
@@ -93,14 +92,18 @@ class Client {
       numClasses = count == 0 ? 0 : *std::max_element(labelData, labelData + count) + 1;
     }
     int rc;
+    // notRunning() right before each C call: the conversions above may run Python code,
+    // during which another thread could start run().
     if (py::isinstance<py::array_t<uint8_t>>(features)) {
       auto x = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(features);
+      notRunning("set_data");
       rc = starling_client_set_data_u8(client_, x.data(), y.data(), count, dim, numClasses, scale);
     } else {
       auto x = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(features);
       if (!x) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "features: not convertible to float32");
       if (scale != 1.0f)
         throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "scale applies to uint8 features only; scale the floats");
+      notRunning("set_data");
       rc = starling_client_set_data_f32(client_, x.data(), y.data(), count, dim, numClasses);
     }
     check(rc);
@@ -108,19 +111,18 @@ class Client {
 
   // Regression: features (n, d), targets (n,) real numbers.
   void setTargets(const py::array& features, const py::array& targets) {
-    notRunning("set_targets");
     auto t = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(targets);
     if (!t || t.ndim() != 1) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "targets: a 1-d array of numbers");
     const auto [count, dim] = shape(features, t.shape(0));
     auto x = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(features);
     if (!x) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "features: not convertible to float32");
+    notRunning("set_targets");
     check(starling_client_set_data_f32_targets(client_, x.data(), t.data(), count, dim));
   }
 
   void setDataFile(const std::optional<std::string>& path, const std::optional<std::string>& format,
                    const std::optional<std::string>& label, const std::optional<std::string>& task, uint32_t shardIndex,
                    uint32_t shardCount, const std::optional<std::string>& partition, uint64_t partitionSeed) {
-    notRunning("set_data_file");
     starling_client_data_options options;
     starling_client_data_options_init(&options);
     options.format = format ? format->c_str() : nullptr;
@@ -130,6 +132,7 @@ class Client {
     options.shard_count = shardCount;
     options.partition = partition ? partition->c_str() : nullptr;
     options.partition_seed = partitionSeed;
+    notRunning("set_data_file");
     check(starling_client_set_data_file_ex(client_, path ? path->c_str() : nullptr, &options));
   }
 

@@ -21,8 +21,12 @@ print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
 libdir=$(meson introspect "$build" --buildoptions | python3 -c '
 import json, sys
 print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"))')
+sysconfdir=$(meson introspect "$build" --buildoptions | python3 -c '
+import json, os, sys
+options = {o["name"]: o["value"] for o in json.load(sys.stdin)}
+print(os.path.join(options["prefix"], options["sysconfdir"]))')
 root=$stage$prefix
-echo "  prefix $prefix, libdir $libdir"
+echo "  prefix $prefix, libdir $libdir, sysconfdir $sysconfdir"
 
 for f in bin/starling-coordinator bin/starling-client bin/starling-relay bin/starling-sim include/starling_client.h \
   "$libdir/libstarling-client.so" "$libdir/libstarling-client.so.0" "$libdir/libstarling-client.a" \
@@ -99,8 +103,11 @@ sys.exit(0 if starling.version == '$version' and sum(x['status'] == 'committed' 
 # ---- the systemd units -----------------------------------------------------------------
 if command -v systemd-analyze >/dev/null; then
   for u in $units; do
-    check "$(basename "$u") runs the installed program and reads the installed settings" \
-      bash -c "grep -q '^ExecStart=$prefix/bin/starling-' '$u' && grep -q '$prefix/etc/starling/\|/etc/starling/' '$u'"
+    check "$(basename "$u") runs the installed program and reads the installed settings and certificates" \
+      bash -c "grep -q '^ExecStart=$prefix/bin/starling-' '$u' &&
+               grep -q '^LoadCredential=ca.crt:$sysconfdir/starling/certs/ca.crt$' '$u' &&
+               grep -q '^SetCredential=crl.pem:' '$u' &&
+               grep -qE '^(ExecStart=.*--config |EnvironmentFile=)$sysconfdir/starling/' '$u'"
     # verify resolves ExecStart= against the real root: check the staged copy.
     sed "s|$prefix/bin/|$root/bin/|" "$u" >"$work/$(basename "$u")"
     check "systemd-analyze verify $(basename "$u")" \

@@ -221,7 +221,16 @@ def test_owner_calls_are_refused_while_run_is_in_progress(tmp_path):
                    stdout=subprocess.DEVNULL)
     c = starling.Client.from_certs("127.0.0.1:1", tmp_path, "client-0", log_level="off")
     c.set_data(np.zeros((4, 3), dtype=np.float32), np.array([0, 1, 0, 1], dtype=np.int32))
-    t = threading.Thread(target=lambda: pytest.raises(starling.Error, c.run))
+    outcome = []
+
+    def run():
+        try:
+            c.run()
+            outcome.append(None)
+        except starling.Error as e:
+            outcome.append(e.code)
+
+    t = threading.Thread(target=run)
     t.start()
     deadline = time.monotonic() + 10
     while c.state != "connecting" and time.monotonic() < deadline:
@@ -235,6 +244,7 @@ def test_owner_calls_are_refused_while_run_is_in_progress(tmp_path):
     c.stop()
     t.join(10)
     assert not t.is_alive()
+    assert outcome == [7]  # STARLING_ERR_STOPPED
 
 
 def test_client_refuses_what_it_cannot_use(tmp_path):
@@ -281,8 +291,9 @@ def test_read_idx_reads_and_refuses(tmp_path):
     good.write_bytes(bytes([0, 0, 0x08, 2, 0, 0, 0, 2, 0, 0, 0, 3]) + bytes(range(6)))
     assert starling.read_idx(good).tolist() == [[0, 1, 2], [3, 4, 5]]
     (tmp_path / "short.idx").write_bytes(bytes([0, 0, 0x08, 1, 0, 0, 0, 9, 1, 2]))
-    with pytest.raises(starling.Error, match="truncated"):
+    with pytest.raises(starling.Error, match="truncated") as e:
         starling.read_idx(tmp_path / "short.idx")
+    assert e.value.code == 4
     (tmp_path / "bad.idx").write_bytes(b"PK\x03\x04 not idx")
     with pytest.raises(starling.Error, match="bad magic"):
         starling.read_idx(tmp_path / "bad.idx")

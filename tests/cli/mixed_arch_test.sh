@@ -22,6 +22,9 @@
 # Usage: mixed_arch_test.sh COORDINATOR_BIN CLIENT_BIN ARM_CLIENT_BIN QEMU [DATA_DIR]
 # STARLING_BASELINE_CLIENT0: another x86-64 build of starling-client for the baseline's
 # client-0 (e.g. one built with the same arithmetic as the ARM one; docs/devices.md).
+# STARLING_EXPECT_EQUAL=1: equal checksums are a check (cli-reproducible runs this
+# script with the same binary on both sides and `env` for qemu: a two-client
+# federation must reproduce bit for bit).
 set -u
 coord_bin=$1
 x86_client=$2
@@ -120,6 +123,9 @@ cmp -s "$work/x86.sums" "$work/mixed.sums" && test -s "$work/mixed.sums" && equa
 echo "  round checksum (all-x86) checksum (mixed):"
 join "$work/x86.sums" "$work/mixed.sums" | sed 's/^/    /'
 echo "mixed_checksums_equal=$equal"
+if [ -n "${STARLING_EXPECT_EQUAL:-}" ]; then
+  check "every committed round's model checksum is the baseline's" test "$equal" -eq 1
+fi
 if [ $equal -eq 0 ]; then
   echo "first_differing_round=$(join "$work/x86.sums" "$work/mixed.sums" | awk '$2 != $3 { print $1; exit }')"
 fi

@@ -58,7 +58,10 @@ launch_coordinator coord --task regression --model mlp:hidden:32 --test-data "$w
   --over-selection 1 --min-clients 2 --rounds 6 --tau 50 --lr 0.02 --batch-size 16 --deadline-ms 60000 \
   --db "$work/coord.db" || exit 1
 coord_port=$port
-for r in 0 1; do start_relay "$r" "relay-$r" "$coord_port" --clients-per-round 2 --local-rounds 2; done
+# relay-1 is given the systemd unit's stand-in revocation list (a newline: none revoked).
+echo >"$work/empty-crl.pem"
+start_relay 0 relay-0 "$coord_port" --clients-per-round 2 --local-rounds 2
+start_relay 1 relay-1 "$coord_port" --clients-per-round 2 --local-rounds 2 --crl "$work/empty-crl.pem"
 relay_to_relay() {
   local out
   out=$(timeout 30 "$relay_bin" --coordinator "127.0.0.1:${relay_port[0]}" --listen 127.0.0.1:0 --certs "$work/certs" \

@@ -8,20 +8,21 @@
 #include <pybind11/stl.h>
 
 #include <CLI/CLI.hpp>
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <map>
-#include <utility>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "sim.hpp"
-#include "sim_config.hpp"
 #include "starling/coordinator/config.hpp"
 #include "starling/coordinator/report.hpp"
 #include "starling/coordinator/store.hpp"
+
+#include "sim.hpp"
+#include "sim_config.hpp"
 #include "starling_client.h"
 
 namespace py = pybind11;
@@ -60,9 +61,9 @@ class Client {
     config.server_name = serverName ? serverName->c_str() : nullptr;
     config.seed = seed;
     if (giveUpAfterMs > 0) config.give_up_after_ms = giveUpAfterMs;
-    static const std::map<std::string, int> kLevels = {
-        {"trace", STARLING_LOG_TRACE}, {"debug", STARLING_LOG_DEBUG}, {"info", STARLING_LOG_INFO},
-        {"warn", STARLING_LOG_WARN},   {"error", STARLING_LOG_ERROR}, {"off", STARLING_LOG_OFF}};
+    static const std::map<std::string, int> kLevels = {{"trace", STARLING_LOG_TRACE}, {"debug", STARLING_LOG_DEBUG},
+                                                       {"info", STARLING_LOG_INFO},   {"warn", STARLING_LOG_WARN},
+                                                       {"error", STARLING_LOG_ERROR}, {"off", STARLING_LOG_OFF}};
     auto level = kLevels.find(logLevel);
     if (level == kLevels.end())
       throw StarlingError(STARLING_ERR_INVALID_ARGUMENT,
@@ -157,11 +158,16 @@ class Client {
 
   std::string state() const {
     switch (starling_client_state(client_)) {
-      case STARLING_STATE_IDLE: return "idle";
-      case STARLING_STATE_CONNECTING: return "connecting";
-      case STARLING_STATE_TRAINING: return "training";
-      case STARLING_STATE_DONE: return "done";
-      default: return "failed";
+      case STARLING_STATE_IDLE:
+        return "idle";
+      case STARLING_STATE_CONNECTING:
+        return "connecting";
+      case STARLING_STATE_TRAINING:
+        return "training";
+      case STARLING_STATE_DONE:
+        return "done";
+      default:
+        return "failed";
     }
   }
 
@@ -219,7 +225,9 @@ class Client {
 // Thrown through the simulator from a round's callback to end the run early.
 struct StopRun {};
 
-py::object optional(const std::optional<double>& v) { return v ? py::cast(*v) : py::none(); }
+py::object optional(const std::optional<double>& v) {
+  return v ? py::cast(*v) : py::none();
+}
 
 py::dict roundDict(const std::string& strategy, const sim::RoundRow& r) {
   py::dict d;
@@ -271,8 +279,8 @@ py::list simulate(const std::optional<std::string>& config, const py::dict& sett
     for (char& c : flag)
       if (c == '_') c = '-';
     if (app.get_option_no_throw(flag) == nullptr)
-      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT,
-                          "unknown setting '" + name + "': starling-sim has no " + flag + " (starling-sim --help lists them)");
+      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "unknown setting '" + name + "': starling-sim has no " + flag +
+                                                             " (starling-sim --help lists them)");
     args.push_back(flag);
     args.push_back(flagValue(item.second));
   }
@@ -294,11 +302,13 @@ py::list simulate(const std::optional<std::string>& config, const py::dict& sett
     strategies.push_back(sim::strategyOf("default", base));
   }
   if (only) {
-    if (only->empty()) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "only: no strategy named (None runs them all)");
+    if (only->empty())
+      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "only: no strategy named (None runs them all)");
     std::vector<sim::Strategy> chosen;
     for (const auto& name : *only) {
       auto it = std::find_if(strategies.begin(), strategies.end(), [&](const auto& s) { return s.name == name; });
-      if (it == strategies.end()) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "only: no strategy named '" + name + "'");
+      if (it == strategies.end())
+        throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "only: no strategy named '" + name + "'");
       chosen.push_back(*it);
     }
     strategies = std::move(chosen);
@@ -308,8 +318,8 @@ py::list simulate(const std::optional<std::string>& config, const py::dict& sett
   const sim::Strategy first = strategies.front();
   for (const auto& strategy : strategies) {
     if (strategy.task.model != first.task.model)
-      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "strategies '" + first.name + "' and '" + strategy.name +
-                                                             "' train different models");
+      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT,
+                          "strategies '" + first.name + "' and '" + strategy.name + "' train different models");
     if (strategy.task.kind != first.task.kind || strategy.task.dataFormat != first.task.dataFormat ||
         strategy.task.label != first.task.label || strategy.task.testData != first.task.testData)
       throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "strategies '" + first.name + "' and '" + strategy.name +

@@ -36,10 +36,14 @@ class SplitMix64 {
   std::uint64_t next() { return splitmixNext(state_); }
 
   // Uniform in [0, n) for 1 <= n <= 2^32, by Lemire's multiply-shift on 64 random
-  // bits; the bias is below n / 2^64 (< 2^-32), negligible here.
+  // bits; the bias is below n / 2^64 (< 2^-32), negligible here. The high 64 bits of
+  // the 128-bit product x * n, from 32-bit halves of x (32-bit ARM has no 128-bit
+  // integers): with n <= 2^32 neither partial product nor their sum overflows, and
+  // the result is the same bits on every target.
   std::uint32_t below(std::uint64_t n) {
-    __extension__ using U128 = unsigned __int128;
-    return static_cast<std::uint32_t>((static_cast<U128>(next()) * n) >> 64);
+    const std::uint64_t x = next();
+    const std::uint64_t high = (x >> 32) * n + (((x & 0xffffffffu) * n) >> 32);
+    return static_cast<std::uint32_t>(high >> 32);
   }
 
  private:

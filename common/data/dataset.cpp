@@ -51,7 +51,7 @@ Status validateSparse(std::span<const uint64_t> offsets, std::span<const uint32_
                       std::span<const float> values, std::size_t examples, std::size_t featureDim) {
   auto bad = [](const std::string& why) { return Status{StatusCode::kInvalidArgument, why}; };
   if (featureDim == 0) return bad("a dataset needs featureDim >= 1");
-  if (featureDim > (std::size_t(1) << 32))
+  if (uint64_t(featureDim) > (uint64_t(1) << 32))  // 64-bit: size_t has 32 bits on armhf
     return bad("featureDim " + std::to_string(featureDim) + " exceeds the 2^32 features a sparse dataset can index");
   if (offsets.size() != examples + 1)
     return bad(std::to_string(offsets.size()) + " row offsets do not delimit " + std::to_string(examples) +

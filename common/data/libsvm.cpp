@@ -142,7 +142,7 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
             path, cursor.number(),
             "index " + std::to_string(*index) + " exceeds featureDim " + std::to_string(options.featureDim));
       }
-      if (*index > (std::size_t(1) << 32)) {
+      if (uint64_t(*index) > (uint64_t(1) << 32)) {
         return Status(StatusCode::kOutOfRange, path + ":" + std::to_string(cursor.number()) + ": index " +
                                                    std::to_string(*index) +
                                                    " exceeds the 2^32 features a sparse data set can index");
@@ -215,7 +215,7 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
 
   const std::size_t dim = options.featureDim > 0 ? options.featureDim : maxIndex;
   if (dim == 0) return Status(StatusCode::kMalformed, path + ": no features on any line; set featureDim");
-  if (dim > (std::size_t(1) << 32))
+  if (uint64_t(dim) > (uint64_t(1) << 32))
     return Status(StatusCode::kInvalidArgument, path + ": featureDim " + std::to_string(dim) +
                                                     " exceeds the 2^32 features a sparse data set can index");
   auto dataset = byTask ? collector.buildSparse(std::move(rowStart), std::move(indices), std::move(values), dim, path)

@@ -103,7 +103,7 @@ MemoryLimit availableMemory() {
       if (max.empty()) continue;
       if (max == "max") return;
       const std::size_t cap = std::strtoull(max.c_str(), nullptr, 10);
-      if (cap >= std::size_t(1) << 62) return;
+      if (uint64_t(cap) >= uint64_t(1) << 62) return;
       const std::size_t used = std::strtoull(firstLine(dir + "/" + usedFile).c_str(), nullptr, 10);
       consider(cap > used ? cap - used : 0, "the memory cgroup's limit less its usage (" + dir + ")");
       return;

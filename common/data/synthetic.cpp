@@ -69,7 +69,7 @@ class ZipfSampler {
 
 Result<Dataset> powerLawSparse(const PowerLawOptions& o) {
   if (o.examples == 0) return invalid("examples must be at least 1");
-  if (o.examples >= (std::size_t{1} << 32)) return invalid("examples must be below 2^32");
+  if (uint64_t(o.examples) >= (uint64_t{1} << 32)) return invalid("examples must be below 2^32");
   if (o.features == 0 || o.features > kMaxPowerLawFeatures) {
     return invalid("features " + std::to_string(o.features) + " not in [1, 2^28]");
   }

@@ -257,7 +257,8 @@ Status encodeIndexList(const std::vector<std::uint32_t>& indices, std::uint32_t 
     varintBytes += varintSize(j == 0 ? i : i - previous);
     previous = i;
   }
-  const std::size_t bitmapBytes = (static_cast<std::size_t>(count) + 7) / 8;
+  // In 64 bits: on a 32-bit target count + 7 would wrap for counts near 2^32.
+  const auto bitmapBytes = static_cast<std::size_t>((static_cast<std::uint64_t>(count) + 7) / 8);
   std::size_t riceBytes = std::numeric_limits<std::size_t>::max();
   unsigned r = 0;
   if (!indices.empty()) {
@@ -302,7 +303,7 @@ Status decodeIndices(const PayloadView& p, const std::span<const std::uint32_t>*
     return decodeRelative(p, *reference, out);
   }
   if (p.indexFormat == IndexFormat::kBitmap) {
-    const std::size_t bytes = (static_cast<std::size_t>(p.count) + 7) / 8;
+    const auto bytes = static_cast<std::size_t>((static_cast<std::uint64_t>(p.count) + 7) / 8);
     if (p.indices.size() != bytes) {
       return malformed("index bitmap of " + str(p.indices.size()) + " bytes for " + str(p.count) +
                        " elements (expected " + str(bytes) + ")");

@@ -92,7 +92,8 @@ Result<Dataset> loadIdxSubset(const std::string& imagesPath, const std::string& 
   if (dims->size() == 3) shape.push_back(1);  // one channel, as loadIdx
   for (std::size_t i = 1; i < dims->size(); ++i) {
     const uint32_t d = (*dims)[i];
-    if (d == 0 || d > static_cast<uint32_t>(std::numeric_limits<int>::max()) || uint64_t(rowBytes) > (uint64_t{1} << 32) / d)
+    if (d == 0 || d > static_cast<uint32_t>(std::numeric_limits<int>::max()) ||
+        uint64_t(rowBytes) > (uint64_t{1} << 32) / d)
       return at(StatusCode::kOutOfRange, imagesPath, 4 + 4 * i, "unusable dimension " + std::to_string(d));
     rowBytes *= d;
     shape.push_back(static_cast<int>(d));

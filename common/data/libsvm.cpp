@@ -127,7 +127,9 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
       if (colon == std::string_view::npos) {
         return lineError(path, cursor.number(), "expected index:value, found " + detail::quoted(token));
       }
-      const auto index = detail::parseIndex(token.substr(0, colon));
+      // Read in 64 bits, so that an index too large for this target's size_t is
+      // refused as too large (below) rather than as not a number.
+      const auto index = detail::parseIndex64(token.substr(0, colon));
       if (!index || *index == 0) {
         return lineError(path, cursor.number(),
                          "index " + detail::quoted(token.substr(0, colon)) + " is not an integer >= 1");
@@ -142,10 +144,13 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
             path, cursor.number(),
             "index " + std::to_string(*index) + " exceeds featureDim " + std::to_string(options.featureDim));
       }
-      if (uint64_t(*index) > (uint64_t(1) << 32)) {
+      // 2^32 features (indices 1 .. 2^32), or what a 32-bit target's size_t holds.
+      constexpr uint64_t kMostFeatures = std::min<uint64_t>(uint64_t(1) << 32, std::numeric_limits<std::size_t>::max());
+      if (*index > kMostFeatures) {
         return Status(StatusCode::kOutOfRange, path + ":" + std::to_string(cursor.number()) + ": index " +
-                                                   std::to_string(*index) +
-                                                   " exceeds the 2^32 features a sparse data set can index");
+                                                   std::to_string(*index) + " exceeds the " +
+                                                   std::to_string(kMostFeatures) +
+                                                   " features a sparse data set can index here");
       }
       const auto value = detail::parseFloat(token.substr(colon + 1));
       if (!value) {
@@ -153,8 +158,8 @@ Result<Dataset> readLibsvm(const std::string& path, const LibsvmOptions& options
                          "value " + detail::quoted(token.substr(colon + 1)) + " of index " + std::to_string(*index) +
                              " is not a finite number");
       }
-      previous = *index;
-      maxIndex = std::max(maxIndex, *index);
+      previous = static_cast<std::size_t>(*index);
+      maxIndex = std::max(maxIndex, static_cast<std::size_t>(*index));
       indices.push_back(static_cast<uint32_t>(*index - 1));
       values.push_back(*value);
     }

@@ -43,6 +43,14 @@ std::optional<std::size_t> parseIndex(std::string_view s) {
   return value;
 }
 
+std::optional<uint64_t> parseIndex64(std::string_view s) {
+  if (s.empty() || s.front() < '0' || s.front() > '9') return std::nullopt;
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return value;
+}
+
 bool isNumeric(std::string_view s) {
   if (!dropPlus(s)) return false;
   double value = 0.0;

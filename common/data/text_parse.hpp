@@ -30,6 +30,8 @@ std::optional<int64_t> parseIntegral(std::string_view s);
 
 // The whole of s as a decimal integer >= 0 without sign; nullopt otherwise or on overflow.
 std::optional<std::size_t> parseIndex(std::string_view s);
+// The same in 64 bits, whatever the width of size_t.
+std::optional<uint64_t> parseIndex64(std::string_view s);
 
 // Whether the whole of s reads as a number, finite or not ("nan", "inf", "1e999").
 bool isNumeric(std::string_view s);

@@ -155,7 +155,12 @@ TEST_CASE("a LIBSVM file with a huge index loads sparse in small memory", "[libs
     auto over = loadLibsvm(dir.write("over.svm", "0 1:1\n1 4294967297:1\n"));
     CHECK(over.status().code() == StatusCode::kOutOfRange);
     CHECK_THAT(over.status().message(), Catch::StartsWith(dir.file("over.svm") + ":2: index 4294967297 exceeds"));
-    CHECK(loadLibsvm(dir.write("edge.svm", "0 4294967296:1\n")).isOk());
+    // Index 2^32 is the last a 64-bit target holds; a 32-bit one stops at 2^32 - 1.
+    auto edge = loadLibsvm(dir.write("edge.svm", "0 4294967296:1\n"));
+    if constexpr (sizeof(std::size_t) >= 8)
+      CHECK(edge.isOk());
+    else
+      CHECK(edge.status().code() == StatusCode::kOutOfRange);
   }
 }
 

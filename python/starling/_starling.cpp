@@ -301,30 +301,12 @@ py::list simulate(const std::optional<std::string>& config, const py::dict& sett
       throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, st.message());
     strategies.push_back(sim::strategyOf("default", base));
   }
-  if (only) {
-    if (only->empty())
-      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "only: no strategy named (None runs them all)");
-    std::vector<sim::Strategy> chosen;
-    for (const auto& name : *only) {
-      auto it = std::find_if(strategies.begin(), strategies.end(), [&](const auto& s) { return s.name == name; });
-      if (it == strategies.end())
-        throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "only: no strategy named '" + name + "'");
-      chosen.push_back(*it);
-    }
-    strategies = std::move(chosen);
-  }
-  // Every strategy trains the same model on the same fleet, with the same data
-  // (starling-sim refuses the same).
+  if (only && only->empty())
+    throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "only: no strategy named (None runs them all)");
+  if (Status st = sim::chooseStrategies(strategies, only.value_or(std::vector<std::string>{})); !st)
+    throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "only: " + st.message());
+  if (Status st = sim::checkSameData(strategies); !st) throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, st.message());
   const sim::Strategy first = strategies.front();
-  for (const auto& strategy : strategies) {
-    if (strategy.task.model != first.task.model)
-      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT,
-                          "strategies '" + first.name + "' and '" + strategy.name + "' train different models");
-    if (strategy.task.kind != first.task.kind || strategy.task.dataFormat != first.task.dataFormat ||
-        strategy.task.label != first.task.label || strategy.task.testData != first.task.testData)
-      throw StarlingError(STARLING_ERR_INVALID_ARGUMENT, "strategies '" + first.name + "' and '" + strategy.name +
-                                                             "' read the data differently (task, format, label)");
-  }
   simSettings.testData = first.task.testData;
   Result<sim::Fleet> fleet = [&] {
     py::gil_scoped_release release;

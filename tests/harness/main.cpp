@@ -80,27 +80,12 @@ int main(int argc, char** argv) {
   } else {
     strategies.push_back(sim::strategyOf("default", base));
   }
-  if (!only.empty()) {
-    std::vector<sim::Strategy> chosen;
-    std::stringstream names(only);
-    std::string name;
-    while (std::getline(names, name, ',')) {
-      auto it = std::find_if(strategies.begin(), strategies.end(), [&](const auto& s) { return s.name == name; });
-      if (it == strategies.end()) return fail("--only: no strategy named '" + name + "'");
-      chosen.push_back(*it);
-    }
-    strategies = std::move(chosen);
-  }
-  // Every strategy trains the same model on the same fleet, with the same data.
-  for (const auto& s : strategies) {
-    const auto& first = strategies.front();
-    if (s.task.model != first.task.model)
-      return fail("strategies '" + first.name + "' and '" + s.name + "' train different models");
-    if (s.task.kind != first.task.kind || s.task.dataFormat != first.task.dataFormat ||
-        s.task.label != first.task.label || s.task.testData != first.task.testData)
-      return fail("strategies '" + first.name + "' and '" + s.name +
-                  "' read the data differently (task, format, label)");
-  }
+  std::vector<std::string> names;
+  std::stringstream list(only);
+  for (std::string name; std::getline(list, name, ',');)
+    names.push_back(name);
+  if (Status st = sim::chooseStrategies(strategies, names); !st) return fail("--only: " + st.message());
+  if (Status st = sim::checkSameData(strategies); !st) return fail(st.message());
 
   settings.testData = strategies.front().task.testData;
   auto fleet =

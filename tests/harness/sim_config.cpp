@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
+
 #include "starling/coordinator/config_file.hpp"
 
 namespace starling::sim {
@@ -126,6 +128,32 @@ Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, co
     STARLING_RETURN_IF_ERROR(own.applyTable(&t, origin, {"name"}));
     strategies.push_back(strategyOf(*name, config));
     STARLING_RETURN_IF_ERROR(validateTask(config.engine, config.task).withContext(origin));
+  }
+  return Status::ok();
+}
+
+Status chooseStrategies(std::vector<Strategy>& strategies, const std::vector<std::string>& only) {
+  if (only.empty()) return Status::ok();
+  std::vector<Strategy> chosen;
+  for (const auto& name : only) {
+    auto it = std::find_if(strategies.begin(), strategies.end(), [&](const auto& s) { return s.name == name; });
+    if (it == strategies.end()) return {StatusCode::kInvalidArgument, "no strategy named '" + name + "'"};
+    chosen.push_back(*it);
+  }
+  strategies = std::move(chosen);
+  return Status::ok();
+}
+
+Status checkSameData(const std::vector<Strategy>& strategies) {
+  for (const auto& s : strategies) {
+    const auto& first = strategies.front();
+    if (s.task.model != first.task.model)
+      return {StatusCode::kInvalidArgument,
+              "strategies '" + first.name + "' and '" + s.name + "' train different models"};
+    if (s.task.kind != first.task.kind || s.task.dataFormat != first.task.dataFormat ||
+        s.task.label != first.task.label || s.task.testData != first.task.testData)
+      return {StatusCode::kInvalidArgument,
+              "strategies '" + first.name + "' and '" + s.name + "' read the data differently (task, format, label)"};
   }
   return Status::ok();
 }

@@ -27,4 +27,12 @@ Status loadConfig(const std::string& path, coordinator::ConfigBinder& binder, co
 // A strategy with the task and engine settings of `config`.
 Strategy strategyOf(std::string name, const coordinator::DaemonConfig& config);
 
+// Keeps the strategies named in `only`, in its order (empty: all of them); an unknown
+// name is an error naming it.
+Status chooseStrategies(std::vector<Strategy>& strategies, const std::vector<std::string>& only);
+
+// Every strategy of a run trains the same model on the same fleet, so they must name
+// the same model and read the data alike (task, format, label, test data).
+Status checkSameData(const std::vector<Strategy>& strategies);
+
 }  // namespace starling::sim

@@ -30,8 +30,14 @@ struct GruShape {
   std::size_t stepFloats(int batch) const { return static_cast<std::size_t>(5) * hidden * batch; }
 };
 
+// 1 / (1 + e^-a). On 32-bit ARM, Eigen's NEON division is a reciprocal estimate good
+// to about 16 bits (meson.build): there the division is scalar.
 Eigen::ArrayXXf sigmoid(const Eigen::ArrayXXf& a) {
+#if defined(__arm__)
+  return (1.0f + (-a).exp()).unaryExpr([](float d) { return 1.0f / d; });
+#else
   return (1.0f + (-a).exp()).inverse();
+#endif
 }
 
 // Runs the sequence; writes the last hidden state into y and, when cache is not null,

@@ -520,9 +520,9 @@ namespace {
 // budget of compute, it makes at most kStepsPerMix steps between two global models
 // mixed in (more than the round's tau, 20, so every round gets its steps): a step of
 // this model takes microseconds, and unpaced, the steps a round saw went with the
-// machine's load (3814 once, on a CI machine compiling beside the test; the two
-// clients' models, each trained to zero loss on its own data, then averaged to a loss
-// of 182, and the test's accuracy bound failed).
+// machine's load (3814 once, on a CI machine compiling beside the test: client-0's
+// loss went to 0 on its own data, the next global model's was 829 on the round's, and
+// the test's accuracy bound failed).
 struct AppLoop {
   static constexpr uint64_t kStepsPerMix = 200;
   uint64_t steps = 0, again = 0, paused = 0;

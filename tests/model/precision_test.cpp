@@ -61,7 +61,9 @@ std::vector<double> dense(const float* w, const float* b, const std::vector<doub
   return y;
 }
 
-double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+double sigmoid(double v) {
+  return 1.0 / (1.0 + std::exp(-v));
+}
 
 // The largest |float - double| over the batch's outputs, against reference(example).
 template <class Reference>
@@ -95,8 +97,8 @@ TEST_CASE("a tanh network's outputs are accurate to float precision", "[model][p
   Model m = build("mlp:tanh:16-63-5");
   const std::vector<float> x = inputs(static_cast<std::size_t>(n) * in, 2.0f);
   const double worst = worstError(m, x, n, [&](const float* xi) {
-    std::vector<double> h = dense(tensor(m, "dense0.weight"), tensor(m, "dense0.bias"),
-                                  std::vector<double>(xi, xi + in), hidden);
+    std::vector<double> h =
+        dense(tensor(m, "dense0.weight"), tensor(m, "dense0.bias"), std::vector<double>(xi, xi + in), hidden);
     for (double& v : h)
       v = std::tanh(v);
     return softmax(dense(tensor(m, "dense1.weight"), tensor(m, "dense1.bias"), h, classes));
